@@ -1,0 +1,15 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+// commands lists every subcommand. Each lives in its own file with its own
+// options struct.
+func commands(io IO) []*cobra.Command {
+	return []*cobra.Command{
+		newCompileCmd(io),
+		newGraphCmd(io),
+		newFmtCmd(io),
+		newLintCmd(io),
+		newVersionCmd(io),
+	}
+}

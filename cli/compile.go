@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/internal/atomicfile"
+)
+
+type compileOptions struct {
+	output string
+}
+
+func newCompileCmd(io IO) *cobra.Command {
+	var opts compileOptions
+	cmd := &cobra.Command{
+		Use:   "compile SPEC",
+		Short: "Write the compiled plan (deterministic JSON); refuses on error findings",
+		Args:  exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return runCompile(io, args[0], opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write the plan to this file instead of stdout")
+	return cmd
+}
+
+func runCompile(io IO, path string, opts compileOptions) error {
+	c, err := compileFile(path)
+	if err != nil {
+		return err
+	}
+	printDiagsText(io, c.Diags, c.sources())
+	if c.Diags.HasErrors() || c.Result == nil {
+		return silentExit(ExitFindings)
+	}
+	b := c.Result.Plan.Marshal()
+	if opts.output == "" {
+		_, err := io.Stdout.Write(b)
+		return err
+	}
+	if err := atomicfile.Write(opts.output, b, 0o644); err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs with a usage exit code.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageErr("%s: %v (usage: pipec %s)", cmd.Name(), err, cmd.Use)
+		}
+		return nil
+	}
+}
+
+// minArgs is cobra.MinimumNArgs with a usage exit code.
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.MinimumNArgs(n)(cmd, args); err != nil {
+			return usageErr("%s: %v (usage: pipec %s)", cmd.Name(), err, cmd.Use)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"cuelang.org/go/cue/format"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/atomicfile"
+	"github.com/pipec/pipec/report"
+	"github.com/pipec/pipec/spec"
+)
+
+type fmtOptions struct {
+	check bool
+}
+
+func newFmtCmd(io IO) *cobra.Command {
+	var opts fmtOptions
+	cmd := &cobra.Command{
+		Use:   "fmt [--check] PATH...",
+		Short: "Format spec files in place (HCL with hclwrite, CUE with cue/format)",
+		Args:  minArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return runFmt(io, args, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.check, "check", false, "change nothing; list unformatted files and exit 1 if any")
+	return cmd
+}
+
+func runFmt(io IO, paths []string, opts fmtOptions) error {
+	files, err := findSpecFiles(paths)
+	if err != nil {
+		return err
+	}
+	code := ExitOK
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return usageErr("%v", unwrapPathError(err))
+		}
+		out, ds := formatSource(f, src)
+		if ds.HasErrors() {
+			printDiagsText(io, ds, report.Sources{f: src})
+			code = ExitFindings
+			continue
+		}
+		if bytes.Equal(out, src) {
+			continue
+		}
+		if opts.check {
+			fmt.Fprintln(io.Stdout, f)
+			code = ExitFindings
+			continue
+		}
+		st, err := os.Stat(f)
+		if err != nil {
+			return usageErr("%v", unwrapPathError(err))
+		}
+		if err := atomicfile.Write(f, out, st.Mode().Perm()); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	return silentExit(code)
+}
+
+// formatSource returns the canonical layout of a spec. A file that does not
+// parse is reported, never rewritten.
+func formatSource(file string, src []byte) ([]byte, diag.Diagnostics) {
+	syn, _ := spec.SyntaxOf(file)
+	var out []byte
+	var failed bool
+	if syn == spec.SyntaxCUE {
+		var err error
+		out, err = format.Source(src, format.Simplify())
+		failed = err != nil
+	} else {
+		_, hds := hclsyntax.ParseConfig(src, file, hcl.InitialPos)
+		failed = hds.HasErrors()
+		out = hclwrite.Format(src)
+	}
+	if !failed {
+		return out, nil
+	}
+	_, ds := spec.Load(syn, file, src)
+	var syntax diag.Diagnostics
+	for _, d := range ds {
+		if d.Rule == spec.RuleSyntax {
+			syntax = append(syntax, d)
+		}
+	}
+	if len(syntax) == 0 {
+		syntax = diag.Diagnostics{diag.Errorf(spec.RuleSyntax, diag.Range{Filename: file, Start: diag.Pos{Line: 1, Column: 1}, End: diag.Pos{Line: 1, Column: 2}},
+			"the file does not parse, so it cannot be formatted")}
+	}
+	return nil, syntax
+}

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/report"
+	"github.com/pipec/pipec/spec"
+)
+
+// compiled is one spec file read, loaded and compiled.
+type compiled struct {
+	File   string
+	Src    []byte
+	Result *compiler.Result // nil when the spec could not be loaded at all
+	Diags  diag.Diagnostics
+}
+
+// compileFile loads and compiles one spec. The error is for unreadable input
+// (exit code 2); findings are in Diags.
+func compileFile(path string) (*compiled, error) {
+	if st, err := os.Stat(path); err != nil {
+		return nil, usageErr("%v", unwrapPathError(err))
+	} else if st.IsDir() {
+		return nil, usageErr("%s is a folder; give a spec file (.hcl or .cue)", path)
+	}
+	p, src, ds, err := spec.LoadFile(path)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	c := &compiled{File: path, Src: src, Diags: ds}
+	if p == nil {
+		return c, nil
+	}
+	res, cds := compiler.Compile(p)
+	c.Result = res
+	c.Diags = append(c.Diags, cds...).Sort()
+	return c, nil
+}
+
+// sources returns the file contents the text printer shows lines from.
+func (c *compiled) sources() report.Sources { return report.Sources{c.File: c.Src} }
+
+// unwrapPathError keeps "open x: no such file or directory" readable.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return errors.New(pe.Path + ": " + pe.Err.Error())
+	}
+	return err
+}
+
+// printDiagsText writes findings to stderr in the text format (colour only on a
+// terminal, never under NO_COLOR).
+func printDiagsText(io IO, ds diag.Diagnostics, src report.Sources) {
+	_ = report.Text(io.Stderr, ds, src, report.TextOptions{})
+}

@@ -1,0 +1,481 @@
+// Package compiler turns a spec.Pipeline into a validated DAG and a
+// deterministic Plan. It reports reference and graph errors (cycles, missing
+// dependencies and artifacts, duplicate producers) without stopping at the
+// first, and without reporting a follow-on error for a cause already reported.
+package compiler
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/suggest"
+	"github.com/pipec/pipec/spec"
+)
+
+// Rule ids reported by the compiler (DESIGN.md section 5).
+const (
+	RuleCycle             = "cycle"
+	RuleMissingDependency = "missing-dependency"
+	RuleMissingArtifact   = "missing-artifact"
+	RuleDuplicateProducer = "duplicate-producer"
+	RuleSchema            = spec.RuleSchema
+)
+
+// Retry defaults applied to a policy that does not set a field.
+const (
+	DefaultMaxAttempts = 3
+	DefaultInitial     = time.Second
+	DefaultMultiplier  = 2.0
+	DefaultMaxDelay    = 5 * time.Minute
+	DefaultJitter      = spec.JitterFull
+)
+
+// Result is everything the compiler learned about one pipeline.
+type Result struct {
+	Spec *spec.Pipeline
+	// Plan is complete even when there are error findings (best effort), but
+	// callers must not execute or write a plan from a result with errors.
+	Plan  *Plan
+	Graph *Graph
+	// Producer maps an artifact to the task that outputs it (the first, when
+	// several do).
+	Producer map[string]string
+	// EdgeRanges gives, for a task->task edge, where the spec created it.
+	EdgeRanges map[[2]string]diag.Range
+}
+
+// Compile validates references and builds the DAG and the plan.
+func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
+	c := &compilation{
+		p:          p,
+		tasks:      map[string]*spec.Task{},
+		checks:     map[string]*spec.Check{},
+		policies:   map[string]*spec.RetryPolicy{},
+		classes:    map[string]bool{},
+		pools:      map[string]bool{},
+		sinks:      map[string]*spec.Sink{},
+		producer:   map[string]string{},
+		edgeRanges: map[[2]string]diag.Range{},
+	}
+	c.index()
+	c.link()
+	c.resolveClasses()
+	c.checkNumbers()
+	g, err := newGraph(c.nodes, c.edges)
+	if err != nil {
+		// Only a bug can get here: every edge joins two added vertices.
+		c.ds = append(c.ds, diag.Errorf(RuleSchema, p.Range, "internal error building the graph: %v", err))
+		return &Result{Spec: p, Producer: c.producer, EdgeRanges: c.edgeRanges}, c.ds.Sort()
+	}
+	c.reportCycles(g)
+	plan := c.plan(g)
+	return &Result{Spec: p, Plan: plan, Graph: g, Producer: c.producer, EdgeRanges: c.edgeRanges}, c.ds.Sort()
+}
+
+type compilation struct {
+	p          *spec.Pipeline
+	ds         diag.Diagnostics
+	tasks      map[string]*spec.Task
+	checks     map[string]*spec.Check
+	policies   map[string]*spec.RetryPolicy
+	classes    map[string]bool
+	pools      map[string]bool
+	sinks      map[string]*spec.Sink
+	producer   map[string]string
+	nodes      []string
+	edges      [][2]string
+	edgeRanges map[[2]string]diag.Range
+	// checksOf maps an artifact to the checks that audit it.
+	checksOf map[string][]string
+}
+
+// index records every named element. A duplicate name is reported by the
+// loader (it knows both positions); here the first declaration wins.
+func (c *compilation) index() {
+	for i := range c.p.Tasks {
+		t := &c.p.Tasks[i]
+		if _, dup := c.tasks[t.Name]; dup {
+			continue
+		}
+		c.tasks[t.Name] = t
+		c.nodes = append(c.nodes, NodeID(KindTask, t.Name))
+	}
+	for i := range c.p.Tasks {
+		t := &c.p.Tasks[i]
+		if c.tasks[t.Name] != t {
+			continue
+		}
+		for _, o := range t.Outputs {
+			if first, dup := c.producer[o.Name]; dup {
+				if first != t.Name {
+					c.ds = append(c.ds, diag.Errorf(RuleDuplicateProducer, o.Range,
+						"artifact %q is already produced by task %q: two writers of one artifact race each other; give each task its own output", o.Name, first))
+				}
+				continue
+			}
+			c.producer[o.Name] = t.Name
+		}
+	}
+	for i := range c.p.Retries {
+		r := &c.p.Retries[i]
+		if _, dup := c.policies[r.Name]; !dup {
+			c.policies[r.Name] = r
+		}
+	}
+	for _, e := range c.p.Errors {
+		c.classes[e.Name] = true
+	}
+	for _, pl := range c.p.Pools {
+		c.pools[pl.Name] = true
+	}
+	for i := range c.p.Sinks {
+		s := &c.p.Sinks[i]
+		if _, dup := c.sinks[s.Name]; !dup {
+			c.sinks[s.Name] = s
+		}
+	}
+	c.checksOf = map[string][]string{}
+	for i := range c.p.Checks {
+		ch := &c.p.Checks[i]
+		if _, dup := c.checks[ch.Name]; dup {
+			continue
+		}
+		c.checks[ch.Name] = ch
+		c.nodes = append(c.nodes, NodeID(KindCheck, ch.Name))
+		c.checksOf[ch.Input.Name] = append(c.checksOf[ch.Input.Name], ch.Name)
+	}
+	seen := map[string]bool{}
+	for _, pub := range c.p.Publishes {
+		if !seen[pub.Name] {
+			seen[pub.Name] = true
+			c.nodes = append(c.nodes, NodeID(KindPublish, pub.Name))
+		}
+	}
+}
+
+func (c *compilation) edge(from, to string, r diag.Range) {
+	e := [2]string{from, to}
+	if _, ok := c.edgeRanges[e]; !ok {
+		c.edgeRanges[e] = r
+		c.edges = append(c.edges, e)
+	}
+}
+
+// link resolves every reference and adds the edges it implies.
+func (c *compilation) link() {
+	taskNames := slices.Sorted(maps.Keys(c.tasks))
+	artifacts := slices.Sorted(maps.Keys(c.producer))
+	for i := range c.p.Tasks {
+		t := &c.p.Tasks[i]
+		if c.tasks[t.Name] != t {
+			continue
+		}
+		id := NodeID(KindTask, t.Name)
+		for _, d := range t.DependsOn {
+			if _, ok := c.tasks[d.Name]; !ok {
+				c.ds = append(c.ds, diag.Errorf(RuleMissingDependency, d.Range,
+					"task %q depends on %q, which is not a task in this pipeline%s", t.Name, d.Name, suggest.Hint(d.Name, taskNames)))
+				continue
+			}
+			c.edge(NodeID(KindTask, d.Name), id, d.Range)
+		}
+		for _, in := range t.Inputs {
+			prod, ok := c.producer[in.Artifact]
+			if !ok {
+				c.ds = append(c.ds, diag.Errorf(RuleMissingArtifact, in.Range,
+					"task %q reads artifact %q, which no task outputs%s", t.Name, in.Artifact, suggest.Hint(in.Artifact, artifacts)))
+				continue
+			}
+			// An input of another interval is produced by another run: it
+			// gates the start of this task but is not an edge of this run's DAG.
+			if in.Offset == 0 {
+				c.edge(NodeID(KindTask, prod), id, in.Range)
+			}
+		}
+		c.resolveTaskRefs(t)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.checks)) {
+		ch := c.checks[name]
+		prod, ok := c.producer[ch.Input.Name]
+		if !ok {
+			c.ds = append(c.ds, diag.Errorf(RuleMissingArtifact, ch.Input.Range,
+				"check %q audits artifact %q, which no task outputs%s", ch.Name, ch.Input.Name, suggest.Hint(ch.Input.Name, artifacts)))
+			continue
+		}
+		c.edge(NodeID(KindTask, prod), NodeID(KindCheck, ch.Name), ch.Input.Range)
+	}
+	sinkNames := slices.Sorted(maps.Keys(c.sinks))
+	seen := map[string]bool{}
+	for _, pub := range c.p.Publishes {
+		if seen[pub.Name] {
+			continue
+		}
+		seen[pub.Name] = true
+		if _, ok := c.sinks[pub.Sink.Name]; !ok {
+			c.ds = append(c.ds, diag.Errorf(RuleSchema, pub.Sink.Range,
+				"publish %q names sink %q, which is not defined%s", pub.Name, pub.Sink.Name, suggest.Hint(pub.Sink.Name, sinkNames)))
+		}
+		prod, ok := c.producer[pub.Artifact.Name]
+		if !ok {
+			c.ds = append(c.ds, diag.Errorf(RuleMissingArtifact, pub.Artifact.Range,
+				"publish %q names artifact %q, which no task outputs%s", pub.Name, pub.Artifact.Name, suggest.Hint(pub.Artifact.Name, artifacts)))
+			continue
+		}
+		id := NodeID(KindPublish, pub.Name)
+		checks := c.checksOf[pub.Artifact.Name]
+		for _, ch := range checks {
+			c.edge(NodeID(KindCheck, ch), id, pub.Artifact.Range)
+		}
+		if len(checks) == 0 {
+			// Still wait for the data; bypassed-validation reports the gap.
+			c.edge(NodeID(KindTask, prod), id, pub.Artifact.Range)
+		}
+	}
+}
+
+// resolveTaskRefs checks the names a task uses for its policy and pool, and the
+// classes its policy retries.
+func (c *compilation) resolveTaskRefs(t *spec.Task) {
+	if t.Retry != nil {
+		if _, ok := c.policies[t.Retry.Name]; !ok {
+			c.ds = append(c.ds, diag.Errorf(RuleSchema, t.Retry.Range,
+				"task %q uses retry policy %q, which is not defined%s", t.Name, t.Retry.Name, suggest.Hint(t.Retry.Name, slices.Sorted(maps.Keys(c.policies)))))
+		}
+	}
+	if t.Pool != nil && !c.pools[t.Pool.Name] {
+		c.ds = append(c.ds, diag.Errorf(RuleSchema, t.Pool.Range,
+			"task %q uses pool %q, which is not defined%s", t.Name, t.Pool.Name, suggest.Hint(t.Pool.Name, slices.Sorted(maps.Keys(c.pools)))))
+	}
+}
+
+// resolveClasses checks that every class a retry policy names exists.
+func (c *compilation) resolveClasses() {
+	classes := slices.Sorted(maps.Keys(c.classes))
+	for _, name := range slices.Sorted(maps.Keys(c.policies)) {
+		r := c.policies[name]
+		for _, on := range r.On {
+			if slices.Contains(BuiltinClasses, on.Name) || c.classes[on.Name] {
+				continue
+			}
+			c.ds = append(c.ds, diag.Errorf(RuleSchema, on.Range,
+				"retry policy %q retries error class %q, which is not defined (built-in classes: timeout, killed)%s", r.Name, on.Name, suggest.Hint(on.Name, classes)))
+		}
+	}
+}
+
+// checkNumbers rejects values that cannot be written to JSON (a float such as
+// 1e400 overflows to +Inf), so the plan always marshals.
+func (c *compilation) checkNumbers() {
+	finite := func(f *float64, r diag.Range, what string) {
+		if math.IsInf(*f, 0) || math.IsNaN(*f) {
+			c.ds = append(c.ds, diag.Errorf(RuleSchema, r, "%s is not a finite number", what))
+			*f = 0
+		}
+	}
+	for i := range c.p.Retries {
+		r := &c.p.Retries[i]
+		finite(&r.Multiplier, r.At("multiplier", r.Range), "multiplier")
+	}
+	if b := c.p.RetryBudget; b != nil {
+		finite(&b.Ratio, b.At("ratio", b.Range), "ratio")
+	}
+}
+
+// reportCycles reports each cycle once, at the edge leaving its smallest task.
+func (c *compilation) reportCycles(g *Graph) {
+	for _, cyc := range g.Cycles {
+		names := make([]string, len(cyc))
+		for i, id := range cyc {
+			names[i] = strings.TrimPrefix(id, KindTask+".")
+		}
+		r := c.edgeRanges[[2]string{cyc[0], cyc[1]}]
+		c.ds = append(c.ds, diag.Errorf(RuleCycle, r, "dependency cycle: %s", strings.Join(names, " -> ")))
+	}
+}
+
+// BuiltinClasses are error classes every pipeline has: a task that ran out of
+// time, or was killed by a signal. Both are transient.
+var BuiltinClasses = []string{"killed", "timeout"}
+
+func durString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func (c *compilation) plan(g *Graph) *Plan {
+	p := c.p
+	pl := &Plan{APIVersion: APIVersion, Pipeline: p.Name, CodeVersion: p.CodeVersion,
+		Pools: []PlanPool{}, Errors: []PlanError{}, Tasks: []PlanTask{}, Checks: []PlanCheck{},
+		Sinks: []PlanSink{}, Publishes: []PlanPublish{}, Artifacts: []PlanArtifact{}, Order: g.Order}
+	if s := p.Schedule; s != nil {
+		pl.Schedule = &PlanSchedule{Every: durString(s.Every), Catchup: s.Catchup, MaxActiveRuns: s.MaxActiveRuns}
+		if !s.Start.IsZero() {
+			pl.Schedule.Start = s.Start.UTC().Format(time.RFC3339)
+		}
+	}
+	if b := p.RetryBudget; b != nil {
+		pl.RetryBudget = &PlanBudget{Ratio: b.Ratio, Min: b.Min}
+	}
+	for _, pool := range p.Pools {
+		pl.Pools = append(pl.Pools, PlanPool{Name: pool.Name, Slots: pool.Slots})
+	}
+	for _, e := range p.Errors {
+		pl.Errors = append(pl.Errors, PlanError{Name: e.Name, ExitCodes: nonNil(e.ExitCodes), Match: nonNil(e.Match), Deterministic: e.Deterministic})
+	}
+	readers := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(c.tasks)) {
+		t := c.tasks[name]
+		id := NodeID(KindTask, name)
+		pt := PlanTask{Name: name, Command: nonNil(t.Command), Inputs: []PlanInput{}, Outputs: refNames(t.Outputs),
+			DependsOn: refNames(t.DependsOn), Env: t.Env, SecretEnv: refNames(t.SecretEnv), Effects: refNames(t.Effects),
+			Idempotent: t.IsIdempotent(), Timeout: durString(t.Timeout), Needs: []string{}}
+		if len(pt.Env) == 0 {
+			pt.Env = nil
+		}
+		slices.Sort(pt.Outputs)
+		slices.Sort(pt.DependsOn)
+		slices.Sort(pt.SecretEnv)
+		slices.Sort(pt.Effects)
+		for _, in := range t.Inputs {
+			pt.Inputs = append(pt.Inputs, PlanInput{Artifact: in.Artifact, Offset: in.Offset, Producer: c.producer[in.Artifact]})
+			readers[in.Artifact] = append(readers[in.Artifact], name)
+		}
+		slices.SortFunc(pt.Inputs, func(a, b PlanInput) int {
+			return cmp.Or(cmp.Compare(a.Artifact, b.Artifact), cmp.Compare(a.Offset, b.Offset))
+		})
+		pt.Inputs = slices.Compact(pt.Inputs)
+		for _, pred := range g.Pred[id] {
+			pt.Needs = append(pt.Needs, strings.TrimPrefix(pred, KindTask+"."))
+		}
+		if t.Retry != nil {
+			if pol, ok := c.policies[t.Retry.Name]; ok {
+				pt.Retry = resolveRetry(pol)
+			}
+		}
+		if t.Pool != nil {
+			pt.Pool = t.Pool.Name
+		}
+		if h := t.Heartbeat; h != nil {
+			pt.Heartbeat = &PlanHeartbeat{Every: durString(h.Every), Lease: durString(h.Lease)}
+		}
+		if f := t.Failover; f != nil {
+			pt.Failover = &PlanFailover{PerWorker: f.PerWorker, Global: f.Global}
+		}
+		pl.Tasks = append(pl.Tasks, pt)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.checks)) {
+		ch := c.checks[name]
+		pl.Checks = append(pl.Checks, PlanCheck{Name: name, Input: ch.Input.Name, RowCountMin: ch.RowCountMin, RowCountMax: ch.RowCountMax,
+			Unique: nonNil(ch.Unique), NotNull: nonNil(ch.NotNull), Columns: nonNil(ch.Columns), Command: nonNil(ch.Command)})
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.sinks)) {
+		s := c.sinks[name]
+		pl.Sinks = append(pl.Sinks, PlanSink{Name: name, Type: s.Type, Path: s.Path, Fencing: string(SinkFencing(s))})
+	}
+	publishesOf := map[string][]string{}
+	seen := map[string]bool{}
+	for _, pub := range p.Publishes {
+		if seen[pub.Name] {
+			continue
+		}
+		seen[pub.Name] = true
+		pl.Publishes = append(pl.Publishes, PlanPublish{Name: pub.Name, Artifact: pub.Artifact.Name, Sink: pub.Sink.Name,
+			Checks: nonNil(slices.Sorted(slices.Values(c.checksOf[pub.Artifact.Name])))})
+		publishesOf[pub.Artifact.Name] = append(publishesOf[pub.Artifact.Name], pub.Name)
+	}
+	slices.SortFunc(pl.Publishes, func(a, b PlanPublish) int { return cmp.Compare(a.Name, b.Name) })
+	for _, a := range slices.Sorted(maps.Keys(c.producer)) {
+		pa := PlanArtifact{Name: a, Producer: c.producer[a],
+			Readers:   nonNil(slices.Compact(slices.Sorted(slices.Values(readers[a])))),
+			Checks:    nonNil(slices.Sorted(slices.Values(c.checksOf[a]))),
+			Publishes: nonNil(slices.Sorted(slices.Values(publishesOf[a])))}
+		pl.Artifacts = append(pl.Artifacts, pa)
+	}
+	pl.Digest = Digest(pl)
+	return pl
+}
+
+// SinkFencing is the sink's declared fencing, or its default: a directory sink
+// is owned by pipec and fenced by token; any other type cannot be assumed to be.
+func SinkFencing(s *spec.Sink) spec.Fencing {
+	if s.Fencing != "" {
+		return s.Fencing
+	}
+	if s.Type == "directory" {
+		return spec.FencingToken
+	}
+	return spec.FencingNone
+}
+
+// resolveRetry applies the documented defaults to a policy.
+func resolveRetry(r *spec.RetryPolicy) *PlanRetry {
+	pr := &PlanRetry{Policy: r.Name, MaxAttempts: r.MaxAttempts, Initial: durString(r.Initial), Multiplier: r.Multiplier,
+		MaxDelay: durString(r.MaxDelay), Jitter: string(r.Jitter), MaxElapsed: durString(r.MaxElapsed), On: refNames(r.On)}
+	if !r.Has("max_attempts") {
+		pr.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.Initial == 0 {
+		pr.Initial = DefaultInitial.String()
+	}
+	if r.Multiplier == 0 {
+		pr.Multiplier = DefaultMultiplier
+	}
+	if r.MaxDelay == 0 {
+		pr.MaxDelay = DefaultMaxDelay.String()
+	}
+	if r.Jitter == "" {
+		pr.Jitter = string(DefaultJitter)
+	}
+	slices.Sort(pr.On)
+	pr.On = slices.Compact(pr.On)
+	return pr
+}
+
+// Digest is the sha256 of the plan's canonical JSON with the digest left empty,
+// so it identifies the pipeline's meaning, not its syntax or layout.
+func Digest(p *Plan) string {
+	cp := *p
+	cp.Digest = ""
+	b, err := json.Marshal(&cp)
+	if err != nil {
+		// A Plan holds only strings, numbers, bools and slices of them.
+		panic(fmt.Sprintf("compiler: plan does not marshal: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Marshal writes the plan as indented, deterministic JSON with a final newline.
+func (p *Plan) Marshal() []byte {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		panic(fmt.Sprintf("compiler: plan does not marshal: %v", err))
+	}
+	return append(b, '\n')
+}
+
+func refNames(rs []spec.Ref) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

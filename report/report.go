@@ -1,0 +1,111 @@
+// Package report prints diagnostics for people and machines: text with the
+// source line and a caret, JSON, SARIF and GitHub workflow annotations. Every
+// printer writes findings in the order given; callers sort them first
+// (diag.Diagnostics.Sort), so identical input gives identical bytes.
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/pipec/pipec/diag"
+)
+
+// Sources maps a file name, as it appears in diagnostics, to its content, so
+// printers can show the offending line.
+type Sources map[string][]byte
+
+// Line returns the text of the 1-based line n of file, without its newline.
+func (s Sources) Line(file string, n int) (string, bool) {
+	src, ok := s[file]
+	if !ok || n < 1 {
+		return "", false
+	}
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(src, '\n')
+		if j < 0 {
+			return "", false
+		}
+		src = src[j+1:]
+	}
+	if j := bytes.IndexByte(src, '\n'); j >= 0 {
+		src = src[:j]
+	}
+	return strings.TrimSuffix(string(src), "\r"), true
+}
+
+// TextOptions controls the text format.
+type TextOptions struct {
+	// Color adds ANSI colours; callers enable it only on a terminal without NO_COLOR.
+	Color bool
+}
+
+const (
+	ansiReset  = "\x1b[0m"
+	ansiBold   = "\x1b[1m"
+	ansiRed    = "\x1b[31m"
+	ansiYellow = "\x1b[33m"
+	ansiCyan   = "\x1b[36m"
+	ansiGreen  = "\x1b[32m"
+)
+
+// Text writes `file:line:col: severity: message [rule]`, then the source line
+// and a caret under the range (^~~~), as compilers and actionlint do.
+func Text(w io.Writer, ds diag.Diagnostics, src Sources, opt TextOptions) error {
+	paint := func(code, s string) string {
+		if !opt.Color {
+			return s
+		}
+		return code + s + ansiReset
+	}
+	var b strings.Builder
+	for _, d := range ds {
+		sevColor := ansiRed
+		switch d.Severity {
+		case diag.Warning:
+			sevColor = ansiYellow
+		case diag.Info:
+			sevColor = ansiCyan
+		}
+		fmt.Fprintf(&b, "%s: %s: %s %s\n", paint(ansiBold, d.Range.String()), paint(sevColor, d.Severity.String()),
+			d.Message, paint(ansiBold, "["+d.Rule+"]"))
+		if line, ok := src.Line(d.Range.Filename, d.Range.Start.Line); ok && d.Range.Start.Column >= 1 {
+			b.WriteString(line)
+			b.WriteByte('\n')
+			b.WriteString(paint(ansiGreen, caret(line, d.Range)))
+			b.WriteByte('\n')
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// caret draws ^~~~ under the range's columns on the start line, keeping tabs so
+// the marker lines up with the source in any terminal.
+func caret(line string, r diag.Range) string {
+	var b strings.Builder
+	col := 1
+	for _, ch := range line {
+		if col >= r.Start.Column {
+			break
+		}
+		if ch == '\t' {
+			b.WriteByte('\t')
+		} else {
+			b.WriteByte(' ')
+		}
+		col++
+	}
+	b.WriteByte('^')
+	end := r.End.Column
+	if r.End.Line != r.Start.Line {
+		end = utf8.RuneCountInString(line) + 1
+	}
+	for i := r.Start.Column + 1; i < end; i++ {
+		b.WriteByte('~')
+	}
+	return b.String()
+}
