@@ -49,8 +49,26 @@ type Result struct {
 	// Producer maps an artifact to the task that outputs it (the first, when
 	// several do).
 	Producer map[string]string
-	// EdgeRanges gives, for a task->task edge, where the spec created it.
-	EdgeRanges map[[2]string]diag.Range
+	// edges are sorted by (from, to), each with where the spec created it.
+	edges []edge
+}
+
+// edge is one dependency and the spec text that created it (a depends_on
+// entry, an input, a check's or a publish's artifact).
+type edge struct {
+	from, to string
+	r        diag.Range
+}
+
+// EdgeRange says where the spec created the edge between two node ids.
+func (r *Result) EdgeRange(from, to string) (diag.Range, bool) {
+	i, ok := slices.BinarySearchFunc(r.edges, [2]string{from, to}, func(e edge, k [2]string) int {
+		return cmp.Or(cmp.Compare(e.from, k[0]), cmp.Compare(e.to, k[1]))
+	})
+	if !ok {
+		return diag.Range{}, false
+	}
+	return r.edges[i].r, true
 }
 
 // Compile validates references and builds the DAG and the plan.
@@ -64,21 +82,18 @@ func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
 		pools:      map[string]bool{},
 		sinks:      map[string]*spec.Sink{},
 		producer:   map[string]string{},
-		edgeRanges: map[[2]string]diag.Range{},
 	}
 	c.index()
+	c.edges = make([]edge, 0, c.edgeEstimate())
 	c.link()
 	c.resolveClasses()
 	c.checkNumbers()
-	g, err := newGraph(c.nodes, c.edges)
-	if err != nil {
-		// Only a bug can get here: every edge joins two added vertices.
-		c.ds = append(c.ds, diag.Errorf(RuleSchema, p.Range, "internal error building the graph: %v", err))
-		return &Result{Spec: p, Producer: c.producer, EdgeRanges: c.edgeRanges}, c.ds.Sort()
-	}
-	c.reportCycles(g)
-	plan := c.plan(g)
-	return &Result{Spec: p, Plan: plan, Graph: g, Producer: c.producer, EdgeRanges: c.edgeRanges}, c.ds.Sort()
+	c.sortEdges()
+	g := newGraph(c.nodes, c.edges)
+	res := &Result{Spec: p, Graph: g, Producer: c.producer, edges: c.edges}
+	c.reportCycles(res)
+	res.Plan = c.plan(g)
+	return res, c.ds.Sort()
 }
 
 type compilation struct {
@@ -92,8 +107,7 @@ type compilation struct {
 	sinks      map[string]*spec.Sink
 	producer   map[string]string
 	nodes      []string
-	edges      [][2]string
-	edgeRanges map[[2]string]diag.Range
+	edges      []edge
 	// checksOf maps an artifact to the checks that audit it.
 	checksOf map[string][]string
 }
@@ -162,12 +176,30 @@ func (c *compilation) index() {
 	}
 }
 
-func (c *compilation) edge(from, to string, r diag.Range) {
-	e := [2]string{from, to}
-	if _, ok := c.edgeRanges[e]; !ok {
-		c.edgeRanges[e] = r
-		c.edges = append(c.edges, e)
+// edgeEstimate is an upper bound of the edges link adds, so the edge list is
+// allocated once (at 100,000 tasks its regrowth was a third of all allocation).
+func (c *compilation) edgeEstimate() int {
+	n := len(c.p.Checks)
+	for i := range c.p.Tasks {
+		n += len(c.p.Tasks[i].DependsOn) + len(c.p.Tasks[i].Inputs)
 	}
+	for _, pub := range c.p.Publishes {
+		n += max(1, len(c.checksOf[pub.Artifact.Name]))
+	}
+	return n
+}
+
+func (c *compilation) edge(from, to string, r diag.Range) {
+	c.edges = append(c.edges, edge{from, to, r})
+}
+
+// sortEdges orders edges by (from, to) and keeps the first occurrence of
+// each, so a dependency written twice is one edge pointing at its first writing.
+func (c *compilation) sortEdges() {
+	slices.SortStableFunc(c.edges, func(a, b edge) int {
+		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
+	})
+	c.edges = slices.CompactFunc(c.edges, func(a, b edge) bool { return a.from == b.from && a.to == b.to })
 }
 
 // link resolves every reference and adds the edges it implies.
@@ -291,13 +323,14 @@ func (c *compilation) checkNumbers() {
 }
 
 // reportCycles reports each cycle once, at the edge leaving its smallest task.
-func (c *compilation) reportCycles(g *Graph) {
+func (c *compilation) reportCycles(res *Result) {
+	g := res.Graph
 	for _, cyc := range g.Cycles {
 		names := make([]string, len(cyc))
 		for i, id := range cyc {
 			names[i] = strings.TrimPrefix(id, KindTask+".")
 		}
-		r := c.edgeRanges[[2]string{cyc[0], cyc[1]}]
+		r, _ := res.EdgeRange(cyc[0], cyc[1])
 		c.ds = append(c.ds, diag.Errorf(RuleCycle, r, "dependency cycle: %s", strings.Join(names, " -> ")))
 	}
 }
@@ -334,6 +367,7 @@ func (c *compilation) plan(g *Graph) *Plan {
 		pl.Errors = append(pl.Errors, PlanError{Name: e.Name, ExitCodes: nonNil(e.ExitCodes), Match: nonNil(e.Match), Deterministic: e.Deterministic})
 	}
 	readers := map[string][]string{}
+	pl.Tasks = make([]PlanTask, 0, len(c.tasks))
 	for _, name := range slices.Sorted(maps.Keys(c.tasks)) {
 		t := c.tasks[name]
 		id := NodeID(KindTask, name)
