@@ -1,0 +1,289 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// grantToken takes the next token of resource inside a transaction. The UPSERT
+// reads and bumps the counter under the write lock, so two grants, in any
+// processes, never see the same value.
+func grantToken(ctx context.Context, tx *sql.Tx, resource string) (int64, error) {
+	if resource == "" {
+		return 0, fmt.Errorf("token: resource is required")
+	}
+	var tok int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?, 1)
+ON CONFLICT (resource) DO UPDATE SET last = last + 1
+RETURNING last`, resource).Scan(&tok)
+	return tok, err
+}
+
+// NextToken implements Store. Durable: see the package doc.
+func (s *SQLite) NextToken(ctx context.Context, resource string) (int64, error) {
+	var tok int64
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		tok, err = grantToken(ctx, tx, resource)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("next token for %q: %w", resource, err)
+	}
+	return tok, nil
+}
+
+const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid`
+
+func scanAttempt(sc interface{ Scan(...any) error }) (Attempt, error) {
+	var a Attempt
+	var state string
+	var started, ended, expiry int64
+	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
+		&started, &ended, &expiry, &a.Worker, &a.PID); err != nil {
+		return Attempt{}, err
+	}
+	a.State = AttemptState(state)
+	a.Started, a.Ended, a.LeaseExpiry = timeOf(started), timeOf(ended), timeOf(expiry)
+	return a, nil
+}
+
+func getAttempt(ctx context.Context, q rowQuerier, ref AttemptRef) (Attempt, error) {
+	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? AND task = ? AND number = ?`,
+		ref.Run, ref.Task, ref.Number))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, fmt.Errorf("attempt %s: %w", ref, ErrNotFound)
+	}
+	return a, err
+}
+
+// String is "run task#number".
+func (r AttemptRef) String() string { return fmt.Sprintf("%s %s#%d", r.Run, r.Task, r.Number) }
+
+// expiry is the lease expiry for a lease starting at now; 0 for no lease.
+func expiry(now int64, lease time.Duration) int64 {
+	if lease <= 0 {
+		return 0
+	}
+	return now + int64(lease)
+}
+
+// StartAttempt implements Store. Durable: it grants a token.
+func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, error) {
+	if spec.Run == "" || spec.Task == "" {
+		return Attempt{}, fmt.Errorf("start attempt: run and task are required")
+	}
+	var a Attempt
+	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+		var runState string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, spec.Run).Scan(&runState)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("run %q: %w", spec.Run, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if RunState(runState) != RunRunning {
+			return fmt.Errorf("run %q is %s: %w", spec.Run, runState, ErrConflict)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ? AND task = ?`,
+			spec.Run, spec.Task).Scan(&n); err != nil {
+			return err
+		}
+		tok, err := grantToken(ctx, tx, spec.Resource)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		a = Attempt{
+			AttemptRef: AttemptRef{Run: spec.Run, Task: spec.Task, Number: n},
+			Resource:   spec.Resource,
+			Token:      tok,
+			State:      AttemptRunning,
+			Worker:     spec.Worker,
+			PID:        spec.PID,
+		}
+		if spec.Queued {
+			a.State = AttemptQueued
+		} else {
+			a.Started = timeOf(now)
+			a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
+			nanos(a.LeaseExpiry), a.Worker, a.PID); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+			"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
+			"lease_ms": spec.Lease.Milliseconds(),
+		})
+	})
+	if err != nil {
+		return Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
+	}
+	return a, nil
+}
+
+// MarkRunning implements Store.
+func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error) {
+	var a Attempt
+	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		cur, err := getAttempt(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		if cur.State != AttemptQueued && cur.State != AttemptRunning {
+			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, ErrConflict)
+		}
+		now := s.now()
+		started := nanos(cur.Started)
+		if cur.State == AttemptQueued {
+			started = now
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, lease_ms = ?, lease_expiry = ?
+WHERE run = ? AND task = ? AND number = ?`, started, pid, lease.Milliseconds(), expiry(now, lease), ref.Run, ref.Task, ref.Number); err != nil {
+			return err
+		}
+		if cur.State == AttemptQueued {
+			if err := appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+				map[string]any{"token": cur.Token, "pid": pid, "lease_ms": lease.Milliseconds()}); err != nil {
+				return err
+			}
+		}
+		a, err = getAttempt(ctx, tx, ref)
+		return err
+	})
+	if err != nil {
+		return Attempt{}, fmt.Errorf("mark running: %w", err)
+	}
+	return a, nil
+}
+
+// RenewLease implements Store. A lease of 0 renews by the attempt's own lease
+// duration (the one given to StartAttempt or MarkRunning), so a heartbeat
+// command need not know it.
+func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, lease time.Duration) error {
+	return s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		var state string
+		var tok, leaseMS int64
+		err := tx.QueryRowContext(ctx, `SELECT state, token, lease_ms FROM attempts WHERE run = ? AND task = ? AND number = ?`,
+			ref.Run, ref.Task, ref.Number).Scan(&state, &tok, &leaseMS)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("renew lease of %s: %w", ref, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if AttemptState(state) != AttemptRunning || tok != token {
+			return fmt.Errorf("renew lease of %s (token %d): attempt is %s with token %d: %w", ref, token, state, tok, ErrLeaseLost)
+		}
+		if lease <= 0 {
+			lease = time.Duration(leaseMS) * time.Millisecond
+		}
+		if lease <= 0 {
+			return nil // no lease to renew
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE attempts SET lease_expiry = ? WHERE run = ? AND task = ? AND number = ?`,
+			expiry(s.now(), lease), ref.Run, ref.Task, ref.Number)
+		return err
+	})
+}
+
+// MarkUnknown implements Store.
+func (s *SQLite) MarkUnknown(ctx context.Context) ([]Attempt, error) {
+	var out []Attempt
+	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
+WHERE state = 'running' AND lease_expiry > 0 AND lease_expiry <= ? ORDER BY run, task, number`, now)
+		if err != nil {
+			return err
+		}
+		var expired []Attempt
+		for rows.Next() {
+			a, err := scanAttempt(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			expired = append(expired, a)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, a := range expired {
+			if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'unknown' WHERE run = ? AND task = ? AND number = ?`,
+				a.Run, a.Task, a.Number); err != nil {
+				return err
+			}
+			if err := appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
+				map[string]any{"token": a.Token, "lease_expiry": a.LeaseExpiry.Format(time.RFC3339Nano)}); err != nil {
+				return err
+			}
+			a.State = AttemptUnknown
+			out = append(out, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark unknown: %w", err)
+	}
+	return out, nil
+}
+
+// FinishAttempt implements Store.
+func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) error {
+	if !o.State.Finished() {
+		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	}
+	return s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		cur, err := getAttempt(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		if cur.State.Finished() {
+			if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
+				return nil
+			}
+			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, ErrConflict)
+		}
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
+WHERE run = ? AND task = ? AND number = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, ref.Run, ref.Task, ref.Number); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+			map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
+				"token": cur.Token, "was": string(cur.State)})
+	})
+}
+
+// GetAttempt implements Store.
+func (s *SQLite) GetAttempt(ctx context.Context, ref AttemptRef) (Attempt, error) {
+	return getAttempt(ctx, s.r, ref)
+}
+
+// Attempts implements Store.
+func (s *SQLite) Attempts(ctx context.Context, run string) ([]Attempt, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? ORDER BY task, number`, run)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,195 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// CreateRun implements Store.
+func (s *SQLite) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
+	if nr.Pipeline == "" || nr.Interval == "" {
+		return Run{}, fmt.Errorf("create run: pipeline and interval are required")
+	}
+	var r Run
+	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		var seq int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE pipeline = ? AND interval_key = ?`,
+			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
+			return err
+		}
+		now := s.now()
+		r = Run{
+			ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
+			Pipeline:      nr.Pipeline,
+			Interval:      nr.Interval,
+			IntervalStart: nr.IntervalStart.UTC(),
+			IntervalEnd:   nr.IntervalEnd.UTC(),
+			CodeVersion:   nr.CodeVersion,
+			PlanDigest:    nr.PlanDigest,
+			State:         RunRunning,
+			Created:       timeOf(now),
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, state, created)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Pipeline, r.Interval, seq, nanos(nr.IntervalStart), nanos(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, string(r.State), now); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, now, Event{Run: r.ID, Kind: EventRunCreated}, map[string]any{
+			"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
+		})
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("create run: %w", err)
+	}
+	return r, nil
+}
+
+const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished`
+
+func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
+	var r Run
+	var start, end, created, finished int64
+	var state string
+	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished); err != nil {
+		return Run{}, err
+	}
+	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)
+	r.State = RunState(state)
+	r.Created, r.Finished = timeOf(created), timeOf(finished)
+	return r, nil
+}
+
+// GetRun implements Store.
+func (s *SQLite) GetRun(ctx context.Context, id string) (Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("run %q: %w", id, ErrNotFound)
+	}
+	return r, err
+}
+
+// ListRuns implements Store.
+func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	var where []string
+	var args []any
+	if f.Pipeline != "" {
+		where = append(where, "pipeline = ?")
+		args = append(args, f.Pipeline)
+	}
+	if f.Interval != "" {
+		where = append(where, "interval_key = ?")
+		args = append(args, f.Interval)
+	}
+	q := `SELECT ` + runColumns + ` FROM runs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created, pipeline, interval_key, seq"
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// FinishRun implements Store.
+func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error {
+	if state != RunSucceeded && state != RunFailed {
+		return fmt.Errorf("finish run %q: state %q is not final", id, state)
+	}
+	return s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, id).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("run %q: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if RunState(cur) == state {
+			return nil
+		}
+		if RunState(cur) != RunRunning {
+			return fmt.Errorf("finish run %q as %s: already %s: %w", id, state, cur, ErrConflict)
+		}
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, finished = ? WHERE id = ?`, string(state), now, id); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunFinished}, map[string]any{"state": string(state)})
+	})
+}
+
+// AppendEvent implements Store.
+func (s *SQLite) AppendEvent(ctx context.Context, e Event) (int64, error) {
+	if e.Kind == "" {
+		return 0, fmt.Errorf("append event: kind is required")
+	}
+	if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+		return 0, fmt.Errorf("append event %s: payload is not valid JSON", e.Kind)
+	}
+	var seq int64
+	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES (?, ?, ?, ?, ?, ?)`,
+			e.Run, s.now(), e.Kind, e.Task, e.Attempt, string(e.Payload))
+		if err != nil {
+			return err
+		}
+		seq, err = res.LastInsertId()
+		return err
+	})
+	return seq, err
+}
+
+// appendEvent records an event inside a transaction; payload is marshalled
+// (encoding/json sorts map keys, so the stored text is deterministic).
+func appendEvent(ctx context.Context, tx *sql.Tx, now int64, e Event, payload map[string]any) error {
+	var text string
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return err
+		}
+		text = string(b)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.Run, now, e.Kind, e.Task, e.Attempt, text)
+	return err
+}
+
+// Events implements Store.
+func (s *SQLite) Events(ctx context.Context, run string) ([]Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = ? ORDER BY seq`, run)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var t int64
+		var payload string
+		if err := rows.Scan(&e.Seq, &e.Run, &t, &e.Kind, &e.Task, &e.Attempt, &payload); err != nil {
+			return nil, err
+		}
+		e.Time = timeOf(t)
+		if payload != "" {
+			e.Payload = json.RawMessage(payload)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migration is one step of the schema. Steps are applied in order, each in the
+// transaction that records its version, and are never edited once released:
+// a change to the schema is a new step appended to migrations.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations is the schema's history. Times are INTEGER unix nanoseconds on
+// the store's clock, 0 meaning unset.
+var migrations = []migration{
+	{1, "initial schema", `
+CREATE TABLE runs (
+	id             TEXT PRIMARY KEY,
+	pipeline       TEXT NOT NULL,
+	interval_key   TEXT NOT NULL,
+	seq            INTEGER NOT NULL,
+	interval_start INTEGER NOT NULL,
+	interval_end   INTEGER NOT NULL,
+	code_version   TEXT NOT NULL,
+	plan_digest    TEXT NOT NULL,
+	state          TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed')),
+	created        INTEGER NOT NULL,
+	finished       INTEGER NOT NULL DEFAULT 0,
+	UNIQUE (pipeline, interval_key, seq)
+);
+
+CREATE TABLE tokens (
+	resource TEXT PRIMARY KEY,
+	last     INTEGER NOT NULL CHECK (last > 0)
+);
+
+CREATE TABLE attempts (
+	run          TEXT NOT NULL REFERENCES runs(id),
+	task         TEXT NOT NULL,
+	number       INTEGER NOT NULL CHECK (number > 0),
+	resource     TEXT NOT NULL,
+	token        INTEGER NOT NULL,
+	state        TEXT NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'unknown')),
+	class        TEXT NOT NULL DEFAULT '',
+	exit_code    INTEGER NOT NULL DEFAULT 0,
+	error_tail   TEXT NOT NULL DEFAULT '',
+	started      INTEGER NOT NULL DEFAULT 0,
+	ended        INTEGER NOT NULL DEFAULT 0,
+	lease_ms     INTEGER NOT NULL DEFAULT 0,
+	lease_expiry INTEGER NOT NULL DEFAULT 0,
+	worker       TEXT NOT NULL DEFAULT '',
+	pid          INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (run, task, number),
+	UNIQUE (resource, token)
+);
+CREATE INDEX attempts_lease ON attempts (state, lease_expiry);
+
+CREATE TABLE versions (
+	id           INTEGER PRIMARY KEY,
+	artifact     TEXT NOT NULL,
+	interval_key TEXT NOT NULL,
+	digest       TEXT NOT NULL,
+	run          TEXT NOT NULL,
+	task         TEXT NOT NULL,
+	attempt      INTEGER NOT NULL,
+	token        INTEGER NOT NULL,
+	code_version TEXT NOT NULL,
+	staging_path TEXT NOT NULL,
+	state        TEXT NOT NULL CHECK (state IN ('staged', 'accepted', 'rejected')),
+	reason       TEXT NOT NULL DEFAULT '',
+	created      INTEGER NOT NULL,
+	FOREIGN KEY (run, task, attempt) REFERENCES attempts (run, task, number),
+	UNIQUE (artifact, interval_key, digest, run, task, attempt)
+);
+CREATE INDEX versions_accepted ON versions (artifact, interval_key, state, token);
+
+CREATE TABLE pointers (
+	sink         TEXT NOT NULL,
+	artifact     TEXT NOT NULL,
+	interval_key TEXT NOT NULL,
+	version      INTEGER NOT NULL REFERENCES versions(id),
+	token        INTEGER NOT NULL,
+	unfenced     INTEGER NOT NULL DEFAULT 0,
+	updated      INTEGER NOT NULL,
+	PRIMARY KEY (sink, artifact, interval_key)
+);
+
+CREATE TABLE events (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	run     TEXT NOT NULL,
+	time    INTEGER NOT NULL,
+	kind    TEXT NOT NULL,
+	task    TEXT NOT NULL DEFAULT '',
+	attempt INTEGER NOT NULL DEFAULT 0,
+	payload TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_run ON events (run, seq);
+
+-- The event log is append-only: the database itself refuses edits.
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+`},
+}
+
+// SchemaVersion is the schema version this code writes.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// migrate brings the schema up to date in one transaction. A database written
+// by a newer pipec (a higher version than this code knows) is refused rather
+// than guessed at.
+func migrate(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+	version INTEGER PRIMARY KEY,
+	name    TEXT NOT NULL
+)`); err != nil {
+		return fmt.Errorf("create schema_version: %w", err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if latest := SchemaVersion(); current > latest {
+		return fmt.Errorf("database schema version %d is newer than this pipec supports (%d)", current, latest)
+	}
+	for _, m := range migrations {
+		if m.version <= current {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, name) VALUES (?, ?)`, m.version, m.name); err != nil {
+			return fmt.Errorf("record migration %d: %w", m.version, err)
+		}
+	}
+	return nil
+}

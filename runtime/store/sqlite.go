@@ -1,0 +1,193 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DefaultPath is where pipec keeps its state, relative to the working
+// directory.
+const DefaultPath = ".pipec/state.db"
+
+// Options tune an SQLite store; the zero value is the production setting.
+type Options struct {
+	// Clock is the store's clock; nil means time.Now.
+	Clock Clock
+	// BusyTimeout is how long a write waits for another process's write lock
+	// before failing; 0 means 30s.
+	BusyTimeout time.Duration
+}
+
+// SQLite is the embedded Store: one SQLite database file in WAL mode.
+//
+// Each handle keeps one write connection, guarded by a mutex so its own
+// goroutines queue in Go rather than in SQLite's sleeping busy handler, and a
+// small pool of read-only connections. Several handles and several processes
+// may open the same file.
+type SQLite struct {
+	path  string
+	clock Clock
+
+	mu sync.Mutex // serializes this handle's write transactions
+	w  *sql.DB    // one connection, synchronous=NORMAL unless a durable write sets FULL
+	r  *sql.DB    // read-only connections
+}
+
+var _ Store = (*SQLite)(nil)
+
+// Open opens (creating if needed) the state database at path and migrates its
+// schema. A new file is created with mode 0600 and a missing directory with
+// 0700: the state names commands, paths and errors that are nobody else's
+// business.
+func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
+	if path == "" {
+		path = DefaultPath
+	}
+	if opt.Clock == nil {
+		opt.Clock = time.Now
+	}
+	if opt.BusyTimeout <= 0 {
+		opt.BusyTimeout = 30 * time.Second
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	// Create the file ourselves so its mode is 0600; SQLite gives the -wal and
+	// -shm files the mode of the database file.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state database: %w", err)
+	}
+	f.Close()
+
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(opt.BusyTimeout.Milliseconds()))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_foreign_keys", "1")
+	q.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	rq := url.Values{}
+	rq.Set("_busy_timeout", fmt.Sprint(opt.BusyTimeout.Milliseconds()))
+	rq.Set("_foreign_keys", "1")
+	rq.Set("_query_only", "1")
+	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+
+	s := &SQLite{path: path, clock: opt.Clock, w: w, r: r}
+	if err := s.write(ctx, true, migrate); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Path is the database file.
+func (s *SQLite) Path() string { return s.path }
+
+// Close closes both connection pools.
+func (s *SQLite) Close() error {
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// IntegrityCheck runs PRAGMA integrity_check and returns an error listing the
+// problems, if any.
+func (s *SQLite) IntegrityCheck(ctx context.Context) error {
+	rows, err := s.r.QueryContext(ctx, `PRAGMA integrity_check`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return err
+		}
+		if line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("integrity check: %q", problems)
+	}
+	return nil
+}
+
+// now is the store's clock in the unit the schema stores.
+func (s *SQLite) now() int64 { return s.clock().UnixNano() }
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+// durable runs the transaction with synchronous=FULL, so COMMIT returns only
+// after the WAL is on stable storage; see the package doc for which writes
+// need it.
+func (s *SQLite) write(ctx context.Context, durable bool, fn func(context.Context, *sql.Tx) error) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if durable {
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous=FULL`); err != nil {
+			return fmt.Errorf("synchronous=FULL: %w", err)
+		}
+		defer func() {
+			// A fresh context: the caller's may be done. The error is ignored
+			// on purpose: the transaction's outcome is already decided, and a
+			// connection left at FULL is only slower, never less safe.
+			conn.ExecContext(context.Background(), `PRAGMA synchronous=NORMAL`)
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(ctx, tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// timeOf converts a stored time back; 0 is the zero time.
+func timeOf(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// nanos converts a time for storage; the zero time is 0.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}

@@ -1,0 +1,387 @@
+// Package store is the runtime's durable state: runs, attempts, fencing tokens,
+// artifact versions, sink pointers and an append-only event log.
+//
+// Everything a restart needs lives here and nowhere else. Every method that
+// changes state runs as one transaction that is committed before the method
+// returns, so a caller may act on a returned value (launch a process with a
+// token, swap a link after a won compare-and-swap) knowing the store already
+// holds it.
+//
+// # Durability
+//
+// The embedded implementation ([SQLite]) runs SQLite in WAL mode. Two kinds of
+// writes must never be lost, not even to an OS crash or a power cut, because
+// losing them would let the store hand out the same fencing token twice while
+// the first holder still runs, or let a stale attempt win a pointer it already
+// lost:
+//
+//   - token grants ([Store.NextToken], [Store.StartAttempt]), and
+//   - pointer swaps ([Store.CompareAndSwapPointer]).
+//
+// These transactions run with PRAGMA synchronous=FULL: the WAL is fsynced
+// before COMMIT returns. Every other write runs with synchronous=NORMAL: it is
+// atomic and survives a kill -9 of any process (the WAL is in the OS page cache),
+// but the last few commits may roll back after an OS crash or power loss. That
+// is safe because
+//
+//   - the WAL is a single append-only log, so a durable commit also makes every
+//     commit before it durable (the fsync covers all earlier frames); a pointer
+//     swap therefore always carries the version record and the acceptance it
+//     depends on, and a token grant carries the run it belongs to;
+//   - a NORMAL write that is lost only moves state back to an earlier, already
+//     handled point: an attempt that was finished or marked unknown looks
+//     running again, its lease is judged again and it is fenced by the next
+//     token; a lost lease renewal makes a lease shorter, never longer; a lost
+//     event or version record is written again by the rerun. None of them can
+//     make a granted token or a swapped pointer reappear lower.
+//
+// Token grants and pointer swaps are rare next to their cost in a pipeline
+// (one per attempt and per publish), and an fsync of the WAL costs a fraction of
+// a millisecond on local disks, so no group commit is needed to reach the
+// required throughput (see BenchmarkFencedPublish).
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use by several goroutines. Several Store
+// handles, in one process or in several processes, may share one database
+// file: writes take SQLite's write lock up front (BEGIN IMMEDIATE) and wait up
+// to the busy timeout for it; reads see a consistent snapshot and never block
+// writers.
+//
+// # Clock
+//
+// Leases are judged against one clock only: the store's. Every time the store
+// writes (created, started, lease expiry, event time) comes from its [Clock],
+// which tests replace. Callers pass lease durations, never absolute times.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Clock returns the current time. The store judges lease expiry with it alone,
+// so two machines' clocks are never compared.
+type Clock func() time.Time
+
+// Errors callers can test with errors.Is.
+var (
+	// ErrNotFound: the run, attempt, version or pointer does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the change contradicts the recorded state (finishing an
+	// attempt twice with different outcomes, publishing a version that is not
+	// accepted, a token that is not the version's own, a duplicate id).
+	ErrConflict = errors.New("conflict with recorded state")
+	// ErrLeaseLost: the attempt is no longer running (it was marked unknown or
+	// finished) or the token is not its own; a heartbeat must stop and the task
+	// should expect to be fenced.
+	ErrLeaseLost = errors.New("lease lost")
+)
+
+// RunState is the state of a run.
+type RunState string
+
+const (
+	RunRunning   RunState = "running"
+	RunSucceeded RunState = "succeeded"
+	RunFailed    RunState = "failed"
+)
+
+// AttemptState is the state of one attempt. queued -> running -> succeeded |
+// failed, plus unknown: running in the store but its lease expired. An unknown
+// attempt is neither dead nor alive; its successor gets a higher token.
+type AttemptState string
+
+const (
+	AttemptQueued    AttemptState = "queued"
+	AttemptRunning   AttemptState = "running"
+	AttemptSucceeded AttemptState = "succeeded"
+	AttemptFailed    AttemptState = "failed"
+	AttemptUnknown   AttemptState = "unknown"
+)
+
+// Finished reports whether the state is terminal (succeeded or failed).
+func (s AttemptState) Finished() bool { return s == AttemptSucceeded || s == AttemptFailed }
+
+// VersionState is the audit state of an artifact version.
+type VersionState string
+
+const (
+	VersionStaged   VersionState = "staged"
+	VersionAccepted VersionState = "accepted"
+	VersionRejected VersionState = "rejected"
+)
+
+// Run is one execution of a pipeline for one logical interval.
+type Run struct {
+	// ID is "<pipeline>/<interval>/r<n>", n counting runs of that pipeline and
+	// interval from 1; allocated by CreateRun.
+	ID       string
+	Pipeline string
+	// Interval is the interval key used everywhere else (artifact versions,
+	// pointers, sink paths), e.g. "2024-01-01".
+	Interval      string
+	IntervalStart time.Time
+	IntervalEnd   time.Time
+	CodeVersion   string
+	PlanDigest    string
+	State         RunState
+	Created       time.Time
+	// Finished is zero while the run is running.
+	Finished time.Time
+}
+
+// NewRun is what CreateRun needs; the store allocates the id.
+type NewRun struct {
+	Pipeline      string
+	Interval      string
+	IntervalStart time.Time
+	IntervalEnd   time.Time
+	CodeVersion   string
+	PlanDigest    string
+}
+
+// RunFilter selects runs for ListRuns; empty fields match everything.
+type RunFilter struct {
+	Pipeline string
+	Interval string
+}
+
+// AttemptRef names one attempt: a task's Number-th launch in a run.
+type AttemptRef struct {
+	Run    string
+	Task   string
+	Number int
+}
+
+// Attempt is one launch of one task in one run.
+type Attempt struct {
+	AttemptRef
+	// Resource is the fenced resource Token was drawn from.
+	Resource string
+	Token    int64
+	State    AttemptState
+	// Class is the error class of a failed (or succeeded: empty) attempt.
+	Class     string
+	ExitCode  int
+	ErrorTail string
+	Started   time.Time
+	Ended     time.Time
+	// LeaseExpiry is zero when the attempt has no lease (queued, finished, or
+	// started with Lease 0).
+	LeaseExpiry time.Time
+	Worker      string
+	PID         int
+}
+
+// AttemptSpec is what StartAttempt needs.
+type AttemptSpec struct {
+	Run  string
+	Task string
+	// Resource is the fenced resource the attempt's token is drawn from. Use
+	// one resource for everything an attempt may publish, for example
+	// "<pipeline>@<interval>": tokens only compare within a resource.
+	Resource string
+	Worker   string
+	PID      int
+	// Lease is how long the attempt may go without RenewLease before
+	// MarkUnknown reports it; 0 means no lease (never marked unknown).
+	Lease time.Duration
+	// Queued creates the attempt queued (token granted, no lease yet);
+	// MarkRunning starts it. Otherwise it starts running at once.
+	Queued bool
+}
+
+// Outcome is how an attempt ended, for FinishAttempt.
+type Outcome struct {
+	State     AttemptState // AttemptSucceeded or AttemptFailed
+	Class     string
+	ExitCode  int
+	ErrorTail string
+}
+
+// Version is one produced output of one attempt, identified by content digest.
+type Version struct {
+	// ID is allocated by RecordVersion.
+	ID       int64
+	Artifact string
+	Interval string
+	// Digest is "sha256:<hex>" over the staged content (see sink.Digest).
+	Digest      string
+	Run         string
+	Task        string
+	Attempt     int
+	Token       int64
+	CodeVersion string
+	StagingPath string
+	State       VersionState
+	// Reason says why a version was rejected.
+	Reason  string
+	Created time.Time
+}
+
+// Label is the version's human name, "artifact@interval#digest".
+func (v Version) Label() string { return v.Artifact + "@" + v.Interval + "#" + v.Digest }
+
+// Pointer is what a sink shows for (artifact, interval): one version, and the
+// token that put it there.
+type Pointer struct {
+	Sink     string
+	Artifact string
+	Interval string
+	Version  int64
+	Token    int64
+	// Unfenced is true when the last swap skipped the token check (a sink with
+	// fencing = "none").
+	Unfenced bool
+	Updated  time.Time
+}
+
+// Swap asks CompareAndSwapPointer to point (Sink, Artifact, Interval) at
+// Version with Token, the token of the attempt that produced Version.
+type Swap struct {
+	Sink     string
+	Artifact string
+	Interval string
+	Version  int64
+	Token    int64
+	// Unfenced skips the token comparison (fencing = "none"): the swap always
+	// happens, at-least-once semantics.
+	Unfenced bool
+}
+
+// CASOutcome is the result of a compare-and-swap on a pointer.
+type CASOutcome string
+
+const (
+	// Won: the pointer now names the version with the token.
+	Won CASOutcome = "won"
+	// Idempotent: the pointer already named this version with this token (a
+	// repeated publish, e.g. after a lost response); nothing changed.
+	Idempotent CASOutcome = "idempotent"
+	// Fenced: the pointer holds a newer token (or the same token with another
+	// version); nothing changed and a "publish.fenced" event was recorded.
+	Fenced CASOutcome = "fenced"
+)
+
+// CASResult is the outcome and the pointer as it is after the call.
+type CASResult struct {
+	Outcome CASOutcome
+	Pointer Pointer
+	// Previous is the pointer before the call; Previous.Version is 0 when there
+	// was none.
+	Previous Pointer
+}
+
+// Event kinds the store itself records. Callers may append any other kind.
+const (
+	EventRunCreated        = "run.created"
+	EventRunFinished       = "run.finished"
+	EventAttemptStarted    = "attempt.started"
+	EventAttemptRunning    = "attempt.running"
+	EventAttemptUnknown    = "attempt.unknown"
+	EventAttemptFinished   = "attempt.finished"
+	EventVersionRecorded   = "version.recorded"
+	EventVersionAccepted   = "version.accepted"
+	EventVersionRejected   = "version.rejected"
+	EventPublishWon        = "publish.won"
+	EventPublishIdempotent = "publish.idempotent"
+	EventPublishFenced     = "publish.fenced"
+)
+
+// Event is one entry of the append-only log.
+type Event struct {
+	// Seq orders events across all runs; allocated by the store.
+	Seq int64
+	Run string
+	// Time is the store's clock at append; set by the store.
+	Time    time.Time
+	Kind    string
+	Task    string
+	Attempt int
+	// Payload is a JSON object (or empty).
+	Payload json.RawMessage
+}
+
+// Store is the runtime's state. Implementations: SQLite (embedded, default);
+// a PostgreSQL one may follow behind the same interface. Every mutating method
+// commits before it returns; see the package doc for durability.
+type Store interface {
+	// CreateRun allocates the next run id for (Pipeline, Interval) and records
+	// the run as running.
+	CreateRun(ctx context.Context, r NewRun) (Run, error)
+	// GetRun returns the run or ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns returns matching runs, oldest first.
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+	// FinishRun sets the run's final state (RunSucceeded or RunFailed).
+	FinishRun(ctx context.Context, id string, state RunState) error
+
+	// NextToken grants the next fencing token of resource: strictly greater
+	// than every token granted before for it, across runs, processes and
+	// restarts. Durable (synchronous=FULL) before it returns.
+	NextToken(ctx context.Context, resource string) (int64, error)
+	// StartAttempt allocates the task's next attempt number in the run and a
+	// token from spec.Resource in one durable transaction, and records the
+	// attempt (running with a lease from now, or queued).
+	StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, error)
+	// MarkRunning moves a queued attempt to running, records its pid and starts
+	// its lease (0: none). On a running attempt it only updates pid and lease.
+	MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error)
+	// RenewLease extends a running attempt's lease to now+lease. It fails with
+	// ErrLeaseLost when the attempt is not running any more or token is not its
+	// token: an unknown attempt is never revived.
+	RenewLease(ctx context.Context, ref AttemptRef, token int64, lease time.Duration) error
+	// MarkUnknown turns every running attempt whose lease expired (expiry <=
+	// now on the store's clock) into unknown, records an event for each and
+	// returns them.
+	MarkUnknown(ctx context.Context) ([]Attempt, error)
+	// FinishAttempt records how an attempt ended. Repeating the same outcome is
+	// a no-op; a different outcome for a finished attempt is ErrConflict. An
+	// unknown attempt may still finish (its process came back).
+	FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) error
+	// GetAttempt returns one attempt or ErrNotFound.
+	GetAttempt(ctx context.Context, ref AttemptRef) (Attempt, error)
+	// Attempts returns a run's attempts ordered by task, then number.
+	Attempts(ctx context.Context, run string) ([]Attempt, error)
+
+	// RecordVersion records a staged version produced by an attempt; Run, Task
+	// and Attempt must name an existing attempt, whose token and the run's
+	// code_version are copied into the version. Recording the same (artifact,
+	// interval, digest) for the same attempt again returns the existing record.
+	RecordVersion(ctx context.Context, v Version) (Version, error)
+	// AcceptVersion marks a staged version accepted (its checks passed).
+	// Accepting an accepted version is a no-op; a rejected one is ErrConflict.
+	AcceptVersion(ctx context.Context, id int64) error
+	// RejectVersion marks a staged version rejected with a reason.
+	RejectVersion(ctx context.Context, id int64, reason string) error
+	// GetVersion returns one version or ErrNotFound.
+	GetVersion(ctx context.Context, id int64) (Version, error)
+	// AcceptedVersion returns the accepted version of artifact for interval
+	// that carries the highest token (the newest attempt's), or ErrNotFound.
+	// A version of another interval never qualifies.
+	AcceptedVersion(ctx context.Context, artifact, interval string) (Version, error)
+
+	// CompareAndSwapPointer points (sink, artifact, interval) at s.Version
+	// when s.Token is greater than the pointer's token (Won), reports
+	// Idempotent when the pointer already holds s.Version with s.Token, and
+	// otherwise changes nothing and records a "publish.fenced" event (Fenced).
+	// s.Version must be accepted, of the same artifact and interval, and
+	// carry s.Token (ErrConflict otherwise). Durable (synchronous=FULL).
+	CompareAndSwapPointer(ctx context.Context, s Swap) (CASResult, error)
+	// Pointer returns the current pointer or ErrNotFound.
+	Pointer(ctx context.Context, sink, artifact, interval string) (Pointer, error)
+	// Pointers returns every pointer of a sink, ordered by artifact, interval.
+	Pointers(ctx context.Context, sink string) ([]Pointer, error)
+
+	// AppendEvent appends an event (Seq and Time are set by the store) and
+	// returns its sequence number.
+	AppendEvent(ctx context.Context, e Event) (int64, error)
+	// Events returns a run's events in sequence order.
+	Events(ctx context.Context, run string) ([]Event, error)
+
+	// Close releases the store's connections.
+	Close() error
+}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+const versionColumns = `id, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, reason, created`
+
+func scanVersion(sc interface{ Scan(...any) error }) (Version, error) {
+	var v Version
+	var state string
+	var created int64
+	if err := sc.Scan(&v.ID, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
+		&v.StagingPath, &state, &v.Reason, &created); err != nil {
+		return Version{}, err
+	}
+	v.State = VersionState(state)
+	v.Created = timeOf(created)
+	return v, nil
+}
+
+type rowQuerier interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}
+
+func getVersion(ctx context.Context, q rowQuerier, id int64) (Version, error) {
+	v, err := scanVersion(q.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Version{}, fmt.Errorf("version %d: %w", id, ErrNotFound)
+	}
+	return v, err
+}
+
+// RecordVersion implements Store. The token and code_version are taken from
+// the store (the attempt and its run), not from v, so a version always carries
+// the token of the attempt that produced it.
+func (s *SQLite) RecordVersion(ctx context.Context, v Version) (Version, error) {
+	if v.Artifact == "" || v.Interval == "" || v.Run == "" || v.Task == "" || v.Attempt <= 0 {
+		return Version{}, fmt.Errorf("record version: artifact, interval, run, task and attempt are required")
+	}
+	if !strings.HasPrefix(v.Digest, "sha256:") {
+		return Version{}, fmt.Errorf("record version: digest %q is not sha256:<hex>", v.Digest)
+	}
+	var out Version
+	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		existing, err := scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions
+WHERE artifact = ? AND interval_key = ? AND digest = ? AND run = ? AND task = ? AND attempt = ?`,
+			v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt))
+		if err == nil {
+			out = existing
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var token int64
+		var codeVersion string
+		err = tx.QueryRowContext(ctx, `SELECT a.token, r.code_version FROM attempts a JOIN runs r ON r.id = a.run
+WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&token, &codeVersion)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("attempt %s: %w", AttemptRef{v.Run, v.Task, v.Attempt}, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		res, err := tx.ExecContext(ctx, `INSERT INTO versions (artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'staged', ?)`,
+			v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, token, codeVersion, v.StagingPath, now)
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		out = Version{ID: id, Artifact: v.Artifact, Interval: v.Interval, Digest: v.Digest, Run: v.Run, Task: v.Task,
+			Attempt: v.Attempt, Token: token, CodeVersion: codeVersion, StagingPath: v.StagingPath, State: VersionStaged,
+			Created: timeOf(now)}
+		return appendEvent(ctx, tx, now, Event{Run: v.Run, Kind: EventVersionRecorded, Task: v.Task, Attempt: v.Attempt},
+			map[string]any{"version": id, "label": out.Label(), "token": token})
+	})
+	if err != nil {
+		return Version{}, fmt.Errorf("record version: %w", err)
+	}
+	return out, nil
+}
+
+// AcceptVersion implements Store.
+func (s *SQLite) AcceptVersion(ctx context.Context, id int64) error {
+	return s.audit(ctx, id, VersionAccepted, "")
+}
+
+// RejectVersion implements Store.
+func (s *SQLite) RejectVersion(ctx context.Context, id int64, reason string) error {
+	return s.audit(ctx, id, VersionRejected, reason)
+}
+
+// audit moves a staged version to its audit verdict; a verdict is final.
+func (s *SQLite) audit(ctx context.Context, id int64, to VersionState, reason string) error {
+	return s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+		v, err := getVersion(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if v.State == to {
+			return nil
+		}
+		if v.State != VersionStaged {
+			return fmt.Errorf("version %s is %s, cannot become %s: %w", v.Label(), v.State, to, ErrConflict)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE versions SET state = ?, reason = ? WHERE id = ?`, string(to), reason, id); err != nil {
+			return err
+		}
+		kind := EventVersionAccepted
+		if to == VersionRejected {
+			kind = EventVersionRejected
+		}
+		payload := map[string]any{"version": id, "label": v.Label(), "token": v.Token}
+		if reason != "" {
+			payload["reason"] = reason
+		}
+		return appendEvent(ctx, tx, s.now(), Event{Run: v.Run, Kind: kind, Task: v.Task, Attempt: v.Attempt}, payload)
+	})
+}
+
+// GetVersion implements Store.
+func (s *SQLite) GetVersion(ctx context.Context, id int64) (Version, error) {
+	return getVersion(ctx, s.r, id)
+}
+
+// AcceptedVersion implements Store.
+func (s *SQLite) AcceptedVersion(ctx context.Context, artifact, interval string) (Version, error) {
+	v, err := scanVersion(s.r.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions
+WHERE artifact = ? AND interval_key = ? AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`, artifact, interval))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Version{}, fmt.Errorf("accepted version of %s@%s: %w", artifact, interval, ErrNotFound)
+	}
+	return v, err
+}
