@@ -70,8 +70,10 @@ func Text(w io.Writer, ds diag.Diagnostics, src Sources, opt TextOptions) error 
 		case diag.Info:
 			sevColor = ansiCyan
 		}
-		fmt.Fprintf(&b, "%s: %s: %s %s\n", paint(ansiBold, d.Range.String()), paint(sevColor, d.Severity.String()),
-			d.Message, paint(ansiBold, "["+d.Rule+"]"))
+		if loc := location(d.Range); loc != "" {
+			b.WriteString(paint(ansiBold, loc) + ": ")
+		}
+		fmt.Fprintf(&b, "%s: %s %s\n", paint(sevColor, d.Severity.String()), d.Message, paint(ansiBold, "["+d.Rule+"]"))
 		if line, ok := src.Line(d.Range.Filename, d.Range.Start.Line); ok && d.Range.Start.Column >= 1 {
 			b.WriteString(line)
 			b.WriteByte('\n')
@@ -81,6 +83,20 @@ func Text(w io.Writer, ds diag.Diagnostics, src Sources, opt TextOptions) error 
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// location is file:line:col, shortened when the finding has no column, no
+// line or no file (an unreadable input), so the text never shows ":0:0".
+func location(r diag.Range) string {
+	switch {
+	case r.Filename == "" && r.Start.Line < 1:
+		return ""
+	case r.Start.Line < 1:
+		return r.Filename
+	case r.Start.Column < 1:
+		return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
+	}
+	return r.String()
 }
 
 // caret draws ^~~~ under the range's columns on the start line, keeping tabs so
@@ -100,9 +116,12 @@ func caret(line string, r diag.Range) string {
 		col++
 	}
 	b.WriteByte('^')
+	// The tildes stop at the end of the line: a multi-line range underlines the
+	// rest of its first line, and a hostile end column cannot grow the output.
+	lineEnd := utf8.RuneCountInString(line) + 1
 	end := r.End.Column
-	if r.End.Line != r.Start.Line {
-		end = utf8.RuneCountInString(line) + 1
+	if r.End.Line != r.Start.Line || end > lineEnd {
+		end = lineEnd
 	}
 	for i := r.Start.Column + 1; i < end; i++ {
 		b.WriteByte('~')
