@@ -1,0 +1,325 @@
+// Package exec runs one task attempt as a child process: its argv without a
+// shell, in its own process group, with a timeout that kills the whole group,
+// its combined output written to a log file with secret values redacted and
+// its tail kept for the store and for classification.
+//
+// The package knows nothing about runs, tokens or stores: the caller builds the
+// environment (see BaseEnv) and decides what an exit means (package retry).
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults for Spec fields left zero.
+const (
+	// DefaultKillGrace is how long a process group gets between SIGTERM and
+	// SIGKILL.
+	DefaultKillGrace = 5 * time.Second
+	// DefaultTailBytes is how much of the end of the output Result.Tail keeps.
+	DefaultTailBytes = 64 << 10
+	// drainWait bounds how long output is still read after the child exited,
+	// when a grandchild keeps the output pipe open.
+	drainWait = time.Second
+)
+
+// Spec is one process to run.
+type Spec struct {
+	// Argv is the command; Argv[0] is looked up in PATH of Env unless it
+	// contains a slash (then it is relative to Dir).
+	Argv []string
+	// Dir is the working directory.
+	Dir string
+	// Env is the complete environment of the child.
+	Env []string
+	// Timeout kills the process group after this long; 0 means none.
+	Timeout time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL (DefaultKillGrace).
+	KillGrace time.Duration
+	// LogPath receives the whole combined stdout and stderr, redacted. Its
+	// folder is created. Empty: the output is only kept as a tail.
+	LogPath string
+	// Redact lists secret values replaced by "***" in the log and the tail.
+	Redact []string
+	// TailBytes is the size of Result.Tail (DefaultTailBytes).
+	TailBytes int
+}
+
+// Result is how a process ended.
+type Result struct {
+	// ExitCode is the process's exit status, or -1 when a signal ended it.
+	ExitCode int
+	// Signal is the signal that ended the process, if any.
+	Signal syscall.Signal
+	// TimedOut: the runtime killed the group because Spec.Timeout elapsed.
+	TimedOut bool
+	// Stopped: the runtime killed the group because Stop was called or the
+	// context was cancelled.
+	Stopped bool
+	// Tail is the end of the combined output (redacted).
+	Tail    string
+	Started time.Time
+	Ended   time.Time
+}
+
+// Success reports whether the process exited 0 on its own.
+func (r Result) Success() bool {
+	return r.ExitCode == 0 && r.Signal == 0 && !r.TimedOut && !r.Stopped
+}
+
+// Describe is a one-line account of the ending, for error messages.
+func (r Result) Describe() string {
+	switch {
+	case r.TimedOut:
+		return "timed out and was killed"
+	case r.Stopped:
+		return "was stopped by the runtime"
+	case r.Signal != 0:
+		return "killed by signal " + r.Signal.String()
+	default:
+		return fmt.Sprintf("exit code %d", r.ExitCode)
+	}
+}
+
+// Process is a started child.
+type Process struct {
+	cmd       *osexec.Cmd
+	pid       int
+	grace     time.Duration
+	done      chan struct{}
+	res       Result
+	mu        sync.Mutex
+	timedOut  bool
+	stopped   bool
+	killTimer *time.Timer
+}
+
+// Start launches the process. An error means it could not start at all (no
+// such command, unwritable log): nothing is running then.
+func Start(ctx context.Context, s Spec) (*Process, error) {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return nil, errors.New("empty command")
+	}
+	if s.KillGrace <= 0 {
+		s.KillGrace = DefaultKillGrace
+	}
+	if s.TailBytes <= 0 {
+		s.TailBytes = DefaultTailBytes
+	}
+	var logFile *os.File
+	if s.LogPath != "" {
+		if err := os.MkdirAll(filepath.Dir(s.LogPath), 0o755); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		logFile = f
+	}
+	closeLog := func() {
+		if logFile != nil {
+			logFile.Close()
+		}
+	}
+	path, err := lookPath(s.Argv[0], s.Dir, s.Env)
+	if err != nil {
+		closeLog()
+		return nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		closeLog()
+		return nil, err
+	}
+	cmd := &osexec.Cmd{
+		Path:        path,
+		Args:        s.Argv,
+		Dir:         s.Dir,
+		Env:         s.Env,
+		Stdout:      pw,
+		Stderr:      pw,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		closeLog()
+		return nil, err
+	}
+	pw.Close()
+	p := &Process{cmd: cmd, pid: cmd.Process.Pid, grace: s.KillGrace, done: make(chan struct{})}
+
+	var sinks []io.Writer
+	if logFile != nil {
+		sinks = append(sinks, logFile)
+	}
+	tail := newTail(s.TailBytes)
+	sinks = append(sinks, tail)
+	red := newRedactor(io.MultiWriter(sinks...), s.Redact)
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(red, pr)
+		close(copied)
+	}()
+
+	var timer *time.Timer
+	if s.Timeout > 0 {
+		timer = time.AfterFunc(s.Timeout, func() { p.kill(true) })
+	}
+	stopCtx := context.AfterFunc(ctx, func() { p.Stop() })
+
+	go func() {
+		werr := cmd.Wait()
+		stopCtx()
+		if timer != nil {
+			timer.Stop()
+		}
+		// The child is gone; its output may still be held open by a
+		// grandchild. Read what is there, then stop waiting.
+		select {
+		case <-copied:
+		case <-time.After(drainWait):
+			pr.Close()
+			<-copied
+		}
+		pr.Close()
+		_ = red.Flush()
+		closeLog()
+		p.mu.Lock()
+		if p.killTimer != nil {
+			p.killTimer.Stop()
+		}
+		res := Result{ExitCode: cmd.ProcessState.ExitCode(), TimedOut: p.timedOut, Stopped: p.stopped,
+			Tail: tail.String(), Started: started, Ended: time.Now()}
+		p.mu.Unlock()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal()
+			res.ExitCode = -1
+		}
+		if werr != nil && res.ExitCode == 0 && res.Signal == 0 {
+			// Wait failed for another reason than the exit status.
+			res.ExitCode = -1
+		}
+		p.res = res
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// PID is the child's process id, which is also its process group id.
+func (p *Process) PID() int { return p.pid }
+
+// Done is closed when the process has ended and its result is ready.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until the process ends and returns how it ended.
+func (p *Process) Wait() Result {
+	<-p.done
+	return p.res
+}
+
+// Stop kills the process group (SIGTERM, then SIGKILL after the grace); the
+// result then says Stopped. Stopping an ended process does nothing.
+func (p *Process) Stop() { p.kill(false) }
+
+// Signal sends sig to the whole process group.
+func (p *Process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
+	return syscall.Kill(-p.pid, sig)
+}
+
+func (p *Process) kill(timeout bool) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timedOut || p.stopped {
+		return
+	}
+	if timeout {
+		p.timedOut = true
+	} else {
+		p.stopped = true
+	}
+	// SIGCONT too: a stopped process would otherwise keep SIGTERM pending.
+	_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.pid, syscall.SIGCONT)
+	p.killTimer = time.AfterFunc(p.grace, func() {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// lookPath resolves argv[0] the way a shell would, but with the child's PATH
+// and working directory rather than pipec's.
+func lookPath(name, dir string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		return p, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH", name)
+}
+
+func executable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return pe.Err
+		}
+		return err
+	}
+	if st.IsDir() {
+		return errors.New("is a directory")
+	}
+	if st.Mode()&0o111 == 0 {
+		return errors.New("permission denied (not executable)")
+	}
+	return nil
+}

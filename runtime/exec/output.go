@@ -1,0 +1,154 @@
+package exec
+
+import (
+	"bytes"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Mask replaces a secret value in logs and tails.
+const Mask = "***"
+
+// Redact replaces every secret value in s with Mask. Empty values are ignored;
+// longer values are replaced first so that a secret containing another is
+// masked whole.
+func Redact(s string, secrets []string) string {
+	for _, v := range sortSecrets(secrets) {
+		s = strings.ReplaceAll(s, v, Mask)
+	}
+	return s
+}
+
+func sortSecrets(secrets []string) []string {
+	var out []string
+	for _, s := range secrets {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// redactor masks secrets in a stream. A secret may be split across two
+// writes, so output that could be the start of a secret is held back until
+// more arrives or Flush is called. At one position the longest secret that
+// matches wins, so a secret containing another is masked whole.
+type redactor struct {
+	w       io.Writer
+	secrets [][]byte
+	pending []byte
+}
+
+func newRedactor(w io.Writer, secrets []string) *redactor {
+	r := &redactor{w: w}
+	for _, s := range sortSecrets(secrets) {
+		r.secrets = append(r.secrets, []byte(s))
+	}
+	return r
+}
+
+func (r *redactor) Write(p []byte) (int, error) {
+	if len(r.secrets) == 0 {
+		return r.w.Write(p)
+	}
+	r.pending = append(r.pending, p...)
+	if out := r.mask(false); len(out) > 0 {
+		if _, err := r.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// mask returns the masked output that is certain and keeps the rest pending.
+// With final set, nothing can follow, so nothing is held back.
+func (r *redactor) mask(final bool) []byte {
+	b := r.pending
+	out := make([]byte, 0, len(b))
+	i := 0
+scan:
+	for i < len(b) {
+		rest := b[i:]
+		if !final {
+			for _, s := range r.secrets {
+				if len(rest) < len(s) && bytes.HasPrefix(s, rest) {
+					break scan // may become a secret with the next write
+				}
+			}
+		}
+		for _, s := range r.secrets {
+			if bytes.HasPrefix(rest, s) {
+				out = append(out, Mask...)
+				i += len(s)
+				continue scan
+			}
+		}
+		out = append(out, b[i])
+		i++
+	}
+	r.pending = append(r.pending[:0], b[i:]...)
+	return out
+}
+
+// Flush writes what was held back; the stream has ended.
+func (r *redactor) Flush() error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	_, err := r.w.Write(r.mask(true))
+	return err
+}
+
+// tail keeps the last n bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	n   int
+	buf []byte
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(p) >= t.n {
+		t.buf = append(t.buf[:0], p[len(p)-t.n:]...)
+		return len(p), nil
+	}
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.n; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// LastLines returns at most n lines and max bytes of the end of s, for the
+// error tail kept in the store.
+func LastLines(s string, n, max int) string {
+	s = strings.TrimRight(s, "\n")
+	if len(s) > max {
+		s = s[len(s)-max:]
+		if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+			s = s[i+1:]
+		}
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
