@@ -1,0 +1,1002 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/pipec/pipec/diag"
+)
+
+// LoadHCL parses an HCL spec holding one `pipeline "NAME" { ... }` block into the
+// model. It keeps going after an error: the result is as complete as the source
+// allows, and every problem found is in the diagnostics (rule "syntax" when the
+// file does not parse, "schema" when it parses but breaks the grammar). The
+// pipeline is nil only when the file holds no pipeline block at all.
+//
+// Defaults are not applied here; the compiler does that, so a value the author
+// did not write stays at its zero value (or nil).
+func LoadHCL(filename string, src []byte) (*Pipeline, diag.Diagnostics) {
+	return loadHCL(filename, src, hclChunkSize)
+}
+
+// loadHCL is LoadHCL with the size of the pieces a large pipeline body is cut
+// into for concurrent parsing; chunkSize <= 0 parses the file in one piece.
+// The result never depends on chunkSize: the pieces are used only when every
+// one of them parses and decodes without a finding, and otherwise the file is
+// loaded again in one piece, so diagnostics always come from the plain path.
+func loadHCL(filename string, src []byte, chunkSize int) (*Pipeline, diag.Diagnostics) {
+	if chunkSize > 0 && len(src) >= 2*chunkSize {
+		if lay, ok := layoutHCL(src, chunkSize); ok {
+			if p, ds, ok := loadChunked(filename, src, lay); ok {
+				return p, ds.Sort()
+			}
+		}
+	}
+	return loadWhole(filename, src)
+}
+
+// loadWhole parses and decodes the file in one piece.
+func loadWhole(filename string, src []byte) (*Pipeline, diag.Diagnostics) {
+	l := &hclLoader{file: filename}
+	body, syntaxErr := l.parse(src, hcl.Pos{Line: 1, Column: 1})
+	if syntaxErr {
+		// The parser's recovery skips text after an error, so findings about the
+		// shape of what remains would mostly be cascades (a "missing" argument
+		// that was in fact written but did not parse). Report the syntax errors
+		// alone and still return whatever could be decoded.
+		quiet := &hclLoader{file: filename}
+		p := quiet.decodeFile(body, nil)
+		return p, l.ds.Sort()
+	}
+	p := l.decodeFile(body, nil)
+	return p, l.ds.Sort()
+}
+
+// hclLoader decodes one piece of HCL source. It is used by one goroutine at a
+// time; the concurrent path gives each piece its own loader.
+type hclLoader struct {
+	file string
+	ds   diag.Diagnostics
+}
+
+// parse runs the hclsyntax parser on src, which starts at position start of the
+// file. It reports whether there were syntax errors; "Attribute redefined" is
+// reported by the parser but is a schema problem, not a syntax one.
+func (l *hclLoader) parse(src []byte, start hcl.Pos) (body *hclsyntax.Body, syntaxErr bool) {
+	defer func() {
+		// The hcl parser asserts its own invariants with panics; a spec must
+		// never crash pipec, so such a panic becomes a syntax finding.
+		if r := recover(); r != nil {
+			body = &hclsyntax.Body{}
+			syntaxErr = true
+			l.ds = append(l.ds, diag.Errorf(RuleSyntax, l.fileStart(), "the HCL parser failed on this file: %v", r))
+		}
+	}()
+	f, hds := hclsyntax.ParseConfig(src, l.file, start)
+	for _, d := range hds {
+		rule := RuleSyntax
+		if d.Summary == "Attribute redefined" {
+			rule = RuleSchema
+		} else if d.Severity == hcl.DiagError {
+			syntaxErr = true
+		}
+		l.ds = append(l.ds, l.convert(d, rule))
+	}
+	body, _ = f.Body.(*hclsyntax.Body)
+	if body == nil {
+		body = &hclsyntax.Body{}
+	}
+	return body, syntaxErr
+}
+
+// fileStart is the range used for findings about the file as a whole.
+func (l *hclLoader) fileStart() diag.Range {
+	p := diag.Pos{Line: 1, Column: 1}
+	return diag.Range{Filename: l.file, Start: p, End: p}
+}
+
+// convert turns an hcl diagnostic into a pipec one under the given rule.
+func (l *hclLoader) convert(d *hcl.Diagnostic, rule string) diag.Diagnostic {
+	sev := diag.Error
+	if d.Severity == hcl.DiagWarning {
+		sev = diag.Warning
+	}
+	msg := oneLine(d.Summary)
+	if detail := oneLine(d.Detail); detail != "" {
+		msg += ": " + detail
+	}
+	r := l.fileStart()
+	if d.Subject != nil && d.Subject.Start.Line >= 1 {
+		r = l.rng(*d.Subject)
+	}
+	return diag.Diagnostic{Rule: rule, Severity: sev, Message: msg, Range: r}
+}
+
+// oneLine folds runs of white space (newlines included) into single spaces.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func (l *hclLoader) addHCL(hds hcl.Diagnostics) {
+	for _, d := range hds {
+		l.ds = append(l.ds, l.convert(d, RuleSchema))
+	}
+}
+
+func (l *hclLoader) errorf(r hcl.Range, format string, args ...any) {
+	l.ds = append(l.ds, diag.Errorf(RuleSchema, l.rng(r), format, args...))
+}
+
+// rng converts an hcl range; hcl columns already count characters.
+func (l *hclLoader) rng(r hcl.Range) diag.Range {
+	name := r.Filename
+	if name == "" {
+		name = l.file
+	}
+	return diag.Range{
+		Filename: name,
+		Start:    diag.Pos{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
+		End:      diag.Pos{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
+	}
+}
+
+// Schemas of the grammar (DESIGN.md section 3). Attribute order here is the
+// order values are decoded in, which keeps decoding deterministic.
+var (
+	fileSchema = &hcl.BodySchema{
+		Blocks: []hcl.BlockHeaderSchema{{Type: "pipeline", LabelNames: []string{"name"}}},
+	}
+	pipelineSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "code_version"}},
+		Blocks: []hcl.BlockHeaderSchema{
+			{Type: "schedule"},
+			{Type: "retry_budget"},
+			{Type: "pool", LabelNames: []string{"name"}},
+			{Type: "error", LabelNames: []string{"name"}},
+			{Type: "retry", LabelNames: []string{"name"}},
+			{Type: "task", LabelNames: []string{"name"}},
+			{Type: "check", LabelNames: []string{"name"}},
+			{Type: "sink", LabelNames: []string{"name"}},
+			{Type: "publish", LabelNames: []string{"name"}},
+		},
+	}
+	scheduleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "every"}, {Name: "start"}, {Name: "catchup"}, {Name: "max_active_runs"},
+	}}
+	budgetSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "ratio"}, {Name: "min"},
+	}}
+	poolSchema  = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "slots"}}}
+	errorSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "exit_codes"}, {Name: "match"}, {Name: "deterministic"},
+	}}
+	retrySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "max_attempts"}, {Name: "initial"}, {Name: "multiplier"}, {Name: "max_delay"},
+		{Name: "jitter"}, {Name: "max_elapsed"}, {Name: "on"},
+	}}
+	taskSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "command", Required: true}, {Name: "inputs"}, {Name: "outputs"},
+			{Name: "depends_on"}, {Name: "env"}, {Name: "secret_env"}, {Name: "effects"},
+			{Name: "idempotent"}, {Name: "retry"}, {Name: "pool"}, {Name: "timeout"},
+		},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "heartbeat"}, {Type: "failover"}},
+	}
+	heartbeatSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "every", Required: true}, {Name: "lease", Required: true},
+	}}
+	failoverSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "per_worker"}, {Name: "global"},
+	}}
+	checkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "input", Required: true}, {Name: "row_count_min"}, {Name: "row_count_max"},
+		{Name: "unique"}, {Name: "not_null"}, {Name: "columns"}, {Name: "command"},
+	}}
+	sinkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "type", Required: true}, {Name: "path", Required: true}, {Name: "fencing"},
+	}}
+	publishSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "artifact", Required: true}, {Name: "sink", Required: true},
+	}}
+)
+
+// blockKinds names each labelled block type in messages.
+var blockKinds = map[string]string{
+	"pipeline": "pipeline",
+	"pool":     "pool",
+	"error":    "error class",
+	"retry":    "retry policy",
+	"task":     "task",
+	"check":    "check",
+	"sink":     "sink",
+	"publish":  "publish",
+}
+
+// decodeFile decodes a whole file body. When parts is not nil, the pipeline
+// block's own body is ignored and the given, already decoded, parts are used
+// instead (the concurrent path); pipeClose is then the position of the
+// pipeline's closing brace.
+func (l *hclLoader) decodeFile(body *hclsyntax.Body, parts []*bodyPart) *Pipeline {
+	// Content reports unknown items and a pipeline block with the wrong number
+	// of labels; the pipeline itself is taken from the raw blocks so that one
+	// with a missing name still has its body checked.
+	_, hds := body.Content(fileSchema)
+	l.addHCL(hds)
+	var block *hclsyntax.Block
+	for _, b := range body.Blocks {
+		if b.Type != "pipeline" {
+			continue
+		}
+		if block != nil {
+			l.errorf(b.DefRange(), "Duplicate pipeline block: a spec file holds one pipeline, and one was already declared at %s", l.rng(block.DefRange()))
+			continue
+		}
+		block = b
+	}
+	if block == nil {
+		r := l.fileStart()
+		l.ds = append(l.ds, diag.Errorf(RuleSchema, r, `Missing pipeline block: a spec file must hold one pipeline "NAME" { ... } block`))
+		return nil
+	}
+	p := &Pipeline{File: l.file, Range: l.rng(block.DefRange())}
+	if len(block.Labels) > 0 {
+		p.Name = block.Labels[0]
+		p.NameRange = l.rng(block.LabelRanges[0])
+		if !ValidName(p.Name) {
+			l.errorf(block.LabelRanges[0], "%s", NameError("pipeline", p.Name))
+		}
+	}
+	if parts == nil {
+		if block.Body == nil {
+			return p
+		}
+		parts = []*bodyPart{l.decodePipelineBody(block.Body)}
+	}
+	l.merge(p, parts)
+	return p
+}
+
+// bodyPart is what one piece of a pipeline body declares, before pieces are
+// merged and duplicates across them are found.
+type bodyPart struct {
+	p           Pipeline
+	codeVersion *hcl.Attribute
+	schedules   []*Schedule
+	budgets     []*RetryBudget
+}
+
+// decodePipelineBody decodes the items of (a piece of) a pipeline body.
+func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
+	part := &bodyPart{}
+	content, hds := body.Content(pipelineSchema)
+	l.addHCL(hds)
+	if a := content.Attributes["code_version"]; a != nil {
+		part.codeVersion = a
+		part.p.Attrs.Set("code_version", l.rng(a.Range))
+		if s, ok := l.str(a.Name, a.Expr); ok {
+			part.p.CodeVersion = s
+		}
+	}
+	p := &part.p
+	for _, b := range content.Blocks {
+		bb, _ := b.Body.(*hclsyntax.Body)
+		if bb == nil {
+			continue
+		}
+		switch b.Type {
+		case "schedule":
+			part.schedules = append(part.schedules, l.schedule(b, bb))
+		case "retry_budget":
+			part.budgets = append(part.budgets, l.budget(b, bb))
+		case "pool":
+			p.Pools = append(p.Pools, l.pool(b, bb))
+		case "error":
+			p.Errors = append(p.Errors, l.errorClass(b, bb))
+		case "retry":
+			p.Retries = append(p.Retries, l.retry(b, bb))
+		case "task":
+			p.Tasks = append(p.Tasks, l.task(b, bb))
+		case "check":
+			p.Checks = append(p.Checks, l.check(b, bb))
+		case "sink":
+			p.Sinks = append(p.Sinks, l.sink(b, bb))
+		case "publish":
+			p.Publishes = append(p.Publishes, l.publish(b, bb))
+		}
+	}
+	return part
+}
+
+// merge joins the decoded pieces of the pipeline body in source order into p,
+// reporting what is declared twice: an attribute, a single block, or two
+// labelled blocks of one type with one name. The second of a pair points at
+// the first and is dropped, so later stages do not report it again.
+func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
+	var cv *hcl.Attribute
+	n := 0
+	for _, part := range parts {
+		n += len(part.p.Tasks)
+	}
+	p.Tasks = make([]Task, 0, n)
+	for _, part := range parts {
+		if a := part.codeVersion; a != nil {
+			if cv != nil {
+				// The parser reports this within one piece; this is the same
+				// finding across pieces.
+				l.errorf(a.NameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", a.Name, cv.NameRange.String())
+			} else {
+				cv = a
+				p.CodeVersion = part.p.CodeVersion
+				for k, r := range part.p.Attrs.Ranges {
+					p.Attrs.Set(k, r)
+				}
+			}
+		}
+		for _, s := range part.schedules {
+			if p.Schedule != nil {
+				l.ds = append(l.ds, diag.Errorf(RuleSchema, s.Range, "Duplicate schedule block: a pipeline has one schedule, and one was already declared at %s", p.Schedule.Range))
+				continue
+			}
+			p.Schedule = s
+		}
+		for _, b := range part.budgets {
+			if p.RetryBudget != nil {
+				l.ds = append(l.ds, diag.Errorf(RuleSchema, b.Range, "Duplicate retry_budget block: a pipeline has one retry budget, and one was already declared at %s", p.RetryBudget.Range))
+				continue
+			}
+			p.RetryBudget = b
+		}
+		p.Pools = append(p.Pools, part.p.Pools...)
+		p.Errors = append(p.Errors, part.p.Errors...)
+		p.Retries = append(p.Retries, part.p.Retries...)
+		p.Tasks = append(p.Tasks, part.p.Tasks...)
+		p.Checks = append(p.Checks, part.p.Checks...)
+		p.Sinks = append(p.Sinks, part.p.Sinks...)
+		p.Publishes = append(p.Publishes, part.p.Publishes...)
+	}
+	p.Pools = dedupe(l, "pool", p.Pools, func(x *Pool) *Named { return &x.Named })
+	p.Errors = dedupe(l, "error", p.Errors, func(x *ErrorClass) *Named { return &x.Named })
+	p.Retries = dedupe(l, "retry", p.Retries, func(x *RetryPolicy) *Named { return &x.Named })
+	p.Tasks = dedupe(l, "task", p.Tasks, func(x *Task) *Named { return &x.Named })
+	p.Checks = dedupe(l, "check", p.Checks, func(x *Check) *Named { return &x.Named })
+	p.Sinks = dedupe(l, "sink", p.Sinks, func(x *Sink) *Named { return &x.Named })
+	p.Publishes = dedupe(l, "publish", p.Publishes, func(x *Publish) *Named { return &x.Named })
+}
+
+// dedupe drops every element whose name an earlier element of the same block
+// type already has, reporting it at the second with the first's position.
+func dedupe[T any](l *hclLoader, blockType string, xs []T, named func(*T) *Named) []T {
+	if len(xs) < 2 {
+		return xs
+	}
+	first := make(map[string]diag.Range, len(xs))
+	out := xs[:0]
+	for i := range xs {
+		n := named(&xs[i])
+		if prev, dup := first[n.Name]; dup {
+			kind := blockKinds[blockType]
+			l.ds = append(l.ds, diag.Errorf(RuleSchema, n.NameRange,
+				"Duplicate %s block: a %s named %q was already declared at %s; names must be unique", blockType, kind, n.Name, prev))
+			continue
+		}
+		first[n.Name] = n.Range
+		out = append(out, xs[i])
+	}
+	return out
+}
+
+// named fills the Named header of a labelled block.
+func (l *hclLoader) named(b *hcl.Block) Named {
+	n := Named{Range: l.rng(b.DefRange)}
+	if len(b.Labels) > 0 {
+		n.Name = b.Labels[0]
+		n.NameRange = l.rng(b.LabelRanges[0])
+		if !ValidName(n.Name) {
+			l.errorf(b.LabelRanges[0], "%s", NameError(blockKinds[b.Type], n.Name))
+		}
+	}
+	return n
+}
+
+// content applies a schema to a block body and calls set for every attribute
+// written, in schema order, after recording its range in attrs.
+func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, attrs *Attrs, set func(a *hcl.Attribute)) []*hcl.Block {
+	c, hds := body.Content(schema)
+	l.addHCL(hds)
+	for _, s := range schema.Attributes {
+		a := c.Attributes[s.Name]
+		if a == nil {
+			continue
+		}
+		attrs.Set(a.Name, l.rng(a.Range))
+		set(a)
+	}
+	return c.Blocks
+}
+
+func (l *hclLoader) schedule(b *hcl.Block, body *hclsyntax.Body) *Schedule {
+	s := &Schedule{Range: l.rng(b.DefRange)}
+	l.content(body, scheduleSchema, &s.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "every":
+			s.Every, _ = l.duration(a)
+		case "start":
+			if v, ok := l.str(a.Name, a.Expr); ok {
+				t, err := ParseTime(v)
+				if err != nil {
+					l.errorf(a.Expr.Range(), "%s: %v", a.Name, err)
+				}
+				s.Start = t
+			}
+		case "catchup":
+			s.Catchup, _ = l.boolean(a)
+		case "max_active_runs":
+			s.MaxActiveRuns, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
+		}
+	})
+	return s
+}
+
+func (l *hclLoader) budget(b *hcl.Block, body *hclsyntax.Body) *RetryBudget {
+	rb := &RetryBudget{Range: l.rng(b.DefRange)}
+	l.content(body, budgetSchema, &rb.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "ratio":
+			rb.Ratio, _ = l.float(a)
+		case "min":
+			rb.Min, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
+		}
+	})
+	return rb
+}
+
+func (l *hclLoader) pool(b *hcl.Block, body *hclsyntax.Body) Pool {
+	p := Pool{Named: l.named(b)}
+	l.content(body, poolSchema, &p.Attrs, func(a *hcl.Attribute) {
+		p.Slots, _ = l.integer(a.Name, a.Expr, 1, math.MaxInt32)
+	})
+	return p
+}
+
+func (l *hclLoader) errorClass(b *hcl.Block, body *hclsyntax.Body) ErrorClass {
+	e := ErrorClass{Named: l.named(b)}
+	l.content(body, errorSchema, &e.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "exit_codes":
+			l.list(a, func(el hcl.Expression) {
+				if n, ok := l.integer(a.Name, el, 0, 255); ok {
+					e.ExitCodes = append(e.ExitCodes, n)
+				}
+			})
+		case "match":
+			e.Match = l.strings(a)
+		case "deterministic":
+			e.Deterministic, _ = l.boolean(a)
+		}
+	})
+	return e
+}
+
+func (l *hclLoader) retry(b *hcl.Block, body *hclsyntax.Body) RetryPolicy {
+	r := RetryPolicy{Named: l.named(b)}
+	l.content(body, retrySchema, &r.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "max_attempts":
+			r.MaxAttempts, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
+		case "initial":
+			r.Initial, _ = l.duration(a)
+		case "multiplier":
+			r.Multiplier, _ = l.float(a)
+		case "max_delay":
+			r.MaxDelay, _ = l.duration(a)
+		case "jitter":
+			if v, ok := l.enum(a, "full", "equal", "none"); ok {
+				r.Jitter = Jitter(v)
+			}
+		case "max_elapsed":
+			r.MaxElapsed, _ = l.duration(a)
+		case "on":
+			r.On = l.refs(a, "error class")
+		}
+	})
+	return r
+}
+
+func (l *hclLoader) task(b *hcl.Block, body *hclsyntax.Body) Task {
+	t := Task{Named: l.named(b)}
+	blocks := l.content(body, taskSchema, &t.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "command":
+			t.Command = l.command(a)
+		case "inputs":
+			l.list(a, func(el hcl.Expression) {
+				s, ok := l.str(a.Name, el)
+				if !ok {
+					return
+				}
+				name, off, err := ParseInput(s)
+				if err != nil {
+					l.errorf(el.Range(), "%v", err)
+					return
+				}
+				t.Inputs = append(t.Inputs, Input{Artifact: name, Offset: off, Range: l.rng(el.Range())})
+			})
+		case "outputs":
+			t.Outputs = l.refs(a, "artifact")
+		case "depends_on":
+			t.DependsOn = l.refs(a, "task")
+		case "env":
+			t.Env = l.env(a, &t.Attrs)
+		case "secret_env":
+			l.list(a, func(el hcl.Expression) {
+				if s, ok := l.str(a.Name, el); ok && l.envKey(s, el.Range()) {
+					t.SecretEnv = append(t.SecretEnv, Ref{Name: s, Range: l.rng(el.Range())})
+				}
+			})
+		case "effects":
+			t.Effects = l.refs(a, "effect")
+		case "idempotent":
+			if v, ok := l.boolean(a); ok {
+				t.Idempotent = &v
+			}
+		case "retry":
+			t.Retry = l.ref(a, "retry policy")
+		case "pool":
+			t.Pool = l.ref(a, "pool")
+		case "timeout":
+			t.Timeout, _ = l.duration(a)
+		}
+	})
+	for _, nb := range blocks {
+		bb, _ := nb.Body.(*hclsyntax.Body)
+		if bb == nil {
+			continue
+		}
+		switch nb.Type {
+		case "heartbeat":
+			h := &Heartbeat{Range: l.rng(nb.DefRange)}
+			l.content(bb, heartbeatSchema, &h.Attrs, func(a *hcl.Attribute) {
+				switch a.Name {
+				case "every":
+					h.Every, _ = l.duration(a)
+				case "lease":
+					h.Lease, _ = l.duration(a)
+				}
+			})
+			if t.Heartbeat != nil {
+				l.errorf(nb.DefRange, "Duplicate heartbeat block: a task has one heartbeat, and one was already declared at %s", t.Heartbeat.Range)
+				continue
+			}
+			t.Heartbeat = h
+		case "failover":
+			f := &Failover{Range: l.rng(nb.DefRange)}
+			l.content(bb, failoverSchema, &f.Attrs, func(a *hcl.Attribute) {
+				switch a.Name {
+				case "per_worker":
+					f.PerWorker, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
+				case "global":
+					f.Global, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
+				}
+			})
+			if t.Failover != nil {
+				l.errorf(nb.DefRange, "Duplicate failover block: a task has one failover, and one was already declared at %s", t.Failover.Range)
+				continue
+			}
+			t.Failover = f
+		}
+	}
+	return t
+}
+
+func (l *hclLoader) check(b *hcl.Block, body *hclsyntax.Body) Check {
+	c := Check{Named: l.named(b)}
+	l.content(body, checkSchema, &c.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "input":
+			if r := l.ref(a, "artifact"); r != nil {
+				c.Input = *r
+			}
+		case "row_count_min":
+			if n, ok := l.integer(a.Name, a.Expr, 0, math.MaxInt); ok {
+				c.RowCountMin = &n
+			}
+		case "row_count_max":
+			if n, ok := l.integer(a.Name, a.Expr, 0, math.MaxInt); ok {
+				c.RowCountMax = &n
+			}
+		case "unique":
+			c.Unique = l.strings(a)
+		case "not_null":
+			c.NotNull = l.strings(a)
+		case "columns":
+			c.Columns = l.strings(a)
+		case "command":
+			c.Command = l.command(a)
+		}
+	})
+	return c
+}
+
+func (l *hclLoader) sink(b *hcl.Block, body *hclsyntax.Body) Sink {
+	s := Sink{Named: l.named(b)}
+	l.content(body, sinkSchema, &s.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "type":
+			s.Type, _ = l.str(a.Name, a.Expr)
+		case "path":
+			s.Path, _ = l.str(a.Name, a.Expr)
+		case "fencing":
+			if v, ok := l.enum(a, "token", "none"); ok {
+				s.Fencing = Fencing(v)
+			}
+		}
+	})
+	return s
+}
+
+func (l *hclLoader) publish(b *hcl.Block, body *hclsyntax.Body) Publish {
+	p := Publish{Named: l.named(b)}
+	l.content(body, publishSchema, &p.Attrs, func(a *hcl.Attribute) {
+		switch a.Name {
+		case "artifact":
+			if r := l.ref(a, "artifact"); r != nil {
+				p.Artifact = *r
+			}
+		case "sink":
+			if r := l.ref(a, "sink"); r != nil {
+				p.Sink = *r
+			}
+		}
+	})
+	return p
+}
+
+// ---- values ----
+
+// value evaluates a literal expression. Specs are data: a reference to a
+// variable is refused with a message that says so, and a function call gets
+// hcl's own "Function calls not allowed".
+func (l *hclLoader) value(name string, e hcl.Expression) (cty.Value, bool) {
+	// Fast paths for the literals nearly every spec is made of: a quoted string
+	// with no interpolation, and a number or bool.
+	switch x := e.(type) {
+	case *hclsyntax.LiteralValueExpr:
+		if x.Val.IsKnown() && !x.Val.IsNull() {
+			return x.Val, true
+		}
+	case *hclsyntax.TemplateExpr:
+		if len(x.Parts) == 1 {
+			if lit, ok := x.Parts[0].(*hclsyntax.LiteralValueExpr); ok && lit.Val.Type() == cty.String && lit.Val.IsKnown() && !lit.Val.IsNull() {
+				return lit.Val, true
+			}
+		}
+	}
+	if vars := e.Variables(); len(vars) > 0 {
+		v := vars[0]
+		l.errorf(v.SourceRange(), "Only literal values are allowed: %q refers to %q; a pipec spec holds plain strings, numbers, bools, lists and maps, with no variables", name, traversalString(v))
+		return cty.NilVal, false
+	}
+	v, hds := e.Value(nil)
+	if hds.HasErrors() {
+		l.addHCL(hds)
+		return cty.NilVal, false
+	}
+	if !v.IsWhollyKnown() {
+		l.errorf(e.Range(), "Invalid value for %q: the value is not known until run time; write a literal", name)
+		return cty.NilVal, false
+	}
+	if v.IsNull() {
+		l.errorf(e.Range(), "Invalid value for %q: null is not allowed; leave the argument out instead", name)
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+// traversalString renders a variable reference such as var.x for a message.
+func traversalString(t hcl.Traversal) string {
+	var b strings.Builder
+	for _, step := range t {
+		switch s := step.(type) {
+		case hcl.TraverseRoot:
+			b.WriteString(s.Name)
+		case hcl.TraverseAttr:
+			b.WriteString("." + s.Name)
+		default:
+			b.WriteString("[...]")
+		}
+	}
+	return b.String()
+}
+
+// as converts v to the wanted type, reporting the mismatch the way gohcl does.
+func (l *hclLoader) as(name string, e hcl.Expression, v cty.Value, want cty.Type) (cty.Value, bool) {
+	if v.Type().Equals(want) {
+		return v, true
+	}
+	c, err := convert.Convert(v, want)
+	if err != nil {
+		l.errorf(e.Range(), "Incorrect attribute value type: Inappropriate value for attribute %q: %s.", name, err.Error())
+		return cty.NilVal, false
+	}
+	if c.IsNull() {
+		l.errorf(e.Range(), "Invalid value for %q: null is not allowed", name)
+		return cty.NilVal, false
+	}
+	return c, true
+}
+
+func (l *hclLoader) str(name string, e hcl.Expression) (string, bool) {
+	v, ok := l.value(name, e)
+	if !ok {
+		return "", false
+	}
+	v, ok = l.as(name, e, v, cty.String)
+	if !ok {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+func (l *hclLoader) boolean(a *hcl.Attribute) (bool, bool) {
+	v, ok := l.value(a.Name, a.Expr)
+	if !ok {
+		return false, false
+	}
+	v, ok = l.as(a.Name, a.Expr, v, cty.Bool)
+	if !ok {
+		return false, false
+	}
+	return v.True(), true
+}
+
+// number returns a literal's numeric value.
+func (l *hclLoader) number(name string, e hcl.Expression) (*big.Float, bool) {
+	v, ok := l.value(name, e)
+	if !ok {
+		return nil, false
+	}
+	v, ok = l.as(name, e, v, cty.Number)
+	if !ok {
+		return nil, false
+	}
+	return v.AsBigFloat(), true
+}
+
+// integer returns a whole number in [min, max].
+func (l *hclLoader) integer(name string, e hcl.Expression, min, max int64) (int, bool) {
+	f, ok := l.number(name, e)
+	if !ok {
+		return 0, false
+	}
+	if !f.IsInt() {
+		l.errorf(e.Range(), "Invalid value for %q: must be a whole number, got %s", name, f.Text('g', 10))
+		return 0, false
+	}
+	n, acc := f.Int64()
+	if acc == big.Exact && n >= min && n <= max {
+		return int(n), true
+	}
+	switch {
+	case max < math.MaxInt32:
+		l.errorf(e.Range(), "Invalid value for %q: must be between %d and %d, got %s", name, min, max, f.Text('g', 10))
+	case f.Cmp(new(big.Float).SetInt64(min)) < 0:
+		l.errorf(e.Range(), "Invalid value for %q: must be at least %d, got %s", name, min, f.Text('g', 10))
+	default:
+		l.errorf(e.Range(), "Invalid value for %q: must be at most %d, got %s", name, max, f.Text('g', 10))
+	}
+	return 0, false
+}
+
+// float returns a finite, non-negative number.
+func (l *hclLoader) float(a *hcl.Attribute) (float64, bool) {
+	f, ok := l.number(a.Name, a.Expr)
+	if !ok {
+		return 0, false
+	}
+	if f.IsInf() {
+		l.errorf(a.Expr.Range(), "Invalid value for %q: must be a finite number", a.Name)
+		return 0, false
+	}
+	if f.Sign() < 0 {
+		l.errorf(a.Expr.Range(), "Invalid value for %q: must not be negative, got %s", a.Name, f.Text('g', 10))
+		return 0, false
+	}
+	v, _ := f.Float64()
+	return v, true
+}
+
+func (l *hclLoader) duration(a *hcl.Attribute) (Duration, bool) {
+	s, ok := l.str(a.Name, a.Expr)
+	if !ok {
+		return 0, false
+	}
+	d, err := ParseDuration(s)
+	if err != nil {
+		l.errorf(a.Expr.Range(), "%s: %v", a.Name, err)
+		return 0, false
+	}
+	return d, true
+}
+
+// enum returns a string that must be one of allowed.
+func (l *hclLoader) enum(a *hcl.Attribute, allowed ...string) (string, bool) {
+	s, ok := l.str(a.Name, a.Expr)
+	if !ok {
+		return "", false
+	}
+	for _, v := range allowed {
+		if s == v {
+			return s, true
+		}
+	}
+	quoted := make([]string, len(allowed))
+	for i, v := range allowed {
+		quoted[i] = fmt.Sprintf("%q", v)
+	}
+	l.errorf(a.Expr.Range(), "Invalid value for %q: %q is not allowed; use one of %s", a.Name, s, strings.Join(quoted, ", "))
+	return "", false
+}
+
+// list calls each for every element of a list attribute. A list written as
+// [...] gives each element its own expression, hence its own range; any other
+// expression that evaluates to a list gives every element the whole range.
+func (l *hclLoader) list(a *hcl.Attribute, each func(el hcl.Expression)) {
+	if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok {
+		for _, el := range tup.Exprs {
+			each(el)
+		}
+		return
+	}
+	v, ok := l.value(a.Name, a.Expr)
+	if !ok {
+		return
+	}
+	if !v.Type().IsListType() && !v.Type().IsTupleType() && !v.Type().IsSetType() {
+		l.errorf(a.Expr.Range(), "Incorrect attribute value type: Inappropriate value for attribute %q: list required.", a.Name)
+		return
+	}
+	rng := a.Expr.Range()
+	for it := v.ElementIterator(); it.Next(); {
+		_, ev := it.Element()
+		each(&hclsyntax.LiteralValueExpr{Val: ev, SrcRange: rng})
+	}
+}
+
+// strings returns a list of strings.
+func (l *hclLoader) strings(a *hcl.Attribute) []string {
+	var out []string
+	l.list(a, func(el hcl.Expression) {
+		if s, ok := l.str(a.Name, el); ok {
+			out = append(out, s)
+		}
+	})
+	return out
+}
+
+// command returns a program and its arguments; it must name a program.
+func (l *hclLoader) command(a *hcl.Attribute) []string {
+	cmd := l.strings(a)
+	if cmd == nil {
+		if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok && len(tup.Exprs) == 0 {
+			l.errorf(a.Expr.Range(), "Invalid value for %q: the list is empty; give the program to run and its arguments, such as [\"./extract.sh\"]", a.Name)
+		}
+		return nil
+	}
+	if cmd[0] == "" {
+		l.errorf(a.Expr.Range(), "Invalid value for %q: the program name is empty", a.Name)
+	}
+	return cmd
+}
+
+// ref returns one name reference, validated with ValidName.
+func (l *hclLoader) ref(a *hcl.Attribute, kind string) *Ref {
+	return l.refExpr(a.Name, a.Expr, kind)
+}
+
+func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
+	s, ok := l.str(name, e)
+	if !ok {
+		return nil
+	}
+	if !ValidName(s) {
+		l.errorf(e.Range(), "%s", NameError(kind, s))
+		return nil
+	}
+	return &Ref{Name: s, Range: l.rng(e.Range())}
+}
+
+// refs returns a list of name references, each with its element's range.
+func (l *hclLoader) refs(a *hcl.Attribute, kind string) []Ref {
+	var out []Ref
+	l.list(a, func(el hcl.Expression) {
+		if r := l.refExpr(a.Name, el, kind); r != nil {
+			out = append(out, *r)
+		}
+	})
+	return out
+}
+
+// env returns a map of plain strings. Each entry's range (key through value)
+// is recorded as "env.KEY".
+func (l *hclLoader) env(a *hcl.Attribute, attrs *Attrs) map[string]string {
+	obj, ok := a.Expr.(*hclsyntax.ObjectConsExpr)
+	if !ok {
+		v, ok := l.value(a.Name, a.Expr)
+		if !ok {
+			return nil
+		}
+		v, ok = l.as(a.Name, a.Expr, v, cty.Map(cty.String))
+		if !ok {
+			return nil
+		}
+		out := map[string]string{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, ev := it.Element()
+			if ev.IsNull() {
+				l.errorf(a.Expr.Range(), "Invalid value for %q: null is not allowed", a.Name)
+				continue
+			}
+			if l.envKey(k.AsString(), a.Expr.Range()) {
+				out[k.AsString()] = ev.AsString()
+				attrs.Set("env."+k.AsString(), l.rng(a.Range))
+			}
+		}
+		return out
+	}
+	out := make(map[string]string, len(obj.Items))
+	first := make(map[string]hcl.Range, len(obj.Items))
+	for _, item := range obj.Items {
+		key, ok := l.str(a.Name, item.KeyExpr)
+		if !ok {
+			continue
+		}
+		if !l.envKey(key, item.KeyExpr.Range()) {
+			continue
+		}
+		if prev, dup := first[key]; dup {
+			l.errorf(item.KeyExpr.Range(), "Duplicate env key: %q was already set at %s", key, l.rng(prev))
+			continue
+		}
+		first[key] = item.KeyExpr.Range()
+		val, ok := l.str(a.Name+"."+key, item.ValueExpr)
+		if !ok {
+			continue
+		}
+		out[key] = val
+		attrs.Set("env."+key, l.rng(hcl.RangeBetween(item.KeyExpr.Range(), item.ValueExpr.Range())))
+	}
+	return out
+}
+
+// envKey validates the name of an environment variable a task gets (env keys
+// and secret_env): the shell's rule, not ValidName's, since '-' cannot appear
+// in a variable name and a leading '_' can.
+func (l *hclLoader) envKey(key string, r hcl.Range) bool {
+	if !validEnvName(key) {
+		l.errorf(r, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", key)
+		return false
+	}
+	return true
+}
+
+func validEnvName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}

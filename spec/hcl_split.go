@@ -1,0 +1,224 @@
+package spec
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/pipec/pipec/diag"
+)
+
+// hclChunkSize is the size of the pieces a large pipeline body is cut into, so
+// that its blocks are parsed and decoded on every core. The pieces depend only
+// on the source, never on the number of cores, so results are reproducible.
+const hclChunkSize = 32 << 10
+
+// hclLayout is where a file holding one multi-line pipeline block can be cut:
+// the header (the file up to the end of the line that opens the pipeline,
+// closed with "}" so that it parses alone) and pieces of the pipeline body,
+// each a run of whole lines holding whole items.
+type hclLayout struct {
+	header []byte
+	pieces []hclPiece
+}
+
+// hclPiece is the byte range [start, end) of one piece; it starts a line.
+type hclPiece struct {
+	start, end, line int
+}
+
+// scanFrame is one nesting level of the layout scanner: an expression context
+// (the file itself, or a template interpolation) counting its open brackets,
+// or a quoted string.
+type scanFrame struct {
+	str   bool
+	depth int
+}
+
+// layoutHCL scans src cheaply (strings, comments and bracket nesting only) to
+// find item boundaries inside the single top-level pipeline block. It gives up
+// (false) on anything it does not fully understand: a heredoc, a second
+// top-level block, text after the pipeline, a single-line pipeline block. The
+// cut is only a proposal: loadChunked checks that every piece parses cleanly
+// and falls back to the plain parse otherwise.
+func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
+	var (
+		lay       hclLayout
+		stack     = []scanFrame{{}}
+		line      = 1
+		lineStart = 0
+		bodyStart = -1 // offset of the first line of the pipeline body
+		needNL    = false
+		closed    = false
+		last      = -1 // start of the current piece
+		lastLine  = 0
+	)
+	n := len(src)
+	for i := 0; i < n; i++ {
+		c := src[i]
+		top := &stack[len(stack)-1]
+		if top.str {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				stack = stack[:len(stack)-1]
+			case '\n':
+				return lay, false // a newline in a quoted string: not HCL
+			case '$', '%':
+				if i+1 < n && src[i+1] == c && i+2 < n && src[i+2] == '{' {
+					i += 2 // $${ and %%{ are escapes
+				} else if i+1 < n && src[i+1] == '{' {
+					i++
+					stack = append(stack, scanFrame{})
+				}
+			}
+			continue
+		}
+		bottom := len(stack) == 1
+		if closed && bottom && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != '#' && c != '/' {
+			return lay, false // text after the pipeline block
+		}
+		if needNL && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != '#' && c != '/' {
+			return lay, false // a single-line pipeline block
+		}
+		switch c {
+		case '\n':
+			line++
+			lineStart = i + 1
+			if !bottom {
+				continue
+			}
+			if needNL {
+				needNL = false
+				bodyStart = i + 1
+				last, lastLine = i+1, line
+			} else if top.depth == 1 && bodyStart >= 0 && i+1-last >= chunkSize {
+				lay.pieces = append(lay.pieces, hclPiece{start: last, end: i + 1, line: lastLine})
+				last, lastLine = i+1, line
+			}
+		case '#':
+			for i+1 < n && src[i+1] != '\n' {
+				i++
+			}
+		case '/':
+			switch {
+			case i+1 < n && src[i+1] == '/':
+				for i+1 < n && src[i+1] != '\n' {
+					i++
+				}
+			case i+1 < n && src[i+1] == '*':
+				i += 2
+				for i+1 < n && !(src[i] == '*' && src[i+1] == '/') {
+					if src[i] == '\n' {
+						if needNL {
+							return lay, false
+						}
+						line++
+						lineStart = i + 1
+					}
+					i++
+				}
+				if i+1 >= n {
+					return lay, false
+				}
+				i++
+			default:
+				if closed || needNL {
+					return lay, false
+				}
+			}
+		case '"':
+			stack = append(stack, scanFrame{str: true})
+		case '<':
+			if i+1 < n && src[i+1] == '<' {
+				return lay, false // a heredoc
+			}
+		case '{', '[', '(':
+			if bottom && top.depth == 0 {
+				if c != '{' || bodyStart >= 0 {
+					return lay, false
+				}
+				needNL = true
+			}
+			top.depth++
+		case '}', ']', ')':
+			if top.depth == 0 {
+				if bottom || c != '}' {
+					return lay, false
+				}
+				stack = stack[:len(stack)-1] // end of an interpolation
+				continue
+			}
+			top.depth--
+			if bottom && top.depth == 0 {
+				if bodyStart < 0 {
+					return lay, false
+				}
+				for _, b := range src[lineStart:i] {
+					if b != ' ' && b != '\t' {
+						return lay, false
+					}
+				}
+				if i > last {
+					lay.pieces = append(lay.pieces, hclPiece{start: last, end: i, line: lastLine})
+				}
+				closed = true
+			}
+		}
+	}
+	if !closed || len(stack) != 1 || len(lay.pieces) < 2 {
+		return lay, false
+	}
+	lay.header = append(src[:bodyStart:bodyStart], "}\n"...)
+	return lay, true
+}
+
+// loadChunked parses and decodes the pieces of lay concurrently and merges
+// them. It reports false, and the caller loads the file in one piece, when any
+// piece has a finding of its own: diagnostics then always come from the plain
+// path, whatever the cut.
+func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Diagnostics, bool) {
+	head := &hclLoader{file: filename}
+	hbody, syntaxErr := head.parse(lay.header, hcl.Pos{Line: 1, Column: 1})
+	if syntaxErr || len(head.ds) > 0 {
+		return nil, nil, false
+	}
+	parts := make([]*bodyPart, len(lay.pieces))
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		wg     sync.WaitGroup
+	)
+	workers := min(runtime.GOMAXPROCS(0), len(lay.pieces))
+	for range workers {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(lay.pieces) {
+					return
+				}
+				pc := lay.pieces[i]
+				l := &hclLoader{file: filename}
+				body, syntaxErr := l.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
+				if syntaxErr || len(l.ds) > 0 {
+					failed.Store(true)
+					return
+				}
+				parts[i] = l.decodePipelineBody(body)
+				if len(l.ds) > 0 {
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() {
+		return nil, nil, false
+	}
+	p := head.decodeFile(hbody, parts)
+	return p, head.ds, true
+}

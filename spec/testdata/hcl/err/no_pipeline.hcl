@@ -1,0 +1,2 @@
+# A file with no pipeline block.
+// pipec:ignore schema nothing here

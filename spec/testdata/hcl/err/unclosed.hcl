@@ -1,0 +1,4 @@
+pipeline "x" {
+  task "a" {
+    command = ["ÿş"]
+  }
