@@ -1,0 +1,46 @@
+package cli_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/pipec/pipec/cli"
+)
+
+// TestMain lets testscript run `pipec` as a real subprocess built from this
+// test binary, so scripts see true exit codes and output streams.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"pipec": func() { os.Exit(cli.Main(os.Args[1:], cli.Std())) },
+		// pipec-status runs pipec, then prints "exit status N" on stderr and
+		// exits 0, so a script can assert the exact exit code.
+		"pipec-status": func() {
+			code := cli.Main(os.Args[1:], cli.Std())
+			fmt.Fprintf(os.Stderr, "exit status %d\n", code)
+		},
+	})
+}
+
+// TestScripts runs cli/testdata/script/*.txtar: each shows a command, its
+// exit code and its exact output. $EXAMPLES is the repository's examples/
+// folder; scripts copy from it so printed paths stay relative.
+func TestScripts(t *testing.T) {
+	examples, err := filepath.Abs(filepath.Join("..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("testdata", "script"),
+		RequireExplicitExec: true,
+		UpdateScripts:       os.Getenv("PIPEC_UPDATE_GOLDEN") != "",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("EXAMPLES", examples)
+			env.Setenv("NO_COLOR", "1")
+			return nil
+		},
+	})
+}
