@@ -74,14 +74,14 @@ func (r *Result) EdgeRange(from, to string) (diag.Range, bool) {
 // Compile validates references and builds the DAG and the plan.
 func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
 	c := &compilation{
-		p:          p,
-		tasks:      map[string]*spec.Task{},
-		checks:     map[string]*spec.Check{},
-		policies:   map[string]*spec.RetryPolicy{},
-		classes:    map[string]bool{},
-		pools:      map[string]bool{},
-		sinks:      map[string]*spec.Sink{},
-		producer:   map[string]string{},
+		p:        p,
+		tasks:    map[string]*spec.Task{},
+		checks:   map[string]*spec.Check{},
+		policies: map[string]*spec.RetryPolicy{},
+		classes:  map[string]bool{},
+		pools:    map[string]bool{},
+		sinks:    map[string]*spec.Sink{},
+		producer: map[string]string{},
 	}
 	c.index()
 	c.edges = make([]edge, 0, c.edgeEstimate())
@@ -97,17 +97,17 @@ func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
 }
 
 type compilation struct {
-	p          *spec.Pipeline
-	ds         diag.Diagnostics
-	tasks      map[string]*spec.Task
-	checks     map[string]*spec.Check
-	policies   map[string]*spec.RetryPolicy
-	classes    map[string]bool
-	pools      map[string]bool
-	sinks      map[string]*spec.Sink
-	producer   map[string]string
-	nodes      []string
-	edges      []edge
+	p        *spec.Pipeline
+	ds       diag.Diagnostics
+	tasks    map[string]*spec.Task
+	checks   map[string]*spec.Check
+	policies map[string]*spec.RetryPolicy
+	classes  map[string]bool
+	pools    map[string]bool
+	sinks    map[string]*spec.Sink
+	producer map[string]string
+	nodes    []string
+	edges    []edge
 	// checksOf maps an artifact to the checks that audit it.
 	checksOf map[string][]string
 }
