@@ -1,0 +1,214 @@
+package retry
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Jitter modes (the spec's jitter field).
+const (
+	JitterFull  = "full"  // a delay uniformly drawn from [0, d]
+	JitterEqual = "equal" // d/2 plus a draw from [0, d/2]
+	JitterNone  = "none"  // exactly d
+)
+
+// Policy is a task's retry policy with defaults applied.
+type Policy struct {
+	Name string
+	// MaxAttempts counts the first attempt; 0 means unlimited.
+	MaxAttempts int
+	Initial     time.Duration
+	Multiplier  float64
+	MaxDelay    time.Duration
+	Jitter      string
+	// MaxElapsed bounds the time from the first attempt's start to the start
+	// of a retry; 0 means no bound.
+	MaxElapsed time.Duration
+	// On lists the retried classes; empty means every non-deterministic class.
+	On []string
+}
+
+// Retries reports whether the policy names the class.
+func (p *Policy) Retries(class string) bool {
+	return len(p.On) == 0 || slices.Contains(p.On, class)
+}
+
+// Backoff is the delay before retry n (1 for the first retry) before jitter:
+// Initial × Multiplier^(n-1), capped at MaxDelay.
+func (p *Policy) Backoff(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	m := p.Multiplier
+	if m < 1 {
+		m = 1
+	}
+	d := float64(p.Initial) * math.Pow(m, float64(n-1))
+	if p.MaxDelay > 0 && d > float64(p.MaxDelay) {
+		return p.MaxDelay
+	}
+	if d >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(d)
+}
+
+// Rand is the jitter source, safe for concurrent use. With the same seed it
+// draws the same delays in the same order.
+type Rand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+// NewRand seeds a jitter source.
+func NewRand(seed uint64) *Rand {
+	return &Rand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// Jittered applies the policy's jitter to d; a nil source means no jitter.
+func (p *Policy) Jittered(d time.Duration, r *Rand) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	if r == nil {
+		return d
+	}
+	switch p.Jitter {
+	case JitterNone:
+		return d
+	case JitterEqual:
+		return d/2 + r.int64N(int64(d/2)+1)
+	default: // full, the default
+		return r.int64N(int64(d) + 1)
+	}
+}
+
+func (r *Rand) int64N(n int64) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Duration(r.r.Int64N(n))
+}
+
+// Budget caps retries across one run: at most Ratio × the run's first
+// attempts so far, but always at least Min. A nil *Budget is unlimited.
+type Budget struct {
+	mu    sync.Mutex
+	ratio float64
+	min   int
+	first int
+	used  int
+}
+
+// NewBudget makes a run's budget.
+func NewBudget(ratio float64, min int) *Budget { return &Budget{ratio: ratio, min: min} }
+
+// FirstAttempt counts one task's first attempt.
+func (b *Budget) FirstAttempt() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.first++
+	b.mu.Unlock()
+}
+
+// take uses one retry if the budget allows it.
+func (b *Budget) take() bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used >= b.allowed() {
+		return false
+	}
+	b.used++
+	return true
+}
+
+func (b *Budget) allowed() int {
+	return max(b.min, int(math.Floor(b.ratio*float64(b.first))))
+}
+
+// Usage reports retries used and allowed so far.
+func (b *Budget) Usage() (used, allowed int) {
+	if b == nil {
+		return 0, -1
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.allowed()
+}
+
+// Input is what Decide needs to know about a failed attempt.
+type Input struct {
+	// Policy is nil when the task has no retry policy.
+	Policy *Policy
+	// Idempotent is false for a task that declared idempotent = false (or
+	// effects without saying): it is never retried.
+	Idempotent bool
+	Verdict    Verdict
+	// Attempt is the number of the attempt that failed (1 for the first).
+	Attempt int
+	// Elapsed is the time since the task's first attempt started.
+	Elapsed time.Duration
+	// LeaseExpired: the attempt is unknown (its lease expired), not failed.
+	// The relaunch does not depend on the class filter and has no backoff,
+	// but is bounded like any retry. Without a policy one relaunch is allowed.
+	LeaseExpired bool
+	Budget       *Budget
+	Rand         *Rand
+}
+
+// Decision is whether to retry, after how long, and why (or why not).
+type Decision struct {
+	Retry bool
+	Delay time.Duration
+	// Reason explains the decision for the event log and the summary.
+	Reason string
+}
+
+// Decide applies the rules in order: deterministic classes fail at once; a
+// non-idempotent task is never retried; the policy must name the class; the
+// attempt and elapsed-time bounds must allow one more; the run's budget must
+// have a retry left (checked last, so a refused retry never spends it).
+func Decide(in Input) Decision {
+	if in.Verdict.Deterministic && !in.LeaseExpired {
+		return Decision{Reason: fmt.Sprintf("class %s is deterministic: not retried", in.Verdict.Class)}
+	}
+	if !in.Idempotent {
+		return Decision{Reason: "the task is not idempotent: never retried"}
+	}
+	p := in.Policy
+	if p == nil {
+		if !in.LeaseExpired {
+			return Decision{Reason: "the task has no retry policy"}
+		}
+		p = &Policy{MaxAttempts: 2}
+	}
+	if !in.LeaseExpired && !p.Retries(in.Verdict.Class) {
+		return Decision{Reason: fmt.Sprintf("retry policy %s does not retry class %s", p.Name, in.Verdict.Class)}
+	}
+	if p.MaxAttempts > 0 && in.Attempt >= p.MaxAttempts {
+		return Decision{Reason: fmt.Sprintf("%d of %d attempts used", in.Attempt, p.MaxAttempts)}
+	}
+	var delay time.Duration
+	if !in.LeaseExpired {
+		delay = p.Jittered(p.Backoff(in.Attempt), in.Rand)
+	}
+	if p.MaxElapsed > 0 && in.Elapsed+delay > p.MaxElapsed {
+		return Decision{Reason: fmt.Sprintf("max_elapsed %s would be exceeded", p.MaxElapsed)}
+	}
+	if !in.Budget.take() {
+		used, allowed := in.Budget.Usage()
+		return Decision{Reason: fmt.Sprintf("the run's retry budget is spent (%d of %d retries used)", used, allowed)}
+	}
+	if in.LeaseExpired {
+		return Decision{Retry: true, Reason: "lease expired: relaunched with a new token"}
+	}
+	return Decision{Retry: true, Delay: delay, Reason: fmt.Sprintf("class %s is retried by policy %s", in.Verdict.Class, p.Name)}
+}

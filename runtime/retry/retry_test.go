@@ -1,0 +1,211 @@
+package retry
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var classes = []Class{
+	{Name: "schema", ExitCodes: []int{65}, Match: []string{"bad header"}, Deterministic: true},
+	{Name: "transient", ExitCodes: []int{75}, Match: []string{"connection reset", "503"}},
+}
+
+func TestClassify(t *testing.T) {
+	c := NewClassifier(classes)
+	for _, tc := range []struct {
+		name string
+		e    Ending
+		want string
+		det  bool
+	}{
+		{"exit code", Ending{ExitCode: 75}, "transient", false},
+		{"deterministic exit code", Ending{ExitCode: 65}, "schema", true},
+		{"output pattern", Ending{ExitCode: 1, Output: "GET /x: 503 Service Unavailable"}, "transient", false},
+		{"deterministic wins over transient", Ending{ExitCode: 75, Output: "bad header"}, "schema", true},
+		{"exit code before pattern", Ending{ExitCode: 75, Output: "nothing"}, "transient", false},
+		{"unclassified", Ending{ExitCode: 1, Output: "boom"}, Unclassified, false},
+		{"timeout", Ending{ExitCode: -1, TimedOut: true}, Timeout, false},
+		{"killed", Ending{ExitCode: -1, Signaled: true}, Killed, false},
+		{"signal is not an exit code", Ending{ExitCode: 75, Signaled: true}, Killed, false},
+		{"pattern explains a timeout", Ending{ExitCode: -1, TimedOut: true, Output: "connection reset by peer"}, "transient", false},
+	} {
+		v := c.Classify(tc.e)
+		if v.Class != tc.want || v.Deterministic != tc.det || v.Reason == "" {
+			t.Errorf("%s: got %+v, want %s (deterministic %v)", tc.name, v, tc.want, tc.det)
+		}
+	}
+	if !c.Deterministic("schema") || c.Deterministic("transient") || c.Deterministic("nope") {
+		t.Error("Deterministic lookup wrong")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	p := &Policy{Initial: 10 * time.Second, Multiplier: 2, MaxDelay: time.Minute}
+	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute}
+	for i, w := range want {
+		if got := p.Backoff(i + 1); got != w {
+			t.Errorf("Backoff(%d) = %s, want %s", i+1, got, w)
+		}
+	}
+	huge := &Policy{Initial: time.Hour, Multiplier: 10}
+	if got := huge.Backoff(100); got <= 0 {
+		t.Errorf("Backoff overflowed: %s", got)
+	}
+}
+
+func TestJitter(t *testing.T) {
+	d := 10 * time.Second
+	r := NewRand(1)
+	none := &Policy{Jitter: JitterNone}
+	full := &Policy{Jitter: JitterFull}
+	equal := &Policy{Jitter: JitterEqual}
+	distinct := map[time.Duration]bool{}
+	for i := 0; i < 200; i++ {
+		if got := none.Jittered(d, r); got != d {
+			t.Fatalf("none: %s", got)
+		}
+		f := full.Jittered(d, r)
+		if f < 0 || f > d {
+			t.Fatalf("full out of range: %s", f)
+		}
+		distinct[f] = true
+		if e := equal.Jittered(d, r); e < d/2 || e > d {
+			t.Fatalf("equal out of range: %s", e)
+		}
+	}
+	if len(distinct) < 100 {
+		t.Errorf("full jitter drew only %d distinct delays in 200", len(distinct))
+	}
+	// The same seed draws the same sequence.
+	a, b := NewRand(42), NewRand(42)
+	for i := 0; i < 20; i++ {
+		if x, y := full.Jittered(d, a), full.Jittered(d, b); x != y {
+			t.Fatalf("draw %d differs with the same seed: %s vs %s", i, x, y)
+		}
+	}
+	if full.Jittered(d, nil) != d {
+		t.Error("nil source should not jitter")
+	}
+}
+
+func TestBudget(t *testing.T) {
+	b := NewBudget(0.2, 3)
+	for i := 0; i < 20; i++ {
+		b.FirstAttempt()
+	}
+	// 0.2 × 20 = 4 retries.
+	for i := 0; i < 4; i++ {
+		if !b.take() {
+			t.Fatalf("retry %d refused", i+1)
+		}
+	}
+	if b.take() {
+		t.Fatal("fifth retry allowed")
+	}
+	if used, allowed := b.Usage(); used != 4 || allowed != 4 {
+		t.Errorf("usage = %d/%d", used, allowed)
+	}
+	small := NewBudget(0.2, 3)
+	small.FirstAttempt()
+	for i := 0; i < 3; i++ {
+		if !small.take() {
+			t.Fatalf("min retry %d refused", i+1)
+		}
+	}
+	if small.take() {
+		t.Fatal("min exceeded")
+	}
+	var unlimited *Budget
+	unlimited.FirstAttempt()
+	if !unlimited.take() {
+		t.Fatal("nil budget refused")
+	}
+}
+
+func TestDecide(t *testing.T) {
+	c := NewClassifier(classes)
+	pol := &Policy{Name: "default", MaxAttempts: 4, Initial: time.Second, Multiplier: 2, MaxDelay: time.Minute,
+		Jitter: JitterNone, MaxElapsed: time.Hour, On: []string{"transient"}}
+	transient := c.Classify(Ending{ExitCode: 75})
+	schema := c.Classify(Ending{ExitCode: 65})
+	other := c.Classify(Ending{ExitCode: 1})
+	base := Input{Policy: pol, Idempotent: true, Verdict: transient, Attempt: 1}
+	for _, tc := range []struct {
+		name      string
+		mod       func(*Input)
+		retry     bool
+		delay     time.Duration
+		reasonHas string
+	}{
+		{"transient first failure", func(*Input) {}, true, time.Second, "retried by policy default"},
+		{"third failure waits 4s", func(in *Input) { in.Attempt = 3 }, true, 4 * time.Second, "retried"},
+		{"attempts exhausted", func(in *Input) { in.Attempt = 4 }, false, 0, "4 of 4 attempts"},
+		{"deterministic", func(in *Input) { in.Verdict = schema }, false, 0, "deterministic"},
+		{"deterministic even with empty on", func(in *Input) { in.Verdict = schema; in.Policy = &Policy{MaxAttempts: 5} }, false, 0, "deterministic"},
+		{"class not named", func(in *Input) { in.Verdict = other }, false, 0, "does not retry class unclassified"},
+		{"empty on retries unclassified", func(in *Input) {
+			in.Verdict = other
+			in.Policy = &Policy{Name: "any", MaxAttempts: 2, Initial: time.Second, Jitter: JitterNone}
+		}, true, time.Second, "retried"},
+		{"not idempotent", func(in *Input) { in.Idempotent = false }, false, 0, "not idempotent"},
+		{"no policy", func(in *Input) { in.Policy = nil }, false, 0, "no retry policy"},
+		{"max elapsed", func(in *Input) { in.Elapsed = time.Hour - 500*time.Millisecond }, false, 0, "max_elapsed"},
+		{"unlimited attempts", func(in *Input) {
+			in.Policy = &Policy{Name: "forever", Initial: time.Second, Multiplier: 2, MaxDelay: time.Minute, Jitter: JitterNone}
+			in.Attempt = 50
+		}, true, time.Minute, "retried"},
+		{"lease expiry ignores the class filter and backoff", func(in *Input) { in.LeaseExpired = true; in.Verdict = Verdict{Class: LeaseExpired} }, true, 0, "lease expired"},
+		{"lease expiry without policy relaunches once", func(in *Input) { in.LeaseExpired = true; in.Policy = nil }, true, 0, "lease expired"},
+		{"lease expiry without policy, second time", func(in *Input) { in.LeaseExpired = true; in.Policy = nil; in.Attempt = 2 }, false, 0, "2 of 2"},
+		{"lease expiry of a non-idempotent task", func(in *Input) { in.LeaseExpired = true; in.Idempotent = false }, false, 0, "not idempotent"},
+	} {
+		in := base
+		tc.mod(&in)
+		d := Decide(in)
+		if d.Retry != tc.retry || d.Delay != tc.delay || !strings.Contains(d.Reason, tc.reasonHas) {
+			t.Errorf("%s: got %+v, want retry=%v delay=%s reason ~ %q", tc.name, d, tc.retry, tc.delay, tc.reasonHas)
+		}
+	}
+}
+
+func TestDecideBudget(t *testing.T) {
+	b := NewBudget(0, 1)
+	pol := &Policy{Name: "p", MaxAttempts: 10, Initial: time.Second, Jitter: JitterNone}
+	in := Input{Policy: pol, Idempotent: true, Verdict: Verdict{Class: "transient"}, Attempt: 1, Budget: b}
+	// A refused retry (deterministic) must not spend the budget.
+	det := in
+	det.Verdict.Deterministic = true
+	if Decide(det).Retry {
+		t.Fatal("deterministic retried")
+	}
+	if !Decide(in).Retry {
+		t.Fatal("first retry refused")
+	}
+	d := Decide(in)
+	if d.Retry || !strings.Contains(d.Reason, "budget") {
+		t.Fatalf("second retry: %+v", d)
+	}
+}
+
+func TestDecideJitterSeeded(t *testing.T) {
+	pol := &Policy{Name: "p", MaxAttempts: 10, Initial: 10 * time.Second, Multiplier: 2, MaxDelay: time.Hour, Jitter: JitterFull}
+	draw := func(seed uint64) []time.Duration {
+		r := NewRand(seed)
+		var out []time.Duration
+		for a := 1; a < 6; a++ {
+			d := Decide(Input{Policy: pol, Idempotent: true, Verdict: Verdict{Class: "x"}, Attempt: a, Rand: r})
+			if !d.Retry || d.Delay < 0 || d.Delay > pol.Backoff(a) {
+				t.Fatalf("attempt %d: %+v", a, d)
+			}
+			out = append(out, d.Delay)
+		}
+		return out
+	}
+	a, b := draw(7), draw(7)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("seeded draws differ: %v vs %v", a, b)
+		}
+	}
+}
