@@ -79,7 +79,7 @@ func formatSource(file string, src []byte) ([]byte, diag.Diagnostics) {
 	var failed bool
 	if syn == spec.SyntaxCUE {
 		var err error
-		out, err = format.Source(src, format.Simplify())
+		out, err = format.Source(src)
 		failed = err != nil
 	} else {
 		_, hds := hclsyntax.ParseConfig(src, file, hcl.InitialPos)
