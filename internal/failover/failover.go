@@ -1,0 +1,221 @@
+// Package failover is a small model of how a task that keeps failing moves
+// across workers (DESIGN.md section 6). The linter uses it to explain, before
+// anything runs, where a task's failover limits lead: retried forever on one
+// worker, stopped, or waiting for a worker.
+//
+// The model, for a task that always ends in a run error:
+//
+//   - A visit starts the task on a worker. The pipeline's retry policy retries
+//     it on that worker: a visit is at most Attempts attempts (the first start
+//     counts). With unlimited attempts the visit never ends, so the task never
+//     fails over.
+//   - When a visit ends in failure the task fails over: the failover is
+//     counted, and the task starts on the next worker (in order, wrapping
+//     around) that has had fewer than PerWorker visits.
+//   - When a failover would exceed Global the job stops (failed). When every
+//     worker has had PerWorker visits but Global is not reached the job waits,
+//     active and in error, for a new worker.
+//
+// A worker shutdown fails over without counting; it changes nothing here,
+// since the model only follows failures.
+package failover
+
+import (
+	"fmt"
+	"strings"
+)
+
+// NoLimit marks Global as unlimited. Global = 0 is meaningful (never fail over),
+// so unlimited needs its own value; Attempts and PerWorker use 0 for unlimited,
+// as the spec does.
+const NoLimit = -1
+
+// Limits describe one task on a set of workers.
+type Limits struct {
+	// Attempts is how many attempts one visit to a worker may make (the retry
+	// policy's max_attempts; 1 when the task has no policy); 0 is unlimited.
+	Attempts int
+	// PerWorker is how many visits one worker may get; 0 is unlimited.
+	PerWorker int
+	// Global is how many failovers are allowed before the job stops; NoLimit is unlimited.
+	Global int
+	// Workers is how many workers can run the task (at least 1).
+	Workers int
+}
+
+// End is how a failing task's story ends.
+type End int
+
+const (
+	// Forever: the task never stops failing and never stops being started.
+	// Retrying forever on the first worker when Attempts is unlimited, or
+	// failing over forever when neither PerWorker nor Global is limited.
+	Forever End = iota
+	// Stopped: a failover would exceed Global; the job fails.
+	Stopped
+	// Waiting: every worker had its PerWorker visits and Global is not reached;
+	// the job waits, active and in error, for a new worker.
+	Waiting
+)
+
+func (e End) String() string {
+	switch e {
+	case Forever:
+		return "forever"
+	case Stopped:
+		return "stopped"
+	case Waiting:
+		return "waiting for a worker"
+	}
+	return fmt.Sprintf("end(%d)", int(e))
+}
+
+// Trace is what happens to the task, attempt by attempt.
+type Trace struct {
+	// Workers lists the 0-based worker of each attempt in order. Simulate cuts
+	// it at its step limit.
+	Workers []int
+	// Visits is how many visits happened (Outcome: may exceed len(Workers)).
+	Visits int
+	// Failovers is how many failovers were counted.
+	Failovers int
+	// End is how it ends.
+	End End
+	// Unvisited is how many workers never ran the task; Short is how many
+	// workers got fewer than PerWorker visits (0 when PerWorker is unlimited).
+	Unvisited, Short int
+}
+
+// String writes the trace as in DESIGN.md: "w1, w2, w1, w2, then stopped".
+func (t Trace) String() string {
+	var b strings.Builder
+	for i, w := range t.Workers {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "w%d", w+1)
+	}
+	if t.End == Forever {
+		b.WriteString(", ... forever")
+		return b.String()
+	}
+	fmt.Fprintf(&b, ", then %s", t.End)
+	return b.String()
+}
+
+// Simulate steps the model attempt by attempt, for at most maxAttempts
+// attempts. When the limit cuts a story that would still end, End is what it
+// would be, computed by Outcome; a story cut while going on forever is Forever.
+// It is the reference for Outcome, and what tests and messages show.
+func Simulate(l Limits, maxAttempts int) Trace {
+	l = normalize(l)
+	visits := make([]int, l.Workers)
+	var t Trace
+	w := 0
+	for {
+		visits[w]++
+		t.Visits++
+		for a := 0; l.Attempts == 0 || a < l.Attempts; a++ {
+			if len(t.Workers) >= maxAttempts {
+				return cut(t, l)
+			}
+			t.Workers = append(t.Workers, w)
+		}
+		if l.Global != NoLimit && t.Failovers+1 > l.Global {
+			t.End = Stopped
+			return finish(t, l, visits)
+		}
+		next := -1
+		for i := 1; i <= l.Workers; i++ {
+			c := (w + i) % l.Workers
+			if l.PerWorker == 0 || visits[c] < l.PerWorker {
+				next = c
+				break
+			}
+		}
+		if next < 0 {
+			t.End = Waiting
+			return finish(t, l, visits)
+		}
+		t.Failovers++
+		w = next
+	}
+}
+
+// cut ends a simulation stopped by its step limit.
+func cut(t Trace, l Limits) Trace {
+	o := Outcome(l)
+	t.End, t.Visits, t.Failovers, t.Unvisited, t.Short = o.End, o.Visits, o.Failovers, o.Unvisited, o.Short
+	return t
+}
+
+func finish(t Trace, l Limits, visits []int) Trace {
+	for _, v := range visits {
+		if v == 0 {
+			t.Unvisited++
+		}
+		if l.PerWorker > 0 && v < l.PerWorker {
+			t.Short++
+		}
+	}
+	return t
+}
+
+// Outcome computes where the story ends without stepping through it, in
+// constant time, so hostile limits (per_worker = 1e9) cost nothing. Workers is
+// left empty. It agrees with Simulate (tested).
+func Outcome(l Limits) Trace {
+	l = normalize(l)
+	if l.Attempts == 0 || (l.PerWorker == 0 && l.Global == NoLimit) {
+		return Trace{End: Forever, Visits: -1, Failovers: -1}
+	}
+	// Visits go round-robin: visit i runs on worker i mod Workers, because the
+	// next worker with visits left is always the following one.
+	byWorkers := -1 // visits allowed by PerWorker; -1 is unlimited
+	if l.PerWorker > 0 {
+		byWorkers = l.Workers * l.PerWorker
+	}
+	byGlobal := -1 // visits allowed by Global
+	if l.Global != NoLimit {
+		byGlobal = l.Global + 1
+	}
+	var t Trace
+	switch {
+	case byWorkers < 0 || (byGlobal >= 0 && byGlobal <= byWorkers):
+		t.End, t.Visits = Stopped, byGlobal
+	default:
+		t.End, t.Visits = Waiting, byWorkers
+	}
+	t.Failovers = t.Visits - 1
+	if t.Visits < l.Workers {
+		t.Unvisited = l.Workers - t.Visits
+	}
+	if l.PerWorker > 0 {
+		// The first Visits mod Workers workers had one visit more than the others.
+		full, extra := t.Visits/l.Workers, t.Visits%l.Workers
+		switch {
+		case full >= l.PerWorker:
+		case full+1 >= l.PerWorker && extra > 0:
+			t.Short = l.Workers - extra
+		default:
+			t.Short = l.Workers
+		}
+	}
+	return t
+}
+
+func normalize(l Limits) Limits {
+	if l.Workers < 1 {
+		l.Workers = 1
+	}
+	if l.Attempts < 0 {
+		l.Attempts = 1
+	}
+	if l.PerWorker < 0 {
+		l.PerWorker = 0
+	}
+	if l.Global < NoLimit {
+		l.Global = NoLimit
+	}
+	return l
+}
