@@ -83,6 +83,11 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 			res.Outcome, res.Pointer = Fenced, cur
 			ev.Kind = EventPublishFenced
 			return appendEvent(ctx, tx, now, ev, payload)
+		case sw.Expect != nil && *sw.Expect != cur.Token:
+			res.Outcome, res.Pointer = Conflict, cur
+			payload["expected_token"] = *sw.Expect
+			ev.Kind = EventPublishConflict
+			return appendEvent(ctx, tx, now, ev, payload)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO pointers (sink, artifact, interval_key, version, token, unfenced, updated)
 VALUES (?, ?, ?, ?, ?, ?, ?)

@@ -250,6 +250,12 @@ type Swap struct {
 	// Unfenced skips the token comparison (fencing = "none"): the swap always
 	// happens, at-least-once semantics.
 	Unfenced bool
+	// Expect, when not nil, makes the swap optimistic as well as fenced: it
+	// happens only if the pointer's token is still *Expect (0: no pointer
+	// yet), else the outcome is Conflict. Publishers that race from one base
+	// read (as table formats commit) then get exactly one winner. Nil: the
+	// token comparison alone decides.
+	Expect *int64
 }
 
 // CASOutcome is the result of a compare-and-swap on a pointer.
@@ -264,6 +270,10 @@ const (
 	// Fenced: the pointer holds a newer token (or the same token with another
 	// version); nothing changed and a "publish.fenced" event was recorded.
 	Fenced CASOutcome = "fenced"
+	// Conflict: Swap.Expect was set and the pointer moved since; the token
+	// alone would have won. Nothing changed; a "publish.conflict" event was
+	// recorded.
+	Conflict CASOutcome = "conflict"
 )
 
 // CASResult is the outcome and the pointer as it is after the call.
@@ -289,6 +299,7 @@ const (
 	EventPublishWon        = "publish.won"
 	EventPublishIdempotent = "publish.idempotent"
 	EventPublishFenced     = "publish.fenced"
+	EventPublishConflict   = "publish.conflict"
 )
 
 // Event is one entry of the append-only log.
@@ -368,6 +379,7 @@ type Store interface {
 	// when s.Token is greater than the pointer's token (Won), reports
 	// Idempotent when the pointer already holds s.Version with s.Token, and
 	// otherwise changes nothing and records a "publish.fenced" event (Fenced).
+	// With s.Expect set, a pointer that moved since is Conflict.
 	// s.Version must be accepted, of the same artifact and interval, and
 	// carry s.Token (ErrConflict otherwise). Durable (synchronous=FULL).
 	CompareAndSwapPointer(ctx context.Context, s Swap) (CASResult, error)

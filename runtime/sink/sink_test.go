@@ -1,0 +1,363 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// fixture is a work directory with a state database and one running run.
+type fixture struct {
+	dir string
+	db  string
+	st  *store.SQLite
+	run store.Run
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fixture{dir: dir, db: filepath.Join(dir, ".pipec", "state.db")}
+	f.st = f.open(t)
+	r, err := f.st.CreateRun(context.Background(), store.NewRun{
+		Pipeline: "orders", Interval: "2024-01-01", CodeVersion: "2024.06.1", PlanDigest: "sha256:plan",
+		IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), IntervalEnd: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run = r
+	return f
+}
+
+// open opens another handle on the fixture's database.
+func (f *fixture) open(t testing.TB) *store.SQLite {
+	t.Helper()
+	st, err := store.Open(context.Background(), f.db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func (f *fixture) sink(t testing.TB, st store.Store, fencing string) *Directory {
+	t.Helper()
+	d, err := NewDirectory("warehouse", filepath.Join(f.dir, "warehouse", "orders"), fencing, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// produce runs the write half of write-audit-publish for one attempt of task:
+// a fresh staging directory with files, its digest, the version recorded and
+// accepted.
+func (f *fixture) produce(t testing.TB, st store.Store, task, interval string, files map[string]string) store.Version {
+	t.Helper()
+	v, err := f.tryProduce(st, task, interval, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (f *fixture) tryProduce(st store.Store, task, interval string, files map[string]string) (store.Version, error) {
+	ctx := context.Background()
+	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: f.run.ID, Task: task, Resource: "orders@" + interval})
+	if err != nil {
+		return store.Version{}, err
+	}
+	dir, err := NewStaging(filepath.Join(f.dir, StagingRoot), f.run.ID, task, a.Number, "orders_clean")
+	if err != nil {
+		return store.Version{}, err
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return store.Version{}, err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return store.Version{}, err
+		}
+	}
+	digest, err := Digest(dir)
+	if err != nil {
+		return store.Version{}, err
+	}
+	v, err := st.RecordVersion(ctx, store.Version{Artifact: "orders_clean", Interval: interval, Digest: digest,
+		Run: f.run.ID, Task: task, Attempt: a.Number, StagingPath: dir})
+	if err != nil {
+		return store.Version{}, err
+	}
+	if err := st.AcceptVersion(ctx, v.ID); err != nil {
+		return store.Version{}, err
+	}
+	v.State = store.VersionAccepted
+	return v, nil
+}
+
+func readVisible(t testing.TB, d *Directory, interval, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.Path, interval, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func countVersionDirs(t testing.TB, d *Directory) int {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(d.Path, VersionsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStagingPath(t *testing.T) {
+	got, err := StagingPath(".pipec/staging", "orders/2024-01-01/r1", "clean", 3, "orders_clean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.FromSlash(".pipec/staging/orders/2024-01-01/r1/clean/3/orders_clean"); got != want {
+		t.Errorf("StagingPath = %s, want %s", got, want)
+	}
+	for _, bad := range [][3]string{
+		{"orders/../../etc", "clean", "a"},
+		{"orders/2024-01-01/r1", "..", "a"},
+		{"orders/2024-01-01/r1", "clean", "a/b"},
+		{"", "clean", "a"},
+	} {
+		if _, err := StagingPath("root", bad[0], bad[1], 1, bad[2]); err == nil {
+			t.Errorf("StagingPath(%q) accepted an unsafe name", bad)
+		}
+	}
+	if _, err := StagingPath("root", "r", "t", 0, "a"); err == nil {
+		t.Error("attempt 0 accepted")
+	}
+}
+
+func TestNewStagingIsFresh(t *testing.T) {
+	root := t.TempDir()
+	dir, err := NewStaging(root, "orders/2024-01-01/r1", "clean", 1, "orders_clean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "debris"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := NewStaging(root, "orders/2024-01-01/r1", "clean", 1, "orders_clean")
+	if err != nil || again != dir {
+		t.Fatalf("NewStaging again = %s, %v", again, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("staging directory not fresh: %v", ents)
+	}
+}
+
+func TestDigest(t *testing.T) {
+	write := func(files map[string]string, order []string) string {
+		dir := t.TempDir()
+		for _, name := range order {
+			p := filepath.Join(dir, filepath.FromSlash(name))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte(files[name]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := Digest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	files := map[string]string{"a.csv": "id\n1\n", "sub/b.csv": "id\n2\n", "a.csv.bak": ""}
+	d1 := write(files, []string{"a.csv", "sub/b.csv", "a.csv.bak"})
+	d2 := write(files, []string{"a.csv.bak", "sub/b.csv", "a.csv"})
+	if d1 != d2 {
+		t.Errorf("digest depends on creation order: %s vs %s", d1, d2)
+	}
+	if !strings.HasPrefix(d1, "sha256:") || len(d1) != len("sha256:")+64 {
+		t.Errorf("digest %q is not sha256:<hex>", d1)
+	}
+	if d := write(map[string]string{"a.csv": "id\n1\n", "sub/b.csv": "id\n3\n", "a.csv.bak": ""}, []string{"a.csv", "sub/b.csv", "a.csv.bak"}); d == d1 {
+		t.Error("digest ignores content")
+	}
+	if d := write(map[string]string{"a.csv": "id\n1\n", "sub/c.csv": "id\n2\n", "a.csv.bak": ""}, []string{"a.csv", "sub/c.csv", "a.csv.bak"}); d == d1 {
+		t.Error("digest ignores names")
+	}
+	// Moving bytes from one file to the next must change the digest.
+	if write(map[string]string{"a": "xy", "b": ""}, []string{"a", "b"}) == write(map[string]string{"a": "x", "b": "y"}, []string{"a", "b"}) {
+		t.Error("digest is ambiguous about file boundaries")
+	}
+	dir := t.TempDir()
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Digest(dir); err == nil {
+		t.Error("a symbolic link in a version was accepted")
+	}
+}
+
+func TestPublishFencesAndIsIdempotent(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := f.sink(t, f.st, FencingToken)
+	old := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "id\nold\n"})
+	cur := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "id\nnew\n", "part/2.csv": "id\nnew2\n"})
+
+	res, err := d.Publish(ctx, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != store.Won || res.Unfenced || res.Pointer.Token != cur.Token {
+		t.Fatalf("first publish = %+v", res)
+	}
+	if got := readVisible(t, d, "2024-01-01", "data.csv"); got != "id\nnew\n" {
+		t.Errorf("visible data.csv = %q", got)
+	}
+	if got := readVisible(t, d, "2024-01-01", "part/2.csv"); got != "id\nnew2\n" {
+		t.Errorf("visible part/2.csv = %q", got)
+	}
+	vis, err := d.Visible("2024-01-01")
+	if err != nil || vis != res.VersionDir || filepath.Base(vis) != VersionName(cur) {
+		t.Errorf("Visible = %s, %v; want %s", vis, err, res.VersionDir)
+	}
+	if got, err := Digest(vis); err != nil || got != cur.Digest {
+		t.Errorf("published copy digest %s, %v; want %s", got, err, cur.Digest)
+	}
+	if fi, err := os.Stat(filepath.Join(vis, "data.csv")); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("a published file is writable: %v, %v", fi.Mode(), err)
+	}
+
+	again, err := d.Publish(ctx, cur)
+	if err != nil || again.Outcome != store.Idempotent {
+		t.Fatalf("publishing the same version and token again = %+v, %v", again, err)
+	}
+	stale, err := d.Publish(ctx, old)
+	if err != nil || stale.Outcome != store.Fenced || stale.Pointer.Version != cur.ID {
+		t.Fatalf("stale publish = %+v, %v", stale, err)
+	}
+	if got := readVisible(t, d, "2024-01-01", "data.csv"); got != "id\nnew\n" {
+		t.Errorf("a fenced publish changed the visible data: %q", got)
+	}
+
+	// Staging modified after the audit: the copy's digest differs, nothing is
+	// published.
+	late := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "id\naudited\n"})
+	if err := os.WriteFile(filepath.Join(late.StagingPath, "data.csv"), []byte("id\nswapped after audit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Publish(ctx, late); err == nil || !strings.Contains(err.Error(), "staging changed after the audit") {
+		t.Fatalf("publishing a changed staging dir: %v", err)
+	}
+	if p, _ := f.st.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01"); p.Version != cur.ID {
+		t.Errorf("pointer moved to %d after a refused publish", p.Version)
+	}
+	// cur, and old's copy made before its swap was fenced; none of late.
+	if n := countVersionDirs(t, d); n != 2 {
+		t.Errorf("%d version folders, want 2", n)
+	}
+
+	staged := late
+	staged.State = store.VersionStaged
+	if _, err := d.Publish(ctx, staged); err == nil {
+		t.Error("published a version that is not accepted")
+	}
+	if _, err := d.Publish(ctx, store.Version{Artifact: "orders_clean", Interval: "../x", State: store.VersionAccepted}); err == nil {
+		t.Error("published to an interval outside the sink")
+	}
+}
+
+// TestLostResponseReconciled is fault test 2 at the sink: the swap won in the
+// store, the publisher died before the link swap; publishing again completes
+// it without a second version, and so does ReconcileAll.
+func TestLostResponseReconciled(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := f.sink(t, f.st, FencingToken)
+	v1 := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "v1"})
+	if _, err := d.Publish(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	for _, viaReconcile := range []bool{false, true} {
+		v := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": fmt.Sprint("v2 ", viaReconcile)})
+		// Steps 1 and 2 of Publish, then the crash.
+		if _, err := d.materialize(v); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+		if err != nil || res.Outcome != store.Won {
+			t.Fatalf("swap = %+v, %v", res, err)
+		}
+		before := readVisible(t, d, "2024-01-01", "data.csv")
+		if before == fmt.Sprint("v2 ", viaReconcile) {
+			t.Fatal("link swapped without Publish")
+		}
+		dirs := countVersionDirs(t, d)
+		if viaReconcile {
+			n, err := d.ReconcileAll(ctx)
+			if err != nil || n != 1 {
+				t.Fatalf("ReconcileAll = %d, %v", n, err)
+			}
+		} else {
+			res, err := d.Publish(ctx, v)
+			if err != nil || res.Outcome != store.Idempotent {
+				t.Fatalf("rerun publish = %+v, %v", res, err)
+			}
+		}
+		if got := readVisible(t, d, "2024-01-01", "data.csv"); got != fmt.Sprint("v2 ", viaReconcile) {
+			t.Errorf("after reconciliation visible = %q", got)
+		}
+		if n := countVersionDirs(t, d); n != dirs {
+			t.Errorf("reconciliation made a second copy: %d folders, had %d", n, dirs)
+		}
+	}
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
+		t.Errorf("ReconcileAll on a reconciled sink = %d, %v", n, err)
+	}
+}
+
+func TestUnfencedSinkIsAtLeastOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := f.sink(t, f.st, FencingNone)
+	older := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "older"})
+	newer := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "newer"})
+	if res, err := d.Publish(ctx, newer); err != nil || res.Outcome != store.Won || !res.Unfenced {
+		t.Fatalf("publish newer = %+v, %v", res, err)
+	}
+	res, err := d.Publish(ctx, older)
+	if err != nil || res.Outcome != store.Won || !res.Unfenced || !res.Pointer.Unfenced {
+		t.Fatalf("an unfenced sink must take the stale write and say so: %+v, %v", res, err)
+	}
+	if got := readVisible(t, d, "2024-01-01", "data.csv"); got != "older" {
+		t.Errorf("visible = %q", got)
+	}
+}
+
+func TestVisibleNothingPublished(t *testing.T) {
+	f := newFixture(t)
+	d := f.sink(t, f.st, FencingToken)
+	if _, err := d.Visible("2024-01-01"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Visible before any publish: %v, want fs.ErrNotExist", err)
+	}
+	if _, err := NewDirectory("s", "p", "sometimes", f.st); err == nil {
+		t.Error("NewDirectory accepted fencing \"sometimes\"")
+	}
+}

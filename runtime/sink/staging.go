@@ -1,0 +1,230 @@
+// Package sink implements write-audit-publish: per-attempt staging
+// directories, content digests, and the directory sink that makes one audited
+// version visible at a time by swapping a link after a fenced compare-and-swap
+// in the store.
+package sink
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// StagingRoot is where attempts stage their outputs, relative to the state
+// directory's parent (the working directory of pipec run).
+const StagingRoot = ".pipec/staging"
+
+// StagingPath is the staging directory of one output of one attempt:
+// ROOT/<run>/<task>/<attempt>/<artifact>. A run id holds slashes
+// ("orders/2024-01-01/r1") and becomes nested directories. Every part is
+// checked so that no name can climb out of root.
+func StagingPath(root, run, task string, attempt int, artifact string) (string, error) {
+	if attempt <= 0 {
+		return "", fmt.Errorf("staging path: attempt %d is not positive", attempt)
+	}
+	parts := []string{root}
+	for _, p := range strings.Split(run, "/") {
+		if err := checkElem("run id", p); err != nil {
+			return "", err
+		}
+		parts = append(parts, p)
+	}
+	for _, p := range [][2]string{{"task", task}, {"artifact", artifact}} {
+		if err := checkElem(p[0], p[1]); err != nil {
+			return "", err
+		}
+	}
+	parts = append(parts, task, strconv.Itoa(attempt), artifact)
+	return filepath.Join(parts...), nil
+}
+
+// NewStaging creates a fresh, empty staging directory for one output of one
+// attempt and returns its path. Attempt numbers are never reused, so anything
+// already there is debris of a crash of this very attempt before it started,
+// and is removed.
+func NewStaging(root, run, task string, attempt int, artifact string) (string, error) {
+	dir, err := StagingPath(root, run, task, attempt, artifact)
+	if err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("staging: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", fmt.Errorf("staging: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("staging: %w", err)
+	}
+	return dir, nil
+}
+
+// checkElem refuses a name that is not one plain path element.
+func checkElem(what, s string) error {
+	if s == "" || s == "." || s == ".." || strings.ContainsAny(s, `/\`+"\x00") {
+		return fmt.Errorf("%s %q is not a plain name", what, s)
+	}
+	return nil
+}
+
+// Digest is "sha256:<hex>" over a directory's content: every entry in
+// sorted order of its slash-separated relative path, a directory as
+// "d\x00path\x00", a regular file as "f\x00path\x00size\x00" followed by its
+// bytes. Names and bytes are all that count (not times, not modes), so two
+// attempts that write the same data get the same digest. Symbolic links and
+// other special files are refused: a version must be self-contained.
+func Digest(dir string) (string, error) {
+	return walkCopy(dir, "")
+}
+
+// entry is one thing under a directory tree, by slash path.
+type entry struct {
+	rel  string
+	dir  bool
+	mode fs.FileMode
+}
+
+// listTree returns the entries under root (root itself excluded), sorted by
+// relative slash path.
+func listTree(root string) ([]entry, error) {
+	var out []entry
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			if !d.IsDir() {
+				return fmt.Errorf("%s is not a directory", root)
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch t := d.Type(); {
+		case t.IsDir():
+			out = append(out, entry{rel: rel, dir: true})
+		case t.IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			out = append(out, entry{rel: rel, mode: info.Mode().Perm()})
+		default:
+			return fmt.Errorf("%s: %s is not a regular file or directory", root, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
+	return out, nil
+}
+
+// walkCopy hashes the tree at src and, when dst is not empty, copies it into
+// the existing directory dst in the same pass, fsyncing every file and
+// directory it creates. Hashing the bytes as they are copied means the digest
+// describes exactly what landed in dst, even if something still writes into
+// src.
+func walkCopy(src, dst string) (string, error) {
+	entries, err := listTree(src)
+	if err != nil {
+		return "", fmt.Errorf("digest: %w", err)
+	}
+	h := sha256.New()
+	dirs := []string{dst}
+	for _, e := range entries {
+		if e.dir {
+			fmt.Fprintf(h, "d\x00%s\x00", e.rel)
+			if dst != "" {
+				p := filepath.Join(dst, filepath.FromSlash(e.rel))
+				if err := os.Mkdir(p, 0o755); err != nil {
+					return "", err
+				}
+				dirs = append(dirs, p)
+			}
+			continue
+		}
+		if err := hashFile(h, filepath.Join(src, filepath.FromSlash(e.rel)), e, dst); err != nil {
+			return "", err
+		}
+	}
+	if dst != "" {
+		// Children before parents, so each directory's entries are durable
+		// before the directory that names it is synced.
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := syncDir(dirs[i]); err != nil {
+				return "", err
+			}
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashFile feeds one file into h and, when dst is set, copies it there
+// read-only and fsynced.
+func hashFile(h hash.Hash, path string, e entry, dst string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	size := info.Size()
+	fmt.Fprintf(h, "f\x00%s\x00%d\x00", e.rel, size)
+	var w io.Writer = h
+	var out *os.File
+	if dst != "" {
+		// Read-only: a published version is immutable. Execute bits are kept.
+		out, err = os.OpenFile(filepath.Join(dst, filepath.FromSlash(e.rel)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444|(e.mode&0o111))
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		w = io.MultiWriter(h, out)
+	}
+	n, err := io.Copy(w, f)
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("%s changed while it was read (%d bytes, stat said %d)", path, n, size)
+	}
+	if out != nil {
+		if err := out.Sync(); err != nil {
+			return err
+		}
+		return out.Close()
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so the names in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
