@@ -1,0 +1,766 @@
+package spec
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/literal"
+	"cuelang.org/go/cue/token"
+
+	"github.com/pipec/pipec/diag"
+)
+
+// cueDecoder reads the model from plain CUE syntax: the author's own tree for
+// a plain file (positions come from its nodes), or the evaluated value
+// exported back to syntax (positions come from the author's fields at the
+// same path, since exported nodes have none of their own).
+//
+// It trusts CUE for shapes: a value of the wrong type was already reported by
+// CUE and is skipped. Should CUE have accepted the file, a value the decoder
+// cannot read is still reported, so nothing is dropped in silence.
+type cueDecoder struct {
+	l        *cueLoader
+	exported bool
+	// path is the field path of the value being read; kept only when
+	// exported, to place values (it costs nothing to keep it empty).
+	path []string
+}
+
+// enter pushes a label onto the path; leave pops it.
+func (d *cueDecoder) enter(name string) {
+	if d.exported {
+		d.path = append(d.path, name)
+	}
+}
+
+func (d *cueDecoder) leave() {
+	if d.exported {
+		d.path = d.path[:len(d.path)-1]
+	}
+}
+
+// labelRange is the range of the label of field f (the current path).
+func (d *cueDecoder) labelRange(f *ast.Field) diag.Range {
+	if d.exported {
+		return d.l.pathLabelRange(d.path)
+	}
+	return d.l.nodeRange(f.Label)
+}
+
+// fieldRange is the range from the label of f to the end of its value.
+func (d *cueDecoder) fieldRange(f *ast.Field) diag.Range {
+	if d.exported {
+		return d.l.pathFieldRange(d.path)
+	}
+	if r, ok := d.l.span(f.Label.Pos(), f.Value.End()); ok {
+		return r
+	}
+	return d.l.fileStart()
+}
+
+// valueRange is the range of the value of f.
+func (d *cueDecoder) valueRange(f *ast.Field) diag.Range {
+	if d.exported {
+		return d.l.pathValueRange(d.path)
+	}
+	return d.l.nodeRange(f.Value)
+}
+
+// elemRange is the range of element i of the list that is f's value.
+func (d *cueDecoder) elemRange(el ast.Expr, i int) diag.Range {
+	if d.exported {
+		return d.l.pathElemRange(d.path, i)
+	}
+	return d.l.nodeRange(el)
+}
+
+// mismatch reports a value the decoder cannot read, unless CUE already
+// reported a problem with the file.
+func (d *cueDecoder) mismatch(f *ast.Field, name, want string) {
+	if d.l.cueFailed {
+		return
+	}
+	d.l.schemaErr(d.valueRange(f), "%s: expected %s", name, want)
+}
+
+// structFields returns the fields of a struct value, or nil with ok false.
+func structFields(e ast.Expr) ([]*ast.Field, bool) {
+	st, ok := e.(*ast.StructLit)
+	if !ok {
+		return nil, false
+	}
+	fs := make([]*ast.Field, 0, len(st.Elts))
+	for _, el := range st.Elts {
+		if f, ok := el.(*ast.Field); ok {
+			fs = append(fs, f)
+		}
+	}
+	return fs, true
+}
+
+// each calls fn for every field of a struct value, once per label: a field
+// written twice with the same value (which CUE accepts) is read once, from its
+// first declaration, as the attrs record.
+func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name string, f *ast.Field)) {
+	fs, ok := structFields(f.Value)
+	if !ok {
+		d.mismatch(f, kind, "a struct")
+		return
+	}
+	for _, g := range fs {
+		name := fieldLabel(g.Label)
+		if name == "" || attrs.Has(name) {
+			continue
+		}
+		d.enter(name)
+		attrs.Set(name, d.fieldRange(g))
+		fn(name, g)
+		d.leave()
+	}
+}
+
+// named calls fn for each named element under a labelled field (the `extract`
+// in `task: extract: {...}`), after checking the name.
+func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Field)) {
+	fs, ok := structFields(f.Value)
+	if !ok {
+		d.mismatch(f, kind, "a struct of named "+kind+"s")
+		return
+	}
+	for _, g := range fs {
+		name := fieldLabel(g.Label)
+		if name == "" {
+			continue
+		}
+		d.enter(name)
+		r := d.labelRange(g)
+		if !ValidName(name) {
+			d.l.schemaErr(r, "%s", NameError(kind, name))
+		}
+		if _, ok := g.Value.(*ast.StructLit); ok {
+			fn(Named{Name: name, NameRange: r, Range: r}, g)
+		} else {
+			d.mismatch(g, kind+" "+name, "a struct")
+		}
+		d.leave()
+	}
+}
+
+// pipelines reads the pipeline fields of a file: exactly one pipeline.
+func (d *cueDecoder) pipelines(fields []*ast.Field) *Pipeline {
+	type entry struct {
+		name string
+		f    *ast.Field
+		r    diag.Range
+	}
+	var all []entry
+	for _, f := range fields {
+		d.enter(KindPipeline)
+		fs, ok := structFields(f.Value)
+		if !ok {
+			d.mismatch(f, KindPipeline, "a struct: pipeline: NAME: {...}")
+		}
+		for _, g := range fs {
+			name := fieldLabel(g.Label)
+			if name == "" {
+				continue
+			}
+			d.enter(name)
+			all = append(all, entry{name, g, d.labelRange(g)})
+			d.leave()
+		}
+		d.leave()
+	}
+	if d.exported {
+		slices.SortStableFunc(all, func(a, b entry) int { return cmp.Compare(a.r.Start.Byte, b.r.Start.Byte) })
+	}
+	if len(all) == 0 {
+		r := d.l.fileStart()
+		if len(fields) > 0 {
+			if d.exported {
+				r = d.l.pathLabelRange([]string{KindPipeline})
+			} else {
+				r = d.l.nodeRange(fields[0].Label)
+			}
+		}
+		d.l.schemaErr(r, "no pipeline defined: a spec file defines exactly one, as pipeline: NAME: {...}")
+		return nil
+	}
+	for _, e := range all[1:] {
+		d.l.ds = append(d.l.ds, diag.Diagnostic{
+			Rule: RuleSchema, Severity: diag.Error, Range: e.r,
+			Message: fmt.Sprintf("a spec file defines exactly one pipeline: %q is a second one", e.name),
+			Detail:  fmt.Sprintf("the first, %q, is defined at %s", all[0].name, all[0].r),
+		})
+	}
+	first := all[0]
+	d.enter(KindPipeline)
+	d.enter(first.name)
+	defer d.leave()
+	defer d.leave()
+	return d.pipeline(first.name, first.r, first.f)
+}
+
+func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline {
+	p := &Pipeline{Name: name, NameRange: r, Range: r}
+	if !ValidName(name) {
+		d.l.schemaErr(r, "%s", NameError(KindPipeline, name))
+	}
+	fs, ok := structFields(f.Value)
+	if !ok {
+		d.mismatch(f, KindPipeline+" "+name, "a struct")
+		return p
+	}
+	for _, g := range fs {
+		key := fieldLabel(g.Label)
+		d.enter(key)
+		switch key {
+		case "code_version":
+			if !p.Has(key) {
+				p.Set(key, d.fieldRange(g))
+				p.CodeVersion, _ = d.str(g, key)
+			}
+		case KindSchedule:
+			if !p.Has(key) {
+				p.Set(key, d.fieldRange(g))
+				p.Schedule = d.schedule(g)
+			}
+		case KindRetryBudget:
+			if !p.Has(key) {
+				p.Set(key, d.fieldRange(g))
+				p.RetryBudget = d.retryBudget(g)
+			}
+		case KindPool:
+			d.named(g, KindPool, func(n Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
+		case KindError:
+			d.named(g, KindError, func(n Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
+		case KindRetry:
+			d.named(g, KindRetry, func(n Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
+		case KindTask:
+			d.named(g, KindTask, func(n Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
+		case KindCheck:
+			d.named(g, KindCheck, func(n Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
+		case KindSink:
+			d.named(g, KindSink, func(n Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
+		case KindPublish:
+			d.named(g, KindPublish, func(n Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
+		default:
+			d.unknown(g, key, KindPipeline)
+		}
+		d.leave()
+	}
+	if d.exported {
+		sortByName(p.Pools, func(x *Pool) *Named { return &x.Named })
+		sortByName(p.Errors, func(x *ErrorClass) *Named { return &x.Named })
+		sortByName(p.Retries, func(x *RetryPolicy) *Named { return &x.Named })
+		sortByName(p.Tasks, func(x *Task) *Named { return &x.Named })
+		sortByName(p.Checks, func(x *Check) *Named { return &x.Named })
+		sortByName(p.Sinks, func(x *Sink) *Named { return &x.Named })
+		sortByName(p.Publishes, func(x *Publish) *Named { return &x.Named })
+	}
+	return p
+}
+
+// sortByName puts elements read back from an evaluated file in the order
+// their names appear in the source, as a plain file gives them.
+func sortByName[T any](s []T, named func(*T) *Named) {
+	slices.SortStableFunc(s, func(a, b T) int {
+		return cmp.Compare(named(&a).NameRange.Start.Byte, named(&b).NameRange.Start.Byte)
+	})
+}
+
+// unknown reports a field the decoder does not know, unless CUE already
+// reported the file (it reports unknown fields itself).
+func (d *cueDecoder) unknown(f *ast.Field, name, kind string) {
+	if d.l.cueFailed || name == "" {
+		return
+	}
+	d.l.schemaErr(d.labelRange(f), "%s: field not allowed in %s", name, kind)
+}
+
+func (d *cueDecoder) schedule(f *ast.Field) *Schedule {
+	s := &Schedule{Range: d.labelRange(f)}
+	d.each(f, KindSchedule, &s.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "every":
+			s.Every = d.duration(g, name)
+		case "start":
+			s.Start = d.timestamp(g, name)
+		case "catchup":
+			s.Catchup, _ = d.boolean(g, name)
+		case "max_active_runs":
+			s.MaxActiveRuns, _ = d.integer(g, name)
+		default:
+			d.unknown(g, name, KindSchedule)
+		}
+	})
+	return s
+}
+
+func (d *cueDecoder) retryBudget(f *ast.Field) *RetryBudget {
+	b := &RetryBudget{Range: d.labelRange(f)}
+	d.each(f, KindRetryBudget, &b.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "ratio":
+			b.Ratio, _ = d.number(g, name)
+		case "min":
+			b.Min, _ = d.integer(g, name)
+		default:
+			d.unknown(g, name, KindRetryBudget)
+		}
+	})
+	return b
+}
+
+func (d *cueDecoder) pool(n Named, f *ast.Field) Pool {
+	p := Pool{Named: n}
+	d.each(f, KindPool, &p.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "slots":
+			p.Slots, _ = d.integer(g, name)
+		default:
+			d.unknown(g, name, KindPool)
+		}
+	})
+	return p
+}
+
+func (d *cueDecoder) errorClass(n Named, f *ast.Field) ErrorClass {
+	e := ErrorClass{Named: n}
+	d.each(f, KindError, &e.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "exit_codes":
+			e.ExitCodes = d.intList(g, name)
+		case "match":
+			e.Match, _ = d.strList(g, name)
+		case "deterministic":
+			e.Deterministic, _ = d.boolean(g, name)
+		default:
+			d.unknown(g, name, KindError)
+		}
+	})
+	return e
+}
+
+func (d *cueDecoder) retry(n Named, f *ast.Field) RetryPolicy {
+	r := RetryPolicy{Named: n}
+	d.each(f, KindRetry, &r.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "max_attempts":
+			r.MaxAttempts, _ = d.integer(g, name)
+		case "initial":
+			r.Initial = d.duration(g, name)
+		case "multiplier":
+			r.Multiplier, _ = d.number(g, name)
+		case "max_delay":
+			r.MaxDelay = d.duration(g, name)
+		case "jitter":
+			s, _ := d.str(g, name)
+			r.Jitter = Jitter(s)
+		case "max_elapsed":
+			r.MaxElapsed = d.duration(g, name)
+		case "on":
+			r.On = d.refList(g, name, "")
+		default:
+			d.unknown(g, name, KindRetry)
+		}
+	})
+	return r
+}
+
+func (d *cueDecoder) task(n Named, f *ast.Field) Task {
+	t := Task{Named: n}
+	d.each(f, KindTask, &t.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "command":
+			t.Command, _ = d.strList(g, name)
+		case "inputs":
+			t.Inputs = d.inputs(g, name)
+		case "outputs":
+			t.Outputs = d.refList(g, name, "artifact")
+		case "depends_on":
+			t.DependsOn = d.refList(g, name, "")
+		case "env":
+			t.Env = d.env(g, &t.Attrs)
+		case "secret_env":
+			t.SecretEnv = d.refList(g, name, "")
+		case "effects":
+			t.Effects = d.refList(g, name, "")
+		case "idempotent":
+			if b, ok := d.boolean(g, name); ok {
+				t.Idempotent = &b
+			}
+		case "retry":
+			t.Retry = d.ref(g, name, "")
+		case "pool":
+			t.Pool = d.ref(g, name, "")
+		case "timeout":
+			t.Timeout = d.duration(g, name)
+		case KindHeartbeat:
+			t.Heartbeat = d.heartbeat(g)
+		case KindFailover:
+			t.Failover = d.failover(g)
+		default:
+			d.unknown(g, name, KindTask)
+		}
+	})
+	return t
+}
+
+func (d *cueDecoder) heartbeat(f *ast.Field) *Heartbeat {
+	h := &Heartbeat{Range: d.labelRange(f)}
+	d.each(f, KindHeartbeat, &h.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "every":
+			h.Every = d.duration(g, name)
+		case "lease":
+			h.Lease = d.duration(g, name)
+		default:
+			d.unknown(g, name, KindHeartbeat)
+		}
+	})
+	return h
+}
+
+func (d *cueDecoder) failover(f *ast.Field) *Failover {
+	o := &Failover{Range: d.labelRange(f)}
+	d.each(f, KindFailover, &o.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "per_worker":
+			o.PerWorker, _ = d.integer(g, name)
+		case "global":
+			o.Global, _ = d.integer(g, name)
+		default:
+			d.unknown(g, name, KindFailover)
+		}
+	})
+	return o
+}
+
+func (d *cueDecoder) check(n Named, f *ast.Field) Check {
+	c := Check{Named: n}
+	d.each(f, KindCheck, &c.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "input":
+			if r := d.ref(g, name, "artifact"); r != nil {
+				c.Input = *r
+			}
+		case "row_count_min":
+			if v, ok := d.integer(g, name); ok {
+				c.RowCountMin = &v
+			}
+		case "row_count_max":
+			if v, ok := d.integer(g, name); ok {
+				c.RowCountMax = &v
+			}
+		case "unique":
+			c.Unique, _ = d.strList(g, name)
+		case "not_null":
+			c.NotNull, _ = d.strList(g, name)
+		case "columns":
+			c.Columns, _ = d.strList(g, name)
+		case "command":
+			c.Command, _ = d.strList(g, name)
+		default:
+			d.unknown(g, name, KindCheck)
+		}
+	})
+	return c
+}
+
+func (d *cueDecoder) sink(n Named, f *ast.Field) Sink {
+	s := Sink{Named: n}
+	d.each(f, KindSink, &s.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "type":
+			s.Type, _ = d.str(g, name)
+		case "path":
+			s.Path, _ = d.str(g, name)
+		case "fencing":
+			v, _ := d.str(g, name)
+			s.Fencing = Fencing(v)
+		default:
+			d.unknown(g, name, KindSink)
+		}
+	})
+	return s
+}
+
+func (d *cueDecoder) publish(n Named, f *ast.Field) Publish {
+	p := Publish{Named: n}
+	d.each(f, KindPublish, &p.Attrs, func(name string, g *ast.Field) {
+		switch name {
+		case "artifact":
+			if r := d.ref(g, name, "artifact"); r != nil {
+				p.Artifact = *r
+			}
+		case "sink":
+			if r := d.ref(g, name, ""); r != nil {
+				p.Sink = *r
+			}
+		default:
+			d.unknown(g, name, KindPublish)
+		}
+	})
+	return p
+}
+
+// env reads the env struct; each entry's range is recorded as "env.KEY".
+func (d *cueDecoder) env(f *ast.Field, attrs *Attrs) map[string]string {
+	fs, ok := structFields(f.Value)
+	if !ok {
+		d.mismatch(f, "env", "a struct of strings")
+		return nil
+	}
+	var env map[string]string
+	for _, g := range fs {
+		key := fieldLabel(g.Label)
+		if key == "" || attrs.Has("env."+key) {
+			continue
+		}
+		d.enter(key)
+		attrs.Set("env."+key, d.fieldRange(g))
+		if v, ok := d.str(g, "env."+key); ok {
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[key] = v
+		}
+		d.leave()
+	}
+	return env
+}
+
+// Scalars. Each returns ok false (and reports, see mismatch) when the value
+// is not of the expected kind.
+
+func (d *cueDecoder) str(f *ast.Field, name string) (string, bool) {
+	if s, ok := litString(f.Value); ok {
+		return s, true
+	}
+	d.mismatch(f, name, "a string")
+	return "", false
+}
+
+func litString(e ast.Expr) (string, bool) {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING || !isDoubleQuoted(lit.Value) {
+		return "", false
+	}
+	s, err := literal.Unquote(lit.Value)
+	return s, err == nil
+}
+
+func (d *cueDecoder) boolean(f *ast.Field, name string) (bool, bool) {
+	if lit, ok := f.Value.(*ast.BasicLit); ok {
+		switch lit.Kind {
+		case token.TRUE:
+			return true, true
+		case token.FALSE:
+			return false, true
+		}
+	}
+	d.mismatch(f, name, "true or false")
+	return false, false
+}
+
+// litNumber parses a numeric literal, with an optional sign.
+func litNumber(e ast.Expr) (s string, isInt, ok bool) {
+	neg := false
+	if u, isUnary := e.(*ast.UnaryExpr); isUnary {
+		neg = u.Op == token.SUB
+		if u.Op != token.SUB && u.Op != token.ADD {
+			return "", false, false
+		}
+		e = u.X
+	}
+	lit, isLit := e.(*ast.BasicLit)
+	if !isLit || (lit.Kind != token.INT && lit.Kind != token.FLOAT) {
+		return "", false, false
+	}
+	var ni literal.NumInfo
+	if err := literal.ParseNum(lit.Value, &ni); err != nil {
+		return "", false, false
+	}
+	s = ni.String()
+	if neg {
+		if len(s) > 0 && s[0] == '-' {
+			s = s[1:]
+		} else {
+			s = "-" + s
+		}
+	}
+	return s, ni.IsInt(), true
+}
+
+func (d *cueDecoder) integer(f *ast.Field, name string) (int, bool) {
+	v, ok := d.intExpr(f, f.Value, name)
+	return v, ok
+}
+
+func (d *cueDecoder) intExpr(f *ast.Field, e ast.Expr, name string) (int, bool) {
+	s, isInt, ok := litNumber(e)
+	if !ok || !isInt {
+		d.mismatch(f, name, "an integer")
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 0)
+	if err != nil {
+		// CUE integers are unbounded; the model's are not.
+		d.l.schemaErr(d.valueRange(f), "%s: %s is out of range", name, s)
+		return 0, false
+	}
+	return int(n), true
+}
+
+func (d *cueDecoder) number(f *ast.Field, name string) (float64, bool) {
+	s, _, ok := litNumber(f.Value)
+	if ok {
+		if v, err := strconv.ParseFloat(s, 64); err == nil {
+			return v, true
+		}
+		d.l.schemaErr(d.valueRange(f), "%s: %s is out of range", name, s)
+		return 0, false
+	}
+	d.mismatch(f, name, "a number")
+	return 0, false
+}
+
+func (d *cueDecoder) duration(f *ast.Field, name string) Duration {
+	s, ok := d.str(f, name)
+	if !ok {
+		return 0
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		d.l.schemaErr(d.valueRange(f), "%s", err.Error())
+		return 0
+	}
+	return v
+}
+
+func (d *cueDecoder) timestamp(f *ast.Field, name string) (t time.Time) {
+	s, ok := d.str(f, name)
+	if !ok {
+		return t
+	}
+	v, err := ParseTime(s)
+	if err != nil {
+		d.l.schemaErr(d.valueRange(f), "%s", err.Error())
+		return t
+	}
+	return v
+}
+
+// ref reads a name; kind, when set, is the element kind the name must be
+// valid for (an artifact name, say).
+func (d *cueDecoder) ref(f *ast.Field, name, kind string) *Ref {
+	s, ok := d.str(f, name)
+	if !ok {
+		return nil
+	}
+	r := d.valueRange(f)
+	if kind != "" && !ValidName(s) {
+		d.l.schemaErr(r, "%s", NameError(kind, s))
+	}
+	return &Ref{Name: s, Range: r}
+}
+
+// list returns the elements of a list value.
+func (d *cueDecoder) list(f *ast.Field, name, want string) ([]ast.Expr, bool) {
+	l, ok := f.Value.(*ast.ListLit)
+	if !ok {
+		d.mismatch(f, name, want)
+		return nil, false
+	}
+	return l.Elts, true
+}
+
+func (d *cueDecoder) strList(f *ast.Field, name string) ([]string, bool) {
+	els, ok := d.list(f, name, "a list of strings")
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for i, el := range els {
+		s, ok := litString(el)
+		if !ok {
+			d.elemMismatch(el, i, name, "a string")
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func (d *cueDecoder) elemMismatch(el ast.Expr, i int, name, want string) {
+	if !d.l.cueFailed {
+		d.l.schemaErr(d.elemRange(el, i), "%s[%d]: expected %s", name, i, want)
+	}
+}
+
+func (d *cueDecoder) intList(f *ast.Field, name string) []int {
+	els, ok := d.list(f, name, "a list of integers")
+	if !ok {
+		return nil
+	}
+	var out []int
+	for i, el := range els {
+		if _, isInt, ok := litNumber(el); !ok || !isInt {
+			d.elemMismatch(el, i, name, "an integer")
+			continue
+		}
+		if v, ok := d.intExpr(f, el, fmt.Sprintf("%s[%d]", name, i)); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (d *cueDecoder) refList(f *ast.Field, name, kind string) []Ref {
+	els, ok := d.list(f, name, "a list of strings")
+	if !ok {
+		return nil
+	}
+	var out []Ref
+	for i, el := range els {
+		s, ok := litString(el)
+		if !ok {
+			d.elemMismatch(el, i, name, "a string")
+			continue
+		}
+		r := d.elemRange(el, i)
+		if kind != "" && !ValidName(s) {
+			d.l.schemaErr(r, "%s", NameError(kind, s))
+		}
+		out = append(out, Ref{Name: s, Range: r})
+	}
+	return out
+}
+
+func (d *cueDecoder) inputs(f *ast.Field, name string) []Input {
+	els, ok := d.list(f, name, "a list of strings")
+	if !ok {
+		return nil
+	}
+	var out []Input
+	for i, el := range els {
+		s, ok := litString(el)
+		if !ok {
+			d.elemMismatch(el, i, name, "a string")
+			continue
+		}
+		r := d.elemRange(el, i)
+		art, off, err := ParseInput(s)
+		if err != nil {
+			d.l.schemaErr(r, "%s", err.Error())
+			continue
+		}
+		out = append(out, Input{Artifact: art, Offset: off, Range: r})
+	}
+	return out
+}

@@ -1,0 +1,418 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"cuelang.org/go/cue/ast"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+
+	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/schema"
+)
+
+// pos converts a CUE position to a diag position. It reports false for a
+// position outside the author's file (in the schema, or none at all).
+// CUE counts columns in bytes; diag counts characters.
+func (l *cueLoader) pos(p token.Pos) (diag.Pos, bool) {
+	if !p.IsValid() || p.File() == nil || p.Filename() != l.file {
+		return diag.Pos{}, false
+	}
+	off, line, col := p.Offset(), p.Line(), p.Column()
+	if line < 1 {
+		return diag.Pos{}, false
+	}
+	start := off - (col - 1)
+	if col < 1 || start < 0 || off > len(l.src) {
+		return diag.Pos{Line: line, Column: max(col, 1), Byte: off}, true
+	}
+	return diag.Pos{Line: line, Column: utf8.RuneCount(l.src[start:off]) + 1, Byte: off}, true
+}
+
+// span is the range from start to end; an end outside the file collapses
+// onto the start.
+func (l *cueLoader) span(start, end token.Pos) (diag.Range, bool) {
+	s, ok := l.pos(start)
+	if !ok {
+		return diag.Range{}, false
+	}
+	e, ok := l.pos(end)
+	if !ok || e.Byte < s.Byte {
+		e = s
+	}
+	return diag.Range{Filename: l.file, Start: s, End: e}, true
+}
+
+// nodeRange is the range of a node of the author's file, or the start of the
+// file for a node without a position there.
+func (l *cueLoader) nodeRange(n ast.Node) diag.Range {
+	if n == nil {
+		return l.fileStart()
+	}
+	if r, ok := l.span(n.Pos(), n.End()); ok {
+		return r
+	}
+	return l.fileStart()
+}
+
+// cueFieldIndex maps a path of field labels in the author's file to the fields
+// declared there (several when a field is written more than once), and a list
+// element's path (the list's path, then "#i") to the element. It places what
+// has no position of its own: CUE errors positioned only in the schema, and
+// values read back from an evaluated (non-plain) file.
+type cueFieldIndex struct {
+	fields map[string][]*ast.Field
+	elems  map[string]ast.Expr
+	// ends maps the offset where a node starts to where the smallest node
+	// starting there ends, to give an error position its extent.
+	ends map[int]int
+}
+
+func (l *cueLoader) index() *cueFieldIndex {
+	if l.fields != nil {
+		return l.fields
+	}
+	ix := &cueFieldIndex{fields: map[string][]*ast.Field{}, elems: map[string]ast.Expr{}, ends: map[int]int{}}
+	if l.parsed != nil {
+		ix.addDecls(nil, l.parsed.Decls)
+		ast.Walk(l.parsed, func(n ast.Node) bool {
+			s, e := n.Pos(), n.End()
+			if !s.IsValid() || !e.IsValid() || s.Filename() != l.file || e.Offset() <= s.Offset() {
+				return true
+			}
+			if old, ok := ix.ends[s.Offset()]; !ok || e.Offset() < old {
+				ix.ends[s.Offset()] = e.Offset()
+			}
+			return true
+		}, nil)
+	}
+	l.fields = ix
+	return ix
+}
+
+func pathKey(path []string) string { return strings.Join(path, "\x00") }
+
+func (ix *cueFieldIndex) addDecls(path []string, decls []ast.Decl) {
+	for _, d := range decls {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		name := fieldLabel(f.Label)
+		if name == "" {
+			continue
+		}
+		p := append(slices.Clip(path), name)
+		k := pathKey(p)
+		ix.fields[k] = append(ix.fields[k], f)
+		ix.addValue(p, f.Value)
+	}
+}
+
+func (ix *cueFieldIndex) addValue(path []string, e ast.Expr) {
+	switch x := e.(type) {
+	case *ast.StructLit:
+		ix.addDecls(path, x.Elts)
+	case *ast.ListLit:
+		for i, el := range x.Elts {
+			k := pathKey(append(slices.Clip(path), "#"+strconv.Itoa(i)))
+			if _, ok := ix.elems[k]; !ok {
+				ix.elems[k] = el
+			}
+		}
+	case *ast.BinaryExpr:
+		// `a: #T & {...}`: the literal parts still place their fields.
+		ix.addValue(path, x.X)
+		ix.addValue(path, x.Y)
+	case *ast.ParenExpr:
+		ix.addValue(path, x.X)
+	}
+}
+
+// fieldLabel is the name of any field label that names a field: identifiers
+// (definitions and hidden fields included) and string literals.
+func fieldLabel(l ast.Label) string {
+	if a, ok := l.(*ast.Alias); ok {
+		if e, ok := a.Expr.(ast.Label); ok {
+			l = e
+		}
+	}
+	if id, ok := l.(*ast.Ident); ok {
+		return id.Name
+	}
+	return plainLabel(l)
+}
+
+// fieldAt returns the first field declared at path, walking back to the
+// closest declared ancestor when the path itself was not written (a field
+// added by a comprehension, a required field left out). It returns nil when
+// not even the first label was written.
+func (l *cueLoader) fieldAt(path []string) (*ast.Field, []*ast.Field) {
+	ix := l.index()
+	for n := len(path); n > 0; n-- {
+		if fs := ix.fields[pathKey(path[:n])]; len(fs) > 0 {
+			return fs[0], fs
+		}
+	}
+	return nil, nil
+}
+
+// pathLabelRange is the range of the label of the field at path (or of its
+// closest written ancestor), or the start of the file.
+func (l *cueLoader) pathLabelRange(path []string) diag.Range {
+	if f, _ := l.fieldAt(path); f != nil {
+		return l.nodeRange(f.Label)
+	}
+	return l.fileStart()
+}
+
+// pathFieldRange is the range from the label to the end of the value of the
+// field at path (or of its closest written ancestor).
+func (l *cueLoader) pathFieldRange(path []string) diag.Range {
+	if f, _ := l.fieldAt(path); f != nil {
+		if r, ok := l.span(f.Label.Pos(), f.Value.End()); ok {
+			return r
+		}
+	}
+	return l.fileStart()
+}
+
+// pathValueRange is the range of the value of the field at path: the literal
+// when the author wrote one there, else the field.
+func (l *cueLoader) pathValueRange(path []string) diag.Range {
+	ix := l.index()
+	if fs := ix.fields[pathKey(path)]; len(fs) > 0 {
+		if r, ok := l.span(fs[0].Value.Pos(), fs[0].Value.End()); ok {
+			return r
+		}
+	}
+	return l.pathFieldRange(path)
+}
+
+// pathElemRange is the range of element i of the list at path, or of the
+// list's field when the element was not written as such.
+func (l *cueLoader) pathElemRange(path []string, i int) diag.Range {
+	k := pathKey(append(slices.Clip(path), "#"+strconv.Itoa(i)))
+	if el, ok := l.index().elems[k]; ok {
+		if r, ok := l.span(el.Pos(), el.End()); ok {
+			return r
+		}
+	}
+	return l.pathFieldRange(path)
+}
+
+// addCUEErrors turns CUE's errors into diagnostics. rule is RuleSyntax for
+// parse errors; "" classifies each error: a conflict with the schema, a field
+// the schema does not allow or a required field left out is RuleSchema, any
+// other failure to evaluate (the author's own conflicting values, an
+// incomplete value) is RuleSyntax. Every error is kept: CUE already reports
+// each problem once per place.
+func (l *cueLoader) addCUEErrors(err error, rule string) {
+	l.cueFailed = true
+	errs := cueerrors.Errors(err)
+	if len(errs) == 0 {
+		l.ds = append(l.ds, diag.Errorf(cmpOr(rule, RuleSyntax), l.fileStart(), "%v", err))
+		return
+	}
+	// CUE reports a value outside an enumeration as one "empty disjunction"
+	// error followed by one conflict per alternative; say it once.
+	skip := make([]bool, len(errs))
+	for i, e := range errs {
+		if skip[i] {
+			continue
+		}
+		d := l.cueDiagnostic(e, rule)
+		if format, _ := e.Msg(); strings.Contains(format, "empty disjunction") {
+			if merged, used, ok := l.mergeDisjunction(e, errs[i+1:]); ok {
+				d = merged
+				for j := range used {
+					skip[i+1+used[j]] = true
+				}
+			}
+		}
+		l.ds = append(l.ds, d)
+	}
+}
+
+// mergeDisjunction turns an "N errors in empty disjunction" error and the
+// conflicts that follow it at the same path ("conflicting values A and X",
+// one per alternative A) into one finding: X is not one of A | B | C. The
+// value common to every conflict is the author's.
+func (l *cueLoader) mergeDisjunction(head cueerrors.Error, rest []cueerrors.Error) (diag.Diagnostic, []int, bool) {
+	path := strings.Join(head.Path(), ".")
+	var used []int
+	var pairs [][2]string
+	for j, e := range rest {
+		format, args := e.Msg()
+		if strings.Join(e.Path(), ".") != path || !strings.HasPrefix(format, "conflicting values") || len(args) < 2 {
+			continue
+		}
+		used = append(used, j)
+		pairs = append(pairs, [2]string{fmt.Sprint(args[0]), fmt.Sprint(args[1])})
+	}
+	if len(pairs) < 2 {
+		return diag.Diagnostic{}, nil, false
+	}
+	// The author's value is the one that appears in every pair.
+	var mine string
+	for _, cand := range pairs[0] {
+		all := true
+		for _, p := range pairs[1:] {
+			if p[0] != cand && p[1] != cand {
+				all = false
+				break
+			}
+		}
+		if all {
+			mine = cand
+			break
+		}
+	}
+	if mine == "" {
+		return diag.Diagnostic{}, nil, false
+	}
+	var alts []string
+	for _, p := range pairs {
+		if p[0] == mine {
+			alts = append(alts, p[1])
+		} else {
+			alts = append(alts, p[0])
+		}
+	}
+	d := l.cueDiagnostic(rest[used[0]], RuleSchema)
+	msg := fmt.Sprintf("%s is not allowed: want one of %s", mine, strings.Join(alts, " | "))
+	if shown := displayPath(trimFilePath(head.Path())); shown != "" {
+		msg = shown + ": " + msg
+	}
+	d.Message = msg
+	return d, used, true
+}
+
+// trimFilePath drops the "#File" that starts the paths of errors found by
+// unifying a whole file with #File.
+func trimFilePath(path []string) []string {
+	if len(path) > 0 && path[0] == "#File" {
+		return path[1:]
+	}
+	return path
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnostic {
+	format, args := e.Msg()
+	msg := fmt.Sprintf(format, args...)
+	path := trimFilePath(e.Path())
+	positions := append([]token.Pos{e.Position()}, e.InputPositions()...)
+
+	inSchema := false
+	var mine []diag.Pos
+	for _, p := range positions {
+		if p.IsValid() && p.File() != nil && p.Filename() == schema.PipelineFilename {
+			inSchema = true
+		}
+		if dp, ok := l.pos(p); ok {
+			mine = append(mine, dp)
+		}
+	}
+	if rule == "" {
+		rule = RuleSyntax
+		if inSchema || strings.Contains(msg, "not allowed") || strings.Contains(msg, "required") {
+			rule = RuleSchema
+		}
+	}
+
+	r := l.errorRange(path, mine)
+	if strings.Contains(msg, "not allowed") {
+		if s := suggestField(path); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+	}
+	if shown := displayPath(path); shown != "" {
+		msg = shown + ": " + msg
+	}
+	return diag.Diagnostic{Rule: rule, Severity: diag.Error, Message: msg, Range: r}
+}
+
+// errorRange places a CUE error in the author's file. Among the error's own
+// positions in the file it prefers the last one inside the field at the
+// error's path (the author's value that conflicts, rather than the struct
+// that holds it); without one, the error's first position in the file; with
+// none at all (a position only in the schema), the field at the error's path
+// or its closest written ancestor.
+func (l *cueLoader) errorRange(path []string, mine []diag.Pos) diag.Range {
+	var inField []diag.Pos
+	if len(path) > 0 && l.parsed != nil {
+		_, fs := l.fieldAt(path)
+		for _, p := range mine {
+			for _, f := range fs {
+				r := l.nodeRange(f)
+				if r.Start.Byte <= p.Byte && p.Byte < max(r.End.Byte, r.Start.Byte+1) {
+					inField = append(inField, p)
+					break
+				}
+			}
+		}
+	}
+	var at diag.Pos
+	switch {
+	case len(inField) > 0:
+		at = slices.MaxFunc(inField, func(a, b diag.Pos) int { return a.Byte - b.Byte })
+	case len(mine) > 0:
+		at = mine[0]
+	case len(path) > 0 && l.parsed != nil:
+		return l.pathLabelRange(path)
+	default:
+		return l.fileStart()
+	}
+	return l.tokenRange(at)
+}
+
+// tokenRange extends a position to the end of the node of the author's file
+// that starts there (a label or a literal), or to the end of its word.
+func (l *cueLoader) tokenRange(at diag.Pos) diag.Range {
+	r := diag.Range{Filename: l.file, Start: at, End: at}
+	if at.Byte < 0 || at.Byte >= len(l.src) {
+		return r
+	}
+	end := at.Byte
+	if e, ok := l.index().ends[at.Byte]; ok && e > end && e <= len(l.src) {
+		end = e
+	}
+	if end == at.Byte {
+		for end < len(l.src) && !strings.ContainsRune(" \t\r\n,:{}[]", rune(l.src[end])) {
+			end++
+		}
+	}
+	if end == at.Byte {
+		return r
+	}
+	line, col := at.Line, at.Column
+	for _, c := range string(l.src[at.Byte:end]) {
+		if c == '\n' {
+			line, col = line+1, 1
+			continue
+		}
+		col++
+	}
+	r.End = diag.Pos{Line: line, Column: col, Byte: end}
+	return r
+}
+
+// displayPath shows a CUE path in a message, relative to the pipeline:
+// "task.extract.retry" for pipeline.orders.task.extract.retry.
+func displayPath(path []string) string {
+	if len(path) >= 2 && path[0] == KindPipeline {
+		path = path[2:]
+	}
+	return strings.Join(path, ".")
+}
