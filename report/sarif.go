@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/url"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,7 +82,9 @@ type sarifArtifactLocURI struct {
 }
 
 type sarifArtifact struct {
-	Location sarifArtifactLocation `json:"location"`
+	Location       sarifArtifactLocation `json:"location"`
+	Roles          []string              `json:"roles"`
+	SourceLanguage string                `json:"sourceLanguage,omitempty"`
 }
 
 type sarifArtifactLocation struct {
@@ -152,7 +155,8 @@ func SARIF(w io.Writer, ds diag.Diagnostics, rules []Rule, tool ToolInfo) error 
 	usesRoot := false
 	for i, l := range locs {
 		artIndex[l] = i
-		run.Artifacts = append(run.Artifacts, sarifArtifact{Location: l})
+		run.Artifacts = append(run.Artifacts, sarifArtifact{Location: l, Roles: []string{"analysisTarget"},
+			SourceLanguage: sourceLanguage(l.URI)})
 		usesRoot = usesRoot || l.URIBaseID == srcRoot
 	}
 	if usesRoot {
@@ -223,11 +227,14 @@ func sarifLevel(s diag.Severity) string {
 	return "error"
 }
 
-// sarifMessage is the finding's message, then its detail, as sentences.
+// sarifMessage is the finding's message as the other formats print it, then
+// its detail on a new line. Messages are not forced into sentences: a
+// compiler's "2 errors in empty disjunction:" would read worse with a period,
+// and the validator's period check (SARIF2001) is off by default.
 func sarifMessage(d diag.Diagnostic) string {
-	msg := sentence(d.Message)
+	msg := d.Message
 	if det := strings.TrimSpace(d.Detail); det != "" {
-		msg += " " + sentence(det)
+		msg += "\n" + det
 	}
 	return msg
 }
@@ -271,4 +278,16 @@ func artifactLocation(name string) sarifArtifactLocation {
 	// A colon in the first segment would read as a URI scheme.
 	segs[0] = strings.ReplaceAll(segs[0], ":", "%3A")
 	return sarifArtifactLocation{URI: strings.Join(segs, "/"), URIBaseID: srcRoot}
+}
+
+// sourceLanguage names a spec's language by its extension, as SARIF viewers
+// use it for highlighting.
+func sourceLanguage(uri string) string {
+	switch path.Ext(uri) {
+	case ".hcl":
+		return "hcl"
+	case ".cue":
+		return "cue"
+	}
+	return ""
 }

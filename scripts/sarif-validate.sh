@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# sarif-validate.sh [DIR...] checks pipec's SARIF output with Microsoft's
+# official validator (SARIF Multitool 5.7.0), which knows rules the JSON schema
+# cannot express (rule metadata, region consistency, URI forms).
+#
+# It lints DIR (default: examples/broken, specs with findings) with
+# `pipec lint --format sarif`, or, while the lint command cannot write SARIF
+# yet, with scripts/sarifgen.go (same loader, compiler and printer). It also
+# validates report/testdata/sarif.golden, the printer's golden file.
+# Fails when the validator prints any error or warning line.
+#
+# The validator is installed with npm into $PIPEC_SARIF_CACHE
+# (default $HOME/.cache/pipec-sarif), outside the repository.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+cache=${PIPEC_SARIF_CACHE:-$HOME/.cache/pipec-sarif}
+mt=$cache/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool
+
+if [ ! -e "$mt" ]; then
+	command -v npm >/dev/null || { echo "sarif-validate: npm is needed to install the SARIF Multitool" >&2; exit 2; }
+	mkdir -p "$cache"
+	echo "sarif-validate: installing @microsoft/sarif-multitool@5.7.0 into $cache" >&2
+	npm install --silent --no-audit --no-fund --prefix "$cache" @microsoft/sarif-multitool@5.7.0 >&2
+fi
+chmod u+x "$mt"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+dirs=("$@")
+[ ${#dirs[@]} -gt 0 ] || dirs=(examples/broken)
+
+go build -o "$tmp/pipec" ./cmd/pipec
+set +e
+"$tmp/pipec" lint --format sarif "${dirs[@]}" >"$tmp/lint.sarif" 2>"$tmp/lint.err"
+rc=$?
+set -e
+case $rc in
+0 | 1) echo "sarif-validate: SARIF from: pipec lint --format sarif ${dirs[*]} (exit $rc)" ;;
+*)
+	echo "sarif-validate: pipec lint --format sarif failed (exit $rc): $(head -1 "$tmp/lint.err")" >&2
+	echo "sarif-validate: falling back to: go run scripts/sarifgen.go ${dirs[*]}" >&2
+	go run scripts/sarifgen.go "${dirs[@]}" >"$tmp/lint.sarif"
+	;;
+esac
+if ! grep -q '"ruleId"' "$tmp/lint.sarif"; then
+	echo "sarif-validate: FAIL: the SARIF for ${dirs[*]} holds no result; give a folder with findings" >&2
+	exit 1
+fi
+cp report/testdata/sarif.golden "$tmp/golden.sarif"
+
+status=0
+for f in "$tmp/lint.sarif" "$tmp/golden.sarif"; do
+	out=$("$mt" validate "$f" 2>&1) || { echo "$out"; echo "sarif-validate: FAIL: the validator failed on $(basename "$f")" >&2; status=1; continue; }
+	echo "$out" | sed "s|$tmp/||"
+	if echo "$out" | grep -Eq '(^|[ :])(error|warning) [A-Z]+[0-9]+'; then
+		echo "sarif-validate: FAIL: $(basename "$f") has validator errors or warnings" >&2
+		status=1
+	else
+		echo "sarif-validate: ok: $(basename "$f") ($(grep -c '"ruleId"' "$f") results)"
+	fi
+done
+exit $status
