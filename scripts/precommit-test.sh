@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# precommit-test.sh checks .pre-commit-hooks.yaml with the real pre-commit tool:
+# in a throwaway git repository whose .pre-commit-config.yaml points at this
+# repository's HEAD commit (pre-commit clones it, so only committed files
+# count), a commit of a good spec must pass the hook, a commit of a spec with
+# an error finding must be refused with that finding, and a commit with no
+# spec must skip the hook. Exits non-zero on any other outcome.
+#
+# pre-commit itself is installed from Debian (apt-get install pre-commit) when
+# missing. The Go module cache is shared with the caller's, so pre-commit's
+# `go install ./...` does not download every module again.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+fail() { echo "precommit-test: FAIL: $*" >&2; exit 1; }
+
+if ! command -v pre-commit >/dev/null; then
+	echo "precommit-test: installing pre-commit (Debian package)" >&2
+	if [ "$(id -u)" = 0 ]; then
+		apt-get update -qq && apt-get install -y -qq pre-commit >/dev/null
+	else
+		sudo apt-get update -qq && sudo apt-get install -y -qq pre-commit >/dev/null
+	fi
+fi
+echo "precommit-test: $(pre-commit --version)"
+
+rev=$(git -C "$root" rev-parse HEAD)
+git -C "$root" cat-file -e "$rev:.pre-commit-hooks.yaml" 2>/dev/null ||
+	fail ".pre-commit-hooks.yaml is not committed at HEAD ($rev)"
+good_spec=examples/orders/pipeline.hcl
+bad_spec=examples/broken/cycle.hcl
+bad_rule=cycle
+
+tmp=$(mktemp -d)
+trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+export PRE_COMMIT_HOME=$tmp/pre-commit-home
+export GOMODCACHE=${GOMODCACHE:-$(go env GOMODCACHE)}
+export GOFLAGS=${GOFLAGS:-}
+repo=$tmp/repo
+mkdir -p "$repo"
+cd "$repo"
+git init -q -b main
+git config user.email precommit-test@example.invalid
+git config user.name precommit-test
+git config commit.gpgsign false
+cat >.pre-commit-config.yaml <<YAML
+repos:
+  - repo: $root
+    rev: $rev
+    hooks:
+      - id: pipec-lint
+YAML
+git add .pre-commit-config.yaml
+git commit -q --no-verify -m "config"
+pre-commit install >/dev/null
+
+# 1. A commit with no spec skips the hook.
+echo "notes" >README.md
+git add README.md
+git commit -m "readme" >"$tmp/out0" 2>&1 || { cat "$tmp/out0"; fail "a commit with no spec was refused"; }
+grep -q "pipec lint.*Skipped" "$tmp/out0" || { cat "$tmp/out0"; fail "the hook did not report Skipped for a commit with no spec"; }
+echo "precommit-test: ok: commit without specs skips the hook"
+
+# 2. A good spec (the orders example at HEAD) passes.
+mkdir -p pipelines
+git -C "$root" show "$rev:$good_spec" >pipelines/orders.hcl
+git add pipelines/orders.hcl
+if ! git commit -m "good spec" >"$tmp/out1" 2>&1; then
+	cat "$tmp/out1"
+	fail "the hook refused the good spec $good_spec"
+fi
+grep -q "pipec lint.*Passed" "$tmp/out1" || { cat "$tmp/out1"; fail "the hook did not report Passed for the good spec"; }
+echo "precommit-test: ok: good spec passes"
+
+# 3. A spec with an error finding is refused, and the finding is shown.
+git -C "$root" show "$rev:$bad_spec" >pipelines/bad.hcl
+git add pipelines/bad.hcl
+if git commit -m "bad spec" >"$tmp/out2" 2>&1; then
+	cat "$tmp/out2"
+	fail "the hook accepted $bad_spec"
+fi
+grep -q "pipec lint.*Failed" "$tmp/out2" || { cat "$tmp/out2"; fail "the hook did not report Failed for the bad spec"; }
+grep -q "pipelines/bad.hcl:[0-9]*:[0-9]*: error: .*\[$bad_rule\]" "$tmp/out2" ||
+	{ cat "$tmp/out2"; fail "the refusal does not show the [$bad_rule] finding in pipelines/bad.hcl"; }
+grep -q "pipelines/orders.hcl" "$tmp/out2" && { cat "$tmp/out2"; fail "the hook linted an unchanged file"; }
+[ "$(git rev-list --count HEAD)" = 3 ] || fail "the refused commit was recorded"
+echo "precommit-test: ok: bad spec refused:"
+grep "\[$bad_rule\]" "$tmp/out2" | sed 's/^/    /'
+echo "precommit-test: PASS (rev $rev)"
