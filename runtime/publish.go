@@ -1,0 +1,243 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Check states in a summary.
+const (
+	CheckPassed = "passed"
+	CheckFailed = "failed"
+)
+
+// produce is write-audit-publish for a finished, successful attempt: each
+// output's staging directory is digested and recorded as a version, audited
+// by every check on the artifact, accepted or rejected, and an accepted one
+// is published to every sink its publishes name, with the attempt's token.
+// zombie marks an attempt whose lease expired and whose task was relaunched:
+// its results go into the record but not into the summary's checks.
+func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) {
+	for _, out := range t.Outputs {
+		dir := l.staging[out]
+		digest, err := sink.Digest(dir)
+		if err != nil {
+			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s cannot be read: %v", out, err), zombie)
+			continue
+		}
+		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: r.runID,
+			Task: t.Name, Attempt: l.a.Number, StagingPath: dir})
+		if err != nil {
+			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
+			continue
+		}
+		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.Label(), "token": v.Token})
+		failed := ""
+		for _, c := range r.checksOf[out] {
+			ok, why := r.runCheck(ctx, c, out, dir)
+			kind := EventCheckPassed
+			data := map[string]any{"check": c.Name, "artifact": out, "version": v.Label()}
+			if !ok {
+				kind = EventCheckFailed
+				data["reason"] = why
+				if failed == "" {
+					failed = fmt.Sprintf("check %s failed: %s", c.Name, why)
+				}
+			}
+			r.record(ctx, kind, t.Name, l.a.Number, data)
+			if !zombie {
+				state := CheckPassed
+				if !ok {
+					state = CheckFailed
+				}
+				r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: state, Version: v.Label(), Reason: why})
+			}
+		}
+		if failed != "" {
+			r.rejectOutput(ctx, t, l, out, &v, failed, zombie)
+			continue
+		}
+		if err := r.st.AcceptVersion(ctx, v.ID); err != nil {
+			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
+			continue
+		}
+		v.State = store.VersionAccepted
+		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.Label()})
+		r.publishAll(ctx, v, !zombie)
+	}
+}
+
+// rejectOutput records why an output is not accepted; its publishes are not
+// run (only the current attempt's verdict speaks for the task).
+func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out string, v *store.Version, why string, zombie bool) {
+	if v != nil {
+		_ = r.st.RejectVersion(ctx, v.ID, why)
+		r.emitStore(store.EventVersionRejected, t.Name, l.a.Number, map[string]any{"version": v.Label(), "reason": why})
+	}
+	if !zombie {
+		r.skipPublishes(out, "artifact "+out+" was not accepted: "+why)
+		for _, c := range r.checksOf[out] {
+			r.mu.Lock()
+			if cr := r.checks[c.Name]; cr.State == TaskNotRun && cr.Reason == "" {
+				cr.Reason = why
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// runCheck audits one staged version with one check: the built-in
+// assertions, then the check's command if it has one.
+func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, artifact, dir string) (bool, string) {
+	if ok, why := auditBuiltin(c, artifact, dir); !ok {
+		return false, why
+	}
+	if len(c.Command) == 0 {
+		return true, ""
+	}
+	env := exec.Env{}.Parse(exec.BaseEnv(r.o.Environ))
+	env["PIPEC_RUN_ID"] = r.runID
+	env["PIPEC_CHECK"] = c.Name
+	env["PIPEC_ARTIFACT"] = artifact
+	env["PIPEC_INPUT_"+artifact] = dir
+	env["PIPEC_INTERVAL_START"] = r.iv.Start.Format(time.RFC3339)
+	env["PIPEC_INTERVAL_END"] = r.iv.End.Format(time.RFC3339)
+	env["PIPEC_CODE_VERSION"] = r.plan.CodeVersion
+	p, err := exec.Start(ctx, exec.Spec{Argv: c.Command, Dir: r.o.BaseDir, Env: env.List(), KillGrace: r.o.KillGrace})
+	if err != nil {
+		return false, "the check's command could not start: " + err.Error()
+	}
+	res := p.Wait()
+	if !res.Success() {
+		tail := exec.LastLines(res.Tail, 5, 1000)
+		if tail == "" {
+			return false, "command " + res.Describe()
+		}
+		return false, "command " + res.Describe() + ": " + strings.ReplaceAll(tail, "\n", " | ")
+	}
+	return true, ""
+}
+
+// publishAll publishes an accepted version to every publish of its artifact.
+// current is false for a zombie attempt, whose outcome is recorded but does
+// not speak for the publish in the summary unless it was fenced.
+func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) {
+	for _, pub := range r.pubsOf[v.Artifact] {
+		pr := PublishResult{Name: pub.Name, Sink: pub.Sink, Artifact: v.Artifact, Version: v.Label(), Token: v.Token,
+			Task: v.Task, Attempt: v.Attempt}
+		d := r.sinks[pub.Sink]
+		if d == nil {
+			pr.Outcome = PublishError
+			pr.Error = r.sinkErr[pub.Sink]
+			if pr.Error == "" {
+				pr.Error = fmt.Sprintf("sink %q is not defined", pub.Sink)
+			}
+			r.record(ctx, EventPublishFailed, v.Task, v.Attempt, map[string]any{"publish": pub.Name, "error": pr.Error})
+			if current {
+				r.addPublish(pr)
+			}
+			continue
+		}
+		res, err := d.Publish(ctx, v)
+		if err != nil {
+			pr.Outcome = PublishError
+			pr.Error = err.Error()
+			r.record(ctx, EventPublishFailed, v.Task, v.Attempt, map[string]any{"publish": pub.Name, "error": pr.Error})
+			if current {
+				r.addPublish(pr)
+			}
+			continue
+		}
+		pr.Outcome = string(res.Outcome)
+		pr.Visible, pr.VersionDir, pr.AtLeastOnce = res.Visible, res.VersionDir, res.Unfenced
+		data := map[string]any{"publish": pub.Name, "sink": pub.Sink, "version": v.Label(), "token": v.Token,
+			"visible": res.Visible, "pointer_token": res.Pointer.Token}
+		if res.Unfenced {
+			data["unfenced"] = true
+		}
+		r.emitStore("publish."+string(res.Outcome), v.Task, v.Attempt, data)
+		if res.Outcome == store.Fenced {
+			r.mu.Lock()
+			r.fenced = append(r.fenced, FencedPublish{Publish: pub.Name, Sink: pub.Sink, Artifact: v.Artifact, Task: v.Task,
+				Attempt: v.Attempt, Run: v.Run, Token: v.Token, HeldBy: res.Pointer.Token})
+			r.mu.Unlock()
+		}
+		if current || res.Outcome != store.Fenced {
+			r.addPublish(pr)
+		}
+	}
+}
+
+// addPublish keeps the latest outcome per publish.
+func (r *runner) addPublish(pr PublishResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.publishes {
+		if r.publishes[i].Name == pr.Name {
+			if pr.Outcome == string(store.Fenced) && r.publishes[i].Outcome != PublishNotRun {
+				return // a fenced zombie does not hide the publish that won
+			}
+			r.publishes[i] = pr
+			return
+		}
+	}
+	r.publishes = append(r.publishes, pr)
+}
+
+func (r *runner) skipChecksAndPublishes(artifact, why string) {
+	r.mu.Lock()
+	for _, c := range r.checksOf[artifact] {
+		if cr := r.checks[c.Name]; cr.State == TaskNotRun {
+			cr.Reason = why
+		}
+	}
+	r.mu.Unlock()
+	r.skipPublishes(artifact, why)
+}
+
+func (r *runner) skipPublishes(artifact, why string) {
+	for _, pub := range r.pubsOf[artifact] {
+		r.mu.Lock()
+		found := false
+		for i := range r.publishes {
+			found = found || r.publishes[i].Name == pub.Name
+		}
+		r.mu.Unlock()
+		if !found {
+			r.addPublish(PublishResult{Name: pub.Name, Sink: pub.Sink, Artifact: artifact, Outcome: PublishNotRun, Error: why})
+		}
+	}
+}
+
+func (r *runner) setCheck(name string, c CheckResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checks[name] = &c
+}
+
+// record appends a runtime event to the store's log and reports it.
+func (r *runner) record(ctx context.Context, kind, task string, attempt int, data map[string]any) {
+	ev := store.Event{Run: r.runID, Kind: kind, Task: task, Attempt: attempt}
+	if data != nil {
+		ev.Payload = marshalPayload(data)
+	}
+	_, _ = r.st.AppendEvent(context.WithoutCancel(ctx), ev)
+	r.emitStore(kind, task, attempt, data)
+}
+
+// emitStore reports an event the store already recorded.
+func (r *runner) emitStore(kind, task string, attempt int, data map[string]any) {
+	if r.o.OnEvent == nil {
+		return
+	}
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	r.o.OnEvent(Event{Time: time.Now().UTC(), Run: r.runID, Kind: kind, Task: task, Attempt: attempt, Data: data})
+}

@@ -1,0 +1,537 @@
+// Package runtime runs one interval of a compiled plan on this machine: tasks
+// in dependency order as child processes, each attempt with a fencing token
+// from the store, retries by error class, leases for tasks that heartbeat,
+// write-audit-publish of their outputs, and resume of an interrupted run.
+//
+// Every state change goes to the store (package store) before anything depends
+// on it, so a kill -9 of pipec at any point leaves a state a rerun can resume
+// from: accepted artifacts are reused, tasks that succeeded are not run again,
+// and attempts of the crashed run, which the rerun cannot see, are fenced by the
+// higher tokens of its own attempts.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/retry"
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Defaults for Options fields left zero.
+const (
+	// DefaultLease is the lease of a task without a heartbeat block; the
+	// runtime renews it while the task's process lives, so it only expires
+	// when pipec itself is gone.
+	DefaultLease = 30 * time.Second
+	// DefaultZombieGrace is how long a run waits, once its tasks are done,
+	// for attempts whose lease expired and were relaunched, before killing
+	// them.
+	DefaultZombieGrace = 30 * time.Second
+)
+
+// Options configure one run.
+type Options struct {
+	Plan *compiler.Plan
+	// BaseDir is the folder of the spec (or plan) file: tasks run there and
+	// relative sink paths are resolved against it.
+	BaseDir string
+	// Interval is the interval's start: "2024-01-01" or an RFC 3339 time.
+	Interval string
+	Store    store.Store
+	// StatePath is the store's database file. Logs, staging directories and
+	// heartbeat files live beside it; tasks get it as PIPEC_STATE.
+	StatePath string
+	// Seed seeds the retry jitter.
+	Seed uint64
+	// Force reruns every task, even those a previous run of the interval
+	// completed.
+	Force bool
+	// Parallel bounds the tasks running at once (GOMAXPROCS when 0).
+	Parallel int
+	// Environ is pipec's own environment ("KEY=value"); tasks get a filtered
+	// part of it (see exec.BaseEnv) and the secret_env names they declare.
+	Environ []string
+	// OnEvent, if set, is called for every state change, in order.
+	OnEvent func(Event)
+	// Worker names this runtime in attempts (host:pid when empty).
+	Worker string
+
+	// DefaultLease, LeasePoll, KillGrace and ZombieGrace tune timing; zero
+	// means the default. LeasePoll is how often expired leases are looked for
+	// (a fifth of the shortest lease, between 20ms and 1s).
+	DefaultLease time.Duration
+	LeasePoll    time.Duration
+	KillGrace    time.Duration
+	ZombieGrace  time.Duration
+}
+
+// Event is one state change, as OnEvent receives it and `pipec run --json`
+// prints it. Kinds are the store's (attempt.started, publish.fenced, ...) and
+// the runtime's own (task.*, check.*, attempt.retry).
+type Event struct {
+	Time    time.Time      `json:"time"`
+	Run     string         `json:"run"`
+	Kind    string         `json:"kind"`
+	Task    string         `json:"task,omitempty"`
+	Attempt int            `json:"attempt,omitempty"`
+	Data    map[string]any `json:"data,omitempty"`
+}
+
+// Runtime event kinds, recorded in the store's event log beside the store's own.
+const (
+	EventTaskReused     = "task.reused"
+	EventTaskNotRun     = "task.not_run"
+	EventTaskSucceeded  = "task.succeeded"
+	EventTaskFailed     = "task.failed"
+	EventAttemptRetry   = "attempt.retry"
+	EventAttemptLease   = "attempt.relaunch"
+	EventCheckPassed    = "check.passed"
+	EventCheckFailed    = "check.failed"
+	EventPublishFailed  = "publish.failed"
+	EventRunSuperseded  = "run.superseded"
+	EventSinkReconciled = "sink.reconciled"
+	EventZombieKilled   = "attempt.abandoned"
+)
+
+// Task states in a summary.
+const (
+	TaskSucceeded = "succeeded"
+	TaskFailed    = "failed"
+	TaskNotRun    = "not_run"
+	TaskReused    = "reused"
+	taskPending   = "pending"
+	taskRunning   = "running"
+)
+
+// Run executes one interval of the plan and returns its summary. The error is
+// for a run that could not be carried out at all (bad interval, unusable
+// store); task failures are in the summary (Summary.Failed).
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	if o.Plan == nil || o.Store == nil {
+		return nil, errors.New("runtime: a plan and a store are required")
+	}
+	iv, err := ResolveInterval(o.Plan.Schedule, o.Interval)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRunner(o, iv)
+	if err != nil {
+		return nil, err
+	}
+	return r.run(ctx)
+}
+
+// runner is the state of one run.
+type runner struct {
+	o        Options
+	plan     *compiler.Plan
+	iv       Interval
+	st       store.Store
+	stateDir string
+	resource string
+	rand     *retry.Rand
+	budget   *retry.Budget
+	classes  *retry.Classifier
+
+	tasks      map[string]*taskState
+	checksOf   map[string][]compiler.PlanCheck
+	pubsOf     map[string][]compiler.PlanPublish
+	sinks      map[string]*sink.Directory
+	sinkErr    map[string]string
+	sinkPlan   map[string]compiler.PlanSink
+	global     chan struct{}
+	pools      map[string]chan struct{}
+	runID      string
+	evMu       sync.Mutex
+	leases     *leaseWatch
+	zombies    sync.WaitGroup
+	zombieMu   sync.Mutex
+	zombieList []*zombie
+	runCtx     context.Context
+
+	mu        sync.Mutex // guards summary parts below and taskState fields
+	checks    map[string]*CheckResult
+	publishes []PublishResult
+	fenced    []FencedPublish
+}
+
+type taskState struct {
+	t          *compiler.PlanTask
+	state      string
+	waiting    int
+	dependents []string
+	res        TaskResult
+}
+
+func newRunner(o Options, iv Interval) (*runner, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = goruntime.GOMAXPROCS(0)
+	}
+	if o.DefaultLease <= 0 {
+		o.DefaultLease = DefaultLease
+	}
+	if o.ZombieGrace <= 0 {
+		o.ZombieGrace = DefaultZombieGrace
+	}
+	if o.Worker == "" {
+		host, _ := os.Hostname()
+		o.Worker = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if o.StatePath == "" {
+		o.StatePath = store.DefaultPath
+	}
+	statePath, err := filepath.Abs(o.StatePath)
+	if err != nil {
+		return nil, err
+	}
+	o.StatePath = statePath
+	if o.BaseDir == "" {
+		o.BaseDir = "."
+	}
+	if o.BaseDir, err = filepath.Abs(o.BaseDir); err != nil {
+		return nil, err
+	}
+	p := o.Plan
+	r := &runner{
+		o: o, plan: p, iv: iv, st: o.Store,
+		stateDir: filepath.Dir(statePath),
+		resource: p.Pipeline + "@" + iv.Key,
+		rand:     retry.NewRand(o.Seed),
+		tasks:    map[string]*taskState{},
+		checksOf: map[string][]compiler.PlanCheck{},
+		pubsOf:   map[string][]compiler.PlanPublish{},
+		sinks:    map[string]*sink.Directory{},
+		sinkErr:  map[string]string{},
+		sinkPlan: map[string]compiler.PlanSink{},
+		global:   make(chan struct{}, o.Parallel),
+		pools:    map[string]chan struct{}{},
+		checks:   map[string]*CheckResult{},
+	}
+	if b := p.RetryBudget; b != nil {
+		r.budget = retry.NewBudget(b.Ratio, b.Min)
+	}
+	var classes []retry.Class
+	for _, e := range p.Errors {
+		classes = append(classes, retry.Class{Name: e.Name, ExitCodes: e.ExitCodes, Match: e.Match, Deterministic: e.Deterministic})
+	}
+	r.classes = retry.NewClassifier(classes)
+	for _, pool := range p.Pools {
+		if pool.Slots > 0 {
+			r.pools[pool.Name] = make(chan struct{}, pool.Slots)
+		}
+	}
+	for i := range p.Tasks {
+		t := &p.Tasks[i]
+		r.tasks[t.Name] = &taskState{t: t, state: taskPending, waiting: len(t.Needs),
+			res: TaskResult{Name: t.Name, State: taskPending}}
+	}
+	for i := range p.Tasks {
+		for _, need := range p.Tasks[i].Needs {
+			if ns, ok := r.tasks[need]; ok {
+				ns.dependents = append(ns.dependents, p.Tasks[i].Name)
+			}
+		}
+	}
+	for _, c := range p.Checks {
+		r.checksOf[c.Input] = append(r.checksOf[c.Input], c)
+		r.checks[c.Name] = &CheckResult{Name: c.Name, Artifact: c.Input, State: TaskNotRun}
+	}
+	for _, pub := range p.Publishes {
+		r.pubsOf[pub.Artifact] = append(r.pubsOf[pub.Artifact], pub)
+	}
+	for _, s := range p.Sinks {
+		r.sinkPlan[s.Name] = s
+		if s.Type != "directory" {
+			r.sinkErr[s.Name] = fmt.Sprintf("sink type %q is not supported by the local runtime (only \"directory\")", s.Type)
+			continue
+		}
+		path := s.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(o.BaseDir, path)
+		}
+		d, err := sink.NewDirectory(s.Name, path, s.Fencing, o.Store)
+		if err != nil {
+			r.sinkErr[s.Name] = err.Error()
+			continue
+		}
+		r.sinks[s.Name] = d
+	}
+	return r, nil
+}
+
+func (r *runner) run(ctx context.Context) (*Summary, error) {
+	r.runCtx = ctx
+	prior, err := r.st.ListRuns(ctx, store.RunFilter{Pipeline: r.plan.Pipeline, Interval: r.iv.Key})
+	if err != nil {
+		return nil, err
+	}
+	// Leases that expired while nobody watched (a crashed pipec) become
+	// unknown now; their attempts are fenced by this run's higher tokens.
+	if _, err := r.st.MarkUnknown(ctx); err != nil {
+		return nil, err
+	}
+	run, err := r.st.CreateRun(ctx, store.NewRun{Pipeline: r.plan.Pipeline, Interval: r.iv.Key,
+		IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest})
+	if err != nil {
+		return nil, err
+	}
+	r.runID = run.ID
+	r.emitStore(store.EventRunCreated, "", 0, map[string]any{"interval": r.iv.String(), "code_version": r.plan.CodeVersion,
+		"plan_digest": r.plan.Digest})
+	for _, pr := range prior {
+		if pr.State == store.RunRunning {
+			// A run of this interval that never finished: its pipec crashed
+			// (or still runs elsewhere, and is fenced by this run's tokens).
+			r.record(ctx, EventRunSuperseded, "", 0, map[string]any{"superseded": pr.ID})
+			_ = r.st.FinishRun(ctx, pr.ID, store.RunFailed)
+		}
+	}
+	// Complete publishes that won in the store but crashed before their link
+	// swap (a lost response), so the sink shows what the store says.
+	for _, name := range slices.Sorted(mapKeys(r.sinks)) {
+		if n, err := r.sinks[name].ReconcileAll(ctx); err != nil {
+			r.record(ctx, EventSinkReconciled, "", 0, map[string]any{"sink": name, "error": err.Error()})
+		} else if n > 0 {
+			r.record(ctx, EventSinkReconciled, "", 0, map[string]any{"sink": name, "links_repaired": n})
+		}
+	}
+	reused, err := r.findReusable(ctx, prior)
+	if err != nil {
+		return nil, err
+	}
+
+	r.leases = newLeaseWatch(r)
+	leaseCtx, stopLeases := context.WithCancel(ctx)
+	leaseDone := make(chan struct{})
+	go func() { r.leases.loop(leaseCtx); close(leaseDone) }()
+
+	r.schedule(ctx, reused)
+	r.drainZombies()
+	stopLeases()
+	<-leaseDone
+
+	sum := r.summary(run)
+	state := store.RunSucceeded
+	if sum.Failed {
+		state = store.RunFailed
+	}
+	// The run's end is recorded even when ctx was cancelled (Ctrl-C).
+	fctx := context.WithoutCancel(ctx)
+	if err := r.st.FinishRun(fctx, run.ID, state); err != nil {
+		return sum, err
+	}
+	r.emitStore(store.EventRunFinished, "", 0, map[string]any{"state": string(state)})
+	if got, err := r.st.GetRun(fctx, run.ID); err == nil {
+		sum.Run = got
+	}
+	return sum, nil
+}
+
+// findReusable decides which tasks a previous run of this interval already
+// did: a task with outputs when each output has an accepted version of this
+// interval made by this code_version, a task without outputs when an attempt
+// of it succeeded; and in both cases only if every task it needs is reused
+// too (new upstream data makes old results stale).
+func (r *runner) findReusable(ctx context.Context, prior []store.Run) (map[string]string, error) {
+	reused := map[string]string{}
+	if r.o.Force {
+		return reused, nil
+	}
+	succeeded := map[string]string{}
+	for _, pr := range prior {
+		as, err := r.st.Attempts(ctx, pr.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			if a.State == store.AttemptSucceeded {
+				succeeded[a.Task] = pr.ID
+			}
+		}
+	}
+	for _, id := range r.plan.Order {
+		name, ok := cutKind(id, compiler.KindTask)
+		if !ok {
+			continue
+		}
+		ts := r.tasks[name]
+		if ts == nil {
+			continue
+		}
+		upstreamReused := true
+		for _, n := range ts.t.Needs {
+			if _, ok := reused[n]; !ok {
+				upstreamReused = false
+			}
+		}
+		if !upstreamReused {
+			continue
+		}
+		if len(ts.t.Outputs) == 0 {
+			if run, ok := succeeded[name]; ok {
+				reused[name] = "succeeded in " + run
+			}
+			continue
+		}
+		from := ""
+		all := true
+		for _, out := range ts.t.Outputs {
+			v, err := r.st.AcceptedVersion(ctx, out, r.iv.Key)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && v.CodeVersion != r.plan.CodeVersion) {
+				all = false
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			from = v.Run
+		}
+		if all {
+			reused[name] = "accepted outputs from " + from
+		}
+	}
+	return reused, nil
+}
+
+// schedule runs every task, each once its needs are done, until all are
+// resolved. Failure spreads to dependents only.
+func (r *runner) schedule(ctx context.Context, reused map[string]string) {
+	done := make(chan string)
+	running := 0
+	start := func(name string) {
+		ts := r.tasks[name]
+		r.mu.Lock()
+		ts.state = taskRunning
+		r.mu.Unlock()
+		running++
+		go func() {
+			if why, ok := reused[name]; ok {
+				r.reuseTask(ctx, ts, why)
+			} else {
+				r.runTask(ctx, ts)
+			}
+			done <- name
+		}()
+	}
+	var finish func(name string)
+	finish = func(name string) {
+		ts := r.tasks[name]
+		r.mu.Lock()
+		ok := ts.state == TaskSucceeded || ts.state == TaskReused
+		state, class := ts.state, ts.res.Class
+		r.mu.Unlock()
+		for _, dn := range ts.dependents {
+			d := r.tasks[dn]
+			r.mu.Lock()
+			pending := d.state == taskPending
+			r.mu.Unlock()
+			if !pending {
+				continue
+			}
+			if !ok {
+				why := fmt.Sprintf("needs %s, which was not run", name)
+				if state == TaskFailed {
+					why = fmt.Sprintf("needs %s, which failed", name)
+					if class != "" {
+						why += " (" + class + ")"
+					}
+				}
+				r.notRun(ctx, d, why)
+				finish(dn)
+				continue
+			}
+			d.waiting--
+			if d.waiting == 0 {
+				start(dn)
+			}
+		}
+	}
+	for _, id := range r.plan.Order {
+		if name, ok := cutKind(id, compiler.KindTask); ok {
+			if ts := r.tasks[name]; ts != nil && ts.waiting == 0 && ts.state == taskPending {
+				start(name)
+			}
+		}
+	}
+	for running > 0 {
+		name := <-done
+		running--
+		finish(name)
+	}
+	// Tasks never reached (only possible with a plan whose needs name
+	// missing tasks) are not run.
+	for _, name := range slices.Sorted(mapKeys(r.tasks)) {
+		if r.tasks[name].state == taskPending {
+			r.notRun(ctx, r.tasks[name], "its needs were never satisfied")
+		}
+	}
+}
+
+func (r *runner) notRun(ctx context.Context, ts *taskState, why string) {
+	r.mu.Lock()
+	ts.state = TaskNotRun
+	ts.res.State = TaskNotRun
+	ts.res.Reason = why
+	r.mu.Unlock()
+	r.record(ctx, EventTaskNotRun, ts.t.Name, 0, map[string]any{"reason": why})
+	for _, out := range ts.t.Outputs {
+		r.skipChecksAndPublishes(out, fmt.Sprintf("task %s was not run", ts.t.Name))
+	}
+}
+
+// acquire takes a slot of the task's pool, then a global one; release gives
+// them back. Waiting for a retry's backoff holds no slot.
+func (r *runner) acquire(ctx context.Context, t *compiler.PlanTask) bool {
+	pool := r.pools[t.Pool]
+	if pool != nil {
+		select {
+		case pool <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case r.global <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		if pool != nil {
+			<-pool
+		}
+		return false
+	}
+}
+
+func (r *runner) release(t *compiler.PlanTask) {
+	<-r.global
+	if pool := r.pools[t.Pool]; pool != nil {
+		<-pool
+	}
+}
+
+func cutKind(id, kind string) (string, bool) {
+	prefix := kind + "."
+	if len(id) > len(prefix) && id[:len(prefix)] == prefix {
+		return id[len(prefix):], true
+	}
+	return "", false
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Publish outcomes in a summary beside the store's won, idempotent, fenced.
+const (
+	PublishNotRun = "not_run"
+	PublishError  = "error"
+)
+
+// Summary is what a run did, for the end-of-run report and --json.
+type Summary struct {
+	Run      store.Run       `json:"run"`
+	Interval string          `json:"interval"`
+	Tasks    []TaskResult    `json:"tasks"`
+	Checks   []CheckResult   `json:"checks"`
+	Publish  []PublishResult `json:"publishes"`
+	// Fenced lists publishes refused because a newer token held the pointer.
+	Fenced []FencedPublish `json:"fenced"`
+	// AtLeastOnce names the sinks published with fencing = "none".
+	AtLeastOnce []string `json:"at_least_once_sinks"`
+	// Failed is true when a task or check failed, or a publish errored.
+	Failed bool `json:"failed"`
+}
+
+// TaskResult is one task's end state.
+type TaskResult struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Class    string `json:"class,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+	// Error is the tail of the failed attempt's output (secrets redacted).
+	Error string `json:"error,omitempty"`
+	// Reason says why the task failed, was not run or was reused.
+	Reason string `json:"reason,omitempty"`
+}
+
+// CheckResult is one check's verdict on this run's version of its artifact.
+type CheckResult struct {
+	Name     string `json:"name"`
+	Artifact string `json:"artifact"`
+	State    string `json:"state"`
+	Version  string `json:"version,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// PublishResult is one publish's outcome.
+type PublishResult struct {
+	Name     string `json:"name"`
+	Sink     string `json:"sink"`
+	Artifact string `json:"artifact"`
+	// Outcome is won, idempotent, fenced, not_run or error.
+	Outcome    string `json:"outcome"`
+	Version    string `json:"version,omitempty"`
+	Token      int64  `json:"token,omitempty"`
+	Task       string `json:"task,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Visible    string `json:"visible,omitempty"`
+	VersionDir string `json:"version_dir,omitempty"`
+	// AtLeastOnce: the sink is not fenced (fencing = "none").
+	AtLeastOnce bool   `json:"at_least_once,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// FencedPublish is a publish refused by the sink's pointer: the attempt's
+// token was older than the one that already published.
+type FencedPublish struct {
+	Publish  string `json:"publish"`
+	Sink     string `json:"sink"`
+	Artifact string `json:"artifact"`
+	Run      string `json:"run"`
+	Task     string `json:"task"`
+	Attempt  int    `json:"attempt"`
+	Token    int64  `json:"token"`
+	HeldBy   int64  `json:"held_by_token"`
+}
+
+func (r *runner) summary(run store.Run) *Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &Summary{Run: run, Interval: r.iv.Key, Fenced: slices.Clone(r.fenced), AtLeastOnce: []string{}}
+	for _, name := range slices.Sorted(mapKeys(r.tasks)) {
+		ts := r.tasks[name]
+		tr := ts.res
+		tr.State = ts.state
+		s.Tasks = append(s.Tasks, tr)
+		if ts.state == TaskFailed || ts.state == TaskNotRun {
+			s.Failed = true
+		}
+	}
+	for _, name := range slices.Sorted(mapKeys(r.checks)) {
+		c := *r.checks[name]
+		s.Checks = append(s.Checks, c)
+		if c.State != CheckPassed {
+			s.Failed = true
+		}
+	}
+	s.Publish = slices.Clone(r.publishes)
+	slices.SortFunc(s.Publish, func(a, b PublishResult) int { return strings.Compare(a.Name, b.Name) })
+	for _, p := range s.Publish {
+		if p.Outcome == PublishError || p.Outcome == PublishNotRun {
+			s.Failed = true
+		}
+		if p.AtLeastOnce && !slices.Contains(s.AtLeastOnce, p.Sink) {
+			s.AtLeastOnce = append(s.AtLeastOnce, p.Sink)
+		}
+	}
+	for _, sk := range r.plan.Sinks {
+		if sk.Fencing == "none" && !slices.Contains(s.AtLeastOnce, sk.Name) {
+			s.AtLeastOnce = append(s.AtLeastOnce, sk.Name)
+		}
+	}
+	slices.Sort(s.AtLeastOnce)
+	slices.SortFunc(s.Fenced, func(a, b FencedPublish) int {
+		return strings.Compare(fmt.Sprintf("%s/%s/%09d", a.Publish, a.Task, a.Attempt), fmt.Sprintf("%s/%s/%09d", b.Publish, b.Task, b.Attempt))
+	})
+	return s
+}
+
+// WriteText prints the summary for a person: one line per task, then checks,
+// publishes (where the data is visible), fenced publishes and at-least-once
+// sinks, then the verdict.
+func (s *Summary) WriteText(w io.Writer) error {
+	var b strings.Builder
+	state := "succeeded"
+	if s.Failed {
+		state = "FAILED"
+	}
+	fmt.Fprintf(&b, "run %s %s\n", s.Run.ID, state)
+	width := 4
+	for _, t := range s.Tasks {
+		width = max(width, len(t.Name))
+	}
+	for _, t := range s.Tasks {
+		line := fmt.Sprintf("  task    %-*s  %-9s", width, t.Name, t.State)
+		if t.Attempts > 0 {
+			line += fmt.Sprintf("  attempts %d", t.Attempts)
+		}
+		switch t.State {
+		case TaskFailed:
+			line += fmt.Sprintf("  class %s", orDash(t.Class))
+			if t.ExitCode != 0 {
+				line += fmt.Sprintf("  exit %d", t.ExitCode)
+			}
+			if t.Reason != "" {
+				line += "  (" + t.Reason + ")"
+			}
+		case TaskNotRun, TaskReused:
+			line += "  (" + t.Reason + ")"
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+		if t.State == TaskFailed && t.Error != "" {
+			for _, l := range strings.Split(t.Error, "\n") {
+				b.WriteString("          | " + l + "\n")
+			}
+		}
+	}
+	for _, c := range s.Checks {
+		line := fmt.Sprintf("  check   %s on %s: %s", c.Name, c.Artifact, c.State)
+		if c.Reason != "" {
+			line += " (" + c.Reason + ")"
+		}
+		b.WriteString(line + "\n")
+	}
+	for _, p := range s.Publish {
+		switch p.Outcome {
+		case PublishNotRun, PublishError:
+			fmt.Fprintf(&b, "  publish %s -> %s: %s (%s)\n", p.Name, p.Sink, p.Outcome, p.Error)
+		default:
+			fmt.Fprintf(&b, "  publish %s -> %s: %s, token %d, %s\n", p.Name, p.Sink, p.Outcome, p.Token, p.Version)
+			if p.Visible != "" {
+				fmt.Fprintf(&b, "          visible at %s\n", p.Visible)
+			}
+		}
+	}
+	for _, f := range s.Fenced {
+		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; token %d holds %s\n",
+			f.Publish, f.Task, f.Attempt, f.Token, f.Run, f.HeldBy, f.Artifact)
+	}
+	for _, name := range s.AtLeastOnce {
+		fmt.Fprintf(&b, "  note    sink %s has fencing = \"none\": published at-least-once, a stale attempt can overwrite a newer one\n", name)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func marshalPayload(data map[string]any) json.RawMessage {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil
+	}
+	return b
+}

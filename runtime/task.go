@@ -1,0 +1,408 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/retry"
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// errorTailLines and errorTailBytes bound the output kept in the store.
+const (
+	errorTailLines = 20
+	errorTailBytes = 4000
+)
+
+// boundInput is one input resolved to an accepted version's directory.
+type boundInput struct {
+	vars []string // environment variable names
+	dir  string   // "" when the interval does not exist (before the schedule's start)
+}
+
+// reuseTask completes a task from a previous run of the interval: its
+// accepted outputs are published again, which is idempotent when they are
+// already visible and completes a publish whose response was lost.
+func (r *runner) reuseTask(ctx context.Context, ts *taskState, why string) {
+	r.mu.Lock()
+	ts.state, ts.res.State, ts.res.Reason = TaskReused, TaskReused, why
+	r.mu.Unlock()
+	r.record(ctx, EventTaskReused, ts.t.Name, 0, map[string]any{"reason": why})
+	for _, out := range ts.t.Outputs {
+		v, err := r.st.AcceptedVersion(ctx, out, r.iv.Key)
+		if err != nil {
+			r.skipChecksAndPublishes(out, err.Error())
+			continue
+		}
+		for _, c := range r.checksOf[out] {
+			r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: CheckPassed, Version: v.Label(),
+				Reason: "accepted in " + v.Run})
+		}
+		r.publishAll(ctx, v, true)
+	}
+}
+
+// resolveInputs finds the accepted version of every input for its interval.
+// A missing one is the reason the task is not started.
+func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]boundInput, string, error) {
+	plain := map[string]bool{}
+	for _, in := range t.Inputs {
+		if in.Offset == 0 {
+			plain[in.Artifact] = true
+		}
+	}
+	var out []boundInput
+	for _, in := range t.Inputs {
+		b := boundInput{vars: inputVars(in, plain[in.Artifact])}
+		iv, exists := r.iv.Offset(in.Offset)
+		if !exists {
+			// The interval is before the schedule's start: there is nothing
+			// to read, and the task is told so by an unset variable.
+			out = append(out, b)
+			continue
+		}
+		v, err := r.st.AcceptedVersion(ctx, in.Artifact, iv.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Sprintf("input %s has no accepted version for interval %s", inputName(in), iv.Key), nil
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		b.dir = v.StagingPath
+		out = append(out, b)
+	}
+	return out, "", nil
+}
+
+// inputVars names the variables of an input. An input of this run's interval
+// is PIPEC_INPUT_<artifact>; one at an offset is PIPEC_INPUT_<artifact>_PREV
+// (-1), _PREV<n> (-n) or _NEXT<n>, and also PIPEC_INPUT_<artifact> when the
+// task does not read the artifact of its own interval.
+func inputVars(in compiler.PlanInput, plainTaken bool) []string {
+	base := "PIPEC_INPUT_" + in.Artifact
+	if in.Offset == 0 {
+		return []string{base}
+	}
+	var suffix string
+	switch {
+	case in.Offset == -1:
+		suffix = "_PREV"
+	case in.Offset < 0:
+		suffix = "_PREV" + strconv.Itoa(-in.Offset)
+	default:
+		suffix = "_NEXT" + strconv.Itoa(in.Offset)
+	}
+	if plainTaken {
+		return []string{base + suffix}
+	}
+	return []string{base, base + suffix}
+}
+
+func inputName(in compiler.PlanInput) string {
+	if in.Offset == 0 {
+		return in.Artifact
+	}
+	return fmt.Sprintf("%s@%+d", in.Artifact, in.Offset)
+}
+
+// runTask runs a task's attempts until one succeeds, a failure is final, or
+// the run is cancelled.
+func (r *runner) runTask(ctx context.Context, ts *taskState) {
+	t := ts.t
+	inputs, why, err := r.resolveInputs(ctx, t)
+	if err != nil {
+		r.taskFailed(ctx, ts, "", 0, err.Error(), "the store failed")
+		return
+	}
+	if why != "" {
+		r.notRun(ctx, ts, why)
+		return
+	}
+	pol := policyOf(t.Retry)
+	r.budget.FirstAttempt()
+	var first time.Time
+	if !r.acquire(ctx, t) {
+		r.taskFailed(ctx, ts, retry.Killed, 0, "", "the run was cancelled")
+		return
+	}
+	held := true
+	defer func() {
+		if held {
+			r.release(t)
+		}
+	}()
+	for {
+		if first.IsZero() {
+			first = time.Now()
+		}
+		out := r.attempt(ctx, ts, inputs)
+		r.mu.Lock()
+		ts.res.Attempts = out.number
+		r.mu.Unlock()
+		switch {
+		case out.startErr != nil:
+			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), "the attempt could not start")
+			return
+		case out.relaunch:
+			r.record(ctx, EventAttemptLease, t.Name, out.number, map[string]any{"reason": out.reason})
+			continue
+		case out.succeeded:
+			r.mu.Lock()
+			ts.state, ts.res.State = TaskSucceeded, TaskSucceeded
+			ts.res.Class, ts.res.Error, ts.res.ExitCode = "", "", 0
+			r.mu.Unlock()
+			r.record(ctx, EventTaskSucceeded, t.Name, out.number, nil)
+			return
+		}
+		if ctx.Err() != nil {
+			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled")
+			return
+		}
+		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number,
+			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand})
+		if !d.Retry {
+			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, d.Reason)
+			return
+		}
+		r.record(ctx, EventAttemptRetry, t.Name, out.number, map[string]any{"class": out.verdict.Class,
+			"delay_ms": d.Delay.Milliseconds(), "reason": d.Reason, "next_attempt": out.number + 1})
+		r.release(t)
+		held = false
+		select {
+		case <-time.After(d.Delay):
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil || !r.acquire(ctx, t) {
+			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled while waiting to retry")
+			return
+		}
+		held = true
+	}
+}
+
+func (r *runner) taskFailed(ctx context.Context, ts *taskState, class string, exitCode int, tail, reason string) {
+	r.mu.Lock()
+	ts.state, ts.res.State = TaskFailed, TaskFailed
+	ts.res.Class, ts.res.ExitCode, ts.res.Error, ts.res.Reason = class, exitCode, tail, reason
+	r.mu.Unlock()
+	r.record(ctx, EventTaskFailed, ts.t.Name, ts.res.Attempts, map[string]any{"class": class, "exit_code": exitCode,
+		"error": tail, "reason": reason})
+	for _, out := range ts.t.Outputs {
+		r.skipChecksAndPublishes(out, fmt.Sprintf("task %s failed", ts.t.Name))
+	}
+}
+
+// attemptOutcome is how one attempt went, from the task's point of view.
+type attemptOutcome struct {
+	number    int
+	succeeded bool
+	// relaunch: the attempt's lease expired and a new attempt may start; the
+	// old process is left running, watched as a zombie.
+	relaunch bool
+	reason   string
+	verdict  retry.Verdict
+	exitCode int
+	tail     string
+	startErr error
+}
+
+// launched is a started attempt: its store record, process and staging.
+type launched struct {
+	a       store.Attempt
+	proc    *exec.Process
+	staging map[string]string // artifact -> staging dir
+	log     string
+}
+
+// attempt starts one attempt and waits for it to end or to lose its lease.
+func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput) attemptOutcome {
+	t := ts.t
+	lease := r.o.DefaultLease
+	var every time.Duration
+	if hb := t.Heartbeat; hb != nil {
+		if d, err := time.ParseDuration(hb.Lease); err == nil && d > 0 {
+			lease = d
+		}
+		if d, err := time.ParseDuration(hb.Every); err == nil && d > 0 {
+			every = d
+		}
+	}
+	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
+		Worker: r.o.Worker, Lease: lease})
+	if err != nil {
+		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: "store"}}
+	}
+	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
+	l, err := r.launch(ctx, t, a, inputs, every, lease)
+	if err != nil {
+		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
+		_ = r.st.FinishAttempt(context.WithoutCancel(ctx), a.AttemptRef, o)
+		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error()})
+		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: "start", Deterministic: true}}
+	}
+	lost := r.leases.watch(a.AttemptRef)
+	defer r.leases.unwatch(a.AttemptRef)
+	hb := newRenewer(r, a, t.Heartbeat != nil, lease, every)
+	tick := time.NewTicker(hb.period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.proc.Done():
+			return r.finishAttempt(ctx, ts, l)
+		case <-tick.C:
+			hb.tick(ctx)
+		case <-lost:
+			d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
+				Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: a.Number, LeaseExpired: true,
+				Budget: r.budget, Rand: r.rand})
+			r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
+				"relaunch": d.Retry, "reason": d.Reason})
+			if d.Retry {
+				r.adoptZombie(ts, l)
+				return attemptOutcome{number: a.Number, relaunch: true, reason: d.Reason}
+			}
+			// Not relaunched: the unknown attempt is still the task's only
+			// hope; keep waiting for it (its timeout still applies).
+			lost = nil
+		}
+	}
+}
+
+// launch prepares staging, environment and log, starts the process and
+// records its pid.
+func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attempt, inputs []boundInput, every, lease time.Duration) (*launched, error) {
+	l := &launched{a: a, staging: map[string]string{}}
+	env := exec.Env{}.Parse(exec.BaseEnv(r.o.Environ))
+	for k, v := range t.Env {
+		env[k] = v
+	}
+	parent := exec.Env{}.Parse(r.o.Environ)
+	var secrets []string
+	for _, name := range t.SecretEnv {
+		v, ok := parent[name]
+		if !ok {
+			return nil, fmt.Errorf("secret_env %s is not set in pipec's environment", name)
+		}
+		env[name] = v
+		secrets = append(secrets, v)
+	}
+	env["PIPEC_RUN_ID"] = r.runID
+	env["PIPEC_TASK"] = t.Name
+	env["PIPEC_ATTEMPT"] = strconv.Itoa(a.Number)
+	env["PIPEC_TOKEN"] = strconv.FormatInt(a.Token, 10)
+	env["PIPEC_INTERVAL_START"] = r.iv.Start.Format(time.RFC3339)
+	env["PIPEC_INTERVAL_END"] = r.iv.End.Format(time.RFC3339)
+	env["PIPEC_INTERVAL"] = r.iv.Key
+	env["PIPEC_CODE_VERSION"] = r.plan.CodeVersion
+	env["PIPEC_STATE"] = r.o.StatePath
+	for _, out := range t.Outputs {
+		dir, err := sink.NewStaging(filepath.Join(r.stateDir, "staging"), r.runID, t.Name, a.Number, out)
+		if err != nil {
+			return nil, err
+		}
+		l.staging[out] = dir
+		env["PIPEC_OUTPUT_"+out] = dir
+	}
+	for _, in := range inputs {
+		if in.dir == "" {
+			continue
+		}
+		for _, v := range in.vars {
+			env[v] = in.dir
+		}
+	}
+	if t.Heartbeat != nil {
+		hb := r.heartbeatPath(a.AttemptRef)
+		if err := os.MkdirAll(filepath.Dir(hb), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(hb, nil, 0o600); err != nil {
+			return nil, err
+		}
+		env["PIPEC_HEARTBEAT"] = hb
+		env["PIPEC_HEARTBEAT_EVERY"] = strconv.FormatFloat(every.Seconds(), 'f', -1, 64)
+	}
+	var timeout time.Duration
+	if t.Timeout != "" {
+		timeout, _ = time.ParseDuration(t.Timeout)
+	}
+	l.log = r.logPath(a.AttemptRef)
+	p, err := exec.Start(ctx, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
+		KillGrace: r.o.KillGrace, LogPath: l.log, Redact: secrets})
+	if err != nil {
+		return nil, err
+	}
+	l.proc = p
+	if _, err := r.st.MarkRunning(ctx, a.AttemptRef, p.PID(), lease); err != nil {
+		// The store refused: the attempt cannot be accounted for, so it
+		// must not run.
+		p.Stop()
+		p.Wait()
+		return nil, err
+	}
+	r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
+	return l, nil
+}
+
+// finishAttempt records how a (current) attempt ended and, on success,
+// audits and publishes its outputs.
+func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) attemptOutcome {
+	res := l.proc.Wait()
+	out := attemptOutcome{number: l.a.Number, exitCode: res.ExitCode}
+	fctx := context.WithoutCancel(ctx)
+	if res.Success() {
+		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+			out.verdict = retry.Verdict{Class: "store"}
+			out.tail = err.Error()
+			return out
+		}
+		r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
+		r.produce(ctx, ts.t, l, false)
+		out.succeeded = true
+		return out
+	}
+	out.verdict = r.classes.Classify(retry.Ending{ExitCode: res.ExitCode, TimedOut: res.TimedOut,
+		Signaled: res.Signal != 0 && !res.TimedOut && !res.Stopped, Output: res.Tail})
+	if res.Stopped {
+		out.verdict = retry.Verdict{Class: retry.Killed, Reason: "stopped by the runtime"}
+	}
+	out.tail = exec.LastLines(res.Tail, errorTailLines, errorTailBytes)
+	if out.tail == "" {
+		out.tail = res.Describe()
+	}
+	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail}
+	_ = r.st.FinishAttempt(fctx, l.a.AttemptRef, o)
+	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "failed", "class": out.verdict.Class,
+		"exit_code": res.ExitCode, "error": out.tail, "why": res.Describe()})
+	return out
+}
+
+func (r *runner) logPath(ref store.AttemptRef) string {
+	return filepath.Join(r.stateDir, "logs", filepath.FromSlash(ref.Run), ref.Task, strconv.Itoa(ref.Number)+".log")
+}
+
+func (r *runner) heartbeatPath(ref store.AttemptRef) string {
+	return filepath.Join(r.stateDir, "heartbeats", filepath.FromSlash(ref.Run), ref.Task, strconv.Itoa(ref.Number))
+}
+
+// policyOf converts the plan's retry policy.
+func policyOf(p *compiler.PlanRetry) *retry.Policy {
+	if p == nil {
+		return nil
+	}
+	parse := func(s string) time.Duration {
+		d, _ := time.ParseDuration(s)
+		return d
+	}
+	return &retry.Policy{Name: p.Policy, MaxAttempts: p.MaxAttempts, Initial: parse(p.Initial), Multiplier: p.Multiplier,
+		MaxDelay: parse(p.MaxDelay), Jitter: strings.ToLower(p.Jitter), MaxElapsed: parse(p.MaxElapsed), On: p.On}
+}
