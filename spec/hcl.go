@@ -267,7 +267,7 @@ func (l *hclLoader) decodeFile(body *hclsyntax.Body, parts []*bodyPart) *Pipelin
 // merged and duplicates across them are found.
 type bodyPart struct {
 	p           Pipeline
-	codeVersion *hcl.Attribute
+	codeVersion *hclsyntax.Attribute
 	schedules   []*Schedule
 	budgets     []*RetryBudget
 }
@@ -275,40 +275,42 @@ type bodyPart struct {
 // decodePipelineBody decodes the items of (a piece of) a pipeline body.
 func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 	part := &bodyPart{}
-	content, hds := body.Content(pipelineSchema)
-	l.addHCL(hds)
-	if a := content.Attributes["code_version"]; a != nil {
+	p := &part.p
+	blocks := l.content(body, pipelineSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
 		part.codeVersion = a
-		part.p.Attrs.Set("code_version", l.rng(a.Range))
 		if s, ok := l.str(a.Name, a.Expr); ok {
-			part.p.CodeVersion = s
+			p.CodeVersion = s
+		}
+	})
+	ntasks := 0
+	for _, b := range blocks {
+		if b.Type == "task" {
+			ntasks++
 		}
 	}
-	p := &part.p
-	for _, b := range content.Blocks {
-		bb, _ := b.Body.(*hclsyntax.Body)
-		if bb == nil {
-			continue
-		}
+	if ntasks > 0 {
+		p.Tasks = make([]Task, 0, ntasks)
+	}
+	for _, b := range blocks {
 		switch b.Type {
 		case "schedule":
-			part.schedules = append(part.schedules, l.schedule(b, bb))
+			part.schedules = append(part.schedules, l.schedule(b))
 		case "retry_budget":
-			part.budgets = append(part.budgets, l.budget(b, bb))
+			part.budgets = append(part.budgets, l.budget(b))
 		case "pool":
-			p.Pools = append(p.Pools, l.pool(b, bb))
+			p.Pools = append(p.Pools, l.pool(b))
 		case "error":
-			p.Errors = append(p.Errors, l.errorClass(b, bb))
+			p.Errors = append(p.Errors, l.errorClass(b))
 		case "retry":
-			p.Retries = append(p.Retries, l.retry(b, bb))
+			p.Retries = append(p.Retries, l.retry(b))
 		case "task":
-			p.Tasks = append(p.Tasks, l.task(b, bb))
+			p.Tasks = append(p.Tasks, l.task(b))
 		case "check":
-			p.Checks = append(p.Checks, l.check(b, bb))
+			p.Checks = append(p.Checks, l.check(b))
 		case "sink":
-			p.Sinks = append(p.Sinks, l.sink(b, bb))
+			p.Sinks = append(p.Sinks, l.sink(b))
 		case "publish":
-			p.Publishes = append(p.Publishes, l.publish(b, bb))
+			p.Publishes = append(p.Publishes, l.publish(b))
 		}
 	}
 	return part
@@ -319,12 +321,22 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 // labelled blocks of one type with one name. The second of a pair points at
 // the first and is dropped, so later stages do not report it again.
 func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
-	var cv *hcl.Attribute
-	n := 0
-	for _, part := range parts {
-		n += len(part.p.Tasks)
+	var cv *hclsyntax.Attribute
+	if len(parts) == 1 {
+		// Take the slices as they are rather than copy them.
+		part := parts[0].p
+		p.Pools, p.Errors, p.Retries, p.Tasks = part.Pools, part.Errors, part.Retries, part.Tasks
+		p.Checks, p.Sinks, p.Publishes = part.Checks, part.Sinks, part.Publishes
+		parts[0].p = Pipeline{Attrs: part.Attrs, CodeVersion: part.CodeVersion}
+	} else {
+		n := 0
+		for _, part := range parts {
+			n += len(part.p.Tasks)
+		}
+		if n > 0 {
+			p.Tasks = make([]Task, 0, n)
+		}
 	}
-	p.Tasks = make([]Task, 0, n)
 	for _, part := range parts {
 		if a := part.codeVersion; a != nil {
 			if cv != nil {
@@ -376,25 +388,24 @@ func dedupe[T any](l *hclLoader, blockType string, xs []T, named func(*T) *Named
 	if len(xs) < 2 {
 		return xs
 	}
-	first := make(map[string]diag.Range, len(xs))
+	first := make(map[string]int, len(xs))
 	out := xs[:0]
 	for i := range xs {
 		n := named(&xs[i])
 		if prev, dup := first[n.Name]; dup {
-			kind := blockKinds[blockType]
 			l.ds = append(l.ds, diag.Errorf(RuleSchema, n.NameRange,
-				"Duplicate %s block: a %s named %q was already declared at %s; names must be unique", blockType, kind, n.Name, prev))
+				"Duplicate %s block: a %s named %q was already declared at %s; names must be unique", blockType, blockKinds[blockType], n.Name, named(&out[prev]).Range))
 			continue
 		}
-		first[n.Name] = n.Range
+		first[n.Name] = len(out)
 		out = append(out, xs[i])
 	}
 	return out
 }
 
 // named fills the Named header of a labelled block.
-func (l *hclLoader) named(b *hcl.Block) Named {
-	n := Named{Range: l.rng(b.DefRange)}
+func (l *hclLoader) named(b *hclsyntax.Block) Named {
+	n := Named{Range: l.rng(b.DefRange())}
 	if len(b.Labels) > 0 {
 		n.Name = b.Labels[0]
 		n.NameRange = l.rng(b.LabelRanges[0])
@@ -406,24 +417,83 @@ func (l *hclLoader) named(b *hcl.Block) Named {
 }
 
 // content applies a schema to a block body and calls set for every attribute
-// written, in schema order, after recording its range in attrs.
-func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, attrs *Attrs, set func(a *hcl.Attribute)) []*hcl.Block {
-	c, hds := body.Content(schema)
-	l.addHCL(hds)
+// written, in schema order, after recording its range in attrs; it returns
+// the nested blocks the schema knows, with the right number of labels.
+//
+// Findings about the body's shape (unknown or missing arguments, unknown
+// blocks, wrong labels) are hcl's own, from Body.Content. Content allocates
+// several maps per call, so it runs only when a cheap pass over the body has
+// seen something wrong: on a clean body it would report nothing.
+func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, attrs *Attrs, set func(a *hclsyntax.Attribute)) []*hclsyntax.Block {
+	clean := true
+	for name := range body.Attributes {
+		if !schemaHasAttr(schema, name) {
+			clean = false
+			break
+		}
+	}
 	for _, s := range schema.Attributes {
-		a := c.Attributes[s.Name]
+		if s.Required && body.Attributes[s.Name] == nil {
+			clean = false
+		}
+	}
+	nblocks := 0
+	for _, b := range body.Blocks {
+		if labels, known := schemaLabels(schema, b.Type); known && labels == len(b.Labels) {
+			nblocks++
+		} else {
+			clean = false
+		}
+	}
+	if !clean {
+		_, hds := body.Content(schema)
+		l.addHCL(hds)
+	}
+	if attrs.Ranges == nil && len(body.Attributes) > 0 {
+		attrs.Ranges = make(map[string]diag.Range, len(body.Attributes))
+	}
+	for _, s := range schema.Attributes {
+		a := body.Attributes[s.Name]
 		if a == nil {
 			continue
 		}
-		attrs.Set(a.Name, l.rng(a.Range))
+		attrs.Set(a.Name, l.rng(a.SrcRange))
 		set(a)
 	}
-	return c.Blocks
+	if nblocks == 0 {
+		return nil
+	}
+	blocks := make([]*hclsyntax.Block, 0, nblocks)
+	for _, b := range body.Blocks {
+		if labels, known := schemaLabels(schema, b.Type); known && labels == len(b.Labels) {
+			blocks = append(blocks, b)
+		}
+	}
+	return blocks
 }
 
-func (l *hclLoader) schedule(b *hcl.Block, body *hclsyntax.Body) *Schedule {
-	s := &Schedule{Range: l.rng(b.DefRange)}
-	l.content(body, scheduleSchema, &s.Attrs, func(a *hcl.Attribute) {
+func schemaHasAttr(schema *hcl.BodySchema, name string) bool {
+	for _, s := range schema.Attributes {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// schemaLabels returns how many labels a known block type takes.
+func schemaLabels(schema *hcl.BodySchema, typ string) (int, bool) {
+	for _, s := range schema.Blocks {
+		if s.Type == typ {
+			return len(s.LabelNames), true
+		}
+	}
+	return 0, false
+}
+
+func (l *hclLoader) schedule(b *hclsyntax.Block) *Schedule {
+	s := &Schedule{Range: l.rng(b.DefRange())}
+	l.content(b.Body, scheduleSchema, &s.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "every":
 			s.Every, _ = l.duration(a)
@@ -444,9 +514,9 @@ func (l *hclLoader) schedule(b *hcl.Block, body *hclsyntax.Body) *Schedule {
 	return s
 }
 
-func (l *hclLoader) budget(b *hcl.Block, body *hclsyntax.Body) *RetryBudget {
-	rb := &RetryBudget{Range: l.rng(b.DefRange)}
-	l.content(body, budgetSchema, &rb.Attrs, func(a *hcl.Attribute) {
+func (l *hclLoader) budget(b *hclsyntax.Block) *RetryBudget {
+	rb := &RetryBudget{Range: l.rng(b.DefRange())}
+	l.content(b.Body, budgetSchema, &rb.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "ratio":
 			rb.Ratio, _ = l.float(a)
@@ -457,17 +527,17 @@ func (l *hclLoader) budget(b *hcl.Block, body *hclsyntax.Body) *RetryBudget {
 	return rb
 }
 
-func (l *hclLoader) pool(b *hcl.Block, body *hclsyntax.Body) Pool {
+func (l *hclLoader) pool(b *hclsyntax.Block) Pool {
 	p := Pool{Named: l.named(b)}
-	l.content(body, poolSchema, &p.Attrs, func(a *hcl.Attribute) {
+	l.content(b.Body, poolSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
 		p.Slots, _ = l.integer(a.Name, a.Expr, 1, math.MaxInt32)
 	})
 	return p
 }
 
-func (l *hclLoader) errorClass(b *hcl.Block, body *hclsyntax.Body) ErrorClass {
+func (l *hclLoader) errorClass(b *hclsyntax.Block) ErrorClass {
 	e := ErrorClass{Named: l.named(b)}
-	l.content(body, errorSchema, &e.Attrs, func(a *hcl.Attribute) {
+	l.content(b.Body, errorSchema, &e.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "exit_codes":
 			l.list(a, func(el hcl.Expression) {
@@ -484,9 +554,9 @@ func (l *hclLoader) errorClass(b *hcl.Block, body *hclsyntax.Body) ErrorClass {
 	return e
 }
 
-func (l *hclLoader) retry(b *hcl.Block, body *hclsyntax.Body) RetryPolicy {
+func (l *hclLoader) retry(b *hclsyntax.Block) RetryPolicy {
 	r := RetryPolicy{Named: l.named(b)}
-	l.content(body, retrySchema, &r.Attrs, func(a *hcl.Attribute) {
+	l.content(b.Body, retrySchema, &r.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "max_attempts":
 			r.MaxAttempts, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
@@ -509,9 +579,9 @@ func (l *hclLoader) retry(b *hcl.Block, body *hclsyntax.Body) RetryPolicy {
 	return r
 }
 
-func (l *hclLoader) task(b *hcl.Block, body *hclsyntax.Body) Task {
+func (l *hclLoader) task(b *hclsyntax.Block) Task {
 	t := Task{Named: l.named(b)}
-	blocks := l.content(body, taskSchema, &t.Attrs, func(a *hcl.Attribute) {
+	blocks := l.content(b.Body, taskSchema, &t.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "command":
 			t.Command = l.command(a)
@@ -555,14 +625,11 @@ func (l *hclLoader) task(b *hcl.Block, body *hclsyntax.Body) Task {
 		}
 	})
 	for _, nb := range blocks {
-		bb, _ := nb.Body.(*hclsyntax.Body)
-		if bb == nil {
-			continue
-		}
+		bb := nb.Body
 		switch nb.Type {
 		case "heartbeat":
-			h := &Heartbeat{Range: l.rng(nb.DefRange)}
-			l.content(bb, heartbeatSchema, &h.Attrs, func(a *hcl.Attribute) {
+			h := &Heartbeat{Range: l.rng(nb.DefRange())}
+			l.content(bb, heartbeatSchema, &h.Attrs, func(a *hclsyntax.Attribute) {
 				switch a.Name {
 				case "every":
 					h.Every, _ = l.duration(a)
@@ -571,13 +638,13 @@ func (l *hclLoader) task(b *hcl.Block, body *hclsyntax.Body) Task {
 				}
 			})
 			if t.Heartbeat != nil {
-				l.errorf(nb.DefRange, "Duplicate heartbeat block: a task has one heartbeat, and one was already declared at %s", t.Heartbeat.Range)
+				l.errorf(nb.DefRange(), "Duplicate heartbeat block: a task has one heartbeat, and one was already declared at %s", t.Heartbeat.Range)
 				continue
 			}
 			t.Heartbeat = h
 		case "failover":
-			f := &Failover{Range: l.rng(nb.DefRange)}
-			l.content(bb, failoverSchema, &f.Attrs, func(a *hcl.Attribute) {
+			f := &Failover{Range: l.rng(nb.DefRange())}
+			l.content(bb, failoverSchema, &f.Attrs, func(a *hclsyntax.Attribute) {
 				switch a.Name {
 				case "per_worker":
 					f.PerWorker, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
@@ -586,7 +653,7 @@ func (l *hclLoader) task(b *hcl.Block, body *hclsyntax.Body) Task {
 				}
 			})
 			if t.Failover != nil {
-				l.errorf(nb.DefRange, "Duplicate failover block: a task has one failover, and one was already declared at %s", t.Failover.Range)
+				l.errorf(nb.DefRange(), "Duplicate failover block: a task has one failover, and one was already declared at %s", t.Failover.Range)
 				continue
 			}
 			t.Failover = f
@@ -595,9 +662,9 @@ func (l *hclLoader) task(b *hcl.Block, body *hclsyntax.Body) Task {
 	return t
 }
 
-func (l *hclLoader) check(b *hcl.Block, body *hclsyntax.Body) Check {
+func (l *hclLoader) check(b *hclsyntax.Block) Check {
 	c := Check{Named: l.named(b)}
-	l.content(body, checkSchema, &c.Attrs, func(a *hcl.Attribute) {
+	l.content(b.Body, checkSchema, &c.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "input":
 			if r := l.ref(a, "artifact"); r != nil {
@@ -624,9 +691,9 @@ func (l *hclLoader) check(b *hcl.Block, body *hclsyntax.Body) Check {
 	return c
 }
 
-func (l *hclLoader) sink(b *hcl.Block, body *hclsyntax.Body) Sink {
+func (l *hclLoader) sink(b *hclsyntax.Block) Sink {
 	s := Sink{Named: l.named(b)}
-	l.content(body, sinkSchema, &s.Attrs, func(a *hcl.Attribute) {
+	l.content(b.Body, sinkSchema, &s.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "type":
 			s.Type, _ = l.str(a.Name, a.Expr)
@@ -641,9 +708,9 @@ func (l *hclLoader) sink(b *hcl.Block, body *hclsyntax.Body) Sink {
 	return s
 }
 
-func (l *hclLoader) publish(b *hcl.Block, body *hclsyntax.Body) Publish {
+func (l *hclLoader) publish(b *hclsyntax.Block) Publish {
 	p := Publish{Named: l.named(b)}
-	l.content(body, publishSchema, &p.Attrs, func(a *hcl.Attribute) {
+	l.content(b.Body, publishSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "artifact":
 			if r := l.ref(a, "artifact"); r != nil {
@@ -744,7 +811,7 @@ func (l *hclLoader) str(name string, e hcl.Expression) (string, bool) {
 	return v.AsString(), true
 }
 
-func (l *hclLoader) boolean(a *hcl.Attribute) (bool, bool) {
+func (l *hclLoader) boolean(a *hclsyntax.Attribute) (bool, bool) {
 	v, ok := l.value(a.Name, a.Expr)
 	if !ok {
 		return false, false
@@ -795,7 +862,7 @@ func (l *hclLoader) integer(name string, e hcl.Expression, min, max int64) (int,
 }
 
 // float returns a finite, non-negative number.
-func (l *hclLoader) float(a *hcl.Attribute) (float64, bool) {
+func (l *hclLoader) float(a *hclsyntax.Attribute) (float64, bool) {
 	f, ok := l.number(a.Name, a.Expr)
 	if !ok {
 		return 0, false
@@ -812,7 +879,7 @@ func (l *hclLoader) float(a *hcl.Attribute) (float64, bool) {
 	return v, true
 }
 
-func (l *hclLoader) duration(a *hcl.Attribute) (Duration, bool) {
+func (l *hclLoader) duration(a *hclsyntax.Attribute) (Duration, bool) {
 	s, ok := l.str(a.Name, a.Expr)
 	if !ok {
 		return 0, false
@@ -826,7 +893,7 @@ func (l *hclLoader) duration(a *hcl.Attribute) (Duration, bool) {
 }
 
 // enum returns a string that must be one of allowed.
-func (l *hclLoader) enum(a *hcl.Attribute, allowed ...string) (string, bool) {
+func (l *hclLoader) enum(a *hclsyntax.Attribute, allowed ...string) (string, bool) {
 	s, ok := l.str(a.Name, a.Expr)
 	if !ok {
 		return "", false
@@ -847,7 +914,7 @@ func (l *hclLoader) enum(a *hcl.Attribute, allowed ...string) (string, bool) {
 // list calls each for every element of a list attribute. A list written as
 // [...] gives each element its own expression, hence its own range; any other
 // expression that evaluates to a list gives every element the whole range.
-func (l *hclLoader) list(a *hcl.Attribute, each func(el hcl.Expression)) {
+func (l *hclLoader) list(a *hclsyntax.Attribute, each func(el hcl.Expression)) {
 	if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok {
 		for _, el := range tup.Exprs {
 			each(el)
@@ -870,7 +937,7 @@ func (l *hclLoader) list(a *hcl.Attribute, each func(el hcl.Expression)) {
 }
 
 // strings returns a list of strings.
-func (l *hclLoader) strings(a *hcl.Attribute) []string {
+func (l *hclLoader) strings(a *hclsyntax.Attribute) []string {
 	var out []string
 	l.list(a, func(el hcl.Expression) {
 		if s, ok := l.str(a.Name, el); ok {
@@ -881,7 +948,7 @@ func (l *hclLoader) strings(a *hcl.Attribute) []string {
 }
 
 // command returns a program and its arguments; it must name a program.
-func (l *hclLoader) command(a *hcl.Attribute) []string {
+func (l *hclLoader) command(a *hclsyntax.Attribute) []string {
 	cmd := l.strings(a)
 	if cmd == nil {
 		if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok && len(tup.Exprs) == 0 {
@@ -896,7 +963,7 @@ func (l *hclLoader) command(a *hcl.Attribute) []string {
 }
 
 // ref returns one name reference, validated with ValidName.
-func (l *hclLoader) ref(a *hcl.Attribute, kind string) *Ref {
+func (l *hclLoader) ref(a *hclsyntax.Attribute, kind string) *Ref {
 	return l.refExpr(a.Name, a.Expr, kind)
 }
 
@@ -913,7 +980,7 @@ func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
 }
 
 // refs returns a list of name references, each with its element's range.
-func (l *hclLoader) refs(a *hcl.Attribute, kind string) []Ref {
+func (l *hclLoader) refs(a *hclsyntax.Attribute, kind string) []Ref {
 	var out []Ref
 	l.list(a, func(el hcl.Expression) {
 		if r := l.refExpr(a.Name, el, kind); r != nil {
@@ -925,7 +992,7 @@ func (l *hclLoader) refs(a *hcl.Attribute, kind string) []Ref {
 
 // env returns a map of plain strings. Each entry's range (key through value)
 // is recorded as "env.KEY".
-func (l *hclLoader) env(a *hcl.Attribute, attrs *Attrs) map[string]string {
+func (l *hclLoader) env(a *hclsyntax.Attribute, attrs *Attrs) map[string]string {
 	obj, ok := a.Expr.(*hclsyntax.ObjectConsExpr)
 	if !ok {
 		v, ok := l.value(a.Name, a.Expr)
@@ -945,7 +1012,7 @@ func (l *hclLoader) env(a *hcl.Attribute, attrs *Attrs) map[string]string {
 			}
 			if l.envKey(k.AsString(), a.Expr.Range()) {
 				out[k.AsString()] = ev.AsString()
-				attrs.Set("env."+k.AsString(), l.rng(a.Range))
+				attrs.Set("env."+k.AsString(), l.rng(a.SrcRange))
 			}
 		}
 		return out
