@@ -10,7 +10,7 @@
 # Environment: RUNS (default 5), PIPEC_SHARED (default ../shared beside the
 # repository), PIPEC_BENCH_DIR (generated specs and tools; default
 # $TMPDIR/pipec-bench, reused between runs), SKIP_100K=1 to leave out the
-# 100,000-task spec.
+# 100,000-task spec, PHASES=0 to leave out the phase breakdown.
 #
 # Times are wall-clock, best of RUNS after one warm-up, measured with bash's
 # EPOCHREALTIME (no fork around the command); the two sides of a comparison
@@ -146,6 +146,7 @@ a=("$pipec" lint "$d10/pipeline.hcl") b=(actionlint -no-color "$d10/workflow.yml
 if ! command -v actionlint >/dev/null; then
 	skip "lint 10k HCL vs actionlint" "actionlint not installed"
 elif side_by_side a b; then
+	lint10=$BEST_A
 	compare "lint 10k HCL vs actionlint" "pipec" "$BEST_A" "actionlint" "$BEST_B" 1.5
 else
 	skip "lint 10k HCL vs actionlint" "$ERR"
@@ -164,11 +165,33 @@ a=("$pipec" lint "$work/100000/pipeline.hcl") b=("$pipec" lint "$d10/pipeline.hc
 if [[ ${SKIP_100K:-} == 1 ]]; then
 	skip "lint 100k vs 10k HCL" "SKIP_100K=1"
 elif side_by_side a b; then
+	lint10=${lint10:-$BEST_B}
 	compare "lint 100k vs 10k HCL" "100k" "$BEST_A" "10k" "$BEST_B" 12
 	rss=$(peak_rss_mib "${a[@]}")
 	record "$(printf '%-4s %-34s %s MiB (target < 1024 MiB)' "$( ((rss < 1024)) && echo PASS || echo FAIL)" "lint 100k HCL peak RSS" "$rss")"
 else
 	skip "lint 100k vs 10k HCL" "$ERR"
+fi
+
+# Where the time goes (information, no target): the same lint without GC and
+# on one core, then phase by phase in one process (bench/phases.go).
+info() { record "$(printf 'INFO %-34s %s' "$1" "$2")"; }
+if [[ -n $lint10 ]]; then
+	for variant in GOGC=off GOMAXPROCS=1; do
+		a=(env "$variant" "$pipec" lint "$d10/pipeline.hcl") b=(env "$pipec" lint "$d10/pipeline.hcl")
+		if side_by_side a b; then
+			info "lint 10k HCL, $variant" "$(ms "$BEST_A") vs $(ms "$BEST_B") as is"
+		fi
+	done
+fi
+if [[ ${PHASES:-1} == 1 ]]; then
+	go build -o "$work/bin/phases" bench/phases.go 2>"$work/phases.err" || say "bench: bench/phases.go does not build: $(head -2 "$work/phases.err" | tr '\n' ' ')"
+	for f in "$d10/pipeline.hcl" "$d10/pipeline.cue"; do
+		[[ -x $work/bin/phases ]] || break
+		say ""
+		"$work/bin/phases" -n "$runs" "$f" 2>&1 | sed 's/^/    /'
+	done
+	say ""
 fi
 
 orders=examples/orders/pipeline.hcl
