@@ -1,6 +1,11 @@
 package spec
 
 import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
@@ -43,6 +48,9 @@ type cueLoader struct {
 	parsed *ast.File
 	// fields indexes the fields of parsed by path; built only when needed.
 	fields *cueFieldIndex
+	// procs bounds how many goroutines evaluate a big plain file; 0 means
+	// GOMAXPROCS (tests set it to compare chunked and whole evaluation).
+	procs int
 	// cueFailed is set when CUE reported an error, so the decoder does not
 	// report a second time what CUE already said.
 	cueFailed bool
@@ -56,41 +64,171 @@ func (l *cueLoader) load() *Pipeline {
 	}
 	l.parsed = f
 
-	ctx := cuecontext.New()
-	sch := ctx.CompileString(schema.PipelineCUE, cue.Filename(schema.PipelineFilename))
-	if err := sch.Err(); err != nil {
-		// The schema is embedded and tested: this is a bug in pipec, reported
-		// as a finding on the file rather than a crash.
-		l.ds = append(l.ds, diag.Errorf(RuleSchema, l.fileStart(), "internal error: the embedded schema does not compile: %v", err))
-		return nil
-	}
-
 	if isPlainFile(f) {
-		return l.loadPlain(ctx, sch, f)
+		return l.loadPlain(f)
 	}
-	return l.loadEvaluated(ctx, sch, f)
-}
-
-// loadPlain evaluates a plain-data file with the schema in scope, then reads
-// the pipeline from the (merged) syntax tree.
-func (l *cueLoader) loadPlain(ctx *cue.Context, sch cue.Value, f *ast.File) *Pipeline {
-	merged := mergeFile(f)
-	// Constrain every pipeline with the schema. The constraint is parsed as if
-	// it were part of the schema file, so its positions are never the author's.
-	constraint, err := parser.ParseFile(schema.PipelineFilename, "pipeline: [string]: #Pipeline")
+	ctx := cuecontext.New()
+	sch, err := compileSchema(ctx)
 	if err != nil {
 		l.ds = append(l.ds, diag.Errorf(RuleSchema, l.fileStart(), "internal error: %v", err))
 		return nil
 	}
-	merged.Decls = append(merged.Decls, constraint.Decls...)
-	v := ctx.BuildFile(merged, cue.Scope(sch))
-	if err := v.Validate(cue.Concrete(true)); err != nil {
-		l.addCUEErrors(err, "")
+	return l.loadEvaluated(ctx, sch, f)
+}
+
+// compileSchema compiles the embedded schema in ctx. It is embedded and
+// tested, so an error is a bug in pipec, reported as a finding rather than a
+// crash.
+func compileSchema(ctx *cue.Context) (cue.Value, error) {
+	sch := ctx.CompileString(schema.PipelineCUE, cue.Filename(schema.PipelineFilename))
+	if err := sch.Err(); err != nil {
+		return cue.Value{}, fmt.Errorf("the embedded schema does not compile: %w", err)
+	}
+	return sch, nil
+}
+
+// evaluatePlain evaluates one plain file (or a chunk of one, see splitPlain)
+// with every pipeline constrained by the schema, in a context of its own,
+// and returns CUE's errors.
+func evaluatePlain(f *ast.File) error {
+	ctx := cuecontext.New()
+	sch, err := compileSchema(ctx)
+	if err != nil {
+		return err
+	}
+	// The constraint is parsed as if it were part of the schema file, so its
+	// positions are never taken for the author's.
+	constraint, err := parser.ParseFile(schema.PipelineFilename, "pipeline: [string]: #Pipeline")
+	if err != nil {
+		return err
+	}
+	withSchema := *f
+	withSchema.Decls = append(slices.Clip(f.Decls), constraint.Decls...)
+	return ctx.BuildFile(&withSchema, cue.Scope(sch)).Validate(cue.Concrete(true))
+}
+
+// splitPlain splits a merged plain file into at most n files that CUE can
+// evaluate concurrently: the largest set of named elements of the pipeline
+// (the tasks, in a big spec) is shared out, the first file keeping all the
+// rest. In plain data each element is checked against the schema on its own,
+// so the chunks report exactly the errors the whole file would. Small files,
+// and files that are not exactly one pipeline, stay whole.
+func splitPlain(f *ast.File, n int) []*ast.File {
+	const minPerChunk = 1000
+	whole := []*ast.File{f}
+	if n < 2 {
+		return whole
+	}
+	// Find pipeline: NAME: {..., big: {e1, e2, ...}, ...}.
+	var pf *ast.Field
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.Field); ok && plainLabel(fd.Label) == KindPipeline {
+			if pf != nil {
+				return whole
+			}
+			pf = fd
+		}
+	}
+	if pf == nil {
+		return whole
+	}
+	ps, ok := pf.Value.(*ast.StructLit)
+	if !ok || len(ps.Elts) != 1 {
+		return whole
+	}
+	nf, ok := ps.Elts[0].(*ast.Field)
+	if !ok {
+		return whole
+	}
+	body, ok := nf.Value.(*ast.StructLit)
+	if !ok {
+		return whole
+	}
+	big := -1
+	for i, d := range body.Elts {
+		if fd, ok := d.(*ast.Field); ok {
+			if st, ok := fd.Value.(*ast.StructLit); ok && (big < 0 || len(st.Elts) > len(body.Elts[big].(*ast.Field).Value.(*ast.StructLit).Elts)) {
+				big = i
+			}
+		}
+	}
+	if big < 0 {
+		return whole
+	}
+	bf := body.Elts[big].(*ast.Field)
+	elems := bf.Value.(*ast.StructLit).Elts
+	n = min(n, len(elems)/minPerChunk)
+	if n < 2 {
+		return whole
+	}
+	// wrap rebuilds pipeline: NAME: {decls} around decls, with fresh nodes so
+	// no node is shared between the files evaluated concurrently.
+	wrap := func(decls []ast.Decl) ast.Decl {
+		field := func(label ast.Label, elts []ast.Decl) *ast.Field {
+			return &ast.Field{Label: copyLabel(label), Value: &ast.StructLit{Elts: elts}}
+		}
+		return field(pf.Label, []ast.Decl{field(nf.Label, decls)})
+	}
+	var out []*ast.File
+	size := (len(elems) + n - 1) / n
+	for start := 0; start < len(elems); start += size {
+		part := &ast.Field{Label: copyLabel(bf.Label), Value: &ast.StructLit{Elts: elems[start:min(start+size, len(elems))]}}
+		c := &ast.File{Filename: f.Filename}
+		if start == 0 {
+			// The first chunk keeps the rest of the file and of the pipeline.
+			rest := slices.Clone(body.Elts)
+			rest[big] = part
+			for _, d := range f.Decls {
+				if d == ast.Decl(pf) {
+					d = wrap(rest)
+				}
+				c.Decls = append(c.Decls, d)
+			}
+		} else {
+			c.Decls = []ast.Decl{wrap([]ast.Decl{part})}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// copyLabel copies a label node, keeping its position.
+func copyLabel(l ast.Label) ast.Label {
+	switch x := l.(type) {
+	case *ast.Ident:
+		c := *x
+		return &c
+	case *ast.BasicLit:
+		c := *x
+		return &c
+	}
+	return l
+}
+
+// loadPlain evaluates a plain-data file with the schema in scope, then reads
+// the pipeline from the (merged) syntax tree.
+func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
+	merged := mergeFile(f)
+	procs := l.procs
+	if procs == 0 {
+		procs = runtime.GOMAXPROCS(0)
+	}
+	chunks := splitPlain(merged, procs)
+	errs := make([]error, len(chunks))
+	var wg sync.WaitGroup
+	for i, c := range chunks {
+		wg.Go(func() { errs[i] = evaluatePlain(c) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			l.addCUEErrors(err, "")
+		}
 	}
 	// A plain file has no definitions, hidden fields or embeddings, so its
 	// top level holds only the regular fields written there.
 	var pipelines []*ast.Field
-	for _, d := range merged.Decls[:len(merged.Decls)-len(constraint.Decls)] {
+	for _, d := range merged.Decls {
 		fd, ok := d.(*ast.Field)
 		if !ok {
 			continue

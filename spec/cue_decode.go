@@ -87,31 +87,36 @@ func (d *cueDecoder) mismatch(f *ast.Field, name, want string) {
 	d.l.schemaErr(d.valueRange(f), "%s: expected %s", name, want)
 }
 
-// structFields returns the fields of a struct value, or nil with ok false.
-func structFields(e ast.Expr) ([]*ast.Field, bool) {
+// structFields returns the fields of a struct value (an iterator, so a
+// decoder walking 10,000 tasks allocates nothing for it), and false when e is
+// not a struct. n is an upper bound of their number.
+func structFields(e ast.Expr) (fields func(yield func(*ast.Field) bool), n int, ok bool) {
 	st, ok := e.(*ast.StructLit)
 	if !ok {
-		return nil, false
+		return func(func(*ast.Field) bool) {}, 0, false
 	}
-	fs := make([]*ast.Field, 0, len(st.Elts))
-	for _, el := range st.Elts {
-		if f, ok := el.(*ast.Field); ok {
-			fs = append(fs, f)
+	return func(yield func(*ast.Field) bool) {
+		for _, el := range st.Elts {
+			if f, ok := el.(*ast.Field); ok && !yield(f) {
+				return
+			}
 		}
-	}
-	return fs, true
+	}, len(st.Elts), true
 }
 
 // each calls fn for every field of a struct value, once per label: a field
 // written twice with the same value (which CUE accepts) is read once, from its
 // first declaration, as the attrs record.
 func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name string, f *ast.Field)) {
-	fs, ok := structFields(f.Value)
+	fs, n, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, kind, "a struct")
 		return
 	}
-	for _, g := range fs {
+	if attrs.Ranges == nil {
+		attrs.Ranges = make(map[string]diag.Range, n)
+	}
+	for g := range fs {
 		name := fieldLabel(g.Label)
 		if name == "" || attrs.Has(name) {
 			continue
@@ -126,12 +131,12 @@ func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name 
 // named calls fn for each named element under a labelled field (the `extract`
 // in `task: extract: {...}`), after checking the name.
 func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Field)) {
-	fs, ok := structFields(f.Value)
+	fs, _, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, kind, "a struct of named "+kind+"s")
 		return
 	}
-	for _, g := range fs {
+	for g := range fs {
 		name := fieldLabel(g.Label)
 		if name == "" {
 			continue
@@ -160,11 +165,11 @@ func (d *cueDecoder) pipelines(fields []*ast.Field) *Pipeline {
 	var all []entry
 	for _, f := range fields {
 		d.enter(KindPipeline)
-		fs, ok := structFields(f.Value)
+		fs, _, ok := structFields(f.Value)
 		if !ok {
 			d.mismatch(f, KindPipeline, "a struct: pipeline: NAME: {...}")
 		}
-		for _, g := range fs {
+		for g := range fs {
 			name := fieldLabel(g.Label)
 			if name == "" {
 				continue
@@ -210,14 +215,17 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 	if !ValidName(name) {
 		d.l.schemaErr(r, "%s", NameError(KindPipeline, name))
 	}
-	fs, ok := structFields(f.Value)
+	fs, _, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, KindPipeline+" "+name, "a struct")
 		return p
 	}
-	for _, g := range fs {
+	for g := range fs {
 		key := fieldLabel(g.Label)
 		d.enter(key)
+		// Size each element list once: a Task is large, and growing a slice of
+		// 10,000 of them by doubling copies each several times.
+		_, n, _ := structFields(g.Value)
 		switch key {
 		case "code_version":
 			if !p.Has(key) {
@@ -235,18 +243,25 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 				p.RetryBudget = d.retryBudget(g)
 			}
 		case KindPool:
+			p.Pools = slices.Grow(p.Pools, n)
 			d.named(g, KindPool, func(n Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
 		case KindError:
+			p.Errors = slices.Grow(p.Errors, n)
 			d.named(g, KindError, func(n Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
 		case KindRetry:
+			p.Retries = slices.Grow(p.Retries, n)
 			d.named(g, KindRetry, func(n Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
 		case KindTask:
+			p.Tasks = slices.Grow(p.Tasks, n)
 			d.named(g, KindTask, func(n Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
 		case KindCheck:
+			p.Checks = slices.Grow(p.Checks, n)
 			d.named(g, KindCheck, func(n Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
 		case KindSink:
+			p.Sinks = slices.Grow(p.Sinks, n)
 			d.named(g, KindSink, func(n Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
 		case KindPublish:
+			p.Publishes = slices.Grow(p.Publishes, n)
 			d.named(g, KindPublish, func(n Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
 		default:
 			d.unknown(g, key, KindPipeline)
@@ -511,13 +526,13 @@ func (d *cueDecoder) publish(n Named, f *ast.Field) Publish {
 
 // env reads the env struct; each entry's range is recorded as "env.KEY".
 func (d *cueDecoder) env(f *ast.Field, attrs *Attrs) map[string]string {
-	fs, ok := structFields(f.Value)
+	fs, _, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, "env", "a struct of strings")
 		return nil
 	}
 	var env map[string]string
-	for _, g := range fs {
+	for g := range fs {
 		key := fieldLabel(g.Label)
 		if key == "" || attrs.Has("env."+key) {
 			continue
