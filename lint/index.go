@@ -1,0 +1,133 @@
+package lint
+
+import (
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/spec"
+)
+
+// Index holds the lookups rules share, built once per run in linear time, so
+// no rule searches the spec per element. Where a name is declared twice the
+// first declaration wins, as in the compiler (the loader reports the second).
+type Index struct {
+	Tasks    map[string]*spec.Task
+	Policies map[string]*spec.RetryPolicy
+	Classes  map[string]*spec.ErrorClass
+	Pools    map[string]*spec.Pool
+	Sinks    map[string]*spec.Sink
+	// ChecksOf maps an artifact to the checks that audit it, in spec order.
+	ChecksOf map[string][]*spec.Check
+	// Readers maps an artifact to the tasks that read it, at any offset.
+	Readers map[string][]*spec.Task
+	// Publishes maps an artifact to the publishes of it.
+	Publishes map[string][]*spec.Publish
+	// Producer maps an artifact to its producing task (the compiler's choice).
+	Producer map[string]*spec.Task
+}
+
+func newIndex(res *compiler.Result) *Index {
+	p := res.Spec
+	ix := &Index{
+		Tasks:     make(map[string]*spec.Task, len(p.Tasks)),
+		Policies:  map[string]*spec.RetryPolicy{},
+		Classes:   map[string]*spec.ErrorClass{},
+		Pools:     map[string]*spec.Pool{},
+		Sinks:     map[string]*spec.Sink{},
+		ChecksOf:  map[string][]*spec.Check{},
+		Readers:   map[string][]*spec.Task{},
+		Publishes: map[string][]*spec.Publish{},
+		Producer:  make(map[string]*spec.Task, len(res.Producer)),
+	}
+	for i := range p.Tasks {
+		t := &p.Tasks[i]
+		if _, dup := ix.Tasks[t.Name]; dup {
+			continue
+		}
+		ix.Tasks[t.Name] = t
+		for _, in := range t.Inputs {
+			if n := len(ix.Readers[in.Artifact]); n == 0 || ix.Readers[in.Artifact][n-1] != t {
+				ix.Readers[in.Artifact] = append(ix.Readers[in.Artifact], t)
+			}
+		}
+	}
+	for i := range p.Retries {
+		if _, dup := ix.Policies[p.Retries[i].Name]; !dup {
+			ix.Policies[p.Retries[i].Name] = &p.Retries[i]
+		}
+	}
+	for i := range p.Errors {
+		if _, dup := ix.Classes[p.Errors[i].Name]; !dup {
+			ix.Classes[p.Errors[i].Name] = &p.Errors[i]
+		}
+	}
+	for i := range p.Pools {
+		if _, dup := ix.Pools[p.Pools[i].Name]; !dup {
+			ix.Pools[p.Pools[i].Name] = &p.Pools[i]
+		}
+	}
+	for i := range p.Sinks {
+		if _, dup := ix.Sinks[p.Sinks[i].Name]; !dup {
+			ix.Sinks[p.Sinks[i].Name] = &p.Sinks[i]
+		}
+	}
+	seen := map[string]bool{}
+	for i := range p.Checks {
+		c := &p.Checks[i]
+		if seen[c.Name] {
+			continue
+		}
+		seen[c.Name] = true
+		ix.ChecksOf[c.Input.Name] = append(ix.ChecksOf[c.Input.Name], c)
+	}
+	clear(seen)
+	for i := range p.Publishes {
+		pub := &p.Publishes[i]
+		if seen[pub.Name] {
+			continue
+		}
+		seen[pub.Name] = true
+		ix.Publishes[pub.Artifact.Name] = append(ix.Publishes[pub.Artifact.Name], pub)
+	}
+	for a, t := range res.Producer {
+		ix.Producer[a] = ix.Tasks[t]
+	}
+	return ix
+}
+
+// Policy returns the task's retry policy, or nil when it has none or names an
+// undefined one (the compiler reports that).
+func (ix *Index) Policy(t *spec.Task) *spec.RetryPolicy {
+	if t.Retry == nil {
+		return nil
+	}
+	return ix.Policies[t.Retry.Name]
+}
+
+// MaxAttempts is the policy's attempt limit with the compiler's default
+// applied: 0 means unlimited.
+func MaxAttempts(r *spec.RetryPolicy) int {
+	if !r.Has("max_attempts") {
+		return compiler.DefaultMaxAttempts
+	}
+	return r.MaxAttempts
+}
+
+// Retries reports whether a policy retries at all: unlimited, or more than one
+// attempt.
+func Retries(r *spec.RetryPolicy) bool {
+	n := MaxAttempts(r)
+	return n == 0 || n > 1
+}
+
+// RetriesForever reports whether a policy has no bound: unlimited attempts and
+// no max_elapsed.
+func RetriesForever(r *spec.RetryPolicy) bool {
+	return MaxAttempts(r) == 0 && r.MaxElapsed == 0
+}
+
+// RetryingPolicy returns the task's policy when it retries, else nil.
+func (ix *Index) RetryingPolicy(t *spec.Task) *spec.RetryPolicy {
+	if r := ix.Policy(t); r != nil && Retries(r) {
+		return r
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package lint
+
+import (
+	"github.com/pipec/pipec/diag"
+)
+
+var ruleHeartbeatLease = Rule{
+	ID:       "heartbeat-lease",
+	Severity: diag.Warning,
+	Summary:  "a lease not longer than twice the heartbeat period, or a retried task with no timeout",
+	Doc: `A heartbeat lease that is not longer than twice the heartbeat period, or a task
+that is retried but has no timeout.
+
+A lease must survive one late or lost heartbeat: with lease <= 2 × every, a
+single delayed renewal (a GC pause, a slow network) expires the lease, the
+attempt becomes unknown and a second attempt is launched beside a healthy first
+one. A retried task with no timeout is the opposite failure: a hung attempt
+never fails, so it is never retried, and the run stalls with no alert.
+
+Bad:
+
+    pipeline "orders" {
+      retry "default" {
+        max_attempts = 3
+      }
+      task "extract" {
+        command = ["./extract.sh"]
+        retry   = "default"
+        heartbeat {
+          every = "30s"
+          lease = "45s"
+        }
+      }
+    }
+
+Fixed:
+
+    pipeline "orders" {
+      retry "default" {
+        max_attempts = 3
+      }
+      task "extract" {
+        command = ["./extract.sh"]
+        retry   = "default"
+        timeout = "20m"
+        heartbeat {
+          every = "10s"
+          lease = "60s"
+        }
+      }
+    }
+`,
+	Run: runHeartbeatLease,
+}
+
+func runHeartbeatLease(pass *Pass) error {
+	ix := pass.Index
+	for i := range pass.Spec.Tasks {
+		t := &pass.Spec.Tasks[i]
+		if ix.Tasks[t.Name] != t {
+			continue
+		}
+		if h := t.Heartbeat; h != nil && h.Every > 0 && h.Lease > 0 && h.Lease <= 2*h.Every {
+			pass.Reportf(h.At("lease", h.Range), "task %q has lease %s for heartbeats every %s: one late heartbeat expires the lease and a second attempt starts beside a live one; make the lease more than twice the period (e.g. %s)",
+				t.Name, h.Lease, h.Every, 6*h.Every)
+		}
+		if r := ix.RetryingPolicy(t); r != nil && t.Timeout == 0 {
+			pass.Reportf(t.Retry.Range, "task %q is retried by policy %q but has no timeout: a hung attempt never fails, so it is never retried and the run stalls; set timeout",
+				t.Name, r.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package lint
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/pipec/pipec/diag"
+)
+
+var ruleLocalArtifact = Rule{
+	ID:       "local-artifact",
+	Severity: diag.Warning,
+	Summary:  "an artifact or sink path on worker-local storage (/tmp, a relative path outside the workspace)",
+	Doc: `A sink path, a command argument, an env value or a check command that points
+at worker-local storage: /tmp, /var/tmp, /dev/shm, or (for a sink) a relative
+path that escapes the workspace with "..".
+
+A dependency is satisfied by an accepted artifact, never by a temporary path
+another worker cannot see: data written to /tmp on one worker is missing on the
+next (after a retry, a failover or a restart), and a path above the workspace
+depends on where the pipeline happens to be checked out. Write outputs to the
+staging directory pipec gives each attempt ($PIPEC_OUTPUT_<artifact>) and
+publish them through a sink inside the workspace or on shared storage.
+
+Bad:
+
+    pipeline "orders" {
+      task "extract" {
+        command = ["./extract.sh", "--out", "/tmp/raw_orders.csv"]
+      }
+      sink "warehouse" {
+        type = "directory"
+        path = "../warehouse/orders"
+      }
+    }
+
+Fixed:
+
+    pipeline "orders" {
+      task "extract" {
+        command = ["./extract.sh"]
+        outputs = ["raw_orders"]
+      }
+      sink "warehouse" {
+        type = "directory"
+        path = "warehouse/orders"
+      }
+    }
+`,
+	Run: runLocalArtifact,
+}
+
+// localDirs are worker-local temporary folders.
+var localDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+func runLocalArtifact(pass *Pass) error {
+	ix := pass.Index
+	for i := range pass.Spec.Sinks {
+		s := &pass.Spec.Sinks[i]
+		if ix.Sinks[s.Name] != s || strings.Contains(s.Path, "://") {
+			continue
+		}
+		if dir, ok := workerLocal(s.Path); ok {
+			pass.Reportf(s.At("path", s.Range), "sink %q writes to %q, under %s on one worker's disk: other workers and readers cannot see it; use a path in the workspace or on shared storage", s.Name, s.Path, dir)
+		} else if escapesWorkspace(s.Path) {
+			pass.Reportf(s.At("path", s.Range), "sink %q writes to %q, outside the workspace (it climbs out with ..): where that lands depends on where the pipeline is checked out; use a path inside the workspace or an absolute path on shared storage", s.Name, s.Path)
+		}
+	}
+	for i := range pass.Spec.Tasks {
+		t := &pass.Spec.Tasks[i]
+		if ix.Tasks[t.Name] != t {
+			continue
+		}
+		if arg, dir, ok := firstLocal(t.Command); ok {
+			pass.Reportf(t.At("command", t.Range), "task %q passes %q, under %s on one worker's disk: another worker cannot read it after a retry or failover; write outputs to $PIPEC_OUTPUT_<artifact> and declare them in outputs", t.Name, arg, dir)
+		}
+		for _, k := range sortedKeys(t.Env) {
+			if dir, ok := workerLocal(valuePath(t.Env[k])); ok {
+				pass.Reportf(t.At("env."+k, t.At("env", t.Range)), "task %q sets %s to %q, under %s on one worker's disk: another worker cannot read it after a retry or failover; use $PIPEC_OUTPUT_<artifact> for outputs", t.Name, k, t.Env[k], dir)
+			}
+		}
+	}
+	for i := range pass.Spec.Checks {
+		c := &pass.Spec.Checks[i]
+		if arg, dir, ok := firstLocal(c.Command); ok {
+			pass.Reportf(c.At("command", c.Range), "check %q passes %q, under %s on one worker's disk: the audit must read the artifact version it accepts, not a worker-local copy", c.Name, arg, dir)
+		}
+	}
+	return nil
+}
+
+// workerLocal reports whether p is a worker-local temporary path and under
+// which folder.
+func workerLocal(p string) (string, bool) {
+	if !strings.HasPrefix(p, "/") {
+		return "", false
+	}
+	clean := path.Clean(p)
+	for _, d := range localDirs {
+		if clean == d || strings.HasPrefix(clean, d+"/") {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// valuePath returns the path part of an argument: the value of --flag=PATH,
+// or the argument itself.
+func valuePath(arg string) string {
+	if strings.HasPrefix(arg, "-") {
+		if _, v, ok := strings.Cut(arg, "="); ok {
+			return v
+		}
+	}
+	return arg
+}
+
+func firstLocal(args []string) (arg, dir string, ok bool) {
+	for _, a := range args {
+		if d, ok := workerLocal(valuePath(a)); ok {
+			return a, d, true
+		}
+	}
+	return "", "", false
+}
+
+// escapesWorkspace reports whether a relative path leaves the spec's folder.
+func escapesWorkspace(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") {
+		return false
+	}
+	clean := path.Clean(p)
+	return clean == ".." || strings.HasPrefix(clean, "../")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,35 @@
+package lint
+
+import "github.com/pipec/pipec/diag"
+
+// ruleSyntax is reported by the loaders (spec.LoadHCL, spec.LoadCUE).
+var ruleSyntax = Rule{
+	ID:       "syntax",
+	Severity: diag.Error,
+	Summary:  "the file does not parse (HCL) or does not evaluate (CUE)",
+	Doc: `The file does not parse (HCL) or does not evaluate (CUE).
+
+Nothing else can be checked until the file parses, so pipec reports the parser's
+own message at the place it stopped. In CUE this includes conflicting values
+(a field given two different concrete values) and references that do not
+resolve.
+
+Reported by the loaders; it cannot be disabled or suppressed.
+
+Bad:
+
+    pipeline "orders" {
+      task "extract" {
+        command = ["./extract.sh"
+      }
+    }
+
+Fixed:
+
+    pipeline "orders" {
+      task "extract" {
+        command = ["./extract.sh"]
+      }
+    }
+`,
+}

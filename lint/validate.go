@@ -1,0 +1,61 @@
+package lint
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+var validID = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+
+// Validate refuses a rule set that would let docs rot or ids clash: every rule
+// needs a slug id (lower-case words joined by '-'), unique in the set, a
+// one-line summary, and a doc with a title line, a "Bad:" and a "Fixed:"
+// example, in that order.
+func Validate(rules []*Rule) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if !validID.MatchString(r.ID) {
+			errs = append(errs, fmt.Errorf("rule %q: id must be lower-case words joined by '-'", r.ID))
+		}
+		if seen[r.ID] {
+			errs = append(errs, fmt.Errorf("rule %q: declared twice", r.ID))
+		}
+		seen[r.ID] = true
+		if r.Summary == "" || strings.Contains(r.Summary, "\n") {
+			errs = append(errs, fmt.Errorf("rule %q: summary must be one non-empty line", r.ID))
+		}
+		doc := strings.TrimSpace(r.Doc)
+		if doc == "" {
+			errs = append(errs, fmt.Errorf("rule %q: empty doc", r.ID))
+			continue
+		}
+		bad, fixed := strings.Index(doc, "\nBad:\n"), strings.Index(doc, "\nFixed:\n")
+		if bad < 0 || fixed < bad {
+			errs = append(errs, fmt.Errorf("rule %q: doc needs a \"Bad:\" example followed by a \"Fixed:\" example", r.ID))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Examples returns the bad and fixed examples of a rule's doc, unindented.
+func Examples(r *Rule) (bad, fixed string) {
+	doc := r.Doc
+	_, rest, ok := strings.Cut(doc, "\nBad:\n")
+	if !ok {
+		return "", ""
+	}
+	bad, fixed, _ = strings.Cut(rest, "\nFixed:\n")
+	return unindent(bad), unindent(fixed)
+}
+
+func unindent(s string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(strings.Trim(s, "\n"), "\n") {
+		b.WriteString(strings.TrimPrefix(line, "    "))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
