@@ -11,5 +11,9 @@ func commands(io IO) []*cobra.Command {
 		newFmtCmd(io),
 		newLintCmd(io),
 		newVersionCmd(io),
+		newRunCmd(io),
+		newStatusCmd(io),
+		newEventsCmd(io),
+		newHeartbeatCmd(io),
 	}
 }

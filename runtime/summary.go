@@ -176,7 +176,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 		case PublishNotRun, PublishError:
 			fmt.Fprintf(&b, "  publish %s -> %s: %s (%s)\n", p.Name, p.Sink, p.Outcome, p.Error)
 		default:
-			fmt.Fprintf(&b, "  publish %s -> %s: %s, token %d, %s\n", p.Name, p.Sink, p.Outcome, p.Token, p.Version)
+			fmt.Fprintf(&b, "  publish %s -> %s: %s, token %d, %s\n", p.Name, p.Sink, p.Outcome, p.Token, ShortLabel(p.Version))
 			if p.Visible != "" {
 				fmt.Fprintf(&b, "          visible at %s\n", p.Visible)
 			}
@@ -191,6 +191,16 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ShortLabel shortens a version label's digest to 12 hex digits for people:
+// "orders_clean@2024-01-01#sha256:5b3fe0a3863c".
+func ShortLabel(label string) string {
+	i := strings.Index(label, "#sha256:")
+	if i < 0 || len(label) < i+len("#sha256:")+12 {
+		return label
+	}
+	return label[:i+len("#sha256:")+12]
 }
 
 func orDash(s string) string {

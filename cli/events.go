@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+type eventsOptions struct {
+	state string
+	json  bool
+}
+
+func newEventsCmd(io IO) *cobra.Command {
+	var opts eventsOptions
+	cmd := &cobra.Command{
+		Use:   "events RUN",
+		Short: "Show a run attempt by attempt (tokens, classes, exit codes, error tails, fenced publishes)",
+		Long: "Events shows what happened in one run (an id such as orders/2024-01-01/r1, as pipec status\n" +
+			"lists them): every attempt with its token, state, error class, exit code and the tail of its\n" +
+			"output (secrets redacted), then the run's event log, fenced publishes included.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runEvents(cmd.Context(), io, args[0], opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.state, "state", store.DefaultPath, "the state database")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the event log as JSON lines")
+	return cmd
+}
+
+func runEvents(ctx context.Context, io IO, id string, opts eventsOptions) error {
+	st, err := openExisting(ctx, opts.state)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	run, err := st.GetRun(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return usageErr("events: no run %q (pipec status lists the runs)", id)
+	}
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	evs, err := st.Events(ctx, id)
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	if opts.json {
+		enc := json.NewEncoder(io.Stdout)
+		for _, ev := range evs {
+			if err := enc.Encode(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	as, err := st.Attempts(ctx, id)
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s  %s  interval %s/%s  code_version %s\n", run.ID, run.State,
+		run.IntervalStart.Format(time.RFC3339), run.IntervalEnd.Format(time.RFC3339), orDash(run.CodeVersion))
+	b.WriteString("attempts:\n")
+	if len(as) == 0 {
+		b.WriteString("  none\n")
+	}
+	for _, a := range as {
+		line := fmt.Sprintf("  %s#%d  token %d  %s", a.Task, a.Number, a.Token, a.State)
+		if a.Class != "" {
+			line += "  class " + a.Class
+		}
+		if a.State == store.AttemptFailed {
+			line += fmt.Sprintf("  exit %d", a.ExitCode)
+		}
+		if !a.Ended.IsZero() && !a.Started.IsZero() {
+			line += "  " + a.Ended.Sub(a.Started).Round(time.Millisecond).String()
+		}
+		b.WriteString(line + "\n")
+		if a.ErrorTail != "" {
+			for _, l := range strings.Split(a.ErrorTail, "\n") {
+				b.WriteString("      | " + l + "\n")
+			}
+		}
+	}
+	b.WriteString("events:\n")
+	for _, ev := range evs {
+		who := ev.Task
+		if ev.Attempt > 0 {
+			who = fmt.Sprintf("%s#%d", ev.Task, ev.Attempt)
+		}
+		line := fmt.Sprintf("  %6d  %s  %-20s %s", ev.Seq, ev.Time.UTC().Format("15:04:05.000"), ev.Kind, who)
+		if len(ev.Payload) > 0 && string(ev.Payload) != "{}" && string(ev.Payload) != "null" {
+			line += "  " + string(ev.Payload)
+		}
+		if ev.Kind == store.EventPublishFenced {
+			line += "  <- FENCED"
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	_, err = fmt.Fprint(io.Stdout, b.String())
+	return err
+}

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+func newHeartbeatCmd(io IO) *cobra.Command {
+	return &cobra.Command{
+		Use:   "heartbeat",
+		Short: "Renew the lease of the task attempt that runs this command",
+		Long: "Heartbeat is for task scripts whose spec has a heartbeat block. Run it at least once per\n" +
+			"heartbeat period; it renews the attempt's lease in the state database, using the variables\n" +
+			"pipec gave the task: PIPEC_STATE, PIPEC_RUN_ID, PIPEC_TASK, PIPEC_ATTEMPT and PIPEC_TOKEN.\n\n" +
+			"Exit code 1 when the lease is lost (the attempt was declared unknown and a newer attempt\n" +
+			"may be running): stop working, whatever this attempt publishes will be fenced.\n" +
+			"Touching the file named by PIPEC_HEARTBEAT renews the lease just as well.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHeartbeat(cmd.Context(), io)
+		},
+	}
+}
+
+func runHeartbeat(ctx context.Context, io IO) error {
+	get := func(k string) (string, error) {
+		v := io.Getenv(k)
+		if v == "" {
+			return "", usageErr("heartbeat: %s is not set; run pipec heartbeat from a task that pipec run started", k)
+		}
+		return v, nil
+	}
+	var vals [5]string
+	for i, k := range []string{"PIPEC_STATE", "PIPEC_RUN_ID", "PIPEC_TASK", "PIPEC_ATTEMPT", "PIPEC_TOKEN"} {
+		v, err := get(k)
+		if err != nil {
+			return err
+		}
+		vals[i] = v
+	}
+	attempt, err := strconv.Atoi(vals[3])
+	if err != nil {
+		return usageErr("heartbeat: PIPEC_ATTEMPT=%q is not a number", vals[3])
+	}
+	token, err := strconv.ParseInt(vals[4], 10, 64)
+	if err != nil {
+		return usageErr("heartbeat: PIPEC_TOKEN=%q is not a number", vals[4])
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st, err := store.Open(ctx, vals[0], store.Options{})
+	if err != nil {
+		return usageErr("heartbeat: state %s: %v", vals[0], err)
+	}
+	defer st.Close()
+	ref := store.AttemptRef{Run: vals[1], Task: vals[2], Number: attempt}
+	if err := st.RenewLease(ctx, ref, token, 0); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
+			fmt.Fprintf(io.Stderr, "pipec heartbeat: lease lost for %s attempt %d (token %d): stop; this attempt's output will be fenced\n",
+				ref.Task, ref.Number, token)
+			return silentExit(ExitFindings)
+		}
+		return &exitError{code: ExitFindings, err: err}
+	}
+	return nil
+}

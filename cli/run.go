@@ -1,0 +1,406 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+type runOptions struct {
+	interval string
+	state    string
+	seed     uint64
+	force    bool
+	json     bool
+	parallel int
+}
+
+func newRunCmd(io IO) *cobra.Command {
+	var opts runOptions
+	cmd := &cobra.Command{
+		Use:   "run SPEC|PLAN --interval DATE",
+		Short: "Compile and execute one interval with the local, fenced runtime",
+		Long: "Run executes one data interval of a pipeline on this machine: tasks in dependency order,\n" +
+			"each attempt with a fencing token, retries by error class, write-audit-publish of outputs.\n" +
+			"SPEC is a .hcl or .cue file; PLAN is a plan written by `pipec compile` (.json). Tasks run\n" +
+			"in the file's folder. A rerun of an interval reuses what the previous run completed.\n\n" +
+			"Exit code 1 when a task, check or publish failed.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("seed") {
+				opts.seed = randomSeed()
+			}
+			return runRun(cmd.Context(), io, args[0], opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.interval, "interval", "", "the interval's start: a date (2024-01-01) or an RFC 3339 time (required)")
+	f.StringVar(&opts.state, "state", store.DefaultPath, "the state database")
+	f.Uint64Var(&opts.seed, "seed", 0, "seed of the retry jitter (random when not given)")
+	f.BoolVar(&opts.force, "force", false, "rerun every task, even those a previous run of the interval completed")
+	f.BoolVar(&opts.json, "json", false, "write the event stream as JSON lines, then the summary")
+	f.IntVar(&opts.parallel, "parallel", 0, "tasks running at once (default: the number of CPUs)")
+	return cmd
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// loadPlan reads a spec (compiling it) or a compiled plan (.json). Findings
+// are printed; a spec with errors is exit code 1, unreadable input 2.
+func loadPlan(io IO, path string) (*compiler.Plan, error) {
+	if filepath.Ext(path) == ".json" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, usageErr("%v", unwrapPathError(err))
+		}
+		var p compiler.Plan
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, usageErr("%s: not a plan: %v", path, err)
+		}
+		if p.APIVersion != compiler.APIVersion {
+			return nil, usageErr("%s: apiVersion %q, want %q", path, p.APIVersion, compiler.APIVersion)
+		}
+		if d := compiler.Digest(&p); d != p.Digest {
+			return nil, usageErr("%s: the plan's digest does not match its content (edited by hand?); compile it again", path)
+		}
+		return &p, nil
+	}
+	c, err := compileFile(path)
+	if err != nil {
+		return nil, err
+	}
+	printDiagsText(io, c.Diags, c.sources())
+	if c.Diags.HasErrors() || c.Result == nil || c.Result.Plan == nil {
+		return nil, silentExit(ExitFindings)
+	}
+	return c.Result.Plan, nil
+}
+
+func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
+	if opts.interval == "" {
+		return usageErr("run: --interval is required (the interval's start, such as --interval 2024-01-01)")
+	}
+	plan, err := loadPlan(io, path)
+	if err != nil {
+		return err
+	}
+	if _, err := runtime.ResolveInterval(plan.Schedule, opts.interval); err != nil {
+		return usageErr("%v", err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := store.Open(ctx, opts.state, store.Options{})
+	if err != nil {
+		return usageErr("state %s: %v", opts.state, err)
+	}
+	defer st.Close()
+
+	var pr progress
+	switch {
+	case opts.json:
+		pr = &jsonProgress{enc: json.NewEncoder(io.Stdout)}
+	case io.StdoutTTY:
+		pr = newLiveProgress(io, plan)
+	default:
+		pr = &lineProgress{io: io}
+	}
+	sum, err := runtime.Run(ctx, runtime.Options{
+		Plan:      plan,
+		BaseDir:   filepath.Dir(path),
+		Interval:  opts.interval,
+		Store:     st,
+		StatePath: opts.state,
+		Seed:      opts.seed,
+		Force:     opts.force,
+		Parallel:  opts.parallel,
+		Environ:   os.Environ(),
+		OnEvent:   pr.event,
+	})
+	pr.done()
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	relativize(sum)
+	if opts.json {
+		if err := json.NewEncoder(io.Stdout).Encode(map[string]any{"kind": "run.summary", "summary": sum}); err != nil {
+			return err
+		}
+	} else {
+		if !io.StdoutTTY {
+			fmt.Fprintln(io.Stdout)
+		}
+		if err := sum.WriteText(io.Stdout); err != nil {
+			return err
+		}
+	}
+	if sum.Failed {
+		return silentExit(ExitFindings)
+	}
+	return nil
+}
+
+// relativize prints sink paths relative to the working directory when they
+// are inside it, so the summary reads like a command to type.
+func relativize(sum *runtime.Summary) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	rel := func(p string) string {
+		if r, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+		return p
+	}
+	for i := range sum.Publish {
+		if sum.Publish[i].Visible != "" {
+			sum.Publish[i].Visible = rel(sum.Publish[i].Visible)
+		}
+		if sum.Publish[i].VersionDir != "" {
+			sum.Publish[i].VersionDir = rel(sum.Publish[i].VersionDir)
+		}
+	}
+}
+
+// progress shows the run's events as they happen.
+type progress interface {
+	event(runtime.Event)
+	done()
+}
+
+// jsonProgress writes each event as one JSON line.
+type jsonProgress struct{ enc *json.Encoder }
+
+func (p *jsonProgress) event(ev runtime.Event) { _ = p.enc.Encode(ev) }
+func (p *jsonProgress) done()                  {}
+
+// lineProgress prints one line per state change (CI, pipes).
+type lineProgress struct{ io IO }
+
+func (p *lineProgress) event(ev runtime.Event) {
+	if line := describeEvent(ev); line != "" {
+		fmt.Fprintln(p.io.Stdout, line)
+	}
+}
+func (p *lineProgress) done() {}
+
+// liveProgress keeps a status line at the bottom of the terminal (tasks
+// running, done, failed, retrying with their next delay) and prints the
+// state changes that matter above it.
+type liveProgress struct {
+	io       IO
+	mu       sync.Mutex
+	total    int
+	running  map[string]bool
+	retrying map[string]time.Time
+	done_    int
+	failed   int
+	ticker   *time.Ticker
+	stop     chan struct{}
+}
+
+func newLiveProgress(io IO, plan *compiler.Plan) *liveProgress {
+	p := &liveProgress{io: io, total: len(plan.Tasks), running: map[string]bool{}, retrying: map[string]time.Time{},
+		ticker: time.NewTicker(200 * time.Millisecond), stop: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case <-p.ticker.C:
+				p.mu.Lock()
+				p.redraw()
+				p.mu.Unlock()
+			case <-p.stop:
+				return
+			}
+		}
+	}()
+	return p
+}
+
+func (p *liveProgress) event(ev runtime.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Kind {
+	case store.EventAttemptRunning:
+		p.running[ev.Task] = true
+		delete(p.retrying, ev.Task)
+	case runtime.EventAttemptRetry:
+		delete(p.running, ev.Task)
+		if ms, ok := ev.Data["delay_ms"].(int64); ok {
+			p.retrying[ev.Task] = time.Now().Add(time.Duration(ms) * time.Millisecond)
+		}
+	case runtime.EventTaskSucceeded, runtime.EventTaskReused:
+		delete(p.running, ev.Task)
+		p.done_++
+	case runtime.EventTaskFailed, runtime.EventTaskNotRun:
+		delete(p.running, ev.Task)
+		delete(p.retrying, ev.Task)
+		p.failed++
+	}
+	if important(ev.Kind) {
+		fmt.Fprintf(p.io.Stdout, "\r\033[K%s\n", describeEvent(ev))
+	}
+	p.redraw()
+}
+
+func (p *liveProgress) redraw() {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range p.running {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	line := fmt.Sprintf("%d/%d done, %d failed, %d running", p.done_, p.total, p.failed, len(names))
+	if len(names) > 0 {
+		shown := names
+		if len(shown) > 4 {
+			shown = shown[:4]
+		}
+		line += ": " + strings.Join(shown, ", ")
+		if len(names) > len(shown) {
+			line += ", ..."
+		}
+	}
+	var retr []string
+	for n, at := range p.retrying {
+		retr = append(retr, fmt.Sprintf("%s in %s", n, max(0, time.Until(at)).Round(100*time.Millisecond)))
+	}
+	sort.Strings(retr)
+	if len(retr) > 0 {
+		line += "; retrying " + strings.Join(retr, ", ")
+	}
+	fmt.Fprintf(p.io.Stdout, "\r\033[K%s", line)
+}
+
+func (p *liveProgress) done() {
+	close(p.stop)
+	p.ticker.Stop()
+	p.mu.Lock()
+	fmt.Fprint(p.io.Stdout, "\r\033[K")
+	p.mu.Unlock()
+}
+
+// important are the events the live view prints as lines.
+func important(kind string) bool {
+	switch kind {
+	case runtime.EventTaskFailed, runtime.EventTaskNotRun, runtime.EventAttemptRetry, runtime.EventAttemptLease,
+		runtime.EventCheckFailed, store.EventPublishFenced, store.EventPublishWon, store.EventAttemptUnknown,
+		runtime.EventPublishFailed, runtime.EventRunSuperseded, runtime.EventZombieKilled, runtime.EventSinkReconciled:
+		return true
+	}
+	return false
+}
+
+// describeEvent is the one-line form of a state change, or "" for events
+// that are not one (a version recorded, an attempt's pid).
+func describeEvent(ev runtime.Event) string {
+	who := ev.Task
+	if ev.Attempt > 0 {
+		who = fmt.Sprintf("%s#%d", ev.Task, ev.Attempt)
+	}
+	d := ev.Data
+	str := func(k string) string {
+		if v, ok := d[k]; ok && v != nil {
+			if k == "version" {
+				return runtime.ShortLabel(fmt.Sprint(v))
+			}
+			return fmt.Sprint(v)
+		}
+		return ""
+	}
+	switch ev.Kind {
+	case store.EventRunCreated:
+		return fmt.Sprintf("run %s started (interval %s)", ev.Run, str("interval"))
+	case runtime.EventRunSuperseded:
+		return fmt.Sprintf("run %s never finished; its attempts are fenced by this run's tokens", str("superseded"))
+	case runtime.EventSinkReconciled:
+		if e := str("error"); e != "" {
+			return fmt.Sprintf("sink %s: reconcile failed: %s", str("sink"), e)
+		}
+		return fmt.Sprintf("sink %s: %s link(s) repaired from the store (a publish whose response was lost)", str("sink"), str("links_repaired"))
+	case store.EventAttemptStarted:
+		return fmt.Sprintf("%s started, token %s", who, str("token"))
+	case store.EventAttemptFinished:
+		if str("state") == "succeeded" {
+			return fmt.Sprintf("%s succeeded", who)
+		}
+		return fmt.Sprintf("%s failed: class %s, %s", who, str("class"), str("why"))
+	case store.EventAttemptUnknown:
+		if d["relaunch"] == true {
+			return fmt.Sprintf("%s unknown: lease expired (token %s); relaunching without waiting for it", who, str("token"))
+		}
+		return fmt.Sprintf("%s unknown: lease expired (token %s); %s", who, str("token"), str("reason"))
+	case runtime.EventAttemptRetry:
+		return fmt.Sprintf("%s will retry in %s (class %s; attempt %s next)", who,
+			(time.Duration(toInt64(d["delay_ms"])) * time.Millisecond).String(), str("class"), str("next_attempt"))
+	case runtime.EventAttemptLease:
+		return fmt.Sprintf("%s relaunching: %s", ev.Task, str("reason"))
+	case runtime.EventZombieKilled:
+		return fmt.Sprintf("%s killed: %s", who, str("reason"))
+	case runtime.EventTaskSucceeded:
+		return fmt.Sprintf("%s done", ev.Task)
+	case runtime.EventTaskReused:
+		return fmt.Sprintf("%s reused (%s)", ev.Task, str("reason"))
+	case runtime.EventTaskFailed:
+		return fmt.Sprintf("%s FAILED: class %s (%s)", ev.Task, orDash(str("class")), str("reason"))
+	case runtime.EventTaskNotRun:
+		return fmt.Sprintf("%s not run: %s", ev.Task, str("reason"))
+	case runtime.EventCheckPassed:
+		return fmt.Sprintf("check %s passed on %s", str("check"), str("version"))
+	case runtime.EventCheckFailed:
+		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("version"), str("reason"))
+	case store.EventPublishWon, store.EventPublishIdempotent:
+		return fmt.Sprintf("publish %s -> %s: %s (%s, token %s)", str("publish"), str("sink"), strings.TrimPrefix(ev.Kind, "publish."),
+			str("version"), str("token"))
+	case store.EventPublishFenced:
+		return fmt.Sprintf("publish %s -> %s: FENCED, %s token %s is older than the pointer's %s", str("publish"), str("sink"),
+			who, str("token"), str("pointer_token"))
+	case runtime.EventPublishFailed:
+		return fmt.Sprintf("publish %s FAILED: %s", str("publish"), str("error"))
+	}
+	return ""
+}
+
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	case float64:
+		return int64(n)
+	}
+	return 0
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

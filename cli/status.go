@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+type statusOptions struct {
+	state    string
+	pipeline string
+	json     bool
+}
+
+func newStatusCmd(io IO) *cobra.Command {
+	var opts statusOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "List runs and their tasks' states",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), io, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.state, "state", store.DefaultPath, "the state database")
+	cmd.Flags().StringVar(&opts.pipeline, "pipeline", "", "only this pipeline's runs")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+// openExisting opens a state database that must already exist (status and
+// events never create one).
+func openExisting(ctx context.Context, path string) (*store.SQLite, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, usageErr("no state at %s: nothing has run here yet (or give --state)", path)
+		}
+		return nil, usageErr("%v", unwrapPathError(err))
+	}
+	st, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		return nil, usageErr("state %s: %v", path, err)
+	}
+	return st, nil
+}
+
+// taskStatus is a task's state in one run, as status prints it.
+type taskStatus struct {
+	Task     string `json:"task"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Token    int64  `json:"token,omitempty"`
+	Class    string `json:"class,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+type runStatusJSON struct {
+	ID       string       `json:"id"`
+	Pipeline string       `json:"pipeline"`
+	Interval string       `json:"interval"`
+	State    string       `json:"state"`
+	Created  time.Time    `json:"created"`
+	Finished *time.Time   `json:"finished,omitempty"`
+	Tasks    []taskStatus `json:"tasks"`
+}
+
+// taskStates folds a run's attempts and events into one state per task: the
+// runtime's verdict (task.succeeded, .failed, .not_run, .reused) when it
+// recorded one, else the last attempt's state (a run that crashed).
+func taskStates(as []store.Attempt, evs []store.Event) []taskStatus {
+	by := map[string]*taskStatus{}
+	get := func(name string) *taskStatus {
+		if by[name] == nil {
+			by[name] = &taskStatus{Task: name}
+		}
+		return by[name]
+	}
+	for _, a := range as {
+		ts := get(a.Task)
+		ts.Attempts = max(ts.Attempts, a.Number)
+		ts.State, ts.Token, ts.Class = string(a.State), a.Token, a.Class
+	}
+	for _, ev := range evs {
+		var st string
+		switch ev.Kind {
+		case runtime.EventTaskSucceeded:
+			st = runtime.TaskSucceeded
+		case runtime.EventTaskFailed:
+			st = runtime.TaskFailed
+		case runtime.EventTaskNotRun:
+			st = runtime.TaskNotRun
+		case runtime.EventTaskReused:
+			st = runtime.TaskReused
+		default:
+			continue
+		}
+		ts := get(ev.Task)
+		ts.State = st
+		var p map[string]any
+		if json.Unmarshal(ev.Payload, &p) == nil {
+			if r, ok := p["reason"].(string); ok && st != runtime.TaskSucceeded {
+				ts.Reason = r
+			}
+			if c, ok := p["class"].(string); ok {
+				ts.Class = c
+			}
+		}
+	}
+	var out []taskStatus
+	for _, name := range slices.Sorted(mapKeysOf(by)) {
+		out = append(out, *by[name])
+	}
+	return out
+}
+
+func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func runStatus(ctx context.Context, io IO, opts statusOptions) error {
+	st, err := openExisting(ctx, opts.state)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: opts.pipeline})
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	var out []runStatusJSON
+	for _, r := range runs {
+		as, err := st.Attempts(ctx, r.ID)
+		if err != nil {
+			return &exitError{code: ExitFindings, err: err}
+		}
+		evs, err := st.Events(ctx, r.ID)
+		if err != nil {
+			return &exitError{code: ExitFindings, err: err}
+		}
+		rs := runStatusJSON{ID: r.ID, Pipeline: r.Pipeline, Interval: r.Interval, State: string(r.State), Created: r.Created,
+			Tasks: taskStates(as, evs)}
+		if !r.Finished.IsZero() {
+			f := r.Finished
+			rs.Finished = &f
+		}
+		out = append(out, rs)
+	}
+	if opts.json {
+		if out == nil {
+			out = []runStatusJSON{}
+		}
+		enc := json.NewEncoder(io.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"runs": out})
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(io.Stdout, "no runs")
+		return nil
+	}
+	var b strings.Builder
+	for _, r := range out {
+		fmt.Fprintf(&b, "%s  %s\n", r.ID, r.State)
+		width := 4
+		for _, t := range r.Tasks {
+			width = max(width, len(t.Task))
+		}
+		for _, t := range r.Tasks {
+			line := fmt.Sprintf("  %-*s  %-9s", width, t.Task, t.State)
+			if t.Attempts > 0 {
+				line += fmt.Sprintf("  attempts %d  token %d", t.Attempts, t.Token)
+			}
+			if t.Class != "" {
+				line += "  class " + t.Class
+			}
+			if t.Reason != "" {
+				line += "  (" + t.Reason + ")"
+			}
+			b.WriteString(strings.TrimRight(line, " ") + "\n")
+		}
+	}
+	_, err = fmt.Fprint(io.Stdout, b.String())
+	return err
+}
