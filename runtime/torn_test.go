@@ -1,0 +1,276 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+const tornHCL = `
+pipeline "torn" {
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  retry "relaunch" {
+    max_attempts = 3
+    initial      = "10ms"
+    jitter       = "none"
+  }
+  task "write" {
+    command = ["./write.sh"]
+    outputs = ["part"]
+    retry   = "relaunch"
+    timeout = "30s"
+    heartbeat {
+      every = "50ms"
+      lease = "1s"
+    }
+  }
+  check "part_ok" {
+    input         = "part"
+    row_count_min = 100
+    row_count_max = 100
+    unique        = ["id"]
+  }
+  sink "out" {
+    type    = "directory"
+    path    = "out"
+    fencing = "token"
+  }
+  publish "part_out" {
+    artifact = "part"
+    sink     = "out"
+  }
+}
+`
+
+// write.sh writes 100 rows tagged with its attempt number in two halves.
+// Attempt 1 announces the middle (with its pid, the process group) and then
+// waits for the test's go-ahead while touching its heartbeat file: only a
+// SIGSTOP can make its lease expire.
+const tornScript = `set -eu
+out="$PIPEC_OUTPUT_part/part.csv"
+echo "id,attempt" > "$out"
+i=0
+while [ $i -lt 50 ]; do echo "$i,$PIPEC_ATTEMPT" >> "$out"; i=$((i+1)); done
+touch "$PIPEC_HEARTBEAT"
+if [ "$PIPEC_ATTEMPT" = 1 ]; then
+  echo $$ > half.tmp && mv half.tmp half
+  while [ ! -e go ]; do touch "$PIPEC_HEARTBEAT"; sleep 0.02; done
+fi
+while [ $i -lt 100 ]; do echo "$i,$PIPEC_ATTEMPT" >> "$out"; i=$((i+1)); done
+`
+
+// TestTornPartition is fault test 1 (with the reader of test 7): attempt 1
+// is stopped with SIGSTOP halfway through its output, its lease expires,
+// attempt 2 runs and publishes; attempt 1 is resumed, finishes and tries to
+// publish: it is fenced, and the visible output is entirely attempt 2's.
+// Readers resolving the sink during all of it only ever see one whole
+// audited version. Twenty rounds with varied timing.
+func TestTornPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	for i := 0; i < 20; i++ {
+		t.Run(fmt.Sprintf("round%02d", i), func(t *testing.T) {
+			t.Parallel()
+			tornRound(t, i)
+		})
+	}
+}
+
+func tornRound(t *testing.T, round int) {
+	f := newFixture(t, tornHCL, map[string]string{"write.sh": tornScript})
+	o := f.options("2024-01-01")
+	o.ZombieGrace = 20 * time.Second
+	var ev events
+	o.OnEvent = ev.add
+	done := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+
+	// Readers: resolve the visible link once per read and check what it shows.
+	d, err := sink.NewDirectory("out", filepath.Join(f.dir, "out"), "token", f.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopReaders := make(chan struct{})
+	var reads atomic.Int64
+	var rwg sync.WaitGroup
+	for k := 0; k < 2; k++ {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			for {
+				select {
+				case <-stopReaders:
+					return
+				default:
+				}
+				dir, err := d.Visible("2024-01-01")
+				if errors.Is(err, fs.ErrNotExist) {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if err != nil {
+					t.Errorf("reader: %v", err)
+					return
+				}
+				b, err := os.ReadFile(filepath.Join(dir, "part.csv"))
+				if err != nil {
+					t.Errorf("reader: %v", err)
+					return
+				}
+				if _, err := wholeVersion(string(b)); err != nil {
+					t.Errorf("reader saw a torn or partial version: %v", err)
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	stop := sync.OnceFunc(func() {
+		close(stopReaders)
+		rwg.Wait()
+	})
+	defer stop()
+
+	// Wait for attempt 1 to be halfway, then stop its whole process group.
+	pid := waitPID(t, filepath.Join(f.dir, "half"))
+	time.Sleep(time.Duration(round%5) * 30 * time.Millisecond)
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Attempt 2 must run and publish while attempt 1 is stopped.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p, err := f.st.Pointer(context.Background(), "out", "part", "2024-01-01")
+		if err == nil {
+			v, err := f.st.GetVersion(context.Background(), p.Version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Attempt == 1 {
+				t.Fatal("the stopped attempt 1 published")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(-pid, syscall.SIGCONT)
+			t.Fatalf("attempt 2 never published; events: %v", ev.kinds(""))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(time.Duration(round%4) * 25 * time.Millisecond)
+	if err := syscall.Kill(-pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var sum *Summary
+	select {
+	case sum = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not end")
+	}
+	if sum == nil {
+		return
+	}
+	if sum.Failed {
+		t.Fatalf("run failed:\n%s", sum.text())
+	}
+	// Attempt 1 finished, was audited, and its publish was fenced.
+	if len(sum.Fenced) != 1 || sum.Fenced[0].Attempt != 1 || sum.Fenced[0].Token >= sum.Fenced[0].HeldBy {
+		t.Fatalf("fenced = %+v\n%s", sum.Fenced, sum.text())
+	}
+	a1, err := f.st.GetAttempt(context.Background(), store.AttemptRef{Run: sum.Run.ID, Task: "write", Number: 1})
+	if err != nil || a1.State != store.AttemptSucceeded {
+		t.Errorf("attempt 1 = %+v, %v", a1, err)
+	}
+	evs, err := f.st.Events(context.Background(), sum.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unknown, fenced bool
+	for _, e := range evs {
+		unknown = unknown || (e.Kind == store.EventAttemptUnknown && e.Attempt == 1)
+		fenced = fenced || (e.Kind == store.EventPublishFenced && e.Attempt == 1)
+	}
+	if !unknown || !fenced {
+		t.Errorf("events lack attempt 1 unknown (%v) or fenced (%v)", unknown, fenced)
+	}
+	dir, err := d.Visible("2024-01-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "part.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := wholeVersion(string(b))
+	if err != nil || att == "1" {
+		t.Fatalf("visible output is attempt %q's (%v):\n%s", att, err, b)
+	}
+	stop()
+	if reads.Load() == 0 {
+		t.Error("the readers never saw a published version")
+	}
+}
+
+// wholeVersion checks that a part.csv is one attempt's complete output and
+// returns that attempt.
+func wholeVersion(s string) (string, error) {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if len(lines) != 101 || lines[0] != "id,attempt" {
+		return "", fmt.Errorf("%d lines, header %q", len(lines), lines[0])
+	}
+	att := ""
+	for i, l := range lines[1:] {
+		id, a, _ := strings.Cut(l, ",")
+		if id != strconv.Itoa(i) {
+			return "", fmt.Errorf("row %d is %q", i, l)
+		}
+		if att == "" {
+			att = a
+		} else if a != att {
+			return "", fmt.Errorf("rows from attempts %s and %s", att, a)
+		}
+	}
+	return att, nil
+}
+
+// waitPID waits for a file holding a pid.
+func waitPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return pid
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+	return 0
+}
