@@ -5,13 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DefaultPath is where pipec keeps its state, relative to the working
@@ -34,8 +36,9 @@ type Options struct {
 // small pool of read-only connections. Several handles and several processes
 // may open the same file.
 type SQLite struct {
-	path  string
-	clock Clock
+	path        string
+	clock       Clock
+	busyTimeout time.Duration
 
 	mu sync.Mutex // serializes this handle's write transactions
 	w  *sql.DB    // one connection, synchronous=NORMAL unless a durable write sets FULL
@@ -69,9 +72,12 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	}
 	f.Close()
 
+	// The write connection has no SQLite busy handler: SQLite's sleeps 1, 2,
+	// 5, 10... ms between tries, far longer than one of our transactions, so
+	// several handles racing for the write lock would mostly sleep. write
+	// retries BEGIN IMMEDIATE itself with short jittered pauses instead.
 	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(opt.BusyTimeout.Milliseconds()))
-	q.Set("_journal_mode", "WAL")
+	q.Set("_busy_timeout", "0")
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "1")
 	q.Set("_txlock", "immediate")
@@ -96,8 +102,21 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 
-	s := &SQLite{path: path, clock: opt.Clock, w: w, r: r}
-	if err := s.write(ctx, true, migrate); err != nil {
+	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r}
+	err = s.retryBusy(ctx, func() error {
+		var mode string
+		if err := s.w.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode); err != nil {
+			return err
+		}
+		if mode != "wal" {
+			return fmt.Errorf("journal_mode is %q, WAL is required", mode)
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.write(ctx, true, migrate)
+	}
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -165,7 +184,11 @@ func (s *SQLite) write(ctx context.Context, durable bool, fn func(context.Contex
 			conn.ExecContext(context.Background(), `PRAGMA synchronous=NORMAL`)
 		}()
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	var tx *sql.Tx
+	err = s.retryBusy(ctx, func() (err error) {
+		tx, err = conn.BeginTx(ctx, nil)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -174,6 +197,36 @@ func (s *SQLite) write(ctx context.Context, durable bool, fn func(context.Contex
 		return err
 	}
 	return tx.Commit()
+}
+
+// retryBusy runs fn until it does not fail with SQLITE_BUSY, pausing a
+// jittered, doubling 20µs..2ms between tries, for at most the busy timeout.
+// Only statements that take a lock before doing anything (BEGIN IMMEDIATE,
+// the journal mode switch) go through it, so retrying cannot repeat work.
+func (s *SQLite) retryBusy(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(s.busyTimeout)
+	pause := 20 * time.Microsecond
+	for {
+		err := fn()
+		if !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, 2*time.Millisecond)
+	}
+}
+
+// isBusy reports SQLITE_BUSY (any extended code): another connection holds
+// the lock.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // timeOf converts a stored time back; 0 is the zero time.

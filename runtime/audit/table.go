@@ -1,0 +1,301 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pipec/pipec/compiler"
+)
+
+// value is one cell: its text (a JSON string's contents, a CSV field, or the
+// compact JSON of any other JSON value) and whether it is null. An empty CSV
+// field is null; in JSON Lines, null is null and a missing key is a missing
+// column.
+type value struct {
+	text string
+	null bool
+}
+
+// row gives a row's cells by column; ok is false when the row has no such
+// column.
+type row func(col string) (v value, ok bool)
+
+// table accumulates the built-in assertions over every file of a version.
+type table struct {
+	c        compiler.PlanCheck
+	required []string // every column an assertion names, once, in order
+	rows     int
+	broken   bool     // a file did not parse; row counts would mislead
+	reasons  []string // in the order found: files sorted, lines ascending
+
+	nulls map[string]*finding // not_null, per column
+	// missing counts JSON Lines rows without a required column, per (file,
+	// column), in the order first seen.
+	missing      map[[2]string]*finding
+	missingOrder [][2]string
+	seen         map[string]string // unique key -> where first seen
+	dups         finding
+}
+
+// finding counts offending rows and keeps the first few places.
+type finding struct {
+	count    int
+	examples []string
+}
+
+func (f *finding) add(example string) {
+	f.count++
+	if len(f.examples) < maxExamples {
+		f.examples = append(f.examples, example)
+	}
+}
+
+// summary is "a, b, c" plus "(and N more)" past the examples.
+func (f *finding) summary() string {
+	s := strings.Join(f.examples, ", ")
+	if more := f.count - len(f.examples); more > 0 {
+		s += fmt.Sprintf(" (and %d more)", more)
+	}
+	return s
+}
+
+func assertTable(ctx context.Context, c compiler.PlanCheck, dir string) ([]string, error) {
+	files, err := dataFiles(dir)
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", c.Name, err)
+	}
+	if len(files) == 0 {
+		return []string{"no CSV (*.csv) or JSON Lines (*.jsonl, *.ndjson) file in the version"}, nil
+	}
+	t := &table{c: c, nulls: map[string]*finding{}, missing: map[[2]string]*finding{}, seen: map[string]string{}}
+	for _, cols := range [][]string{c.Columns, c.Unique, c.NotNull} {
+		for _, col := range cols {
+			if !contains(t.required, col) {
+				t.required = append(t.required, col)
+			}
+		}
+	}
+	for _, name := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil {
+			return nil, fmt.Errorf("check %s: %w", c.Name, err)
+		}
+		if kindOf(name) == "csv" {
+			err = t.readCSV(name, f)
+		} else {
+			err = t.readJSONL(name, f)
+		}
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("check %s: %s: %w", c.Name, name, err)
+		}
+	}
+	return t.verdict(), nil
+}
+
+// readCSV reads one CSV file whose first record is the header. The error is
+// for I/O only; a malformed file becomes a reason.
+func (t *table) readCSV(name string, r io.Reader) error {
+	cr := csv.NewReader(bufio.NewReader(r))
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err == io.EOF {
+		header, err = nil, nil // an empty file: no columns, no rows
+	}
+	if err != nil {
+		return t.parseError(name, err)
+	}
+	index := map[string]int{}
+	for i, h := range header {
+		if i == 0 {
+			h = strings.TrimPrefix(h, "\ufeff") // a byte order mark is not part of the name
+		}
+		if _, dup := index[h]; !dup {
+			index[h] = i
+		}
+	}
+	var absent []string
+	for _, col := range t.required {
+		if _, ok := index[col]; !ok {
+			absent = append(absent, col)
+		}
+	}
+	if len(absent) > 0 {
+		t.reasons = append(t.reasons, fmt.Sprintf("%s has no column %s", name, quoteList(absent)))
+	}
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return t.parseError(name, err)
+		}
+		line, _ := cr.FieldPos(0)
+		t.row(fmt.Sprintf("%s:%d", name, line), func(col string) (value, bool) {
+			i, ok := index[col]
+			if !ok {
+				return value{}, false
+			}
+			return value{text: rec[i], null: rec[i] == ""}, true
+		}, false)
+	}
+}
+
+// parseError turns a malformed file into a reason; I/O errors stay errors.
+func (t *table) parseError(name string, err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		t.broken = true
+		t.reasons = append(t.reasons, fmt.Sprintf("%s:%d: %v", name, pe.Line, pe.Err))
+		return nil
+	}
+	return err
+}
+
+// readJSONL reads one JSON Lines file: one JSON object a line, blank lines
+// ignored.
+func (t *table) readJSONL(name string, r io.Reader) error {
+	br := bufio.NewReader(r)
+	for line := 1; ; line++ {
+		text, err := br.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if trimmed := bytes.TrimSpace(text); len(trimmed) > 0 {
+			var obj map[string]json.RawMessage
+			if jerr := json.Unmarshal(trimmed, &obj); jerr != nil || obj == nil {
+				t.broken = true
+				t.reasons = append(t.reasons, fmt.Sprintf("%s:%d: not a JSON object", name, line))
+				return nil
+			}
+			t.row(fmt.Sprintf("%s:%d", name, line), func(col string) (value, bool) {
+				raw, ok := obj[col]
+				if !ok {
+					return value{}, false
+				}
+				return jsonValue(raw), true
+			}, true)
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+// jsonValue makes a JSON value comparable with a CSV field: a string is its
+// contents, null is null, anything else its compact JSON text.
+func jsonValue(raw json.RawMessage) value {
+	raw = bytes.TrimSpace(raw)
+	if string(raw) == "null" {
+		return value{null: true}
+	}
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return value{text: s}
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) == nil {
+		return value{text: buf.String()}
+	}
+	return value{text: string(raw)}
+}
+
+// row applies the per-row assertions. perRowColumns is true for JSON Lines,
+// where a column can be missing from one row; in CSV the header already said.
+func (t *table) row(loc string, get row, perRowColumns bool) {
+	t.rows++
+	if perRowColumns {
+		for _, col := range t.required {
+			if _, ok := get(col); !ok {
+				file, _, _ := strings.Cut(loc, ":")
+				k := [2]string{file, col}
+				f := t.missing[k]
+				if f == nil {
+					f = &finding{}
+					t.missing[k] = f
+					t.missingOrder = append(t.missingOrder, k)
+				}
+				f.add(loc)
+			}
+		}
+	}
+	for _, col := range t.c.NotNull {
+		if v, ok := get(col); ok && v.null {
+			f := t.nulls[col]
+			if f == nil {
+				f = &finding{}
+				t.nulls[col] = f
+			}
+			f.add(loc)
+		}
+	}
+	if len(t.c.Unique) > 0 {
+		key := make([]any, len(t.c.Unique))
+		for i, col := range t.c.Unique {
+			v, ok := get(col)
+			if !ok {
+				return // reported as a missing column; no cascade
+			}
+			if !v.null {
+				key[i] = v.text
+			}
+		}
+		b, _ := json.Marshal(key)
+		k := string(b)
+		if first, dup := t.seen[k]; dup {
+			t.dups.add(fmt.Sprintf("%s at %s repeats %s", k, loc, first))
+		} else {
+			t.seen[k] = loc
+		}
+	}
+}
+
+// verdict turns what was counted into reasons, in a fixed order: file
+// problems as found, missing JSON Lines columns, row counts, not_null by
+// column, unique.
+func (t *table) verdict() []string {
+	out := t.reasons
+	for _, k := range t.missingOrder {
+		f := t.missing[k]
+		out = append(out, fmt.Sprintf("%s: column %q missing in %d row(s): %s", k[0], k[1], f.count, f.summary()))
+	}
+	if !t.broken {
+		if lo := t.c.RowCountMin; lo != nil && t.rows < *lo {
+			out = append(out, fmt.Sprintf("row_count_min: %d row(s), want at least %d", t.rows, *lo))
+		}
+		if hi := t.c.RowCountMax; hi != nil && t.rows > *hi {
+			out = append(out, fmt.Sprintf("row_count_max: %d row(s), want at most %d", t.rows, *hi))
+		}
+	}
+	for _, col := range t.c.NotNull {
+		if f := t.nulls[col]; f != nil {
+			out = append(out, fmt.Sprintf("not_null: column %q is null in %d row(s): %s", col, f.count, f.summary()))
+		}
+	}
+	if t.dups.count > 0 {
+		out = append(out, fmt.Sprintf("unique (%s): %d duplicate row(s): %s", quoteList(t.c.Unique), t.dups.count, t.dups.summary()))
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
