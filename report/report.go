@@ -37,6 +37,41 @@ func (s Sources) Line(file string, n int) (string, bool) {
 	return strings.TrimSuffix(string(src), "\r"), true
 }
 
+// lines finds source lines by number in O(1) after one pass over each file,
+// so printing many findings on a large spec is not quadratic.
+type lines struct {
+	src    Sources
+	starts map[string][]int // byte offset of each line's start, per file
+}
+
+func (l *lines) line(file string, n int) (string, bool) {
+	src, ok := l.src[file]
+	if !ok || n < 1 {
+		return "", false
+	}
+	starts, ok := l.starts[file]
+	if !ok {
+		starts = []int{0}
+		for i, c := range src {
+			if c == '\n' {
+				starts = append(starts, i+1)
+			}
+		}
+		if l.starts == nil {
+			l.starts = map[string][]int{}
+		}
+		l.starts[file] = starts
+	}
+	if n > len(starts) {
+		return "", false
+	}
+	text := src[starts[n-1]:]
+	if j := bytes.IndexByte(text, '\n'); j >= 0 {
+		text = text[:j]
+	}
+	return strings.TrimSuffix(string(text), "\r"), true
+}
+
 // TextOptions controls the text format.
 type TextOptions struct {
 	// Color adds ANSI colours; callers enable it only on a terminal without NO_COLOR.
@@ -62,6 +97,7 @@ func Text(w io.Writer, ds diag.Diagnostics, src Sources, opt TextOptions) error 
 		return code + s + ansiReset
 	}
 	var b strings.Builder
+	idx := lines{src: src}
 	for _, d := range ds {
 		sevColor := ansiRed
 		switch d.Severity {
@@ -74,7 +110,7 @@ func Text(w io.Writer, ds diag.Diagnostics, src Sources, opt TextOptions) error 
 			b.WriteString(paint(ansiBold, loc) + ": ")
 		}
 		fmt.Fprintf(&b, "%s: %s %s\n", paint(sevColor, d.Severity.String()), d.Message, paint(ansiBold, "["+d.Rule+"]"))
-		if line, ok := src.Line(d.Range.Filename, d.Range.Start.Line); ok && d.Range.Start.Column >= 1 {
+		if line, ok := idx.line(d.Range.Filename, d.Range.Start.Line); ok && d.Range.Start.Column >= 1 {
 			b.WriteString(line)
 			b.WriteByte('\n')
 			b.WriteString(paint(ansiGreen, caret(line, d.Range)))

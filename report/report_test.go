@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -55,5 +56,40 @@ func TestTextLocations(t *testing.T) {
 	}, "\n")
 	if got := b.String(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestLineIndexMatchesSourcesLine keeps Text's line index and Sources.Line in
+// agreement on every line number, past the end, and on odd endings.
+func TestLineIndexMatchesSourcesLine(t *testing.T) {
+	src := Sources{"a": []byte("x\ny\r\n\nz"), "b": []byte("x\n"), "c": []byte(""), "d": []byte("\n\n")}
+	idx := lines{src: src}
+	for _, f := range []string{"a", "b", "c", "d", "missing"} {
+		for n := -1; n <= 6; n++ {
+			want, wok := src.Line(f, n)
+			got, gok := idx.line(f, n)
+			if got != want || gok != wok {
+				t.Errorf("%s line %d: index gives %q %v, Sources.Line %q %v", f, n, got, gok, want, wok)
+			}
+		}
+	}
+}
+
+// BenchmarkTextManyFindings prints one finding per line of a large spec: the
+// line lookup must not rescan the file for each finding.
+func BenchmarkTextManyFindings(b *testing.B) {
+	var src strings.Builder
+	var ds diag.Diagnostics
+	for i := 1; i <= 20000; i++ {
+		src.WriteString(`  task "t" { command = ["true"] }` + "\n")
+		ds = append(ds, diag.Diagnostic{Rule: "r", Message: "m", Range: diag.Range{Filename: "p.hcl",
+			Start: diag.Pos{Line: i, Column: 3}, End: diag.Pos{Line: i, Column: 7}}})
+	}
+	sources := Sources{"p.hcl": []byte(src.String())}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Text(io.Discard, ds, sources, TextOptions{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
