@@ -36,7 +36,7 @@ import (
 func LoadCUE(filename string, src []byte) (*Pipeline, diag.Diagnostics) {
 	l := &cueLoader{file: filename, src: src}
 	p := l.load()
-	return p, l.ds
+	return p, l.ds.Sort()
 }
 
 // cueLoader holds the state of one LoadCUE call.
@@ -51,9 +51,10 @@ type cueLoader struct {
 	// procs bounds how many goroutines evaluate a big plain file; 0 means
 	// GOMAXPROCS (tests set it to compare chunked and whole evaluation).
 	procs int
-	// cueFailed is set when CUE reported an error, so the decoder does not
-	// report a second time what CUE already said.
-	cueFailed bool
+	// cuePaths holds the paths CUE reported errors at, and cuePrefixes every
+	// ancestor of those, so the decoder does not report the same mistake
+	// again (see cueCovers).
+	cuePaths, cuePrefixes map[string]bool
 }
 
 func (l *cueLoader) load() *Pipeline {
@@ -240,7 +241,7 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 		}
 		pipelines = append(pipelines, fd)
 	}
-	d := &cueDecoder{l: l}
+	d := newCUEDecoder(l, false)
 	return d.pipelines(pipelines)
 }
 
@@ -254,7 +255,7 @@ func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) 
 	}
 	pv := v.LookupPath(cue.MakePath(cue.Str(KindPipeline)))
 	if !pv.Exists() {
-		return (&cueDecoder{l: l}).pipelines(nil)
+		return newCUEDecoder(l, false).pipelines(nil)
 	}
 	syn := pv.Syntax(cue.Final(), cue.Concrete(true), cue.Docs(false), cue.Definitions(false), cue.Hidden(false), cue.Optional(false), cue.Attributes(false))
 	st, ok := syn.(*ast.StructLit)
@@ -262,7 +263,7 @@ func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) 
 		// Already reported by CUE (the pipeline field is not a struct).
 		return nil
 	}
-	d := &cueDecoder{l: l, exported: true}
+	d := newCUEDecoder(l, true)
 	var fields []*ast.Field
 	for _, e := range st.Elts {
 		if fd, ok := e.(*ast.Field); ok {

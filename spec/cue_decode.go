@@ -25,22 +25,37 @@ import (
 type cueDecoder struct {
 	l        *cueLoader
 	exported bool
-	// path is the field path of the value being read; kept only when
-	// exported, to place values (it costs nothing to keep it empty).
+	// path is the field path of the value being read, as CUE spells it in
+	// its errors (pipeline.NAME.task.NAME.timeout).
 	path []string
+	// fields is spec.Fields, built once per load.
+	fields map[string][]Field
+}
+
+func newCUEDecoder(l *cueLoader, exported bool) *cueDecoder {
+	return &cueDecoder{l: l, exported: exported, fields: Fields()}
 }
 
 // enter pushes a label onto the path; leave pops it.
-func (d *cueDecoder) enter(name string) {
-	if d.exported {
-		d.path = append(d.path, name)
-	}
-}
+func (d *cueDecoder) enter(name string) { d.path = append(d.path, name) }
 
-func (d *cueDecoder) leave() {
-	if d.exported {
-		d.path = d.path[:len(d.path)-1]
+func (d *cueDecoder) leave() { d.path = d.path[:len(d.path)-1] }
+
+// report records a schema finding about the value at the current path (with
+// extra labels appended), unless CUE reported one there, above or below:
+// CUE says it better, and one mistake gets one finding. CUE does drop some
+// findings (a struct with a wrong value gets no "field not allowed" nor
+// "required" for its other fields), which the decoder then supplies.
+func (d *cueDecoder) report(r diag.Range, extra []string, format string, args ...any) {
+	path := append(slices.Clip(d.path), extra...)
+	if d.l.cueCovers(path) {
+		return
 	}
+	msg := fmt.Sprintf(format, args...)
+	if shown := displayPath(path); shown != "" {
+		msg = shown + ": " + msg
+	}
+	d.l.schemaErr(r, "%s", msg)
 }
 
 // labelRange is the range of the label of field f (the current path).
@@ -78,13 +93,9 @@ func (d *cueDecoder) elemRange(el ast.Expr, i int) diag.Range {
 	return d.l.nodeRange(el)
 }
 
-// mismatch reports a value the decoder cannot read, unless CUE already
-// reported a problem with the file.
-func (d *cueDecoder) mismatch(f *ast.Field, name, want string) {
-	if d.l.cueFailed {
-		return
-	}
-	d.l.schemaErr(d.valueRange(f), "%s: expected %s", name, want)
+// mismatch reports a value the decoder cannot read (see report).
+func (d *cueDecoder) mismatch(f *ast.Field, want string) {
+	d.report(d.valueRange(f), nil, "expected %s", want)
 }
 
 // structFields returns the fields of a struct value (an iterator, so a
@@ -110,7 +121,7 @@ func structFields(e ast.Expr) (fields func(yield func(*ast.Field) bool), n int, 
 func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name string, f *ast.Field)) {
 	fs, n, ok := structFields(f.Value)
 	if !ok {
-		d.mismatch(f, kind, "a struct")
+		d.mismatch(f, "a struct")
 		return
 	}
 	if attrs.Ranges == nil {
@@ -126,6 +137,11 @@ func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name 
 		fn(name, g)
 		d.leave()
 	}
+	for _, rf := range d.fields[kind] {
+		if rf.Required && !attrs.Has(rf.Name) {
+			d.report(d.labelRange(f), []string{rf.Name}, "field is required but not present")
+		}
+	}
 }
 
 // named calls fn for each named element under a labelled field (the `extract`
@@ -133,7 +149,7 @@ func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name 
 func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Field)) {
 	fs, _, ok := structFields(f.Value)
 	if !ok {
-		d.mismatch(f, kind, "a struct of named "+kind+"s")
+		d.mismatch(f, "a struct of named "+kind+"s")
 		return
 	}
 	for g := range fs {
@@ -149,7 +165,7 @@ func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Fi
 		if _, ok := g.Value.(*ast.StructLit); ok {
 			fn(Named{Name: name, NameRange: r, Range: r}, g)
 		} else {
-			d.mismatch(g, kind+" "+name, "a struct")
+			d.mismatch(g, "a struct")
 		}
 		d.leave()
 	}
@@ -167,7 +183,7 @@ func (d *cueDecoder) pipelines(fields []*ast.Field) *Pipeline {
 		d.enter(KindPipeline)
 		fs, _, ok := structFields(f.Value)
 		if !ok {
-			d.mismatch(f, KindPipeline, "a struct: pipeline: NAME: {...}")
+			d.mismatch(f, "a struct: pipeline: NAME: {...}")
 		}
 		for g := range fs {
 			name := fieldLabel(g.Label)
@@ -217,7 +233,7 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 	}
 	fs, _, ok := structFields(f.Value)
 	if !ok {
-		d.mismatch(f, KindPipeline+" "+name, "a struct")
+		d.mismatch(f, "a struct")
 		return p
 	}
 	for g := range fs {
@@ -291,10 +307,14 @@ func sortByName[T any](s []T, named func(*T) *Named) {
 // unknown reports a field the decoder does not know, unless CUE already
 // reported the file (it reports unknown fields itself).
 func (d *cueDecoder) unknown(f *ast.Field, name, kind string) {
-	if d.l.cueFailed || name == "" {
+	if name == "" {
 		return
 	}
-	d.l.schemaErr(d.labelRange(f), "%s: field not allowed in %s", name, kind)
+	msg := "field not allowed"
+	if s := suggestField(d.path); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	d.report(d.labelRange(f), nil, "%s", msg)
 }
 
 func (d *cueDecoder) schedule(f *ast.Field) *Schedule {
@@ -528,7 +548,7 @@ func (d *cueDecoder) publish(n Named, f *ast.Field) Publish {
 func (d *cueDecoder) env(f *ast.Field, attrs *Attrs) map[string]string {
 	fs, _, ok := structFields(f.Value)
 	if !ok {
-		d.mismatch(f, "env", "a struct of strings")
+		d.mismatch(f, "a struct of strings")
 		return nil
 	}
 	var env map[string]string
@@ -557,7 +577,7 @@ func (d *cueDecoder) str(f *ast.Field, name string) (string, bool) {
 	if s, ok := litString(f.Value); ok {
 		return s, true
 	}
-	d.mismatch(f, name, "a string")
+	d.mismatch(f, "a string")
 	return "", false
 }
 
@@ -579,7 +599,7 @@ func (d *cueDecoder) boolean(f *ast.Field, name string) (bool, bool) {
 			return false, true
 		}
 	}
-	d.mismatch(f, name, "true or false")
+	d.mismatch(f, "true or false")
 	return false, false
 }
 
@@ -620,7 +640,7 @@ func (d *cueDecoder) integer(f *ast.Field, name string) (int, bool) {
 func (d *cueDecoder) intExpr(f *ast.Field, e ast.Expr, name string) (int, bool) {
 	s, isInt, ok := litNumber(e)
 	if !ok || !isInt {
-		d.mismatch(f, name, "an integer")
+		d.mismatch(f, "an integer")
 		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 0)
@@ -641,7 +661,7 @@ func (d *cueDecoder) number(f *ast.Field, name string) (float64, bool) {
 		d.l.schemaErr(d.valueRange(f), "%s: %s is out of range", name, s)
 		return 0, false
 	}
-	d.mismatch(f, name, "a number")
+	d.mismatch(f, "a number")
 	return 0, false
 }
 
@@ -689,7 +709,7 @@ func (d *cueDecoder) ref(f *ast.Field, name, kind string) *Ref {
 func (d *cueDecoder) list(f *ast.Field, name, want string) ([]ast.Expr, bool) {
 	l, ok := f.Value.(*ast.ListLit)
 	if !ok {
-		d.mismatch(f, name, want)
+		d.mismatch(f, want)
 		return nil, false
 	}
 	return l.Elts, true
@@ -704,7 +724,7 @@ func (d *cueDecoder) strList(f *ast.Field, name string) ([]string, bool) {
 	for i, el := range els {
 		s, ok := litString(el)
 		if !ok {
-			d.elemMismatch(el, i, name, "a string")
+			d.elemMismatch(el, i, "a string")
 			continue
 		}
 		out = append(out, s)
@@ -712,10 +732,8 @@ func (d *cueDecoder) strList(f *ast.Field, name string) ([]string, bool) {
 	return out, true
 }
 
-func (d *cueDecoder) elemMismatch(el ast.Expr, i int, name, want string) {
-	if !d.l.cueFailed {
-		d.l.schemaErr(d.elemRange(el, i), "%s[%d]: expected %s", name, i, want)
-	}
+func (d *cueDecoder) elemMismatch(el ast.Expr, i int, want string) {
+	d.report(d.elemRange(el, i), []string{strconv.Itoa(i)}, "expected %s", want)
 }
 
 func (d *cueDecoder) intList(f *ast.Field, name string) []int {
@@ -726,7 +744,7 @@ func (d *cueDecoder) intList(f *ast.Field, name string) []int {
 	var out []int
 	for i, el := range els {
 		if _, isInt, ok := litNumber(el); !ok || !isInt {
-			d.elemMismatch(el, i, name, "an integer")
+			d.elemMismatch(el, i, "an integer")
 			continue
 		}
 		if v, ok := d.intExpr(f, el, fmt.Sprintf("%s[%d]", name, i)); ok {
@@ -745,7 +763,7 @@ func (d *cueDecoder) refList(f *ast.Field, name, kind string) []Ref {
 	for i, el := range els {
 		s, ok := litString(el)
 		if !ok {
-			d.elemMismatch(el, i, name, "a string")
+			d.elemMismatch(el, i, "a string")
 			continue
 		}
 		r := d.elemRange(el, i)
@@ -766,7 +784,7 @@ func (d *cueDecoder) inputs(f *ast.Field, name string) []Input {
 	for i, el := range els {
 		s, ok := litString(el)
 		if !ok {
-			d.elemMismatch(el, i, name, "a string")
+			d.elemMismatch(el, i, "a string")
 			continue
 		}
 		r := d.elemRange(el, i)

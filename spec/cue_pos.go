@@ -212,7 +212,6 @@ func (l *cueLoader) pathElemRange(path []string, i int) diag.Range {
 // incomplete value) is RuleSyntax. Every error is kept: CUE already reports
 // each problem once per place.
 func (l *cueLoader) addCUEErrors(err error, rule string) {
-	l.cueFailed = true
 	errs := cueerrors.Errors(err)
 	if len(errs) == 0 {
 		l.ds = append(l.ds, diag.Errorf(cmpOr(rule, RuleSyntax), l.fileStart(), "%v", err))
@@ -292,6 +291,31 @@ func (l *cueLoader) mergeDisjunction(head cueerrors.Error, rest []cueerrors.Erro
 	return d, used, true
 }
 
+// recordCUEPath notes that CUE reported an error at path, see cueCovers.
+func (l *cueLoader) recordCUEPath(path []string) {
+	if l.cuePaths == nil {
+		l.cuePaths, l.cuePrefixes = map[string]bool{}, map[string]bool{}
+	}
+	l.cuePaths[pathKey(path)] = true
+	for n := range len(path) {
+		l.cuePrefixes[pathKey(path[:n])] = true
+	}
+}
+
+// cueCovers reports whether CUE reported an error at path, at one of its
+// ancestors or below it.
+func (l *cueLoader) cueCovers(path []string) bool {
+	if l.cuePaths == nil {
+		return false
+	}
+	for n := len(path); n > 0; n-- {
+		if l.cuePaths[pathKey(path[:n])] {
+			return true
+		}
+	}
+	return l.cuePrefixes[pathKey(path)]
+}
+
 // trimFilePath drops the "#File" that starts the paths of errors found by
 // unifying a whole file with #File.
 func trimFilePath(path []string) []string {
@@ -312,6 +336,7 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 	format, args := e.Msg()
 	msg := fmt.Sprintf(format, args...)
 	path := trimFilePath(e.Path())
+	l.recordCUEPath(path)
 	positions := append([]token.Pos{e.Position()}, e.InputPositions()...)
 
 	inSchema := false

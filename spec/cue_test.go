@@ -6,8 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
+	"cuelang.org/go/cue/parser"
 
 	"github.com/pipec/pipec/diag"
 )
@@ -131,5 +137,161 @@ func TestLoadCUEErrors(t *testing.T) {
 			}
 			cueCheckGolden(t, strings.TrimSuffix(file, ".cue")+".out", cueDiagLines(ds))
 		})
+	}
+}
+
+// TestLoadCUEReadsEveryField loads a spec that writes every field of
+// spec.Fields and checks the loader recorded each one: a field added to the
+// table (and to pipeline.cue, see schema's test) but not read by the loader
+// fails here.
+func TestLoadCUEReadsEveryField(t *testing.T) {
+	file := filepath.Join("testdata", "cue", "ok", "orders.cue")
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ds := LoadCUE(file, src)
+	if len(ds) > 0 || p == nil {
+		t.Fatalf("load failed:\n%s", cueDiagLines(ds))
+	}
+	seen := map[string]map[string]bool{}
+	add := func(kind string, a Attrs) {
+		if seen[kind] == nil {
+			seen[kind] = map[string]bool{}
+		}
+		for name := range a.Ranges {
+			if !strings.Contains(name, ".") {
+				seen[kind][name] = true
+			}
+		}
+	}
+	add(KindPipeline, p.Attrs)
+	if p.Schedule != nil {
+		add(KindSchedule, p.Schedule.Attrs)
+	}
+	if p.RetryBudget != nil {
+		add(KindRetryBudget, p.RetryBudget.Attrs)
+	}
+	for _, x := range p.Pools {
+		add(KindPool, x.Attrs)
+	}
+	for _, x := range p.Errors {
+		add(KindError, x.Attrs)
+	}
+	for _, x := range p.Retries {
+		add(KindRetry, x.Attrs)
+	}
+	for _, x := range p.Tasks {
+		add(KindTask, x.Attrs)
+		if x.Heartbeat != nil {
+			add(KindHeartbeat, x.Heartbeat.Attrs)
+		}
+		if x.Failover != nil {
+			add(KindFailover, x.Failover.Attrs)
+		}
+	}
+	for _, x := range p.Checks {
+		add(KindCheck, x.Attrs)
+	}
+	for _, x := range p.Sinks {
+		add(KindSink, x.Attrs)
+	}
+	for _, x := range p.Publishes {
+		add(KindPublish, x.Attrs)
+	}
+	// Named elements are recorded as elements, not as attributes.
+	if len(p.Pools) > 0 {
+		seen[KindPipeline][KindPool] = true
+	}
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{{KindError, len(p.Errors)}, {KindRetry, len(p.Retries)}, {KindTask, len(p.Tasks)}, {KindCheck, len(p.Checks)}, {KindSink, len(p.Sinks)}, {KindPublish, len(p.Publishes)}} {
+		if k.n > 0 {
+			seen[KindPipeline][k.kind] = true
+		}
+	}
+	for kind, fields := range Fields() {
+		for _, f := range fields {
+			if !seen[kind][f.Name] {
+				t.Errorf("%s.%s is in spec.Fields but was not read from %s", kind, f.Name, file)
+			}
+			delete(seen[kind], f.Name)
+		}
+		for name := range seen[kind] {
+			t.Errorf("%s.%s was read but is not in spec.Fields", kind, name)
+		}
+	}
+}
+
+// TestLoadCUEChunked checks that evaluating a big spec in concurrent chunks
+// gives exactly the model and the findings of evaluating it whole.
+func TestLoadCUEChunked(t *testing.T) {
+	src := string(cueGenSpec(3000))
+	// Break a few tasks in each chunk, and the pipeline itself.
+	for _, bad := range []string{"t5", "t1500", "t2999"} {
+		src = strings.Replace(src, "task: "+bad+": {command: [\"true\"], timeout: \"1m\"", "task: "+bad+": {command: [\"true\"], timeout: 5, idempotnt: true", 1)
+	}
+	src = strings.Replace(src, "code_version: \"1\"", "code_version: 1", 1)
+	load := func(procs int) (*Pipeline, diag.Diagnostics) {
+		l := &cueLoader{file: "big.cue", src: []byte(src), procs: procs}
+		return l.load(), l.ds.Sort()
+	}
+	whole, wds := load(1)
+	chunked, cds := load(3)
+	if got, want := cueDiagLines(cds), cueDiagLines(wds); !bytes.Equal(got, want) {
+		t.Errorf("chunked findings differ\n--- chunked\n%s--- whole\n%s", got, want)
+	}
+	if len(wds) != 7 {
+		t.Errorf("want 7 findings (3 types, 3 unknown fields, 1 code_version), got:\n%s", cueDiagLines(wds))
+	}
+	if len(whole.Tasks) != 3000 || len(chunked.Tasks) != 3000 {
+		t.Fatalf("tasks: whole %d, chunked %d", len(whole.Tasks), len(chunked.Tasks))
+	}
+	if !reflect.DeepEqual(whole, chunked) {
+		t.Error("chunked model differs from the whole one")
+	}
+}
+
+// TestSplitPlain checks the chunks themselves: the elements are shared out
+// in order, and the first chunk keeps everything else.
+func TestSplitPlain(t *testing.T) {
+	src := cueGenSpec(2500)
+	f, err := parser.ParseFile("x.cue", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged := mergeFile(f)
+	if got := splitPlain(merged, 1); len(got) != 1 || got[0] != merged {
+		t.Errorf("one processor: want the file whole")
+	}
+	chunks := splitPlain(merged, 4)
+	if len(chunks) != 2 {
+		t.Fatalf("2500 tasks on 4 processors: want 2 chunks of at least 1000 tasks, got %d", len(chunks))
+	}
+	var names []string
+	for i, c := range chunks {
+		out, err := format.Node(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := cuecontext.New().CompileBytes(out)
+		if err := v.Err(); err != nil {
+			t.Fatalf("chunk %d does not compile: %v", i, err)
+		}
+		it, err := v.LookupPath(cue.ParsePath("pipeline.bench.task")).Fields()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it.Next() {
+			names = append(names, it.Selector().Unquoted())
+		}
+		hasRest := v.LookupPath(cue.ParsePath("pipeline.bench.retry")).Exists()
+		if hasRest != (i == 0) {
+			t.Errorf("chunk %d: holds the rest of the pipeline: %v", i, hasRest)
+		}
+	}
+	if len(names) != 2500 || names[0] != "t0" || names[1250] != "t1250" || names[2499] != "t2499" {
+		t.Errorf("tasks not shared out in order: %d, %v", len(names), names[:3])
 	}
 }
