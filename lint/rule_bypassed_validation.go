@@ -16,7 +16,8 @@ var ruleBypassedValidation = Rule{
 	Doc: `A publish of artifact A can happen without a check on A having accepted it.
 
 For each publish, every path in the DAG from A's producer to the publish must
-pass through a check whose input is A and which asserts something. A publish
+pass through a check whose input is A, and at least one of those checks must
+assert something. A publish
 with no check on A, whose only checks on A assert nothing, or that can be
 reached around its checks, makes unaudited data visible. A check on another
 artifact does not count, even one on the same producer's other output: it
@@ -110,9 +111,11 @@ func runBypassedValidation(pass *Pass) error {
 			}
 			continue
 		}
-		blocked := make(map[string]bool, len(asserting))
-		for _, c := range asserting {
-			blocked[compiler.NodeID(compiler.KindCheck, c)] = true
+		// Every check on A blocks the search: an empty one beside an
+		// asserting one is empty-check's finding, not a bypass.
+		blocked := make(map[string]bool, len(checks))
+		for _, c := range checks {
+			blocked[compiler.NodeID(compiler.KindCheck, c.Name)] = true
 		}
 		if path := bypassPath(g, compiler.NodeID(compiler.KindPublish, pub.Name), compiler.NodeID(compiler.KindTask, prod), blocked); path != nil {
 			pass.Reportf(r, "publish %q can run without check %s accepting artifact %q: the path %s bypasses it; make the publish depend only on the checked artifact",

@@ -21,8 +21,8 @@ command flag such as --password=... with a literal value.
 A spec is committed, reviewed, copied into plans and printed in logs: a
 credential in it is leaked. Pass secrets by name with secret_env (pipec reads
 them from its own environment and redacts their values everywhere) or let the
-task read them from a secret store. References such as "${DB_PASSWORD}" or
-"$DB_PASSWORD" are not literals and are not reported; neither are the names
+task read them from a secret store. References such as "$DB_PASSWORD" or
+"${DB_PASSWORD}" (written "$${DB_PASSWORD}" in HCL) are not reported; neither are the names
 listed in secret_env. The message never repeats the value.
 
 Bad:

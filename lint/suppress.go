@@ -156,6 +156,13 @@ func parseSuppression(comment string) *suppression {
 			}
 		}
 		s.reason = strings.Join(fields[1:], " ")
+		// A further comment on the line (" // ..." or " # ...") is not part
+		// of the reason.
+		for _, m := range []string{" //", " #"} {
+			if i := strings.Index(" "+s.reason, m); i >= 0 {
+				s.reason = strings.TrimSpace(s.reason[:max(i-1, 0)])
+			}
+		}
 	}
 	s.used = make([]bool, len(s.rules))
 	return s
