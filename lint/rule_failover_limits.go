@@ -87,11 +87,11 @@ func runFailoverLimits(pass *Pass) error {
 			pass.Reportf(r, "task %q: failover global = %d is never reached %s: after %d starts (%s) every worker is exhausted and the job waits for a new worker instead of failing (%d of %d failovers used); set global = %d (%s)",
 				t.Name, l.Global, on, o.Visits, visitTrace(l), o.Failovers, l.Global, best, fit)
 		case o.End == failover.Stopped && o.Unvisited > 0:
-			pass.Reportf(r, "task %q: failover global = %d stops the job after %d start(s) (%s), before %d of %d workers ever ran it; set global = %d (%s)",
-				t.Name, l.Global, o.Visits, visitTrace(l), o.Unvisited, l.Workers, best, fit)
+			pass.Reportf(r, "task %q: failover global = %d stops the job after %d start(s) %s (%s), before %d of %d workers ever ran it; set global = %d (%s)",
+				t.Name, l.Global, o.Visits, on, visitTrace(l), o.Unvisited, l.Workers, best, fit)
 		case o.End == failover.Stopped && o.Short > 0:
-			pass.Reportf(r, "task %q: failover global = %d stops the job after %d starts (%s), before every worker had its per_worker = %d starts (%d worker(s) had fewer); set global = %d (%s)",
-				t.Name, l.Global, o.Visits, visitTrace(l), l.PerWorker, o.Short, best, fit)
+			pass.Reportf(r, "task %q: failover global = %d stops the job after %d starts %s (%s), before every worker had its %d starts (%d worker(s) had fewer); set global = %d (%s)",
+				t.Name, l.Global, o.Visits, on, visitTrace(l), l.PerWorker, o.Short, best, fit)
 		}
 	}
 	return nil
