@@ -10,6 +10,7 @@ func commands(io IO) []*cobra.Command {
 		newGraphCmd(io),
 		newFmtCmd(io),
 		newLintCmd(io),
+		newExplainCmd(io),
 		newVersionCmd(io),
 		newRunCmd(io),
 		newStatusCmd(io),

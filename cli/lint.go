@@ -1,35 +1,77 @@
 package cli
 
 import (
+	"fmt"
+	"strings"
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/report"
+	"github.com/pipec/pipec/spec"
 )
 
+// homepage is pipec's information URI in SARIF logs.
+const homepage = "https://github.com/pipec/pipec"
+
 type lintOptions struct {
-	format string
-	strict bool
+	format  string
+	strict  bool
+	disable []string
+	enable  []string
+	workers int
+	now     string
 }
 
 func newLintCmd(io IO) *cobra.Command {
-	opts := lintOptions{format: "text"}
+	opts := lintOptions{format: "text", workers: lint.DefaultWorkers}
 	cmd := &cobra.Command{
 		Use:   "lint PATH...",
-		Short: "Parse, compile and check spec files or folders",
-		Args:  minArgs(1),
+		Short: "Parse, compile and check spec files or folders against every rule",
+		Long: "lint parses and compiles each spec file (folders are searched for HCL files with a\n" +
+			"pipeline block and CUE files defining pipeline) and runs every rule of the catalogue;\n" +
+			"`pipec explain` lists the rules. A comment `// pipec:ignore RULE reason` (also `#` in\n" +
+			"HCL) on a finding's line, or alone on the line above, suppresses it.\n\n" +
+			"Exit codes: 0 no error findings, 1 error findings (or warnings with --strict),\n" +
+			"2 usage error or unreadable input.",
+		Args: minArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runLint(io, args, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.format, "format", opts.format, "text, json")
-	cmd.Flags().BoolVar(&opts.strict, "strict", false, "fail on warnings too")
+	f := cmd.Flags()
+	f.StringVar(&opts.format, "format", opts.format, "text, json, sarif or github")
+	f.BoolVar(&opts.strict, "strict", false, "fail on warnings too")
+	f.StringSliceVar(&opts.disable, "disable", nil, "turn a rule off (repeatable, or comma-separated)")
+	f.StringSliceVar(&opts.enable, "enable", nil, "turn on a rule that is off by default (repeatable, or comma-separated)")
+	f.IntVar(&opts.workers, "workers", opts.workers, "number of workers failover-limits assumes")
+	f.StringVar(&opts.now, "now", "", "reference time for catchup-stampede, RFC 3339 (default: the current time)")
 	return cmd
 }
 
 func runLint(io IO, paths []string, opts lintOptions) error {
-	if opts.format != "text" && opts.format != "json" {
-		return usageErr("lint: unknown --format %q (want text or json)", opts.format)
+	switch opts.format {
+	case "text", "json", "sarif", "github":
+	default:
+		return usageErr("lint: unknown --format %q (want text, json, sarif or github)", opts.format)
+	}
+	lopts := lint.Options{Disable: opts.disable, Enable: opts.enable, Workers: opts.workers}
+	if opts.workers < 1 {
+		return usageErr("lint: --workers must be at least 1")
+	}
+	if err := lint.CheckOptions(lopts); err != nil {
+		return usageErr("lint: %v", err)
+	}
+	if opts.now != "" {
+		now, err := spec.ParseTime(opts.now)
+		if err != nil {
+			return usageErr("lint: --now: %v", err)
+		}
+		lopts.Now = now
+	} else {
+		lopts.Now = time.Now()
 	}
 	files, err := findSpecFiles(paths)
 	if err != nil {
@@ -38,18 +80,27 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	var all diag.Diagnostics
 	src := report.Sources{}
 	for _, f := range files {
-		c, err := compileFile(f)
+		c, err := loadSpec(f)
 		if err != nil {
 			return err
 		}
 		all = append(all, c.Diags...)
+		if c.Result != nil {
+			all = append(all, lint.Run(c.Result, c.Src, lopts)...)
+		}
 		src[f] = c.Src
 	}
 	all = all.Sort()
-	if opts.format == "json" {
+	switch opts.format {
+	case "json":
 		err = report.JSON(io.Stdout, all)
-	} else {
-		err = report.Text(io.Stdout, all, src, report.TextOptions{})
+	case "sarif":
+		err = report.SARIF(io.Stdout, all, reportRules(), report.ToolInfo{Name: "pipec", Version: version(), InformationURI: homepage})
+	case "github":
+		err = report.GitHub(io.Stdout, all)
+	default:
+		color := io.StdoutTTY && io.Getenv("NO_COLOR") == "" && io.Getenv("TERM") != "dumb"
+		err = report.Text(io.Stdout, all, src, report.TextOptions{Color: color})
 	}
 	if err != nil {
 		return err
@@ -58,4 +109,15 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 		return silentExit(ExitFindings)
 	}
 	return nil
+}
+
+// reportRules describes the catalogue for SARIF's rule table.
+func reportRules() []report.Rule {
+	rules := lint.All()
+	out := make([]report.Rule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, report.Rule{ID: r.ID, Severity: r.Severity, Summary: r.Summary, Help: r.Doc,
+			HelpURI: fmt.Sprintf("%s/blob/main/lint/rule_%s.go", homepage, strings.ReplaceAll(r.ID, "-", "_"))})
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/spec"
 )
@@ -19,9 +20,26 @@ type compiled struct {
 	Diags  diag.Diagnostics
 }
 
-// compileFile loads and compiles one spec. The error is for unreadable input
-// (exit code 2); findings are in Diags.
+// compileFile loads, compiles and lints one spec, keeping the lint findings of
+// severity error: compile, graph and run refuse what lint calls an error
+// (suppressions apply). The error is for unreadable input (exit code 2);
+// findings are in Diags.
 func compileFile(path string) (*compiled, error) {
+	c, err := loadSpec(path)
+	if err != nil || c.Result == nil {
+		return c, err
+	}
+	for _, d := range lint.Run(c.Result, c.Src, lint.Options{}) {
+		if d.Severity == diag.Error {
+			c.Diags = append(c.Diags, d)
+		}
+	}
+	c.Diags = c.Diags.Sort()
+	return c, nil
+}
+
+// loadSpec loads and compiles one spec, without lint rules.
+func loadSpec(path string) (*compiled, error) {
 	if st, err := os.Stat(path); err != nil {
 		return nil, usageErr("%v", unwrapPathError(err))
 	} else if st.IsDir() {
