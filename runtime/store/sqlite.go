@@ -31,18 +31,23 @@ type Options struct {
 
 // SQLite is the embedded Store: one SQLite database file in WAL mode.
 //
-// Each handle keeps one write connection, guarded by a mutex so its own
-// goroutines queue in Go rather than in SQLite's sleeping busy handler, and a
-// small pool of read-only connections. Several handles and several processes
-// may open the same file.
+// Each handle keeps one write connection, owned by a committer goroutine that
+// runs the handle's writes with group commit (see write), and a small pool of
+// read-only connections. Several handles and several processes may open the
+// same file.
 type SQLite struct {
 	path        string
 	clock       Clock
 	busyTimeout time.Duration
 
-	mu sync.Mutex // serializes this handle's write transactions
-	w  *sql.DB    // one connection, synchronous=NORMAL unless a durable write sets FULL
-	r  *sql.DB    // read-only connections
+	w *sql.DB // one connection, used only by the committer goroutine
+	r *sql.DB // read-only connections
+
+	// The committer goroutine owns w and runs every write; see commit.go.
+	reqs      chan *writeReq
+	quit      chan struct{}
+	stopped   chan struct{}
+	closeOnce sync.Once
 }
 
 var _ Store = (*SQLite)(nil)
@@ -102,7 +107,9 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 
-	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r}
+	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r,
+		reqs: make(chan *writeReq), quit: make(chan struct{}), stopped: make(chan struct{})}
+	go s.committer()
 	err = s.retryBusy(ctx, func() error {
 		var mode string
 		if err := s.w.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode); err != nil {
@@ -126,9 +133,16 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 // Path is the database file.
 func (s *SQLite) Path() string { return s.path }
 
-// Close closes both connection pools.
+// Close stops the committer, after the writes already handed to it, and
+// closes both connection pools. Writes after Close fail with ErrClosed.
 func (s *SQLite) Close() error {
-	return errors.Join(s.w.Close(), s.r.Close())
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		<-s.stopped
+		err = errors.Join(s.w.Close(), s.r.Close())
+	})
+	return err
 }
 
 // IntegrityCheck runs PRAGMA integrity_check and returns an error listing the
@@ -160,44 +174,6 @@ func (s *SQLite) IntegrityCheck(ctx context.Context) error {
 
 // now is the store's clock in the unit the schema stores.
 func (s *SQLite) now() int64 { return s.clock().UnixNano() }
-
-// write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
-// durable runs the transaction with synchronous=FULL, so COMMIT returns only
-// after the WAL is on stable storage; see the package doc for which writes
-// need it.
-func (s *SQLite) write(ctx context.Context, durable bool, fn func(context.Context, *sql.Tx) error) (err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	conn, err := s.w.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if durable {
-		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous=FULL`); err != nil {
-			return fmt.Errorf("synchronous=FULL: %w", err)
-		}
-		defer func() {
-			// A fresh context: the caller's may be done. The error is ignored
-			// on purpose: the transaction's outcome is already decided, and a
-			// connection left at FULL is only slower, never less safe.
-			conn.ExecContext(context.Background(), `PRAGMA synchronous=NORMAL`)
-		}()
-	}
-	var tx *sql.Tx
-	err = s.retryBusy(ctx, func() (err error) {
-		tx, err = conn.BeginTx(ctx, nil)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if err := fn(ctx, tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
 
 // retryBusy runs fn until it does not fail with SQLITE_BUSY, pausing a
 // jittered, doubling 20µs..2ms between tries, for at most the busy timeout.

@@ -508,3 +508,69 @@ func TestCompareAndSwapPointer(t *testing.T) {
 		t.Errorf("Pointers = %v, %v", ps, err)
 	}
 }
+
+// TestGroupCommitIsolatesFailures sends many writes at once through one
+// handle, so they share transactions: each failing write is undone alone and
+// reports its own error, every other write commits.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openTest(t, path, nil)
+	ctx := context.Background()
+	r := newRun(t, s, "2024-01-01")
+	const n = 64
+	var wg sync.WaitGroup
+	toks := make([]int64, n)
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				var a Attempt
+				a, errs[i] = s.StartAttempt(ctx, AttemptSpec{Run: r.ID, Task: "t", Resource: "res"})
+				toks[i] = a.Token
+				return
+			}
+			// Fails inside the transaction, after the event insert would
+			// have happened for a real run.
+			_, errs[i] = s.StartAttempt(ctx, AttemptSpec{Run: "missing/run/r1", Task: "t", Resource: "res"})
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for i := 0; i < n; i++ {
+		if i%2 == 1 {
+			if !errors.Is(errs[i], ErrNotFound) {
+				t.Errorf("write %d: %v, want ErrNotFound", i, errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("write %d: %v", i, errs[i])
+		}
+		if seen[toks[i]] {
+			t.Errorf("token %d granted twice", toks[i])
+		}
+		seen[toks[i]] = true
+	}
+	s.Close()
+	s2 := openTest(t, path, nil)
+	atts, err := s2.Attempts(ctx, r.ID)
+	if err != nil || len(atts) != n/2 {
+		t.Fatalf("%d attempts survived, want %d (%v)", len(atts), n/2, err)
+	}
+	next, err := s2.NextToken(ctx, "res")
+	if err != nil || next != n/2+1 {
+		t.Errorf("next token %d, want %d: failed writes must not consume tokens", next, n/2+1)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s2.NextToken(cancelled, "res"); !errors.Is(err, context.Canceled) {
+		t.Errorf("write with a cancelled context: %v", err)
+	}
+	s2.Close()
+	if _, err := s2.NextToken(ctx, "res"); !errors.Is(err, ErrClosed) {
+		t.Errorf("write after Close: %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,131 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// seedVersions records n accepted versions of orders_clean@interval, each
+// from its own attempt with the next token, in one transaction (setup, not
+// what is measured), and returns them in token order.
+func seedVersions(b *testing.B, s *SQLite, run, interval string, n int) []Version {
+	b.Helper()
+	out := make([]Version, 0, n)
+	err := s.write(context.Background(), false, func(ctx context.Context, tx *sql.Tx) error {
+		var first int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ? AND task = 'clean'`, run).Scan(&first); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			tok, err := grantToken(ctx, tx, "orders@"+interval)
+			if err != nil {
+				return err
+			}
+			num := first + i
+			if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state) VALUES (?, 'clean', ?, ?, ?, 'succeeded')`,
+				run, num, "orders@"+interval, tok); err != nil {
+				return err
+			}
+			digest := fmt.Sprintf("sha256:%064x", tok)
+			res, err := tx.ExecContext(ctx, `INSERT INTO versions (artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
+VALUES ('orders_clean', ?, ?, ?, 'clean', ?, ?, '', '', 'accepted', 1)`, interval, digest, run, num, tok)
+			if err != nil {
+				return err
+			}
+			id, _ := res.LastInsertId()
+			out = append(out, Version{ID: id, Artifact: "orders_clean", Interval: interval, Token: tok})
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// BenchmarkFencedPublish measures fenced compare-and-swaps of one pointer
+// through the SQLite store with the durable setting (synchronous=FULL, one
+// WAL fsync per commit): every swap wins with a higher token. "serial" is one
+// publisher, bound by the disk's fsync latency; "handles" is four publishers
+// with their own store handles on one file, one interval each, as concurrent
+// pipec processes would be; "goroutines" is eight publishers sharing one
+// handle, as the tasks of one run do, whose swaps share fsyncs through group
+// commit.
+func BenchmarkFencedPublish(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		s := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
+		run := newRun(b, s, "2024-01-01")
+		ctx := context.Background()
+		b.ResetTimer()
+		start := time.Now()
+		var pool []Version
+		for i := 0; i < b.N; i++ {
+			if len(pool) == 0 {
+				b.StopTimer()
+				pool = seedVersions(b, s, run.ID, "2024-01-01", 1000)
+				b.StartTimer()
+			}
+			v := pool[0]
+			pool = pool[1:]
+			res, err := s.CompareAndSwapPointer(ctx, Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+			if err != nil || res.Outcome != Won {
+				b.Fatalf("swap %d: %+v, %v", i, res, err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "publishes/s")
+	})
+	b.Run("handles", func(b *testing.B) { concurrentPublish(b, 4, false) })
+	b.Run("goroutines", func(b *testing.B) { concurrentPublish(b, 8, true) })
+}
+
+// concurrentPublish runs b.N swaps from several publishers, each on its own
+// interval, through their own store handles or through one shared handle
+// (where group commit lets them share fsyncs).
+func concurrentPublish(b *testing.B, publishers int, shared bool) {
+	path := filepath.Join(b.TempDir(), "state.db")
+	s := openTest(b, path, nil)
+	run := newRun(b, s, "2024-01-01")
+	per := b.N/publishers + 1
+	pools := make([][]Version, publishers)
+	handles := make([]*SQLite, publishers)
+	for p := range pools {
+		pools[p] = seedVersions(b, s, run.ID, fmt.Sprintf("2024-01-%02d", p+1), per)
+		handles[p] = s
+		if !shared {
+			handles[p] = openTest(b, path, nil)
+		}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, publishers)
+	for p := 0; p < publishers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, v := range pools[p] {
+				res, err := handles[p].CompareAndSwapPointer(ctx, Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+				if err == nil && res.Outcome != Won {
+					err = fmt.Errorf("outcome %s", res.Outcome)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(per*publishers)/elapsed.Seconds(), "publishes/s")
+}

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// ErrClosed: the store was closed.
+var ErrClosed = errors.New("store closed")
+
+// maxBatch bounds how many writes share one transaction.
+const maxBatch = 128
+
+// writeReq is one write handed to the committer.
+type writeReq struct {
+	ctx     context.Context
+	durable bool
+	fn      func(context.Context, *sql.Tx) error
+	done    chan error
+}
+
+// write runs fn in a write transaction and returns once that transaction
+// committed (or failed). durable makes the commit synchronous=FULL: COMMIT
+// returns only after the WAL is on stable storage (see the package doc for
+// which writes need it).
+//
+// Group commit: the handle's committer goroutine takes every write that is
+// waiting when it starts a transaction (up to maxBatch), runs each in its own
+// SAVEPOINT, so one write's error undoes only that write, and commits them
+// together, FULL if any of them is durable. Concurrent publishers on one
+// handle thus share one WAL fsync, while a write still returns only after
+// its own data is committed with the durability it asked for. A lone write
+// pays exactly one transaction.
+//
+// fn must only use tx and must not keep state across calls other than its
+// results; it runs once, or not at all when ctx is done before its turn. Its
+// statements run with ctx's values but not its cancellation: interrupting one
+// statement would roll back the whole shared transaction.
+func (s *SQLite) write(ctx context.Context, durable bool, fn func(context.Context, *sql.Tx) error) error {
+	req := &writeReq{ctx: ctx, durable: durable, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.reqs <- req:
+	case <-s.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once handed over the write will be decided; wait for the verdict even if
+	// ctx ends, so the caller never returns while fn may still run.
+	return <-req.done
+}
+
+// committer runs writes until Close.
+func (s *SQLite) committer() {
+	defer close(s.stopped)
+	for {
+		var first *writeReq
+		select {
+		case first = <-s.reqs:
+		case <-s.quit:
+			return
+		}
+		batch := []*writeReq{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+// commitBatch runs a batch in one transaction and answers every request.
+func (s *SQLite) commitBatch(batch []*writeReq) {
+	results := make([]error, len(batch))
+	err := s.runBatch(batch, results)
+	for i, r := range batch {
+		if err != nil && results[i] == nil {
+			results[i] = err
+		}
+		r.done <- results[i]
+	}
+}
+
+// runBatch returns an error that fails every write of the batch (BEGIN or
+// COMMIT failed); results holds each write's own error.
+func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
+	ctx := context.Background()
+	durable := false
+	live := 0
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		live++
+		durable = durable || r.durable
+	}
+	if live == 0 {
+		return nil
+	}
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if durable {
+		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous=FULL`); err != nil {
+			return fmt.Errorf("synchronous=FULL: %w", err)
+		}
+		// The error is ignored on purpose: the batch's outcome is decided by
+		// then, and a connection left at FULL is only slower, never less safe.
+		defer conn.ExecContext(ctx, `PRAGMA synchronous=NORMAL`)
+	}
+	var tx *sql.Tx
+	err = s.retryBusy(ctx, func() (err error) {
+		tx, err = conn.BeginTx(ctx, nil)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for i, r := range batch {
+		if results[i] != nil {
+			continue
+		}
+		if len(batch) == 1 {
+			// Alone: the transaction is the savepoint.
+			if results[i] = r.fn(context.WithoutCancel(r.ctx), tx); results[i] != nil {
+				tx.Rollback()
+				return nil
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if results[i] = r.fn(context.WithoutCancel(r.ctx), tx); results[i] != nil {
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `RELEASE write`); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
