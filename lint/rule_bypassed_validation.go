@@ -17,11 +17,10 @@ var ruleBypassedValidation = Rule{
 
 For each publish, every path in the DAG from A's producer to the publish must
 pass through a check whose input is A, and at least one of those checks must
-assert something. A publish
-with no check on A, whose only checks on A assert nothing, or that can be
-reached around its checks, makes unaudited data visible. A check on another
-artifact does not count, even one on the same producer's other output: it
-audited different data.
+assert something. A publish with no check on A, whose only checks on A assert
+nothing, or that can be reached around its checks, makes unaudited data
+visible. A check on another artifact does not count, even one on the same
+producer's other output: it audited different data.
 
 Write-audit-publish only protects readers when the audit gates the publication
 of exactly the artifact being published.

@@ -62,7 +62,7 @@ func runHeartbeatLease(pass *Pass) error {
 		}
 		if h := t.Heartbeat; h != nil && h.Every > 0 && h.Lease > 0 && h.Lease <= 2*h.Every {
 			pass.Reportf(h.At("lease", h.Range), "task %q has lease %s for heartbeats every %s: one late heartbeat expires the lease and a second attempt starts beside a live one; make the lease more than twice the period (e.g. %s)",
-				t.Name, h.Lease, h.Every, 6*h.Every)
+				t.Name, fmtDuration(h.Lease), fmtDuration(h.Every), fmtDuration(6*h.Every))
 		}
 		if r := ix.RetryingPolicy(t); r != nil && t.Timeout == 0 {
 			pass.Reportf(t.Retry.Range, "task %q is retried by policy %q but has no timeout: a hung attempt never fails, so it is never retried and the run stalls; set timeout",

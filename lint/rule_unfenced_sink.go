@@ -105,7 +105,7 @@ func runUnfencedSink(pass *Pass) error {
 		}
 		fencing := "fencing = \"none\""
 		if !s.Has("fencing") {
-			fencing = fmt.Sprintf("a %q sink is not fenced unless it says fencing = \"token\"", s.Type)
+			fencing = fmt.Sprintf("sink type %q is not fenced unless it says fencing = \"token\"", s.Type)
 		}
 		pass.Reportf(pub.Sink.Range,
 			"publish %q writes %q to sink %q, which cannot refuse stale writes (%s), and its producer %q is %s: a relaunched attempt beside a live one can tear the output (at-least-once only); publish through a fenced sink, or declare the producer idempotent and do not retry it",

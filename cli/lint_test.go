@@ -1,0 +1,155 @@
+package cli_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/pipec/pipec/cli"
+)
+
+// run calls pipec in-process with captured streams.
+func run(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	code = cli.Main(args, cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Getenv: func(string) string { return "" }})
+	return out.String(), errb.String(), code
+}
+
+// TestLintGolden lints a folder of HCL and CUE specs (nested, with a file that
+// is not a spec) in every format and compares with golden files. Regenerate
+// with PIPEC_UPDATE_GOLDEN=1.
+func TestLintGolden(t *testing.T) {
+	golden, err := filepath.Abs(filepath.Join("..", "lint", "testdata", "golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(golden)
+	for _, format := range []string{"text", "json", "sarif", "github"} {
+		t.Run(format, func(t *testing.T) {
+			out, errs, code := run("lint", "--format", format, "--now", "2026-01-01T00:00:00Z", "specs")
+			if code != cli.ExitFindings || errs != "" {
+				t.Fatalf("exit %d, stderr %q", code, errs)
+			}
+			file := "lint." + format + ".golden"
+			if os.Getenv("PIPEC_UPDATE_GOLDEN") != "" {
+				if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != string(want) {
+				t.Errorf("output differs from %s (PIPEC_UPDATE_GOLDEN=1 regenerates it):\n%s", file, out)
+			}
+			if strings.Contains(out, golden) {
+				t.Errorf("output holds the absolute path %s", golden)
+			}
+		})
+	}
+}
+
+func TestLintOptions(t *testing.T) {
+	dir := filepath.Join("..", "lint", "testdata", "golden", "specs")
+	orders := filepath.Join(dir, "orders.hcl")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"lint", "--disable", "retry-strom", orders}, cli.ExitUsage, `unknown rule "retry-strom"; did you mean "retry-storm"?`},
+		{[]string{"lint", "--disable", "cycle", orders}, cli.ExitUsage, "reported by the compiler"},
+		{[]string{"lint", "--format", "xml", orders}, cli.ExitUsage, "unknown --format"},
+		{[]string{"lint", "--now", "yesterday", orders}, cli.ExitUsage, "--now"},
+		{[]string{"lint", "--workers", "0", orders}, cli.ExitUsage, "--workers"},
+	} {
+		_, errs, code := run(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) {
+			t.Errorf("pipec %s: exit %d, stderr %q; want exit %d and %q", strings.Join(tc.args, " "), code, errs, tc.code, tc.want)
+		}
+	}
+
+	// Turning off every rule with an error finding leaves warnings: exit 0,
+	// unless --strict.
+	errorRules := "--disable=retry-deterministic,secret-literal,empty-check,bypassed-validation"
+	out, _, code := run("lint", "--now", "2026-01-01T00:00:00Z", errorRules, orders)
+	if code != cli.ExitOK || strings.Contains(out, "error:") || !strings.Contains(out, "[catchup-stampede]") {
+		t.Errorf("disabled error rules: exit %d\n%s", code, out)
+	}
+	if _, _, code := run("lint", "--strict", errorRules, orders); code != cli.ExitFindings {
+		t.Errorf("--strict with warnings: exit %d", code)
+	}
+	// The suppressed finding stays suppressed, and the clean spec has nothing to say.
+	if out, _, code := run("lint", filepath.Join(dir, "nested", "clean.cue")); code != cli.ExitOK || out != "" {
+		t.Errorf("clean spec: exit %d\n%s", code, out)
+	}
+}
+
+// compile refuses a spec with lint errors, as lint does.
+func TestCompileRefusesLintErrors(t *testing.T) {
+	_, errs, code := run("compile", filepath.Join("..", "lint", "testdata", "golden", "specs", "orders.hcl"))
+	if code != cli.ExitFindings || !strings.Contains(errs, "[secret-literal]") || strings.Contains(errs, "warning:") {
+		t.Errorf("exit %d, stderr:\n%s", code, errs)
+	}
+	out, _, code := run("compile", filepath.Join("..", "lint", "testdata", "golden", "specs", "nested", "clean.cue"))
+	if code != cli.ExitOK || !strings.Contains(out, `"apiVersion": "pipec/v1"`) {
+		t.Errorf("clean spec: exit %d\n%s", code, out)
+	}
+}
+
+func TestExplain(t *testing.T) {
+	out, _, code := run("explain")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if f := strings.Fields(lines[0]); len(lines) != 22 || len(f) < 3 || f[0] != "bypassed-validation" || f[1] != "error" || f[2] != "a" {
+		t.Errorf("explain lists:\n%s", out)
+	}
+	out, _, code = run("explain", "unfenced-sink")
+	if code != cli.ExitOK || !strings.HasPrefix(out, "unfenced-sink (warning)\n\n") || !strings.Contains(out, "\nBad:\n") || !strings.Contains(out, "\nFixed:\n") {
+		t.Errorf("explain unfenced-sink: exit %d\n%s", code, out)
+	}
+	_, errs, code := run("explain", "unfenced-snk")
+	if code != cli.ExitUsage || !strings.Contains(errs, `did you mean "unfenced-sink"?`) {
+		t.Errorf("unknown rule: exit %d, %q", code, errs)
+	}
+	if _, _, code := run("explain", "a", "b"); code != cli.ExitUsage {
+		t.Errorf("two rules: exit %d", code)
+	}
+}
+
+// TestLintSARIFIsValid checks pipec's real SARIF output, rule docs included,
+// against the SARIF 2.1.0 schema in the shared folder beside the repository.
+func TestLintSARIFIsValid(t *testing.T) {
+	schemaPath := ""
+	for dir, _ := filepath.Abs("."); ; dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, "shared", "schemas", "sarif-2.1.0.json")
+		if _, err := os.Stat(p); err == nil {
+			schemaPath = p
+			break
+		}
+		if dir == filepath.Dir(dir) {
+			t.Skip("shared/schemas/sarif-2.1.0.json not found above the package")
+		}
+	}
+	c := jsonschema.NewCompiler()
+	schema, err := c.Compile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := run("lint", "--format", "sarif", "--now", "2026-01-01T00:00:00Z", filepath.Join("..", "lint", "testdata", "golden", "specs"))
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate(doc); err != nil {
+		t.Fatalf("SARIF output is not valid: %v", err)
+	}
+}
