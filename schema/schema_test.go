@@ -142,6 +142,8 @@ func TestSchemaIsClosed(t *testing.T) {
 		{"#RetryPolicy", `{jitter: "ful"}`},
 		{"#Sink", `{type: "directory", path: "p", fencing: "tokens"}`},
 		{"#Pool", `{slots: "2"}`},
+		{"#Pool", `{slots: 0}`},
+		{"#ErrorClass", `{exit_codes: [256]}`},
 		{"#Task", `{outputs: ["x"]}`}, // command is required
 	} {
 		v := sch.LookupPath(cue.ParsePath(tc.def)).Unify(ctx.CompileString(tc.value))

@@ -633,20 +633,21 @@ func litNumber(e ast.Expr) (s string, isInt, ok bool) {
 }
 
 func (d *cueDecoder) integer(f *ast.Field, name string) (int, bool) {
-	v, ok := d.intExpr(f, f.Value, name)
-	return v, ok
+	return d.intExpr(f, f.Value, nil, d.valueRange(f))
 }
 
-func (d *cueDecoder) intExpr(f *ast.Field, e ast.Expr, name string) (int, bool) {
+// intExpr reads the integer e, found in f at the extra path labels (an index
+// in a list) and placed at r.
+func (d *cueDecoder) intExpr(f *ast.Field, e ast.Expr, extra []string, r diag.Range) (int, bool) {
 	s, isInt, ok := litNumber(e)
 	if !ok || !isInt {
-		d.mismatch(f, "an integer")
+		d.report(r, extra, "expected an integer")
 		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 0)
 	if err != nil {
 		// CUE integers are unbounded; the model's are not.
-		d.l.schemaErr(d.valueRange(f), "%s: %s is out of range", name, s)
+		d.report(r, extra, "%s is out of range", s)
 		return 0, false
 	}
 	return int(n), true
@@ -658,7 +659,7 @@ func (d *cueDecoder) number(f *ast.Field, name string) (float64, bool) {
 		if v, err := strconv.ParseFloat(s, 64); err == nil {
 			return v, true
 		}
-		d.l.schemaErr(d.valueRange(f), "%s: %s is out of range", name, s)
+		d.report(d.valueRange(f), nil, "%s is out of range", s)
 		return 0, false
 	}
 	d.mismatch(f, "a number")
@@ -747,7 +748,7 @@ func (d *cueDecoder) intList(f *ast.Field, name string) []int {
 			d.elemMismatch(el, i, "an integer")
 			continue
 		}
-		if v, ok := d.intExpr(f, el, fmt.Sprintf("%s[%d]", name, i)); ok {
+		if v, ok := d.intExpr(f, el, []string{strconv.Itoa(i)}, d.elemRange(el, i)); ok {
 			out = append(out, v)
 		}
 	}

@@ -54,17 +54,17 @@ func Fields() map[string][]Field {
 			{Name: "publish", Nested: KindPublish, Labelled: true},
 		},
 		KindSchedule: {
-			{Name: "every", Required: true},
-			{Name: "start", Required: true},
+			{Name: "every"},
+			{Name: "start"},
 			{Name: "catchup"},
 			{Name: "max_active_runs"},
 		},
 		KindRetryBudget: {
-			{Name: "ratio", Required: true},
+			{Name: "ratio"},
 			{Name: "min"},
 		},
 		KindPool: {
-			{Name: "slots", Required: true},
+			{Name: "slots"},
 		},
 		KindError: {
 			{Name: "exit_codes"},
