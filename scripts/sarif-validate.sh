@@ -3,10 +3,9 @@
 # official validator (SARIF Multitool 5.7.0), which knows rules the JSON schema
 # cannot express (rule metadata, region consistency, URI forms).
 #
-# It lints DIR (default: examples/broken, specs with findings) with
-# `pipec lint --format sarif`, or, while the lint command cannot write SARIF
-# yet, with scripts/sarifgen.go (same loader, compiler and printer). It also
-# validates report/testdata/sarif.golden, the printer's golden file.
+# It lints DIR (default: examples/broken and lint/testdata, specs with
+# findings of every rule) with `pipec lint --format sarif`, and also validates
+# report/testdata/sarif.golden, the printer's golden file.
 # Fails when the validator prints any line with the word error, or a warning.
 #
 # The validator is installed with npm into $PIPEC_SARIF_CACHE
@@ -30,21 +29,23 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 dirs=("$@")
-[ ${#dirs[@]} -gt 0 ] || dirs=(examples/broken)
+if [ ${#dirs[@]} -eq 0 ]; then
+	# The broken examples (loader and compiler findings) and the linter's test
+	# specs (every rule fires somewhere in them).
+	dirs=(examples/broken)
+	[ -d lint/testdata ] && dirs+=(lint/testdata)
+fi
 
 go build -o "$tmp/pipec" ./cmd/pipec
 set +e
 "$tmp/pipec" lint --format sarif "${dirs[@]}" >"$tmp/lint.sarif" 2>"$tmp/lint.err"
 rc=$?
 set -e
-case $rc in
-0 | 1) echo "sarif-validate: SARIF from: pipec lint --format sarif ${dirs[*]} (exit $rc)" ;;
-*)
-	echo "sarif-validate: pipec lint --format sarif failed (exit $rc): $(head -1 "$tmp/lint.err")" >&2
-	echo "sarif-validate: falling back to: go run scripts/sarifgen.go ${dirs[*]}" >&2
-	go run scripts/sarifgen.go "${dirs[@]}" >"$tmp/lint.sarif"
-	;;
-esac
+if ((rc > 1)); then
+	echo "sarif-validate: FAIL: pipec lint --format sarif ${dirs[*]} exited $rc: $(head -3 "$tmp/lint.err")" >&2
+	exit 1
+fi
+echo "sarif-validate: SARIF from: pipec lint --format sarif ${dirs[*]} (exit $rc)"
 if ! grep -q '"ruleId"' "$tmp/lint.sarif"; then
 	echo "sarif-validate: FAIL: the SARIF for ${dirs[*]} holds no result; give a folder with findings" >&2
 	exit 1
