@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -727,9 +728,11 @@ func (l *hclLoader) publish(b *hclsyntax.Block) Publish {
 
 // ---- values ----
 
-// value evaluates a literal expression. Specs are data: a reference to a
-// variable is refused with a message that says so, and a function call gets
-// hcl's own "Function calls not allowed".
+// value evaluates a literal expression. Specs are data: anything but a
+// literal (a reference, a function call, arithmetic, an interpolation) is
+// refused with a message that says so. Besides keeping specs plain, this
+// bounds the work: evaluating "${1e99999999}" would print a hundred million
+// digits.
 func (l *hclLoader) value(name string, e hcl.Expression) (cty.Value, bool) {
 	// Fast paths for the literals nearly every spec is made of: a quoted string
 	// with no interpolation, and a number or bool.
@@ -745,9 +748,7 @@ func (l *hclLoader) value(name string, e hcl.Expression) (cty.Value, bool) {
 			}
 		}
 	}
-	if vars := e.Variables(); len(vars) > 0 {
-		v := vars[0]
-		l.errorf(v.SourceRange(), "Only literal values are allowed: %q refers to %q; a pipec spec holds plain strings, numbers, bools, lists and maps, with no variables", name, traversalString(v))
+	if !l.literal(name, e) {
 		return cty.NilVal, false
 	}
 	v, hds := e.Value(nil)
@@ -764,6 +765,68 @@ func (l *hclLoader) value(name string, e hcl.Expression) (cty.Value, bool) {
 		return cty.NilVal, false
 	}
 	return v, true
+}
+
+// literal reports whether e is made only of literals: strings without
+// interpolation, numbers (possibly negated), bools, null, and lists and maps of
+// those. Otherwise it reports why not, at the offending part.
+func (l *hclLoader) literal(name string, e hcl.Expression) bool {
+	const only = "Only literal values are allowed"
+	switch x := e.(type) {
+	case *hclsyntax.LiteralValueExpr:
+		return true
+	case *hclsyntax.ParenthesesExpr:
+		return l.literal(name, x.Expression)
+	case *hclsyntax.TemplateExpr:
+		for _, part := range x.Parts {
+			if _, ok := part.(*hclsyntax.LiteralValueExpr); !ok {
+				return l.interpolation(name, part)
+			}
+		}
+		return true
+	case *hclsyntax.TemplateWrapExpr:
+		return l.interpolation(name, x.Wrapped)
+	case *hclsyntax.TupleConsExpr:
+		ok := true
+		for _, el := range x.Exprs {
+			ok = l.literal(name, el) && ok
+		}
+		return ok
+	case *hclsyntax.ObjectConsExpr:
+		ok := true
+		for _, item := range x.Items {
+			ok = l.literal(name, item.KeyExpr) && ok
+			ok = l.literal(name, item.ValueExpr) && ok
+		}
+		return ok
+	case *hclsyntax.ObjectConsKeyExpr:
+		// A naked identifier key (MODE = ...) is a string, not a reference.
+		if !x.ForceNonLiteral && hcl.ExprAsKeyword(x.Wrapped) != "" {
+			return true
+		}
+		return l.literal(name, x.Wrapped)
+	case *hclsyntax.UnaryOpExpr:
+		if lit, isLit := x.Val.(*hclsyntax.LiteralValueExpr); isLit && x.Op == hclsyntax.OpNegate && lit.Val.Type() == cty.Number {
+			return true
+		}
+	case *hclsyntax.ScopeTraversalExpr:
+		l.errorf(x.SrcRange, "%s: %q refers to %q; a pipec spec holds plain strings, numbers, bools, lists and maps, with no variables", only, name, traversalString(x.Traversal))
+		return false
+	case *hclsyntax.FunctionCallExpr:
+		l.errorf(x.NameRange, "%s: %q calls the function %q; a pipec spec has no functions, write the value itself", only, name, x.Name)
+		return false
+	}
+	l.errorf(e.Range(), "%s: %q is computed by an expression; write the value itself", only, name)
+	return false
+}
+
+// interpolation reports an expression interpolated into a string.
+func (l *hclLoader) interpolation(name string, part hclsyntax.Expression) bool {
+	if vars := part.Variables(); len(vars) > 0 {
+		return l.literal(name, &hclsyntax.ScopeTraversalExpr{Traversal: vars[0], SrcRange: vars[0].SourceRange()})
+	}
+	l.errorf(part.Range(), "Only literal values are allowed: %q interpolates an expression into a string; write the string itself", name)
+	return false
 }
 
 // traversalString renders a variable reference such as var.x for a message.
@@ -786,6 +849,10 @@ func traversalString(t hcl.Traversal) string {
 func (l *hclLoader) as(name string, e hcl.Expression, v cty.Value, want cty.Type) (cty.Value, bool) {
 	if v.Type().Equals(want) {
 		return v, true
+	}
+	if v.Type() == cty.Number && want == cty.String && hugeNumber(v.AsBigFloat()) {
+		l.errorf(e.Range(), "Invalid value for %q: a string is required, and this number is too large to write as one", name)
+		return cty.NilVal, false
 	}
 	c, err := convert.Convert(v, want)
 	if err != nil {
@@ -843,7 +910,7 @@ func (l *hclLoader) integer(name string, e hcl.Expression, min, max int64) (int,
 		return 0, false
 	}
 	if !f.IsInt() {
-		l.errorf(e.Range(), "Invalid value for %q: must be a whole number, got %s", name, f.Text('g', 10))
+		l.errorf(e.Range(), "Invalid value for %q: must be a whole number, got %s", name, fmtNumber(f))
 		return 0, false
 	}
 	n, acc := f.Int64()
@@ -852,13 +919,32 @@ func (l *hclLoader) integer(name string, e hcl.Expression, min, max int64) (int,
 	}
 	switch {
 	case max < math.MaxInt32:
-		l.errorf(e.Range(), "Invalid value for %q: must be between %d and %d, got %s", name, min, max, f.Text('g', 10))
+		l.errorf(e.Range(), "Invalid value for %q: must be between %d and %d, got %s", name, min, max, fmtNumber(f))
 	case f.Cmp(new(big.Float).SetInt64(min)) < 0:
-		l.errorf(e.Range(), "Invalid value for %q: must be at least %d, got %s", name, min, f.Text('g', 10))
+		l.errorf(e.Range(), "Invalid value for %q: must be at least %d, got %s", name, min, fmtNumber(f))
 	default:
-		l.errorf(e.Range(), "Invalid value for %q: must be at most %d, got %s", name, max, f.Text('g', 10))
+		l.errorf(e.Range(), "Invalid value for %q: must be at most %d, got %s", name, max, fmtNumber(f))
 	}
 	return 0, false
+}
+
+// hugeNumber reports whether printing f in full would take more than a few
+// hundred digits (HCL numbers can carry exponents of hundreds of millions).
+func hugeNumber(f *big.Float) bool {
+	exp := f.MantExp(nil)
+	return f.IsInf() || exp > 1100 || exp < -1100
+}
+
+// fmtNumber prints a number for a message, briefly whatever its size.
+func fmtNumber(f *big.Float) string {
+	if f.IsInf() {
+		return f.String()
+	}
+	x, _ := f.Float64()
+	if math.IsInf(x, 0) || (x == 0 && f.Sign() != 0) {
+		return "a number out of range"
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
 // float returns a finite, non-negative number.
@@ -867,15 +953,15 @@ func (l *hclLoader) float(a *hclsyntax.Attribute) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	if f.IsInf() {
+	v, _ := f.Float64()
+	if math.IsInf(v, 0) {
 		l.errorf(a.Expr.Range(), "Invalid value for %q: must be a finite number", a.Name)
 		return 0, false
 	}
 	if f.Sign() < 0 {
-		l.errorf(a.Expr.Range(), "Invalid value for %q: must not be negative, got %s", a.Name, f.Text('g', 10))
+		l.errorf(a.Expr.Range(), "Invalid value for %q: must not be negative, got %s", a.Name, fmtNumber(f))
 		return 0, false
 	}
-	v, _ := f.Float64()
 	return v, true
 }
 
