@@ -100,10 +100,13 @@ func (r *reader) readOnce() error {
 }
 
 // TestRacingPublishers is fault test 6 (and 7 with its reader): 8 publishers,
-// each with its own store handle on one database file, are released together
-// on one (artifact, interval) with distinct tokens, round after round. Each
-// round has exactly one winner, the pointer's token strictly increases, the
-// visible data is the winner's, and a concurrent reader never sees a mix.
+// each a goroutine with its own store handle on one database file, are
+// released together on one (artifact, interval) with distinct tokens, round
+// after round, each publishing over the pointer as it was before the round
+// (PublishIf). Each round has exactly one winner, the pointer's token strictly
+// increases, the visible data is the winner's, and a concurrent reader never
+// sees a mix. A publisher prepares its next version (attempt, staging,
+// audit) as soon as its publish returns, while the others may still publish.
 func TestRacingPublishers(t *testing.T) {
 	rounds := 1000
 	if testing.Short() {
@@ -113,71 +116,85 @@ func TestRacingPublishers(t *testing.T) {
 	const interval = "2024-01-01"
 	f := newFixture(t)
 	ctx := context.Background()
-	sinks := make([]*Directory, publishers)
-	for i := range sinks {
-		sinks[i] = f.sink(t, f.open(t), FencingToken)
-	}
 
 	audited := &sync.Map{}
 	rd := &reader{d: f.sink(t, f.st, FencingToken), interval: interval, audited: audited, errs: make(chan error, 1)}
 	stop := make(chan struct{})
-	var readers sync.WaitGroup
-	readers.Add(1)
-	go rd.run(stop, &readers)
-	defer func() { close(stop); readers.Wait() }()
+	var background sync.WaitGroup
+	background.Add(1)
+	go rd.run(stop, &background)
+
+	type outcome struct {
+		publisher int
+		res       Result
+		err       error
+	}
+	ready := make(chan error, publishers)
+	results := make(chan outcome, publishers)
+	release := make([]chan int64, publishers) // the base token of the round
+	for p := 0; p < publishers; p++ {
+		release[p] = make(chan int64, 1)
+		d := f.sink(t, f.open(t), FencingToken)
+		background.Add(1)
+		go func() {
+			defer background.Done()
+			for round := 1; ; round++ {
+				content := versionContent(round, p)
+				v, err := f.tryProduce(d.Store, fmt.Sprintf("p%d", p), interval, filesOf(content))
+				if err == nil {
+					audited.Store(content, struct{}{})
+				}
+				ready <- err
+				base, ok := <-release[p]
+				if !ok {
+					return
+				}
+				res, err := d.PublishIf(ctx, v, base)
+				results <- outcome{p, res, err}
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		for _, ch := range release {
+			close(ch)
+		}
+		background.Wait()
+	}()
 
 	var lastToken int64
 	for round := 1; round <= rounds; round++ {
+		for i := 0; i < publishers; i++ {
+			if err := <-ready; err != nil {
+				t.Fatalf("round %d: producing: %v", round, err)
+			}
+		}
 		base, err := f.st.Pointer(ctx, "warehouse", "orders_clean", interval)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}
-		var ready, done sync.WaitGroup
-		release := make(chan struct{})
-		results := make([]Result, publishers)
-		errs := make([]error, publishers)
-		for p := 0; p < publishers; p++ {
-			ready.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				content := versionContent(round, p)
-				v, err := f.tryProduce(sinks[p].Store, fmt.Sprintf("p%d", p), interval, filesOf(content))
-				if err == nil {
-					audited.Store(content, struct{}{})
-				}
-				ready.Done()
-				<-release
-				if err != nil {
-					errs[p] = err
-					return
-				}
-				results[p], errs[p] = sinks[p].PublishIf(ctx, v, base.Token)
-			}()
+		for _, ch := range release {
+			ch <- base.Token
 		}
-		ready.Wait()
-		close(release)
-		done.Wait()
-
 		winners := 0
 		var winner Result
 		tokens := map[int64]bool{}
-		for p := 0; p < publishers; p++ {
-			if errs[p] != nil {
-				t.Fatalf("round %d publisher %d: %v", round, p, errs[p])
+		for i := 0; i < publishers; i++ {
+			o := <-results
+			if o.err != nil {
+				t.Fatalf("round %d publisher %d: %v", round, o.publisher, o.err)
 			}
-			res := results[p]
-			if tokens[res.Version.Token] {
-				t.Fatalf("round %d: token %d held by two publishers", round, res.Version.Token)
+			if tokens[o.res.Version.Token] {
+				t.Fatalf("round %d: token %d held by two publishers", round, o.res.Version.Token)
 			}
-			tokens[res.Version.Token] = true
-			switch res.Outcome {
+			tokens[o.res.Version.Token] = true
+			switch o.res.Outcome {
 			case store.Won:
 				winners++
-				winner = res
+				winner = o.res
 			case store.Conflict, store.Fenced:
 			default:
-				t.Fatalf("round %d publisher %d: outcome %s", round, p, res.Outcome)
+				t.Fatalf("round %d publisher %d: outcome %s", round, o.publisher, o.res.Outcome)
 			}
 		}
 		if winners != 1 {
@@ -194,8 +211,8 @@ func TestRacingPublishers(t *testing.T) {
 			t.Fatalf("round %d: pointer token %d after %d", round, p.Token, lastToken)
 		}
 		lastToken = p.Token
-		want := versionContent(winner.Version.Attempt, int(winner.Version.Task[1]-'0'))
-		if got := readVisible(t, sinks[0], interval, versionFiles[1]); got != want {
+		want := versionContent(round, int(winner.Version.Task[1]-'0'))
+		if got := readVisible(t, rd.d, interval, versionFiles[1]); got != want {
 			t.Fatalf("round %d: visible %q, winner wrote %q", round, got, want)
 		}
 		select {
@@ -204,9 +221,6 @@ func TestRacingPublishers(t *testing.T) {
 		default:
 		}
 	}
-	close(stop)
-	readers.Wait()
-	stop = make(chan struct{}) // for the deferred close
 	select {
 	case err := <-rd.errs:
 		t.Fatalf("reader: %v", err)

@@ -176,7 +176,7 @@ func (s *SQLite) IntegrityCheck(ctx context.Context) error {
 func (s *SQLite) now() int64 { return s.clock().UnixNano() }
 
 // retryBusy runs fn until it does not fail with SQLITE_BUSY, pausing a
-// jittered, doubling 20µs..2ms between tries, for at most the busy timeout.
+// jittered, doubling 20µs..500µs between tries, for at most the busy timeout.
 // Only statements that take a lock before doing anything (BEGIN IMMEDIATE,
 // the journal mode switch) go through it, so retrying cannot repeat work.
 func (s *SQLite) retryBusy(ctx context.Context, fn func() error) error {
@@ -194,7 +194,7 @@ func (s *SQLite) retryBusy(ctx context.Context, fn func() error) error {
 			return errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
-		pause = min(2*pause, 2*time.Millisecond)
+		pause = min(2*pause, 500*time.Microsecond)
 	}
 }
 
