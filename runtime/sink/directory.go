@@ -90,7 +90,8 @@ func VersionName(v store.Version) string {
 //
 //  1. copy the attempt's staging directory into PATH/.versions/<name>
 //     (fsync every file and directory, then rename into place), checking
-//     that the copied bytes have the audited digest;
+//     that the copied bytes have the audited digest; skipped when the
+//     pointer already holds a newer token (the swap will be fenced);
 //  2. compare-and-swap the store's pointer with the version's token (the
 //     producing attempt's), durable before it returns;
 //  3. only if the swap won or was idempotent, point the link at the store's
@@ -118,11 +119,17 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 	if v.State != store.VersionAccepted {
 		return Result{}, fmt.Errorf("publish %s to %s: version is %s, only an accepted version is published", v.Label(), d.Name, v.State)
 	}
-	res := Result{Unfenced: d.Fencing == FencingNone, Version: v, Visible: filepath.Join(d.Path, v.Interval)}
-	var err error
-	res.VersionDir, err = d.materialize(v)
-	if err != nil {
-		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
+	res := Result{Unfenced: d.Fencing == FencingNone, Version: v, Visible: filepath.Join(d.Path, v.Interval),
+		VersionDir: filepath.Join(d.Path, VersionsDir, VersionName(v))}
+	// A stale attempt need not copy its output only to be fenced: under token
+	// fencing a pointer's token never goes down, so a newer token seen now
+	// will still be there at the swap, which records the fenced publish.
+	copied := false
+	if res.Unfenced || !d.alreadyFenced(ctx, v) {
+		if err := d.materialize(v); err != nil {
+			return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
+		}
+		copied = true
 	}
 	cas, err := d.Store.CompareAndSwapPointer(ctx, store.Swap{
 		Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval,
@@ -135,15 +142,37 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 	if cas.Outcome != store.Won && cas.Outcome != store.Idempotent {
 		return res, nil
 	}
+	if !copied {
+		// Only if the sink's fencing changed under a concurrent publisher;
+		// copy now, before the link can name the version.
+		if err := d.materialize(v); err != nil {
+			return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, copy failed: %w", v.Label(), d.Name, err)
+		}
+	}
 	if _, err := d.Reconcile(ctx, v.Artifact, v.Interval); err != nil {
 		return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, link not yet: %w", v.Label(), d.Name, err)
 	}
 	return res, nil
 }
 
+// alreadyFenced reports whether the store's pointer already holds a token
+// that fences v. A failed read says no: the swap decides.
+func (d *Directory) alreadyFenced(ctx context.Context, v store.Version) bool {
+	p, err := d.Store.Pointer(ctx, d.Name, v.Artifact, v.Interval)
+	if err != nil {
+		return false
+	}
+	return p.Token > v.Token || (p.Token == v.Token && p.Version != v.ID)
+}
+
 // materialize copies the version's staging directory into its immutable
 // folder, unless an earlier publish of the same content already did.
-func (d *Directory) materialize(v store.Version) (string, error) {
+func (d *Directory) materialize(v store.Version) error {
+	_, err := d.materializeDir(v)
+	return err
+}
+
+func (d *Directory) materializeDir(v store.Version) (string, error) {
 	versions := filepath.Join(d.Path, VersionsDir)
 	final := filepath.Join(versions, VersionName(v))
 	if fi, err := os.Stat(final); err == nil && fi.IsDir() {

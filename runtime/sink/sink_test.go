@@ -72,7 +72,7 @@ func (f *fixture) produce(t testing.TB, st store.Store, task, interval string, f
 
 func (f *fixture) tryProduce(st store.Store, task, interval string, files map[string]string) (store.Version, error) {
 	ctx := context.Background()
-	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: f.run.ID, Task: task, Resource: "orders@" + interval})
+	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: f.run.ID, Task: task, Resource: store.FenceResource("orders", interval)})
 	if err != nil {
 		return store.Version{}, err
 	}
@@ -256,6 +256,19 @@ func TestPublishFencesAndIsIdempotent(t *testing.T) {
 	if got := readVisible(t, d, "2024-01-01", "data.csv"); got != "id\nnew\n" {
 		t.Errorf("a fenced publish changed the visible data: %q", got)
 	}
+	evs, err := f.st.Events(ctx, f.run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := 0
+	for _, e := range evs {
+		if e.Kind == store.EventPublishFenced && e.Attempt == old.Attempt {
+			fenced++
+		}
+	}
+	if fenced != 1 {
+		t.Errorf("%d publish.fenced events for the stale attempt, want 1", fenced)
+	}
 
 	// Staging modified after the audit: the copy's digest differs, nothing is
 	// published.
@@ -269,9 +282,9 @@ func TestPublishFencesAndIsIdempotent(t *testing.T) {
 	if p, _ := f.st.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01"); p.Version != cur.ID {
 		t.Errorf("pointer moved to %d after a refused publish", p.Version)
 	}
-	// cur, and old's copy made before its swap was fenced; none of late.
-	if n := countVersionDirs(t, d); n != 2 {
-		t.Errorf("%d version folders, want 2", n)
+	// Only cur: old was fenced before it was copied, late was refused.
+	if n := countVersionDirs(t, d); n != 1 {
+		t.Errorf("%d version folders, want 1", n)
 	}
 
 	staged := late
@@ -298,7 +311,7 @@ func TestLostResponseReconciled(t *testing.T) {
 	for _, viaReconcile := range []bool{false, true} {
 		v := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": fmt.Sprint("v2 ", viaReconcile)})
 		// Steps 1 and 2 of Publish, then the crash.
-		if _, err := d.materialize(v); err != nil {
+		if err := d.materialize(v); err != nil {
 			t.Fatal(err)
 		}
 		res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})

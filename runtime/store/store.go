@@ -35,18 +35,21 @@
 //     event or version record is written again by the rerun. None of them can
 //     make a granted token or a swapped pointer reappear lower.
 //
-// Token grants and pointer swaps are rare next to their cost in a pipeline
-// (one per attempt and per publish), and an fsync of the WAL costs a fraction of
-// a millisecond on local disks, so no group commit is needed to reach the
-// required throughput (see BenchmarkFencedPublish).
+// Each handle runs its writes through one committer goroutine with group
+// commit: writes waiting at the same moment share one transaction (each in its
+// own savepoint) and one fsync, FULL if any of them needs it. A write returns
+// only after its own transaction committed, so batching changes throughput,
+// never the guarantee. One publisher alone is bound by the disk's fsync
+// latency; concurrent publishers in one process share fsyncs (see
+// BenchmarkFencedPublish).
 //
 // # Concurrency
 //
 // A Store is safe for concurrent use by several goroutines. Several Store
 // handles, in one process or in several processes, may share one database
-// file: writes take SQLite's write lock up front (BEGIN IMMEDIATE) and wait up
-// to the busy timeout for it; reads see a consistent snapshot and never block
-// writers.
+// file: writes take SQLite's write lock up front (BEGIN IMMEDIATE) and retry
+// for up to the busy timeout while another handle holds it; reads see a
+// consistent snapshot and never block writers.
 //
 // # Clock
 //
@@ -180,9 +183,10 @@ type Attempt struct {
 type AttemptSpec struct {
 	Run  string
 	Task string
-	// Resource is the fenced resource the attempt's token is drawn from. Use
-	// one resource for everything an attempt may publish, for example
-	// "<pipeline>@<interval>": tokens only compare within a resource.
+	// Resource is the fenced resource the attempt's token is drawn from.
+	// Tokens only compare within a resource, and AcceptedVersion and the
+	// pointers compare tokens of different attempts and runs of one interval,
+	// so use FenceResource(pipeline, interval) for every attempt of a run.
 	Resource string
 	Worker   string
 	PID      int
@@ -193,6 +197,12 @@ type AttemptSpec struct {
 	// MarkRunning starts it. Otherwise it starts running at once.
 	Queued bool
 }
+
+// FenceResource is the fenced resource of one pipeline's interval,
+// "<pipeline>@<interval>": every attempt of every run of that interval draws
+// its token from it, so a rerun's attempts fence a crashed run's, and
+// renaming a task does not restart the count.
+func FenceResource(pipeline, interval string) string { return pipeline + "@" + interval }
 
 // Outcome is how an attempt ended, for FinishAttempt.
 type Outcome struct {
@@ -371,8 +381,9 @@ type Store interface {
 	// GetVersion returns one version or ErrNotFound.
 	GetVersion(ctx context.Context, id int64) (Version, error)
 	// AcceptedVersion returns the accepted version of artifact for interval
-	// that carries the highest token (the newest attempt's), or ErrNotFound.
-	// A version of another interval never qualifies.
+	// that carries the highest token (the newest attempt's, when all draw from
+	// FenceResource), or ErrNotFound. A version of another interval never
+	// qualifies.
 	AcceptedVersion(ctx context.Context, artifact, interval string) (Version, error)
 
 	// CompareAndSwapPointer points (sink, artifact, interval) at s.Version
