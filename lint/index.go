@@ -9,6 +9,9 @@ import (
 // no rule searches the spec per element. Where a name is declared twice the
 // first declaration wins, as in the compiler (the loader reports the second).
 type Index struct {
+	// TaskList holds each task once (its first declaration), in spec order:
+	// rules iterate it rather than looking every task up.
+	TaskList []*spec.Task
 	Tasks    map[string]*spec.Task
 	Policies map[string]*spec.RetryPolicy
 	Classes  map[string]*spec.ErrorClass
@@ -27,6 +30,7 @@ type Index struct {
 func newIndex(res *compiler.Result) *Index {
 	p := res.Spec
 	ix := &Index{
+		TaskList:  make([]*spec.Task, 0, len(p.Tasks)),
 		Tasks:     make(map[string]*spec.Task, len(p.Tasks)),
 		Policies:  map[string]*spec.RetryPolicy{},
 		Classes:   map[string]*spec.ErrorClass{},
@@ -43,6 +47,7 @@ func newIndex(res *compiler.Result) *Index {
 			continue
 		}
 		ix.Tasks[t.Name] = t
+		ix.TaskList = append(ix.TaskList, t)
 		for _, in := range t.Inputs {
 			if n := len(ix.Readers[in.Artifact]); n == 0 || ix.Readers[in.Artifact][n-1] != t {
 				ix.Readers[in.Artifact] = append(ix.Readers[in.Artifact], t)

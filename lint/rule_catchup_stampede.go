@@ -95,9 +95,8 @@ func estimate(pass *Pass, runs int64) string {
 	ix := pass.Index
 	perPool := map[string]time.Duration{}
 	untimed := false
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if ix.Tasks[t.Name] != t || t.Pool == nil || ix.Pools[t.Pool.Name] == nil {
+	for _, t := range ix.TaskList {
+		if t.Pool == nil || ix.Pools[t.Pool.Name] == nil {
 			continue
 		}
 		perPool[t.Pool.Name] += t.Timeout

@@ -63,10 +63,9 @@ Fixed:
 
 func runFailoverLimits(pass *Pass) error {
 	ix := pass.Index
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
+	for _, t := range ix.TaskList {
 		f := t.Failover
-		if f == nil || ix.Tasks[t.Name] != t {
+		if f == nil {
 			continue
 		}
 		l := failoverLimits(ix, t, pass.Workers)

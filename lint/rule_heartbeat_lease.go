@@ -55,11 +55,7 @@ Fixed:
 
 func runHeartbeatLease(pass *Pass) error {
 	ix := pass.Index
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if ix.Tasks[t.Name] != t {
-			continue
-		}
+	for _, t := range ix.TaskList {
 		if h := t.Heartbeat; h != nil && h.Every > 0 && h.Lease > 0 && h.Lease <= 2*h.Every {
 			pass.Reportf(h.At("lease", h.Range), "task %q has lease %s for heartbeats every %s: one late heartbeat expires the lease and a second attempt starts beside a live one; make the lease more than twice the period (e.g. %s)",
 				t.Name, fmtDuration(h.Lease), fmtDuration(h.Every), fmtDuration(6*h.Every))

@@ -66,11 +66,7 @@ Fixed:
 func runIntervalMismatch(pass *Pass) error {
 	ix := pass.Index
 	sched := pass.Spec.Schedule
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if ix.Tasks[t.Name] != t {
-			continue
-		}
+	for _, t := range ix.TaskList {
 		for _, in := range t.Inputs {
 			name := spec.InputString(in.Artifact, in.Offset)
 			switch {
@@ -84,6 +80,9 @@ func runIntervalMismatch(pass *Pass) error {
 				pass.Reportf(in.Range, "task %q reads %q, interval %d, but the schedule has no every, so intervals have no length; set every",
 					t.Name, name, in.Offset)
 			}
+		}
+		if !readsOtherInterval(t) {
+			continue
 		}
 		for _, d := range t.DependsOn {
 			dep := ix.Tasks[d.Name]
@@ -129,4 +128,14 @@ func otherArtifact(t, dep *spec.Task) string {
 		}
 	}
 	return ""
+}
+
+// readsOtherInterval reports whether any input of t has an offset.
+func readsOtherInterval(t *spec.Task) bool {
+	for _, in := range t.Inputs {
+		if in.Offset != 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -67,11 +67,7 @@ func runLocalArtifact(pass *Pass) error {
 			pass.Reportf(s.At("path", s.Range), "sink %q writes to %q, outside the workspace (it climbs out with ..): where that lands depends on where the pipeline is checked out; use a path inside the workspace or an absolute path on shared storage", s.Name, s.Path)
 		}
 	}
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if ix.Tasks[t.Name] != t {
-			continue
-		}
+	for _, t := range ix.TaskList {
 		if arg, dir, ok := firstLocal(t.Command); ok {
 			pass.Reportf(t.At("command", t.Range), "task %q passes %q, under %s on one worker's disk: another worker cannot read it after a retry or failover; write outputs to $PIPEC_OUTPUT_<artifact> and declare them in outputs", t.Name, arg, dir)
 		}

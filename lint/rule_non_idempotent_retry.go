@@ -55,9 +55,8 @@ Fixed:
 
 func runNonIdempotentRetry(pass *Pass) error {
 	ix := pass.Index
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if ix.Tasks[t.Name] != t || t.IsIdempotent() {
+	for _, t := range ix.TaskList {
+		if t.IsIdempotent() {
 			continue
 		}
 		why := nonIdempotentWhy(t)

@@ -74,9 +74,8 @@ func runRetryStorm(pass *Pass) error {
 	}
 	retried := 0
 	var first string
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if ix.Tasks[t.Name] == t && ix.RetryingPolicy(t) != nil {
+	for _, t := range ix.TaskList {
+		if ix.RetryingPolicy(t) != nil {
 			if retried == 0 {
 				first = t.Name
 			}

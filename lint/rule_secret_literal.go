@@ -57,11 +57,7 @@ var (
 
 func runSecretLiteral(pass *Pass) error {
 	ix := pass.Index
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if ix.Tasks[t.Name] != t {
-			continue
-		}
+	for _, t := range ix.TaskList {
 		for _, k := range sortedKeys(t.Env) {
 			r := t.At("env."+k, t.At("env", t.Range))
 			v := t.Env[k]

@@ -67,9 +67,8 @@ func runUnboundedRetry(pass *Pass) error {
 				"retry policy %q has max_attempts = 0 (unlimited) and no max_elapsed: a task that keeps failing is retried forever and the run never fails; set max_attempts (e.g. 4) or max_elapsed", r.Name)
 		}
 	}
-	for i := range pass.Spec.Tasks {
-		t := &pass.Spec.Tasks[i]
-		if t.Failover == nil || ix.Tasks[t.Name] != t {
+	for _, t := range ix.TaskList {
+		if t.Failover == nil {
 			continue
 		}
 		l := failoverLimits(ix, t, pass.Workers)

@@ -67,11 +67,7 @@ Fixed:
 `,
 	Run: func(pass *Pass) error {
 		ix := pass.Index
-		for i := range pass.Spec.Tasks {
-			t := &pass.Spec.Tasks[i]
-			if ix.Tasks[t.Name] != t {
-				continue
-			}
+		for _, t := range ix.TaskList {
 			for _, o := range t.Outputs {
 				if ix.Producer[o.Name] != t || len(ix.Readers[o.Name]) > 0 || len(ix.Publishes[o.Name]) > 0 {
 					continue
