@@ -170,6 +170,7 @@ func (r *runner) adoptZombie(ts *taskState, l *launched) {
 		defer r.zombies.Done()
 		ctx := context.WithoutCancel(r.runCtx)
 		res := l.proc.Wait()
+		<-l.marked
 		if res.Success() {
 			_ = r.st.FinishAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded})
 			r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "was": "unknown"})

@@ -130,16 +130,6 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 	pol := policyOf(t.Retry)
 	r.budget.FirstAttempt()
 	var first time.Time
-	if !r.acquire(ctx, t) {
-		r.taskFailed(ctx, ts, retry.Killed, 0, "", "the run was cancelled")
-		return
-	}
-	held := true
-	defer func() {
-		if held {
-			r.release(t)
-		}
-	}()
 	for {
 		if first.IsZero() {
 			first = time.Now()
@@ -160,7 +150,8 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			ts.state, ts.res.State = TaskSucceeded, TaskSucceeded
 			ts.res.Class, ts.res.Error, ts.res.ExitCode = "", "", 0
 			r.mu.Unlock()
-			r.record(ctx, EventTaskSucceeded, t.Name, out.number, nil)
+			// Not written to the store: the attempt's own state says it.
+			r.emitStore(EventTaskSucceeded, t.Name, out.number, nil)
 			return
 		}
 		if ctx.Err() != nil {
@@ -175,17 +166,12 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		}
 		r.record(ctx, EventAttemptRetry, t.Name, out.number, map[string]any{"class": out.verdict.Class,
 			"delay_ms": d.Delay.Milliseconds(), "reason": d.Reason, "next_attempt": out.number + 1})
-		r.release(t)
-		held = false
 		select {
 		case <-time.After(d.Delay):
 		case <-ctx.Done():
-		}
-		if ctx.Err() != nil || !r.acquire(ctx, t) {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled while waiting to retry")
 			return
 		}
-		held = true
 	}
 }
 
@@ -221,9 +207,19 @@ type launched struct {
 	proc    *exec.Process
 	staging map[string]string // artifact -> staging dir
 	log     string
+	// marked is closed once the store recorded the process's pid (markErr
+	// says how that went). It runs beside the process, since nothing but
+	// FinishAttempt depends on it.
+	marked  chan struct{}
+	markErr error
 }
 
 // attempt starts one attempt and waits for it to end or to lose its lease.
+//
+// Slots (the pool's and the global parallelism) bound running processes,
+// not bookkeeping: the attempt takes its token queued, before it waits for a
+// slot, and records its end after giving the slot back, so the store's group
+// commit can batch the writes of many tasks into one sync.
 func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput) attemptOutcome {
 	t := ts.t
 	lease := r.o.DefaultLease
@@ -237,11 +233,23 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		}
 	}
 	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
-		Worker: r.o.Worker, Lease: lease})
+		Worker: r.o.Worker, Lease: lease, Queued: true})
 	if err != nil {
 		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: "store"}}
 	}
 	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
+	if !r.acquire(ctx, t) {
+		err := errors.New("the run was cancelled before the attempt started")
+		_ = r.st.FinishAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
+			Class: retry.Killed, ExitCode: -1, ErrorTail: err.Error()})
+		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.Killed}}
+	}
+	held := true
+	defer func() {
+		if held {
+			r.release(t)
+		}
+	}()
 	l, err := r.launch(ctx, t, a, inputs, every, lease)
 	if err != nil {
 		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
@@ -254,12 +262,24 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	hb := newRenewer(r, a, t.Heartbeat != nil, lease, every)
 	tick := time.NewTicker(hb.period)
 	defer tick.Stop()
+	marked := l.marked
 	for {
 		select {
+		case <-marked:
+			marked = nil
+			if l.markErr != nil {
+				// The store refused the attempt: it cannot be accounted
+				// for, so it must not go on.
+				l.proc.Stop()
+			}
 		case <-l.proc.Done():
+			r.release(t)
+			held = false
 			return r.finishAttempt(ctx, ts, l)
 		case <-tick.C:
-			hb.tick(ctx)
+			if marked == nil { // the lease starts once the pid is recorded
+				hb.tick(ctx)
+			}
 		case <-lost:
 			d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 				Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: a.Number, LeaseExpired: true,
@@ -267,6 +287,10 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
 				"relaunch": d.Retry, "reason": d.Reason})
 			if d.Retry {
+				// The unknown process no longer counts against the slots:
+				// it may never come back.
+				r.release(t)
+				held = false
 				r.adoptZombie(ts, l)
 				return attemptOutcome{number: a.Number, relaunch: true, reason: d.Reason}
 			}
@@ -342,14 +366,12 @@ func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attem
 		return nil, err
 	}
 	l.proc = p
-	if _, err := r.st.MarkRunning(ctx, a.AttemptRef, p.PID(), lease); err != nil {
-		// The store refused: the attempt cannot be accounted for, so it
-		// must not run.
-		p.Stop()
-		p.Wait()
-		return nil, err
-	}
-	r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
+	l.marked = make(chan struct{})
+	go func() {
+		_, l.markErr = r.st.MarkRunning(context.WithoutCancel(ctx), a.AttemptRef, p.PID(), lease)
+		close(l.marked)
+		r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
+	}()
 	return l, nil
 }
 
@@ -357,8 +379,14 @@ func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attem
 // audits and publishes its outputs.
 func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) attemptOutcome {
 	res := l.proc.Wait()
+	<-l.marked
 	out := attemptOutcome{number: l.a.Number, exitCode: res.ExitCode}
 	fctx := context.WithoutCancel(ctx)
+	if l.markErr != nil {
+		out.verdict = retry.Verdict{Class: "store"}
+		out.tail = l.markErr.Error()
+		return out
+	}
 	if res.Success() {
 		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
 			out.verdict = retry.Verdict{Class: "store"}

@@ -46,8 +46,10 @@ type Spec struct {
 	Timeout time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL (DefaultKillGrace).
 	KillGrace time.Duration
-	// LogPath receives the whole combined stdout and stderr, redacted. Its
-	// folder is created. Empty: the output is only kept as a tail.
+	// LogPath receives the whole combined stdout and stderr, redacted. The
+	// file (and its folder) is created when the first output arrives, so an
+	// attempt that printed nothing costs no file. Empty: the output is only
+	// kept as a tail.
 	LogPath string
 	// Redact lists secret values replaced by "***" in the log and the tail.
 	Redact []string
@@ -116,22 +118,8 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	if s.TailBytes <= 0 {
 		s.TailBytes = DefaultTailBytes
 	}
-	var logFile *os.File
-	if s.LogPath != "" {
-		if err := os.MkdirAll(filepath.Dir(s.LogPath), 0o755); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(s.LogPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		logFile = f
-	}
-	closeLog := func() {
-		if logFile != nil {
-			logFile.Close()
-		}
-	}
+	logFile := &lazyFile{path: s.LogPath}
+	closeLog := func() { logFile.Close() }
 	path, err := lookPath(s.Argv[0], s.Dir, s.Env)
 	if err != nil {
 		closeLog()
@@ -161,13 +149,12 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	pw.Close()
 	p := &Process{cmd: cmd, pid: cmd.Process.Pid, grace: s.KillGrace, done: make(chan struct{})}
 
-	var sinks []io.Writer
-	if logFile != nil {
-		sinks = append(sinks, logFile)
-	}
 	tail := newTail(s.TailBytes)
-	sinks = append(sinks, tail)
-	red := newRedactor(io.MultiWriter(sinks...), s.Redact)
+	var out io.Writer = tail
+	if s.LogPath != "" {
+		out = io.MultiWriter(logFile, tail)
+	}
+	red := newRedactor(out, s.Redact)
 	copied := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(red, pr)
@@ -322,4 +309,33 @@ func executable(p string) error {
 		return errors.New("permission denied (not executable)")
 	}
 	return nil
+}
+
+// lazyFile creates its file on the first write. A log that cannot be created
+// loses the log, not the attempt: the tail still has the output's end.
+type lazyFile struct {
+	path string
+	f    *os.File
+	err  error
+}
+
+func (l *lazyFile) Write(p []byte) (int, error) {
+	if l.f == nil && l.err == nil {
+		if l.err = os.MkdirAll(filepath.Dir(l.path), 0o755); l.err == nil {
+			l.f, l.err = os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		}
+	}
+	if l.f == nil {
+		return len(p), nil
+	}
+	if _, err := l.f.Write(p); err != nil {
+		l.err = err
+	}
+	return len(p), nil
+}
+
+func (l *lazyFile) Close() {
+	if l.f != nil {
+		l.f.Close()
+	}
 }
