@@ -8,26 +8,54 @@ import (
 	"time"
 )
 
-// grantToken takes the next token of resource inside a transaction. The UPSERT
-// reads and bumps the counter under the write lock, so two grants, in any
-// processes, never see the same value.
-func grantToken(ctx context.Context, tx *sql.Tx, resource string) (int64, error) {
+// epochSpan is how many tokens one epoch holds: a token is
+// epoch*epochSpan + n, readable in decimal (epoch 3, grant 17: 3000000017).
+const epochSpan = 1_000_000_000
+
+// errEpochSpent: the tokens of the current epoch ran out; the write is
+// retried with a new, durably recorded epoch.
+var errEpochSpent = errors.New("token epoch spent")
+
+// grantToken takes the next token of resource inside a transaction of a
+// write made with mode grants. The token is the greater of the resource's
+// last token + 1 and the first token of this handle's epoch, so it exceeds
+// every token granted before, by any handle, in any epoch. The counter update
+// itself is not fsynced (see the package doc: the epoch is), and the UPSERT
+// runs under the write lock, so no two grants ever see the same value.
+func (s *SQLite) grantToken(ctx context.Context, tx *sql.Tx, resource string) (int64, error) {
 	if resource == "" {
 		return 0, fmt.Errorf("token: resource is required")
 	}
-	var tok int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?, 1)
-ON CONFLICT (resource) DO UPDATE SET last = last + 1
-RETURNING last`, resource).Scan(&tok)
+	if s.txEpoch == 0 {
+		return 0, fmt.Errorf("token: no epoch (a grant outside a grants write)")
+	}
+	var last int64
+	err := tx.QueryRowContext(ctx, `SELECT last FROM tokens WHERE resource = ?`, resource).Scan(&last)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
+	}
+	tok := max(last+1, s.txEpoch*epochSpan)
+	var newest int64
+	if err := tx.QueryRowContext(ctx, `SELECT epoch FROM epochs`).Scan(&newest); err != nil {
+		return 0, err
+	}
+	if tok >= (newest+1)*epochSpan {
+		// Would reach into an epoch nobody recorded yet, which a crash could
+		// hand out again: record a new epoch first.
+		return 0, errEpochSpent
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?, ?)
+ON CONFLICT (resource) DO UPDATE SET last = excluded.last`, resource, tok)
 	return tok, err
 }
 
-// NextToken implements Store. Durable: see the package doc.
+// NextToken implements Store. See the package doc for why it survives power
+// loss without an fsync of its own.
 func (s *SQLite) NextToken(ctx context.Context, resource string) (int64, error) {
 	var tok int64
-	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, grants, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		tok, err = grantToken(ctx, tx, resource)
+		tok, err = s.grantToken(ctx, tx, resource)
 		return err
 	})
 	if err != nil {
@@ -71,13 +99,13 @@ func expiry(now int64, lease time.Duration) int64 {
 	return now + int64(lease)
 }
 
-// StartAttempt implements Store. Durable: it grants a token.
+// StartAttempt implements Store. It grants a token (see NextToken).
 func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, error) {
 	if spec.Run == "" || spec.Task == "" {
 		return Attempt{}, fmt.Errorf("start attempt: run and task are required")
 	}
 	var a Attempt
-	err := s.write(ctx, true, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, grants, func(ctx context.Context, tx *sql.Tx) error {
 		var runState string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, spec.Run).Scan(&runState)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -94,7 +122,7 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 			spec.Run, spec.Task).Scan(&n); err != nil {
 			return err
 		}
-		tok, err := grantToken(ctx, tx, spec.Resource)
+		tok, err := s.grantToken(ctx, tx, spec.Resource)
 		if err != nil {
 			return err
 		}
@@ -133,7 +161,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 // MarkRunning implements Store.
 func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error) {
 	var a Attempt
-	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
 		cur, err := getAttempt(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -169,7 +197,7 @@ WHERE run = ? AND task = ? AND number = ?`, started, pid, lease.Milliseconds(), 
 // duration (the one given to StartAttempt or MarkRunning), so a heartbeat
 // command need not know it.
 func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, lease time.Duration) error {
-	return s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
 		var state string
 		var tok, leaseMS int64
 		err := tx.QueryRowContext(ctx, `SELECT state, token, lease_ms FROM attempts WHERE run = ? AND task = ? AND number = ?`,
@@ -198,7 +226,7 @@ func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, le
 // MarkUnknown implements Store.
 func (s *SQLite) MarkUnknown(ctx context.Context) ([]Attempt, error) {
 	var out []Attempt
-	err := s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		rows, err := tx.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
 WHERE state = 'running' AND lease_expiry > 0 AND lease_expiry <= ? ORDER BY run, task, number`, now)
@@ -243,7 +271,7 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 	if !o.State.Finished() {
 		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
 	}
-	return s.write(ctx, false, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
 		cur, err := getAttempt(ctx, tx, ref)
 		if err != nil {
 			return err

@@ -16,13 +16,13 @@ import (
 func seedVersions(b *testing.B, s *SQLite, run, interval string, n int) []Version {
 	b.Helper()
 	out := make([]Version, 0, n)
-	err := s.write(context.Background(), false, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(context.Background(), grants, func(ctx context.Context, tx *sql.Tx) error {
 		var first int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ? AND task = 'clean'`, run).Scan(&first); err != nil {
 			return err
 		}
 		for i := 0; i < n; i++ {
-			tok, err := grantToken(ctx, tx, "orders@"+interval)
+			tok, err := s.grantToken(ctx, tx, "orders@"+interval)
 			if err != nil {
 				return err
 			}

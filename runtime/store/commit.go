@@ -13,12 +13,25 @@ var ErrClosed = errors.New("store closed")
 // maxBatch bounds how many writes share one transaction.
 const maxBatch = 128
 
+// commitMode says how a write must be committed.
+type commitMode int
+
+const (
+	// normal: synchronous=NORMAL, atomic, survives a process crash.
+	normal commitMode = iota
+	// grants: the write grants tokens; its batch records a new epoch with
+	// synchronous=FULL first if this handle has none yet.
+	grants
+	// durable: synchronous=FULL, survives power loss once committed.
+	durable
+)
+
 // writeReq is one write handed to the committer.
 type writeReq struct {
-	ctx     context.Context
-	durable bool
-	fn      func(context.Context, *sql.Tx) error
-	done    chan error
+	ctx  context.Context
+	mode commitMode
+	fn   func(context.Context, *sql.Tx) error
+	done chan error
 }
 
 // write runs fn in a write transaction and returns once that transaction
@@ -29,7 +42,7 @@ type writeReq struct {
 // Group commit: the handle's committer goroutine takes every write that is
 // waiting when it starts a transaction (up to maxBatch), runs each in its own
 // SAVEPOINT, so one write's error undoes only that write, and commits them
-// together, FULL if any of them is durable. Concurrent publishers on one
+// together, FULL if any of them is durable (or records a token epoch). Concurrent publishers on one
 // handle thus share one WAL fsync, while a write still returns only after
 // its own data is committed with the durability it asked for. A lone write
 // pays exactly one transaction.
@@ -38,18 +51,25 @@ type writeReq struct {
 // results; it runs once, or not at all when ctx is done before its turn. Its
 // statements run with ctx's values but not its cancellation: interrupting one
 // statement would roll back the whole shared transaction.
-func (s *SQLite) write(ctx context.Context, durable bool, fn func(context.Context, *sql.Tx) error) error {
-	req := &writeReq{ctx: ctx, durable: durable, fn: fn, done: make(chan error, 1)}
-	select {
-	case s.reqs <- req:
-	case <-s.quit:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
+func (s *SQLite) write(ctx context.Context, mode commitMode, fn func(context.Context, *sql.Tx) error) error {
+	for {
+		req := &writeReq{ctx: ctx, mode: mode, fn: fn, done: make(chan error, 1)}
+		select {
+		case s.reqs <- req:
+		case <-s.quit:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// Once handed over the write will be decided; wait for the verdict
+		// even if ctx ends, so the caller never returns while fn may run.
+		err := <-req.done
+		if !errors.Is(err, errEpochSpent) {
+			return err
+		}
+		// The committer dropped the spent epoch; the next batch with a
+		// grant records a new one durably.
 	}
-	// Once handed over the write will be decided; wait for the verdict even if
-	// ctx ends, so the caller never returns while fn may still run.
-	return <-req.done
 }
 
 // committer runs writes until Close.
@@ -92,7 +112,7 @@ func (s *SQLite) commitBatch(batch []*writeReq) {
 // COMMIT failed); results holds each write's own error.
 func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
 	ctx := context.Background()
-	durable := false
+	full, granting := false, false
 	live := 0
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -100,17 +120,20 @@ func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
 			continue
 		}
 		live++
-		durable = durable || r.durable
+		full = full || r.mode == durable
+		granting = granting || r.mode == grants
 	}
 	if live == 0 {
 		return nil
 	}
+	newEpoch := granting && s.epoch == 0
+	full = full || newEpoch
 	conn, err := s.w.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if durable {
+	if full {
 		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous=FULL`); err != nil {
 			return fmt.Errorf("synchronous=FULL: %w", err)
 		}
@@ -125,6 +148,23 @@ func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
 	})
 	if err != nil {
 		return err
+	}
+	s.txEpoch = s.epoch
+	defer func() {
+		s.txEpoch = 0
+		for _, err := range results {
+			if errors.Is(err, errEpochSpent) {
+				s.epoch = 0 // the next grant records a new epoch
+			}
+		}
+	}()
+	if newEpoch {
+		// Outside any savepoint: the epoch must commit with the batch even if
+		// one write of it fails.
+		if err := tx.QueryRowContext(ctx, `UPDATE epochs SET epoch = epoch + 1 RETURNING epoch`).Scan(&s.txEpoch); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("new token epoch: %w", err)
+		}
 	}
 	for i, r := range batch {
 		if results[i] != nil {
@@ -156,5 +196,6 @@ func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.epoch = s.txEpoch
 	return nil
 }

@@ -107,6 +107,15 @@ BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 `},
+	{2, "token epochs", `
+-- The epoch is folded into every token (epoch * 1e9 + n) and recorded with
+-- synchronous=FULL before a handle grants its first token.
+CREATE TABLE epochs (
+	id    INTEGER PRIMARY KEY CHECK (id = 1),
+	epoch INTEGER NOT NULL
+);
+INSERT INTO epochs (id, epoch) VALUES (1, 0);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -43,6 +43,11 @@ type SQLite struct {
 	w *sql.DB // one connection, used only by the committer goroutine
 	r *sql.DB // read-only connections
 
+	// Token epoch (see the package doc); only the committer goroutine reads
+	// or writes these. epoch is this handle's durably recorded epoch, 0 until
+	// its first grant; txEpoch is the one in force in the batch being run.
+	epoch, txEpoch int64
+
 	// The committer goroutine owns w and runs every write; see commit.go.
 	reqs      chan *writeReq
 	quit      chan struct{}
@@ -121,7 +126,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		return nil
 	})
 	if err == nil {
-		err = s.write(ctx, true, migrate)
+		err = s.write(ctx, durable, migrate)
 	}
 	if err != nil {
 		s.Close()

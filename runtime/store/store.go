@@ -9,25 +9,39 @@
 //
 // # Durability
 //
-// The embedded implementation ([SQLite]) runs SQLite in WAL mode. Two kinds of
-// writes must never be lost, not even to an OS crash or a power cut, because
-// losing them would let the store hand out the same fencing token twice while
-// the first holder still runs, or let a stale attempt win a pointer it already
-// lost:
+// The embedded implementation ([SQLite]) runs SQLite in WAL mode. Two things
+// must never be lost, not even to an OS crash or a power cut: a fencing token
+// once granted (else the same token could be handed out twice, and a sink
+// that saw the first holder's token would accept the second's writes as
+// equal), and a pointer once swapped (else a reader who saw the new version
+// could later see the old one again).
 //
-//   - token grants ([Store.NextToken], [Store.StartAttempt]), and
-//   - pointer swaps ([Store.CompareAndSwapPointer]).
+// Pointer swaps ([Store.CompareAndSwapPointer]) commit with PRAGMA
+// synchronous=FULL: the WAL is fsynced before COMMIT returns, so the swap is
+// on stable storage before the sink's link can show it.
 //
-// These transactions run with PRAGMA synchronous=FULL: the WAL is fsynced
-// before COMMIT returns. Every other write runs with synchronous=NORMAL: it is
-// atomic and survives a kill -9 of any process (the WAL is in the OS page cache),
-// but the last few commits may roll back after an OS crash or power loss. That
-// is safe because
+// Token grants ([Store.NextToken], [Store.StartAttempt]) use a durable epoch
+// folded into every token instead of an fsync per grant: a token is
+// epoch*1e9 + n (epoch 3, 17th grant: 3000000017). Before a store handle
+// grants its first token it records a new epoch, one higher than any before,
+// with synchronous=FULL; later grants of that handle commit with NORMAL. A
+// grant is max(last token of the resource + 1, epoch*1e9), so tokens strictly
+// increase per resource across handles, processes and restarts. An OS crash
+// may roll back the last NORMAL grants, and with them the counter; but every
+// process dies with the OS, and any handle opened afterwards records a higher
+// epoch before granting, so every token it hands out exceeds every token
+// granted before the crash, lost or not. A handle never grants past its epoch's
+// 1e9 tokens without durably recording a new epoch first. The cost is one
+// fsync per store handle, not one per task attempt.
+//
+// Every other write commits with synchronous=NORMAL: atomic, and it survives a
+// kill -9 of any process (the WAL is in the OS page cache), but the last few
+// commits may roll back after an OS crash or power loss. That is safe because
 //
 //   - the WAL is a single append-only log, so a durable commit also makes every
 //     commit before it durable (the fsync covers all earlier frames); a pointer
 //     swap therefore always carries the version record and the acceptance it
-//     depends on, and a token grant carries the run it belongs to;
+//     depends on;
 //   - a NORMAL write that is lost only moves state back to an earlier, already
 //     handled point: an attempt that was finished or marked unknown looks
 //     running again, its lease is judged again and it is fenced by the next
@@ -342,10 +356,10 @@ type Store interface {
 
 	// NextToken grants the next fencing token of resource: strictly greater
 	// than every token granted before for it, across runs, processes and
-	// restarts. Durable (synchronous=FULL) before it returns.
+	// restarts, power loss included (see the package doc's epochs).
 	NextToken(ctx context.Context, resource string) (int64, error)
 	// StartAttempt allocates the task's next attempt number in the run and a
-	// token from spec.Resource in one durable transaction, and records the
+	// token from spec.Resource (as NextToken) in one transaction, and records the
 	// attempt (running with a lease from now, or queued).
 	StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, error)
 	// MarkRunning moves a queued attempt to running, records its pid and starts

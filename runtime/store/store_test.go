@@ -218,17 +218,43 @@ func TestTokensIncreaseAcrossReopen(t *testing.T) {
 			}
 			last = tok
 		}
+		// Each handle records a new epoch before its first grant.
+		if epoch := last / epochSpan; epoch != int64(round+1) {
+			t.Errorf("round %d: token %d is of epoch %d, want %d", round, last, epoch, round+1)
+		}
 		other, err := s.NextToken(ctx, "other")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if other != int64(round+1) {
-			t.Errorf("a second resource counts on its own: got %d, want %d", other, round+1)
+		if want := int64(round+1) * epochSpan; other != want {
+			t.Errorf("a second resource counts on its own: got %d, want %d", other, want)
 		}
 		s.Close()
 	}
-	if last != 15 {
-		t.Errorf("last token %d, want 15", last)
+}
+
+// TestTokenEpochSpent: a handle whose epoch has no tokens left records a new
+// epoch (durably) before granting past it.
+func TestTokenEpochSpent(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "state.db"), nil)
+	ctx := context.Background()
+	first, err := s.NextToken(ctx, "r")
+	if err != nil || first != epochSpan {
+		t.Fatalf("first token %d, %v; want %d", first, err, epochSpan)
+	}
+	if _, err := s.w.Exec(`UPDATE tokens SET last = ? WHERE resource = 'r'`, 2*epochSpan-1); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.NextToken(ctx, "r")
+	if err != nil || next != 2*epochSpan {
+		t.Fatalf("token past the epoch = %d, %v; want %d", next, err, 2*epochSpan)
+	}
+	var epoch int64
+	if err := s.r.QueryRow(`SELECT epoch FROM epochs`).Scan(&epoch); err != nil || epoch != 2 {
+		t.Errorf("recorded epoch %d, %v; want 2", epoch, err)
+	}
+	if again, err := s.NextToken(ctx, "r"); err != nil || again != next+1 {
+		t.Errorf("then %d, %v; want %d", again, err, next+1)
 	}
 }
 
@@ -291,8 +317,10 @@ func TestTokensAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next != perChild*children+1 {
-		t.Errorf("next token after %d grants = %d", perChild*children, next)
+	for tok := range seen {
+		if next <= tok {
+			t.Fatalf("next token %d not above %d granted before", next, tok)
+		}
 	}
 }
 
@@ -307,7 +335,7 @@ func TestAttemptsLeasesAndUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a1.Number != 1 || a1.Token != 1 || a1.State != AttemptRunning || !a1.LeaseExpiry.Equal(clock.Now().Add(time.Second)) {
+	if a1.Number != 1 || a1.Token != epochSpan || a1.State != AttemptRunning || !a1.LeaseExpiry.Equal(clock.Now().Add(time.Second)) {
 		t.Fatalf("first attempt = %+v", a1)
 	}
 	clock.Advance(900 * time.Millisecond)
@@ -414,7 +442,7 @@ func TestVersionsAcceptedPerInterval(t *testing.T) {
 	ctx := context.Background()
 	r := newRun(t, s, "2024-01-01")
 	v1 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:aa")
-	if v1.Token != 1 || v1.CodeVersion != "2024.06.1" || v1.Run != r.ID {
+	if v1.Token != epochSpan || v1.CodeVersion != "2024.06.1" || v1.Run != r.ID {
 		t.Errorf("version = %+v", v1)
 	}
 	again, err := s.RecordVersion(ctx, Version{Artifact: v1.Artifact, Interval: v1.Interval, Digest: v1.Digest, Run: r.ID, Task: "clean", Attempt: 1})
@@ -569,9 +597,9 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	if err != nil || len(atts) != n/2 {
 		t.Fatalf("%d attempts survived, want %d (%v)", len(atts), n/2, err)
 	}
-	next, err := s2.NextToken(ctx, "res")
-	if err != nil || next != n/2+1 {
-		t.Errorf("next token %d, want %d: failed writes must not consume tokens", next, n/2+1)
+	var last int64
+	if err := s2.r.QueryRow(`SELECT last FROM tokens WHERE resource = 'res'`).Scan(&last); err != nil || last != epochSpan+n/2-1 {
+		t.Errorf("last token %d, %v; want %d: failed writes must not consume tokens", last, err, epochSpan+n/2-1)
 	}
 
 	cancelled, cancel := context.WithCancel(ctx)
