@@ -22,6 +22,7 @@ package failover
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -173,11 +174,14 @@ func Outcome(l Limits) Trace {
 	// next worker with visits left is always the following one.
 	byWorkers := -1 // visits allowed by PerWorker; -1 is unlimited
 	if l.PerWorker > 0 {
-		byWorkers = l.Workers * l.PerWorker
+		byWorkers = math.MaxInt // saturate rather than overflow on hostile limits
+		if l.PerWorker <= math.MaxInt/l.Workers {
+			byWorkers = l.Workers * l.PerWorker
+		}
 	}
 	byGlobal := -1 // visits allowed by Global
 	if l.Global != NoLimit {
-		byGlobal = l.Global + 1
+		byGlobal = l.Global + min(1, math.MaxInt-l.Global)
 	}
 	var t Trace
 	switch {

@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -79,6 +80,9 @@ func TestHostileLimits(t *testing.T) {
 	}
 	if tr := Simulate(l, 10); len(tr.Workers) != 10 || tr.End != Waiting {
 		t.Errorf("Simulate = %+v", tr)
+	}
+	if o := Outcome(Limits{Attempts: 1, PerWorker: math.MaxInt, Global: math.MaxInt, Workers: 3}); o.Visits != math.MaxInt || o.Failovers != math.MaxInt-1 {
+		t.Errorf("saturated limits: %+v", o)
 	}
 	if o := Outcome(Limits{Attempts: -3, PerWorker: -1, Global: -7, Workers: -2}); o.End != Forever {
 		t.Errorf("negative limits: %+v", o)
