@@ -290,3 +290,62 @@ func pipec(t *testing.T, dir string, args ...string) (string, int) {
 	}
 	return string(out), 0
 }
+
+const heartbeatHCL = `
+pipeline "hb" {
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  retry "relaunch" {
+    max_attempts = 3
+    initial      = "10ms"
+  }
+  task "long" {
+    command = ["./long.sh"]
+    retry   = "relaunch"
+    timeout = "30s"
+    heartbeat {
+      every = "100ms"
+      lease = "500ms"
+    }
+  }
+}
+`
+
+// TestHeartbeatCommand: a task that outlives its lease several times over but
+// renews it with `pipec heartbeat` keeps its one attempt; one that stops
+// renewing is relaunched, and its own heartbeat then reports the lost lease.
+func TestHeartbeatCommand(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pipeline.hcl"), []byte(heartbeatHCL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Attempt 1 renews for 1.5s then goes quiet (but stays alive) until its
+	// heartbeat fails; later attempts renew throughout.
+	script := `#!/bin/sh
+i=0
+while [ $i -lt 15 ]; do "` + pipecBin + `" heartbeat || exit 3; sleep 0.1; i=$((i+1)); done
+if [ "$PIPEC_ATTEMPT" = 1 ]; then
+  sleep 1
+  if "` + pipecBin + `" heartbeat 2> lost.txt; then exit 4; fi
+fi
+`
+	if err := os.WriteFile(filepath.Join(dir, "long.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, code := pipec(t, dir, "run", "pipeline.hcl", "--interval", "2024-01-01")
+	if code != 0 {
+		t.Fatalf("run exited %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "long#1 unknown: lease expired") || !strings.Contains(out, "long#2 started") {
+		t.Errorf("attempt 1 was not relaunched after it stopped renewing:\n%s", out)
+	}
+	if strings.Contains(out, "long#3") {
+		t.Errorf("attempt 2 renewed with pipec heartbeat but was relaunched:\n%s", out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "lost.txt"))
+	if err != nil || !strings.Contains(string(b), "lease lost") {
+		t.Errorf("the stale attempt's heartbeat said %q (%v)", b, err)
+	}
+}
