@@ -233,12 +233,12 @@ func TestLoadCUEChunked(t *testing.T) {
 		src = strings.Replace(src, "task: "+bad+": {command: [\"true\"], timeout: \"1m\"", "task: "+bad+": {command: [\"true\"], timeout: 5, idempotnt: true", 1)
 	}
 	src = strings.Replace(src, "code_version: \"1\"", "code_version: 1", 1)
-	load := func(procs int) (*Pipeline, diag.Diagnostics) {
-		l := &cueLoader{file: "big.cue", src: []byte(src), procs: procs}
+	load := func(chunk, procs int) (*Pipeline, diag.Diagnostics) {
+		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: chunk, procs: procs}
 		return l.load(), l.ds.Sort()
 	}
-	whole, wds := load(1)
-	chunked, cds := load(3)
+	whole, wds := load(-1, 1)
+	chunked, cds := load(700, 3)
 	if got, want := cueDiagLines(cds), cueDiagLines(wds); !bytes.Equal(got, want) {
 		t.Errorf("chunked findings differ\n--- chunked\n%s--- whole\n%s", got, want)
 	}
@@ -262,12 +262,12 @@ func TestSplitPlain(t *testing.T) {
 		t.Fatal(err)
 	}
 	merged := mergeFile(f)
-	if got := splitPlain(merged, 1); len(got) != 1 || got[0] != merged {
-		t.Errorf("one processor: want the file whole")
+	if got := splitPlain(merged, 2500); len(got) != 1 || got[0] != merged {
+		t.Errorf("2500 tasks in chunks of 2500: want the file whole")
 	}
-	chunks := splitPlain(merged, 4)
-	if len(chunks) != 2 {
-		t.Fatalf("2500 tasks on 4 processors: want 2 chunks of at least 1000 tasks, got %d", len(chunks))
+	chunks := splitPlain(merged, 1000)
+	if len(chunks) != 3 {
+		t.Fatalf("2500 tasks in chunks of 1000: want 3 chunks, got %d", len(chunks))
 	}
 	var names []string
 	for i, c := range chunks {
@@ -283,8 +283,13 @@ func TestSplitPlain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		n := 0
 		for it.Next() {
 			names = append(names, it.Selector().Unquoted())
+			n++
+		}
+		if want := min(1000, 2500-1000*i); n != want {
+			t.Errorf("chunk %d: %d tasks, want %d", i, n, want)
 		}
 		hasRest := v.LookupPath(cue.ParsePath("pipeline.bench.retry")).Exists()
 		if hasRest != (i == 0) {
