@@ -274,8 +274,14 @@ func (d *Directory) Reconcile(ctx context.Context, artifact, interval string) (b
 }
 
 // ReconcileAll reconciles every pointer the store holds for this sink, e.g.
-// when a run starts after a crash. It returns how many links it changed.
+// when a run starts after a crash, and removes temporary links a crash left
+// behind. It returns how many links it changed. (Unfinished copies under
+// PATH/.versions/.tmp-* are left alone: another publisher may be writing
+// one right now. They are never visible.)
 func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
+	if err := d.removeStaleLinks(); err != nil {
+		return 0, err
+	}
 	ps, err := d.Store.Pointers(ctx, d.Name)
 	if err != nil {
 		return 0, err
@@ -292,6 +298,30 @@ func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
 		}
 	}
 	return changed, errors.Join(errs...)
+}
+
+// removeStaleLinks deletes PATH/.link-* left by a crash between creating a
+// temporary link and renaming it. Links are only made under the lock, so
+// holding it, every one found is debris.
+func (d *Directory) removeStaleLinks() error {
+	if _, err := os.Stat(d.Path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	unlock, err := lockFile(filepath.Join(d.Path, ".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	stale, err := filepath.Glob(filepath.Join(d.Path, ".link-*"))
+	if err != nil {
+		return err
+	}
+	for _, p := range stale {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Visible resolves PATH/<interval> once and returns the immutable version

@@ -341,8 +341,15 @@ func TestLostResponseReconciled(t *testing.T) {
 			t.Errorf("reconciliation made a second copy: %d folders, had %d", n, dirs)
 		}
 	}
+	debris := filepath.Join(d.Path, ".link-2024-01-01-deadbeef")
+	if err := os.Symlink(filepath.Join(VersionsDir, "x"), debris); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
 		t.Errorf("ReconcileAll on a reconciled sink = %d, %v", n, err)
+	}
+	if _, err := os.Lstat(debris); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a crashed publish's temporary link survived ReconcileAll: %v", err)
 	}
 }
 

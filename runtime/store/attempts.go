@@ -227,6 +227,7 @@ func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, le
 func (s *SQLite) MarkUnknown(ctx context.Context) ([]Attempt, error) {
 	var out []Attempt
 	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+		out = nil
 		now := s.now()
 		rows, err := tx.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
 WHERE state = 'running' AND lease_expiry > 0 AND lease_expiry <= ? ORDER BY run, task, number`, now)

@@ -133,6 +133,61 @@ func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error
 	})
 }
 
+// AbandonRun implements Store.
+func (s *SQLite) AbandonRun(ctx context.Context, id, reason string) ([]Attempt, error) {
+	var out []Attempt
+	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+		out = nil
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, id).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("run %q: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
+WHERE run = ? AND state IN ('queued', 'running') ORDER BY task, number`, id)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			a, err := scanAttempt(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out = append(out, a)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		now := s.now()
+		for i, a := range out {
+			if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'unknown' WHERE run = ? AND task = ? AND number = ?`,
+				a.Run, a.Task, a.Number); err != nil {
+				return err
+			}
+			if err := appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
+				map[string]any{"token": a.Token, "reason": reason}); err != nil {
+				return err
+			}
+			out[i].State = AttemptUnknown
+		}
+		if RunState(cur) == RunRunning {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'failed', finished = ? WHERE id = ?`, now, id); err != nil {
+				return err
+			}
+		}
+		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunAbandoned}, map[string]any{"reason": reason, "was": cur})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("abandon run: %w", err)
+	}
+	return out, nil
+}
+
 // AppendEvent implements Store.
 func (s *SQLite) AppendEvent(ctx context.Context, e Event) (int64, error) {
 	if e.Kind == "" {

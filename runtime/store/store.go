@@ -313,6 +313,7 @@ type CASResult struct {
 const (
 	EventRunCreated        = "run.created"
 	EventRunFinished       = "run.finished"
+	EventRunAbandoned      = "run.abandoned"
 	EventAttemptStarted    = "attempt.started"
 	EventAttemptRunning    = "attempt.running"
 	EventAttemptUnknown    = "attempt.unknown"
@@ -353,6 +354,12 @@ type Store interface {
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
 	// FinishRun sets the run's final state (RunSucceeded or RunFailed).
 	FinishRun(ctx context.Context, id string, state RunState) error
+	// AbandonRun is for a run whose pipec died (a rerun finds it still
+	// running): its queued and running attempts become unknown, whatever
+	// their leases say, and the run failed, with reason recorded in a
+	// "run.abandoned" event. It returns the attempts it marked. Their
+	// processes may still be alive; the rerun's higher tokens fence them.
+	AbandonRun(ctx context.Context, id, reason string) ([]Attempt, error)
 
 	// NextToken grants the next fencing token of resource: strictly greater
 	// than every token granted before for it, across runs, processes and

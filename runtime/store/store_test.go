@@ -656,3 +656,50 @@ func TestKill9KeepsGrantedTokens(t *testing.T) {
 		s.Close()
 	}
 }
+
+func TestAbandonRun(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "state.db"), nil)
+	ctx := context.Background()
+	crashed := newRun(t, s, "2024-01-01")
+	res := FenceResource("orders", "2024-01-01")
+	done, err := s.StartAttempt(ctx, AttemptSpec{Run: crashed.ID, Task: "extract", Resource: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishAttempt(ctx, done.AttemptRef, Outcome{State: AttemptSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	running, err := s.StartAttempt(ctx, AttemptSpec{Run: crashed.ID, Task: "clean", Resource: res}) // no lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := s.StartAttempt(ctx, AttemptSpec{Run: crashed.ID, Task: "load", Resource: res, Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AbandonRun(ctx, crashed.ID, "pipec died; rerun orders/2024-01-01/r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].AttemptRef != running.AttemptRef || got[1].AttemptRef != queued.AttemptRef || got[0].State != AttemptUnknown {
+		t.Fatalf("AbandonRun = %+v", got)
+	}
+	if r, _ := s.GetRun(ctx, crashed.ID); r.State != RunFailed || r.Finished.IsZero() {
+		t.Errorf("abandoned run = %+v", r)
+	}
+	if a, _ := s.GetAttempt(ctx, done.AttemptRef); a.State != AttemptSucceeded {
+		t.Errorf("a finished attempt changed: %+v", a)
+	}
+	rerun := newRun(t, s, "2024-01-01")
+	next, err := s.StartAttempt(ctx, AttemptSpec{Run: rerun.ID, Task: "clean", Resource: res})
+	if err != nil || next.Token <= queued.Token {
+		t.Errorf("rerun attempt token %d, %v; want above %d", next.Token, err, queued.Token)
+	}
+	evs, _ := s.Events(ctx, crashed.ID)
+	if last := evs[len(evs)-1]; last.Kind != EventRunAbandoned || !strings.Contains(string(last.Payload), "pipec died") {
+		t.Errorf("last event = %+v", last)
+	}
+	if _, err := s.AbandonRun(ctx, "nope", ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AbandonRun(nope) = %v", err)
+	}
+}
