@@ -64,11 +64,14 @@ func TestWant(t *testing.T) {
 			}
 		})
 	}
-	// Every rule lint runs has a firing case; the compiler's rules are tested
-	// with the compiler but appear here when they meet a lint rule.
+	// Every rule lint runs has a firing case in each syntax; the compiler's
+	// rules are tested with the compiler but appear here when they meet a
+	// lint rule.
 	for _, r := range All() {
-		if r.Reported() && len(covered[r.ID]) == 0 {
-			t.Errorf("rule %s has no want in testdata/src", r.ID)
+		for _, syn := range []spec.Syntax{spec.SyntaxHCL, spec.SyntaxCUE} {
+			if r.Reported() && !covered[r.ID][syn] {
+				t.Errorf("rule %s has no want in a %s spec under testdata/src", r.ID, syn)
+			}
 		}
 	}
 }
