@@ -80,6 +80,15 @@ func runSecretLiteral(pass *Pass) error {
 			pass.Reportf(c.At("command", c.Range), "check %q has %s in its command: a credential in the spec ends up in version control and logs; read it from the environment", c.Name, shape)
 		}
 	}
+	for i := range pass.Spec.Errors {
+		e := &pass.Spec.Errors[i]
+		for _, m := range e.Match {
+			if shape := credentialShape(m); shape != "" {
+				pass.Reportf(e.At("match", e.Range), "error class %q matches on %s: a credential in the spec ends up in version control and logs; match on a part of the message that is not secret", e.Name, shape)
+				break
+			}
+		}
+	}
 	for i := range pass.Spec.Sinks {
 		s := &pass.Spec.Sinks[i]
 		if shape := credentialShape(s.Path); shape != "" {
