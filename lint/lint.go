@@ -94,10 +94,10 @@ type Options struct {
 // DefaultWorkers is the worker count of the worked cases in DESIGN.md section 6.
 const DefaultWorkers = 2
 
-// offByDefault lists rules that run only when enabled. None is today; the
-// mechanism exists so a noisy rule can join the catalogue without breaking
-// pre-commit hooks.
-var offByDefault = map[string]bool{}
+// offByDefault lists rules that run only when enabled. None is today (the map
+// is nil and never written); the mechanism exists so a noisy rule can join the
+// catalogue without breaking pre-commit hooks.
+var offByDefault map[string]bool
 
 // CheckOptions reports a usage error for an unknown rule name, a rule both
 // enabled and disabled, or a rule found by the compiler (which cannot be
@@ -170,12 +170,23 @@ func run(rules []*Rule, off map[string]bool, res *compiler.Result, src []byte, o
 		}
 		pass := &Pass{Rule: r, Spec: res.Spec, Result: res, Index: ix, Now: now.UTC(), Workers: workers,
 			report: func(d diag.Diagnostic) { found = append(found, d) }}
-		if err := r.Run(pass); err != nil {
+		if err := runRule(r, pass); err != nil {
 			found = append(found, diag.Errorf(r.ID, res.Spec.NameRange, "internal error in rule %s: %v", r.ID, err))
 		}
 	}
 	found = applySuppressions(found, res.Spec.File, src, enabled)
 	return found.Sort()
+}
+
+// runRule runs one rule, turning a panic (a bug in the rule, met on some
+// input) into an error, so one broken rule cannot take the others down.
+func runRule(r *Rule, pass *Pass) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return r.Run(pass)
 }
 
 // All returns the catalogue, sorted by id. Each call returns fresh copies, so

@@ -126,8 +126,10 @@ func TestDisableEnableAndOffByDefault(t *testing.T) {
 func TestInternalErrorIsAFinding(t *testing.T) {
 	p := &spec.Pipeline{Name: "p", File: "p.hcl", NameRange: rng(1)}
 	broken := Rule{ID: "broken", Severity: diag.Warning, Summary: "s", Doc: "d", Run: func(*Pass) error { return errTest }}
-	ds := runWith([]*Rule{&broken}, nil, mustCompile(t, p), Options{})
-	if len(ds) != 1 || ds[0].Severity != diag.Error || !strings.Contains(ds[0].Message, "internal error in rule broken") {
+	panics := Rule{ID: "panics", Severity: diag.Warning, Summary: "s", Doc: "d", Run: func(*Pass) error { panic("oops") }}
+	ds := runWith([]*Rule{&broken, &panics}, nil, mustCompile(t, p), Options{})
+	if len(ds) != 2 || ds[0].Severity != diag.Error || !strings.Contains(ds[0].Message, "internal error in rule broken: boom") ||
+		!strings.Contains(ds[1].Message, "internal error in rule panics: panic: oops") {
 		t.Fatalf("got %v", ds)
 	}
 }
