@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
-	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/audit"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -41,7 +41,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.Label(), "token": v.Token})
 		failed := ""
 		for _, c := range r.checksOf[out] {
-			ok, why := r.runCheck(ctx, c, out, dir)
+			ok, why := r.runCheck(ctx, c, dir)
 			kind := EventCheckPassed
 			data := map[string]any{"check": c.Name, "artifact": out, "version": v.Label()}
 			if !ok {
@@ -93,34 +93,20 @@ func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *laun
 	}
 }
 
-// runCheck audits one staged version with one check: the built-in
-// assertions, then the check's command if it has one.
-func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, artifact, dir string) (bool, string) {
-	if ok, why := auditBuiltin(c, artifact, dir); !ok {
-		return false, why
-	}
-	if len(c.Command) == 0 {
-		return true, ""
-	}
-	env := exec.Env{}.Parse(exec.BaseEnv(r.o.Environ))
-	env["PIPEC_RUN_ID"] = r.runID
-	env["PIPEC_CHECK"] = c.Name
-	env["PIPEC_ARTIFACT"] = artifact
-	env["PIPEC_INPUT_"+artifact] = dir
-	env["PIPEC_INTERVAL_START"] = r.iv.Start.Format(time.RFC3339)
-	env["PIPEC_INTERVAL_END"] = r.iv.End.Format(time.RFC3339)
-	env["PIPEC_CODE_VERSION"] = r.plan.CodeVersion
-	p, err := exec.Start(ctx, exec.Spec{Argv: c.Command, Dir: r.o.BaseDir, Env: env.List(), KillGrace: r.o.KillGrace})
+// runCheck audits one staged version with one check (package audit: the
+// built-in assertions on CSV and JSON Lines, then the check's command).
+func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string) (bool, string) {
+	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: []string{
+		"PIPEC_RUN_ID=" + r.runID,
+		"PIPEC_INTERVAL_START=" + r.iv.Start.Format(time.RFC3339),
+		"PIPEC_INTERVAL_END=" + r.iv.End.Format(time.RFC3339),
+		"PIPEC_CODE_VERSION=" + r.plan.CodeVersion,
+	}})
 	if err != nil {
-		return false, "the check's command could not start: " + err.Error()
+		return false, "the check could not run: " + err.Error()
 	}
-	res := p.Wait()
-	if !res.Success() {
-		tail := exec.LastLines(res.Tail, 5, 1000)
-		if tail == "" {
-			return false, "command " + res.Describe()
-		}
-		return false, "command " + res.Describe() + ": " + strings.ReplaceAll(tail, "\n", " | ")
+	if !res.Accepted {
+		return false, strings.Join(res.Reasons, "; ")
 	}
 	return true, ""
 }

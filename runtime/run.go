@@ -293,7 +293,9 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 			// A run of this interval that never finished: its pipec crashed
 			// (or still runs elsewhere, and is fenced by this run's tokens).
 			r.record(ctx, EventRunSuperseded, "", 0, map[string]any{"superseded": pr.ID})
-			_ = r.st.FinishRun(ctx, pr.ID, store.RunFailed)
+			if _, err := r.st.AbandonRun(ctx, pr.ID, "superseded by "+r.runID+": its pipec stopped before the run finished"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// Complete publishes that won in the store but crashed before their link
