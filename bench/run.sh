@@ -18,6 +18,9 @@
 # comes from one extra run under /usr/bin/time. Exit status: 0 when nothing FAILed, 1 otherwise.
 set -uo pipefail
 
+# The whole script is one function, read in full before it runs, so editing
+# this file while a (long) benchmark runs cannot change what the run does.
+main() {
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 shared=${PIPEC_SHARED:-$(cd "$root/.." && pwd)/shared}
@@ -105,7 +108,7 @@ compare() {
 
 skip() { record "$(printf 'SKIP %-34s %s' "$1" "$2")"; }
 
-say "pipec benchmark, best of $runs, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo '+dirty')"
+say "pipec benchmark, best of $runs, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo '+dirty')"
 
 # --- inputs -----------------------------------------------------------------
 sizes=(1000 10000)
@@ -127,16 +130,16 @@ if ! go build -o "$work/bin/pipec" ./cmd/pipec 2>"$work/build.err"; then
 	say "bench: pipec does not build at this tree:"; head -5 "$work/build.err"; exit 2
 fi
 pipec=$work/bin/pipec
-install_tool() { # NAME VERSION_REGEX MODULE@VERSION
+install_tool() { # NAME VERSION_COMMAND VERSION_REGEX MODULE@VERSION
 	local have
-	have=$("$1" --version 2>/dev/null | head -1)
-	if [[ ! $have =~ $2 ]]; then
-		say "bench: installing $3"
-		GOBIN=$work/bin go install "$3" || return 1
+	have=$($1 $2 2>/dev/null | head -1)
+	if [[ ! $have =~ $3 ]]; then
+		say "bench: installing $4"
+		GOBIN=$work/bin go install "$4" || return 1
 	fi
 }
-install_tool actionlint 'v?1\.7\.12' github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 || say "bench: actionlint not installed"
-install_tool cue 'v0\.17\.1' cuelang.org/go/cmd/cue@v0.17.1 || say "bench: cue not installed"
+install_tool actionlint --version 'v?1\.7\.12' github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 || say "bench: actionlint not installed"
+install_tool cue version 'v0\.17\.1' cuelang.org/go/cmd/cue@v0.17.1 || say "bench: cue not installed"
 say "bench: $(actionlint --version 2>/dev/null | head -1), $(cue version 2>/dev/null | head -1), $(go version)"
 say ""
 
@@ -255,42 +258,10 @@ else
 fi
 
 rm -rf "$rundirs"
-for ((i = 0; i <= runs; i++)); do
-	mkdir -p "$rundirs/$i" && cp "$d1/pipeline.hcl" "$rundirs/$i/pipeline.hcl"
-done
-runno=0
-runflags=(--interval 2024-01-01)
-# Two tasks at once, as make -j2 (when this pipec has the flag).
-"$pipec" run --help 2>/dev/null | grep -q -- --parallel && runflags+=(--parallel 2)
-run_fresh() {
-	local dir=$rundirs/$((runno++))
-	(cd "$dir" && exec "$pipec" run pipeline.hcl "${runflags[@]}")
-}
-a=(run_fresh) b=(make -s -j2 -f "$d1/Makefile")
-if ! "$pipec" run --help >/dev/null 2>&1; then
-	skip "run 1k vs make -j2" "pipec has no run command yet"
-elif OKRC=0 side_by_side a b; then
-	compare "run 1k vs make -j2" "pipec run" "$BEST_A" "make -j2" "$BEST_B" 2
-else
-	skip "run 1k vs make -j2" "$ERR"
-fi
-
-if ! grep -rqs 'func BenchmarkFencedPublish' runtime/store/; then
-	skip "store fenced publishes/s" "BenchmarkFencedPublish not written yet"
-else
-	out=$(go test -run x -bench BenchmarkFencedPublish -benchtime 2s ./runtime/store/ 2>&1)
-	line=$(grep -E '^BenchmarkFencedPublish' <<<"$out" | head -1)
-	if [[ -z $line ]]; then
-		skip "store fenced publishes/s" "benchmark did not run: $(tail -3 <<<"$out" | tr '\n' ' ')"
-	else
-		rate=$(awk '{ for (i = 1; i < NF; i++) if ($(i+1) == "ns/op") printf "%.0f", 1e9 / $i }' <<<"$line")
-		record "$(printf '%-4s %-34s %s/s (target >= 2000/s) [%s]' "$( ((rate >= 2000)) && echo PASS || echo FAIL)" \
-			"store fenced publishes/s" "$rate" "$(tr -s ' \t' ' ' <<<"$line")")"
-	fi
-fi
-
-rm -rf "$rundirs"
 say ""
 say "summary:"
 printf '  %s\n' "${summary[@]}"
 exit $failed
+}
+
+main "$@"
