@@ -358,6 +358,7 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 				continue
 			}
 			p.Schedule = s
+			p.Attrs.Set("schedule", s.Range)
 		}
 		for _, b := range part.budgets {
 			if p.RetryBudget != nil {
@@ -365,6 +366,7 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 				continue
 			}
 			p.RetryBudget = b
+			p.Attrs.Set("retry_budget", b.Range)
 		}
 		p.Pools = append(p.Pools, part.p.Pools...)
 		p.Errors = append(p.Errors, part.p.Errors...)
@@ -643,6 +645,7 @@ func (l *hclLoader) task(b *hclsyntax.Block) Task {
 				continue
 			}
 			t.Heartbeat = h
+			t.Attrs.Set("heartbeat", h.Range)
 		case "failover":
 			f := &Failover{Range: l.rng(nb.DefRange())}
 			l.content(bb, failoverSchema, &f.Attrs, func(a *hclsyntax.Attribute) {
@@ -658,6 +661,7 @@ func (l *hclLoader) task(b *hclsyntax.Block) Task {
 				continue
 			}
 			t.Failover = f
+			t.Attrs.Set("failover", f.Range)
 		}
 	}
 	return t

@@ -266,6 +266,8 @@ func TestLoadHCLRanges(t *testing.T) {
 		{"effects", load.Effects[0].Range, `"notify"`},
 		{"idempotent", load.Attrs.At("idempotent", diag.Range{}), `idempotent = false`},
 		{"failover", load.Failover.Range, `failover`},
+		{"failover on the task", load.Attrs.At("failover", diag.Range{}), `failover`},
+		{"retry_budget on the pipeline", p.Attrs.At("retry_budget", diag.Range{}), `retry_budget`},
 		{"failover.global", load.Failover.Attrs.At("global", diag.Range{}), `global     = 3`},
 		{"check input", p.Checks[0].Input.Range, `"raw_orders"`},
 		{"publish sink", p.Publishes[0].Sink.Range, `"lake"`},
