@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +16,8 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/pipec/pipec/diag"
 )
@@ -298,5 +302,37 @@ func TestSplitPlain(t *testing.T) {
 	}
 	if len(names) != 2500 || names[0] != "t0" || names[1250] != "t1250" || names[2499] != "t2499" {
 		t.Errorf("tasks not shared out in order: %d, %v", len(names), names[:3])
+	}
+}
+
+// TestLoadCUEMatchesHCL loads the CUE and HCL forms of one pipeline and
+// requires the same model, ranges aside: the compiler must not be able to
+// tell which syntax a spec was written in.
+func TestLoadCUEMatchesHCL(t *testing.T) {
+	for _, pair := range []struct{ hcl, cue string }{
+		{"testdata/hcl/ok/full.hcl", "testdata/cue/ok/full.cue"},
+		{"../examples/orders/pipeline.hcl", "../examples/orders/pipeline.cue"},
+	} {
+		t.Run(pair.cue, func(t *testing.T) {
+			hp, _, hds, herr := LoadFile(pair.hcl)
+			cp, _, cds, cerr := LoadFile(pair.cue)
+			if herr != nil || cerr != nil {
+				t.Skipf("missing file: %v %v", herr, cerr)
+			}
+			if len(hds) > 0 || len(cds) > 0 {
+				t.Fatalf("findings:\n%s%s", cueDiagLines(hds), cueDiagLines(cds))
+			}
+			opts := []cmp.Option{
+				cmpopts.IgnoreTypes(diag.Range{}),
+				cmpopts.IgnoreFields(Pipeline{}, "File"),
+				// Which attributes were written must agree; where is syntax.
+				cmp.Transformer("attrNames", func(a Attrs) []string {
+					return slices.Sorted(maps.Keys(a.Ranges))
+				}),
+			}
+			if d := cmp.Diff(hp, cp, opts...); d != "" {
+				t.Errorf("the HCL and CUE models differ (-hcl +cue):\n%s", d)
+			}
+		})
 	}
 }
