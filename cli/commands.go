@@ -16,5 +16,6 @@ func commands(io IO) []*cobra.Command {
 		newStatusCmd(io),
 		newEventsCmd(io),
 		newHeartbeatCmd(io),
+		newBackfillCmd(io),
 	}
 }
