@@ -160,7 +160,7 @@ func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Fi
 		d.enter(name)
 		r := d.labelRange(g)
 		if !ValidName(name) {
-			d.l.schemaErr(r, "%s", NameError(kind, name))
+			d.l.schemaErr(r, "%s", NameError(kindNoun(kind), name))
 		}
 		if _, ok := g.Value.(*ast.StructLit); ok {
 			fn(Named{Name: name, NameRange: r, Range: r}, g)
@@ -399,7 +399,7 @@ func (d *cueDecoder) retry(n Named, f *ast.Field) RetryPolicy {
 		case "max_elapsed":
 			r.MaxElapsed = d.duration(g, name)
 		case "on":
-			r.On = d.refList(g, name, "")
+			r.On = d.refList(g, name, "error class")
 		default:
 			d.unknown(g, name, KindRetry)
 		}
@@ -418,21 +418,21 @@ func (d *cueDecoder) task(n Named, f *ast.Field) Task {
 		case "outputs":
 			t.Outputs = d.refList(g, name, "artifact")
 		case "depends_on":
-			t.DependsOn = d.refList(g, name, "")
+			t.DependsOn = d.refList(g, name, KindTask)
 		case "env":
 			t.Env = d.env(g, &t.Attrs)
 		case "secret_env":
-			t.SecretEnv = d.refList(g, name, "")
+			t.SecretEnv = d.refList(g, name, envVarKind)
 		case "effects":
-			t.Effects = d.refList(g, name, "")
+			t.Effects = d.refList(g, name, "effect")
 		case "idempotent":
 			if b, ok := d.boolean(g, name); ok {
 				t.Idempotent = &b
 			}
 		case "retry":
-			t.Retry = d.ref(g, name, "")
+			t.Retry = d.ref(g, name, "retry policy")
 		case "pool":
-			t.Pool = d.ref(g, name, "")
+			t.Pool = d.ref(g, name, KindPool)
 		case "timeout":
 			t.Timeout = d.duration(g, name)
 		case KindHeartbeat:
@@ -534,7 +534,7 @@ func (d *cueDecoder) publish(n Named, f *ast.Field) Publish {
 				p.Artifact = *r
 			}
 		case "sink":
-			if r := d.ref(g, name, ""); r != nil {
+			if r := d.ref(g, name, KindSink); r != nil {
 				p.Sink = *r
 			}
 		default:
@@ -558,6 +558,10 @@ func (d *cueDecoder) env(f *ast.Field, attrs *Attrs) map[string]string {
 			continue
 		}
 		d.enter(key)
+		if !d.validRef(d.labelRange(g), envVarKind, key) {
+			d.leave()
+			continue
+		}
 		attrs.Set("env."+key, d.fieldRange(g))
 		if v, ok := d.str(g, "env."+key); ok {
 			if env == nil {
@@ -673,7 +677,7 @@ func (d *cueDecoder) duration(f *ast.Field, name string) Duration {
 	}
 	v, err := ParseDuration(s)
 	if err != nil {
-		d.l.schemaErr(d.valueRange(f), "%s", err.Error())
+		d.report(d.valueRange(f), nil, "%s", err.Error())
 		return 0
 	}
 	return v
@@ -686,24 +690,56 @@ func (d *cueDecoder) timestamp(f *ast.Field, name string) (t time.Time) {
 	}
 	v, err := ParseTime(s)
 	if err != nil {
-		d.l.schemaErr(d.valueRange(f), "%s", err.Error())
+		d.report(d.valueRange(f), nil, "%s", err.Error())
 		return t
 	}
 	return v
 }
 
-// ref reads a name; kind, when set, is the element kind the name must be
-// valid for (an artifact name, say).
+// ref reads a name; kind is the element kind the name must be valid for (an
+// artifact name, say). An invalid name is reported and left out of the model,
+// as the HCL loader does.
 func (d *cueDecoder) ref(f *ast.Field, name, kind string) *Ref {
 	s, ok := d.str(f, name)
 	if !ok {
 		return nil
 	}
 	r := d.valueRange(f)
-	if kind != "" && !ValidName(s) {
-		d.l.schemaErr(r, "%s", NameError(kind, s))
+	if !d.validRef(r, kind, s) {
+		return nil
 	}
 	return &Ref{Name: s, Range: r}
+}
+
+// envVarKind marks names that are environment variables (secret_env, env
+// keys): the shell's rule applies, not ValidName's.
+const envVarKind = "environment variable"
+
+// validRef checks a name written as a reference, reporting it when invalid.
+func (d *cueDecoder) validRef(r diag.Range, kind, s string) bool {
+	if kind == envVarKind {
+		if !validEnvName(s) {
+			d.l.schemaErr(r, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", s)
+			return false
+		}
+		return true
+	}
+	if !ValidName(s) {
+		d.l.schemaErr(r, "%s", NameError(kindNoun(kind), s))
+		return false
+	}
+	return true
+}
+
+// kindNoun names an element kind in messages ("invalid error class name").
+func kindNoun(kind string) string {
+	switch kind {
+	case KindError:
+		return "error class"
+	case KindRetry:
+		return "retry policy"
+	}
+	return kind
 }
 
 // list returns the elements of a list value.
@@ -768,8 +804,8 @@ func (d *cueDecoder) refList(f *ast.Field, name, kind string) []Ref {
 			continue
 		}
 		r := d.elemRange(el, i)
-		if kind != "" && !ValidName(s) {
-			d.l.schemaErr(r, "%s", NameError(kind, s))
+		if !d.validRef(r, kind, s) {
+			continue
 		}
 		out = append(out, Ref{Name: s, Range: r})
 	}
