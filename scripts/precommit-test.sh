@@ -28,8 +28,11 @@ rev=$(git -C "$root" rev-parse HEAD)
 git -C "$root" cat-file -e "$rev:.pre-commit-hooks.yaml" 2>/dev/null ||
 	fail ".pre-commit-hooks.yaml is not committed at HEAD ($rev)"
 good_spec=examples/orders/pipeline.hcl
+good_cue=examples/orders/pipeline.cue
 bad_spec=examples/broken/cycle.hcl
 bad_rule=cycle
+bad_cue=examples/broken/schema.cue
+bad_cue_rule=schema
 
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -61,20 +64,22 @@ git commit -m "readme" >"$tmp/out0" 2>&1 || { cat "$tmp/out0"; fail "a commit wi
 grep -q "pipec lint.*Skipped" "$tmp/out0" || { cat "$tmp/out0"; fail "the hook did not report Skipped for a commit with no spec"; }
 echo "precommit-test: ok: commit without specs skips the hook"
 
-# 2. A good spec (the orders example at HEAD) passes.
+# 2. Good specs (the orders example at HEAD, HCL and CUE) pass.
 mkdir -p pipelines
 git -C "$root" show "$rev:$good_spec" >pipelines/orders.hcl
-git add pipelines/orders.hcl
+git -C "$root" show "$rev:$good_cue" >pipelines/orders.cue
+git add pipelines/orders.hcl pipelines/orders.cue
 if ! git commit -m "good spec" >"$tmp/out1" 2>&1; then
 	cat "$tmp/out1"
 	fail "the hook refused the good spec $good_spec"
 fi
 grep -q "pipec lint.*Passed" "$tmp/out1" || { cat "$tmp/out1"; fail "the hook did not report Passed for the good spec"; }
-echo "precommit-test: ok: good spec passes"
+echo "precommit-test: ok: good specs (HCL and CUE) pass"
 
-# 3. A spec with an error finding is refused, and the finding is shown.
+# 3. Specs with error findings are refused, and the findings are shown.
 git -C "$root" show "$rev:$bad_spec" >pipelines/bad.hcl
-git add pipelines/bad.hcl
+git -C "$root" show "$rev:$bad_cue" >pipelines/bad.cue
+git add pipelines/bad.hcl pipelines/bad.cue
 if git commit -m "bad spec" >"$tmp/out2" 2>&1; then
 	cat "$tmp/out2"
 	fail "the hook accepted $bad_spec"
@@ -82,8 +87,10 @@ fi
 grep -q "pipec lint.*Failed" "$tmp/out2" || { cat "$tmp/out2"; fail "the hook did not report Failed for the bad spec"; }
 grep -q "pipelines/bad.hcl:[0-9]*:[0-9]*: error: .*\[$bad_rule\]" "$tmp/out2" ||
 	{ cat "$tmp/out2"; fail "the refusal does not show the [$bad_rule] finding in pipelines/bad.hcl"; }
-grep -q "pipelines/orders.hcl" "$tmp/out2" && { cat "$tmp/out2"; fail "the hook linted an unchanged file"; }
+grep -q "pipelines/bad.cue:[0-9]*:[0-9]*: error: .*\[$bad_cue_rule\]" "$tmp/out2" ||
+	{ cat "$tmp/out2"; fail "the refusal does not show the [$bad_cue_rule] finding in pipelines/bad.cue"; }
+grep -q "pipelines/orders\." "$tmp/out2" && { cat "$tmp/out2"; fail "the hook linted an unchanged file"; }
 [ "$(git rev-list --count HEAD)" = 3 ] || fail "the refused commit was recorded"
-echo "precommit-test: ok: bad spec refused:"
-grep "\[$bad_rule\]" "$tmp/out2" | sed 's/^/    /'
+echo "precommit-test: ok: bad specs refused:"
+grep -E "\[($bad_rule|$bad_cue_rule)\]" "$tmp/out2" | sed 's/^/    /'
 echo "precommit-test: PASS (rev $rev)"
