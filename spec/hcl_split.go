@@ -202,10 +202,14 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 				}
 				pc := lay.pieces[i]
 				l := &hclLoader{file: filename}
-				body, syntaxErr := l.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
-				if syntaxErr || len(l.ds) > 0 {
-					failed.Store(true)
-					return
+				body, ok := fastParse(filename, src, pc.start, pc.end, pc.line)
+				if !ok {
+					var syntaxErr bool
+					body, syntaxErr = l.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
+					if syntaxErr || len(l.ds) > 0 {
+						failed.Store(true)
+						return
+					}
 				}
 				parts[i] = l.decodePipelineBody(body)
 				if len(l.ds) > 0 {

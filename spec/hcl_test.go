@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/pipec/pipec/diag"
 )
@@ -401,6 +402,56 @@ func BenchmarkLoadHCLWhole(b *testing.B) {
 	for b.Loop() {
 		if _, ds := loadWhole("bench.hcl", src); len(ds) > 0 {
 			b.Fatal(ds)
+		}
+	}
+}
+
+// TestFastParse checks the direct tree builder piece by piece against
+// hclsyntax: every piece of the plain specs must take the fast path, and what
+// it decodes to must be what hclsyntax's tree decodes to.
+func TestFastParse(t *testing.T) {
+	srcs := map[string][]byte{"gen.hcl": genHCL(200)}
+	for _, path := range specFiles(t, "ok") {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs[filepath.Base(path)] = src
+	}
+	for name, src := range srcs {
+		lay, ok := layoutHCL(src, 1)
+		if !ok {
+			t.Fatalf("%s: no layout", name)
+		}
+		for _, pc := range lay.pieces {
+			fast, ok := fastParse(name, src, pc.start, pc.end, pc.line)
+			if !ok {
+				t.Errorf("%s: piece at line %d left the fast path:\n%s", name, pc.line, src[pc.start:pc.end])
+				continue
+			}
+			slowL := &hclLoader{file: name}
+			slow, _ := slowL.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
+			fastL := &hclLoader{file: name}
+			want, got := slowL.decodePipelineBody(slow), fastL.decodePipelineBody(fast)
+			if diff := cmp.Diff(want.p, got.p); diff != "" {
+				t.Errorf("%s: piece at line %d decodes differently (-hclsyntax +fast):\n%s", name, pc.line, diff)
+			}
+			if diff := cmp.Diff(append(want.schedules, nil), append(got.schedules, nil)); diff != "" {
+				t.Errorf("%s: schedules differ:\n%s", name, diff)
+			}
+			if diff := cmp.Diff(slowL.ds, fastL.ds); diff != "" {
+				t.Errorf("%s: findings differ:\n%s", name, diff)
+			}
+		}
+	}
+	// Outside the subset, the fast path must give up rather than guess.
+	for _, piece := range []string{
+		"a = \"x\\n\"\n", "a = \"${b}\"\n", "a = -1\n", "a = 1e3\n", "a = b\n", "a = \"é\"\n",
+		"a = 1\r\n", "a = <<EOT\nx\nEOT\n", "b { /* c */\n}\n", "a = 1\na = 2\n", "a = [1 2]\n",
+		"a = { b = 1\n}\n", "b x {\n}\n", "a = \"\"\n", "a = 1 }\n", "b { a = 1, c = 2 }\n", "a = null\n",
+	} {
+		if _, ok := fastParse("t.hcl", []byte(piece), 0, len(piece), 1); ok {
+			t.Errorf("fast path accepted %q", piece)
 		}
 	}
 }

@@ -1,0 +1,429 @@
+package spec
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// fastParser builds the hclsyntax tree of one piece of a pipeline body
+// directly from the bytes, for the plain subset of HCL that generated and
+// hand-written specs are made of: blocks with quoted labels, attributes whose
+// values are ASCII strings without escapes or templates, whole or decimal
+// numbers, bools, and lists and one-line maps of those, with # and //
+// comments. It gives up on anything else, and the piece goes through
+// hclsyntax.ParseConfig instead.
+//
+// Why: hclsyntax first turns the whole piece into tokens of about 100 bytes
+// each, measuring every token in grapheme clusters; on a large spec that token
+// slice is over half of everything the load allocates, and the garbage
+// collector's work follows. Building the same nodes straight from ASCII bytes
+// skips it. The tree must be the one hclsyntax would build, down to the ranges
+// the decoder reads (attribute, expression, label and block header ranges);
+// TestLoadHCLChunked and FuzzLoadHCL compare the two paths' models and
+// findings byte for byte.
+type fastParser struct {
+	file      string
+	src       []byte
+	i, end    int
+	line      int
+	lineStart int
+}
+
+// fastParse parses src[start:end], a run of whole lines beginning on the given
+// line, as a body. It reports false when the piece leaves the plain subset.
+func fastParse(file string, src []byte, start, end, line int) (*hclsyntax.Body, bool) {
+	p := &fastParser{file: file, src: src, i: start, end: end, line: line, lineStart: start}
+	startPos := p.pos()
+	body, ok := p.body(false)
+	if !ok {
+		return nil, false
+	}
+	body.SrcRange = hcl.Range{Filename: file, Start: startPos, End: p.pos()}
+	body.EndRange = hcl.Range{Filename: file, Start: p.pos(), End: p.pos()}
+	return body, true
+}
+
+func (p *fastParser) pos() hcl.Pos {
+	return hcl.Pos{Line: p.line, Column: p.i - p.lineStart + 1, Byte: p.i}
+}
+
+func (p *fastParser) from(start hcl.Pos) hcl.Range {
+	return hcl.Range{Filename: p.file, Start: start, End: p.pos()}
+}
+
+func (p *fastParser) peek() byte {
+	if p.i < p.end {
+		return p.src[p.i]
+	}
+	return 0
+}
+
+func (p *fastParser) skipSpace() {
+	for p.i < p.end && (p.src[p.i] == ' ' || p.src[p.i] == '\t') {
+		p.i++
+	}
+}
+
+// atComment reports whether a line comment starts here.
+func (p *fastParser) atComment() bool {
+	c := p.peek()
+	return c == '#' || (c == '/' && p.i+1 < p.end && p.src[p.i+1] == '/')
+}
+
+// eol consumes blanks, an optional line comment and the newline that ends an
+// item (or the end of the piece); it reports false if anything else follows.
+func (p *fastParser) eol() bool {
+	p.skipSpace()
+	if p.atComment() {
+		for p.i < p.end && p.src[p.i] != '\n' {
+			if p.src[p.i] >= 0x80 || p.src[p.i] == '\r' {
+				return false
+			}
+			p.i++
+		}
+	}
+	switch {
+	case p.i >= p.end:
+		return true
+	case p.src[p.i] == '\n':
+		p.newline()
+		return true
+	}
+	return false
+}
+
+func (p *fastParser) newline() {
+	p.i++
+	p.line++
+	p.lineStart = p.i
+}
+
+// skipLines skips blanks, newlines and line comments (inside brackets).
+func (p *fastParser) skipLines() bool {
+	for {
+		p.skipSpace()
+		switch {
+		case p.atComment():
+			if !p.eol() {
+				return false
+			}
+		case p.peek() == '\n':
+			p.newline()
+		default:
+			return true
+		}
+	}
+}
+
+func isIdentStart(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+}
+
+func isIdentByte(c byte) bool {
+	return isIdentStart(c) || c >= '0' && c <= '9' || c == '-'
+}
+
+func (p *fastParser) ident() (string, hcl.Range) {
+	start := p.pos()
+	for p.i < p.end && isIdentByte(p.src[p.i]) {
+		p.i++
+	}
+	return string(p.src[start.Byte:p.i]), p.from(start)
+}
+
+// body parses items up to the end of the piece or, when nested, up to the
+// closing brace (left unread).
+func (p *fastParser) body(nested bool) (*hclsyntax.Body, bool) {
+	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
+	for {
+		if !p.skipLines() {
+			return nil, false
+		}
+		if p.i >= p.end {
+			return body, !nested
+		}
+		c := p.src[p.i]
+		if c == '}' {
+			return body, nested
+		}
+		if !isIdentStart(c) {
+			return nil, false
+		}
+		name, nameRange := p.ident()
+		p.skipSpace()
+		if p.peek() == '=' {
+			a, ok := p.attribute(name, nameRange)
+			if !ok || !p.eol() {
+				return nil, false
+			}
+			if _, dup := body.Attributes[name]; dup {
+				return nil, false // hclsyntax reports "Attribute redefined"
+			}
+			body.Attributes[name] = a
+			continue
+		}
+		b, ok := p.block(name, nameRange)
+		if !ok || !p.eol() {
+			return nil, false
+		}
+		body.Blocks = append(body.Blocks, b)
+	}
+}
+
+// attribute parses "= value" after an attribute name.
+func (p *fastParser) attribute(name string, nameRange hcl.Range) (*hclsyntax.Attribute, bool) {
+	eqStart := p.pos()
+	p.i++
+	eq := p.from(eqStart)
+	p.skipSpace()
+	expr, ok := p.expr()
+	if !ok {
+		return nil, false
+	}
+	return &hclsyntax.Attribute{
+		Name:        name,
+		Expr:        expr,
+		SrcRange:    hcl.RangeBetween(nameRange, expr.Range()),
+		NameRange:   nameRange,
+		EqualsRange: eq,
+	}, true
+}
+
+// block parses the labels and body of a block after its type.
+func (p *fastParser) block(typ string, typeRange hcl.Range) (*hclsyntax.Block, bool) {
+	b := &hclsyntax.Block{Type: typ, TypeRange: typeRange}
+	for p.peek() == '"' {
+		s, r, ok := p.quoted()
+		if !ok {
+			return nil, false
+		}
+		b.Labels = append(b.Labels, s)
+		b.LabelRanges = append(b.LabelRanges, r)
+		p.skipSpace()
+	}
+	if p.peek() != '{' {
+		return nil, false
+	}
+	oStart := p.pos()
+	p.i++
+	b.OpenBraceRange = p.from(oStart)
+	p.skipSpace()
+	var body *hclsyntax.Body
+	switch {
+	case p.peek() == '}':
+		body = &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
+	case p.peek() == '\n' || p.atComment():
+		if !p.eol() {
+			return nil, false
+		}
+		var ok bool
+		if body, ok = p.body(true); !ok {
+			return nil, false
+		}
+	case isIdentStart(p.peek()):
+		// A one-line block holds exactly one attribute.
+		name, nameRange := p.ident()
+		p.skipSpace()
+		if p.peek() != '=' {
+			return nil, false
+		}
+		a, ok := p.attribute(name, nameRange)
+		if !ok {
+			return nil, false
+		}
+		p.skipSpace()
+		if p.peek() != '}' {
+			return nil, false
+		}
+		body = &hclsyntax.Body{Attributes: hclsyntax.Attributes{name: a}}
+	default:
+		return nil, false
+	}
+	cStart := p.pos()
+	p.i++
+	b.CloseBraceRange = p.from(cStart)
+	body.SrcRange = hcl.RangeBetween(b.OpenBraceRange, b.CloseBraceRange)
+	body.EndRange = hcl.Range{Filename: p.file, Start: b.CloseBraceRange.End, End: b.CloseBraceRange.End}
+	b.Body = body
+	return b, true
+}
+
+// quoted reads a non-empty quoted string of printable ASCII with no escape,
+// interpolation or directive: its value is then its bytes.
+func (p *fastParser) quoted() (string, hcl.Range, bool) {
+	start := p.pos()
+	p.i++
+	for p.i < p.end {
+		c := p.src[p.i]
+		switch {
+		case c == '"':
+			if p.i == start.Byte+1 {
+				return "", hcl.Range{}, false
+			}
+			s := string(p.src[start.Byte+1 : p.i])
+			p.i++
+			return s, p.from(start), true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return "", hcl.Range{}, false
+		case (c == '$' || c == '%') && p.i+1 < p.end && p.src[p.i+1] == '{':
+			return "", hcl.Range{}, false
+		}
+		p.i++
+	}
+	return "", hcl.Range{}, false
+}
+
+// expr parses one value.
+func (p *fastParser) expr() (hclsyntax.Expression, bool) {
+	c := p.peek()
+	switch {
+	case c == '"':
+		start := p.pos()
+		s, r, ok := p.quoted()
+		if !ok {
+			return nil, false
+		}
+		inner := hcl.Range{
+			Filename: p.file,
+			Start:    hcl.Pos{Line: start.Line, Column: start.Column + 1, Byte: start.Byte + 1},
+			End:      hcl.Pos{Line: r.End.Line, Column: r.End.Column - 1, Byte: r.End.Byte - 1},
+		}
+		return &hclsyntax.TemplateExpr{
+			Parts:    []hclsyntax.Expression{&hclsyntax.LiteralValueExpr{Val: cty.StringVal(s), SrcRange: inner}},
+			SrcRange: r,
+		}, true
+	case c >= '0' && c <= '9':
+		return p.number()
+	case c == '[':
+		return p.tuple()
+	case c == '{':
+		return p.object()
+	case isIdentStart(c):
+		name, r := p.ident()
+		switch name {
+		case "true":
+			return &hclsyntax.LiteralValueExpr{Val: cty.True, SrcRange: r}, true
+		case "false":
+			return &hclsyntax.LiteralValueExpr{Val: cty.False, SrcRange: r}, true
+		}
+	}
+	return nil, false
+}
+
+// number reads digits with an optional fraction, parsed as hclsyntax does.
+func (p *fastParser) number() (hclsyntax.Expression, bool) {
+	start := p.pos()
+	digits := func() int {
+		n := 0
+		for p.i < p.end && p.src[p.i] >= '0' && p.src[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	digits()
+	if p.peek() == '.' {
+		p.i++
+		if digits() == 0 {
+			return nil, false
+		}
+	}
+	if c := p.peek(); isIdentByte(c) || c == '.' || c >= 0x80 {
+		return nil, false
+	}
+	v, err := cty.ParseNumberVal(string(p.src[start.Byte:p.i]))
+	if err != nil {
+		return nil, false
+	}
+	return &hclsyntax.LiteralValueExpr{Val: v, SrcRange: p.from(start)}, true
+}
+
+// tuple reads [a, b, ...], possibly over several lines, trailing comma allowed.
+func (p *fastParser) tuple() (hclsyntax.Expression, bool) {
+	start := p.pos()
+	p.i++
+	t := &hclsyntax.TupleConsExpr{}
+	for {
+		if !p.skipLines() {
+			return nil, false
+		}
+		if p.peek() == ']' {
+			break
+		}
+		e, ok := p.expr()
+		if !ok {
+			return nil, false
+		}
+		t.Exprs = append(t.Exprs, e)
+		if !p.skipLines() {
+			return nil, false
+		}
+		if p.peek() == ',' {
+			p.i++
+			continue
+		}
+		if p.peek() != ']' {
+			return nil, false
+		}
+	}
+	oEnd := hcl.Pos{Line: start.Line, Column: start.Column + 1, Byte: start.Byte + 1}
+	t.OpenRange = hcl.Range{Filename: p.file, Start: start, End: oEnd}
+	p.i++
+	t.SrcRange = p.from(start)
+	return t, true
+}
+
+// object reads a one-line map { KEY = value, "KEY" = value }.
+func (p *fastParser) object() (hclsyntax.Expression, bool) {
+	start := p.pos()
+	p.i++
+	o := &hclsyntax.ObjectConsExpr{}
+	for {
+		p.skipSpace()
+		if p.peek() == '}' {
+			break
+		}
+		var key hclsyntax.Expression
+		switch c := p.peek(); {
+		case c == '"':
+			k, ok := p.expr()
+			if !ok {
+				return nil, false
+			}
+			key = k
+		case isIdentStart(c):
+			name, r := p.ident()
+			key = &hclsyntax.ScopeTraversalExpr{
+				Traversal: hcl.Traversal{hcl.TraverseRoot{Name: name, SrcRange: r}},
+				SrcRange:  r,
+			}
+		default:
+			return nil, false
+		}
+		p.skipSpace()
+		if p.peek() != '=' {
+			return nil, false
+		}
+		p.i++
+		p.skipSpace()
+		v, ok := p.expr()
+		if !ok {
+			return nil, false
+		}
+		o.Items = append(o.Items, hclsyntax.ObjectConsItem{KeyExpr: &hclsyntax.ObjectConsKeyExpr{Wrapped: key}, ValueExpr: v})
+		p.skipSpace()
+		if p.peek() == ',' {
+			p.i++
+			continue
+		}
+		if p.peek() != '}' {
+			return nil, false
+		}
+	}
+	oEnd := hcl.Pos{Line: start.Line, Column: start.Column + 1, Byte: start.Byte + 1}
+	o.OpenRange = hcl.Range{Filename: p.file, Start: start, End: oEnd}
+	p.i++
+	o.SrcRange = p.from(start)
+	return o, true
+}
