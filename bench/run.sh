@@ -27,7 +27,8 @@ shared=${PIPEC_SHARED:-$(cd "$root/.." && pwd)/shared}
 work=${PIPEC_BENCH_DIR:-${TMPDIR:-/tmp}/pipec-bench}
 runs=${RUNS:-5}
 mkdir -p "$work/bin"
-export PATH="$work/bin:$(go env GOPATH)/bin:$PATH"
+gopath=$(go env GOPATH)
+export PATH="$work/bin:$gopath/bin:$PATH"
 failed=0
 summary=()
 
@@ -143,7 +144,7 @@ fi
 pipec=$work/bin/pipec
 install_tool() { # NAME VERSION_COMMAND VERSION_REGEX MODULE@VERSION
 	local have
-	have=$($1 $2 2>/dev/null | head -1)
+	have=$("$1" "$2" 2>/dev/null | head -1)
 	if [[ ! $have =~ $3 ]]; then
 		say "bench: installing $4"
 		GOBIN=$work/bin go install "$4" || return 1
@@ -235,6 +236,7 @@ runno=0
 runflags=(--interval 2024-01-01)
 # Two tasks at once, as make -j2 (when this pipec has the flag).
 "$pipec" run --help 2>/dev/null | grep -q -- --parallel && runflags+=(--parallel 2)
+# shellcheck disable=SC2317 # called through side_by_side
 run_fresh() {
 	local dir=$rundirs/$((runno++))
 	(cd "$dir" && exec "$pipec" run pipeline.hcl "${runflags[@]}")

@@ -55,7 +55,7 @@ cp report/testdata/sarif.golden "$tmp/golden.sarif"
 status=0
 for f in "$tmp/lint.sarif" "$tmp/golden.sarif"; do
 	out=$("$mt" validate "$f" 2>&1) || { echo "$out"; echo "sarif-validate: FAIL: the validator failed on $(basename "$f")" >&2; status=1; continue; }
-	echo "$out" | sed "s|$tmp/||"
+	echo "${out//$tmp\//}"
 	if echo "$out" | grep -Eiq '\berror\b|(^|[ :])warning [A-Z]+[0-9]+'; then
 		echo "sarif-validate: FAIL: $(basename "$f") has validator errors or warnings" >&2
 		status=1
