@@ -154,7 +154,9 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 			}
 			top.depth--
 			if bottom && top.depth == 0 {
-				if bodyStart < 0 {
+				// The pipeline's closing brace is in no piece, so no parse
+				// would see a mismatch there: check it here.
+				if bodyStart < 0 || c != '}' {
 					return lay, false
 				}
 				for _, b := range src[lineStart:i] {

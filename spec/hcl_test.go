@@ -210,6 +210,7 @@ func TestLayoutHCL(t *testing.T) {
 		"pipeline \"p\" {\n  a = \"x\n\"\n}\n",                // newline in a string
 		"pipeline \"p\" {\n  a = 1\n  b = 2\n",                // unclosed
 		"pipeline \"p\" {\n  a = 1\n  b = 2\n}}\n",            // unbalanced
+		"pipeline \"p\" {\n  a = 1\n  b = 2\n)\n",             // closed by a parenthesis
 	} {
 		if _, ok := layoutHCL([]byte(bad), 1); ok {
 			t.Errorf("layout accepted %q", bad)
