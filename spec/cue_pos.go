@@ -19,10 +19,14 @@ import (
 // position outside the author's file (in the schema, or none at all).
 // CUE counts columns in bytes; diag counts characters.
 func (l *cueLoader) pos(p token.Pos) (diag.Pos, bool) {
-	if !p.IsValid() || p.File() == nil || p.Filename() != l.file {
+	if !p.IsValid() || p.File() == nil {
 		return diag.Pos{}, false
 	}
-	off, line, col := p.Offset(), p.Line(), p.Column()
+	pp := p.Position()
+	if pp.Filename != l.file {
+		return diag.Pos{}, false
+	}
+	off, line, col := pp.Offset, pp.Line, pp.Column
 	if line < 1 {
 		return diag.Pos{}, false
 	}
