@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,18 +79,15 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	if err != nil {
 		return err
 	}
+	results := lintFiles(files, lopts)
 	var all diag.Diagnostics
 	src := report.Sources{}
-	for _, f := range files {
-		c, err := loadSpec(f)
-		if err != nil {
-			return err
+	for i, r := range results {
+		if r.err != nil {
+			return r.err // the first unreadable file in sorted order, as a sequential run would report
 		}
-		all = append(all, c.Diags...)
-		if c.Result != nil {
-			all = append(all, lint.Run(c.Result, c.Src, lopts)...)
-		}
-		src[f] = c.Src
+		all = append(all, r.diags...)
+		src[files[i]] = r.src
 	}
 	all = all.Sort()
 	switch opts.format {
@@ -109,6 +108,40 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 		return silentExit(ExitFindings)
 	}
 	return nil
+}
+
+type lintResult struct {
+	src   []byte
+	diags diag.Diagnostics
+	err   error
+}
+
+// lintFiles loads, compiles and lints files on all CPUs: files are
+// independent and lint.Run keeps no shared state. Results come back in the
+// order of files, so output does not depend on scheduling.
+func lintFiles(files []string, opts lint.Options) []lintResult {
+	results := make([]lintResult, len(files))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, err := loadSpec(f)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			results[i].src = c.Src
+			results[i].diags = c.Diags
+			if c.Result != nil {
+				results[i].diags = append(results[i].diags, lint.Run(c.Result, c.Src, opts)...)
+			}
+		}()
+	}
+	wg.Wait()
+	return results
 }
 
 // reportRules describes the catalogue for SARIF's rule table.
