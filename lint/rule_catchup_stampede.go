@@ -81,7 +81,7 @@ func runCatchupStampede(pass *Pass) error {
 	}
 	what := fmt.Sprintf("%d runs (every %s since %s)", runs, fmtDuration(s.Every), s.Start.Format(time.RFC3339))
 	if runs <= 1 {
-		pass.Reportf(r, "catchup = true with no max_active_runs: %s would launch today, but every interval missed later (an outage, a paused scheduler) launches at once; %s", what, fix)
+		pass.Reportf(r, "catchup = true with no max_active_runs: only %s today, but every interval missed later (an outage, a paused scheduler) launches at once; %s", strings.Replace(what, " runs", " run(s)", 1), fix)
 		return nil
 	}
 	pass.Reportf(r, "catchup = true with no max_active_runs: %s would launch at once%s; %s", what, estimate(pass, runs), fix)

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/spec"
 )
@@ -15,7 +16,8 @@ var ruleRetryStorm = Rule{
 	Severity: diag.Warning,
 	Summary:  "retries with no backoff, no jitter, or many retried tasks and no retry budget",
 	Doc: `Retries that can turn one outage into a storm: a policy with no backoff
-(multiplier 1 or less: every retry waits the same delay), a policy with
+(multiplier 1 or less, or max_delay no longer than the initial delay: every
+retry waits the same delay), a policy with
 jitter = "none" (every task failed by one outage retries at the same instants),
 or five or more retried tasks and no retry_budget.
 
@@ -63,6 +65,14 @@ func runRetryStorm(pass *Pass) error {
 		if r.Has("multiplier") && r.Multiplier <= 1 {
 			pass.Reportf(r.At("multiplier", r.NameRange),
 				"retry policy %q has multiplier = %g, so delays never grow (no backoff): retries of tasks failed by one outage keep hitting it at the same pace; use a multiplier of 2", r.Name, r.Multiplier)
+		}
+		initial := r.Initial
+		if initial == 0 {
+			initial = compiler.DefaultInitial
+		}
+		if r.MaxDelay > 0 && r.MaxDelay <= initial && !(r.Has("multiplier") && r.Multiplier <= 1) {
+			pass.Reportf(r.At("max_delay", r.NameRange),
+				"retry policy %q has max_delay = %s, no longer than its initial delay %s, so delays never grow (no backoff); raise max_delay (e.g. %s)", r.Name, fmtDuration(r.MaxDelay), fmtDuration(initial), fmtDuration(initial*32))
 		}
 		if r.Jitter == spec.JitterNone {
 			pass.Reportf(r.At("jitter", r.NameRange),

@@ -7,6 +7,8 @@ pipeline "rs" { // want "retry-storm"
   }
   retry "good" {
     max_attempts = 3
+    initial      = "10s"
+    max_delay    = "10m"
     multiplier   = 2
     jitter       = "full"
     on           = ["timeout"]
