@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
@@ -143,6 +144,11 @@ type runner struct {
 	budget   *retry.Budget
 	classes  *retry.Classifier
 
+	// baseEnv is what every task gets of pipec's environment; parentEnv is
+	// all of it, where secret_env names are looked up.
+	baseEnv   exec.Env
+	parentEnv exec.Env
+
 	tasks      map[string]*taskState
 	checksOf   map[string][]compiler.PlanCheck
 	pubsOf     map[string][]compiler.PlanPublish
@@ -204,18 +210,20 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	p := o.Plan
 	r := &runner{
 		o: o, plan: p, iv: iv, st: o.Store,
-		stateDir: filepath.Dir(statePath),
-		resource: p.Pipeline + "@" + iv.Key,
-		rand:     retry.NewRand(o.Seed),
-		tasks:    map[string]*taskState{},
-		checksOf: map[string][]compiler.PlanCheck{},
-		pubsOf:   map[string][]compiler.PlanPublish{},
-		sinks:    map[string]*sink.Directory{},
-		sinkErr:  map[string]string{},
-		sinkPlan: map[string]compiler.PlanSink{},
-		global:   make(chan struct{}, o.Parallel),
-		pools:    map[string]chan struct{}{},
-		checks:   map[string]*CheckResult{},
+		stateDir:  filepath.Dir(statePath),
+		resource:  p.Pipeline + "@" + iv.Key,
+		rand:      retry.NewRand(o.Seed),
+		tasks:     map[string]*taskState{},
+		checksOf:  map[string][]compiler.PlanCheck{},
+		pubsOf:    map[string][]compiler.PlanPublish{},
+		sinks:     map[string]*sink.Directory{},
+		sinkErr:   map[string]string{},
+		sinkPlan:  map[string]compiler.PlanSink{},
+		global:    make(chan struct{}, o.Parallel),
+		pools:     map[string]chan struct{}{},
+		checks:    map[string]*CheckResult{},
+		baseEnv:   exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
+		parentEnv: exec.Env{}.Parse(o.Environ),
 	}
 	if b := p.RetryBudget; b != nil {
 		r.budget = retry.NewBudget(b.Ratio, b.Min)

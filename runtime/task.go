@@ -238,6 +238,16 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: "store"}}
 	}
 	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
+	failStart := func(err error) attemptOutcome {
+		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
+		_ = r.st.FinishAttempt(context.WithoutCancel(ctx), a.AttemptRef, o)
+		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error()})
+		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: "start", Deterministic: true}}
+	}
+	l, spec, err := r.prepare(t, a, inputs, every)
+	if err != nil {
+		return failStart(err)
+	}
 	if !r.acquire(ctx, t) {
 		err := errors.New("the run was cancelled before the attempt started")
 		_ = r.st.FinishAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
@@ -250,12 +260,8 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			r.release(t)
 		}
 	}()
-	l, err := r.launch(ctx, t, a, inputs, every, lease)
-	if err != nil {
-		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
-		_ = r.st.FinishAttempt(context.WithoutCancel(ctx), a.AttemptRef, o)
-		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error()})
-		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: "start", Deterministic: true}}
+	if err := r.start(ctx, t, l, spec, lease); err != nil {
+		return failStart(err)
 	}
 	lost := r.leases.watch(a.AttemptRef)
 	defer r.leases.unwatch(a.AttemptRef)
@@ -301,20 +307,22 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	}
 }
 
-// launch prepares staging, environment and log, starts the process and
-// records its pid.
-func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attempt, inputs []boundInput, every, lease time.Duration) (*launched, error) {
+// prepare makes an attempt's staging directories, heartbeat file and
+// environment, before it waits for a slot.
+func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundInput, every time.Duration) (*launched, exec.Spec, error) {
 	l := &launched{a: a, staging: map[string]string{}}
-	env := exec.Env{}.Parse(exec.BaseEnv(r.o.Environ))
+	env := make(exec.Env, len(r.baseEnv)+16)
+	for k, v := range r.baseEnv {
+		env[k] = v
+	}
 	for k, v := range t.Env {
 		env[k] = v
 	}
-	parent := exec.Env{}.Parse(r.o.Environ)
 	var secrets []string
 	for _, name := range t.SecretEnv {
-		v, ok := parent[name]
+		v, ok := r.parentEnv[name]
 		if !ok {
-			return nil, fmt.Errorf("secret_env %s is not set in pipec's environment", name)
+			return nil, exec.Spec{}, fmt.Errorf("secret_env %s is not set in pipec's environment", name)
 		}
 		env[name] = v
 		secrets = append(secrets, v)
@@ -331,7 +339,7 @@ func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attem
 	for _, out := range t.Outputs {
 		dir, err := sink.NewStaging(filepath.Join(r.stateDir, "staging"), r.runID, t.Name, a.Number, out)
 		if err != nil {
-			return nil, err
+			return nil, exec.Spec{}, err
 		}
 		l.staging[out] = dir
 		env["PIPEC_OUTPUT_"+out] = dir
@@ -347,10 +355,10 @@ func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attem
 	if t.Heartbeat != nil {
 		hb := r.heartbeatPath(a.AttemptRef)
 		if err := os.MkdirAll(filepath.Dir(hb), 0o700); err != nil {
-			return nil, err
+			return nil, exec.Spec{}, err
 		}
 		if err := os.WriteFile(hb, nil, 0o600); err != nil {
-			return nil, err
+			return nil, exec.Spec{}, err
 		}
 		env["PIPEC_HEARTBEAT"] = hb
 		env["PIPEC_HEARTBEAT_EVERY"] = strconv.FormatFloat(every.Seconds(), 'f', -1, 64)
@@ -360,10 +368,16 @@ func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attem
 		timeout, _ = time.ParseDuration(t.Timeout)
 	}
 	l.log = r.logPath(a.AttemptRef)
-	p, err := exec.Start(ctx, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
-		KillGrace: r.o.KillGrace, LogPath: l.log, Redact: secrets})
+	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
+		KillGrace: r.o.KillGrace, LogPath: l.log, Redact: secrets}, nil
+}
+
+// start launches a prepared attempt and records its pid beside it.
+func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, spec exec.Spec, lease time.Duration) error {
+	a := l.a
+	p, err := exec.Start(ctx, spec)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	l.proc = p
 	l.marked = make(chan struct{})
@@ -372,7 +386,7 @@ func (r *runner) launch(ctx context.Context, t *compiler.PlanTask, a store.Attem
 		close(l.marked)
 		r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
 	}()
-	return l, nil
+	return nil
 }
 
 // finishAttempt records how a (current) attempt ended and, on success,
