@@ -8,6 +8,41 @@
 // from: accepted artifacts are reused, tasks that succeeded are not run again,
 // and attempts of the crashed run, which the rerun cannot see, are fenced by the
 // higher tokens of its own attempts.
+//
+// # What a task gets
+//
+// A task's command runs without a shell, in the spec file's folder, in its own
+// process group (a timeout kills the whole group: SIGTERM, then SIGKILL). Its
+// environment is PATH, HOME, USER, LOGNAME, SHELL, TMPDIR, TZ, LANG, LANGUAGE,
+// TERM and LC_* from pipec's own, the task's env, the secret_env names it
+// declares (their values are masked as *** in logs, tails and events), and:
+//
+//	PIPEC_RUN_ID            orders/2024-01-01/r1
+//	PIPEC_TASK              the task's name
+//	PIPEC_ATTEMPT           1, 2, ... within the run
+//	PIPEC_TOKEN             the attempt's fencing token
+//	PIPEC_INTERVAL_START    2024-01-01T00:00:00Z (RFC 3339)
+//	PIPEC_INTERVAL_END      2024-01-02T00:00:00Z
+//	PIPEC_INTERVAL          2024-01-01 (the interval's key in sinks and run ids)
+//	PIPEC_CODE_VERSION      the spec's code_version
+//	PIPEC_STATE             the state database (for pipec heartbeat)
+//	PIPEC_OUTPUT_<artifact> a fresh, empty staging directory per output; write
+//	                        the data there (e.g. <artifact>.csv), nowhere else
+//	PIPEC_INPUT_<artifact>  the directory of the accepted version of an input
+//	                        for this run's interval; read only
+//	PIPEC_INPUT_<artifact>_PREV (_PREV<n>, _NEXT<n>)
+//	                        an input at an offset ("raw@-1"); also set as
+//	                        PIPEC_INPUT_<artifact> when the task does not read
+//	                        that artifact of its own interval. Unset when the
+//	                        interval is before the schedule's start.
+//	PIPEC_HEARTBEAT         (tasks with a heartbeat block) a file to touch at
+//	                        least every heartbeat period; see lease.go
+//	PIPEC_HEARTBEAT_EVERY   the heartbeat period in seconds
+//
+// A task whose inputs have no accepted version for their interval is not
+// started; the reason is recorded. Output (stdout and stderr together) goes
+// to .pipec/logs/<run>/<task>/<attempt>.log beside the state database, created
+// when the attempt first prints, and its tail to the store.
 package runtime
 
 import (
