@@ -13,7 +13,8 @@ RULE on the line it covers, a rule id that does not exist, or a rule that
 cannot be suppressed (those the compiler reports).
 
 A suppression comment covers the line it ends (after code), or, alone on its
-line, the next line that is not itself a suppression comment. It is written
+line, the next line that is not a comment line (so several can stack above one
+line; a blank line in between leaves it covering nothing). It is written
 with // (HCL and CUE) or # (HCL only), and may name several rules separated by
 commas. A stale suppression hides the next real problem on that line, so it is
 reported once the finding it silenced is gone. A comment naming a rule turned

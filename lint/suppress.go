@@ -29,8 +29,10 @@ type suppression struct {
 // comment starts with `//`, or `#` in HCL (in CUE `#` starts a definition), and
 // is recognised outside string literals, HCL heredocs and CUE multi-line
 // strings. A comment that follows code on its line covers that line; a
-// comment alone on its line covers the next line that is not itself a
-// suppression comment, so several can stack above one line.
+// comment alone on its line covers the next line that is not a comment line,
+// so several suppressions (and explanations) can stack above one line. A blank
+// line ends the stack: the comment then covers the blank line, which is
+// nothing.
 func scanSuppressions(file string, src []byte) []*suppression {
 	if !bytes.Contains(src, []byte(ignoreDirective)) {
 		return nil
