@@ -113,6 +113,9 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A reader that goes away (pipec run --json | head) must not kill the
+	// run halfway: its output is lost, the run goes on and is recorded.
+	signal.Ignore(syscall.SIGPIPE)
 	st, err := store.Open(ctx, opts.state, store.Options{})
 	if err != nil {
 		return usageErr("state %s: %v", opts.state, err)

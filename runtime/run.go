@@ -379,6 +379,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	if got, err := r.st.GetRun(fctx, run.ID); err == nil {
 		sum.Run = got
 	}
+	sum.RunID, sum.State = sum.Run.ID, string(state)
 	return sum, nil
 }
 

@@ -18,7 +18,11 @@ const (
 
 // Summary is what a run did, for the end-of-run report and --json.
 type Summary struct {
-	Run      store.Run       `json:"run"`
+	// Run is the store's record of the run (the JSON form has its id and
+	// state as run_id and state).
+	Run      store.Run       `json:"-"`
+	RunID    string          `json:"run_id"`
+	State    string          `json:"state"`
 	Interval string          `json:"interval"`
 	Tasks    []TaskResult    `json:"tasks"`
 	Checks   []CheckResult   `json:"checks"`
