@@ -243,8 +243,9 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 
 // mergeDisjunction turns an "N errors in empty disjunction" error and the
 // conflicts that follow it at the same path ("conflicting values A and X",
-// one per alternative A) into one finding: X is not one of A | B | C. The
-// value common to every conflict is the author's.
+// one per alternative A) into one finding, phrased as the HCL loader does:
+// X is not allowed; use one of A, B, C. The value common to every conflict
+// is the author's.
 func (l *cueLoader) mergeDisjunction(head cueerrors.Error, rest []cueerrors.Error) (diag.Diagnostic, []int, bool) {
 	path := strings.Join(head.Path(), ".")
 	var used []int
@@ -287,7 +288,7 @@ func (l *cueLoader) mergeDisjunction(head cueerrors.Error, rest []cueerrors.Erro
 		}
 	}
 	d := l.cueDiagnostic(rest[used[0]], RuleSchema)
-	msg := fmt.Sprintf("%s is not allowed: want one of %s", mine, strings.Join(alts, " | "))
+	msg := fmt.Sprintf("%s is not allowed; use one of %s", mine, strings.Join(alts, ", "))
 	if shown := displayPath(trimFilePath(head.Path())); shown != "" {
 		msg = shown + ": " + msg
 	}
