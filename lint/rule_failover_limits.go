@@ -2,6 +2,7 @@ package lint
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/failover"
@@ -75,7 +76,10 @@ func runFailoverLimits(pass *Pass) error {
 		best := l.Workers - 1
 		if l.PerWorker > 0 {
 			fit = "workers × per_worker − 1"
-			best = l.Workers*l.PerWorker - 1
+			best = math.MaxInt // hostile limits saturate rather than overflow
+			if l.PerWorker <= math.MaxInt/l.Workers {
+				best = l.Workers*l.PerWorker - 1
+			}
 		}
 		on := fmt.Sprintf("on %d workers", l.Workers)
 		if l.PerWorker > 0 {
