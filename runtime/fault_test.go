@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -265,5 +266,41 @@ func TestLostResponse(t *testing.T) {
 	p, err := f.st.Pointer(ctx, "wh", "clean", "2024-01-01")
 	if err != nil || p.Version != v.ID || p.Token != v.Token {
 		t.Errorf("pointer = %+v, %v", p, err)
+	}
+}
+
+// TestRetryBudget: a systemic failure does not become a retry storm; the
+// run's budget (ratio × first attempts, at least min) caps the retries of all
+// tasks together.
+func TestRetryBudget(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`pipeline "storm" {
+  retry_budget {
+    ratio = 0.2
+    min   = 2
+  }
+  retry "r" {
+    max_attempts = 5
+    initial      = "1ms"
+    jitter       = "none"
+  }
+`)
+	for i := 0; i < 5; i++ {
+		fmt.Fprintf(&b, "  task \"t%d\" {\n    command = [\"sh\", \"-c\", \"exit 1\"]\n    retry   = \"r\"\n  }\n", i)
+	}
+	b.WriteString("}\n")
+	f := newFixture(t, b.String(), nil)
+	sum := f.run(f.options("2024-01-01"))
+	total := 0
+	budgetSpent := 0
+	for _, tr := range sum.Tasks {
+		total += tr.Attempts
+		if strings.Contains(tr.Reason, "retry budget is spent") {
+			budgetSpent++
+		}
+	}
+	// 5 first attempts; max(2, 0.2 × 5 = 1) = 2 retries for the whole run.
+	if total != 7 || budgetSpent != 5 {
+		t.Errorf("%d attempts, %d tasks stopped by the budget, want 7 and 5:\n%s", total, budgetSpent, sum.text())
 	}
 }

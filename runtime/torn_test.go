@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -273,4 +274,50 @@ func waitPID(t *testing.T, path string) int {
 	}
 	t.Fatalf("%s never appeared", path)
 	return 0
+}
+
+// TestZombieNeverReturns: an attempt stopped for good does not hold the run
+// forever. Its task is relaunched and succeeds; once the grace period after
+// the tasks ends, the stopped process group is killed and recorded.
+func TestZombieNeverReturns(t *testing.T) {
+	f := newFixture(t, tornHCL, map[string]string{"write.sh": tornScript})
+	o := f.options("2024-01-01")
+	o.ZombieGrace = 300 * time.Millisecond
+	var ev events
+	o.OnEvent = ev.add
+	done := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	pid := waitPID(t, filepath.Join(f.dir, "half"))
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var sum *Summary
+	select {
+	case sum = <-done:
+	case <-time.After(20 * time.Second):
+		syscall.Kill(-pid, syscall.SIGKILL)
+		t.Fatal("the run waited for a stopped zombie")
+	}
+	if sum == nil || sum.Failed || sum.task("write").Attempts != 2 {
+		t.Fatalf("summary:\n%s", sum.text())
+	}
+	if !slices.Contains(ev.kinds("write"), EventZombieKilled) {
+		t.Errorf("no %s event: %v", EventZombieKilled, ev.kinds("write"))
+	}
+	a1, err := f.st.GetAttempt(context.Background(), store.AttemptRef{Run: sum.Run.ID, Task: "write", Number: 1})
+	if err != nil || a1.State != store.AttemptFailed || a1.Class != "killed" {
+		t.Errorf("attempt 1 = %+v, %v", a1, err)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("process %d still exists", pid)
+	}
 }
