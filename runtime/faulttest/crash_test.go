@@ -309,7 +309,7 @@ pipeline "hb" {
     timeout = "30s"
     heartbeat {
       every = "100ms"
-      lease = "500ms"
+      lease = "1s"
     }
   }
 }
@@ -323,13 +323,14 @@ func TestHeartbeatCommand(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "pipeline.hcl"), []byte(heartbeatHCL), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Attempt 1 renews for 1.5s then goes quiet (but stays alive) until its
-	// heartbeat fails; later attempts renew throughout.
+	// Attempt 1 renews for 1.5s then goes quiet (but stays alive) for twice
+	// its lease, then finds its heartbeat refused; later attempts renew
+	// throughout.
 	script := `#!/bin/sh
 i=0
 while [ $i -lt 15 ]; do "` + pipecBin + `" heartbeat || exit 3; sleep 0.1; i=$((i+1)); done
 if [ "$PIPEC_ATTEMPT" = 1 ]; then
-  sleep 1
+  sleep 2
   if "` + pipecBin + `" heartbeat 2> lost.txt; then exit 4; fi
 fi
 `
