@@ -213,6 +213,9 @@ func (c *compilation) link() {
 		}
 		id := NodeID(KindTask, t.Name)
 		for _, d := range t.DependsOn {
+			if d.Name == "" {
+				continue // a malformed reference, already reported by the loader
+			}
 			if _, ok := c.tasks[d.Name]; !ok {
 				c.ds = append(c.ds, diag.Errorf(RuleMissingDependency, d.Range,
 					"task %q depends on %q, which is not a task in this pipeline%s", t.Name, d.Name, suggest.Hint(d.Name, taskNames)))
@@ -222,6 +225,9 @@ func (c *compilation) link() {
 		}
 		for _, in := range t.Inputs {
 			prod, ok := c.producer[in.Artifact]
+			if in.Artifact == "" {
+				continue
+			}
 			if !ok {
 				c.ds = append(c.ds, diag.Errorf(RuleMissingArtifact, in.Range,
 					"task %q reads artifact %q, which no task outputs%s", t.Name, in.Artifact, suggest.Hint(in.Artifact, artifacts)))
@@ -238,6 +244,9 @@ func (c *compilation) link() {
 	for _, name := range slices.Sorted(maps.Keys(c.checks)) {
 		ch := c.checks[name]
 		prod, ok := c.producer[ch.Input.Name]
+		if ch.Input.Name == "" {
+			continue
+		}
 		if !ok {
 			c.ds = append(c.ds, diag.Errorf(RuleMissingArtifact, ch.Input.Range,
 				"check %q audits artifact %q, which no task outputs%s", ch.Name, ch.Input.Name, suggest.Hint(ch.Input.Name, artifacts)))
@@ -252,11 +261,14 @@ func (c *compilation) link() {
 			continue
 		}
 		seen[pub.Name] = true
-		if _, ok := c.sinks[pub.Sink.Name]; !ok {
+		if _, ok := c.sinks[pub.Sink.Name]; !ok && pub.Sink.Name != "" {
 			c.ds = append(c.ds, diag.Errorf(RuleSchema, pub.Sink.Range,
 				"publish %q names sink %q, which is not defined%s", pub.Name, pub.Sink.Name, suggest.Hint(pub.Sink.Name, sinkNames)))
 		}
 		prod, ok := c.producer[pub.Artifact.Name]
+		if pub.Artifact.Name == "" {
+			continue
+		}
 		if !ok {
 			c.ds = append(c.ds, diag.Errorf(RuleMissingArtifact, pub.Artifact.Range,
 				"publish %q names artifact %q, which no task outputs%s", pub.Name, pub.Artifact.Name, suggest.Hint(pub.Artifact.Name, artifacts)))
@@ -277,13 +289,13 @@ func (c *compilation) link() {
 // resolveTaskRefs checks the names a task uses for its policy and pool, and the
 // classes its policy retries.
 func (c *compilation) resolveTaskRefs(t *spec.Task) {
-	if t.Retry != nil {
+	if t.Retry != nil && t.Retry.Name != "" {
 		if _, ok := c.policies[t.Retry.Name]; !ok {
 			c.ds = append(c.ds, diag.Errorf(RuleSchema, t.Retry.Range,
 				"task %q uses retry policy %q, which is not defined%s", t.Name, t.Retry.Name, suggest.Hint(t.Retry.Name, slices.Sorted(maps.Keys(c.policies)))))
 		}
 	}
-	if t.Pool != nil && !c.pools[t.Pool.Name] {
+	if t.Pool != nil && t.Pool.Name != "" && !c.pools[t.Pool.Name] {
 		c.ds = append(c.ds, diag.Errorf(RuleSchema, t.Pool.Range,
 			"task %q uses pool %q, which is not defined%s", t.Name, t.Pool.Name, suggest.Hint(t.Pool.Name, slices.Sorted(maps.Keys(c.pools)))))
 	}
@@ -295,7 +307,7 @@ func (c *compilation) resolveClasses() {
 	for _, name := range slices.Sorted(maps.Keys(c.policies)) {
 		r := c.policies[name]
 		for _, on := range r.On {
-			if slices.Contains(BuiltinClasses, on.Name) || c.classes[on.Name] {
+			if on.Name == "" || slices.Contains(BuiltinClasses, on.Name) || c.classes[on.Name] {
 				continue
 			}
 			c.ds = append(c.ds, diag.Errorf(RuleSchema, on.Range,
