@@ -22,7 +22,7 @@ var errEpochSpent = errors.New("token epoch spent")
 // every token granted before, by any handle, in any epoch. The counter update
 // itself is not fsynced (see the package doc: the epoch is), and the UPSERT
 // runs under the write lock, so no two grants ever see the same value.
-func (s *SQLite) grantToken(ctx context.Context, tx *sql.Tx, resource string) (int64, error) {
+func (s *SQLite) grantToken(ctx context.Context, tx *wtx, resource string) (int64, error) {
 	if resource == "" {
 		return 0, fmt.Errorf("token: resource is required")
 	}
@@ -53,7 +53,7 @@ ON CONFLICT (resource) DO UPDATE SET last = excluded.last`, resource, tok)
 // loss without an fsync of its own.
 func (s *SQLite) NextToken(ctx context.Context, resource string) (int64, error) {
 	var tok int64
-	err := s.write(ctx, grants, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
 		var err error
 		tok, err = s.grantToken(ctx, tx, resource)
 		return err
@@ -105,7 +105,7 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 		return Attempt{}, fmt.Errorf("start attempt: run and task are required")
 	}
 	var a Attempt
-	err := s.write(ctx, grants, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
 		var runState string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, spec.Run).Scan(&runState)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -161,7 +161,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 // MarkRunning implements Store.
 func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error) {
 	var a Attempt
-	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		cur, err := getAttempt(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -197,7 +197,7 @@ WHERE run = ? AND task = ? AND number = ?`, started, pid, lease.Milliseconds(), 
 // duration (the one given to StartAttempt or MarkRunning), so a heartbeat
 // command need not know it.
 func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, lease time.Duration) error {
-	return s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		var state string
 		var tok, leaseMS int64
 		err := tx.QueryRowContext(ctx, `SELECT state, token, lease_ms FROM attempts WHERE run = ? AND task = ? AND number = ?`,
@@ -226,7 +226,7 @@ func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, le
 // MarkUnknown implements Store.
 func (s *SQLite) MarkUnknown(ctx context.Context) ([]Attempt, error) {
 	var out []Attempt
-	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		out = nil
 		now := s.now()
 		rows, err := tx.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
@@ -272,7 +272,7 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 	if !o.State.Finished() {
 		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
 	}
-	return s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		cur, err := getAttempt(ctx, tx, ref)
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -16,7 +15,7 @@ import (
 func seedVersions(b *testing.B, s *SQLite, run, interval string, n int) []Version {
 	b.Helper()
 	out := make([]Version, 0, n)
-	err := s.write(context.Background(), grants, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(context.Background(), grants, func(ctx context.Context, tx *wtx) error {
 		var first int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ? AND task = 'clean'`, run).Scan(&first); err != nil {
 			return err
@@ -128,4 +127,32 @@ func concurrentPublish(b *testing.B, publishers int, shared bool) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(per*publishers)/elapsed.Seconds(), "publishes/s")
+}
+
+// BenchmarkAttemptLifecycle is the store's share of running one task: an
+// attempt started (token granted) and finished, one version recorded and
+// accepted. After the handle's first grant none of these fsync.
+func BenchmarkAttemptLifecycle(b *testing.B) {
+	s := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
+	run := newRun(b, s, "2024-01-01")
+	ctx := context.Background()
+	res := FenceResource("orders", "2024-01-01")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		task := fmt.Sprintf("t%d", i)
+		a, err := s.StartAttempt(ctx, AttemptSpec{Run: run.ID, Task: task, Resource: res, Lease: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, err := s.RecordVersion(ctx, Version{Artifact: task, Interval: "2024-01-01", Digest: "sha256:00", Run: run.ID, Task: task, Attempt: a.Number})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.AcceptVersion(ctx, v.ID); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.FinishAttempt(ctx, a.AttemptRef, Outcome{State: AttemptSucceeded}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

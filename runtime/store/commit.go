@@ -30,7 +30,7 @@ const (
 type writeReq struct {
 	ctx  context.Context
 	mode commitMode
-	fn   func(context.Context, *sql.Tx) error
+	fn   func(context.Context, *wtx) error
 	done chan error
 }
 
@@ -51,7 +51,7 @@ type writeReq struct {
 // results; it runs once, or not at all when ctx is done before its turn. Its
 // statements run with ctx's values but not its cancellation: interrupting one
 // statement would roll back the whole shared transaction.
-func (s *SQLite) write(ctx context.Context, mode commitMode, fn func(context.Context, *sql.Tx) error) error {
+func (s *SQLite) write(ctx context.Context, mode commitMode, fn func(context.Context, *wtx) error) error {
 	for {
 		req := &writeReq{ctx: ctx, mode: mode, fn: fn, done: make(chan error, 1)}
 		select {
@@ -72,9 +72,14 @@ func (s *SQLite) write(ctx context.Context, mode commitMode, fn func(context.Con
 	}
 }
 
-// committer runs writes until Close.
+// committer runs writes until Close. It holds the write connection for the
+// store's life, with the statements it prepared on it.
 func (s *SQLite) committer() {
-	defer close(s.stopped)
+	wc := &writeConn{db: s.w}
+	defer func() {
+		wc.reset()
+		close(s.stopped)
+	}()
 	for {
 		var first *writeReq
 		select {
@@ -92,14 +97,18 @@ func (s *SQLite) committer() {
 				break drain
 			}
 		}
-		s.commitBatch(batch)
+		s.commitBatch(wc, batch)
 	}
 }
 
 // commitBatch runs a batch in one transaction and answers every request.
-func (s *SQLite) commitBatch(batch []*writeReq) {
+func (s *SQLite) commitBatch(wc *writeConn, batch []*writeReq) {
 	results := make([]error, len(batch))
-	err := s.runBatch(batch, results)
+	err := s.runBatch(wc, batch, results)
+	if err != nil {
+		// The connection may be broken or mid-transaction: start afresh.
+		wc.reset()
+	}
 	for i, r := range batch {
 		if err != nil && results[i] == nil {
 			results[i] = err
@@ -110,7 +119,7 @@ func (s *SQLite) commitBatch(batch []*writeReq) {
 
 // runBatch returns an error that fails every write of the batch (BEGIN or
 // COMMIT failed); results holds each write's own error.
-func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
+func (s *SQLite) runBatch(wc *writeConn, batch []*writeReq, results []error) error {
 	ctx := context.Background()
 	full, granting := false, false
 	live := 0
@@ -128,27 +137,25 @@ func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
 	}
 	newEpoch := granting && s.epoch == 0
 	full = full || newEpoch
-	conn, err := s.w.Conn(ctx)
+	tx, err := wc.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
 	if full {
-		if _, err := conn.ExecContext(ctx, `PRAGMA synchronous=FULL`); err != nil {
+		if _, err := tx.ExecContext(ctx, `PRAGMA synchronous=FULL`); err != nil {
 			return fmt.Errorf("synchronous=FULL: %w", err)
 		}
 		// The error is ignored on purpose: the batch's outcome is decided by
 		// then, and a connection left at FULL is only slower, never less safe.
-		defer conn.ExecContext(ctx, `PRAGMA synchronous=NORMAL`)
+		defer tx.ExecContext(ctx, `PRAGMA synchronous=NORMAL`)
 	}
-	var tx *sql.Tx
-	err = s.retryBusy(ctx, func() (err error) {
-		tx, err = conn.BeginTx(ctx, nil)
+	if err := s.retryBusy(ctx, func() error {
+		_, err := tx.ExecContext(ctx, `BEGIN IMMEDIATE`)
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
+	rollback := func() { tx.ExecContext(ctx, `ROLLBACK`) }
 	s.txEpoch = s.epoch
 	defer func() {
 		s.txEpoch = 0
@@ -162,7 +169,7 @@ func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
 		// Outside any savepoint: the epoch must commit with the batch even if
 		// one write of it fails.
 		if err := tx.QueryRowContext(ctx, `UPDATE epochs SET epoch = epoch + 1 RETURNING epoch`).Scan(&s.txEpoch); err != nil {
-			tx.Rollback()
+			rollback()
 			return fmt.Errorf("new token epoch: %w", err)
 		}
 	}
@@ -173,29 +180,119 @@ func (s *SQLite) runBatch(batch []*writeReq, results []error) error {
 		if len(batch) == 1 {
 			// Alone: the transaction is the savepoint.
 			if results[i] = r.fn(context.WithoutCancel(r.ctx), tx); results[i] != nil {
-				tx.Rollback()
+				rollback()
 				return nil
 			}
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `SAVEPOINT write`); err != nil {
-			tx.Rollback()
+			rollback()
 			return err
 		}
 		if results[i] = r.fn(context.WithoutCancel(r.ctx), tx); results[i] != nil {
 			if _, err := tx.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
-				tx.Rollback()
+				rollback()
 				return err
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `RELEASE write`); err != nil {
-			tx.Rollback()
+			rollback()
 			return err
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := tx.ExecContext(ctx, `COMMIT`); err != nil {
+		rollback()
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.epoch = s.txEpoch
 	return nil
+}
+
+// writeConn is the committer's connection and the statements prepared on it.
+// SQLite spends a good part of a small write parsing its SQL; every write
+// statement of the store is a constant string, so each is prepared once.
+type writeConn struct {
+	db    *sql.DB
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+}
+
+// open returns the transaction handle on the held connection, taking one
+// from the pool first if needed.
+func (wc *writeConn) open(ctx context.Context) (*wtx, error) {
+	if wc.conn == nil {
+		c, err := wc.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		wc.conn, wc.stmts = c, map[string]*sql.Stmt{}
+	}
+	return &wtx{wc: wc}, nil
+}
+
+// reset closes the statements and gives the connection back to the pool
+// (the next batch takes it again), first rolling back any transaction a
+// failed batch left open; without one, ROLLBACK fails harmlessly.
+func (wc *writeConn) reset() {
+	if wc.conn == nil {
+		return
+	}
+	wc.conn.ExecContext(context.Background(), `ROLLBACK`)
+	for _, st := range wc.stmts {
+		st.Close()
+	}
+	wc.conn.Close()
+	wc.conn, wc.stmts = nil, nil
+}
+
+// wtx runs a write's statements in the committer's open transaction. Its
+// methods mirror *sql.Tx's.
+type wtx struct {
+	wc *writeConn
+}
+
+func (t *wtx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := t.wc.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.wc.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	t.wc.stmts[query] = st
+	return st, nil
+}
+
+// ExecContext runs a statement that returns no rows.
+func (t *wtx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// QueryContext runs a query.
+func (t *wtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// script runs SQL text of several statements (a migration), unprepared.
+func (t *wtx) script(ctx context.Context, text string) error {
+	_, err := t.wc.conn.ExecContext(ctx, text)
+	return err
+}
+
+// QueryRowContext runs a query expected to return at most one row.
+func (t *wtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		// Unprepared, so the Row carries the same error.
+		return t.wc.conn.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
 }

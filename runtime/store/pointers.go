@@ -40,7 +40,7 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 		return CASResult{}, fmt.Errorf("compare-and-swap: sink, artifact and interval are required")
 	}
 	var res CASResult
-	err := s.write(ctx, durable, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, durable, func(ctx context.Context, tx *wtx) error {
 		v, err := getVersion(ctx, tx, sw.Version)
 		if err != nil {
 			return err

@@ -15,7 +15,7 @@ func (s *SQLite) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 		return Run{}, fmt.Errorf("create run: pipeline and interval are required")
 	}
 	var r Run
-	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		var seq int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE pipeline = ? AND interval_key = ?`,
 			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
@@ -110,7 +110,7 @@ func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error
 	if state != RunSucceeded && state != RunFailed {
 		return fmt.Errorf("finish run %q: state %q is not final", id, state)
 	}
-	return s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -136,7 +136,7 @@ func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error
 // AbandonRun implements Store.
 func (s *SQLite) AbandonRun(ctx context.Context, id, reason string) ([]Attempt, error) {
 	var out []Attempt
-	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		out = nil
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, id).Scan(&cur)
@@ -197,7 +197,7 @@ func (s *SQLite) AppendEvent(ctx context.Context, e Event) (int64, error) {
 		return 0, fmt.Errorf("append event %s: payload is not valid JSON", e.Kind)
 	}
 	var seq int64
-	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES (?, ?, ?, ?, ?, ?)`,
 			e.Run, s.now(), e.Kind, e.Task, e.Attempt, string(e.Payload))
 		if err != nil {
@@ -211,7 +211,7 @@ func (s *SQLite) AppendEvent(ctx context.Context, e Event) (int64, error) {
 
 // appendEvent records an event inside a transaction; payload is marshalled
 // (encoding/json sorts map keys, so the stored text is deterministic).
-func appendEvent(ctx context.Context, tx *sql.Tx, now int64, e Event, payload map[string]any) error {
+func appendEvent(ctx context.Context, tx *wtx, now int64, e Event, payload map[string]any) error {
 	var text string
 	if payload != nil {
 		b, err := json.Marshal(payload)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -124,8 +123,8 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 // migrate brings the schema up to date in one transaction. A database written
 // by a newer pipec (a higher version than this code knows) is refused rather
 // than guessed at.
-func migrate(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+func migrate(ctx context.Context, tx *wtx) error {
+	if err := tx.script(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
 	version INTEGER PRIMARY KEY,
 	name    TEXT NOT NULL
 )`); err != nil {
@@ -142,7 +141,7 @@ func migrate(ctx context.Context, tx *sql.Tx) error {
 		if m.version <= current {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		if err := tx.script(ctx, m.sql); err != nil {
 			return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, name) VALUES (?, ?)`, m.version, m.name); err != nil {

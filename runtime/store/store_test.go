@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -85,6 +86,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// rawDB is a plain connection to a store's file, for what the API does not
+// offer (tampering, checking).
+func rawDB(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func openTest(t testing.TB, path string, clock Clock) *SQLite {
 	t.Helper()
 	s, err := Open(context.Background(), path, Options{Clock: clock})
@@ -124,17 +137,23 @@ func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 			t.Errorf("%s: mode %o, want %o", p, got, want)
 		}
 	}
+	// Ask the write connection itself, inside a write.
 	var mode string
-	if err := s.w.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
-		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
+	var fk, sync int
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		if err := tx.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var fk int
-	if err := s.w.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
-		t.Errorf("foreign_keys = %d, %v; want 1", fk, err)
-	}
-	var sync int
-	if err := s.w.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil || sync != 1 {
-		t.Errorf("synchronous between durable writes = %d, %v; want 1 (NORMAL)", sync, err)
+	if mode != "wal" || fk != 1 || sync != 1 {
+		t.Errorf("journal_mode %q, foreign_keys %d, synchronous %d; want wal, 1, 1 (NORMAL between durable writes)", mode, fk, sync)
 	}
 
 	r := newRun(t, s, "2024-01-01")
@@ -166,7 +185,7 @@ func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := openTest(t, path, nil)
-	if _, err := s.w.Exec(`INSERT INTO schema_version (version, name) VALUES (?, 'from the future')`, SchemaVersion()+1); err != nil {
+	if _, err := rawDB(t, path).Exec(`INSERT INTO schema_version (version, name) VALUES (?, 'from the future')`, SchemaVersion()+1); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -236,13 +255,14 @@ func TestTokensIncreaseAcrossReopen(t *testing.T) {
 // TestTokenEpochSpent: a handle whose epoch has no tokens left records a new
 // epoch (durably) before granting past it.
 func TestTokenEpochSpent(t *testing.T) {
-	s := openTest(t, filepath.Join(t.TempDir(), "state.db"), nil)
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openTest(t, path, nil)
 	ctx := context.Background()
 	first, err := s.NextToken(ctx, "r")
 	if err != nil || first != epochSpan {
 		t.Fatalf("first token %d, %v; want %d", first, err, epochSpan)
 	}
-	if _, err := s.w.Exec(`UPDATE tokens SET last = ? WHERE resource = 'r'`, 2*epochSpan-1); err != nil {
+	if _, err := rawDB(t, path).Exec(`UPDATE tokens SET last = ? WHERE resource = 'r'`, 2*epochSpan-1); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.NextToken(ctx, "r")
@@ -412,7 +432,7 @@ func TestAttemptsLeasesAndUnknown(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != want {
 		t.Errorf("events:\n got %s\nwant %s", got, want)
 	}
-	if _, err := s.w.Exec(`DELETE FROM events`); err == nil {
+	if _, err := rawDB(t, s.Path()).Exec(`DELETE FROM events`); err == nil {
 		t.Error("deleting events succeeded; the log must be append-only")
 	}
 }

@@ -46,7 +46,7 @@ func (s *SQLite) RecordVersion(ctx context.Context, v Version) (Version, error) 
 		return Version{}, fmt.Errorf("record version: digest %q is not sha256:<hex>", v.Digest)
 	}
 	var out Version
-	err := s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		existing, err := scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE artifact = ? AND interval_key = ? AND digest = ? AND run = ? AND task = ? AND attempt = ?`,
 			v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt))
@@ -102,7 +102,7 @@ func (s *SQLite) RejectVersion(ctx context.Context, id int64, reason string) err
 
 // audit moves a staged version to its audit verdict; a verdict is final.
 func (s *SQLite) audit(ctx context.Context, id int64, to VersionState, reason string) error {
-	return s.write(ctx, normal, func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		v, err := getVersion(ctx, tx, id)
 		if err != nil {
 			return err
