@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -93,6 +94,24 @@ func runEvents(ctx context.Context, io IO, id string, opts eventsOptions) error 
 				b.WriteString("      | " + l + "\n")
 			}
 		}
+	}
+	var fenced []string
+	for _, ev := range evs {
+		if ev.Kind != store.EventPublishFenced {
+			continue
+		}
+		var p struct {
+			Sink         string `json:"sink"`
+			Label        string `json:"label"`
+			Token        int64  `json:"token"`
+			CurrentToken int64  `json:"current_token"`
+		}
+		_ = json.Unmarshal(ev.Payload, &p)
+		fenced = append(fenced, fmt.Sprintf("  %s#%d  token %d  refused by sink %s, whose pointer holds token %d  (%s)",
+			ev.Task, ev.Attempt, p.Token, p.Sink, p.CurrentToken, runtime.ShortLabel(p.Label)))
+	}
+	if len(fenced) > 0 {
+		b.WriteString("fenced publishes:\n" + strings.Join(fenced, "\n") + "\n")
 	}
 	b.WriteString("events:\n")
 	for _, ev := range evs {

@@ -349,10 +349,14 @@ func describeEvent(ev runtime.Event) string {
 	case store.EventAttemptStarted:
 		return fmt.Sprintf("%s started, token %s", who, str("token"))
 	case store.EventAttemptFinished:
-		if str("state") == "succeeded" {
-			return fmt.Sprintf("%s succeeded", who)
+		late := ""
+		if str("was") == "unknown" {
+			late = " (after its lease had expired)"
 		}
-		return fmt.Sprintf("%s failed: class %s, %s", who, str("class"), str("why"))
+		if str("state") == "succeeded" {
+			return fmt.Sprintf("%s succeeded%s", who, late)
+		}
+		return fmt.Sprintf("%s failed%s: class %s, %s", who, late, str("class"), str("why"))
 	case store.EventAttemptUnknown:
 		if d["relaunch"] == true {
 			return fmt.Sprintf("%s unknown: lease expired (token %s); relaunching without waiting for it", who, str("token"))

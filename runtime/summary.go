@@ -187,8 +187,8 @@ func (s *Summary) WriteText(w io.Writer) error {
 		}
 	}
 	for _, f := range s.Fenced {
-		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; token %d holds %s\n",
-			f.Publish, f.Task, f.Attempt, f.Token, f.Run, f.HeldBy, f.Artifact)
+		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; %s's pointer in %s holds token %d\n",
+			f.Publish, f.Task, f.Attempt, f.Token, f.Run, f.Artifact, f.Sink, f.HeldBy)
 	}
 	for _, name := range s.AtLeastOnce {
 		fmt.Fprintf(&b, "  note    sink %s has fencing = \"none\": published at-least-once, a stale attempt can overwrite a newer one\n", name)
