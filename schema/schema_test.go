@@ -2,6 +2,7 @@ package schema_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"cuelang.org/go/cue"
@@ -44,24 +45,60 @@ func compile(t *testing.T) cue.Value {
 	return v
 }
 
-// fieldsOf lists the regular fields a definition declares, optional and
-// required ones included, in declaration order.
+// fieldsOf lists the fields a definition declares, optional and required
+// ones included, and those it allows through pattern constraints naming them
+// (`["env"]: ...` or `[=~"^(retry|pool)$"]: ...`, as #Task does for speed).
 func fieldsOf(t *testing.T, v cue.Value) []schemaField {
 	t.Helper()
-	it, err := v.Fields(cue.Optional(true))
+	it, err := v.Fields(cue.Optional(true), cue.Patterns(true))
 	if err != nil {
 		t.Fatalf("%v: %v", v.Path(), err)
 	}
 	var out []schemaField
 	for it.Next() {
 		sel := it.Selector()
-		out = append(out, schemaField{
-			name:     sel.Unquoted(),
-			required: sel.ConstraintType() == cue.RequiredConstraint,
-			value:    it.Value(),
-		})
+		if sel.ConstraintType() != cue.PatternConstraint {
+			out = append(out, schemaField{
+				name:     sel.Unquoted(),
+				required: sel.ConstraintType() == cue.RequiredConstraint,
+				value:    it.Value(),
+			})
+			continue
+		}
+		names, ok := patternNames(sel.Pattern())
+		if !ok {
+			t.Errorf("%v: pattern %v does not list field names", v.Path(), sel.Pattern())
+			continue
+		}
+		for _, n := range names {
+			out = append(out, schemaField{name: n, value: it.Value()})
+		}
 	}
+	slices.SortFunc(out, func(a, b schemaField) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// patternNames returns the field names a label pattern matches: one name,
+// or an alternation anchored at both ends.
+func patternNames(p cue.Value) ([]string, bool) {
+	if s, err := p.String(); err == nil {
+		return []string{s}, true
+	}
+	op, args := p.Expr()
+	if op != cue.RegexMatchOp || len(args) != 1 {
+		return nil, false
+	}
+	re, err := args[0].String()
+	if err != nil || !strings.HasPrefix(re, "^(") || !strings.HasSuffix(re, ")$") {
+		return nil, false
+	}
+	names := strings.Split(re[2:len(re)-2], "|")
+	for _, n := range names {
+		if !spec.ValidName(n) {
+			return nil, false
+		}
+	}
+	return names, true
 }
 
 // TestSchemaMatchesFields fails when pipeline.cue and spec.Fields (the table
@@ -81,7 +118,8 @@ func TestSchemaMatchesFields(t *testing.T) {
 			t.Errorf("pipeline.cue has no %s", def)
 			continue
 		}
-		want := table[kind]
+		want := slices.Clone(table[kind])
+		slices.SortFunc(want, func(a, b spec.Field) int { return strings.Compare(a.Name, b.Name) })
 		got := fieldsOf(t, dv)
 		names := func(n int, at func(int) string) []string {
 			s := make([]string, n)
