@@ -346,7 +346,9 @@ func describeEvent(ev runtime.Event) string {
 			return fmt.Sprintf("sink %s: reconcile failed: %s", str("sink"), e)
 		}
 		return fmt.Sprintf("sink %s: %s link(s) repaired from the store (a publish whose response was lost)", str("sink"), str("links_repaired"))
-	case store.EventAttemptStarted:
+	case store.EventAttemptRunning:
+		// attempt.started is the token grant, while the attempt may still
+		// wait for a slot; this is its process starting.
 		return fmt.Sprintf("%s started, token %s", who, str("token"))
 	case store.EventAttemptFinished:
 		late := ""

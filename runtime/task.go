@@ -383,8 +383,10 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 	l.marked = make(chan struct{})
 	go func() {
 		_, l.markErr = r.st.MarkRunning(context.WithoutCancel(ctx), a.AttemptRef, p.PID(), lease)
-		close(l.marked)
-		r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
+		if l.markErr == nil {
+			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
+		}
+		close(l.marked) // after the event: the attempt's end is reported after its start
 	}()
 	return nil
 }
