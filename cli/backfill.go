@@ -34,7 +34,8 @@ func newBackfillCmd(io IO) *cobra.Command {
 		Short: "Run every interval from --from to --to (inclusive), bounded; --dry-run prints the estimate",
 		Long: "Backfill runs the intervals whose start lies between --from and --to, both included, at most\n" +
 			"schedule.max_active_runs at a time (one at a time without it, or when a task reads an earlier\n" +
-			"interval's artifact). Each interval is an ordinary run: completed work is reused.\n" +
+			"interval's artifact). Each interval is an ordinary run: completed work is reused. The runs\n" +
+			"share their slots: a pool's slots and --parallel bound the whole backfill.\n" +
 			"--dry-run launches nothing and prints the estimate: runs ÷ slots × time per run, the time per\n" +
 			"run taken from this pipeline's finished runs in the state, else from the task timeouts along\n" +
 			"the longest path.",
@@ -52,7 +53,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.dryRun, "dry-run", false, "print the estimate and launch nothing")
 	f.StringVar(&opts.state, "state", store.DefaultPath, "the state database")
 	f.Uint64Var(&opts.seed, "seed", 0, "seed of the retry jitter (random when not given)")
-	f.IntVar(&opts.parallel, "parallel", 0, "tasks running at once in each run (default: the number of CPUs)")
+	f.IntVar(&opts.parallel, "parallel", 0, "tasks running at once across the backfill (default: the number of CPUs)")
 	return cmd
 }
 
@@ -227,6 +228,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 		return usageErr("state %s: %v", opts.state, err)
 	}
 	defer st.Close()
+	// One set of slots for every run: a pool (such as "backfill") bounds the
+	// whole backfill, not each run.
+	slots := runtime.NewSlots(plan, opts.parallel)
 	var mu sync.Mutex
 	failed := 0
 	sem := make(chan struct{}, bp.slots)
@@ -244,7 +248,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			defer wg.Done()
 			defer func() { <-sem }()
 			sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-				StatePath: opts.state, Seed: opts.seed, Parallel: opts.parallel, Environ: os.Environ()})
+				StatePath: opts.state, Seed: opts.seed, Slots: slots, Environ: os.Environ()})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

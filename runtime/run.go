@@ -97,6 +97,10 @@ type Options struct {
 	// Environ is pipec's own environment ("KEY=value"); tasks get a filtered
 	// part of it (see exec.BaseEnv) and the secret_env names they declare.
 	Environ []string
+	// Slots, if set, are shared with other runs (a backfill): the pools'
+	// slots and the parallelism then bound all of them together. Nil: this
+	// run has its own (Parallel, and each pool's slots).
+	Slots *Slots
 	// OnEvent, if set, is called for every state change, in order.
 	OnEvent func(Event)
 	// Worker names this runtime in attempts (host:pid when empty).
@@ -190,8 +194,7 @@ type runner struct {
 	sinks      map[string]*sink.Directory
 	sinkErr    map[string]string
 	sinkPlan   map[string]compiler.PlanSink
-	global     chan struct{}
-	pools      map[string]chan struct{}
+	slots      *Slots
 	runID      string
 	evMu       sync.Mutex
 	leases     *leaseWatch
@@ -254,8 +257,7 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		sinks:     map[string]*sink.Directory{},
 		sinkErr:   map[string]string{},
 		sinkPlan:  map[string]compiler.PlanSink{},
-		global:    make(chan struct{}, o.Parallel),
-		pools:     map[string]chan struct{}{},
+		slots:     o.Slots,
 		checks:    map[string]*CheckResult{},
 		baseEnv:   exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
 		parentEnv: exec.Env{}.Parse(o.Environ),
@@ -268,10 +270,8 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		classes = append(classes, retry.Class{Name: e.Name, ExitCodes: e.ExitCodes, Match: e.Match, Deterministic: e.Deterministic})
 	}
 	r.classes = retry.NewClassifier(classes)
-	for _, pool := range p.Pools {
-		if pool.Slots > 0 {
-			r.pools[pool.Name] = make(chan struct{}, pool.Slots)
-		}
+	if r.slots == nil {
+		r.slots = NewSlots(p, o.Parallel)
 	}
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
@@ -535,10 +535,31 @@ func (r *runner) notRun(ctx context.Context, ts *taskState, why string) {
 	}
 }
 
-// acquire takes a slot of the task's pool, then a global one; release gives
-// them back. Waiting for a retry's backoff holds no slot.
+// Slots bound how many task processes run at once: a global limit and one
+// per pool of the plan. Waiting for a retry's backoff holds no slot.
+type Slots struct {
+	global chan struct{}
+	pools  map[string]chan struct{}
+}
+
+// NewSlots makes the limits of a plan: parallel processes in all (GOMAXPROCS
+// when 0), and each pool's slots.
+func NewSlots(p *compiler.Plan, parallel int) *Slots {
+	if parallel <= 0 {
+		parallel = goruntime.GOMAXPROCS(0)
+	}
+	s := &Slots{global: make(chan struct{}, parallel), pools: map[string]chan struct{}{}}
+	for _, pool := range p.Pools {
+		if pool.Slots > 0 {
+			s.pools[pool.Name] = make(chan struct{}, pool.Slots)
+		}
+	}
+	return s
+}
+
+// acquire takes a slot of the task's pool, then a global one.
 func (r *runner) acquire(ctx context.Context, t *compiler.PlanTask) bool {
-	pool := r.pools[t.Pool]
+	pool := r.slots.pools[t.Pool]
 	if pool != nil {
 		select {
 		case pool <- struct{}{}:
@@ -547,7 +568,7 @@ func (r *runner) acquire(ctx context.Context, t *compiler.PlanTask) bool {
 		}
 	}
 	select {
-	case r.global <- struct{}{}:
+	case r.slots.global <- struct{}{}:
 		return true
 	case <-ctx.Done():
 		if pool != nil {
@@ -557,9 +578,10 @@ func (r *runner) acquire(ctx context.Context, t *compiler.PlanTask) bool {
 	}
 }
 
+// release gives back what acquire took.
 func (r *runner) release(t *compiler.PlanTask) {
-	<-r.global
-	if pool := r.pools[t.Pool]; pool != nil {
+	<-r.slots.global
+	if pool := r.slots.pools[t.Pool]; pool != nil {
 		<-pool
 	}
 }
