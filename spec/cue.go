@@ -109,10 +109,10 @@ func compileSchema(ctx *cue.Context) (cue.Value, error) {
 // one of 10,000 and over 1.5 GB.
 const cueChunkSize = 1000
 
-// cueEvaluator evaluates plain files against the schema. One is made per
-// worker goroutine: a cue.Context is not shared between goroutines, and
-// compiling the schema once per worker rather than once per chunk saves a
-// few percent of a big load.
+// cueEvaluator evaluates plain files against the schema in a cue.Context of
+// its own. One is made per chunk: a context keeps what it evaluated until it
+// is dropped (a context reused for 50 chunks of a 100,000-task spec held
+// 1.4 GB instead of 0.6 GB), and contexts are not shared between goroutines.
 type cueEvaluator struct {
 	ctx        *cue.Context
 	sch        cue.Value
@@ -269,9 +269,8 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 	var wg sync.WaitGroup
 	for range min(procs, len(chunks)) {
 		wg.Go(func() {
-			e := newCUEEvaluator()
 			for i := range next {
-				errs[i] = e.evaluate(chunks[i])
+				errs[i] = newCUEEvaluator().evaluate(chunks[i])
 			}
 		})
 	}
