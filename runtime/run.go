@@ -331,6 +331,20 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	r.runID = run.ID
 	r.emitStore(store.EventRunCreated, "", 0, map[string]any{"interval": r.iv.String(), "code_version": r.plan.CodeVersion,
 		"plan_digest": r.plan.Digest})
+	reused, err := r.takeOver(ctx, prior)
+	if err != nil {
+		// The run cannot go on; say so in the store rather than leave it
+		// running for the next run to abandon.
+		_ = r.st.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunFailed)
+		return nil, err
+	}
+	return r.execute(ctx, run, reused)
+}
+
+// takeOver makes the interval this run's: runs of it that never finished are
+// abandoned (their attempts fenced by this run's tokens), sinks are
+// reconciled with the store, and what earlier runs completed is found.
+func (r *runner) takeOver(ctx context.Context, prior []store.Run) (map[string]string, error) {
 	for _, pr := range prior {
 		if pr.State == store.RunRunning {
 			// A run of this interval that never finished: its pipec crashed
@@ -350,11 +364,12 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 			r.record(ctx, EventSinkReconciled, "", 0, map[string]any{"sink": name, "links_repaired": n})
 		}
 	}
-	reused, err := r.findReusable(ctx, prior)
-	if err != nil {
-		return nil, err
-	}
+	return r.findReusable(ctx, prior)
+}
 
+// execute runs the tasks with the lease watch beside them, waits for the
+// zombies, and records the run's end.
+func (r *runner) execute(ctx context.Context, run store.Run, reused map[string]string) (*Summary, error) {
 	r.leases = newLeaseWatch(r)
 	leaseCtx, stopLeases := context.WithCancel(ctx)
 	leaseDone := make(chan struct{})
