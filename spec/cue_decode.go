@@ -310,11 +310,7 @@ func (d *cueDecoder) unknown(f *ast.Field, name, kind string) {
 	if name == "" {
 		return
 	}
-	msg := "field not allowed"
-	if s := suggestField(d.path); s != "" {
-		msg += fmt.Sprintf(" (did you mean %s?)", s)
-	}
-	d.report(d.labelRange(f), nil, "%s", msg)
+	d.report(d.labelRange(f), nil, "field not allowed%s", fieldHint(d.path))
 }
 
 func (d *cueDecoder) schedule(f *ast.Field) *Schedule {

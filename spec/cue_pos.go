@@ -363,9 +363,7 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 
 	r := l.errorRange(path, mine)
 	if strings.Contains(msg, "not allowed") {
-		if s := suggestField(path); s != "" {
-			msg += fmt.Sprintf(" (did you mean %s?)", s)
-		}
+		msg += fieldHint(path)
 	}
 	if shown := displayPath(path); shown != "" {
 		msg = shown + ": " + msg
