@@ -33,7 +33,11 @@ const VersionsDir = ".versions"
 // a reader holding the old one keeps reading it whole.
 //
 // One directory sink path holds one artifact: the visible name is only the
-// interval.
+// interval. The layout:
+//
+//	PATH/2024-01-01 -> .versions/orders_clean@2024-01-01#sha256-…   what readers read
+//	PATH/.versions/orders_clean@2024-01-01#sha256-…/                immutable copies, files read-only
+//	PATH/.lock                                                       serializes link swaps (flock)
 type Directory struct {
 	// Name is the sink's name in the spec, the pointer's key in the store.
 	Name string

@@ -28,8 +28,9 @@ func getPointer(ctx context.Context, q rowQuerier, sink, artifact, interval stri
 	return p, err
 }
 
-// CompareAndSwapPointer implements Store. Durable: a swapped pointer, and the
-// fenced event, survive power loss once it returns.
+// CompareAndSwapPointer implements Store. Durable: a swapped pointer survives
+// power loss once it returns. (A fenced, conflicting or idempotent outcome
+// swaps nothing; its event is committed at NORMAL.)
 //
 // The comparison and the write happen under SQLite's write lock (BEGIN
 // IMMEDIATE), which every process takes before reading the pointer, so of
@@ -39,8 +40,28 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 	if sw.Sink == "" || sw.Artifact == "" || sw.Interval == "" {
 		return CASResult{}, fmt.Errorf("compare-and-swap: sink, artifact and interval are required")
 	}
+	// Decide first without an fsync: a fenced, conflicting or idempotent
+	// publish changes no pointer, only the event log. Only a swap is
+	// committed again, durably, deciding afresh under the lock.
+	res, err := s.cas(ctx, normal, sw)
+	if errors.Is(err, errSwapNeedsFull) {
+		res, err = s.cas(ctx, durable, sw)
+	}
+	if err != nil {
+		return CASResult{}, fmt.Errorf("compare-and-swap %s/%s@%s: %w", sw.Sink, sw.Artifact, sw.Interval, err)
+	}
+	return res, nil
+}
+
+// errSwapNeedsFull stops a compare-and-swap run at NORMAL that would swap.
+var errSwapNeedsFull = errors.New("swap needs a durable commit")
+
+// cas is one compare-and-swap transaction; at any mode but durable it stops
+// with errSwapNeedsFull, changing nothing, where it would swap.
+func (s *SQLite) cas(ctx context.Context, mode commitMode, sw Swap) (CASResult, error) {
 	var res CASResult
-	err := s.write(ctx, durable, func(ctx context.Context, tx *wtx) error {
+	err := s.write(ctx, mode, func(ctx context.Context, tx *wtx) error {
+		res = CASResult{}
 		v, err := getVersion(ctx, tx, sw.Version)
 		if err != nil {
 			return err
@@ -89,6 +110,9 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 			ev.Kind = EventPublishConflict
 			return appendEvent(ctx, tx, now, ev, payload)
 		}
+		if mode != durable {
+			return errSwapNeedsFull
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO pointers (sink, artifact, interval_key, version, token, unfenced, updated)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (sink, artifact, interval_key) DO UPDATE SET version = excluded.version, token = excluded.token,
@@ -100,10 +124,7 @@ ON CONFLICT (sink, artifact, interval_key) DO UPDATE SET version = excluded.vers
 		ev.Kind = EventPublishWon
 		return appendEvent(ctx, tx, now, ev, payload)
 	})
-	if err != nil {
-		return CASResult{}, fmt.Errorf("compare-and-swap %s/%s@%s: %w", sw.Sink, sw.Artifact, sw.Interval, err)
-	}
-	return res, nil
+	return res, err
 }
 
 // Pointer implements Store.

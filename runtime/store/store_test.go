@@ -157,6 +157,11 @@ func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 	}
 
 	r := newRun(t, s, "2024-01-01")
+	for _, side := range []string{path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(side); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 600", side, fi.Mode(), err)
+		}
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
