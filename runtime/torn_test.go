@@ -321,3 +321,66 @@ func TestZombieNeverReturns(t *testing.T) {
 		t.Errorf("process %d still exists", pid)
 	}
 }
+
+// TestLeaseJudgedOnStoreClock: expiry is the store's call on the store's
+// clock alone. A task with a ten-minute lease is relaunched as soon as the
+// store's clock (injected here) passes its expiry, though only moments went
+// by on the machine's.
+func TestLeaseJudgedOnStoreClock(t *testing.T) {
+	f := newFixture(t, `pipeline "clock" {
+  retry "relaunch" {
+    max_attempts = 2
+    initial      = "10ms"
+  }
+  task "slow" {
+    command = ["sh", "-c", "echo $$ > started.$PIPEC_ATTEMPT; sleep 1"]
+    retry   = "relaunch"
+    heartbeat {
+      every = "1m"
+      lease = "10m"
+    }
+  }
+}`, nil)
+	var skew atomic.Int64
+	st, err := store.Open(context.Background(), filepath.Join(f.dir, "clock.db"), store.Options{
+		Clock: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	o := f.options("2024-01-01")
+	o.Store, o.StatePath = st, filepath.Join(f.dir, "clock.db")
+	o.LeasePoll = 20 * time.Millisecond
+	done := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	waitPID(t, filepath.Join(f.dir, "started.1"))
+	// Let the pid (and the lease's start) reach the store, then jump.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, err := st.GetAttempt(context.Background(), store.AttemptRef{Run: "clock/2024-01-01/r1", Task: "slow", Number: 1})
+		if err == nil && a.State == store.AttemptRunning && a.PID != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("attempt 1 never ran: %+v %v", a, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	skew.Store(int64(11 * time.Minute))
+	sum := <-done
+	if sum == nil {
+		return
+	}
+	if tr := sum.task("slow"); tr.State != TaskSucceeded || tr.Attempts != 2 {
+		t.Fatalf("slow = %+v\n%s", tr, sum.text())
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "started.2")); err != nil {
+		t.Error("attempt 2 never started")
+	}
+}
