@@ -102,7 +102,8 @@ func dataFiles(dir string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() || kindOf(p) == "" {
+		// Only regular files: a link could point outside the version.
+		if !d.Type().IsRegular() || kindOf(p) == "" {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)

@@ -238,3 +238,44 @@ func TestRunAll(t *testing.T) {
 		t.Errorf("RunAll = %v, %+v", ok, results)
 	}
 }
+
+func TestOnlyRegularFilesAreRead(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.csv")
+	if err := os.WriteFile(outside, []byte("id\n1\n2\n3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := version(t, map[string]string{"orders.jsonl": `{"id": 1}` + "\r\n" + `{"id": 2}`})
+	if err := os.Symlink(outside, filepath.Join(dir, "link.csv")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), compiler.PlanCheck{Name: "n", RowCountMax: intp(2)}, dir, Options{})
+	if err != nil || !res.Accepted {
+		t.Errorf("a linked file outside the version was read: %+v, %v", res, err)
+	}
+}
+
+// FuzzAssertions feeds arbitrary bytes as a CSV and a JSON Lines file: the
+// audit never panics, and gives the same verdict twice.
+func FuzzAssertions(f *testing.F) {
+	f.Add("order_id,amount\n1,2\n1,\n", `{"order_id": 1}`+"\n{}\n")
+	f.Add("\"unterminated\n", "[1]\n")
+	f.Add("a,b\n1\n", `{"a": {"b": [1, null]}}`)
+	check := compiler.PlanCheck{Name: "f", RowCountMin: intp(1), RowCountMax: intp(3), Unique: []string{"order_id", "amount"},
+		NotNull: []string{"amount"}, Columns: []string{"order_id"}}
+	f.Fuzz(func(t *testing.T, csvText, jsonl string) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "a.csv"), []byte(csvText), 0o644)
+		os.WriteFile(filepath.Join(dir, "b.jsonl"), []byte(jsonl), 0o644)
+		r1, err := Run(context.Background(), check, dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, _ := Run(context.Background(), check, dir, Options{})
+		if !cmp.Equal(r1, r2) {
+			t.Fatalf("verdict changed between runs:\n%v\n%v", r1, r2)
+		}
+		if r1.Accepted != (len(r1.Reasons) == 0) {
+			t.Fatalf("accepted %v with reasons %q", r1.Accepted, r1.Reasons)
+		}
+	})
+}

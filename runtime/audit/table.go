@@ -165,12 +165,21 @@ func (t *table) parseError(name string, err error) error {
 	return err
 }
 
+// maxLine bounds one JSON Lines record, so a file without newlines cannot
+// make the audit hold all of it in memory.
+const maxLine = 64 << 20
+
 // readJSONL reads one JSON Lines file: one JSON object a line, blank lines
 // ignored.
 func (t *table) readJSONL(name string, r io.Reader) error {
 	br := bufio.NewReader(r)
 	for line := 1; ; line++ {
-		text, err := br.ReadBytes('\n')
+		text, err := readLine(br, maxLine)
+		if errors.Is(err, errLineTooLong) {
+			t.broken = true
+			t.reasons = append(t.reasons, fmt.Sprintf("%s:%d: line longer than %d bytes", name, line, maxLine))
+			return nil
+		}
 		if err != nil && err != io.EOF {
 			return err
 		}
@@ -192,6 +201,25 @@ func (t *table) readJSONL(name string, r io.Reader) error {
 		if err == io.EOF {
 			return nil
 		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads up to and including the next newline, failing past limit
+// bytes; at the end of the input it returns what is left and io.EOF.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return line, err
 	}
 }
 
