@@ -336,3 +336,50 @@ func TestLoadCUEMatchesHCL(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadCUERanges pins the range conventions shared with the HCL loader:
+// an element's NameRange and Range are its label; an attribute's range runs
+// from its label to the end of its value; env entries are "env.KEY"; every
+// reference and input has its own range; nested elements have their own.
+func TestLoadCUERanges(t *testing.T) {
+	src := "pipeline: p: {\n" +
+		"\ttask: extract: {\n" +
+		"\t\tcommand: [\"x\"]\n" +
+		"\t\tinputs: [\"raw\", \"raw@-1\"]\n" +
+		"\t\tenv: {MODE: \"é\", B: \"2\"}\n" +
+		"\t\tretry: \"default\"\n" +
+		"\t\theartbeat: {every: \"1s\", lease: \"5s\"}\n" +
+		"\t}\n" +
+		"}\n"
+	p, ds := LoadCUE("r.cue", []byte(src))
+	if len(ds) > 0 || p == nil || len(p.Tasks) != 1 {
+		t.Fatalf("load failed:\n%s", cueDiagLines(ds))
+	}
+	at := func(r diag.Range) string {
+		return fmt.Sprintf("%d:%d-%d:%d", r.Start.Line, r.Start.Column, r.End.Line, r.End.Column)
+	}
+	task := p.Tasks[0]
+	for _, c := range []struct {
+		what string
+		got  diag.Range
+		want string
+	}{
+		{"pipeline name", p.NameRange, "1:11-1:12"},
+		{"task name", task.NameRange, "2:8-2:15"},
+		{"task range", task.Range, "2:8-2:15"},
+		{"command", task.Attrs.At("command", diag.Range{}), "3:3-3:17"},
+		{"input 0", task.Inputs[0].Range, "4:12-4:17"},
+		{"input 1", task.Inputs[1].Range, "4:19-4:27"},
+		{"env", task.Attrs.At("env", diag.Range{}), "5:3-5:27"},
+		{"env.MODE", task.Attrs.At("env.MODE", diag.Range{}), "5:9-5:18"},
+		{"env.B", task.Attrs.At("env.B", diag.Range{}), "5:20-5:26"},
+		{"retry attribute", task.Attrs.At("retry", diag.Range{}), "6:3-6:19"},
+		{"retry reference", task.Retry.Range, "6:10-6:19"},
+		{"heartbeat", task.Heartbeat.Range, "7:3-7:12"},
+		{"heartbeat.lease", task.Heartbeat.Attrs.At("lease", diag.Range{}), "7:28-7:39"},
+	} {
+		if got := at(c.got); got != c.want || c.got.Filename != "r.cue" {
+			t.Errorf("%s: range %s in %q, want %s", c.what, got, c.got.Filename, c.want)
+		}
+	}
+}
