@@ -1093,7 +1093,7 @@ func (l *hclLoader) env(a *hclsyntax.Attribute, attrs *Attrs) map[string]string 
 		if !ok {
 			return nil
 		}
-		out := map[string]string{}
+		var out map[string]string
 		for it := v.ElementIterator(); it.Next(); {
 			k, ev := it.Element()
 			if ev.IsNull() {
@@ -1101,13 +1101,17 @@ func (l *hclLoader) env(a *hclsyntax.Attribute, attrs *Attrs) map[string]string 
 				continue
 			}
 			if l.envKey(k.AsString(), a.Expr.Range()) {
+				if out == nil {
+					out = map[string]string{}
+				}
 				out[k.AsString()] = ev.AsString()
 				attrs.Set("env."+k.AsString(), l.rng(a.SrcRange))
 			}
 		}
 		return out
 	}
-	out := make(map[string]string, len(obj.Items))
+	// An empty map stays nil, as in the CUE loader.
+	var out map[string]string
 	first := make(map[string]hcl.Range, len(obj.Items))
 	for _, item := range obj.Items {
 		key, ok := l.str(a.Name, item.KeyExpr)
@@ -1125,6 +1129,9 @@ func (l *hclLoader) env(a *hclsyntax.Attribute, attrs *Attrs) map[string]string 
 		val, ok := l.str(a.Name+"."+key, item.ValueExpr)
 		if !ok {
 			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(obj.Items))
 		}
 		out[key] = val
 		attrs.Set("env."+key, l.rng(hcl.RangeBetween(item.KeyExpr.Range(), item.ValueExpr.Range())))

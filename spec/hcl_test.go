@@ -456,3 +456,35 @@ func TestFastParse(t *testing.T) {
 		}
 	}
 }
+
+// TestHCLSchemasMatchFields checks the HCL grammar against Fields, the table
+// the CUE loader and schema/pipeline.cue are checked against too.
+func TestHCLSchemasMatchFields(t *testing.T) {
+	schemas := map[string]*hcl.BodySchema{
+		KindPipeline: pipelineSchema, KindSchedule: scheduleSchema, KindRetryBudget: budgetSchema,
+		KindPool: poolSchema, KindError: errorSchema, KindRetry: retrySchema, KindTask: taskSchema,
+		KindHeartbeat: heartbeatSchema, KindFailover: failoverSchema, KindCheck: checkSchema,
+		KindSink: sinkSchema, KindPublish: publishSchema,
+	}
+	fields := Fields()
+	if len(schemas) != len(fields) {
+		t.Errorf("%d HCL schemas for %d kinds in Fields", len(schemas), len(fields))
+	}
+	for kind, want := range fields {
+		schema := schemas[kind]
+		if schema == nil {
+			t.Errorf("no HCL schema for %s", kind)
+			continue
+		}
+		var got []Field
+		for _, a := range schema.Attributes {
+			got = append(got, Field{Name: a.Name, Required: a.Required})
+		}
+		for _, b := range schema.Blocks {
+			got = append(got, Field{Name: b.Type, Nested: b.Type, Labelled: len(b.LabelNames) > 0})
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: HCL schema and Fields differ (-Fields +HCL):\n%s", kind, diff)
+		}
+	}
+}
