@@ -543,7 +543,7 @@ func (l *hclLoader) errorClass(b *hclsyntax.Block) ErrorClass {
 	l.content(b.Body, errorSchema, &e.Attrs, func(a *hclsyntax.Attribute) {
 		switch a.Name {
 		case "exit_codes":
-			l.list(a, func(el hcl.Expression) {
+			l.list(a, "numbers", func(el hcl.Expression) {
 				if n, ok := l.integer(a.Name, el, 0, 255); ok {
 					e.ExitCodes = append(e.ExitCodes, n)
 				}
@@ -589,7 +589,7 @@ func (l *hclLoader) task(b *hclsyntax.Block) Task {
 		case "command":
 			t.Command = l.command(a)
 		case "inputs":
-			l.list(a, func(el hcl.Expression) {
+			l.list(a, "strings", func(el hcl.Expression) {
 				s, ok := l.str(a.Name, el)
 				if !ok {
 					return
@@ -608,7 +608,7 @@ func (l *hclLoader) task(b *hclsyntax.Block) Task {
 		case "env":
 			t.Env = l.env(a, &t.Attrs)
 		case "secret_env":
-			l.list(a, func(el hcl.Expression) {
+			l.list(a, "strings", func(el hcl.Expression) {
 				if s, ok := l.str(a.Name, el); ok && l.envKey(s, el.Range()) {
 					t.SecretEnv = append(t.SecretEnv, Ref{Name: s, Range: l.rng(el.Range())})
 				}
@@ -1004,7 +1004,7 @@ func (l *hclLoader) enum(a *hclsyntax.Attribute, allowed ...string) (string, boo
 // list calls each for every element of a list attribute. A list written as
 // [...] gives each element its own expression, hence its own range; any other
 // expression that evaluates to a list gives every element the whole range.
-func (l *hclLoader) list(a *hclsyntax.Attribute, each func(el hcl.Expression)) {
+func (l *hclLoader) list(a *hclsyntax.Attribute, of string, each func(el hcl.Expression)) {
 	if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok {
 		for _, el := range tup.Exprs {
 			each(el)
@@ -1016,7 +1016,7 @@ func (l *hclLoader) list(a *hclsyntax.Attribute, each func(el hcl.Expression)) {
 		return
 	}
 	if !v.Type().IsListType() && !v.Type().IsTupleType() && !v.Type().IsSetType() {
-		l.errorf(a.Expr.Range(), "Incorrect attribute value type: Inappropriate value for attribute %q: list required.", a.Name)
+		l.errorf(a.Expr.Range(), "Incorrect attribute value type: Inappropriate value for attribute %q: a list of %s is required.", a.Name, of)
 		return
 	}
 	rng := a.Expr.Range()
@@ -1029,7 +1029,7 @@ func (l *hclLoader) list(a *hclsyntax.Attribute, each func(el hcl.Expression)) {
 // strings returns a list of strings.
 func (l *hclLoader) strings(a *hclsyntax.Attribute) []string {
 	var out []string
-	l.list(a, func(el hcl.Expression) {
+	l.list(a, "strings", func(el hcl.Expression) {
 		if s, ok := l.str(a.Name, el); ok {
 			out = append(out, s)
 		}
@@ -1072,7 +1072,7 @@ func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
 // refs returns a list of name references, each with its element's range.
 func (l *hclLoader) refs(a *hclsyntax.Attribute, kind string) []Ref {
 	var out []Ref
-	l.list(a, func(el hcl.Expression) {
+	l.list(a, "strings", func(el hcl.Expression) {
 		if r := l.refExpr(a.Name, el, kind); r != nil {
 			out = append(out, *r)
 		}
