@@ -43,11 +43,19 @@ func loadHCL(filename string, src []byte, chunkSize int) (*Pipeline, diag.Diagno
 	return loadWhole(filename, src)
 }
 
-// loadWhole parses and decodes the file in one piece.
+// loadWhole parses and decodes the file in one piece. When it does not parse,
+// the items of the pipeline are parsed one by one if the file's brackets and
+// quotes allow cutting it (see loadTolerant), so every broken item is reported
+// and the sound ones are still checked.
 func loadWhole(filename string, src []byte) (*Pipeline, diag.Diagnostics) {
 	l := &hclLoader{file: filename}
 	body, syntaxErr := l.parse(src, hcl.Pos{Line: 1, Column: 1})
 	if syntaxErr {
+		if lay, ok := layoutHCL(src, 1); ok {
+			if p, ds, ok := loadTolerant(filename, src, lay); ok {
+				return p, ds.Sort()
+			}
+		}
 		// The parser's recovery skips text after an error, so findings about the
 		// shape of what remains would mostly be cascades (a "missing" argument
 		// that was in fact written but did not parse). Report the syntax errors
@@ -81,7 +89,21 @@ func (l *hclLoader) parse(src []byte, start hcl.Pos) (body *hclsyntax.Body, synt
 		}
 	}()
 	f, hds := hclsyntax.ParseConfig(src, l.file, start)
+	// A quote left open makes every later line look broken; report the first
+	// sign of it and nothing after, so one mistake gives one finding.
+	var openQuote *hcl.Pos
 	for _, d := range hds {
+		if d.Subject != nil && (d.Summary == "Invalid multi-line string" || d.Summary == "Unterminated template string") {
+			if openQuote == nil || d.Subject.Start.Byte < openQuote.Byte {
+				openQuote = &d.Subject.Start
+			}
+		}
+	}
+	for _, d := range hds {
+		if openQuote != nil && d.Subject != nil && d.Subject.Start.Byte > openQuote.Byte {
+			syntaxErr = true
+			continue
+		}
 		rule := RuleSyntax
 		if d.Summary == "Attribute redefined" {
 			rule = RuleSchema

@@ -228,3 +228,44 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 	p := head.decodeFile(hbody, parts)
 	return p, head.ds, true
 }
+
+// loadTolerant loads a file with syntax errors item by item: each item of the
+// pipeline body (a block, an attribute) is parsed on its own, so an error in
+// one neither hides the errors of the others (the hcl parser reports little
+// once it is recovering from an error) nor makes their content unreadable.
+// Items that do not parse give their syntax findings only (what the parser
+// recovered of them is still decoded, quietly); the others are decoded and
+// checked as usual. It reports false when the errors are not
+// inside items (the header, or brackets that span items), and the caller
+// reports the whole-file parse instead.
+func loadTolerant(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Diagnostics, bool) {
+	head := &hclLoader{file: filename}
+	hbody, syntaxErr := head.parse(lay.header, hcl.Pos{Line: 1, Column: 1})
+	if syntaxErr {
+		return nil, nil, false
+	}
+	var (
+		parts  []*bodyPart
+		ds     diag.Diagnostics
+		broken bool
+	)
+	for _, pc := range lay.pieces {
+		l := &hclLoader{file: filename}
+		body, syntaxErr := l.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
+		if syntaxErr {
+			// Keep what the parser recovered in the model, so that later
+			// stages see the item, but report nothing about its shape.
+			broken = true
+			ds = append(ds, l.ds...)
+			parts = append(parts, (&hclLoader{file: filename}).decodePipelineBody(body))
+			continue
+		}
+		parts = append(parts, l.decodePipelineBody(body))
+		ds = append(ds, l.ds...)
+	}
+	if !broken {
+		return nil, nil, false
+	}
+	p := head.decodeFile(hbody, parts)
+	return p, append(ds, head.ds...), true
+}
