@@ -149,6 +149,10 @@ func (s *SQLite) runBatch(wc *writeConn, batch []*writeReq, results []error) err
 		// then, and a connection left at FULL is only slower, never less safe.
 		defer tx.ExecContext(ctx, `PRAGMA synchronous=NORMAL`)
 	}
+	if err := s.wlock.lock(s.busyTimeout); err != nil {
+		return err
+	}
+	defer s.wlock.unlock()
 	if err := s.retryBusy(ctx, func() error {
 		_, err := tx.ExecContext(ctx, `BEGIN IMMEDIATE`)
 		return err

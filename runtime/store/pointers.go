@@ -40,10 +40,15 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 	if sw.Sink == "" || sw.Artifact == "" || sw.Interval == "" {
 		return CASResult{}, fmt.Errorf("compare-and-swap: sink, artifact and interval are required")
 	}
-	// Decide first without an fsync: a fenced, conflicting or idempotent
-	// publish changes no pointer, only the event log. Only a swap is
-	// committed again, durably, deciding afresh under the lock.
-	res, err := s.cas(ctx, normal, sw)
+	// A fenced, conflicting or idempotent publish changes no pointer, only the
+	// event log, and needs no fsync. When a (lock-free, maybe stale) read of
+	// the pointer predicts that, decide at NORMAL; should the decision under
+	// the lock be a swap after all, it is made again, durably.
+	mode := durable
+	if s.predictNoSwap(ctx, sw) {
+		mode = normal
+	}
+	res, err := s.cas(ctx, mode, sw)
 	if errors.Is(err, errSwapNeedsFull) {
 		res, err = s.cas(ctx, durable, sw)
 	}
@@ -51,6 +56,18 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 		return CASResult{}, fmt.Errorf("compare-and-swap %s/%s@%s: %w", sw.Sink, sw.Artifact, sw.Interval, err)
 	}
 	return res, nil
+}
+
+// predictNoSwap reads the pointer outside the write lock and reports
+// whether the swap would certainly change nothing.
+func (s *SQLite) predictNoSwap(ctx context.Context, sw Swap) bool {
+	cur, err := getPointer(ctx, s.r, sw.Sink, sw.Artifact, sw.Interval)
+	if err != nil {
+		return false
+	}
+	return (cur.Version == sw.Version && cur.Token == sw.Token) ||
+		(!sw.Unfenced && cur.Token >= sw.Token) ||
+		(sw.Expect != nil && *sw.Expect != cur.Token)
 }
 
 // errSwapNeedsFull stops a compare-and-swap run at NORMAL that would swap.

@@ -40,8 +40,9 @@ type SQLite struct {
 	clock       Clock
 	busyTimeout time.Duration
 
-	w *sql.DB // one connection, used only by the committer goroutine
-	r *sql.DB // read-only connections
+	w     *sql.DB    // one connection, used only by the committer goroutine
+	r     *sql.DB    // read-only connections
+	wlock *writeLock // queue in front of SQLite's write lock, see writelock_unix.go
 
 	// Token epoch (see the package doc); only the committer goroutine reads
 	// or writes these. epoch is this handle's durably recorded epoch, 0 until
@@ -112,7 +113,13 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 
-	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r,
+	wl, err := openWriteLock(path)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r, wlock: wl,
 		reqs: make(chan *writeReq), quit: make(chan struct{}), stopped: make(chan struct{})}
 	go s.committer()
 	err = s.retryBusy(ctx, func() error {
@@ -145,7 +152,7 @@ func (s *SQLite) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
 		<-s.stopped
-		err = errors.Join(s.w.Close(), s.r.Close())
+		err = errors.Join(s.w.Close(), s.r.Close(), s.wlock.close())
 	})
 	return err
 }

@@ -63,7 +63,10 @@
 // handles, in one process or in several processes, may share one database
 // file: writes take SQLite's write lock up front (BEGIN IMMEDIATE) and retry
 // for up to the busy timeout while another handle holds it; reads see a
-// consistent snapshot and never block writers.
+// consistent snapshot and never block writers. Before BEGIN, writers queue
+// on an flock of "<db>-lock", so a waiting process wakes the moment the
+// writer before it is done instead of polling; SQLite's lock alone decides
+// correctness.
 //
 // # Clock
 //
