@@ -157,7 +157,7 @@ func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 	}
 
 	r := newRun(t, s, "2024-01-01")
-	for _, side := range []string{path + "-wal", path + "-shm"} {
+	for _, side := range []string{path + "-wal", path + "-shm", path + "-lock"} {
 		if fi, err := os.Stat(side); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, %v; want mode 600", side, fi.Mode(), err)
 		}
