@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -92,7 +93,14 @@ func (r *runner) summary(run store.Run) *Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := &Summary{Run: run, Interval: r.iv.Key, Fenced: slices.Clone(r.fenced), AtLeastOnce: []string{}}
-	for _, name := range slices.Sorted(mapKeys(r.tasks)) {
+	// Tasks in the plan's topological order: upstream first, as they ran.
+	var names []string
+	for _, id := range r.plan.Order {
+		if name, ok := cutKind(id, compiler.KindTask); ok && r.tasks[name] != nil {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
 		ts := r.tasks[name]
 		tr := ts.res
 		tr.State = ts.state
