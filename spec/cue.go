@@ -65,6 +65,9 @@ type cueLoader struct {
 	// means GOMAXPROCS and cueChunkSize, a negative chunkSize no chunks.
 	// Tests set them to compare chunked and whole evaluation.
 	procs, chunkSize int
+	// evaluateAll reads even a plain file from its evaluated value, so tests
+	// can check the two ways of reading agree.
+	evaluateAll bool
 	// cuePaths holds the paths CUE reported errors at, and cuePrefixes every
 	// ancestor of those, so the decoder does not report the same mistake
 	// again (see cueCovers).
@@ -79,7 +82,7 @@ func (l *cueLoader) load() *Pipeline {
 	}
 	l.parsed = f
 
-	if isPlainFile(f) {
+	if isPlainFile(f) && !l.evaluateAll {
 		return l.loadPlain(f)
 	}
 	ctx := cuecontext.New()
@@ -315,30 +318,41 @@ func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) 
 	if !pv.Exists() {
 		return newCUEDecoder(l, false).pipelines(nil)
 	}
-	syn := pv.Syntax(cue.Final(), cue.Concrete(true), cue.Docs(false), cue.Definitions(false), cue.Hidden(false), cue.Optional(false), cue.Attributes(false))
-	st, ok := syn.(*ast.StructLit)
-	if !ok {
-		// Already reported by CUE (the pipeline field is not a struct).
-		return nil
-	}
-	d := newCUEDecoder(l, true)
-	var fields []*ast.Field
-	for _, e := range st.Elts {
-		if fd, ok := e.(*ast.Field); ok {
-			fields = append(fields, fd)
-		}
-	}
 	// Wrap the exported pipelines as one field, as they are in a plain file.
-	wrapper := &ast.Field{Label: ast.NewIdent(KindPipeline), Value: &ast.StructLit{Elts: fieldsAsDecls(fields)}}
-	return d.pipelines([]*ast.Field{wrapper})
+	wrapper := &ast.Field{Label: ast.NewIdent(KindPipeline), Value: exportValue(pv)}
+	return newCUEDecoder(l, true).pipelines([]*ast.Field{wrapper})
 }
 
-func fieldsAsDecls(fs []*ast.Field) []ast.Decl {
-	ds := make([]ast.Decl, len(fs))
-	for i, f := range fs {
-		ds[i] = f
+// exportValue turns an evaluated value back into plain syntax for the
+// decoder. Structs are exported field by field: exporting a struct whole
+// gives nothing but an error as soon as one field deep inside it is wrong,
+// and the rest of the pipeline should still be read (and checked). A field
+// in error becomes _|_, which the decoder skips (CUE reported it).
+func exportValue(v cue.Value) ast.Expr {
+	// A struct holding an error somewhere below is itself an error (kind
+	// bottom); its fields are still listed when hidden fields are asked for
+	// too (only regular ones are kept).
+	if k := v.IncompleteKind(); k == cue.StructKind || k == cue.BottomKind {
+		if it, err := v.Fields(cue.Hidden(true)); err == nil {
+			st := &ast.StructLit{}
+			for it.Next() {
+				sel := it.Selector()
+				// A required field left out is listed too; it was not written.
+				if sel.LabelType() != cue.StringLabel || sel.ConstraintType() == cue.RequiredConstraint {
+					continue
+				}
+				st.Elts = append(st.Elts, &ast.Field{Label: ast.NewStringLabel(sel.Unquoted()), Value: exportValue(it.Value())})
+			}
+			if k == cue.StructKind || len(st.Elts) > 0 {
+				return st
+			}
+		}
 	}
-	return ds
+	syn := v.Syntax(cue.Final(), cue.Concrete(true), cue.Docs(false), cue.Definitions(false), cue.Hidden(false), cue.Optional(false), cue.Attributes(false))
+	if e, ok := syn.(ast.Expr); ok {
+		return e
+	}
+	return &ast.BottomLit{}
 }
 
 // schemaErr records a schema finding.

@@ -383,3 +383,45 @@ func TestLoadCUERanges(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadCUEPlainMatchesEvaluated reads every spec both ways the loader
+// can: from the syntax tree (plain data) and from the evaluated value (any
+// CUE). The models must agree, ranges aside, and the findings must be at the
+// same places.
+func TestLoadCUEPlainMatchesEvaluated(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "cue", "*", "*.cue"))
+	if err != nil || len(files) == 0 {
+		t.Fatal("no specs")
+	}
+	opts := []cmp.Option{
+		cmpopts.IgnoreTypes(diag.Range{}),
+		cmp.Transformer("attrNames", func(a Attrs) []string { return slices.Sorted(maps.Keys(a.Ranges)) }),
+	}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := &cueLoader{file: file, src: src}
+		evaluated := &cueLoader{file: file, src: src, evaluateAll: true}
+		pp, ep := plain.load(), evaluated.load()
+		// The same places, with the same rules; messages may be worded
+		// differently (CUE's own for a misplaced top-level field).
+		places := func(ds diag.Diagnostics) string {
+			var b strings.Builder
+			for _, d := range ds.Sort() {
+				fmt.Fprintf(&b, "%s [%s]\n", d.Range, d.Rule)
+			}
+			return b.String()
+		}
+		if a, b := places(plain.ds), places(evaluated.ds); a != b {
+			t.Errorf("%s: findings read plain:\n%s\nevaluated:\n%s", file, cueDiagLines(plain.ds), cueDiagLines(evaluated.ds))
+		}
+		if plain.ds.HasErrors() {
+			continue
+		}
+		if d := cmp.Diff(pp, ep, opts...); d != "" {
+			t.Errorf("%s: models differ (-plain +evaluated):\n%s", file, d)
+		}
+	}
+}
