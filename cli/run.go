@@ -113,6 +113,9 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first Ctrl-C stops the tasks and records the run; a second one,
+	// with the default handling restored, ends pipec at once.
+	go func() { <-ctx.Done(); stop() }()
 	// A reader that goes away (pipec run --json | head) must not kill the
 	// run halfway: its output is lost, the run goes on and is recorded.
 	signal.Ignore(syscall.SIGPIPE)
