@@ -60,7 +60,7 @@ func (r *reader) run(stop <-chan struct{}, done *sync.WaitGroup) {
 		}
 		// Leave the shared CPUs to the publishers; thousands of reads still
 		// land inside publishes.
-		time.Sleep(50 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond)
 	}
 }
 
