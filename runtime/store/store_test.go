@@ -284,11 +284,12 @@ func TestTokenEpochSpent(t *testing.T) {
 }
 
 // TestTokensAcrossProcesses grants tokens from one resource in three
-// processes at once: every token is granted once, and each process sees its
-// own tokens strictly increase.
+// processes at once, which also race to create and migrate the database:
+// every token is granted once, and each process sees its own tokens strictly
+// increase.
 func TestTokensAcrossProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	openTest(t, path, nil).Close() // create and migrate once
+	// No database yet: the children race to create and migrate it.
 	const perChild, children = 200, 3
 	var wg sync.WaitGroup
 	results := make([][]int64, children)
