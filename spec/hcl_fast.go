@@ -28,6 +28,39 @@ type fastParser struct {
 	i, end    int
 	line      int
 	lineStart int
+
+	// Nodes come from slabs: a piece holds thousands of small nodes that all
+	// die together once it is decoded, and one allocation per 128 of them
+	// costs the allocator and the collector far less than one each.
+	attrs   slab[hclsyntax.Attribute]
+	blocks  slab[hclsyntax.Block]
+	bodies  slab[hclsyntax.Body]
+	tmpls   slab[hclsyntax.TemplateExpr]
+	lits    slab[hclsyntax.LiteralValueExpr]
+	tuples  slab[hclsyntax.TupleConsExpr]
+	exprs   slab[hclsyntax.Expression]
+	strs    slab[string]
+	ranges  slab[hcl.Range]
+	scratch []hclsyntax.Expression
+}
+
+// slab hands out elements of shared backing arrays.
+type slab[T any] struct{ buf []T }
+
+// one returns a pointer to a fresh zero element.
+func (s *slab[T]) one() *T {
+	return &s.many(1)[0]
+}
+
+// many returns n fresh zero elements, capped so that appending to them never
+// reaches a neighbour.
+func (s *slab[T]) many(n int) []T {
+	if len(s.buf)+n > cap(s.buf) {
+		s.buf = make([]T, 0, max(128, n))
+	}
+	i := len(s.buf)
+	s.buf = s.buf[:i+n]
+	return s.buf[i : i+n : i+n]
 }
 
 // fastParse parses src[start:end], a run of whole lines beginning on the given
@@ -135,7 +168,8 @@ func (p *fastParser) ident() (string, hcl.Range) {
 // body parses items up to the end of the piece or, when nested, up to the
 // closing brace (left unread).
 func (p *fastParser) body(nested bool) (*hclsyntax.Body, bool) {
-	body := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
+	body := p.bodies.one()
+	body.Attributes = hclsyntax.Attributes{}
 	for {
 		if !p.skipLines() {
 			return nil, false
@@ -181,22 +215,28 @@ func (p *fastParser) attribute(name string, nameRange hcl.Range) (*hclsyntax.Att
 	if !ok {
 		return nil, false
 	}
-	return &hclsyntax.Attribute{
+	a := p.attrs.one()
+	*a = hclsyntax.Attribute{
 		Name:        name,
 		Expr:        expr,
 		SrcRange:    hcl.RangeBetween(nameRange, expr.Range()),
 		NameRange:   nameRange,
 		EqualsRange: eq,
-	}, true
+	}
+	return a, true
 }
 
 // block parses the labels and body of a block after its type.
 func (p *fastParser) block(typ string, typeRange hcl.Range) (*hclsyntax.Block, bool) {
-	b := &hclsyntax.Block{Type: typ, TypeRange: typeRange}
+	b := p.blocks.one()
+	b.Type, b.TypeRange = typ, typeRange
 	for p.peek() == '"' {
 		s, r, ok := p.quoted()
 		if !ok {
 			return nil, false
+		}
+		if b.Labels == nil {
+			b.Labels, b.LabelRanges = p.strs.many(1)[:0], p.ranges.many(1)[:0]
 		}
 		b.Labels = append(b.Labels, s)
 		b.LabelRanges = append(b.LabelRanges, r)
@@ -212,7 +252,8 @@ func (p *fastParser) block(typ string, typeRange hcl.Range) (*hclsyntax.Block, b
 	var body *hclsyntax.Body
 	switch {
 	case p.peek() == '}':
-		body = &hclsyntax.Body{Attributes: hclsyntax.Attributes{}}
+		body = p.bodies.one()
+		body.Attributes = hclsyntax.Attributes{}
 	case p.peek() == '\n' || p.atComment():
 		if !p.eol() {
 			return nil, false
@@ -236,7 +277,8 @@ func (p *fastParser) block(typ string, typeRange hcl.Range) (*hclsyntax.Block, b
 		if p.peek() != '}' {
 			return nil, false
 		}
-		body = &hclsyntax.Body{Attributes: hclsyntax.Attributes{name: a}}
+		body = p.bodies.one()
+		body.Attributes = hclsyntax.Attributes{name: a}
 	default:
 		return nil, false
 	}
@@ -289,10 +331,12 @@ func (p *fastParser) expr() (hclsyntax.Expression, bool) {
 			Start:    hcl.Pos{Line: start.Line, Column: start.Column + 1, Byte: start.Byte + 1},
 			End:      hcl.Pos{Line: r.End.Line, Column: r.End.Column - 1, Byte: r.End.Byte - 1},
 		}
-		return &hclsyntax.TemplateExpr{
-			Parts:    []hclsyntax.Expression{&hclsyntax.LiteralValueExpr{Val: cty.StringVal(s), SrcRange: inner}},
-			SrcRange: r,
-		}, true
+		lit := p.lits.one()
+		lit.Val, lit.SrcRange = cty.StringVal(s), inner
+		t := p.tmpls.one()
+		t.Parts, t.SrcRange = p.exprs.many(1), r
+		t.Parts[0] = lit
+		return t, true
 	case c >= '0' && c <= '9':
 		return p.number()
 	case c == '[':
@@ -302,10 +346,10 @@ func (p *fastParser) expr() (hclsyntax.Expression, bool) {
 	case isIdentStart(c):
 		name, r := p.ident()
 		switch name {
-		case "true":
-			return &hclsyntax.LiteralValueExpr{Val: cty.True, SrcRange: r}, true
-		case "false":
-			return &hclsyntax.LiteralValueExpr{Val: cty.False, SrcRange: r}, true
+		case "true", "false":
+			lit := p.lits.one()
+			lit.Val, lit.SrcRange = cty.BoolVal(name == "true"), r
+			return lit, true
 		}
 	}
 	return nil, false
@@ -336,14 +380,20 @@ func (p *fastParser) number() (hclsyntax.Expression, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return &hclsyntax.LiteralValueExpr{Val: v, SrcRange: p.from(start)}, true
+	lit := p.lits.one()
+	lit.Val, lit.SrcRange = v, p.from(start)
+	return lit, true
 }
 
 // tuple reads [a, b, ...], possibly over several lines, trailing comma allowed.
 func (p *fastParser) tuple() (hclsyntax.Expression, bool) {
 	start := p.pos()
 	p.i++
-	t := &hclsyntax.TupleConsExpr{}
+	t := p.tuples.one()
+	// Elements gather at the end of the scratch list (a nested list gathers
+	// after them and gives its space back), then move to the slab.
+	mark := len(p.scratch)
+	defer func() { p.scratch = p.scratch[:mark] }()
 	for {
 		if !p.skipLines() {
 			return nil, false
@@ -355,7 +405,7 @@ func (p *fastParser) tuple() (hclsyntax.Expression, bool) {
 		if !ok {
 			return nil, false
 		}
-		t.Exprs = append(t.Exprs, e)
+		p.scratch = append(p.scratch, e)
 		if !p.skipLines() {
 			return nil, false
 		}
@@ -366,6 +416,10 @@ func (p *fastParser) tuple() (hclsyntax.Expression, bool) {
 		if p.peek() != ']' {
 			return nil, false
 		}
+	}
+	if n := len(p.scratch) - mark; n > 0 {
+		t.Exprs = p.exprs.many(n)
+		copy(t.Exprs, p.scratch[mark:])
 	}
 	oEnd := hcl.Pos{Line: start.Line, Column: start.Column + 1, Byte: start.Byte + 1}
 	t.OpenRange = hcl.Range{Filename: p.file, Start: start, End: oEnd}
