@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/audit"
+	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -101,7 +102,7 @@ func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string)
 		"PIPEC_INTERVAL_START=" + r.iv.Start.Format(time.RFC3339),
 		"PIPEC_INTERVAL_END=" + r.iv.End.Format(time.RFC3339),
 		"PIPEC_CODE_VERSION=" + r.plan.CodeVersion,
-	}})
+	}, Redact: func(s string) string { return exec.Redact(s, r.secrets) }})
 	if err != nil {
 		return false, "the check could not run: " + err.Error()
 	}

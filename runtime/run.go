@@ -187,6 +187,9 @@ type runner struct {
 	// all of it, where secret_env names are looked up.
 	baseEnv   exec.Env
 	parentEnv exec.Env
+	// secrets are the values of every secret_env name of the plan, masked
+	// wherever output is kept (a check command sees pipec's environment).
+	secrets []string
 
 	tasks      map[string]*taskState
 	checksOf   map[string][]compiler.PlanCheck
@@ -270,6 +273,13 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		classes = append(classes, retry.Class{Name: e.Name, ExitCodes: e.ExitCodes, Match: e.Match, Deterministic: e.Deterministic})
 	}
 	r.classes = retry.NewClassifier(classes)
+	for i := range p.Tasks {
+		for _, name := range p.Tasks[i].SecretEnv {
+			if v, ok := r.parentEnv[name]; ok && v != "" {
+				r.secrets = append(r.secrets, v)
+			}
+		}
+	}
 	if r.slots == nil {
 		r.slots = NewSlots(p, o.Parallel)
 	}
