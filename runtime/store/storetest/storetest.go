@@ -1,0 +1,468 @@
+// Package storetest checks that an implementation of store.Store keeps the
+// guarantees the interface documents: run ids, tokens that only grow, attempt
+// states and leases judged on the store's clock, accepted versions per
+// interval, compare-and-swap outcomes, and the event log. An
+// implementation's tests call Run with a constructor; the SQLite store does,
+// and a PostgreSQL one must.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Opener returns a new, empty store whose clock is clock (time.Now when nil),
+// closed when the test ends.
+type Opener func(t *testing.T, clock store.Clock) store.Store
+
+// Run runs every check as a subtest.
+func Run(t *testing.T, open Opener) {
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T, Opener)
+	}{
+		{"RunIDsCountPerInterval", testRunIDsCountPerInterval},
+		{"AttemptsLeasesAndUnknown", testAttemptsLeasesAndUnknown},
+		{"VersionsAcceptedPerInterval", testVersionsAcceptedPerInterval},
+		{"CompareAndSwapPointer", testCompareAndSwapPointer},
+		{"AbandonRun", testAbandonRun},
+		{"ConcurrentTokens", testConcurrentTokens},
+		{"ConcurrentSwaps", testConcurrentSwaps},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
+	}
+}
+
+// fakeClock is a store clock the test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2024, 1, 2, 3, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newRun(t testing.TB, s store.Store, interval string) store.Run {
+	t.Helper()
+	r, err := s.CreateRun(context.Background(), store.NewRun{
+		Pipeline: "orders", Interval: interval,
+		IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
+		IntervalEnd:   time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC),
+		CodeVersion:   "2024.06.1", PlanDigest: "sha256:plan",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func testRunIDsCountPerInterval(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	a := newRun(t, s, "2024-01-01")
+	b := newRun(t, s, "2024-01-01")
+	c := newRun(t, s, "2024-01-02")
+	if a.ID != "orders/2024-01-01/r1" || b.ID != "orders/2024-01-01/r2" || c.ID != "orders/2024-01-02/r1" {
+		t.Fatalf("run ids %s %s %s", a.ID, b.ID, c.ID)
+	}
+	runs, err := s.ListRuns(ctx, store.RunFilter{Interval: "2024-01-01"})
+	if err != nil || len(runs) != 2 || runs[0].ID != a.ID || runs[1].ID != b.ID {
+		t.Fatalf("ListRuns = %v, %v", runs, err)
+	}
+	if err := s.FinishRun(ctx, a.ID, store.RunFailed); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, a.ID, store.RunSucceeded); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("finishing a failed run as succeeded: %v, want store.ErrConflict", err)
+	}
+	if _, err := s.StartAttempt(ctx, store.AttemptSpec{Run: a.ID, Task: "t", Resource: "r"}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("attempt in a finished run: %v, want store.ErrConflict", err)
+	}
+	if _, err := s.GetRun(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetRun(nope) = %v, want store.ErrNotFound", err)
+	}
+}
+
+func testAttemptsLeasesAndUnknown(t *testing.T, open Opener) {
+	clock := newFakeClock()
+	s := open(t, clock.Now)
+	ctx := context.Background()
+	r := newRun(t, s, "2024-01-01")
+	res := "orders@2024-01-01"
+
+	a1, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "extract", Resource: res, Lease: time.Second, Worker: "w1", PID: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1.Number != 1 || a1.Token <= 0 || a1.State != store.AttemptRunning || !a1.LeaseExpiry.Equal(clock.Now().Add(time.Second)) {
+		t.Fatalf("first attempt = %+v", a1)
+	}
+	clock.Advance(900 * time.Millisecond)
+	if err := s.RenewLease(ctx, a1.AttemptRef, a1.Token, 0); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(900 * time.Millisecond)
+	if got, err := s.MarkUnknown(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("renewed lease reported expired: %v, %v", got, err)
+	}
+	clock.Advance(100 * time.Millisecond) // exactly at expiry: expired
+	got, err := s.MarkUnknown(ctx)
+	if err != nil || len(got) != 1 || got[0].AttemptRef != a1.AttemptRef || got[0].State != store.AttemptUnknown {
+		t.Fatalf("MarkUnknown = %+v, %v", got, err)
+	}
+	if err := s.RenewLease(ctx, a1.AttemptRef, a1.Token, time.Second); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("renewing an unknown attempt: %v, want store.ErrLeaseLost", err)
+	}
+
+	a2, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "extract", Resource: res, Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Number != 2 || a2.Token <= a1.Token || a2.State != store.AttemptQueued || !a2.Started.IsZero() {
+		t.Fatalf("second attempt = %+v", a2)
+	}
+	if err := s.RenewLease(ctx, a2.AttemptRef, a2.Token, time.Second); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("renewing a queued attempt: %v, want store.ErrLeaseLost", err)
+	}
+	a2, err = s.MarkRunning(ctx, a2.AttemptRef, 43, time.Minute)
+	if err != nil || a2.State != store.AttemptRunning || a2.PID != 43 || a2.Started.IsZero() {
+		t.Fatalf("MarkRunning = %+v, %v", a2, err)
+	}
+	if err := s.RenewLease(ctx, a2.AttemptRef, a1.Token, time.Second); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("renewing with another attempt's token: %v, want store.ErrLeaseLost", err)
+	}
+
+	ok := store.Outcome{State: store.AttemptSucceeded}
+	if err := s.FinishAttempt(ctx, a2.AttemptRef, ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishAttempt(ctx, a2.AttemptRef, ok); err != nil {
+		t.Errorf("repeating the same outcome: %v", err)
+	}
+	if err := s.FinishAttempt(ctx, a2.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "schema", ExitCode: 65}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("changing a finished outcome: %v, want store.ErrConflict", err)
+	}
+	// The unknown attempt's process came back and failed: recorded as it is.
+	fail := store.Outcome{State: store.AttemptFailed, Class: "transient", ExitCode: 75, ErrorTail: "connection reset"}
+	if err := s.FinishAttempt(ctx, a1.AttemptRef, fail); err != nil {
+		t.Fatal(err)
+	}
+	atts, err := s.Attempts(ctx, r.ID)
+	if err != nil || len(atts) != 2 {
+		t.Fatalf("Attempts = %v, %v", atts, err)
+	}
+	if a := atts[0]; a.State != store.AttemptFailed || a.Class != "transient" || a.ExitCode != 75 || a.ErrorTail != "connection reset" ||
+		a.Worker != "w1" || a.PID != 42 || a.Ended.IsZero() || !a.LeaseExpiry.IsZero() {
+		t.Errorf("attempt 1 = %+v", a)
+	}
+
+	evs, err := s.Events(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for i, e := range evs {
+		if i > 0 && e.Seq <= evs[i-1].Seq {
+			t.Errorf("event seq %d after %d", e.Seq, evs[i-1].Seq)
+		}
+		kinds = append(kinds, e.Kind)
+	}
+	want := "run.created attempt.started attempt.unknown attempt.started attempt.running attempt.finished attempt.finished"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+}
+
+// publishable records an accepted version for a fresh attempt and returns it.
+func publishable(t testing.TB, s store.Store, run, task, artifact, interval, digest string) store.Version {
+	t.Helper()
+	ctx := context.Background()
+	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run, Task: task, Resource: "orders@" + interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.RecordVersion(ctx, store.Version{Artifact: artifact, Interval: interval, Digest: digest, Run: run, Task: task,
+		Attempt: a.Number, StagingPath: "/staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AcceptVersion(ctx, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	v.State = store.VersionAccepted
+	return v
+}
+
+func testVersionsAcceptedPerInterval(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	r := newRun(t, s, "2024-01-01")
+	v1 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:aa")
+	if v1.Token <= 0 || v1.CodeVersion != "2024.06.1" || v1.Run != r.ID {
+		t.Errorf("version = %+v", v1)
+	}
+	again, err := s.RecordVersion(ctx, store.Version{Artifact: v1.Artifact, Interval: v1.Interval, Digest: v1.Digest, Run: r.ID, Task: "clean", Attempt: 1})
+	if err != nil || again.ID != v1.ID || again.State != store.VersionAccepted {
+		t.Errorf("recording the same version again = %+v, %v", again, err)
+	}
+	if _, err := s.AcceptedVersion(ctx, "orders_clean", "2024-01-02"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another interval's accepted version satisfied 2024-01-02: %v", err)
+	}
+	v2 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:bb")
+	got, err := s.AcceptedVersion(ctx, "orders_clean", "2024-01-01")
+	if err != nil || got.ID != v2.ID {
+		t.Errorf("AcceptedVersion = %+v, %v; want the newest attempt's %d", got, err, v2.ID)
+	}
+	a3, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "clean", Resource: "orders@2024-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, err := s.RecordVersion(ctx, store.Version{Artifact: "orders_clean", Interval: "2024-01-01", Digest: "sha256:cc", Run: r.ID, Task: "clean", Attempt: a3.Number})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RejectVersion(ctx, v3.ID, "row_count_min: 0 rows, want at least 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AcceptVersion(ctx, v3.ID); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("accepting a rejected version: %v, want store.ErrConflict", err)
+	}
+	if got, _ := s.AcceptedVersion(ctx, "orders_clean", "2024-01-01"); got.ID != v2.ID {
+		t.Errorf("a rejected version became the accepted one: %+v", got)
+	}
+	if _, err := s.RecordVersion(ctx, store.Version{Artifact: "x", Interval: "i", Digest: "sha256:aa", Run: r.ID, Task: "clean", Attempt: 99}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("version of a missing attempt: %v, want store.ErrNotFound", err)
+	}
+}
+
+func testCompareAndSwapPointer(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	r := newRun(t, s, "2024-01-01")
+	v1 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:aa")
+	v2 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:bb")
+	swap := func(v store.Version, tok int64, unfenced bool) (store.CASResult, error) {
+		return s.CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: "orders_clean", Interval: "2024-01-01",
+			Version: v.ID, Token: tok, Unfenced: unfenced})
+	}
+
+	if res, err := swap(v2, v2.Token, false); err != nil || res.Outcome != store.Won || res.Previous.Version != 0 {
+		t.Fatalf("first swap = %+v, %v", res, err)
+	}
+	if res, err := swap(v2, v2.Token, false); err != nil || res.Outcome != store.Idempotent {
+		t.Fatalf("same token and version again = %+v, %v", res, err)
+	}
+	res, err := swap(v1, v1.Token, false)
+	if err != nil || res.Outcome != store.Fenced || res.Pointer.Version != v2.ID || res.Pointer.Token != v2.Token {
+		t.Fatalf("stale token = %+v, %v", res, err)
+	}
+	if _, err := swap(v1, v2.Token, false); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a token that is not the version's own: %v, want store.ErrConflict", err)
+	}
+	p, err := s.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01")
+	if err != nil || p.Version != v2.ID || p.Token != v2.Token || p.Unfenced {
+		t.Fatalf("pointer = %+v, %v", p, err)
+	}
+	// fencing = "none": the older version wins anyway, and says so.
+	res, err = swap(v1, v1.Token, true)
+	if err != nil || res.Outcome != store.Won || !res.Pointer.Unfenced || res.Previous.Version != v2.ID {
+		t.Fatalf("unfenced swap = %+v, %v", res, err)
+	}
+	staged, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "clean", Resource: "orders@2024-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := s.RecordVersion(ctx, store.Version{Artifact: "orders_clean", Interval: "2024-01-01", Digest: "sha256:dd", Run: r.ID, Task: "clean", Attempt: staged.Number})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := swap(sv, sv.Token, false); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("publishing a version that is not accepted: %v, want store.ErrConflict", err)
+	}
+	other := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-02", "sha256:ee")
+	if _, err := swap(other, other.Token, false); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("publishing another interval's version: %v, want store.ErrConflict", err)
+	}
+
+	evs, err := s.Events(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var publishes []string
+	for _, e := range evs {
+		if strings.HasPrefix(e.Kind, "publish.") {
+			publishes = append(publishes, e.Kind)
+		}
+	}
+	if got, want := strings.Join(publishes, " "), "publish.won publish.idempotent publish.fenced publish.won"; got != want {
+		t.Errorf("publish events %q, want %q", got, want)
+	}
+	ps, err := s.Pointers(ctx, "warehouse")
+	if err != nil || len(ps) != 1 {
+		t.Errorf("Pointers = %v, %v", ps, err)
+	}
+}
+
+func testAbandonRun(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	crashed := newRun(t, s, "2024-01-01")
+	res := store.FenceResource("orders", "2024-01-01")
+	done, err := s.StartAttempt(ctx, store.AttemptSpec{Run: crashed.ID, Task: "extract", Resource: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishAttempt(ctx, done.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	running, err := s.StartAttempt(ctx, store.AttemptSpec{Run: crashed.ID, Task: "clean", Resource: res}) // no lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := s.StartAttempt(ctx, store.AttemptSpec{Run: crashed.ID, Task: "load", Resource: res, Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AbandonRun(ctx, crashed.ID, "pipec died; rerun orders/2024-01-01/r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].AttemptRef != running.AttemptRef || got[1].AttemptRef != queued.AttemptRef || got[0].State != store.AttemptUnknown {
+		t.Fatalf("AbandonRun = %+v", got)
+	}
+	if r, _ := s.GetRun(ctx, crashed.ID); r.State != store.RunFailed || r.Finished.IsZero() {
+		t.Errorf("abandoned run = %+v", r)
+	}
+	if a, _ := s.GetAttempt(ctx, done.AttemptRef); a.State != store.AttemptSucceeded {
+		t.Errorf("a finished attempt changed: %+v", a)
+	}
+	rerun := newRun(t, s, "2024-01-01")
+	next, err := s.StartAttempt(ctx, store.AttemptSpec{Run: rerun.ID, Task: "clean", Resource: res})
+	if err != nil || next.Token <= queued.Token {
+		t.Errorf("rerun attempt token %d, %v; want above %d", next.Token, err, queued.Token)
+	}
+	evs, _ := s.Events(ctx, crashed.ID)
+	if last := evs[len(evs)-1]; last.Kind != store.EventRunAbandoned || !strings.Contains(string(last.Payload), "pipec died") {
+		t.Errorf("last event = %+v", last)
+	}
+	if _, err := s.AbandonRun(ctx, "nope", ""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("AbandonRun(nope) = %v", err)
+	}
+}
+
+// testConcurrentTokens grants tokens of one resource from many goroutines:
+// all distinct, and each goroutine's strictly increasing.
+func testConcurrentTokens(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	got := make([][]int64, workers)
+	errs := make([]error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				tok, err := s.NextToken(ctx, "shared")
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				got[w] = append(got[w], tok)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for w := range got {
+		if errs[w] != nil {
+			t.Fatal(errs[w])
+		}
+		for i, tok := range got[w] {
+			if i > 0 && tok <= got[w][i-1] {
+				t.Errorf("worker %d: token %d after %d", w, tok, got[w][i-1])
+			}
+			if seen[tok] {
+				t.Errorf("token %d granted twice", tok)
+			}
+			seen[tok] = true
+		}
+	}
+	if len(seen) != workers*each {
+		t.Errorf("%d tokens, want %d", len(seen), workers*each)
+	}
+}
+
+// testConcurrentSwaps races 8 swaps from one base (Expect) per round: exactly
+// one wins, and the pointer's token strictly increases.
+func testConcurrentSwaps(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	r := newRun(t, s, "2024-01-01")
+	var last int64
+	for round := 0; round < 20; round++ {
+		vs := make([]store.Version, 8)
+		for i := range vs {
+			vs[i] = publishable(t, s, r.ID, fmt.Sprintf("p%d", i), "orders_clean", "2024-01-01", fmt.Sprintf("sha256:%02d%02d", round, i))
+		}
+		base := last
+		var wg sync.WaitGroup
+		outcomes := make([]store.CASOutcome, len(vs))
+		errs := make([]error, len(vs))
+		for i, v := range vs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := s.CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval,
+					Version: v.ID, Token: v.Token, Expect: &base})
+				outcomes[i], errs[i] = res.Outcome, err
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for i := range vs {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			switch outcomes[i] {
+			case store.Won:
+				won++
+			case store.Conflict, store.Fenced:
+			default:
+				t.Fatalf("round %d: outcome %s", round, outcomes[i])
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d winners, want 1", round, won)
+		}
+		p, err := s.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Token <= last {
+			t.Fatalf("round %d: pointer token %d after %d", round, p.Token, last)
+		}
+		last = p.Token
+	}
+}
