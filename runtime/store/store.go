@@ -35,19 +35,21 @@
 // fsync per store handle, not one per task attempt.
 //
 // Every other write commits with synchronous=NORMAL: atomic, and it survives a
-// kill -9 of any process (the WAL is in the OS page cache), but the last few
+// kill -9 of any process (the WAL is in the OS page cache), but the last
 // commits may roll back after an OS crash or power loss. That is safe because
 //
-//   - the WAL is a single append-only log, so a durable commit also makes every
-//     commit before it durable (the fsync covers all earlier frames); a pointer
-//     swap therefore always carries the version record and the acceptance it
-//     depends on;
-//   - a NORMAL write that is lost only moves state back to an earlier, already
-//     handled point: an attempt that was finished or marked unknown looks
-//     running again, its lease is judged again and it is fenced by the next
-//     token; a lost lease renewal makes a lease shorter, never longer; a lost
-//     event or version record is written again by the rerun. None of them can
-//     make a granted token or a swapped pointer reappear lower.
+//   - the WAL is one append-only log and recovery keeps a prefix of it: after
+//     a crash the database is exactly as it was at some earlier moment, never
+//     a mix, and that moment is no earlier than the last FULL commit (its
+//     fsync covers every frame before it). A pointer swap thus always keeps
+//     the version record and the acceptance it depends on;
+//   - what a crash can take back only returns the state to one a rerun
+//     already handles: an attempt finished or marked unknown looks running
+//     again and is fenced by the rerun's higher tokens; a lease renewal is
+//     lost (shorter, never longer); a version or its acceptance is lost, and
+//     the rerun produces and audits it again. The processes that acted on
+//     the lost writes died with the OS, and what they left outside the store
+//     (staged data, unpublished copies in a sink) is never visible.
 //
 // Each handle runs its writes through one committer goroutine with group
 // commit: writes waiting at the same moment share one transaction (each in its
