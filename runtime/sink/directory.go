@@ -226,8 +226,8 @@ func (d *Directory) materializeDir(v store.Version) (string, error) {
 //
 // It holds an exclusive lock on PATH/.lock while it reads the pointer and
 // swaps the link, so link swaps happen in pointer order: two publishers that
-// won one after the other cannot leave the older one visible, and the
-// visible token never goes down.
+// won one after the other cannot leave the older one visible; the link ends
+// at whatever the store's pointer names last.
 func (d *Directory) Reconcile(ctx context.Context, artifact, interval string) (bool, error) {
 	if err := checkNames(artifact, interval); err != nil {
 		return false, err
