@@ -72,6 +72,8 @@ type cueLoader struct {
 	// ancestor of those, so the decoder does not report the same mistake
 	// again (see cueCovers).
 	cuePaths, cuePrefixes map[string]bool
+	// cueNotAllowed holds the paths CUE reported as not allowed.
+	cueNotAllowed map[string]bool
 }
 
 func (l *cueLoader) load() *Pipeline {
@@ -297,7 +299,7 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 		}
 		name := plainLabel(fd.Label)
 		if name != KindPipeline {
-			l.schemaErr(l.nodeRange(fd.Label), "%s: field not allowed: a spec file holds only pipeline: NAME: {...}", name)
+			l.misplaced(name, func() diag.Range { return l.nodeRange(fd.Label) })
 			continue
 		}
 		pipelines = append(pipelines, fd)
@@ -314,6 +316,7 @@ func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) 
 	if err := v.Validate(cue.Concrete(true)); err != nil {
 		l.addCUEErrors(err, "")
 	}
+	l.checkTopLevel(v)
 	pv := v.LookupPath(cue.MakePath(cue.Str(KindPipeline)))
 	if !pv.Exists() {
 		return newCUEDecoder(l, false).pipelines(nil)
@@ -321,6 +324,41 @@ func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) 
 	// Wrap the exported pipelines as one field, as they are in a plain file.
 	wrapper := &ast.Field{Label: ast.NewIdent(KindPipeline), Value: exportValue(pv)}
 	return newCUEDecoder(l, true).pipelines([]*ast.Field{wrapper})
+}
+
+// checkTopLevel reports the regular fields of an evaluated file other than
+// pipeline. CUE reports them itself (#File is closed) unless something below
+// such a field is wrong too, when it reports only that.
+func (l *cueLoader) checkTopLevel(v cue.Value) {
+	it, err := v.Fields(cue.Hidden(true))
+	if err != nil {
+		return
+	}
+	for it.Next() {
+		sel := it.Selector()
+		if sel.LabelType() != cue.StringLabel {
+			continue
+		}
+		l.misplaced(sel.Unquoted(), func() diag.Range { return l.pathLabelRange([]string{sel.Unquoted()}) })
+	}
+}
+
+// misplaced reports a top-level field other than pipeline, once, unless
+// CUE reported it.
+func (l *cueLoader) misplaced(name string, at func() diag.Range) {
+	if name == KindPipeline || l.cueNotAllowed[pathKey([]string{name})] {
+		return
+	}
+	if l.cueNotAllowed == nil {
+		l.cueNotAllowed = map[string]bool{}
+	}
+	l.cueNotAllowed[pathKey([]string{name})] = true
+	l.schemaErr(at(), "%s", topLevelMessage(name))
+}
+
+// topLevelMessage explains a field written beside the pipeline.
+func topLevelMessage(name string) string {
+	return fmt.Sprintf("%s: field not allowed: a spec file holds only pipeline: NAME: {...}", name)
 }
 
 // exportValue turns an evaluated value back into plain syntax for the

@@ -1,9 +1,18 @@
 package spec
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/pipec/pipec/diag"
 )
 
 // FuzzLoadCUE feeds arbitrary bytes to the CUE loader, seeded with every spec
@@ -38,6 +47,57 @@ func FuzzLoadCUE(f *testing.F) {
 		}
 		if p == nil && !ds.HasErrors() {
 			t.Fatalf("no pipeline and no error")
+		}
+	})
+}
+
+// FuzzLoadCUEPlainEvaluated checks, for every input, that reading a plain
+// file from its syntax tree (the fast path) gives the model and the finding
+// places that reading it from its evaluated value gives.
+//
+//	go test ./spec -run '^$' -fuzz FuzzLoadCUEPlainEvaluated -fuzztime 2m
+func FuzzLoadCUEPlainEvaluated(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join("testdata", "cue", "*", "*.cue"))
+	if err != nil || len(seeds) == 0 {
+		f.Fatalf("no seed specs: %v", err)
+	}
+	for _, s := range seeds {
+		src, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(src)
+	}
+	// Inputs on which the two ways once disagreed.
+	f.Add([]byte("A00:{A:{A:\"000000000\",A:\"0\",A:0},A0:{A:0,B:0}}"))
+	f.Add([]byte("e:{},e:[]"))
+	f.Add([]byte("e:{},e:{}"))
+	places := func(ds diag.Diagnostics) string {
+		var b strings.Builder
+		for _, d := range ds.Sort() {
+			fmt.Fprintf(&b, "%s [%s]\n", d.Range, d.Rule)
+		}
+		return b.String()
+	}
+	opts := []cmp.Option{
+		cmpopts.IgnoreTypes(diag.Range{}),
+		cmp.Transformer("attrNames", func(a Attrs) []string { return slices.Sorted(maps.Keys(a.Ranges)) }),
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		plain := &cueLoader{file: "fuzz.cue", src: src}
+		pp := plain.load()
+		if plain.parsed == nil || !isPlainFile(plain.parsed) {
+			return
+		}
+		evaluated := &cueLoader{file: "fuzz.cue", src: src, evaluateAll: true}
+		ep := evaluated.load()
+		if a, b := places(plain.ds), places(evaluated.ds); a != b {
+			t.Fatalf("findings read plain:\n%s\nevaluated:\n%s", cueDiagLines(plain.ds), cueDiagLines(evaluated.ds))
+		}
+		if !plain.ds.HasErrors() {
+			if d := cmp.Diff(pp, ep, opts...); d != "" {
+				t.Fatalf("models differ (-plain +evaluated):\n%s", d)
+			}
 		}
 	})
 }

@@ -225,7 +225,7 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 	// error followed by one conflict per alternative; say it once.
 	skip := make([]bool, len(errs))
 	for i, e := range errs {
-		if skip[i] {
+		if skip[i] || belowMisplaced(e) {
 			continue
 		}
 		d := l.cueDiagnostic(e, rule)
@@ -239,6 +239,15 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 		}
 		l.ds = append(l.ds, d)
 	}
+}
+
+// belowMisplaced reports a "field not allowed" error below a top-level field
+// other than pipeline: that field is reported as misplaced, and everything
+// under it is then not allowed either (one mistake, one finding).
+func belowMisplaced(e cueerrors.Error) bool {
+	path := trimFilePath(e.Path())
+	format, _ := e.Msg()
+	return len(path) > 1 && path[0] != KindPipeline && strings.Contains(format, "not allowed")
 }
 
 // mergeDisjunction turns an "N errors in empty disjunction" error and the
@@ -342,6 +351,12 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 	msg := fmt.Sprintf(format, args...)
 	path := trimFilePath(e.Path())
 	l.recordCUEPath(path)
+	if strings.Contains(format, "not allowed") {
+		if l.cueNotAllowed == nil {
+			l.cueNotAllowed = map[string]bool{}
+		}
+		l.cueNotAllowed[pathKey(path)] = true
+	}
 	positions := append([]token.Pos{e.Position()}, e.InputPositions()...)
 
 	inSchema := false
@@ -361,7 +376,7 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 		}
 	}
 
-	r := l.errorRange(path, mine)
+	r := l.errorRange(path, mine, strings.Contains(msg, "not allowed"))
 	if strings.Contains(msg, "not allowed") {
 		msg += fieldHint(path)
 	}
@@ -374,10 +389,11 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 // errorRange places a CUE error in the author's file. Among the error's own
 // positions in the file it prefers the last one inside the field at the
 // error's path (the author's value that conflicts, rather than the struct
-// that holds it); without one, the error's first position in the file; with
-// none at all (a position only in the schema), the field at the error's path
-// or its closest written ancestor.
-func (l *cueLoader) errorRange(path []string, mine []diag.Pos) diag.Range {
+// that holds it), or the first one for a field that is not allowed (its
+// first declaration); without one, the error's first position in the file;
+// with none at all (a position only in the schema), the field at the error's
+// path or its closest written ancestor.
+func (l *cueLoader) errorRange(path []string, mine []diag.Pos, first bool) diag.Range {
 	var inField []diag.Pos
 	if len(path) > 0 && l.parsed != nil {
 		_, fs := l.fieldAt(path)
@@ -393,6 +409,8 @@ func (l *cueLoader) errorRange(path []string, mine []diag.Pos) diag.Range {
 	}
 	var at diag.Pos
 	switch {
+	case len(inField) > 0 && first:
+		at = slices.MinFunc(inField, func(a, b diag.Pos) int { return a.Byte - b.Byte })
 	case len(inField) > 0:
 		at = slices.MaxFunc(inField, func(a, b diag.Pos) int { return a.Byte - b.Byte })
 	case len(mine) > 0:
