@@ -145,6 +145,17 @@ func tornRound(t *testing.T, round int) {
 					t.Errorf("reader saw a torn or partial version: %v", err)
 					return
 				}
+				// And it is exactly the audited version the folder is named
+				// after: its content digest is the one in the name.
+				digest, err := sink.Digest(dir)
+				if err != nil {
+					t.Errorf("reader: %v", err)
+					return
+				}
+				if want := "part@2024-01-01#" + strings.Replace(digest, ":", "-", 1); filepath.Base(dir) != want {
+					t.Errorf("reader: %s holds content %s", filepath.Base(dir), digest)
+					return
+				}
 				reads.Add(1)
 			}
 		}()
