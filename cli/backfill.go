@@ -248,7 +248,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			defer wg.Done()
 			defer func() { <-sem }()
 			sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-				StatePath: opts.state, Seed: opts.seed, Slots: slots, Environ: os.Environ()})
+				StatePath: opts.state, Seed: opts.seed, Slots: slots, Environ: io.Environ()})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

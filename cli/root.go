@@ -27,13 +27,15 @@ type IO struct {
 	Stderr io.Writer
 	// Getenv reads the environment (NO_COLOR, PIPEC_*).
 	Getenv func(string) string
+	// Environ is the whole environment, handed (filtered) to tasks.
+	Environ func() []string
 	// StdoutTTY is true when stdout is a terminal (colour, live progress).
 	StdoutTTY bool
 }
 
 // Std is the process's real IO.
 func Std() IO {
-	return IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+	return IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Environ: os.Environ,
 		StdoutTTY: isatty.IsTerminal(os.Stdout.Fd()) || isatty.IsCygwinTerminal(os.Stdout.Fd())}
 }
 

@@ -143,7 +143,7 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		Seed:      opts.seed,
 		Force:     opts.force,
 		Parallel:  opts.parallel,
-		Environ:   os.Environ(),
+		Environ:   io.Environ(),
 		OnEvent:   pr.event,
 	})
 	pr.done()
