@@ -29,9 +29,8 @@ func LoadHCL(filename string, src []byte) (*Pipeline, diag.Diagnostics) {
 
 // loadHCL is LoadHCL with the size of the pieces a large pipeline body is cut
 // into for concurrent parsing; chunkSize <= 0 parses the file in one piece.
-// The result never depends on chunkSize: the pieces are used only when every
-// one of them parses and decodes without a finding, and otherwise the file is
-// loaded again in one piece, so diagnostics always come from the plain path.
+// The result never depends on chunkSize: when a cut could change a finding,
+// the file is loaded again in one piece (see loadChunked).
 func loadHCL(filename string, src []byte, chunkSize int) (*Pipeline, diag.Diagnostics) {
 	if chunkSize > 0 && len(src) >= 2*chunkSize {
 		if lay, ok := layoutHCL(src, chunkSize); ok {
@@ -293,12 +292,20 @@ type bodyPart struct {
 	codeVersion *hclsyntax.Attribute
 	schedules   []*Schedule
 	budgets     []*RetryBudget
+	// unknownAttr is set when the piece sets an attribute the pipeline does
+	// not have (see loadChunked).
+	unknownAttr bool
 }
 
 // decodePipelineBody decodes the items of (a piece of) a pipeline body.
 func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 	part := &bodyPart{}
 	p := &part.p
+	for name := range body.Attributes {
+		if !schemaHasAttr(pipelineSchema, name) {
+			part.unknownAttr = true
+		}
+	}
 	blocks := l.content(body, pipelineSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
 		part.codeVersion = a
 		if s, ok := l.str(a.Name, a.Expr); ok {

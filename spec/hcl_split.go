@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/pipec/pipec/diag"
 )
@@ -179,16 +180,20 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 }
 
 // loadChunked parses and decodes the pieces of lay concurrently and merges
-// them. It reports false, and the caller loads the file in one piece, when any
-// piece has a finding of its own: diagnostics then always come from the plain
-// path, whatever the cut.
+// them. It reports false, and the caller loads the file in one piece, when a
+// piece does not parse or sets an unknown pipeline attribute: hcl's "did you
+// mean" for the latter depends on which attributes the same body defines, and
+// a piece holds only part of the pipeline body. Every other finding is the
+// same whatever the cut (FuzzLoadHCL checks it), so a large spec with a schema
+// error is not parsed twice.
 func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Diagnostics, bool) {
 	head := &hclLoader{file: filename}
 	hbody, syntaxErr := head.parse(lay.header, hcl.Pos{Line: 1, Column: 1})
-	if syntaxErr || len(head.ds) > 0 {
+	if syntaxErr || len(head.ds) > 0 || !cutsPipeline(hbody) {
 		return nil, nil, false
 	}
 	parts := make([]*bodyPart, len(lay.pieces))
+	found := make([]diag.Diagnostics, len(lay.pieces))
 	var (
 		next   atomic.Int64
 		failed atomic.Bool
@@ -208,16 +213,17 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 				if !ok {
 					var syntaxErr bool
 					body, syntaxErr = l.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
-					if syntaxErr || len(l.ds) > 0 {
+					if syntaxErr {
 						failed.Store(true)
 						return
 					}
 				}
 				parts[i] = l.decodePipelineBody(body)
-				if len(l.ds) > 0 {
+				if parts[i].unknownAttr {
 					failed.Store(true)
 					return
 				}
+				found[i] = l.ds
 			}
 		})
 	}
@@ -226,7 +232,11 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		return nil, nil, false
 	}
 	p := head.decodeFile(hbody, parts)
-	return p, head.ds, true
+	var ds diag.Diagnostics
+	for _, f := range found {
+		ds = append(ds, f...)
+	}
+	return p, append(ds, head.ds...), true
 }
 
 // loadTolerant loads a file with syntax errors item by item: each item of the
@@ -241,7 +251,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 func loadTolerant(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Diagnostics, bool) {
 	head := &hclLoader{file: filename}
 	hbody, syntaxErr := head.parse(lay.header, hcl.Pos{Line: 1, Column: 1})
-	if syntaxErr {
+	if syntaxErr || !cutsPipeline(hbody) {
 		return nil, nil, false
 	}
 	var (
@@ -268,4 +278,20 @@ func loadTolerant(filename string, src []byte, lay hclLayout) (*Pipeline, diag.D
 	}
 	p := head.decodeFile(hbody, parts)
 	return p, append(ds, head.ds...), true
+}
+
+// cutsPipeline reports whether the block whose body was cut (the last one the
+// header opens) is the file's first pipeline block: only then are the pieces
+// a pipeline's items.
+func cutsPipeline(header *hclsyntax.Body) bool {
+	n := len(header.Blocks)
+	if n == 0 || header.Blocks[n-1].Type != "pipeline" {
+		return false
+	}
+	for _, b := range header.Blocks[:n-1] {
+		if b.Type == "pipeline" {
+			return false
+		}
+	}
+	return true
 }
