@@ -26,26 +26,28 @@ const (
 	durable
 )
 
-// writeReq is one write handed to the committer.
+// writeReq is one write waiting to be committed.
 type writeReq struct {
 	ctx  context.Context
 	mode commitMode
 	fn   func(context.Context, *wtx) error
-	done chan error
+	done chan error    // the verdict; buffered
+	lead chan struct{} // "run the next batch yourself"; buffered
 }
 
 // write runs fn in a write transaction and returns once that transaction
-// committed (or failed). durable makes the commit synchronous=FULL: COMMIT
-// returns only after the WAL is on stable storage (see the package doc for
-// which writes need it).
+// committed (or failed), with the durability mode asks for (see the package
+// doc for which writes need which).
 //
-// Group commit: the handle's committer goroutine takes every write that is
-// waiting when it starts a transaction (up to maxBatch), runs each in its own
-// SAVEPOINT, so one write's error undoes only that write, and commits them
-// together, FULL if any of them is durable (or records a token epoch). Concurrent publishers on one
-// handle thus share one WAL fsync, while a write still returns only after
-// its own data is committed with the durability it asked for. A lone write
-// pays exactly one transaction.
+// Group commit, leader style: a write that finds no batch running runs one
+// itself, on its own goroutine; writes that arrive meanwhile queue, and when
+// the batch ends the oldest of them leads the next batch, which takes every
+// write then queued (up to maxBatch). Each write of a batch runs in its own
+// SAVEPOINT, so one write's error undoes only that write, and the batch
+// commits once, FULL if any of its writes needs it. Concurrent publishers on
+// one handle thus share one WAL fsync, while a write still returns only after
+// its own data is committed with the durability it asked for; a lone write
+// pays exactly one transaction and no hand-over between goroutines.
 //
 // fn must only use tx and must not keep state across calls other than its
 // results; it runs once, or not at all when ctx is done before its turn. Its
@@ -53,52 +55,62 @@ type writeReq struct {
 // statement would roll back the whole shared transaction.
 func (s *SQLite) write(ctx context.Context, mode commitMode, fn func(context.Context, *wtx) error) error {
 	for {
-		req := &writeReq{ctx: ctx, mode: mode, fn: fn, done: make(chan error, 1)}
-		select {
-		case s.reqs <- req:
-		case <-s.quit:
-			return ErrClosed
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		// Once handed over the write will be decided; wait for the verdict
-		// even if ctx ends, so the caller never returns while fn may run.
-		err := <-req.done
+		err := s.submit(ctx, mode, fn)
 		if !errors.Is(err, errEpochSpent) {
 			return err
 		}
-		// The committer dropped the spent epoch; the next batch with a
-		// grant records a new one durably.
+		// The spent epoch was dropped; the retry's batch records a new one
+		// durably.
 	}
 }
 
-// committer runs writes until Close. It holds the write connection for the
-// store's life, with the statements it prepared on it.
-func (s *SQLite) committer() {
-	wc := &writeConn{db: s.w}
-	defer func() {
-		wc.reset()
-		close(s.stopped)
-	}()
-	for {
-		var first *writeReq
-		select {
-		case first = <-s.reqs:
-		case <-s.quit:
-			return
-		}
-		batch := []*writeReq{first}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-s.reqs:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		s.commitBatch(wc, batch)
+func (s *SQLite) submit(ctx context.Context, mode commitMode, fn func(context.Context, *wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	req := &writeReq{ctx: ctx, mode: mode, fn: fn, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	s.cmu.Lock()
+	if s.closed {
+		s.cmu.Unlock()
+		return ErrClosed
+	}
+	s.queue = append(s.queue, req)
+	if s.leading {
+		s.cmu.Unlock()
+		// Once queued the write will be decided; wait for the verdict even
+		// if ctx ends, so the caller never returns while fn may still run.
+		select {
+		case err := <-req.done:
+			return err
+		case <-req.lead:
+		}
+	} else {
+		s.leading = true
+		s.cmu.Unlock()
+	}
+	s.lead()
+	return <-req.done
+}
+
+// lead runs one batch, the leader's own write first, then hands the lead to
+// the oldest write still queued, or steps down when none is.
+func (s *SQLite) lead() {
+	s.cmu.Lock()
+	n := min(len(s.queue), maxBatch)
+	batch := s.queue[:n:n]
+	s.queue = s.queue[n:]
+	s.cmu.Unlock()
+
+	s.commitBatch(s.wc, batch)
+
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if len(s.queue) > 0 {
+		s.queue[0].lead <- struct{}{}
+		return
+	}
+	s.leading = false
+	s.idle.Broadcast()
 }
 
 // commitBatch runs a batch in one transaction and answers every request.
@@ -212,7 +224,7 @@ func (s *SQLite) runBatch(wc *writeConn, batch []*writeReq, results []error) err
 	return nil
 }
 
-// writeConn is the committer's connection and the statements prepared on it.
+// writeConn is the write connection and the statements prepared on it.
 // SQLite spends a good part of a small write parsing its SQL; every write
 // statement of the store is a constant string, so each is prepared once.
 type writeConn struct {
@@ -249,7 +261,7 @@ func (wc *writeConn) reset() {
 	wc.conn, wc.stmts = nil, nil
 }
 
-// wtx runs a write's statements in the committer's open transaction. Its
+// wtx runs a write's statements in the batch's open transaction. Its
 // methods mirror *sql.Tx's.
 type wtx struct {
 	wc *writeConn

@@ -31,28 +31,31 @@ type Options struct {
 
 // SQLite is the embedded Store: one SQLite database file in WAL mode.
 //
-// Each handle keeps one write connection, owned by a committer goroutine that
-// runs the handle's writes with group commit (see write), and a small pool of
-// read-only connections. Several handles and several processes may open the
+// Each handle keeps one write connection, on which the handle's writes run
+// with group commit (see write), and a small pool of read-only connections. Several handles and several processes may open the
 // same file.
 type SQLite struct {
 	path        string
 	clock       Clock
 	busyTimeout time.Duration
 
-	w     *sql.DB    // one connection, used only by the committer goroutine
+	w     *sql.DB    // one connection, used only by the batch leader
 	r     *sql.DB    // read-only connections
 	wlock *writeLock // queue in front of SQLite's write lock, see writelock_unix.go
 
-	// Token epoch (see the package doc); only the committer goroutine reads
+	// Token epoch (see the package doc); only the batch leader reads
 	// or writes these. epoch is this handle's durably recorded epoch, 0 until
 	// its first grant; txEpoch is the one in force in the batch being run.
 	epoch, txEpoch int64
 
-	// The committer goroutine owns w and runs every write; see commit.go.
-	reqs      chan *writeReq
-	quit      chan struct{}
-	stopped   chan struct{}
+	// Group commit (commit.go): writes queue here and one of them at a time,
+	// the leader, runs a batch on wc, the held write connection.
+	cmu       sync.Mutex
+	queue     []*writeReq
+	leading   bool
+	closed    bool
+	idle      *sync.Cond // signalled when the last leader steps down
+	wc        *writeConn
 	closeOnce sync.Once
 }
 
@@ -120,8 +123,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		return nil, err
 	}
 	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r, wlock: wl,
-		reqs: make(chan *writeReq), quit: make(chan struct{}), stopped: make(chan struct{})}
-	go s.committer()
+		wc: &writeConn{db: w}}
+	s.idle = sync.NewCond(&s.cmu)
 	err = s.retryBusy(ctx, func() error {
 		var mode string
 		if err := s.w.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode); err != nil {
@@ -145,13 +148,18 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 // Path is the database file.
 func (s *SQLite) Path() string { return s.path }
 
-// Close stops the committer, after the writes already handed to it, and
-// closes both connection pools. Writes after Close fail with ErrClosed.
+// Close waits for the writes already queued, then closes the connections.
+// Writes after Close fail with ErrClosed.
 func (s *SQLite) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		close(s.quit)
-		<-s.stopped
+		s.cmu.Lock()
+		s.closed = true
+		for s.leading {
+			s.idle.Wait()
+		}
+		s.cmu.Unlock()
+		s.wc.reset()
 		err = errors.Join(s.w.Close(), s.r.Close(), s.wlock.close())
 	})
 	return err

@@ -51,13 +51,12 @@
 //     the lost writes died with the OS, and what they left outside the store
 //     (staged data, unpublished copies in a sink) is never visible.
 //
-// Each handle runs its writes through one committer goroutine with group
-// commit: writes waiting at the same moment share one transaction (each in its
-// own savepoint) and one fsync, FULL if any of them needs it. A write returns
-// only after its own transaction committed, so batching changes throughput,
-// never the guarantee. One publisher alone is bound by the disk's fsync
-// latency; concurrent publishers in one process share fsyncs (see
-// BenchmarkFencedPublish).
+// Each handle runs its writes with group commit: writes waiting at the same
+// moment share one transaction (each in its own savepoint) and one fsync,
+// FULL if any of them needs it. A write returns only after its own
+// transaction committed, so batching changes throughput, never the guarantee.
+// One publisher alone is bound by the disk's fsync latency; concurrent
+// publishers in one process share fsyncs (see BenchmarkFencedPublish).
 //
 // # Concurrency
 //
