@@ -19,9 +19,10 @@ import (
 // exported back to syntax (positions come from the author's fields at the
 // same path, since exported nodes have none of their own).
 //
-// It trusts CUE for shapes: a value of the wrong type was already reported by
-// CUE and is skipped. Should CUE have accepted the file, a value the decoder
-// cannot read is still reported, so nothing is dropped in silence.
+// It trusts CUE for shapes: a value of the wrong type is skipped, and
+// reported only where CUE reported nothing at or around its path (see
+// report), so nothing is dropped in silence and nothing is said twice. It
+// adds what CUE cannot know: durations, timestamps, names and inputs.
 type cueDecoder struct {
 	l        *cueLoader
 	exported bool

@@ -72,6 +72,7 @@ func FuzzLoadCUEPlainEvaluated(f *testing.F) {
 	f.Add([]byte("A00:{A:{A:\"000000000\",A:\"0\",A:0},A0:{A:0,B:0}}"))
 	f.Add([]byte("e:{},e:[]"))
 	f.Add([]byte("e:{},e:{}"))
+	f.Add([]byte("\"0\":{}"))
 	places := func(ds diag.Diagnostics) string {
 		var b strings.Builder
 		for _, d := range ds.Sort() {

@@ -9,6 +9,7 @@ import (
 
 	"cuelang.org/go/cue/ast"
 	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/literal"
 	"cuelang.org/go/cue/token"
 
 	"github.com/pipec/pipec/diag"
@@ -330,13 +331,24 @@ func (l *cueLoader) cueCovers(path []string) bool {
 	return l.cuePrefixes[pathKey(path)]
 }
 
-// trimFilePath drops the "#File" that starts the paths of errors found by
-// unifying a whole file with #File.
+// trimFilePath turns the path of a CUE error into field labels as the
+// decoder and the field index spell them: without the "#File" that starts
+// the paths of errors found by unifying a whole file with #File, and with
+// quoted labels ("0", "my-task") unquoted.
 func trimFilePath(path []string) []string {
 	if len(path) > 0 && path[0] == "#File" {
-		return path[1:]
+		path = path[1:]
 	}
-	return path
+	out := make([]string, len(path))
+	for i, p := range path {
+		out[i] = p
+		if strings.HasPrefix(p, `"`) {
+			if s, err := literal.Unquote(p); err == nil {
+				out[i] = s
+			}
+		}
+	}
+	return out
 }
 
 func cmpOr(a, b string) string {
