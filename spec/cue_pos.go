@@ -260,9 +260,15 @@ func (l *cueLoader) mergeDisjunction(head cueerrors.Error, rest []cueerrors.Erro
 	path := strings.Join(head.Path(), ".")
 	var used []int
 	var pairs [][2]string
+	// The conflicts follow the disjunction error directly (CUE sorts errors
+	// by position, and they all sit in one field): stop at the first error
+	// elsewhere, so a spec with thousands of errors is not scanned for each.
 	for j, e := range rest {
+		if strings.Join(e.Path(), ".") != path {
+			break
+		}
 		format, args := e.Msg()
-		if strings.Join(e.Path(), ".") != path || !strings.HasPrefix(format, "conflicting values") || len(args) < 2 {
+		if !strings.HasPrefix(format, "conflicting values") || len(args) < 2 {
 			continue
 		}
 		used = append(used, j)
