@@ -135,7 +135,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		}
 		return nil
 	})
-	if err == nil {
+	if err == nil && !s.schemaCurrent(ctx) {
 		err = s.write(ctx, durable, migrate)
 	}
 	if err != nil {
@@ -143,6 +143,16 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// schemaCurrent reports, from a read, that the schema needs no migration, so
+// opening an up-to-date database (pipec status, every run after the first)
+// takes no write lock and no fsync. Anything else, including a newer schema,
+// goes through migrate, which decides under the write lock.
+func (s *SQLite) schemaCurrent(ctx context.Context) bool {
+	var v int
+	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v)
+	return err == nil && v == SchemaVersion()
 }
 
 // Path is the database file.
