@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -214,12 +215,13 @@ func (l *cueLoader) pathElemRange(path []string, i int) diag.Range {
 // parse errors; "" classifies each error: a conflict with the schema, a field
 // the schema does not allow or a required field left out is RuleSchema, any
 // other failure to evaluate (the author's own conflicting values, an
-// incomplete value) is RuleSyntax. Every error is kept: CUE already reports
-// each problem once per place.
+// incomplete value) is RuleSyntax. An enumeration's errors become one
+// finding, and errors below a misplaced top-level field are dropped; every
+// other error is kept (CUE reports each problem once per place).
 func (l *cueLoader) addCUEErrors(err error, rule string) {
 	errs := cueerrors.Errors(err)
 	if len(errs) == 0 {
-		l.ds = append(l.ds, diag.Errorf(cmpOr(rule, RuleSyntax), l.fileStart(), "%v", err))
+		l.ds = append(l.ds, diag.Errorf(cmp.Or(rule, RuleSyntax), l.fileStart(), "%v", err))
 		return
 	}
 	// CUE reports a value outside an enumeration as one "empty disjunction"
@@ -357,13 +359,8 @@ func trimFilePath(path []string) []string {
 	return out
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
+// cueDiagnostic converts one CUE error, placed in the author's file, and
+// records its path for the decoder (see cueCovers).
 func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnostic {
 	format, args := e.Msg()
 	msg := fmt.Sprintf(format, args...)
@@ -389,13 +386,13 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 	}
 	if rule == "" {
 		rule = RuleSyntax
-		if inSchema || strings.Contains(msg, "not allowed") || strings.Contains(msg, "required") {
+		if inSchema || strings.Contains(format, "not allowed") || strings.Contains(format, "required") {
 			rule = RuleSchema
 		}
 	}
 
-	r := l.errorRange(path, mine, strings.Contains(msg, "not allowed"))
-	if strings.Contains(msg, "not allowed") {
+	r := l.errorRange(path, mine, strings.Contains(format, "not allowed"))
+	if strings.Contains(format, "not allowed") {
 		msg += fieldHint(path)
 	}
 	if shown := displayPath(path); shown != "" {
