@@ -101,8 +101,13 @@ func (s *SQLite) lead() {
 	s.queue = s.queue[n:]
 	s.cmu.Unlock()
 
+	defer s.handOff()
 	s.commitBatch(s.wc, batch)
+}
 
+// handOff passes the lead to the oldest queued write, or steps down. It runs
+// deferred, so even a panicking batch leaves the handle usable.
+func (s *SQLite) handOff() {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if len(s.queue) > 0 {
@@ -115,6 +120,17 @@ func (s *SQLite) lead() {
 
 // commitBatch runs a batch in one transaction and answers every request.
 func (s *SQLite) commitBatch(wc *writeConn, batch []*writeReq) {
+	defer func() {
+		if p := recover(); p != nil {
+			// A bug in a write: fail the whole batch, drop the connection
+			// (and its open transaction), and let the panic go on.
+			wc.reset()
+			for _, r := range batch {
+				r.done <- fmt.Errorf("store: a write of this batch panicked: %v", p)
+			}
+			panic(p)
+		}
+	}()
 	results := make([]error, len(batch))
 	err := s.runBatch(wc, batch, results)
 	if err != nil {

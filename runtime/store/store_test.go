@@ -423,3 +423,30 @@ func TestEventsAppendOnly(t *testing.T) {
 		t.Error("updating events succeeded")
 	}
 }
+
+// TestPanickingWriteFreesTheHandle: a write that panics fails its batch and
+// panics on its caller's goroutine, and the handle keeps working.
+func TestPanickingWriteFreesTheHandle(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "state.db"), nil)
+	ctx := context.Background()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic was swallowed")
+			}
+		}()
+		s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO tokens (resource, last) VALUES ('half', 1)`); err != nil {
+				return err
+			}
+			panic("bug")
+		})
+	}()
+	if _, err := s.NextToken(ctx, "r"); err != nil {
+		t.Fatalf("the handle is stuck after a panic: %v", err)
+	}
+	var n int
+	if err := s.r.QueryRow(`SELECT COUNT(*) FROM tokens WHERE resource = 'half'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the panicking write was committed: %d rows, %v", n, err)
+	}
+}
