@@ -49,8 +49,17 @@ const maxExamples = 3
 // *.csv (comma-separated, header row first) and *.jsonl / *.ndjson file (one
 // JSON object a line) under dir, sorted by path, as one table: row counts and
 // uniqueness are over all files together, and every file must have every
-// column an assertion names. A command check runs after them (see
-// runCommand). A file that does not parse rejects the version, with its line.
+// column an assertion names. An empty CSV field and a JSON null are null.
+// A file that does not parse rejects the version, with its line.
+//
+// A command check runs after them: argv exactly as written (no shell unless
+// the author writes one, nothing appended), in opt.Dir, in its own process
+// group, with the version directory in PIPEC_CHECK_INPUT (and the check's
+// and artifact's names in PIPEC_CHECK_NAME and PIPEC_CHECK_ARTIFACT). The
+// directory is passed in the environment, not as an argument, so that an
+// author's argv means what it says. Exit status 0 accepts; anything else, a
+// timeout (the whole group is killed) or a command that cannot start rejects,
+// with the exit status and the tail of its output as the reason.
 //
 // The error is for failures of pipec itself (an unreadable directory, a
 // cancelled context); anything about the data is a reason.
