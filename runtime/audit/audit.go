@@ -49,7 +49,8 @@ const maxExamples = 3
 // *.csv (comma-separated, header row first) and *.jsonl / *.ndjson file (one
 // JSON object a line) under dir, sorted by path, as one table: row counts and
 // uniqueness are over all files together, and every file must have every
-// column an assertion names. An empty CSV field and a JSON null are null.
+// column an assertion names. An empty CSV field and a JSON null are null
+// (for unique, null is a value like any other).
 // A file that does not parse rejects the version, with its line.
 //
 // A command check runs after them: argv exactly as written (no shell unless
