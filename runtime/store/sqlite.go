@@ -94,7 +94,6 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	q.Set("_busy_timeout", "0")
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "1")
-	q.Set("_txlock", "immediate")
 	w, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, err
