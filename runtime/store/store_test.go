@@ -450,3 +450,35 @@ func TestPanickingWriteFreesTheHandle(t *testing.T) {
 		t.Errorf("the panicking write was committed: %d rows, %v", n, err)
 	}
 }
+
+// TestCommitModes pins the durability scheme: a durable write and a handle's
+// first grant (which records its epoch) run with synchronous=FULL (2), other
+// grants and writes with NORMAL (1).
+func TestCommitModes(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "state.db"), nil)
+	ctx := context.Background()
+	syncOf := func(mode commitMode) int {
+		t.Helper()
+		var n int
+		if err := s.write(ctx, mode, func(ctx context.Context, tx *wtx) error {
+			return tx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&n)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		what string
+		mode commitMode
+		want int
+	}{
+		{"first grant", grants, 2},
+		{"later grant", grants, 1},
+		{"durable", durable, 2},
+		{"normal", normal, 1},
+	} {
+		if got := syncOf(c.mode); got != c.want {
+			t.Errorf("%s: synchronous = %d, want %d", c.what, got, c.want)
+		}
+	}
+}
