@@ -112,6 +112,24 @@ func TestRacingPublishers(t *testing.T) {
 	if testing.Short() {
 		rounds = 100
 	}
+	racePublishers(t, rounds, true)
+}
+
+// TestRacingFencedPublishers races the same way with token fencing alone
+// (Publish, no base): a lower token may win before a higher one arrives, so
+// a round can have several winners, but the round always ends with the
+// highest token of the round visible, and no publish is lost or torn.
+func TestRacingFencedPublishers(t *testing.T) {
+	rounds := 200
+	if testing.Short() {
+		rounds = 50
+	}
+	racePublishers(t, rounds, false)
+}
+
+// racePublishers runs the racing rounds; optimistic publishes with
+// PublishIf from the round's base, else with Publish.
+func racePublishers(t *testing.T, rounds int, optimistic bool) {
 	const publishers = 8
 	const interval = "2024-01-01"
 	f := newFixture(t)
@@ -149,7 +167,12 @@ func TestRacingPublishers(t *testing.T) {
 				if !ok {
 					return
 				}
-				res, err := d.PublishIf(ctx, v, base)
+				var res Result
+				if optimistic {
+					res, err = d.PublishIf(ctx, v, base)
+				} else {
+					res, err = d.Publish(ctx, v)
+				}
 				results <- outcome{p, res, err}
 			}
 		}()
@@ -163,6 +186,7 @@ func TestRacingPublishers(t *testing.T) {
 	}()
 
 	var lastToken int64
+	multi := 0 // rounds with more than one winner (token fencing alone)
 	for round := 1; round <= rounds; round++ {
 		for i := 0; i < publishers; i++ {
 			if err := <-ready; err != nil {
@@ -177,7 +201,7 @@ func TestRacingPublishers(t *testing.T) {
 			ch <- base.Token
 		}
 		winners := 0
-		var winner Result
+		var winner, highest Result
 		tokens := map[int64]bool{}
 		for i := 0; i < publishers; i++ {
 			o := <-results
@@ -188,17 +212,32 @@ func TestRacingPublishers(t *testing.T) {
 				t.Fatalf("round %d: token %d held by two publishers", round, o.res.Version.Token)
 			}
 			tokens[o.res.Version.Token] = true
+			if o.res.Version.Token > highest.Version.Token {
+				highest = o.res
+			}
 			switch o.res.Outcome {
 			case store.Won:
 				winners++
 				winner = o.res
-			case store.Conflict, store.Fenced:
+			case store.Fenced:
+			case store.Conflict:
+				if !optimistic {
+					t.Fatalf("round %d: conflict without a base", round)
+				}
 			default:
 				t.Fatalf("round %d publisher %d: outcome %s", round, o.publisher, o.res.Outcome)
 			}
 		}
-		if winners != 1 {
+		switch {
+		case optimistic && winners != 1:
 			t.Fatalf("round %d: %d winners, want exactly 1", round, winners)
+		case !optimistic && (winners == 0 || highest.Outcome != store.Won):
+			t.Fatalf("round %d: %d winners, highest token %d %s", round, winners, highest.Version.Token, highest.Outcome)
+		case !optimistic:
+			winner = highest // what must be visible at the end of the round
+		}
+		if winners > 1 {
+			multi++
 		}
 		p, err := f.st.Pointer(ctx, "warehouse", "orders_clean", interval)
 		if err != nil {
@@ -229,7 +268,7 @@ func TestRacingPublishers(t *testing.T) {
 	if rd.reads.Load() == 0 {
 		t.Fatal("the reader never read a published version")
 	}
-	t.Logf("%d rounds, %d concurrent reads, last token %d", rounds, rd.reads.Load(), lastToken)
+	t.Logf("%d rounds (%d with several winners), %d concurrent reads, last token %d", rounds, multi, rd.reads.Load(), lastToken)
 	if err := f.st.IntegrityCheck(ctx); err != nil {
 		t.Fatal(err)
 	}
