@@ -359,11 +359,34 @@ func trimFilePath(path []string) []string {
 	return out
 }
 
+// shortArgs shortens the values a CUE message quotes: a conflict with a
+// whole pipeline would otherwise print every task of it.
+func shortArgs(args []any) []any {
+	const limit = 60
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+		s := fmt.Sprint(a)
+		if len([]rune(s)) <= limit {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s, "{"):
+			out[i] = "{...}"
+		case strings.HasPrefix(s, "["):
+			out[i] = "[...]"
+		default:
+			out[i] = string([]rune(s)[:limit]) + "..."
+		}
+	}
+	return out
+}
+
 // cueDiagnostic converts one CUE error, placed in the author's file, and
 // records its path for the decoder (see cueCovers).
 func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnostic {
 	format, args := e.Msg()
-	msg := fmt.Sprintf(format, args...)
+	msg := fmt.Sprintf(format, shortArgs(args)...)
 	path := trimFilePath(e.Path())
 	l.recordCUEPath(path)
 	if strings.Contains(format, "not allowed") {
