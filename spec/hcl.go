@@ -812,7 +812,9 @@ func (l *hclLoader) literal(name string, e hcl.Expression) bool {
 		return l.literal(name, x.Expression)
 	case *hclsyntax.TemplateExpr:
 		for _, part := range x.Parts {
-			if _, ok := part.(*hclsyntax.LiteralValueExpr); !ok {
+			// An interpolated literal ("a${1e99999999}") is a part of its
+			// own, and printing it could take minutes: only text counts.
+			if lit, ok := part.(*hclsyntax.LiteralValueExpr); !ok || lit.Val.Type() != cty.String {
 				return l.interpolation(name, part)
 			}
 		}
@@ -837,7 +839,14 @@ func (l *hclLoader) literal(name string, e hcl.Expression) bool {
 		if !x.ForceNonLiteral && hcl.ExprAsKeyword(x.Wrapped) != "" {
 			return true
 		}
-		return l.literal(name, x.Wrapped)
+		// Otherwise only a quoted string: hcl would print any other key as
+		// a string, and a number such as 1e99999999 takes minutes to print.
+		if t, ok := x.Wrapped.(*hclsyntax.TemplateExpr); ok {
+			return l.literal(name, t)
+		}
+		if _, ok := x.Wrapped.(*hclsyntax.ScopeTraversalExpr); ok {
+			return l.literal(name, x.Wrapped)
+		}
 	case *hclsyntax.UnaryOpExpr:
 		if lit, isLit := x.Val.(*hclsyntax.LiteralValueExpr); isLit && x.Op == hclsyntax.OpNegate && lit.Val.Type() == cty.Number {
 			return true

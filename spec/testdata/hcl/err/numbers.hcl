@@ -9,7 +9,9 @@ pipeline "numbers" {
   pool "big" { slots = 1e99999999 }
 
   task "t" {
-    command = ["./t.sh", "${1e99999999}", 2 * 3]
+    command = ["./t.sh", "${1e99999999}", "a${1e99999999}", 2 * 3]
     timeout = -1
+    env     = { (1e99999999) = "x", (2) = "y" }
+    outputs = { (1e99999999) = "x" }
   }
 }
