@@ -169,8 +169,9 @@ func (l *hclLoader) rng(r hcl.Range) diag.Range {
 	}
 }
 
-// Schemas of the grammar (DESIGN.md section 3). Attribute order here is the
-// order values are decoded in, which keeps decoding deterministic.
+// Schemas of the grammar (DESIGN.md section 3), read-only. Attribute order
+// here is the order values are decoded in, which keeps decoding
+// deterministic. TestHCLSchemasMatchFields holds them to spec.Fields.
 var (
 	fileSchema = &hcl.BodySchema{
 		Blocks: []hcl.BlockHeaderSchema{{Type: "pipeline", LabelNames: []string{"name"}}},
@@ -243,8 +244,7 @@ var blockKinds = map[string]string{
 
 // decodeFile decodes a whole file body. When parts is not nil, the pipeline
 // block's own body is ignored and the given, already decoded, parts are used
-// instead (the concurrent path); pipeClose is then the position of the
-// pipeline's closing brace.
+// instead (the body was cut into pieces, see hcl_split.go).
 func (l *hclLoader) decodeFile(body *hclsyntax.Body, parts []*bodyPart) *Pipeline {
 	// Content reports unknown items and a pipeline block with the wrong number
 	// of labels; the pipeline itself is taken from the raw blocks so that one
