@@ -88,9 +88,8 @@ func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
 	c.link()
 	c.resolveClasses()
 	c.checkNumbers()
-	c.sortEdges()
-	g := newGraph(c.nodes, c.edges)
-	res := &Result{Spec: p, Graph: g, Producer: c.producer, edges: c.edges}
+	g, edges := newGraph(c.nodes, c.edges)
+	res := &Result{Spec: p, Graph: g, Producer: c.producer, edges: edges}
 	c.reportCycles(res)
 	res.Plan = c.plan(g)
 	return res, c.ds.Sort()
@@ -191,15 +190,6 @@ func (c *compilation) edgeEstimate() int {
 
 func (c *compilation) edge(from, to string, r diag.Range) {
 	c.edges = append(c.edges, edge{from, to, r})
-}
-
-// sortEdges orders edges by (from, to) and keeps the first occurrence of
-// each, so a dependency written twice is one edge pointing at its first writing.
-func (c *compilation) sortEdges() {
-	slices.SortStableFunc(c.edges, func(a, b edge) int {
-		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
-	})
-	c.edges = slices.CompactFunc(c.edges, func(a, b edge) bool { return a.from == b.from && a.to == b.to })
 }
 
 // link resolves every reference and adds the edges it implies.
