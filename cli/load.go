@@ -50,13 +50,26 @@ func loadSpec(path string) (*compiled, error) {
 		return nil, usageErr("%v", err)
 	}
 	c := &compiled{File: path, Src: src, Diags: ds}
-	if p == nil {
+	if p == nil || hasRule(ds, spec.RuleSyntax) {
+		// The model of a file that does not parse is partial: compiling it
+		// would report follow-on errors (a missing artifact whose producer
+		// is in the broken part) for a cause already reported.
 		return c, nil
 	}
 	res, cds := compiler.Compile(p)
 	c.Result = res
 	c.Diags = append(c.Diags, cds...).Sort()
 	return c, nil
+}
+
+// hasRule reports whether any finding is of the given rule.
+func hasRule(ds diag.Diagnostics, rule string) bool {
+	for _, d := range ds {
+		if d.Rule == rule {
+			return true
+		}
+	}
+	return false
 }
 
 // sources returns the file contents the text printer shows lines from.
