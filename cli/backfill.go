@@ -20,11 +20,9 @@ import (
 )
 
 type backfillOptions struct {
+	execFlags
 	from, to string
 	dryRun   bool
-	state    string
-	seed     uint64
-	parallel int
 }
 
 func newBackfillCmd(io IO) *cobra.Command {
@@ -41,9 +39,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 			"the longest path.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("seed") {
-				opts.seed = randomSeed()
-			}
+			opts.resolveSeed(cmd)
 			return runBackfill(cmd.Context(), io, args[0], opts)
 		},
 	}
@@ -51,9 +47,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.from, "from", "", "start of the first interval (required)")
 	f.StringVar(&opts.to, "to", "", "start of the last interval, included (required)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "print the estimate and launch nothing")
-	f.StringVar(&opts.state, "state", store.DefaultPath, "the state database")
-	f.Uint64Var(&opts.seed, "seed", 0, "seed of the retry jitter (random when not given)")
-	f.IntVar(&opts.parallel, "parallel", 0, "tasks running at once across the backfill (default: the number of CPUs)")
+	opts.register(cmd, "tasks running at once across the backfill (default: the number of CPUs)")
 	return cmd
 }
 

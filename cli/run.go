@@ -24,12 +24,32 @@ import (
 )
 
 type runOptions struct {
+	execFlags
 	interval string
-	state    string
-	seed     uint64
 	force    bool
 	json     bool
+}
+
+// execFlags are the flags of every command that executes runs (run, backfill).
+type execFlags struct {
+	state    string
+	seed     uint64
 	parallel int
+}
+
+// register adds the flags; parallelHelp says what --parallel bounds.
+func (e *execFlags) register(cmd *cobra.Command, parallelHelp string) {
+	f := cmd.Flags()
+	f.StringVar(&e.state, "state", store.DefaultPath, "the state database")
+	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter (random when not given)")
+	f.IntVar(&e.parallel, "parallel", 0, parallelHelp)
+}
+
+// resolveSeed picks a random jitter seed unless --seed was given.
+func (e *execFlags) resolveSeed(cmd *cobra.Command) {
+	if !cmd.Flags().Changed("seed") {
+		e.seed = randomSeed()
+	}
 }
 
 func newRunCmd(io IO) *cobra.Command {
@@ -44,19 +64,15 @@ func newRunCmd(io IO) *cobra.Command {
 			"Exit code 1 when a task, check or publish failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("seed") {
-				opts.seed = randomSeed()
-			}
+			opts.resolveSeed(cmd)
 			return runRun(cmd.Context(), io, args[0], opts)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.interval, "interval", "", "the interval's start: a date (2024-01-01) or an RFC 3339 time (required)")
-	f.StringVar(&opts.state, "state", store.DefaultPath, "the state database")
-	f.Uint64Var(&opts.seed, "seed", 0, "seed of the retry jitter (random when not given)")
 	f.BoolVar(&opts.force, "force", false, "rerun every task, even those a previous run of the interval completed")
 	f.BoolVar(&opts.json, "json", false, "write the event stream as JSON lines, then the summary")
-	f.IntVar(&opts.parallel, "parallel", 0, "tasks running at once (default: the number of CPUs)")
+	opts.register(cmd, "tasks running at once (default: the number of CPUs)")
 	return cmd
 }
 
