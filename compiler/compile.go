@@ -297,7 +297,7 @@ func (c *compilation) resolveClasses() {
 	for _, name := range slices.Sorted(maps.Keys(c.policies)) {
 		r := c.policies[name]
 		for _, on := range r.On {
-			if on.Name == "" || slices.Contains(BuiltinClasses, on.Name) || c.classes[on.Name] {
+			if on.Name == "" || slices.Contains(BuiltinClasses(), on.Name) || c.classes[on.Name] {
 				continue
 			}
 			c.ds = append(c.ds, diag.Errorf(RuleSchema, on.Range,
@@ -337,9 +337,10 @@ func (c *compilation) reportCycles(res *Result) {
 	}
 }
 
-// BuiltinClasses are error classes every pipeline has: a task that ran out of
-// time, or was killed by a signal. Both are transient.
-var BuiltinClasses = []string{"killed", "timeout"}
+// BuiltinClasses returns the error classes every pipeline has: a task that
+// ran out of time, or was killed by a signal. Both are transient. A function,
+// not a variable, so no caller can change the list for everyone.
+func BuiltinClasses() []string { return []string{"killed", "timeout"} }
 
 func durString(d time.Duration) string {
 	if d == 0 {

@@ -65,7 +65,7 @@ func runRetryDeterministic(pass *Pass) error {
 			transient = append(transient, e.Name)
 		}
 	}
-	transient = append(transient, compiler.BuiltinClasses...)
+	transient = append(transient, compiler.BuiltinClasses()...)
 	for i := range pass.Spec.Retries {
 		r := &pass.Spec.Retries[i]
 		if ix.Policies[r.Name] != r || !Retries(r) {
