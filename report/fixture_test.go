@@ -25,7 +25,7 @@ var fixtureSources = Sources{
   task "näive" { command = ["./x.sh"], outputs = ["tmp"] }
 }
 `),
-	"specs/a b,c.cue": []byte("pipeline: orders: {\n\tsink: s: {type: \"directory\", path: \"/tmp/out\", fencing: \"none\"}\n\ttask: t: {env: {PASSWORD: \"hunter2\"}}\n}\n"),
+	"specs/a b,c.cue": []byte("pipeline: orders: {\n\tsink: s: {type: \"directory\", path: \"/dev/shm/out\", fencing: \"none\"}\n\ttask: t: {env: {PASSWORD: \"hunter2\"}}\n}\n"),
 }
 
 var fixtureRules = []Rule{
@@ -56,8 +56,8 @@ func fixtureDiagnostics() diag.Diagnostics {
 		{Rule: "unused-artifact", Severity: diag.Info, Message: `artifact "tmp" is never read or published`,
 			Range: rng(hcl, 7, 50, 7, 55)},
 		{Rule: "cycle", Severity: diag.Error, Message: "a spanning range", Range: rng(hcl, 2, 2, 5, 3)},
-		{Rule: "local-artifact", Severity: diag.Warning, Message: "sink \"s\" writes to /tmp/out, which is local to one worker,\nso another worker cannot read it",
-			Range: rng(cue, 2, 41, 2, 51)},
+		{Rule: "local-artifact", Severity: diag.Warning, Message: "sink \"s\" writes to /dev/shm/out, which is local to one worker,\nso another worker cannot read it",
+			Range: rng(cue, 2, 41, 2, 55)},
 		{Rule: "secret-literal", Severity: diag.Error, Message: "PASSWORD holds a literal value",
 			Range: rng(cue, 3, 18, 3, 27)},
 		{Rule: "syntax", Severity: diag.Error, Message: "cannot read input: permission denied"},

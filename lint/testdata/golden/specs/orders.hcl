@@ -23,7 +23,7 @@ pipeline "orders" {
   }
 
   task "extract" {
-    command = ["./extract.sh", "--out", "/tmp/raw.csv"]
+    command = ["./extract.sh", "--out", "/dev/shm/raw.csv"]
     outputs = ["raw_orders"]
     pool    = "backfill"
     retry   = "default"
