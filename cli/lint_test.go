@@ -10,6 +10,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pipec/pipec/cli"
+	"github.com/pipec/pipec/internal/golden"
 )
 
 // run calls pipec in-process with captured streams.
@@ -24,32 +25,20 @@ func run(args ...string) (stdout, stderr string, code int) {
 // is not a spec) in every format and compares with golden files. Regenerate
 // with PIPEC_UPDATE_GOLDEN=1.
 func TestLintGolden(t *testing.T) {
-	golden, err := filepath.Abs(filepath.Join("..", "lint", "testdata", "golden"))
+	dir, err := filepath.Abs(filepath.Join("..", "lint", "testdata", "golden"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(golden)
+	t.Chdir(dir)
 	for _, format := range []string{"text", "json", "sarif", "github"} {
 		t.Run(format, func(t *testing.T) {
 			out, errs, code := run("lint", "--format", format, "--now", "2026-01-01T00:00:00Z", "specs")
 			if code != cli.ExitFindings || errs != "" {
 				t.Fatalf("exit %d, stderr %q", code, errs)
 			}
-			file := "lint." + format + ".golden"
-			if os.Getenv("PIPEC_UPDATE_GOLDEN") != "" {
-				if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out != string(want) {
-				t.Errorf("output differs from %s (PIPEC_UPDATE_GOLDEN=1 regenerates it):\n%s", file, out)
-			}
-			if strings.Contains(out, golden) {
-				t.Errorf("output holds the absolute path %s", golden)
+			golden.Check(t, "lint."+format+".golden", []byte(out))
+			if strings.Contains(out, dir) {
+				t.Errorf("output holds the absolute path %s", dir)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/internal/golden"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -74,19 +75,7 @@ func TestPlansMatchSchemaAndGolden(t *testing.T) {
 			if err := sch.Validate(doc); err != nil {
 				t.Errorf("plan does not match schema/plan.schema.json: %v", err)
 			}
-			golden := filepath.Join("testdata", ex+".plan.json")
-			if os.Getenv("PIPEC_UPDATE_GOLDEN") != "" {
-				if err := os.WriteFile(golden, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with PIPEC_UPDATE_GOLDEN=1 to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), string(b)); diff != "" {
-				t.Errorf("plan differs from %s (-want +got):\n%s", golden, diff)
-			}
+			golden.Check(t, filepath.Join("testdata", ex+".plan.json"), b)
 		})
 	}
 }

@@ -1,14 +1,11 @@
 package report
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/golden"
 )
 
 // The fixture is a fixed set of findings over two small sources. It covers
@@ -65,22 +62,8 @@ func fixtureDiagnostics() diag.Diagnostics {
 	return ds.Sort()
 }
 
-// golden compares got with testdata/NAME, or rewrites the file when
-// PIPEC_UPDATE_GOLDEN=1.
-func golden(t *testing.T, name string, got []byte) {
+// checkGolden compares got with testdata/NAME (PIPEC_UPDATE_GOLDEN=1 rewrites it).
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("PIPEC_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with PIPEC_UPDATE_GOLDEN=1 to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the printer's output (-want +got):\n%s", path, cmp.Diff(string(want), string(got)))
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }

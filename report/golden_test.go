@@ -32,7 +32,7 @@ func TestGolden(t *testing.T) {
 			if !bytes.Equal(first.Bytes(), second.Bytes()) {
 				t.Fatal("two runs on identical input gave different bytes")
 			}
-			golden(t, tc.name, first.Bytes())
+			checkGolden(t, tc.name, first.Bytes())
 		})
 	}
 }

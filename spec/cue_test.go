@@ -20,28 +20,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/golden"
 )
-
-// cueUpdateGolden regenerates golden files instead of comparing with them.
-var cueUpdateGolden = os.Getenv("PIPEC_UPDATE_GOLDEN") == "1"
-
-// cueCheckGolden compares got with the golden file at path.
-func cueCheckGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if cueUpdateGolden {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with PIPEC_UPDATE_GOLDEN=1 to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (PIPEC_UPDATE_GOLDEN=1 regenerates it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // cueDiagLines renders diagnostics one per line, as pipec lint prints them.
 func cueDiagLines(ds diag.Diagnostics) []byte {
@@ -116,7 +96,7 @@ func TestLoadCUEValid(t *testing.T) {
 			if p == nil {
 				t.Fatal("no pipeline")
 			}
-			cueCheckGolden(t, strings.TrimSuffix(file, ".cue")+".json", cueDump(t, p))
+			golden.Check(t, strings.TrimSuffix(file, ".cue")+".json", cueDump(t, p))
 		})
 	}
 }
@@ -139,7 +119,7 @@ func TestLoadCUEErrors(t *testing.T) {
 					t.Errorf("diagnostic not placed in the file: %v", d)
 				}
 			}
-			cueCheckGolden(t, strings.TrimSuffix(file, ".cue")+".out", cueDiagLines(ds))
+			golden.Check(t, strings.TrimSuffix(file, ".cue")+".out", cueDiagLines(ds))
 		})
 	}
 }

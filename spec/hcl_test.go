@@ -14,28 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/golden"
 )
-
-// updateGolden regenerates golden files instead of comparing with them.
-var updateGolden = os.Getenv("PIPEC_UPDATE_GOLDEN") == "1"
-
-// checkGolden compares got with the golden file, or rewrites it.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if updateGolden {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with PIPEC_UPDATE_GOLDEN=1 to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got; PIPEC_UPDATE_GOLDEN=1 regenerates):\n%s", path, diff)
-	}
-}
 
 // diagLines renders diagnostics as `file:line:col: severity: message [rule]`.
 func diagLines(ds diag.Diagnostics) []byte {
@@ -71,7 +51,7 @@ func TestLoadHCLValid(t *testing.T) {
 			if p == nil {
 				t.Fatal("nil pipeline")
 			}
-			checkGolden(t, strings.TrimSuffix(path, ".hcl")+".json", dumpModel(t, p))
+			golden.Check(t, strings.TrimSuffix(path, ".hcl")+".json", dumpModel(t, p))
 		})
 	}
 }
@@ -128,7 +108,7 @@ func TestLoadHCLBroken(t *testing.T) {
 				t.Fatalf("no error reported")
 			}
 			checkDiagShape(t, ds)
-			checkGolden(t, strings.TrimSuffix(path, ".hcl")+".out", diagLines(ds))
+			golden.Check(t, strings.TrimSuffix(path, ".hcl")+".out", diagLines(ds))
 		})
 	}
 }
