@@ -97,12 +97,14 @@ func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *laun
 // runCheck audits one staged version with one check (package audit: the
 // built-in assertions on CSV and JSON Lines, then the check's command).
 func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string) (bool, string) {
-	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: []string{
-		"PIPEC_RUN_ID=" + r.runID,
-		"PIPEC_INTERVAL_START=" + r.iv.Start.Format(time.RFC3339),
-		"PIPEC_INTERVAL_END=" + r.iv.End.Format(time.RFC3339),
-		"PIPEC_CODE_VERSION=" + r.plan.CodeVersion,
-	}, Redact: func(s string) string { return exec.Redact(s, r.secrets) }})
+	env := append(r.baseEnv.List(),
+		"PIPEC_RUN_ID="+r.runID,
+		"PIPEC_INTERVAL_START="+r.iv.Start.Format(time.RFC3339),
+		"PIPEC_INTERVAL_END="+r.iv.End.Format(time.RFC3339),
+		"PIPEC_CODE_VERSION="+r.plan.CodeVersion,
+	)
+	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: env,
+		Redact: func(s string) string { return exec.Redact(s, r.secrets) }})
 	if err != nil {
 		return false, "the check could not run: " + err.Error()
 	}

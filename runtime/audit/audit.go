@@ -21,7 +21,10 @@ type Options struct {
 	// Dir is the working directory of a command check: the spec's folder,
 	// like the tasks'.
 	Dir string
-	// Env is added to pipec's environment for a command check ("KEY=value").
+	// Env is the whole environment of a command check ("KEY=value"), to
+	// which the PIPEC_CHECK_* variables are added. Nothing of pipec's own
+	// environment is passed implicitly: a check sees what a task sees, so a
+	// secret in pipec's environment reaches it only when the spec names it.
 	Env []string
 	// Timeout bounds a command check; 0 means 10 minutes.
 	Timeout time.Duration

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +42,7 @@ func runCommand(ctx context.Context, c compiler.PlanCheck, dir string, opt Optio
 
 	cmd := exec.CommandContext(cctx, c.Command[0], c.Command[1:]...)
 	cmd.Dir = opt.Dir
-	cmd.Env = append(os.Environ(), opt.Env...)
-	cmd.Env = append(cmd.Env, "PIPEC_CHECK_INPUT="+dir, "PIPEC_CHECK_NAME="+c.Name, "PIPEC_CHECK_ARTIFACT="+c.Input)
+	cmd.Env = append(slices.Clip(opt.Env), "PIPEC_CHECK_INPUT="+dir, "PIPEC_CHECK_NAME="+c.Name, "PIPEC_CHECK_ARTIFACT="+c.Input)
 	out := &tail{limit: tailBytes}
 	cmd.Stdout, cmd.Stderr = out, out
 	ownProcessGroup(cmd)
