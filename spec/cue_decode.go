@@ -731,7 +731,7 @@ const envVarKind = "environment variable"
 // validRef checks a name written as a reference, reporting it when invalid.
 func (d *cueDecoder) validRef(r diag.Range, kind, s string) bool {
 	if kind == envVarKind {
-		if !validEnvName(s) {
+		if !ValidEnvName(s) {
 			d.l.schemaErr(r, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", s)
 			return false
 		}

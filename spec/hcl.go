@@ -1185,24 +1185,9 @@ func (l *hclLoader) env(a *hclsyntax.Attribute, attrs *Attrs) map[string]string 
 // and secret_env): the shell's rule, not ValidName's, since '-' cannot appear
 // in a variable name and a leading '_' can.
 func (l *hclLoader) envKey(key string, r hcl.Range) bool {
-	if !validEnvName(key) {
+	if !ValidEnvName(key) {
 		l.errorf(r, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", key)
 		return false
-	}
-	return true
-}
-
-func validEnvName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
-		case i > 0 && r >= '0' && r <= '9':
-		default:
-			return false
-		}
 	}
 	return true
 }

@@ -25,6 +25,24 @@ func ValidName(s string) bool {
 	return true
 }
 
+// ValidEnvName reports whether s may name an environment variable a task
+// gets (env keys, secret_env): the shell's rule, not ValidName's, since '-'
+// cannot appear in a variable name and a leading '_' can.
+func ValidEnvName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // NameError explains an invalid name, for a diagnostic.
 func NameError(kind, s string) string {
 	return fmt.Sprintf("invalid %s name %q: use a letter followed by letters, digits, '_' or '-'", kind, s)
