@@ -1,10 +1,10 @@
 package lsp
 
 import (
+	"bytes"
 	"cmp"
-	"fmt"
-	"slices"
 	"regexp"
+	"slices"
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
@@ -76,7 +76,7 @@ func (s *Server) rename(p *protocol.RenameParams) (*protocol.WorkspaceEdit, erro
 		return nil, nil
 	}
 	if !spec.ValidName(p.NewName) {
-		return nil, fmt.Errorf("%w: %s", jsonrpc2.ErrInvalidParams, spec.NameError(o.kind, p.NewName))
+		return nil, jsonrpc2.NewError(jsonrpc2.InvalidParams, spec.NameError(o.kind, p.NewName))
 	}
 	var edits []protocol.TextEdit
 	for _, r := range a.symbols.all(o.kind, o.name, true) {
@@ -107,7 +107,7 @@ func (s *Server) documentSymbol(p *protocol.DocumentSymbolParams) ([]protocol.Do
 		if n.NameRange.Start.Line == 0 {
 			return
 		}
-		sel := a.lines.rangeOf(n.NameRange)
+		sel := a.nameSpan(n.Name, n.NameRange)
 		children = append(children, protocol.DocumentSymbol{Name: n.Name, Detail: detail, Kind: kind,
 			Range: a.extent(n.Range, n.Attrs, sel), SelectionRange: sel})
 	}
@@ -133,13 +133,24 @@ func (s *Server) documentSymbol(p *protocol.DocumentSymbolParams) ([]protocol.Do
 		add(protocol.SymbolKindEvent, "publish", &sp.Publishes[i].Named)
 	}
 	sortSymbols(children)
-	sel := a.lines.rangeOf(sp.NameRange)
+	sel := a.nameSpan(sp.Name, sp.NameRange)
 	root := protocol.DocumentSymbol{Name: sp.Name, Detail: "pipeline", Kind: protocol.SymbolKindModule,
 		Range: a.extent(sp.Range, sp.Attrs, sel), SelectionRange: sel, Children: children}
 	for _, c := range children {
 		root.Range = union(root.Range, c.Range)
 	}
 	return []protocol.DocumentSymbol{root}, nil
+}
+
+// nameSpan is the range of a name inside its label's range (without the
+// quotes of an HCL label).
+func (a *analysis) nameSpan(name string, r diag.Range) protocol.Range {
+	lr := a.lines.rangeOf(r)
+	s, e := a.lines.offset(lr.Start), a.lines.offset(lr.End)
+	if i := bytes.Index(a.src[s:e], []byte(name)); i >= 0 && name != "" {
+		return a.lines.span(s+i, s+i+len(name))
+	}
+	return lr
 }
 
 // extent is the range an element covers: its header and every attribute

@@ -98,7 +98,7 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 func (s *Server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = reply(ctx, nil, fmt.Errorf("%w: %s: %v", jsonrpc2.ErrInternal, req.Method(), v))
+			err = reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.InternalError, fmt.Sprintf("%s: %v", req.Method(), v)))
 		}
 	}()
 	switch req.Method() {
@@ -152,7 +152,7 @@ func call[P, R any](ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Re
 	var p P
 	if len(req.Params()) > 0 {
 		if err := json.Unmarshal(req.Params(), &p); err != nil {
-			return reply(ctx, nil, fmt.Errorf("%w: %s: %v", jsonrpc2.ErrInvalidParams, req.Method(), err))
+			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.InvalidParams, fmt.Sprintf("%s: %v", req.Method(), err)))
 		}
 	}
 	r, err := f(&p)

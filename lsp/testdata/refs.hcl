@@ -23,7 +23,7 @@ pipeline "p" {
   }
   sink "wh" {
     type = "directory"
-    path = "wh"
+    path = "warehouse_dir"
   }
   publish "mart" {
     artifact = "clean_out"
