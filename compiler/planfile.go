@@ -286,8 +286,8 @@ func (v *planValidator) pipeline(p *Plan) *spec.Pipeline {
 	for _, e := range p.Errors {
 		n := v.named("error class", e.Name, seen)
 		for _, c := range e.ExitCodes {
-			if c < 0 || c > 255 {
-				v.problemf("error class %q: exit code %d is out of range (0 to 255)", clip(e.Name), c)
+			if c < 1 || c > 255 {
+				v.problemf("error class %q: exit code %d is out of range (1 to 255)", clip(e.Name), c)
 			}
 		}
 		sp.Errors = append(sp.Errors, spec.ErrorClass{Named: n, ExitCodes: e.ExitCodes, Match: e.Match, Deterministic: e.Deterministic})

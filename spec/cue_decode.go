@@ -688,7 +688,7 @@ func (d *cueDecoder) duration(f *ast.Field, name string) Duration {
 	if !ok {
 		return 0
 	}
-	v, err := ParseDuration(s)
+	v, err := ParseField(name, s)
 	if err != nil {
 		d.report(d.valueRange(f), nil, "%s", err.Error())
 		return 0
