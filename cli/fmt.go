@@ -36,7 +36,7 @@ func newFmtCmd(io IO) *cobra.Command {
 }
 
 func runFmt(io IO, paths []string, opts fmtOptions) error {
-	files, err := findSpecFiles(paths)
+	files, err := findSpecFiles(paths, findOptions{})
 	if err != nil {
 		return err
 	}
