@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pipec/pipec/config"
+	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -93,3 +94,6 @@ func findSpecFiles(paths []string, opt findOptions) ([]string, error) {
 	slices.Sort(files)
 	return slices.Compact(files), nil
 }
+
+// escapeControl makes a file name or diff from the disk safe for a terminal.
+func escapeControl(s string) string { return report.Escape(s) }
