@@ -6,17 +6,13 @@ import (
 	"os"
 	"strings"
 
-	"cuelang.org/go/cue/format"
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/atomicfile"
+	"github.com/pipec/pipec/internal/specfmt"
 	"github.com/pipec/pipec/report"
-	"github.com/pipec/pipec/spec"
 )
 
 type fmtOptions struct {
@@ -33,7 +29,7 @@ func newFmtCmd(io IO) *cobra.Command {
 			"--check changes nothing and lists the files that would change; --diff changes\n" +
 			"nothing and prints a unified diff of the changes. Both exit 1 when a file would\n" +
 			"change. A file that does not parse is reported and never rewritten (exit 1).",
-		Args:  minArgs(1),
+		Args: minArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runFmt(io, args, opts)
 		},
@@ -90,36 +86,9 @@ func runFmt(io IO, paths []string, opts fmtOptions) error {
 	return silentExit(code)
 }
 
-// formatSource returns the canonical layout of a spec. A file that does not
-// parse is reported, never rewritten.
+// formatSource returns the canonical layout of a spec (see specfmt.Source).
 func formatSource(file string, src []byte) ([]byte, diag.Diagnostics) {
-	syn, _ := spec.SyntaxOf(file)
-	var out []byte
-	var failed bool
-	if syn == spec.SyntaxCUE {
-		var err error
-		out, err = format.Source(src)
-		failed = err != nil
-	} else {
-		_, hds := hclsyntax.ParseConfig(src, file, hcl.InitialPos)
-		failed = hds.HasErrors()
-		out = hclwrite.Format(src)
-	}
-	if !failed {
-		return out, nil
-	}
-	_, ds := spec.Load(syn, file, src)
-	var syntax diag.Diagnostics
-	for _, d := range ds {
-		if d.Rule == spec.RuleSyntax {
-			syntax = append(syntax, d)
-		}
-	}
-	if len(syntax) == 0 {
-		syntax = diag.Diagnostics{diag.Errorf(spec.RuleSyntax, diag.Range{Filename: file, Start: diag.Pos{Line: 1, Column: 1}, End: diag.Pos{Line: 1, Column: 2}},
-			"the file does not parse, so it cannot be formatted")}
-	}
-	return nil, syntax
+	return specfmt.Source(file, src)
 }
 
 // splitLines cuts text after each newline, as a unified diff wants its lines

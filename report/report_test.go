@@ -103,14 +103,14 @@ func BenchmarkTextManyFindings(b *testing.B) {
 // visible; newlines, tabs and ordinary Unicode are kept.
 func TestEscape(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain → ok 注文":        "plain → ok 注文",
-		"a\x1b[2Jb":             `a\x1b[2Jb`,
-		"line\roverwrite":       `line\roverwrite`,
-		"two\nlines\tand tab":   "two\nlines\tand tab",
-		"bidi \u202e evil":      `bidi \u202e evil`,
-		"bad \xff byte":         `bad \xff byte`,
-		"c1 \u009b control":     `c1 \u009b control`,
-		"bell\a and del\x7f": `bell\x07 and del\x7f`,
+		"plain → ok 注文":       "plain → ok 注文",
+		"a\x1b[2Jb":           `a\x1b[2Jb`,
+		"line\roverwrite":     `line\roverwrite`,
+		"two\nlines\tand tab": "two\nlines\tand tab",
+		"bidi \u202e evil":    `bidi \u202e evil`,
+		"bad \xff byte":       `bad \xff byte`,
+		"c1 \u009b control":   `c1 \u009b control`,
+		"bell\a and del\x7f":  `bell\x07 and del\x7f`,
 	} {
 		if got := Escape(in); got != want {
 			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
