@@ -316,3 +316,46 @@ func (s *Server) NewSchema(t testing.TB) string {
 	}
 	return s.URL("", "search_path", name)
 }
+
+// Shared is one server for all the tests of a package, started by Main:
+// starting a server costs about a second, a schema (NewSchema) almost
+// nothing.
+type Shared struct {
+	srv *Server
+	err error
+}
+
+// Main starts the shared server (if PostgreSQL is installed), runs the
+// package's tests and stops the server. Use it from TestMain:
+//
+//	var pg pgtest.Shared
+//	func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
+func (sh *Shared) Main(m *testing.M) int {
+	bin, err := FindBin()
+	if err == nil {
+		sh.srv, err = StartServer(bin)
+	}
+	sh.err = err
+	code := m.Run()
+	if sh.srv != nil {
+		if err := sh.srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop PostgreSQL:", err)
+			code = max(code, 1)
+		}
+	}
+	return code
+}
+
+// Server returns the shared server, or skips the test (fails it when
+// PIPEC_REQUIRE_POSTGRES=1) when there is none.
+func (sh *Shared) Server(t testing.TB) *Server {
+	t.Helper()
+	if sh.srv == nil {
+		err := sh.err
+		if err == nil {
+			err = errors.New("pgtest.Shared used without its Main")
+		}
+		Unavailable(t, err)
+	}
+	return sh.srv
+}
