@@ -146,7 +146,7 @@ func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, 
 		if err != nil {
 			return err
 		}
-		if cur.State != store.AttemptQueued && cur.State != store.AttemptRunning {
+		if !cur.State.CanBecome(store.AttemptRunning) {
 			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, store.ErrConflict)
 		}
 		a, err = scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = 'running', started = COALESCE(started, n.now), pid = $4,
@@ -248,6 +248,9 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 			}
 			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
 		}
+		if !cur.State.CanBecome(o.State) {
+			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)
+		}
 		if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
 WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail); err != nil {
 			return err
@@ -270,4 +273,36 @@ func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, erro
 		return nil, err
 	}
 	return collect(rows, scanAttempt)
+}
+
+// StateID implements store.Store.
+func (s *Store) StateID(ctx context.Context) (string, error) {
+	var id string
+	if err := s.pool.QueryRow(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
+		return "", fmt.Errorf("state id: %w", err)
+	}
+	return id, nil
+}
+
+// RaiseTokens implements store.Store, durably (synchronous_commit = on): a
+// sink adopted by this state refuses every token not above floor.
+func (s *Store) RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error {
+	if floor <= 0 || len(resources) == 0 {
+		return nil
+	}
+	for _, res := range resources {
+		if res == "" {
+			return fmt.Errorf("raise tokens: empty resource")
+		}
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		for _, res := range resources {
+			if _, err := tx.Exec(ctx, `INSERT INTO tokens (resource, last) VALUES ($1, $2)
+ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last, excluded.last)`, res, floor); err != nil {
+				return err
+			}
+		}
+		return appendEvent(ctx, tx, store.Event{Kind: store.EventTokensRaised}, map[string]any{
+			"resources": resources, "floor": floor, "reason": reason})
+	})
 }

@@ -164,6 +164,18 @@ func timeOf(t *time.Time) time.Time {
 	return t.UTC()
 }
 
+// changed turns an UPDATE's result into ErrConflict when it changed no row:
+// its WHERE (the state it expected) no longer held.
+func changed(tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("changed concurrently: %w", store.ErrConflict)
+	}
+	return nil
+}
+
 // queryer is what both the pool and a transaction offer.
 type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

@@ -222,3 +222,69 @@ func schemaOf(t *testing.T, url string) string {
 	}
 	return strings.SplitN(url[i+len("search_path="):], "&", 2)[0]
 }
+
+// TestRunLeaseAcrossHandles: several handles (machines) create a run of one
+// interval at once with a lease: exactly one gets it, the others are told
+// who holds it; once it finishes, the next creator gets the interval.
+func TestRunLeaseAcrossHandles(t *testing.T) {
+	srv := pg.Server(t)
+	url := srv.NewSchema(t)
+	ctx := context.Background()
+	const n = 6
+	stores := make([]*postgres.Store, n)
+	for i := range stores {
+		s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	var wg sync.WaitGroup
+	runs := make([]store.Run, n)
+	errs := make([]error, n)
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[i], errs[i] = stores[i].CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01",
+				Owner: store.RunOwner{Host: fmt.Sprintf("m%d", i), PID: 100 + i}, Lease: time.Minute})
+		}()
+	}
+	wg.Wait()
+	var winner store.Run
+	won := 0
+	for i, err := range errs {
+		var busy *store.RunBusyError
+		switch {
+		case err == nil:
+			won++
+			winner = runs[i]
+		case errors.As(err, &busy) && errors.Is(err, store.ErrRunBusy):
+		default:
+			t.Fatalf("creator %d: %v", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d runs got the interval, want 1 (%v)", won, errs)
+	}
+	for i, err := range errs {
+		var busy *store.RunBusyError
+		if errors.As(err, &busy) && busy.Run != winner.ID {
+			t.Errorf("creator %d told %s holds it, want %s", i, busy.Run, winner.ID)
+		}
+	}
+	if err := stores[0].RenewRunLease(ctx, winner.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[1].FinishRun(ctx, winner.ID, store.RunSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[2].RenewRunLease(ctx, winner.ID, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("renewing a finished run's lease: %v, want ErrLeaseLost", err)
+	}
+	next, err := stores[3].CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01", Lease: time.Minute})
+	if err != nil || next.ID == winner.ID {
+		t.Fatalf("after the holder finished: %+v, %v", next, err)
+	}
+}

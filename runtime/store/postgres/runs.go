@@ -14,7 +14,10 @@ import (
 )
 
 // CreateRun implements store.Store. The run's number comes from a counter
-// row per (pipeline, interval), so concurrent submitters get distinct ids.
+// row per (pipeline, interval), taken first: its row lock serializes every
+// creation of a run of the interval, so the lease on the interval is judged
+// and taken by one creator at a time, and of two runs starting at once
+// exactly one gets it.
 func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, error) {
 	if nr.Pipeline == "" || nr.Interval == "" {
 		return store.Run{}, fmt.Errorf("create run: pipeline and interval are required")
@@ -25,6 +28,19 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, erro
 		if err := tx.QueryRow(ctx, `INSERT INTO run_seqs (pipeline, interval_key, last) VALUES ($1, $2, 1)
 ON CONFLICT (pipeline, interval_key) DO UPDATE SET last = run_seqs.last + 1 RETURNING last`,
 			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
+			return err
+		}
+		var holder, host string
+		var pid int
+		var since, until time.Time
+		var live bool
+		err := tx.QueryRow(ctx, `SELECT l.run, l.host, l.pid, l.since, l.expiry, l.expiry > pipec_now()
+FROM run_leases l JOIN runs r ON r.id = l.run
+WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipeline, nr.Interval).Scan(&holder, &host, &pid, &since, &until, &live)
+		switch {
+		case err == nil && live && !(nr.TakeOver != "" && nr.TakeOver == holder):
+			return &store.RunBusyError{Run: holder, Owner: store.RunOwner{Host: host, PID: pid}, Since: since.UTC(), Expiry: until.UTC()}
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
 		r = store.Run{
@@ -44,14 +60,46 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', pipec_now()) RETURNING create
 			return err
 		}
 		r.Created = created.UTC()
-		return appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: store.EventRunCreated}, map[string]any{
+		payload := map[string]any{
 			"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
-		})
+		}
+		if nr.Lease > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry)
+VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz + $7::bigint * interval '1 microsecond')
+ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = excluded.host, pid = excluded.pid,
+	since = excluded.since, expiry = excluded.expiry`,
+				r.Pipeline, r.Interval, r.ID, nr.Owner.Host, nr.Owner.PID, created, micros(nr.Lease)); err != nil {
+				return err
+			}
+			payload["owner_host"], payload["owner_pid"] = nr.Owner.Host, nr.Owner.PID
+			if holder != "" {
+				payload["took_over"] = holder // its lease had expired
+			}
+		}
+		return appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: store.EventRunCreated}, payload)
 	})
 	if err != nil {
 		return store.Run{}, fmt.Errorf("create run: %w", err)
 	}
 	return r, nil
+}
+
+// RenewRunLease implements store.Store: one conditional update, so a run
+// whose lease was taken over can never extend the new holder's.
+func (s *Store) RenewRunLease(ctx context.Context, id string, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("renew run lease of %q: lease must be positive", id)
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE run_leases SET expiry = pipec_now() + $2::bigint * interval '1 microsecond' WHERE run = $1`, id, micros(lease))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("renew run lease of %q: the run no longer holds its interval: %w", id, store.ErrLeaseLost)
+		}
+		return nil
+	})
 }
 
 // nullTime stores the zero time as NULL.
@@ -157,7 +205,10 @@ func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) 
 		if cur != store.RunRunning {
 			return fmt.Errorf("finish run %q as %s: already %s: %w", id, state, cur, store.ErrConflict)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE runs SET state = $1, finished = pipec_now() WHERE id = $2`, string(state), id); err != nil {
+		if err := changed(tx.Exec(ctx, `UPDATE runs SET state = $1, finished = pipec_now() WHERE id = $2 AND state = 'running'`, string(state), id)); err != nil {
+			return fmt.Errorf("finish run %q: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM run_leases WHERE run = $1`, id); err != nil {
 			return err
 		}
 		return appendEvent(ctx, tx, store.Event{Run: id, Kind: store.EventRunFinished}, map[string]any{"state": string(state)})
@@ -191,9 +242,12 @@ WHERE run = $1 AND state IN ('queued', 'running') RETURNING `+attemptColumns, id
 		}
 		out = marked
 		if cur == store.RunRunning {
-			if _, err := tx.Exec(ctx, `UPDATE runs SET state = 'failed', finished = pipec_now() WHERE id = $1`, id); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE runs SET state = 'failed', finished = pipec_now() WHERE id = $1 AND state = 'running'`, id); err != nil {
 				return err
 			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM run_leases WHERE run = $1`, id); err != nil {
+			return err
 		}
 		return appendEvent(ctx, tx, store.Event{Run: id, Kind: store.EventRunAbandoned}, map[string]any{"reason": reason, "was": string(cur)})
 	})

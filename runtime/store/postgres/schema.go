@@ -26,6 +26,14 @@ CREATE FUNCTION pipec_now() RETURNS timestamptz LANGUAGE sql VOLATILE AS $$
 	SELECT COALESCE(NULLIF(current_setting('pipec.now', true), '')::timestamptz, clock_timestamp())
 $$;
 
+-- A random identity made once, when the database is created: a sink records
+-- which state publishes to it by this id.
+CREATE TABLE state_identity (
+	id       integer PRIMARY KEY CHECK (id = 1),
+	state_id text NOT NULL
+);
+INSERT INTO state_identity (id, state_id) VALUES (1, replace(gen_random_uuid()::text, '-', ''));
+
 CREATE TABLE runs (
 	id             text PRIMARY KEY,
 	pipeline       text NOT NULL,
@@ -73,9 +81,25 @@ CREATE TABLE attempts (
 	UNIQUE (resource, token)
 );
 CREATE INDEX attempts_lease ON attempts (lease_expiry) WHERE state = 'running';
+-- Fence at grant looks up the highest token of a task in a resource.
+CREATE INDEX attempts_task_token ON attempts (resource, task, token);
+
+-- One run per (pipeline, interval) at a time: the holder renews its lease;
+-- an expired lease may be taken over.
+CREATE TABLE run_leases (
+	pipeline     text NOT NULL,
+	interval_key text NOT NULL,
+	run          text NOT NULL REFERENCES runs(id),
+	host         text NOT NULL,
+	pid          integer NOT NULL,
+	since        timestamptz NOT NULL,
+	expiry       timestamptz NOT NULL,
+	PRIMARY KEY (pipeline, interval_key)
+);
 
 CREATE TABLE versions (
 	id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	pipeline     text NOT NULL,
 	artifact     text NOT NULL,
 	interval_key text NOT NULL,
 	digest       text NOT NULL,
@@ -91,9 +115,12 @@ CREATE TABLE versions (
 	FOREIGN KEY (run, task, attempt) REFERENCES attempts (run, task, number),
 	UNIQUE (artifact, interval_key, digest, run, task, attempt)
 );
-CREATE INDEX versions_accepted ON versions (artifact, interval_key, token) WHERE state = 'accepted';
+CREATE INDEX versions_accepted ON versions (pipeline, artifact, interval_key, token) WHERE state = 'accepted';
 
+-- Pointers are scoped by pipeline: two pipelines sharing one state with the
+-- same sink and artifact names never see each other's data.
 CREATE TABLE pointers (
+	pipeline     text NOT NULL,
 	sink         text NOT NULL,
 	artifact     text NOT NULL,
 	interval_key text NOT NULL,
@@ -101,7 +128,7 @@ CREATE TABLE pointers (
 	token        bigint NOT NULL,
 	unfenced     boolean NOT NULL DEFAULT false,
 	updated      timestamptz NOT NULL,
-	PRIMARY KEY (sink, artifact, interval_key)
+	PRIMARY KEY (pipeline, sink, artifact, interval_key)
 );
 
 CREATE TABLE events (

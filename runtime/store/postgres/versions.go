@@ -12,13 +12,13 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-const versionColumns = `id, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, reason, created`
+const versionColumns = `id, pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, reason, created`
 
 func scanVersion(sc pgx.Row) (store.Version, error) {
 	var v store.Version
 	var state string
 	var created time.Time
-	if err := sc.Scan(&v.ID, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
+	if err := sc.Scan(&v.ID, &v.Pipeline, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
 		&v.StagingPath, &state, &v.Reason, &created); err != nil {
 		return store.Version{}, err
 	}
@@ -53,8 +53,8 @@ func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Versi
 	var out store.Version
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = scanVersion(tx.QueryRow(ctx, `INSERT INTO versions (artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
-SELECT $1, $2, $3, a.run, a.task, a.number, a.token, r.code_version, $7, 'staged', pipec_now()
+		out, err = scanVersion(tx.QueryRow(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
+SELECT r.pipeline, $1, $2, $3, a.run, a.task, a.number, a.token, r.code_version, $7, 'staged', pipec_now()
 FROM attempts a JOIN runs r ON r.id = a.run
 WHERE a.run = $4 AND a.task = $5 AND a.number = $6
 ON CONFLICT (artifact, interval_key, digest, run, task, attempt) DO NOTHING
@@ -105,8 +105,8 @@ func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reas
 		if v.State != store.VersionStaged {
 			return fmt.Errorf("version %s is %s, cannot become %s: %w", v.Label(), v.State, to, store.ErrConflict)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE versions SET state = $1, reason = $2 WHERE id = $3`, string(to), reason, id); err != nil {
-			return err
+		if err := changed(tx.Exec(ctx, `UPDATE versions SET state = $1, reason = $2 WHERE id = $3 AND state = 'staged'`, string(to), reason, id)); err != nil {
+			return fmt.Errorf("version %s: %w", v.Label(), err)
 		}
 		kind := store.EventVersionAccepted
 		if to == store.VersionRejected {
@@ -126,11 +126,12 @@ func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error)
 }
 
 // AcceptedVersion implements store.Store.
-func (s *Store) AcceptedVersion(ctx context.Context, artifact, interval string) (store.Version, error) {
+func (s *Store) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (store.Version, error) {
 	v, err := scanVersion(s.pool.QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
-WHERE artifact = $1 AND interval_key = $2 AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`, artifact, interval))
+WHERE pipeline = $1 AND artifact = $2 AND interval_key = $3 AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`,
+		pipeline, artifact, interval))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Version{}, fmt.Errorf("accepted version of %s@%s: %w", artifact, interval, store.ErrNotFound)
+		return store.Version{}, fmt.Errorf("accepted version of %s@%s in pipeline %s: %w", artifact, interval, pipeline, store.ErrNotFound)
 	}
 	return v, err
 }
