@@ -379,10 +379,13 @@ func (v *planValidator) task(t *PlanTask, seen map[string]bool, policies map[str
 	}
 	if f := t.Failover; f != nil {
 		v.count(what+" failover per_worker", f.PerWorker, 0)
-		v.count(what+" failover global", f.Global, 0)
-		fo := &spec.Failover{Range: v.rng(), PerWorker: f.PerWorker, Global: f.Global}
+		fo := &spec.Failover{Range: v.rng(), PerWorker: f.PerWorker}
 		fo.Set("per_worker", fo.Range)
-		fo.Set("global", fo.Range)
+		if f.Global != nil {
+			v.count(what+" failover global", *f.Global, 0)
+			fo.Global = *f.Global
+			fo.Set("global", fo.Range)
+		}
 		st.Failover = fo
 	}
 	if r := t.Retry; r != nil {
