@@ -59,7 +59,9 @@ type Pass struct {
 	Index *Index
 	// Now is the reference time for rules that count intervals.
 	Now time.Time
-	// Workers is how many workers failover rules assume.
+	// Workers is the size of the worker pool the pipeline runs on (from
+	// Options.Workers, else the spec's workers), or 0 when nobody said:
+	// failover rules then report only what is wrong for every pool size.
 	Workers int
 
 	report func(diag.Diagnostic)
@@ -87,11 +89,17 @@ type Options struct {
 	Enable []string
 	// Now is the reference time of catchup-stampede; zero means time.Now().
 	Now time.Time
-	// Workers is how many workers failover-limits assumes; 0 means DefaultWorkers.
+	// Workers is the size of the worker pool the pipelines run on (pipec
+	// lint --workers, or the configuration file's workers). It overrides a
+	// spec's own workers field; 0 means unknown, and then the spec's field
+	// applies, and without one failover-limits reports only limits that are
+	// wrong whatever the pool size.
 	Workers int
 }
 
-// DefaultWorkers is the worker count of the worked cases in DESIGN.md section 6.
+// DefaultWorkers is the worker count of the worked cases in DESIGN.md
+// section 6. Lint does not assume it: callers that want the worked cases'
+// pool pass it in Options.Workers.
 const DefaultWorkers = 2
 
 // offByDefault lists rules that run only when enabled. None is today (the map
@@ -148,7 +156,7 @@ func run(rules []*Rule, off map[string]bool, res *compiler.Result, src []byte, o
 	}
 	workers := opts.Workers
 	if workers <= 0 {
-		workers = DefaultWorkers
+		workers = res.Spec.Workers
 	}
 	enabled := map[string]bool{}
 	for _, r := range rules {

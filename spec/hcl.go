@@ -177,7 +177,7 @@ var (
 		Blocks: []hcl.BlockHeaderSchema{{Type: "pipeline", LabelNames: []string{"name"}}},
 	}
 	pipelineSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "code_version"}},
+		Attributes: []hcl.AttributeSchema{{Name: "code_version"}, {Name: "workers"}},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "schedule"},
 			{Type: "retry_budget"},
@@ -288,10 +288,11 @@ func (l *hclLoader) decodeFile(body *hclsyntax.Body, parts []*bodyPart) *Pipelin
 // bodyPart is what one piece of a pipeline body declares, before pieces are
 // merged and duplicates across them are found.
 type bodyPart struct {
-	p           Pipeline
-	codeVersion *hclsyntax.Attribute
-	schedules   []*Schedule
-	budgets     []*RetryBudget
+	p Pipeline
+	// attrs are the pipeline's own attributes this piece sets, in schema order.
+	attrs     []*hclsyntax.Attribute
+	schedules []*Schedule
+	budgets   []*RetryBudget
 	// unknownAttr is set when the piece sets an attribute the pipeline does
 	// not have (see loadChunked).
 	unknownAttr bool
@@ -307,9 +308,12 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 		}
 	}
 	blocks := l.content(body, pipelineSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
-		part.codeVersion = a
-		if s, ok := l.str(a.Name, a.Expr); ok {
-			p.CodeVersion = s
+		part.attrs = append(part.attrs, a)
+		switch a.Name {
+		case "code_version":
+			p.CodeVersion, _ = l.str(a.Name, a.Expr)
+		case "workers":
+			p.Workers, _ = l.integer(a.Name, a.Expr, 1, math.MaxInt32)
 		}
 	})
 	ntasks := 0
@@ -351,13 +355,13 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 // labelled blocks of one type with one name. The second of a pair points at
 // the first and is dropped, so later stages do not report it again.
 func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
-	var cv *hclsyntax.Attribute
+	set := map[string]*hclsyntax.Attribute{}
 	if len(parts) == 1 {
 		// Take the slices as they are rather than copy them.
 		part := parts[0].p
 		p.Pools, p.Errors, p.Retries, p.Tasks = part.Pools, part.Errors, part.Retries, part.Tasks
 		p.Checks, p.Sinks, p.Publishes = part.Checks, part.Sinks, part.Publishes
-		parts[0].p = Pipeline{Attrs: part.Attrs, CodeVersion: part.CodeVersion}
+		parts[0].p = Pipeline{Attrs: part.Attrs, CodeVersion: part.CodeVersion, Workers: part.Workers}
 	} else {
 		n := 0
 		for _, part := range parts {
@@ -368,17 +372,23 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 		}
 	}
 	for _, part := range parts {
-		if a := part.codeVersion; a != nil {
-			if cv != nil {
+		for _, a := range part.attrs {
+			if first := set[a.Name]; first != nil {
 				// The parser reports this within one piece; this is the same
 				// finding across pieces.
-				l.errorf(a.NameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", a.Name, cv.NameRange.String())
-			} else {
-				cv = a
+				l.errorf(a.NameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", a.Name, first.NameRange.String())
+				continue
+			}
+			set[a.Name] = a
+			switch a.Name {
+			case "code_version":
 				p.CodeVersion = part.p.CodeVersion
-				for k, r := range part.p.Attrs.Ranges {
-					p.Attrs.Set(k, r)
-				}
+			case "workers":
+				p.Workers = part.p.Workers
+			}
+			p.Attrs.Set(a.Name, part.p.Attrs.Ranges[a.Name])
+			if part.p.Refused(a.Name) {
+				p.Attrs.Refuse(a.Name)
 			}
 		}
 		for _, s := range part.schedules {
