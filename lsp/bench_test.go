@@ -8,13 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/pipec/pipec/lsp"
 )
 
 // BenchmarkChangeToDiagnostics measures, through the protocol, the time from
 // a didChange to the publishDiagnostics of that version, with the default
-// debounce: the orders example (HCL and CUE) and the 10,000-task spec of
+// debounce, on a real `pipec lsp` child process (its stdio, its GC
+// settings): the orders example (HCL and CUE) and the 10,000-task spec of
 // ../shared/bench/gendag.go.
 //
 //	go test -run x -bench ChangeToDiagnostics -benchtime 20x ./lsp/
@@ -27,10 +26,11 @@ func BenchmarkChangeToDiagnostics(b *testing.B) {
 	if dir, ok := gendag(b, 10000); ok {
 		inputs = append(inputs, input{"gendag10k.hcl", filepath.Join(dir, "pipeline.hcl")}, input{"gendag10k.cue", filepath.Join(dir, "pipeline.cue")})
 	}
+	bin := buildPipec(b)
 	for _, in := range inputs {
 		src := readFile(b, in.path)
 		b.Run(in.name, func(b *testing.B) {
-			c := start(b, lsp.Options{})
+			c, _ := startChild(b, bin)
 			u := c.open(filepath.Base(in.path), src)
 			c.waitVersion(u, 1)
 			v := int32(1)
@@ -59,10 +59,7 @@ func BenchmarkServerMemory10k(b *testing.B) {
 	if !ok {
 		b.Skip("no ../shared/bench/gendag.go beside the repository")
 	}
-	bin := filepath.Join(b.TempDir(), "pipec")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pipec/pipec/cmd/pipec").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPipec(b)
 	for _, file := range []string{"pipeline.hcl", "pipeline.cue"} {
 		b.Run(file, func(b *testing.B) {
 			var peak float64
@@ -75,7 +72,28 @@ func BenchmarkServerMemory10k(b *testing.B) {
 }
 
 func childPeakMB(b *testing.B, bin, path string) float64 {
+	c, pid := startChild(b, bin)
+	u := c.open(filepath.Base(path), readFile(b, path))
+	c.waitVersion(u, 1)
+	c.change(u, 2, readFile(b, path)+"// edited\n")
+	c.waitVersion(u, 2)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Skipf("no /proc: %v", err)
+	}
+	var kb float64
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+		}
+	}
+	return kb / 1024
+}
+
+// startChild runs `pipec lsp` as a child process and connects to its stdio.
+func startChild(b *testing.B, bin string) (*client, int) {
 	cmd := exec.Command(bin, "lsp")
+	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -89,22 +107,16 @@ func childPeakMB(b *testing.B, bin, path string) float64 {
 	}
 	done := make(chan error, 1)
 	c := connect(b, pipeRW{stdout, stdin}, done)
-	u := c.open(filepath.Base(path), readFile(b, path))
-	c.waitVersion(u, 1)
-	c.change(u, 2, readFile(b, path)+"// edited\n")
-	c.waitVersion(u, 2)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		b.Skipf("no /proc: %v", err)
-	}
-	var kb float64
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-		}
-	}
 	go func() { done <- cmd.Wait() }()
-	return kb / 1024
+	return c, cmd.Process.Pid
+}
+
+func buildPipec(b *testing.B) string {
+	bin := filepath.Join(b.TempDir(), "pipec")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pipec/pipec/cmd/pipec").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // gendag writes the shared benchmark DAG of n tasks, if the generator is there.
