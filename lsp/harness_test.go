@@ -128,11 +128,30 @@ func (c *client) open(name, text string) protocol.DocumentURI {
 	return u
 }
 
+// contentChange is a change event with an optional range: the protocol
+// package's type always sends one, which means an edit at 0:0.
+type contentChange struct {
+	Range *protocol.Range `json:"range,omitempty"`
+	Text  string          `json:"text"`
+}
+
+type didChange struct {
+	TextDocument   protocol.VersionedTextDocumentIdentifier `json:"textDocument"`
+	ContentChanges []contentChange                          `json:"contentChanges"`
+}
+
+// change sends a whole new text.
 func (c *client) change(u protocol.DocumentURI, version int32, text string) {
 	c.t.Helper()
-	c.notify(protocol.MethodTextDocumentDidChange, &protocol.DidChangeTextDocumentParams{
+	c.edit(u, version, contentChange{Text: text})
+}
+
+// edit sends incremental changes.
+func (c *client) edit(u protocol.DocumentURI, version int32, changes ...contentChange) {
+	c.t.Helper()
+	c.notify(protocol.MethodTextDocumentDidChange, &didChange{
 		TextDocument:   protocol.VersionedTextDocumentIdentifier{TextDocumentIdentifier: protocol.TextDocumentIdentifier{URI: u}, Version: version},
-		ContentChanges: []protocol.TextDocumentContentChangeEvent{{Text: text}}})
+		ContentChanges: changes})
 }
 
 // waitVersion waits for the diagnostics of a document's version and returns
