@@ -43,6 +43,10 @@ type TaskResult struct {
 	Attempts int    `json:"attempts"`
 	Class    string `json:"class,omitempty"`
 	ExitCode int    `json:"exit_code,omitempty"`
+	// Ending is how the last attempt's process ended, for a failed task:
+	// "exit code 3", "timed out after 20m", "killed by signal SIGKILL",
+	// "could not start: ./x.sh: no such file or directory".
+	Ending string `json:"ending,omitempty"`
 	// Error is the tail of the failed attempt's output (secrets redacted).
 	Error string `json:"error,omitempty"`
 	// Reason says why the task failed, was not run or was reused.
@@ -87,6 +91,10 @@ type FencedPublish struct {
 	Attempt  int    `json:"attempt"`
 	Token    int64  `json:"token"`
 	HeldBy   int64  `json:"held_by_token"`
+	// FencedBy is who refused it: "sink" (the sink's own record), "pointer"
+	// (the store's pointer) or "grant" (a newer attempt of the task holds a
+	// higher token, published or not).
+	FencedBy string `json:"fenced_by,omitempty"`
 }
 
 func (r *runner) summary(run store.Run) *Summary {
@@ -160,7 +168,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 		switch t.State {
 		case TaskFailed:
 			line += fmt.Sprintf("  class %s", orDash(t.Class))
-			if t.ExitCode != 0 {
+			if t.Ending != "" {
+				line += "  " + t.Ending
+			} else if t.ExitCode != 0 {
 				line += fmt.Sprintf("  exit %d", t.ExitCode)
 			}
 			if t.Reason != "" {
@@ -195,8 +205,15 @@ func (s *Summary) WriteText(w io.Writer) error {
 		}
 	}
 	for _, f := range s.Fenced {
-		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; %s's pointer in %s holds token %d\n",
-			f.Publish, f.Task, f.Attempt, f.Token, f.Run, f.Artifact, f.Sink, f.HeldBy)
+		held := fmt.Sprintf("%s's pointer in %s holds token %d", f.Artifact, f.Sink, f.HeldBy)
+		switch f.FencedBy {
+		case "grant":
+			held = fmt.Sprintf("a newer attempt of %s was granted token %d", f.Task, f.HeldBy)
+		case "sink":
+			held = fmt.Sprintf("sink %s's own record holds token %d", f.Sink, f.HeldBy)
+		}
+		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; %s\n",
+			f.Publish, f.Task, f.Attempt, f.Token, f.Run, held)
 	}
 	for _, name := range s.AtLeastOnce {
 		fmt.Fprintf(&b, "  note    sink %s has fencing = \"none\": published at-least-once, a stale attempt can overwrite a newer one\n", name)
