@@ -158,7 +158,11 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled")
 			return
 		}
-		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number,
+		if r.leaseLost.Load() {
+			r.taskFailed(ctx, ts, retry.LeaseExpired, out.exitCode, out.tail, "its lease expired: another worker takes the task over")
+			return
+		}
+		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number - r.visitBase,
 			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand})
 		if !d.Retry {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, d.Reason)
@@ -287,6 +291,15 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 				hb.tick(ctx)
 			}
 		case <-lost:
+			if r.stopOnLeaseLoss {
+				// A worker's visit: the task is another worker's now.
+				r.leaseLost.Store(true)
+				r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
+					"relaunch": false, "reason": "its lease expired: this worker stops it, another takes the task over"})
+				l.proc.Stop()
+				lost = nil
+				continue
+			}
 			d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 				Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: a.Number, LeaseExpired: true,
 				Budget: r.budget, Rand: r.rand})
