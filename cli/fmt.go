@@ -4,39 +4,43 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 
-	"cuelang.org/go/cue/format"
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/atomicfile"
+	"github.com/pipec/pipec/internal/specfmt"
 	"github.com/pipec/pipec/report"
-	"github.com/pipec/pipec/spec"
 )
 
 type fmtOptions struct {
 	check bool
+	diff  bool
 }
 
 func newFmtCmd(io IO) *cobra.Command {
 	var opts fmtOptions
 	cmd := &cobra.Command{
-		Use:   "fmt [--check] PATH...",
+		Use:   "fmt [--check] [--diff] PATH...",
 		Short: "Format spec files in place (HCL with hclwrite, CUE with cue/format)",
-		Args:  minArgs(1),
+		Long: "fmt rewrites each spec in its canonical layout (folders are searched as lint does).\n" +
+			"--check changes nothing and lists the files that would change; --diff changes\n" +
+			"nothing and prints a unified diff of the changes. Both exit 1 when a file would\n" +
+			"change. A file that does not parse is reported and never rewritten (exit 1).",
+		Args: minArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runFmt(io, args, opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.check, "check", false, "change nothing; list unformatted files and exit 1 if any")
+	cmd.Flags().BoolVar(&opts.diff, "diff", false, "change nothing; print a unified diff of what would change and exit 1 if any")
 	return cmd
 }
 
 func runFmt(io IO, paths []string, opts fmtOptions) error {
-	files, err := findSpecFiles(paths)
+	files, err := findSpecFiles(paths, findOptions{})
 	if err != nil {
 		return err
 	}
@@ -55,8 +59,19 @@ func runFmt(io IO, paths []string, opts fmtOptions) error {
 		if bytes.Equal(out, src) {
 			continue
 		}
+		if opts.diff {
+			d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+				A: splitLines(src), B: splitLines(out),
+				FromFile: f, ToFile: f + " (formatted)", Context: 3})
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(io.Stdout, escapeControl(d))
+			code = ExitFindings
+			continue
+		}
 		if opts.check {
-			fmt.Fprintln(io.Stdout, f)
+			fmt.Fprintln(io.Stdout, escapeControl(f))
 			code = ExitFindings
 			continue
 		}
@@ -71,34 +86,17 @@ func runFmt(io IO, paths []string, opts fmtOptions) error {
 	return silentExit(code)
 }
 
-// formatSource returns the canonical layout of a spec. A file that does not
-// parse is reported, never rewritten.
+// formatSource returns the canonical layout of a spec (see specfmt.Source).
 func formatSource(file string, src []byte) ([]byte, diag.Diagnostics) {
-	syn, _ := spec.SyntaxOf(file)
-	var out []byte
-	var failed bool
-	if syn == spec.SyntaxCUE {
-		var err error
-		out, err = format.Source(src)
-		failed = err != nil
-	} else {
-		_, hds := hclsyntax.ParseConfig(src, file, hcl.InitialPos)
-		failed = hds.HasErrors()
-		out = hclwrite.Format(src)
+	return specfmt.Source(file, src)
+}
+
+// splitLines cuts text after each newline, as a unified diff wants its lines
+// (difflib.SplitLines would add an empty last line to text ending in one).
+func splitLines(b []byte) []string {
+	lines := strings.SplitAfter(string(b), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
 	}
-	if !failed {
-		return out, nil
-	}
-	_, ds := spec.Load(syn, file, src)
-	var syntax diag.Diagnostics
-	for _, d := range ds {
-		if d.Rule == spec.RuleSyntax {
-			syntax = append(syntax, d)
-		}
-	}
-	if len(syntax) == 0 {
-		syntax = diag.Diagnostics{diag.Errorf(spec.RuleSyntax, diag.Range{Filename: file, Start: diag.Pos{Line: 1, Column: 1}, End: diag.Pos{Line: 1, Column: 2}},
-			"the file does not parse, so it cannot be formatted")}
-	}
-	return nil, syntax
+	return lines
 }
