@@ -18,6 +18,7 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newSimulateCmd(io),
+		newSinkCmd(io),
 		newLSPCmd(io),
 	}
 }
