@@ -18,6 +18,9 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newSimulateCmd(io),
+		newWorkerCmd(io),
+		newWorkersCmd(io),
+		newSubmitCmd(io),
 		newSinkCmd(io),
 		newLSPCmd(io),
 	}

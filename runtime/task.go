@@ -350,6 +350,9 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 		secrets = append(secrets, v)
 	}
 	env["PIPEC_RUN_ID"] = r.runID
+	if r.stopOnLeaseLoss {
+		env["PIPEC_WORKER"] = r.o.Worker // a visit: the worker's name
+	}
 	env["PIPEC_TASK"] = t.Name
 	env["PIPEC_ATTEMPT"] = strconv.Itoa(a.Number)
 	env["PIPEC_TOKEN"] = strconv.FormatInt(a.Token, 10)
