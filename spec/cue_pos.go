@@ -227,6 +227,8 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 	// CUE reports a value outside an enumeration as one "empty disjunction"
 	// error followed by one conflict per alternative; say it once.
 	skip := make([]bool, len(errs))
+	first := len(l.ds)
+	defer func() { l.ds = append(l.ds[:first], untilOpenString(l.ds[first:])...) }()
 	for i, e := range errs {
 		if skip[i] || belowMisplaced(e) {
 			continue
@@ -242,6 +244,30 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 		}
 		l.ds = append(l.ds, d)
 	}
+}
+
+// untilOpenString drops the parse errors that follow a string literal left
+// open: the parser reports it at its opener, then stumbles over every line
+// after it, and those are not mistakes of their own.
+func untilOpenString(ds diag.Diagnostics) diag.Diagnostics {
+	open := -1
+	for i, d := range ds {
+		if d.Rule == RuleSyntax && strings.Contains(d.Message, "literal not terminated") &&
+			(open < 0 || d.Range.Start.Byte < ds[open].Range.Start.Byte) {
+			open = i
+		}
+	}
+	if open < 0 {
+		return ds
+	}
+	at := ds[open].Range.Start.Byte
+	out := ds[:0]
+	for _, d := range ds {
+		if d.Rule != RuleSyntax || d.Range.Start.Byte <= at {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // belowMisplaced reports a "field not allowed" error below a top-level field

@@ -88,14 +88,30 @@ func (l *hclLoader) parse(src []byte, start hcl.Pos) (body *hclsyntax.Body, synt
 		}
 	}()
 	f, hds := hclsyntax.ParseConfig(src, l.file, start)
-	// A quote left open makes every later line look broken; report the first
-	// sign of it and nothing after, so one mistake gives one finding.
+	// A quote or heredoc left open makes every later line look broken, and
+	// the parser reports it where it gave up (the end of the line, or of the
+	// file). Report it once, at its opener, and nothing after it, so one
+	// mistake gives one finding in the place the mistake is.
 	var openQuote *hcl.Pos
 	for _, d := range hds {
-		if d.Subject != nil && (d.Summary == "Invalid multi-line string" || d.Summary == "Unterminated template string") {
+		if d.Subject != nil && isOpenString(d) {
 			if openQuote == nil || d.Subject.Start.Byte < openQuote.Byte {
 				openQuote = &d.Subject.Start
 			}
+		}
+	}
+	if openQuote != nil {
+		if r, msg, ok := unterminated(src, l.file, start); ok && r.Start.Byte <= openQuote.Byte {
+			openQuote = &r.Start
+			l.ds = append(l.ds, diag.Errorf(RuleSyntax, l.rng(r), "%s", msg))
+			syntaxErr = true
+			kept := hds[:0:0]
+			for _, d := range hds {
+				if !isOpenString(d) {
+					kept = append(kept, d)
+				}
+			}
+			hds = kept
 		}
 	}
 	for _, d := range hds {
@@ -116,6 +132,47 @@ func (l *hclLoader) parse(src []byte, start hcl.Pos) (body *hclsyntax.Body, synt
 		body = &hclsyntax.Body{}
 	}
 	return body, syntaxErr
+}
+
+// isOpenString reports whether d is one of the parser's findings about a
+// string or heredoc that is not closed.
+func isOpenString(d *hcl.Diagnostic) bool {
+	return d.Summary == "Invalid multi-line string" || d.Summary == "Unterminated template string"
+}
+
+// unterminated finds the first quoted string not closed on its line, or the
+// first heredoc with no closing marker, and says so at its opener.
+func unterminated(src []byte, file string, start hcl.Pos) (hcl.Range, string, bool) {
+	toks, _ := hclsyntax.LexConfig(src, file, start)
+	for i, tk := range toks {
+		switch tk.Type {
+		case hclsyntax.TokenOQuote:
+			for _, next := range toks[i+1:] {
+				if next.Type == hclsyntax.TokenCQuote {
+					break
+				}
+				if next.Type == hclsyntax.TokenQuotedNewline || next.Type == hclsyntax.TokenEOF {
+					return tk.Range, "Unterminated string: the string opened here is not closed on its line; close it with \", or use a heredoc (<<EOT) for text on several lines", true
+				}
+			}
+		case hclsyntax.TokenOHeredoc:
+			closed := false
+			for _, next := range toks[i+1:] {
+				if next.Type == hclsyntax.TokenCHeredoc {
+					closed = true
+					break
+				}
+			}
+			if !closed {
+				marker := strings.TrimRight(string(tk.Bytes), "\r\n")
+				r := tk.Range
+				r.End = hcl.Pos{Line: r.Start.Line, Column: r.Start.Column + len(marker), Byte: r.Start.Byte + len(marker)}
+				name := strings.TrimLeft(marker, "<-")
+				return r, fmt.Sprintf("Unterminated heredoc: no line holding only %s closes the heredoc opened here by %s", name, marker), true
+			}
+		}
+	}
+	return hcl.Range{}, "", false
 }
 
 // fileStart is the range used for findings about the file as a whole.
