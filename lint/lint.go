@@ -33,10 +33,12 @@ type Rule struct {
 	ID string
 	// Severity is the default severity of the rule's findings.
 	Severity diag.Severity
-	// Summary is one line: what the rule catches.
+	// Summary is one line: what the rule catches. It is the first line of
+	// Doc: All and Lookup fill it in, so a rule states it once.
 	Summary string
-	// Doc explains what the rule catches and why it matters, with a bad and a
-	// fixed example in HCL. `pipec explain RULE` prints it.
+	// Doc starts with the summary line, then explains what the rule catches
+	// and why it matters, with a bad and a fixed example in HCL. `pipec
+	// explain RULE` prints it.
 	Doc string
 	// Run checks one pipeline. It is nil for rules whose findings come from the
 	// loaders or the compiler.
@@ -202,8 +204,7 @@ func runRule(r *Rule, pass *Pass) (err error) {
 func All() []*Rule {
 	rules := make([]*Rule, 0, len(catalogue))
 	for _, r := range catalogue {
-		c := *r
-		rules = append(rules, &c)
+		rules = append(rules, withSummary(r))
 	}
 	slices.SortFunc(rules, func(a, b *Rule) int { return cmp.Compare(a.ID, b.ID) })
 	return rules
@@ -223,11 +224,19 @@ func IDs() []string {
 func Lookup(id string) *Rule {
 	for _, r := range catalogue {
 		if r.ID == id {
-			c := *r
-			return &c
+			return withSummary(r)
 		}
 	}
 	return nil
+}
+
+// withSummary copies a rule of the catalogue, its summary taken from its doc.
+func withSummary(r *Rule) *Rule {
+	c := *r
+	if c.Summary == "" {
+		c.Summary = Title(c.Doc)
+	}
+	return &c
 }
 
 // Title is the first line of a doc string.

@@ -12,8 +12,9 @@ import (
 var ruleFailoverLimits = Rule{
 	ID:       "failover-limits",
 	Severity: diag.Warning,
-	Summary:  "failover limits that can never be reached or that stop a job before every worker was tried",
-	Doc: `Failover limits that can never be reached, or that stop a job before every
+	Doc: `failover limits that can never be reached or that stop a job before every worker was tried
+
+Failover limits that can never be reached, or that stop a job before every
 worker was tried.
 
 A task retries on its worker (its retry policy), then fails over to the next
