@@ -22,7 +22,7 @@ pipeline "fw" {
     timeout = "1m"
     failover {
       per_worker = 2
-      global     = 3 // want "failover-limits"
+      global     = 3 // want "failover-limits: on 3 workers"
     }
   }
 }
