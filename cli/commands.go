@@ -20,5 +20,11 @@ func commands(io IO) []*cobra.Command {
 		newSinkCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),
+		newSimulateCmd(io),
+		newWorkerCmd(io),
+		newWorkersCmd(io),
+		newSubmitCmd(io),
+		newSinkCmd(io),
+		newLSPCmd(io),
 	}
 }

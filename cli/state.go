@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
 // stateEnv overrides the default state location; --state overrides it.
@@ -48,6 +49,15 @@ func (s *stateFlag) location(io IO, specPath string) (store.Location, error) {
 	if err != nil {
 		return store.Location{}, usageErr("%v", err)
 	}
+	if l.Server {
+		// Logs and staging stay on this machine, in .pipec beside the spec
+		// (the runtime keeps them beside StatePath).
+		dir := "."
+		if specPath != "" {
+			dir = filepath.Dir(specPath)
+		}
+		l.Path = filepath.Join(dir, filepath.Dir(store.DefaultPath), "server")
+	}
 	return l, nil
 }
 
@@ -65,6 +75,13 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 		if !ok {
 			return nil, usageErr("no state at %s: nothing has run here yet (or give --state, or set %s)", l, stateEnv)
 		}
+	}
+	if l.Server {
+		st, err := postgres.Open(ctx, l.Value, postgres.Options{})
+		if err != nil {
+			return nil, usageErr("state %s: %v", l, err)
+		}
+		return st, nil
 	}
 	st, err := l.Open(ctx, store.Options{})
 	if err != nil {
