@@ -257,3 +257,35 @@ func TestIncrementalChanges(t *testing.T) {
 		t.Fatalf("the server's text is not the edited one: %+v", edits)
 	}
 }
+
+// Changes wait for the debounce before they are linted; requests still
+// answer about the newest text, and a save lints at once. With a debounce
+// no test outlives, the publishes are exactly those of open and save.
+func TestDebounceAndSave(t *testing.T) {
+	c := start(t, lsp.Options{Debounce: time.Hour})
+	src := readFile(t, "testdata/refs.hcl")
+	u := c.open("refs.hcl", src)
+	c.waitVersion(u, 1)
+	broken := strings.Replace(src, `["extract"]`, `["extrac"]`, 1)
+	for v := int32(2); v <= 10; v++ {
+		c.change(u, v, broken)
+	}
+	var as []protocol.CodeAction
+	c.call(protocol.MethodTextDocumentCodeAction, &protocol.CodeActionParams{TextDocument: protocol.TextDocumentIdentifier{URI: u},
+		Range: span(t, broken, "depends_on", "extrac")}, &as)
+	if len(as) != 1 || !strings.Contains(as[0].Title, `"extract"`) {
+		t.Fatalf("a request during the debounce does not see the newest text: %+v", as)
+	}
+	c.notify(protocol.MethodTextDocumentDidSave, &protocol.DidSaveTextDocumentParams{TextDocument: protocol.TextDocumentIdentifier{URI: u}})
+	ds := c.waitVersion(u, 10)
+	if !strings.Contains(strings.Join(codes(ds), ","), "missing-dependency") {
+		t.Fatalf("after save: %v", codes(ds))
+	}
+	var versions []uint32
+	for _, p := range c.publishedFor(u) {
+		versions = append(versions, p.Version)
+	}
+	if fmt.Sprint(versions) != "[1 10]" {
+		t.Fatalf("published versions %v, want [1 10]", versions)
+	}
+}
