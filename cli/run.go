@@ -92,21 +92,12 @@ func randomSeed() uint64 {
 // are printed; a spec with errors is exit code 1, unreadable input 2.
 func loadPlan(io IO, path string) (*compiler.Plan, error) {
 	if filepath.Ext(path) == ".json" {
-		b, err := os.ReadFile(path)
+		// A plan is input like a spec: names and references are checked again.
+		p, err := compiler.LoadPlan(path)
 		if err != nil {
-			return nil, usageErr("%v", unwrapPathError(err))
+			return nil, usageErr("%v", err)
 		}
-		var p compiler.Plan
-		if err := json.Unmarshal(b, &p); err != nil {
-			return nil, usageErr("%s: not a plan: %v", path, err)
-		}
-		if p.APIVersion != compiler.APIVersion {
-			return nil, usageErr("%s: apiVersion %q, want %q", path, p.APIVersion, compiler.APIVersion)
-		}
-		if d := compiler.Digest(&p); d != p.Digest {
-			return nil, usageErr("%s: the plan's digest does not match its content (edited by hand?); compile it again", path)
-		}
-		return &p, nil
+		return p, nil
 	}
 	c, err := compileFile(path)
 	if err != nil {
