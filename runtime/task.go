@@ -159,7 +159,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			return
 		}
 		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number,
-			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand})
+			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand, Task: t.Name})
 		if !d.Retry {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, d.Reason)
 			return
@@ -289,7 +289,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		case <-lost:
 			d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 				Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: a.Number, LeaseExpired: true,
-				Budget: r.budget, Rand: r.rand})
+				Budget: r.budget, Rand: r.rand, Task: t.Name})
 			r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
 				"relaunch": d.Retry, "reason": d.Reason})
 			if d.Retry {
