@@ -41,6 +41,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		}
 		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.Label(), "token": v.Token})
 		failed := ""
+		var passed []sink.ManifestCheck
 		for _, c := range r.checksOf[out] {
 			ok, why := r.runCheck(ctx, c, dir)
 			kind := EventCheckPassed
@@ -53,6 +54,9 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 				}
 			}
 			r.record(ctx, kind, t.Name, l.a.Number, data)
+			if ok {
+				passed = append(passed, sink.ManifestCheck{Name: c.Name, Run: r.runID})
+			}
 			if !zombie {
 				state := CheckPassed
 				if !ok {
@@ -70,6 +74,9 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			continue
 		}
 		v.State = store.VersionAccepted
+		r.mu.Lock()
+		r.acceptedBy[v.ID] = passed
+		r.mu.Unlock()
 		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.Label()})
 		r.publishAll(ctx, v, !zombie)
 	}
@@ -162,6 +169,22 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 			r.addPublish(pr)
 		}
 	}
+}
+
+// lineage is the sinks' Lineage: the pipeline, and the checks that accepted
+// the version: those that passed in this run, or for a version an earlier run
+// accepted (a reused task), every check of its artifact, in that run (a
+// version is accepted only when all of them passed).
+func (r *runner) lineage(v store.Version) (string, []sink.ManifestCheck) {
+	r.mu.Lock()
+	cs, ok := r.acceptedBy[v.ID]
+	r.mu.Unlock()
+	if !ok {
+		for _, c := range r.checksOf[v.Artifact] {
+			cs = append(cs, sink.ManifestCheck{Name: c.Name, Run: v.Run})
+		}
+	}
+	return r.plan.Pipeline, cs
 }
 
 // addPublish keeps the latest outcome per publish.

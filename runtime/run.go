@@ -206,10 +206,13 @@ type runner struct {
 	zombieList []*zombie
 	runCtx     context.Context
 
-	mu        sync.Mutex // guards summary parts below and taskState fields
-	checks    map[string]*CheckResult
-	publishes []PublishResult
-	fenced    []FencedPublish
+	mu     sync.Mutex // guards summary parts below and taskState fields
+	checks map[string]*CheckResult
+	// acceptedBy holds the checks that accepted each version audited in
+	// this run (by version id), for its lineage manifest.
+	acceptedBy map[int64][]sink.ManifestCheck
+	publishes  []PublishResult
+	fenced     []FencedPublish
 }
 
 type taskState struct {
@@ -251,19 +254,20 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	p := o.Plan
 	r := &runner{
 		o: o, plan: p, iv: iv, st: o.Store,
-		stateDir:  filepath.Dir(statePath),
-		resource:  p.Pipeline + "@" + iv.Key,
-		rand:      retry.NewRand(o.Seed),
-		tasks:     map[string]*taskState{},
-		checksOf:  map[string][]compiler.PlanCheck{},
-		pubsOf:    map[string][]compiler.PlanPublish{},
-		sinks:     map[string]*sink.Directory{},
-		sinkErr:   map[string]string{},
-		sinkPlan:  map[string]compiler.PlanSink{},
-		slots:     o.Slots,
-		checks:    map[string]*CheckResult{},
-		baseEnv:   exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
-		parentEnv: exec.Env{}.Parse(o.Environ),
+		stateDir:   filepath.Dir(statePath),
+		resource:   p.Pipeline + "@" + iv.Key,
+		rand:       retry.NewRand(o.Seed),
+		tasks:      map[string]*taskState{},
+		checksOf:   map[string][]compiler.PlanCheck{},
+		pubsOf:     map[string][]compiler.PlanPublish{},
+		sinks:      map[string]*sink.Directory{},
+		sinkErr:    map[string]string{},
+		sinkPlan:   map[string]compiler.PlanSink{},
+		slots:      o.Slots,
+		checks:     map[string]*CheckResult{},
+		acceptedBy: map[int64][]sink.ManifestCheck{},
+		baseEnv:    exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
+		parentEnv:  exec.Env{}.Parse(o.Environ),
 	}
 	if b := p.RetryBudget; b != nil {
 		r.budget = retry.NewBudget(b.Ratio, b.Min)
@@ -317,6 +321,7 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 			r.sinkErr[s.Name] = err.Error()
 			continue
 		}
+		d.Lineage = r.lineage
 		r.sinks[s.Name] = d
 	}
 	return r, nil
