@@ -110,7 +110,7 @@ func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string)
 		"PIPEC_INTERVAL_END="+r.iv.End.Format(time.RFC3339),
 		"PIPEC_CODE_VERSION="+r.plan.CodeVersion,
 	)
-	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: env,
+	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: env, CodeVersion: r.plan.CodeVersion,
 		Redact: func(s string) string { return exec.Redact(s, r.secrets) }})
 	if err != nil {
 		return false, "the check could not run: " + err.Error()

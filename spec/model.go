@@ -211,6 +211,9 @@ type Check struct {
 	Unique      []string
 	NotNull     []string
 	Columns     []string
+	// CodeVersionColumn names a column that must hold the pipeline's
+	// code_version in every row (the seed's code_version stamping, enforced).
+	CodeVersionColumn string
 	// Command is an external check, run with the artifact's directory.
 	Command []string
 }
@@ -218,7 +221,7 @@ type Check struct {
 // Asserts reports whether the check asserts anything at all.
 func (c *Check) Asserts() bool {
 	return c.RowCountMin != nil || c.RowCountMax != nil || len(c.Unique) > 0 ||
-		len(c.NotNull) > 0 || len(c.Columns) > 0 || len(c.Command) > 0
+		len(c.NotNull) > 0 || len(c.Columns) > 0 || len(c.Command) > 0 || c.CodeVersionColumn != ""
 }
 
 // Fencing is whether a sink refuses writes carrying a stale token.

@@ -38,6 +38,10 @@ type table struct {
 	reasons  []string // in the order found: files sorted, lines ascending
 
 	nulls map[string]*finding // not_null, per column
+	// codeVersion is what c.CodeVersionColumn must hold; stale counts the
+	// rows where it does not.
+	codeVersion string
+	stale       finding
 	// missing counts JSON Lines rows without a required column, per (file,
 	// column), in the order first seen.
 	missing      map[[2]string]*finding
@@ -68,7 +72,7 @@ func (f *finding) summary() string {
 	return s
 }
 
-func assertTable(ctx context.Context, c compiler.PlanCheck, dir string) ([]string, error) {
+func assertTable(ctx context.Context, c compiler.PlanCheck, dir, codeVersion string) ([]string, error) {
 	files, err := dataFiles(dir)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", c.Name, err)
@@ -76,8 +80,13 @@ func assertTable(ctx context.Context, c compiler.PlanCheck, dir string) ([]strin
 	if len(files) == 0 {
 		return []string{"no CSV (*.csv) or JSON Lines (*.jsonl, *.ndjson) file in the version"}, nil
 	}
-	t := &table{c: c, nulls: map[string]*finding{}, missing: map[[2]string]*finding{}, seen: map[string]string{}}
-	for _, cols := range [][]string{c.Columns, c.Unique, c.NotNull} {
+	t := &table{c: c, nulls: map[string]*finding{}, missing: map[[2]string]*finding{}, seen: map[string]string{},
+		codeVersion: codeVersion}
+	var stamped []string
+	if c.CodeVersionColumn != "" {
+		stamped = []string{c.CodeVersionColumn}
+	}
+	for _, cols := range [][]string{c.Columns, c.Unique, c.NotNull, stamped} {
 		for _, col := range cols {
 			if !contains(t.required, col) {
 				t.required = append(t.required, col)
@@ -270,6 +279,11 @@ func (t *table) row(loc string, get row, perRowColumns bool) {
 			f.add(loc)
 		}
 	}
+	if col := t.c.CodeVersionColumn; col != "" {
+		if v, ok := get(col); ok && (v.null || v.text != t.codeVersion) {
+			t.stale.add(fmt.Sprintf("%s (%s)", loc, shortValue(v)))
+		}
+	}
 	if len(t.c.Unique) > 0 {
 		key := make([]any, len(t.c.Unique))
 		for i, col := range t.c.Unique {
@@ -313,10 +327,26 @@ func (t *table) verdict() []string {
 			out = append(out, fmt.Sprintf("not_null: column %q is null in %d row(s): %s", col, f.count, f.summary()))
 		}
 	}
+	if t.stale.count > 0 {
+		out = append(out, fmt.Sprintf("code_version_column: column %q is not the run's code_version %q in %d row(s): %s",
+			t.c.CodeVersionColumn, t.codeVersion, t.stale.count, t.stale.summary()))
+	}
 	if t.dups.count > 0 {
 		out = append(out, fmt.Sprintf("unique (%s): %d duplicate row(s): %s", quoteList(t.c.Unique), t.dups.count, t.dups.summary()))
 	}
 	return out
+}
+
+// shortValue shows a cell in a reason: quoted, at most 40 characters.
+func shortValue(v value) string {
+	if v.null {
+		return "null"
+	}
+	s := v.text
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:40]) + "…"
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 func contains(list []string, s string) bool {
