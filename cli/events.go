@@ -33,7 +33,7 @@ func newEventsCmd(io IO) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&opts.state, "state", store.DefaultPath, "the state database")
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print the event log as JSON lines")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the event log as JSON lines (schema/events.schema.json), as pipec run --json does")
 	return cmd
 }
 
@@ -60,7 +60,7 @@ func runEvents(ctx context.Context, io IO, id string, opts eventsOptions) error 
 	if opts.json {
 		enc := json.NewEncoder(io.Stdout)
 		for _, ev := range evs {
-			if err := enc.Encode(ev); err != nil {
+			if err := enc.Encode(toLogEvent(ev)); err != nil {
 				return err
 			}
 		}

@@ -144,7 +144,7 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	var pr progress
 	switch {
 	case opts.json:
-		pr = &jsonProgress{enc: json.NewEncoder(io.Stdout)}
+		pr = &logFollower{ctx: ctx, st: st, enc: json.NewEncoder(io.Stdout)}
 	case io.StdoutTTY:
 		pr = newLiveProgress(io, plan)
 	default:
@@ -213,12 +213,6 @@ type progress interface {
 	event(runtime.Event)
 	done()
 }
-
-// jsonProgress writes each event as one JSON line.
-type jsonProgress struct{ enc *json.Encoder }
-
-func (p *jsonProgress) event(ev runtime.Event) { _ = p.enc.Encode(ev) }
-func (p *jsonProgress) done()                  {}
 
 // lineProgress prints one line per state change (CI, pipes).
 type lineProgress struct{ io IO }
@@ -348,7 +342,7 @@ func describeEvent(ev runtime.Event) string {
 	d := ev.Data
 	str := func(k string) string {
 		if v, ok := d[k]; ok && v != nil {
-			if k == "version" {
+			if k == "version" || k == "label" {
 				return runtime.ShortLabel(fmt.Sprint(v))
 			}
 			return fmt.Sprint(v)
@@ -399,12 +393,12 @@ func describeEvent(ev runtime.Event) string {
 	case runtime.EventTaskNotRun:
 		return fmt.Sprintf("%s not run: %s", ev.Task, str("reason"))
 	case runtime.EventCheckPassed:
-		return fmt.Sprintf("check %s passed on %s", str("check"), str("version"))
+		return fmt.Sprintf("check %s passed on %s", str("check"), str("label"))
 	case runtime.EventCheckFailed:
-		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("version"), str("reason"))
+		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("label"), str("reason"))
 	case store.EventPublishWon, store.EventPublishIdempotent:
 		return fmt.Sprintf("publish %s -> %s: %s (%s, token %s)", str("publish"), str("sink"), strings.TrimPrefix(ev.Kind, "publish."),
-			str("version"), str("token"))
+			str("label"), str("token"))
 	case store.EventPublishFenced:
 		return fmt.Sprintf("publish %s -> %s: FENCED, %s token %s is older than the pointer's %s", str("publish"), str("sink"),
 			who, str("token"), str("pointer_token"))

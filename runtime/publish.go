@@ -39,13 +39,13 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
 			continue
 		}
-		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.Label(), "token": v.Token})
+		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 		failed := ""
 		var passed []sink.ManifestCheck
 		for _, c := range r.checksOf[out] {
 			ok, why := r.runCheck(ctx, c, dir)
 			kind := EventCheckPassed
-			data := map[string]any{"check": c.Name, "artifact": out, "version": v.Label()}
+			data := map[string]any{"check": c.Name, "artifact": out, "version": v.ID, "label": v.Label()}
 			if !ok {
 				kind = EventCheckFailed
 				data["reason"] = why
@@ -77,7 +77,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		r.mu.Lock()
 		r.acceptedBy[v.ID] = passed
 		r.mu.Unlock()
-		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.Label()})
+		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 		r.publishAll(ctx, v, !zombie)
 	}
 }
@@ -87,7 +87,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out string, v *store.Version, why string, zombie bool) {
 	if v != nil {
 		_ = r.st.RejectVersion(ctx, v.ID, why)
-		r.emitStore(store.EventVersionRejected, t.Name, l.a.Number, map[string]any{"version": v.Label(), "reason": why})
+		r.emitStore(store.EventVersionRejected, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
 	}
 	if !zombie {
 		r.skipPublishes(out, "artifact "+out+" was not accepted: "+why)
@@ -153,7 +153,8 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 		}
 		pr.Outcome = string(res.Outcome)
 		pr.Visible, pr.VersionDir, pr.AtLeastOnce = res.Visible, res.VersionDir, res.Unfenced
-		data := map[string]any{"publish": pub.Name, "sink": pub.Sink, "version": v.Label(), "token": v.Token,
+		data := map[string]any{"publish": pub.Name, "sink": pub.Sink, "artifact": v.Artifact, "interval": v.Interval,
+			"version": v.ID, "label": v.Label(), "token": v.Token,
 			"visible": res.Visible, "pointer_token": res.Pointer.Token}
 		if res.Unfenced {
 			data["unfenced"] = true
