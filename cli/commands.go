@@ -18,5 +18,6 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newShowCmd(io),
+		newLSPCmd(io),
 	}
 }

@@ -156,6 +156,9 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 		data := map[string]any{"publish": pub.Name, "sink": pub.Sink, "artifact": v.Artifact, "interval": v.Interval,
 			"version": v.ID, "label": v.Label(), "token": v.Token,
 			"visible": res.Visible, "pointer_token": res.Pointer.Token}
+		if res.Outcome == store.Fenced {
+			data["held_token"], data["fenced_by"] = res.HeldToken, res.FencedBy
+		}
 		if res.Unfenced {
 			data["unfenced"] = true
 		}
@@ -163,7 +166,7 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 		if res.Outcome == store.Fenced {
 			r.mu.Lock()
 			r.fenced = append(r.fenced, FencedPublish{Publish: pub.Name, Sink: pub.Sink, Artifact: v.Artifact, Task: v.Task,
-				Attempt: v.Attempt, Run: v.Run, Token: v.Token, HeldBy: res.Pointer.Token})
+				Attempt: v.Attempt, Run: v.Run, Token: v.Token, HeldBy: res.HeldToken, FencedBy: res.FencedBy})
 			r.mu.Unlock()
 		}
 		if current || res.Outcome != store.Fenced {

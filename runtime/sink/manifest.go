@@ -69,6 +69,9 @@ func manifestOf(v store.Version, lineage Lineage) Manifest {
 		}
 	}
 	if m.Pipeline == "" {
+		m.Pipeline = v.Pipeline
+	}
+	if m.Pipeline == "" {
 		// A run id starts with the pipeline's name: "orders/2024-01-01/r1".
 		m.Pipeline, _, _ = strings.Cut(v.Run, "/")
 	}
