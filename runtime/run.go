@@ -127,9 +127,12 @@ type Options struct {
 	ZombieGrace  time.Duration
 }
 
-// Event is one state change, as OnEvent receives it and `pipec run --json`
-// prints it. Kinds are the store's (attempt.started, publish.fenced, ...) and
-// the runtime's own (task.*, check.*, attempt.retry).
+// Event is one state change, as OnEvent receives it: the runtime's progress
+// feed, for people. Kinds are the store's (attempt.started, publish.fenced,
+// ...) and the runtime's own (task.*, check.*, attempt.retry); data keys mean
+// what they mean in the log (version is an id, label its name). The JSON a
+// program reads (`pipec run --json`, `pipec events --json`) is the store's
+// log itself, documented in schema/events.schema.json.
 type Event struct {
 	Time    time.Time      `json:"time"`
 	Run     string         `json:"run"`
