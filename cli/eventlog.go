@@ -33,9 +33,26 @@ func toLogEvent(e store.Event) logEvent {
 	return logEvent{Seq: e.Seq, Time: e.Time.UTC(), Run: e.Run, Kind: e.Kind, Task: e.Task, Attempt: e.Attempt, Data: data}
 }
 
-// eventsAfter is what following a run's log needs of a store.
+// eventsAfter is what a store offers to follow a run's log cheaply; a
+// store without it is read whole and filtered.
 type eventsAfter interface {
 	EventsAfter(ctx context.Context, run string, seq int64) ([]store.Event, error)
+}
+
+// readAfter returns the run's events past seq.
+func readAfter(ctx context.Context, st store.Store, run string, seq int64) ([]store.Event, error) {
+	if ea, ok := st.(eventsAfter); ok {
+		return ea.EventsAfter(ctx, run, seq)
+	}
+	evs, err := st.Events(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(evs) && evs[i].Seq <= seq {
+		i++
+	}
+	return evs[i:], nil
 }
 
 // logFollower is the progress of `pipec run --json`: each time the runtime
@@ -46,7 +63,7 @@ type eventsAfter interface {
 type logFollower struct {
 	mu   sync.Mutex
 	ctx  context.Context
-	st   eventsAfter
+	st   store.Store
 	enc  *json.Encoder
 	run  string
 	last int64
@@ -74,7 +91,7 @@ func (p *logFollower) drain() {
 	if p.run == "" || p.err != nil {
 		return
 	}
-	evs, err := p.st.EventsAfter(context.WithoutCancel(p.ctx), p.run, p.last)
+	evs, err := readAfter(context.WithoutCancel(p.ctx), p.st, p.run, p.last)
 	if err != nil {
 		p.err = err
 		return
