@@ -118,6 +118,10 @@ type Options struct {
 	// a third of it apart while the run lives; 0 means DefaultRunLease.
 	RunLease time.Duration
 
+	// LogLimit caps each attempt's log file (exec.DefaultLogLimit, 64 MiB,
+	// when 0); past it the output is dropped and a marker line says so.
+	LogLimit int64
+
 	// DefaultLease, LeasePoll, KillGrace and ZombieGrace tune timing; zero
 	// means the default. LeasePoll is how often expired leases are looked for
 	// (a fifth of the shortest lease, between 20ms and 1s).
