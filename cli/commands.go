@@ -18,6 +18,7 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newShowCmd(io),
+		newGCCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),
 	}
