@@ -19,7 +19,14 @@ func commands(io IO) []*cobra.Command {
 		newBackfillCmd(io),
 		newShowCmd(io),
 		newGCCmd(io),
+		newSinkCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),
+		newSimulateCmd(io),
+		newWorkerCmd(io),
+		newWorkersCmd(io),
+		newSubmitCmd(io),
+		newSinkCmd(io),
+		newLSPCmd(io),
 	}
 }

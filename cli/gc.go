@@ -11,11 +11,10 @@ import (
 
 	"github.com/pipec/pipec/runtime/gc"
 	"github.com/pipec/pipec/runtime/sink"
-	"github.com/pipec/pipec/runtime/store"
 )
 
 type gcOptions struct {
-	state  string
+	state  stateFlag
 	spec   string
 	keep   int
 	dryRun bool
@@ -39,8 +38,8 @@ func newGCCmd(io IO) *cobra.Command {
 			return runGC(cmd.Context(), io, opts)
 		},
 	}
+	opts.state.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.state, "state", store.DefaultPath, "the state database")
 	f.StringVar(&opts.spec, "spec", "", "the spec or plan whose directory sinks are pruned too")
 	f.IntVar(&opts.keep, "keep", gc.DefaultKeep, "versions kept per interval in each sink, newest first (the visible one always)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "say what would be removed, remove nothing")
@@ -55,12 +54,18 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, err := openExisting(ctx, opts.state)
+	loc, err := opts.state.location(io, opts.spec)
+	if err != nil {
+		return err
+	}
+	st, err := openState(ctx, loc, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	stateDir, err := filepath.Abs(filepath.Dir(opts.state))
+	// Staging and heartbeats live beside the state database (for a server,
+	// in .pipec beside the spec), as the runtime keeps them.
+	stateDir, err := filepath.Abs(filepath.Dir(loc.Path))
 	if err != nil {
 		return usageErr("%v", err)
 	}
