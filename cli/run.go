@@ -171,9 +171,10 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	if busy := (*store.RunBusyError)(nil); errors.As(err, &busy) {
 		return &exitError{code: ExitFindings, err: fmt.Errorf("%s; wait for it with --wait, or stop it", busyMessage(plan.Pipeline, opts.interval, busy))}
 	}
-	if err != nil {
+	if err != nil && sum == nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
+	// A run whose end the store could not record still says what it did.
 	relativize(sum)
 	if opts.json {
 		if err := json.NewEncoder(io.Stdout).Encode(map[string]any{"kind": "run.summary", "summary": sum}); err != nil {
@@ -186,6 +187,9 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		if err := sum.WriteText(io.Stdout); err != nil {
 			return err
 		}
+	}
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
 	}
 	if sum.Failed {
 		return silentExit(ExitFindings)

@@ -36,6 +36,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: r.runID,
 			Task: t.Name, Attempt: l.a.Number, StagingPath: dir})
 		if err != nil {
+			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
 			continue
 		}
@@ -70,6 +71,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			continue
 		}
 		if err := r.st.AcceptVersion(ctx, v.ID); err != nil {
+			r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
 			continue
 		}
@@ -172,6 +174,16 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 		if current || res.Outcome != store.Fenced {
 			r.addPublish(pr)
 		}
+	}
+}
+
+// storeFailed keeps the first failure of the state database, for the
+// summary's store line.
+func (r *runner) storeFailed(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.storeErr == "" {
+		r.storeErr = what
 	}
 }
 

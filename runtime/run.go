@@ -237,8 +237,10 @@ type runner struct {
 	// acceptedBy holds the checks that accepted each version audited in
 	// this run (by version id), for its lineage manifest.
 	acceptedBy map[int64][]sink.ManifestCheck
-	publishes  []PublishResult
-	fenced     []FencedPublish
+	// storeErr is the first failure of the state database (storeFailed).
+	storeErr  string
+	publishes []PublishResult
+	fenced    []FencedPublish
 }
 
 type taskState struct {
@@ -490,7 +492,12 @@ func (r *runner) execute(ctx context.Context, run store.Run, reused map[string]s
 	// The run's end is recorded even when ctx was cancelled (Ctrl-C).
 	fctx := context.WithoutCancel(ctx)
 	if err := r.st.FinishRun(fctx, run.ID, state); err != nil {
-		return sum, err
+		sum.Failed = true
+		sum.RunID, sum.State = run.ID, string(store.RunFailed)
+		if sum.StoreError == "" {
+			sum.StoreError = StoreFailure("recording the run's end: " + err.Error())
+		}
+		return sum, fmt.Errorf("run %s: the state database could not record its end: %w", run.ID, err)
 	}
 	r.emitStore(store.EventRunFinished, "", 0, map[string]any{"state": string(state)})
 	if got, err := r.st.GetRun(fctx, run.ID); err == nil {

@@ -120,7 +120,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 	t := ts.t
 	inputs, why, err := r.resolveInputs(ctx, t)
 	if err != nil {
-		r.taskFailed(ctx, ts, "", 0, err.Error(), "the store failed")
+		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")
 		return
 	}
 	if why != "" {
@@ -248,7 +248,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
 		Worker: r.o.Worker, Lease: lease, Queued: true})
 	if err != nil {
-		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: "store"}}
+		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: retry.Store}}
 	}
 	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
 	failStart := func(err error) attemptOutcome {
@@ -427,13 +427,13 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	fctx := context.WithoutCancel(ctx)
 	if l.markErr != nil {
-		out.verdict = retry.Verdict{Class: "store"}
+		out.verdict = retry.Verdict{Class: retry.Store}
 		out.tail = l.markErr.Error()
 		return out
 	}
 	if res.Success() {
 		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
-			out.verdict = retry.Verdict{Class: "store"}
+			out.verdict = retry.Verdict{Class: retry.Store}
 			out.tail = err.Error()
 			return out
 		}

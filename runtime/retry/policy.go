@@ -197,6 +197,9 @@ type Decision struct {
 // attempt and elapsed-time bounds must allow one more; the run's budget must
 // have a retry left (checked last, so a refused retry never spends it).
 func Decide(in Input) Decision {
+	if in.Verdict.Class == Store && !in.LeaseExpired {
+		return Decision{Reason: "the state database could not record it: not retried (the next run of the interval resumes)"}
+	}
 	if in.Verdict.Deterministic && !in.LeaseExpired {
 		return Decision{Reason: fmt.Sprintf("class %s is deterministic: not retried", in.Verdict.Class)}
 	}
