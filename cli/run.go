@@ -43,7 +43,7 @@ type execFlags struct {
 func (e *execFlags) register(cmd *cobra.Command, parallelHelp string) {
 	f := cmd.Flags()
 	e.state.register(cmd)
-	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter (random when not given)")
+	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter: each task's delay after each attempt derives from (seed, task, attempt) alone (random when not given)")
 	f.IntVar(&e.parallel, "parallel", 0, parallelHelp)
 }
 
