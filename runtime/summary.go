@@ -253,15 +253,24 @@ func ShortLabel(label string) string {
 // error, what it likely is, and what happens next.
 func StoreFailure(what string) string {
 	hint := ""
-	low := strings.ToLower(what)
-	for _, k := range []string{"disk i/o error", "disk is full", "no space left", "file too large", "read-only", "readonly"} {
-		if strings.Contains(low, k) {
-			hint = " (disk full, a file size limit or a read-only file?)"
-			break
-		}
+	if DiskFailure(what) {
+		hint = " (disk full, a file size limit or a read-only file?)"
 	}
 	return "the state database failed" + hint + ": " + what +
 		"; nothing it did not record was published; fix the disk and run the interval again to resume"
+}
+
+// DiskFailure reports whether an error message is one of a database the disk
+// refuses to write (full, over a file size limit, read-only): a failure of
+// the store, not a usage error.
+func DiskFailure(msg string) bool {
+	low := strings.ToLower(msg)
+	for _, k := range []string{"disk i/o error", "disk is full", "no space left", "file too large", "read-only", "readonly"} {
+		if strings.Contains(low, k) {
+			return true
+		}
+	}
+	return false
 }
 
 func orDash(s string) string {

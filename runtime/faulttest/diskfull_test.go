@@ -51,6 +51,20 @@ func TestStoreFullMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, ".pipec", "state.db")
+	// A state that cannot even be created: a store failure (exit 1), not a
+	// usage error, and nothing runs.
+	cmd := exec.Command(prlimit, "--fsize=8192:8192", pipecBin, "run", "p.hcl", "--interval", "2024-01-01")
+	cmd.Dir = dir
+	outb, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(outb), "disk full, a file size limit or a read-only file?") {
+		t.Fatalf("creating the state under an 8 KiB limit: %v\n%s", err, outb)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
+		t.Errorf("something was published without a state: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, ".pipec")); err != nil {
+		t.Fatal(err)
+	}
 	if out, code := pipec(t, dir, "run", "p.hcl", "--interval", "2024-01-01"); code != 0 {
 		t.Fatalf("first run exited %d:\n%s", code, out)
 	}
