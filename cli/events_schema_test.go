@@ -3,9 +3,13 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -161,5 +165,69 @@ func TestEventStreamsMatchSchema(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("the scenario recorded no %s event; seen: %v", k, kinds)
 		}
+	}
+}
+
+// TestEveryEventKindDocumented: every event kind the runtime and the stores
+// declare (string constants named Event*) is in schema/events.schema.json's
+// list of kinds, so the schema cannot fall behind the code.
+func TestEveryEventKindDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "schema", "events.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sch struct {
+		Defs struct {
+			Kind struct {
+				Enum []string `json:"enum"`
+			} `json:"kind"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(b, &sch); err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, k := range sch.Defs.Kind.Enum {
+		documented[k] = true
+	}
+	fset := token.NewFileSet()
+	declared := 0
+	for _, pattern := range []string{"../runtime/*.go", "../runtime/store/*.go", "../runtime/store/postgres/*.go"} {
+		files, _ := filepath.Glob(pattern)
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				g, ok := d.(*ast.GenDecl)
+				if !ok || g.Tok != token.CONST {
+					continue
+				}
+				for _, spec := range g.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if !strings.HasPrefix(name.Name, "Event") || i >= len(vs.Values) {
+							continue
+						}
+						lit, ok := vs.Values[i].(*ast.BasicLit)
+						if !ok || lit.Kind != token.STRING {
+							continue
+						}
+						kind, _ := strconv.Unquote(lit.Value)
+						declared++
+						if !documented[kind] {
+							t.Errorf("%s: %s = %q is not in schema/events.schema.json's kinds", path, name.Name, kind)
+						}
+					}
+				}
+			}
+		}
+	}
+	if declared < 20 {
+		t.Errorf("found only %d event kinds in the code: the test reads the wrong files", declared)
 	}
 }
