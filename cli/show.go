@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +20,9 @@ import (
 )
 
 type showOptions struct {
-	spec string
-	json bool
+	spec  string
+	json  bool
+	state stateFlag
 }
 
 func newShowCmd(io IO) *cobra.Command {
@@ -38,11 +40,12 @@ func newShowCmd(io IO) *cobra.Command {
 			"Exit code 1 when an interval asked for has no visible version.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runShow(io, args[0], opts)
+			return runShow(cmd.Context(), io, args[0], opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.spec, "spec", "", "the pipeline's spec or plan file, which names the artifact's sinks (required)")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
+	opts.state.register(cmd)
 	return cmd
 }
 
@@ -66,11 +69,14 @@ type shown struct {
 	Token       int64                `json:"token,omitempty"`
 	Digest      string               `json:"digest,omitempty"`
 	Checks      []sink.ManifestCheck `json:"checks"`
+	// Store compares the link with the state's pointer, when the state is
+	// there: "agrees", or how they differ.
+	Store string `json:"store,omitempty"`
 	// Error says why the version's lineage cannot be shown.
 	Error string `json:"error,omitempty"`
 }
 
-func runShow(io IO, arg string, opts showOptions) error {
+func runShow(ctx context.Context, io IO, arg string, opts showOptions) error {
 	if opts.spec == "" {
 		return usageErr("show: --spec is required (the spec or plan that publishes the artifact)")
 	}
@@ -121,6 +127,7 @@ func runShow(io IO, arg string, opts showOptions) error {
 			out = append(out, s)
 		}
 	}
+	compareWithState(ctx, io, plan.Pipeline, opts, out)
 	for i := range out {
 		out[i].Visible, out[i].Path = relToWD(out[i].Visible), relToWD(out[i].Path)
 	}
@@ -203,8 +210,57 @@ func writeShown(io IO, artifact string, out []shown) {
 			cs = []string{"none"}
 		}
 		fmt.Fprintf(&b, "  checks        %s\n", strings.Join(cs, ", "))
+		if s.Store != "" {
+			fmt.Fprintf(&b, "  state         %s\n", s.Store)
+		}
 	}
 	fmt.Fprint(io.Stdout, b.String())
+}
+
+// compareWithState checks each visible version against the state's pointer,
+// when the state exists (show never creates one): a link behind the store is
+// a publish that crashed between its swap and its link, which the next run
+// of the interval completes.
+func compareWithState(ctx context.Context, io IO, pipeline string, opts showOptions, out []shown) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	loc, err := opts.state.location(io, opts.spec)
+	if err != nil {
+		return
+	}
+	st, err := openState(ctx, loc, true)
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	for i := range out {
+		s := &out[i]
+		if s.Error != "" {
+			continue
+		}
+		p, err := st.Pointer(ctx, pipeline, s.Sink, s.Artifact, s.Interval)
+		if errors.Is(err, store.ErrNotFound) {
+			s.Store = "the state has no pointer for it (published from another state?)"
+			continue
+		}
+		if err != nil {
+			s.Store = "cannot read the state: " + err.Error()
+			continue
+		}
+		v, err := st.GetVersion(ctx, p.Version)
+		switch {
+		case err != nil:
+			s.Store = "cannot read the state: " + err.Error()
+		case sink.VersionName(v) == filepath.Base(s.Path):
+			s.Store = "agrees"
+		case p.Token > s.Token:
+			s.Store = fmt.Sprintf("ahead: its pointer names %s (token %d); a publish stopped before its link swap, the next run of the interval completes it",
+				runtime.ShortLabel(v.Label()), p.Token)
+		default:
+			s.Store = fmt.Sprintf("differs: its pointer names %s (token %d)", runtime.ShortLabel(v.Label()), p.Token)
+		}
+	}
 }
 
 // publishesOf lists the publishes of an artifact, sorted by name; an
