@@ -445,7 +445,8 @@ func (c *compilation) plan(g *Graph) *Plan {
 	for _, name := range slices.Sorted(maps.Keys(c.checks)) {
 		ch := c.checks[name]
 		pl.Checks = append(pl.Checks, PlanCheck{Name: name, Input: ch.Input.Name, RowCountMin: ch.RowCountMin, RowCountMax: ch.RowCountMax,
-			Unique: nonNil(ch.Unique), NotNull: nonNil(ch.NotNull), Columns: nonNil(ch.Columns), Command: nonNil(ch.Command)})
+			Unique: nonNil(ch.Unique), NotNull: nonNil(ch.NotNull), Columns: nonNil(ch.Columns),
+			CodeVersionColumn: ch.CodeVersionColumn, Command: nonNil(ch.Command)})
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.sinks)) {
 		s := c.sinks[name]
