@@ -43,6 +43,7 @@ func Fields() map[string][]Field {
 	return map[string][]Field{
 		KindPipeline: {
 			{Name: "code_version"},
+			{Name: "workers"},
 			{Name: "schedule", Nested: KindSchedule},
 			{Name: "retry_budget", Nested: KindRetryBudget},
 			{Name: "pool", Nested: KindPool, Labelled: true},
@@ -110,6 +111,7 @@ func Fields() map[string][]Field {
 			{Name: "unique"},
 			{Name: "not_null"},
 			{Name: "columns"},
+			{Name: "code_version_column"},
 			{Name: "command"},
 		},
 		KindSink: {
