@@ -17,5 +17,6 @@ func commands(io IO) []*cobra.Command {
 		newEventsCmd(io),
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
+		newResolveCmd(io),
 	}
 }

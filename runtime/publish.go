@@ -27,13 +27,16 @@ const (
 // its results go into the record but not into the summary's checks.
 func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) {
 	for _, out := range t.Outputs {
-		dir := l.staging[out]
+		dir, ok := l.staging[out]
+		if !ok {
+			continue // an adopted attempt's output that is already accepted
+		}
 		digest, err := sink.Digest(dir)
 		if err != nil {
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s cannot be read: %v", out, err), zombie)
 			continue
 		}
-		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: r.runID,
+		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 			Task: t.Name, Attempt: l.a.Number, StagingPath: dir})
 		if err != nil {
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)

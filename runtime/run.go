@@ -205,6 +205,13 @@ type runner struct {
 	zombieMu   sync.Mutex
 	zombieList []*zombie
 	runCtx     context.Context
+	// self is this machine (host, boot id), recorded with every attempt.
+	self exec.Identity
+	// blocked: non-idempotent tasks whose earlier attempt may have taken
+	// effect (not run; see orphans.go). adopt: non-idempotent tasks with a
+	// succeeded attempt in an earlier run (not run again).
+	blocked map[string]string
+	adopt   map[string]store.Attempt
 
 	mu        sync.Mutex // guards summary parts below and taskState fields
 	checks    map[string]*CheckResult
@@ -264,7 +271,12 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		checks:    map[string]*CheckResult{},
 		baseEnv:   exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
 		parentEnv: exec.Env{}.Parse(o.Environ),
+		blocked:   map[string]string{},
+		adopt:     map[string]store.Attempt{},
 	}
+	// Without /proc (not Linux) only the host is known: orphans can then
+	// not be found, and are fenced by tokens alone.
+	r.self, _ = exec.Self()
 	if b := p.RetryBudget; b != nil {
 		r.budget = retry.NewBudget(b.Ratio, b.Min)
 	}
@@ -355,6 +367,10 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 // abandoned (their attempts fenced by this run's tokens), sinks are
 // reconciled with the store, and what earlier runs completed is found.
 func (r *runner) takeOver(ctx context.Context, prior []store.Run) (map[string]string, error) {
+	// No task starts beside a process an earlier run left behind.
+	if err := r.settleOrphans(ctx, prior); err != nil {
+		return nil, err
+	}
 	for _, pr := range prior {
 		if pr.State == store.RunRunning {
 			// A run of this interval that never finished: its pipec crashed
@@ -486,7 +502,11 @@ func (r *runner) schedule(ctx context.Context, reused map[string]string) {
 		r.mu.Unlock()
 		running++
 		go func() {
-			if why, ok := reused[name]; ok {
+			if why, ok := r.blocked[name]; ok {
+				r.blockTask(ctx, ts, why)
+			} else if a, ok := r.adopt[name]; ok {
+				r.adoptTask(ctx, ts, a)
+			} else if why, ok := reused[name]; ok {
 				r.reuseTask(ctx, ts, why)
 			} else {
 				r.runTask(ctx, ts)
@@ -511,6 +531,9 @@ func (r *runner) schedule(ctx context.Context, reused map[string]string) {
 			}
 			if !ok {
 				why := fmt.Sprintf("needs %s, which was not run", name)
+				if state == TaskUnknown {
+					why = fmt.Sprintf("needs %s, whose outcome is unknown", name)
+				}
 				if state == TaskFailed {
 					why = fmt.Sprintf("needs %s, which failed", name)
 					if class != "" {

@@ -109,7 +109,7 @@ func (r *runner) summary(run store.Run) *Summary {
 		tr := ts.res
 		tr.State = ts.state
 		s.Tasks = append(s.Tasks, tr)
-		if ts.state == TaskFailed || ts.state == TaskNotRun {
+		if ts.state == TaskFailed || ts.state == TaskNotRun || ts.state == TaskUnknown {
 			s.Failed = true
 		}
 	}
@@ -172,7 +172,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 			if t.Reason != "" {
 				line += "  (" + t.Reason + ")"
 			}
-		case TaskNotRun, TaskReused:
+		case TaskNotRun, TaskReused, TaskUnknown:
 			line += "  (" + t.Reason + ")"
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")

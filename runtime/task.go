@@ -242,7 +242,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		}
 	}
 	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
-		Worker: r.o.Worker, Lease: lease, Queued: true})
+		Worker: r.o.Worker, Host: r.self.Host, Boot: r.self.Boot, Lease: lease, Queued: true})
 	if err != nil {
 		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: "store"}}
 	}
@@ -269,6 +269,14 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			r.release(t)
 		}
 	}()
+	if !t.Idempotent {
+		// Its effect may happen the moment the process starts: say so on
+		// stable storage first, so a rerun knows it may have run.
+		if _, err := r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{
+			Process: store.Process{Host: r.self.Host, Boot: r.self.Boot}, Lease: lease, Durable: true}); err != nil {
+			return failStart(err)
+		}
+	}
 	if err := r.start(ctx, t, l, spec, lease); err != nil {
 		return failStart(err)
 	}
@@ -391,7 +399,9 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 	l.proc = p
 	l.marked = make(chan struct{})
 	go func() {
-		_, l.markErr = r.st.MarkRunning(context.WithoutCancel(ctx), a.AttemptRef, p.PID(), lease)
+		id := p.Identity()
+		_, l.markErr = r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{Process: store.Process{
+			Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID, Start: id.Start}, Lease: lease})
 		if l.markErr == nil {
 			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
 		}

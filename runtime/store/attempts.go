@@ -64,14 +64,15 @@ func (s *SQLite) NextToken(ctx context.Context, resource string) (int64, error) 
 	return tok, nil
 }
 
-const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid`
+const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid,
+host, boot_id, pgid, proc_start`
 
 func scanAttempt(sc interface{ Scan(...any) error }) (Attempt, error) {
 	var a Attempt
 	var state string
 	var started, ended, expiry int64
 	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
-		&started, &ended, &expiry, &a.Worker, &a.PID); err != nil {
+		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &a.ProcStart); err != nil {
 		return Attempt{}, err
 	}
 	a.State = AttemptState(state)
@@ -134,6 +135,8 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 			State:      AttemptRunning,
 			Worker:     spec.Worker,
 			PID:        spec.PID,
+			Host:       spec.Host,
+			Boot:       spec.Boot,
 		}
 		if spec.Queued {
 			a.State = AttemptQueued
@@ -141,10 +144,11 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 			a.Started = timeOf(now)
 			a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid,
+host, boot_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
-			nanos(a.LeaseExpiry), a.Worker, a.PID); err != nil {
+			nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot); err != nil {
 			return err
 		}
 		return appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
@@ -158,39 +162,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return a, nil
 }
 
-// MarkRunning implements Store.
+// MarkRunning implements Store: MarkRunningAs with only a pid (its own group).
 func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error) {
-	var a Attempt
-	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
-		cur, err := getAttempt(ctx, tx, ref)
-		if err != nil {
-			return err
-		}
-		if cur.State != AttemptQueued && cur.State != AttemptRunning {
-			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, ErrConflict)
-		}
-		now := s.now()
-		started := nanos(cur.Started)
-		if cur.State == AttemptQueued {
-			started = now
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, lease_ms = ?, lease_expiry = ?
-WHERE run = ? AND task = ? AND number = ?`, started, pid, lease.Milliseconds(), expiry(now, lease), ref.Run, ref.Task, ref.Number); err != nil {
-			return err
-		}
-		if cur.State == AttemptQueued {
-			if err := appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-				map[string]any{"token": cur.Token, "pid": pid, "lease_ms": lease.Milliseconds()}); err != nil {
-				return err
-			}
-		}
-		a, err = getAttempt(ctx, tx, ref)
-		return err
-	})
-	if err != nil {
-		return Attempt{}, fmt.Errorf("mark running: %w", err)
-	}
-	return a, nil
+	return s.MarkRunningAs(ctx, ref, Running{Process: Process{PID: pid, PGID: pid}, Lease: lease})
 }
 
 // RenewLease implements Store. A lease of 0 renews by the attempt's own lease

@@ -115,6 +115,17 @@ CREATE TABLE epochs (
 );
 INSERT INTO epochs (id, epoch) VALUES (1, 0);
 `},
+	{3, "attempt processes", `
+-- Who ran an attempt, so that a rerun after a kill -9 of pipec can find its
+-- orphaned processes on this machine: a pid alone is no name (pids are
+-- reused), the pid with its start time (clock ticks after boot) and the boot
+-- id are. lease_boot is the boot whose CLOCK_BOOTTIME lease_expiry counts in.
+ALTER TABLE attempts ADD COLUMN host       TEXT    NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN boot_id    TEXT    NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN pgid       INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN proc_start INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN lease_boot TEXT    NOT NULL DEFAULT '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
