@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"os"
 
-	"cuelang.org/go/cue/format"
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/atomicfile"
+	"github.com/pipec/pipec/internal/specfmt"
 	"github.com/pipec/pipec/report"
-	"github.com/pipec/pipec/spec"
 )
 
 type fmtOptions struct {
@@ -71,34 +67,7 @@ func runFmt(io IO, paths []string, opts fmtOptions) error {
 	return silentExit(code)
 }
 
-// formatSource returns the canonical layout of a spec. A file that does not
-// parse is reported, never rewritten.
+// formatSource returns the canonical layout of a spec (see specfmt.Source).
 func formatSource(file string, src []byte) ([]byte, diag.Diagnostics) {
-	syn, _ := spec.SyntaxOf(file)
-	var out []byte
-	var failed bool
-	if syn == spec.SyntaxCUE {
-		var err error
-		out, err = format.Source(src)
-		failed = err != nil
-	} else {
-		_, hds := hclsyntax.ParseConfig(src, file, hcl.InitialPos)
-		failed = hds.HasErrors()
-		out = hclwrite.Format(src)
-	}
-	if !failed {
-		return out, nil
-	}
-	_, ds := spec.Load(syn, file, src)
-	var syntax diag.Diagnostics
-	for _, d := range ds {
-		if d.Rule == spec.RuleSyntax {
-			syntax = append(syntax, d)
-		}
-	}
-	if len(syntax) == 0 {
-		syntax = diag.Diagnostics{diag.Errorf(spec.RuleSyntax, diag.Range{Filename: file, Start: diag.Pos{Line: 1, Column: 1}, End: diag.Pos{Line: 1, Column: 2}},
-			"the file does not parse, so it cannot be formatted")}
-	}
-	return nil, syntax
+	return specfmt.Source(file, src)
 }

@@ -27,7 +27,8 @@ const (
 	RuleMissingDependency = "missing-dependency"
 	RuleMissingArtifact   = "missing-artifact"
 	RuleDuplicateProducer = "duplicate-producer"
-	RuleSchema            = spec.RuleSchema
+	// RuleSinkConflict is in sinks.go.
+	RuleSchema = spec.RuleSchema
 )
 
 // Retry defaults applied to a policy that does not set a field.
@@ -87,6 +88,7 @@ func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
 	c.edges = make([]edge, 0, c.edgeEstimate())
 	c.link()
 	c.resolveClasses()
+	c.checkSinks()
 	c.checkNumbers()
 	g, edges := newGraph(c.nodes, c.edges)
 	res := &Result{Spec: p, Graph: g, Producer: c.producer, edges: edges}

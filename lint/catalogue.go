@@ -9,6 +9,7 @@ var catalogue = []*Rule{
 	&ruleMissingDependency,
 	&ruleMissingArtifact,
 	&ruleDuplicateProducer,
+	&ruleSinkConflict,
 	&ruleBypassedValidation,
 	&ruleEmptyCheck,
 	&ruleRetryDeterministic,

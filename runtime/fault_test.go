@@ -232,7 +232,7 @@ func TestLostResponse(t *testing.T) {
 		t.Fatalf("first run:\n%s", first.text())
 	}
 	ctx := context.Background()
-	v, err := f.st.AcceptedVersion(ctx, "clean", "2024-01-01")
+	v, err := f.st.AcceptedVersion(ctx, f.plan.Pipeline, "clean", "2024-01-01")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestLostResponse(t *testing.T) {
 	if err != nil || string(b) != "id,v\n2,b\n1,a\n" {
 		t.Errorf("visible = %q, %v", b, err)
 	}
-	p, err := f.st.Pointer(ctx, "wh", "clean", "2024-01-01")
+	p, err := f.st.Pointer(ctx, f.plan.Pipeline, "wh", "clean", "2024-01-01")
 	if err != nil || p.Version != v.ID || p.Token != v.Token {
 		t.Errorf("pointer = %+v, %v", p, err)
 	}

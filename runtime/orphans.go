@@ -150,7 +150,7 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 	r.record(ctx, EventAttemptAdopted, ts.t.Name, a.Number, map[string]any{"reason": why, "run_of_attempt": a.Run})
 	l := &launched{a: a, staging: map[string]string{}}
 	for _, out := range ts.t.Outputs {
-		if v, err := r.st.AcceptedVersion(ctx, out, r.iv.Key); err == nil && v.Run == a.Run && v.Task == a.Task && v.Attempt == a.Number {
+		if v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key); err == nil && v.Run == a.Run && v.Task == a.Task && v.Attempt == a.Number {
 			for _, c := range r.checksOf[out] {
 				r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: CheckPassed, Version: v.Label(),
 					Reason: "accepted in " + v.Run})

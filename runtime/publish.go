@@ -151,6 +151,9 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 		pr.Visible, pr.VersionDir, pr.AtLeastOnce = res.Visible, res.VersionDir, res.Unfenced
 		data := map[string]any{"publish": pub.Name, "sink": pub.Sink, "version": v.Label(), "token": v.Token,
 			"visible": res.Visible, "pointer_token": res.Pointer.Token}
+		if res.Outcome == store.Fenced {
+			data["held_token"], data["fenced_by"] = res.HeldToken, res.FencedBy
+		}
 		if res.Unfenced {
 			data["unfenced"] = true
 		}
@@ -158,7 +161,7 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 		if res.Outcome == store.Fenced {
 			r.mu.Lock()
 			r.fenced = append(r.fenced, FencedPublish{Publish: pub.Name, Sink: pub.Sink, Artifact: v.Artifact, Task: v.Task,
-				Attempt: v.Attempt, Run: v.Run, Token: v.Token, HeldBy: res.Pointer.Token})
+				Attempt: v.Attempt, Run: v.Run, Token: v.Token, HeldBy: res.HeldToken, FencedBy: res.FencedBy})
 			r.mu.Unlock()
 		}
 		if current || res.Outcome != store.Fenced {

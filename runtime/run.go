@@ -73,6 +73,10 @@ const (
 	// for attempts whose lease expired and were relaunched, before killing
 	// them.
 	DefaultZombieGrace = 30 * time.Second
+	// DefaultRunLease is a run's lease on its interval. A second run of the
+	// interval is refused while it is live; once pipec is gone it expires
+	// and the next run takes the interval over.
+	DefaultRunLease = 15 * time.Second
 )
 
 // Options configure one run.
@@ -105,6 +109,14 @@ type Options struct {
 	OnEvent func(Event)
 	// Worker names this runtime in attempts (host:pid when empty).
 	Worker string
+	// Wait makes a run whose interval another live run holds wait for it
+	// to end (or for its lease to expire) instead of failing at once with
+	// a *store.RunBusyError. OnWait, if set, is told once per holder.
+	Wait   bool
+	OnWait func(*store.RunBusyError)
+	// RunLease is the lease the run holds on (pipeline, interval), renewed
+	// a third of it apart while the run lives; 0 means DefaultRunLease.
+	RunLease time.Duration
 
 	// DefaultLease, LeasePoll, KillGrace and ZombieGrace tune timing; zero
 	// means the default. LeasePoll is how often expired leases are looked for
@@ -194,7 +206,7 @@ type runner struct {
 	tasks      map[string]*taskState
 	checksOf   map[string][]compiler.PlanCheck
 	pubsOf     map[string][]compiler.PlanPublish
-	sinks      map[string]*sink.Directory
+	sinks      map[string]sink.Sink
 	sinkErr    map[string]string
 	sinkPlan   map[string]compiler.PlanSink
 	slots      *Slots
@@ -237,6 +249,9 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	if o.ZombieGrace <= 0 {
 		o.ZombieGrace = DefaultZombieGrace
 	}
+	if o.RunLease <= 0 {
+		o.RunLease = DefaultRunLease
+	}
 	if o.Worker == "" {
 		host, _ := os.Hostname()
 		o.Worker = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -264,7 +279,7 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		tasks:     map[string]*taskState{},
 		checksOf:  map[string][]compiler.PlanCheck{},
 		pubsOf:    map[string][]compiler.PlanPublish{},
-		sinks:     map[string]*sink.Directory{},
+		sinks:     map[string]sink.Sink{},
 		sinkErr:   map[string]string{},
 		sinkPlan:  map[string]compiler.PlanSink{},
 		slots:     o.Slots,
@@ -316,15 +331,8 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	}
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s
-		if s.Type != "directory" {
-			r.sinkErr[s.Name] = fmt.Sprintf("sink type %q is not supported by the local runtime (only \"directory\")", s.Type)
-			continue
-		}
-		path := s.Path
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(o.BaseDir, path)
-		}
-		d, err := sink.NewDirectory(s.Name, path, s.Fencing, o.Store)
+		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
+			Pipeline: p.Pipeline, Store: o.Store, StatePath: o.StatePath})
 		if err != nil {
 			r.sinkErr[s.Name] = err.Error()
 			continue
@@ -335,22 +343,33 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 }
 
 func (r *runner) run(ctx context.Context) (*Summary, error) {
-	r.runCtx = ctx
-	prior, err := r.st.ListRuns(ctx, store.RunFilter{Pipeline: r.plan.Pipeline, Interval: r.iv.Key})
-	if err != nil {
-		return nil, err
-	}
 	// Leases that expired while nobody watched (a crashed pipec) become
 	// unknown now; their attempts are fenced by this run's higher tokens.
 	if _, err := r.st.MarkUnknown(ctx); err != nil {
 		return nil, err
 	}
-	run, err := r.st.CreateRun(ctx, store.NewRun{Pipeline: r.plan.Pipeline, Interval: r.iv.Key,
-		IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest})
+	run, err := r.createRun(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// The run's lease on the interval is renewed while this process lives;
+	// losing it (pipec was stopped past its lease and another run took the
+	// interval over) stops this run: its attempts are fenced anyway.
+	ctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	renewDone := make(chan struct{})
+	stopRenew := make(chan struct{})
+	go func() { defer close(renewDone); r.renewRunLease(ctx, run.ID, stopRenew, lost) }()
+	defer func() { close(stopRenew); <-renewDone }()
+	r.runCtx = ctx
 	r.runID = run.ID
+	// The interval is this run's now: what ran of it before is settled.
+	prior, err := r.st.ListRuns(ctx, store.RunFilter{Pipeline: r.plan.Pipeline, Interval: r.iv.Key})
+	if err != nil {
+		_ = r.st.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunFailed)
+		return nil, err
+	}
+	prior = slices.DeleteFunc(prior, func(pr store.Run) bool { return pr.ID == run.ID })
 	r.emitStore(store.EventRunCreated, "", 0, map[string]any{"interval": r.iv.String(), "code_version": r.plan.CodeVersion,
 		"plan_digest": r.plan.Digest})
 	reused, err := r.takeOver(ctx, prior)
@@ -361,6 +380,61 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	return r.execute(ctx, run, reused)
+}
+
+// createRun creates the run with its lease on the interval; with
+// Options.Wait it waits while another live run holds it.
+func (r *runner) createRun(ctx context.Context) (store.Run, error) {
+	host, _ := os.Hostname()
+	told, takeOver := "", ""
+	for {
+		run, err := r.st.CreateRun(ctx, store.NewRun{Pipeline: r.plan.Pipeline, Interval: r.iv.Key,
+			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest,
+			Owner: store.RunOwner{Host: host, PID: os.Getpid()}, Lease: r.o.RunLease, TakeOver: takeOver})
+		var busy *store.RunBusyError
+		if !errors.As(err, &busy) {
+			return run, err
+		}
+		if busy.Owner.Host == host && busy.Run != takeOver && !processAlive(busy.Owner.PID) {
+			// Its pipec died on this host (kill -9): no need to wait for
+			// its lease to run out.
+			takeOver = busy.Run
+			continue
+		}
+		if !r.o.Wait {
+			return run, err
+		}
+		if busy.Run != told && r.o.OnWait != nil {
+			r.o.OnWait(busy)
+		}
+		told = busy.Run
+		select {
+		case <-ctx.Done():
+			return store.Run{}, fmt.Errorf("waiting for %s: %w", busy.Run, ctx.Err())
+		case <-time.After(min(max(r.o.RunLease/10, 20*time.Millisecond), 500*time.Millisecond)):
+		}
+	}
+}
+
+// renewRunLease renews the run's lease a third of it apart until stop is
+// closed; a lost lease cancels the run with the reason.
+func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struct{}, lost context.CancelCauseFunc) {
+	t := time.NewTicker(max(r.o.RunLease/3, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := r.st.RenewRunLease(context.WithoutCancel(ctx), id, r.o.RunLease)
+			if errors.Is(err, store.ErrLeaseLost) {
+				lost(fmt.Errorf("run %s lost its lease on interval %s: another run took it over", id, r.iv.Key))
+				return
+			}
+		}
+	}
 }
 
 // takeOver makes the interval this run's: runs of it that never finished are
@@ -473,7 +547,7 @@ func (r *runner) findReusable(ctx context.Context, prior []store.Run) (map[strin
 		from := ""
 		all := true
 		for _, out := range ts.t.Outputs {
-			v, err := r.st.AcceptedVersion(ctx, out, r.iv.Key)
+			v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && v.CodeVersion != r.plan.CodeVersion) {
 				all = false
 				break

@@ -91,6 +91,10 @@ type FencedPublish struct {
 	Attempt  int    `json:"attempt"`
 	Token    int64  `json:"token"`
 	HeldBy   int64  `json:"held_by_token"`
+	// FencedBy is who refused it: "sink" (the sink's own record), "pointer"
+	// (the store's pointer) or "grant" (a newer attempt of the task holds a
+	// higher token, published or not).
+	FencedBy string `json:"fenced_by,omitempty"`
 }
 
 func (r *runner) summary(run store.Run) *Summary {
@@ -201,8 +205,15 @@ func (s *Summary) WriteText(w io.Writer) error {
 		}
 	}
 	for _, f := range s.Fenced {
-		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; %s's pointer in %s holds token %d\n",
-			f.Publish, f.Task, f.Attempt, f.Token, f.Run, f.Artifact, f.Sink, f.HeldBy)
+		held := fmt.Sprintf("%s's pointer in %s holds token %d", f.Artifact, f.Sink, f.HeldBy)
+		switch f.FencedBy {
+		case "grant":
+			held = fmt.Sprintf("a newer attempt of %s was granted token %d", f.Task, f.HeldBy)
+		case "sink":
+			held = fmt.Sprintf("sink %s's own record holds token %d", f.Sink, f.HeldBy)
+		}
+		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; %s\n",
+			f.Publish, f.Task, f.Attempt, f.Token, f.Run, held)
 	}
 	for _, name := range s.AtLeastOnce {
 		fmt.Fprintf(&b, "  note    sink %s has fencing = \"none\": published at-least-once, a stale attempt can overwrite a newer one\n", name)

@@ -38,7 +38,7 @@ func (r *runner) reuseTask(ctx context.Context, ts *taskState, why string) {
 	r.mu.Unlock()
 	r.record(ctx, EventTaskReused, ts.t.Name, 0, map[string]any{"reason": why})
 	for _, out := range ts.t.Outputs {
-		v, err := r.st.AcceptedVersion(ctx, out, r.iv.Key)
+		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
 		if err != nil {
 			r.skipChecksAndPublishes(out, err.Error())
 			continue
@@ -70,7 +70,7 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 			out = append(out, b)
 			continue
 		}
-		v, err := r.st.AcceptedVersion(ctx, in.Artifact, iv.Key)
+		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, in.Artifact, iv.Key)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Sprintf("input %s has no accepted version for interval %s", inputName(in), iv.Key), nil
 		}

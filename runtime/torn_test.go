@@ -178,7 +178,7 @@ func tornRound(t *testing.T, round int) {
 	// Attempt 2 must run and publish while attempt 1 is stopped.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		p, err := f.st.Pointer(context.Background(), "out", "part", "2024-01-01")
+		p, err := f.st.Pointer(context.Background(), f.plan.Pipeline, "out", "part", "2024-01-01")
 		if err == nil {
 			v, err := f.st.GetVersion(context.Background(), p.Version)
 			if err != nil {

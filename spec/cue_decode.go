@@ -135,7 +135,13 @@ func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name 
 		}
 		d.enter(name)
 		attrs.Set(name, d.fieldRange(g))
+		before := len(d.l.ds)
 		fn(name, g)
+		if d.l.ds[before:].HasErrors() || (!d.nested(kind, name) && d.l.cueCovers(d.path)) {
+			// Refused by the decoder or by CUE (at the field or inside its
+			// value); a nested element is judged field by field instead.
+			attrs.Refuse(name)
+		}
 		d.leave()
 	}
 	for _, rf := range d.fields[kind] {
@@ -143,6 +149,16 @@ func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name 
 			d.report(d.labelRange(f), []string{rf.Name}, "field is required but not present")
 		}
 	}
+}
+
+// nested reports whether field name of kind holds a nested element.
+func (d *cueDecoder) nested(kind, name string) bool {
+	for _, f := range d.fields[kind] {
+		if f.Name == name {
+			return f.Nested != ""
+		}
+	}
+	return false
 }
 
 // named calls fn for each named element under a labelled field (the `extract`

@@ -490,7 +490,11 @@ func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, attrs 
 			continue
 		}
 		attrs.Set(a.Name, l.rng(a.SrcRange))
+		before := len(l.ds)
 		set(a)
+		if l.ds[before:].HasErrors() {
+			attrs.Refuse(a.Name)
+		}
 	}
 	if nblocks == 0 {
 		return nil

@@ -39,14 +39,39 @@ type Pipeline struct {
 // Attrs records the source range of each attribute an element set, keyed by its
 // spec name ("retry", "env.MODE"). An attribute missing from the map was not
 // written by the author.
+//
+// An attribute whose value the loader refused (a schema finding) is still
+// recorded, and marked refused: it is present but invalid. Rules must not
+// judge it again, neither by its zero value ("no timeout" for a timeout that
+// does not parse) nor by its absence; one mistake gets one finding.
 type Attrs struct {
 	Ranges map[string]diag.Range
+	// Invalid holds the attributes written with a value the loader refused
+	// (see Refused); nil when there are none.
+	Invalid map[string]bool `json:",omitempty"`
 }
 
-// Has reports whether the author wrote the attribute.
+// Has reports whether the author wrote the attribute, valid or not.
 func (a Attrs) Has(name string) bool {
 	_, ok := a.Ranges[name]
 	return ok
+}
+
+// Refused reports whether the author wrote the attribute with a value the
+// loader refused (and reported, under the schema rule).
+func (a Attrs) Refused(name string) bool { return a.Invalid[name] }
+
+// Valid reports whether the author wrote the attribute with a value the
+// loader accepted: the model's field then holds what was written.
+func (a Attrs) Valid(name string) bool { return a.Has(name) && !a.Invalid[name] }
+
+// Refuse marks a written attribute as refused; loaders call it when they
+// report its value.
+func (a *Attrs) Refuse(name string) {
+	if a.Invalid == nil {
+		a.Invalid = map[string]bool{}
+	}
+	a.Invalid[name] = true
 }
 
 // At returns the range of the attribute, or fallback when it was not written.

@@ -115,7 +115,7 @@ func TestKill9DuringPublish(t *testing.T) {
 		if _, err := d.ReconcileAll(ctx); err != nil {
 			t.Fatalf("round %d: reconcile: %v", round, err)
 		}
-		p, err := f.st.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01")
+		p, err := f.st.Pointer(ctx, "orders", "warehouse", "orders_clean", "2024-01-01")
 		if err != nil {
 			t.Fatal(err)
 		}

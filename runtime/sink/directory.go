@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pipec/pipec/runtime/fence"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -32,12 +34,22 @@ const VersionsDir = ".versions"
 // one, never a mix. Published copies are never modified or removed by pipec, so
 // a reader holding the old one keeps reading it whole.
 //
+// The sink enforces the token itself: PATH/.fence/<interval>.json records
+// the highest token it accepted for the interval and the state that issued
+// it, and PATH/.fence/.binding.json the one state it takes publishes from
+// (the first that published, until `pipec sink adopt` moves it). Both are
+// changed only under PATH/.lock, with the link swap's durability. A publish
+// not above the record is fenced whatever the state database says, and a
+// publish from another state is refused.
+//
 // One directory sink path holds one artifact: the visible name is only the
 // interval. The layout:
 //
 //	PATH/2024-01-01 -> .versions/orders_clean@2024-01-01#sha256-…   what readers read
 //	PATH/.versions/orders_clean@2024-01-01#sha256-…/                immutable copies, files read-only
-//	PATH/.lock                                                       serializes link swaps (flock)
+//	PATH/.fence/2024-01-01.json                                      the interval's fencing record
+//	PATH/.fence/.binding.json                                        the state the sink is bound to
+//	PATH/.lock                                                       serializes decisions and link swaps (flock)
 type Directory struct {
 	// Name is the sink's name in the spec, the pointer's key in the store.
 	Name string
@@ -46,7 +58,15 @@ type Directory struct {
 	// Fencing is FencingToken or FencingNone.
 	Fencing string
 	Store   store.Store
+	// Pipeline is the pipeline whose pointers ReconcileAll reads; publishes
+	// take it from the version.
+	Pipeline string
+	// StatePath names the store in messages (where to find it, for a person
+	// told to use it); the store's StateID is the identity.
+	StatePath string
 }
+
+var _ Sink = (*Directory)(nil)
 
 // NewDirectory checks a directory sink's settings (from compiler.PlanSink:
 // Name, Path, Fencing) and builds it. path should already be resolved against
@@ -66,10 +86,17 @@ func NewDirectory(name, path, fencing string, st store.Store) (*Directory, error
 
 // Result is what a publish did.
 type Result struct {
-	// Outcome is the compare-and-swap's: Won and Idempotent made the version
-	// visible (or kept it so); Fenced changed nothing, a newer token holds the
-	// pointer; Conflict (PublishIf only) changed nothing, the pointer moved.
+	// Outcome is the fencing decision: Won and Idempotent made the version
+	// visible (or kept it so); Fenced changed nothing, a newer token holds
+	// the sink, the store's pointer, or was granted to the producing task;
+	// Conflict (PublishIf only) changed nothing, the pointer moved.
 	Outcome store.CASOutcome
+	// FencedBy says who refused a Fenced publish: "sink" (its own record),
+	// "pointer" (the store's pointer) or "grant" (a newer attempt of the
+	// producing task holds a higher token).
+	FencedBy string
+	// HeldToken is the token that fenced the publish.
+	HeldToken int64
 	// Unfenced is true for a sink with fencing = "none": the token was not
 	// compared, the publish is at-least-once and a stale attempt can
 	// overwrite a newer one. Say so in the run summary.
@@ -94,16 +121,18 @@ func VersionName(v store.Version) string {
 //
 //  1. copy the attempt's staging directory into PATH/.versions/<name>
 //     (fsync every file and directory, then rename into place), checking
-//     that the copied bytes have the audited digest; skipped when the
-//     pointer already holds a newer token (the swap will be fenced);
-//  2. compare-and-swap the store's pointer with the version's token (the
-//     producing attempt's), durable before it returns;
-//  3. only if the swap won or was idempotent, point the link at the store's
-//     pointer (see Reconcile).
+//     that the copied bytes have the audited digest; skipped when the sink
+//     already holds a newer token (the publish will be fenced);
+//  2. under PATH/.lock: refuse a state the sink is not bound to (binding
+//     the sink to this state on its first publish), and judge the token
+//     against the sink's record (fence.Decide);
+//  3. still under the lock, compare-and-swap the store's pointer (which
+//     also fences at grant), durable before it returns;
+//  4. if both accepted, write the sink's record durably, then swap the link.
 //
-// A crash between 2 and 3 leaves the old version visible and the store ahead;
-// publishing the same version again (or Reconcile) completes it without a
-// second version. A crash before 2 leaves only an invisible copy.
+// A crash between 3 and 4 leaves the old version visible and the store
+// ahead; publishing the same version again (or ReconcileAll) completes it
+// without a second version. A crash before 3 leaves only an invisible copy.
 func (d *Directory) Publish(ctx context.Context, v store.Version) (Result, error) {
 	return d.publish(ctx, v, nil)
 }
@@ -123,19 +152,59 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 	if v.State != store.VersionAccepted {
 		return Result{}, fmt.Errorf("publish %s to %s: version is %s, only an accepted version is published", v.Label(), d.Name, v.State)
 	}
-	res := Result{Unfenced: d.Fencing == FencingNone, Version: v, Visible: filepath.Join(d.Path, v.Interval),
+	fenced := d.Fencing != FencingNone
+	res := Result{Unfenced: !fenced, Version: v, Visible: filepath.Join(d.Path, v.Interval),
 		VersionDir: filepath.Join(d.Path, VersionsDir, VersionName(v))}
-	// A stale attempt need not copy its output only to be fenced: under token
-	// fencing a pointer's token never goes down, so a newer token seen now
-	// will still be there at the swap, which records the fenced publish.
+	stateID, err := d.Store.StateID(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
+	}
+	// A stale attempt need not copy its output only to be fenced: the
+	// sink's record never goes down, so a newer token seen now will still
+	// be there under the lock.
 	copied := false
-	if res.Unfenced || !d.alreadyFenced(ctx, v) {
+	if rec, err := d.readRecord(v.Interval); err != nil || rec == nil ||
+		fence.Decide(rec.held(), v.Token, VersionName(v), fenced) != fence.Fenced {
 		if err := d.materialize(v); err != nil {
 			return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
 		}
 		copied = true
 	}
-	cas, err := d.Store.CompareAndSwapPointer(ctx, store.Swap{
+	if err := os.MkdirAll(d.Path, 0o755); err != nil {
+		return Result{}, err
+	}
+	unlock, err := lockFile(filepath.Join(d.Path, ".lock"))
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
+
+	if err := d.checkBinding(stateID); err != nil {
+		return Result{}, fmt.Errorf("publish %s: %w", v.Label(), err)
+	}
+	rec, err := d.readRecord(v.Interval)
+	if err != nil {
+		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
+	}
+	if rec != nil && (rec.Pipeline != v.Pipeline || rec.Artifact != v.Artifact) {
+		return Result{}, &OtherArtifactError{Sink: d.Name, Path: d.Path, Held: *rec, Pipeline: v.Pipeline, Artifact: v.Artifact}
+	}
+	decision := fence.Accept
+	if rec != nil {
+		decision = fence.Decide(rec.held(), v.Token, VersionName(v), fenced)
+	}
+	if decision == fence.Fenced {
+		res.Outcome, res.FencedBy, res.HeldToken = store.Fenced, "sink", rec.Token
+		res.Pointer, _ = d.Store.Pointer(ctx, v.Pipeline, d.Name, v.Artifact, v.Interval)
+		payload, _ := json.Marshal(map[string]any{"sink": d.Name, "artifact": v.Artifact, "interval": v.Interval,
+			"label": v.Label(), "token": v.Token, "current_token": rec.Token, "fenced_by": "sink", "sink_state": rec.State})
+		if _, err := d.Store.AppendEvent(ctx, store.Event{Run: v.Run, Kind: store.EventPublishFenced, Task: v.Task,
+			Attempt: v.Attempt, Payload: payload}); err != nil {
+			return res, err
+		}
+		return res, nil
+	}
+	cas, err := d.Store.CompareAndSwapPointer(ctx, store.Swap{Pipeline: v.Pipeline,
 		Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval,
 		Version: v.ID, Token: v.Token, Unfenced: res.Unfenced, Expect: expect,
 	})
@@ -143,30 +212,64 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
 	}
 	res.Outcome, res.Pointer = cas.Outcome, cas.Pointer
+	switch {
+	case cas.Outcome == store.Fenced && cas.GrantedToken > 0:
+		res.FencedBy, res.HeldToken = "grant", cas.GrantedToken
+	case cas.Outcome == store.Fenced:
+		res.FencedBy, res.HeldToken = "pointer", cas.Pointer.Token
+	}
 	if cas.Outcome != store.Won && cas.Outcome != store.Idempotent {
 		return res, nil
 	}
 	if !copied {
-		// Only if the sink's fencing changed under a concurrent publisher;
-		// copy now, before the link can name the version.
 		if err := d.materialize(v); err != nil {
 			return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, copy failed: %w", v.Label(), d.Name, err)
 		}
 	}
-	if _, err := d.Reconcile(ctx, v.Artifact, v.Interval); err != nil {
-		return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, link not yet: %w", v.Label(), d.Name, err)
+	if err := d.accept(v, stateID); err != nil {
+		return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, sink not yet: %w", v.Label(), d.Name, err)
 	}
 	return res, nil
 }
 
-// alreadyFenced reports whether the store's pointer already holds a token
-// that fences v. A failed read says no: the swap decides.
-func (d *Directory) alreadyFenced(ctx context.Context, v store.Version) bool {
-	p, err := d.Store.Pointer(ctx, d.Name, v.Artifact, v.Interval)
-	if err != nil {
-		return false
+// held is the record as the fencing rule sees it.
+func (r *Record) held() fence.Held {
+	if r == nil {
+		return fence.Held{}
 	}
-	return p.Token > v.Token || (p.Token == v.Token && p.Version != v.ID)
+	return fence.Held{Exists: true, Token: r.Token, Version: r.Version}
+}
+
+// checkBinding refuses a state the sink is not bound to and binds an
+// unbound sink to stateID. The caller holds the lock.
+func (d *Directory) checkBinding(stateID string) error {
+	b, err := d.readBinding()
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return d.writeBinding(Binding{State: stateID, StatePath: d.StatePath})
+	}
+	if b.State != stateID {
+		return &ForeignStateError{Sink: d.Name, Path: d.Path, Bound: *b, State: stateID, StatePath: d.StatePath}
+	}
+	return nil
+}
+
+// accept records v as the interval's highest accepted token and points the
+// link at it. The caller holds the lock and has decided.
+func (d *Directory) accept(v store.Version, stateID string) error {
+	rec := Record{Pipeline: v.Pipeline, Artifact: v.Artifact, Interval: v.Interval, Token: v.Token, Version: VersionName(v),
+		Digest: v.Digest, State: stateID, Run: v.Run, Attempt: v.Attempt}
+	if cur, err := d.readRecord(v.Interval); err != nil {
+		return err
+	} else if cur == nil || *cur != rec {
+		if err := d.writeRecord(rec); err != nil {
+			return err
+		}
+	}
+	_, err := d.swapLink(v.Interval, rec.Version)
+	return err
 }
 
 // materialize copies the version's staging directory into its immutable
@@ -219,15 +322,13 @@ func (d *Directory) materializeDir(v store.Version) (string, error) {
 	return final, nil
 }
 
-// Reconcile makes PATH/<interval> show the version the store's pointer names,
-// and reports whether it had to change the link. It completes a publish that
-// won in the store but crashed before its link swap, and it is what every
-// publish runs after its swap.
-//
-// It holds an exclusive lock on PATH/.lock while it reads the pointer and
-// swaps the link, so link swaps happen in pointer order: two publishers that
-// won one after the other cannot leave the older one visible; the link ends
-// at whatever the store's pointer names last.
+// Reconcile makes PATH/<interval> show what the sink's own record says, and
+// reports whether it had to change the link. Before that it completes a
+// publish of this state that won in the store but crashed before the sink
+// took it: when the store's pointer holds a higher token than the sink's
+// record (and the sink is bound to this state), the pointer's version is
+// accepted as a publish would. It never moves the link to an older version
+// or to one of another state: the record's token only grows.
 func (d *Directory) Reconcile(ctx context.Context, artifact, interval string) (bool, error) {
 	if err := checkNames(artifact, interval); err != nil {
 		return false, err
@@ -240,21 +341,72 @@ func (d *Directory) Reconcile(ctx context.Context, artifact, interval string) (b
 		return false, err
 	}
 	defer unlock()
+	return d.reconcileLocked(ctx, artifact, interval)
+}
 
-	p, err := d.Store.Pointer(ctx, d.Name, artifact, interval)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
+func (d *Directory) reconcileLocked(ctx context.Context, artifact, interval string) (bool, error) {
+	rec, err := d.readRecord(interval)
 	if err != nil {
 		return false, err
+	}
+	if d.Pipeline != "" {
+		if err := d.catchUp(ctx, artifact, interval, rec); err != nil {
+			return false, err
+		}
+		if rec, err = d.readRecord(interval); err != nil {
+			return false, err
+		}
+	}
+	if rec == nil {
+		return false, nil
+	}
+	return d.swapLink(interval, rec.Version)
+}
+
+// catchUp accepts the store's pointer into the sink when the store is ahead
+// of the sink's record (a crash between the swap and the record).
+func (d *Directory) catchUp(ctx context.Context, artifact, interval string, rec *Record) error {
+	p, err := d.Store.Pointer(ctx, d.Pipeline, d.Name, artifact, interval)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b, err := d.readBinding()
+	if err != nil {
+		return err
+	}
+	stateID, err := d.Store.StateID(ctx)
+	if err != nil {
+		return err
+	}
+	if b == nil || b.State != stateID {
+		return nil // not this state's sink: its pointers say nothing here
+	}
+	if rec != nil && (rec.Pipeline != d.Pipeline || rec.Artifact != artifact) {
+		return nil
 	}
 	v, err := d.Store.GetVersion(ctx, p.Version)
 	if err != nil {
-		return false, err
+		return err
 	}
-	target := filepath.Join(VersionsDir, VersionName(v))
+	if fence.Decide(rec.held(), p.Token, VersionName(v), d.Fencing != FencingNone) != fence.Accept {
+		return nil
+	}
+	if fi, err := os.Stat(filepath.Join(d.Path, VersionsDir, VersionName(v))); err != nil || !fi.IsDir() {
+		return fmt.Errorf("published version %s is missing from %s: %v", v.Label(), d.Path, err)
+	}
+	return d.writeRecord(Record{Pipeline: v.Pipeline, Artifact: v.Artifact, Interval: v.Interval, Token: v.Token,
+		Version: VersionName(v), Digest: v.Digest, State: stateID, Run: v.Run, Attempt: v.Attempt})
+}
+
+// swapLink points PATH/<interval> at .versions/<version>, atomically, and
+// reports whether it changed. The caller holds the lock.
+func (d *Directory) swapLink(interval, version string) (bool, error) {
+	target := filepath.Join(VersionsDir, version)
 	if fi, err := os.Stat(filepath.Join(d.Path, target)); err != nil || !fi.IsDir() {
-		return false, fmt.Errorf("published version %s is missing from %s: %v", v.Label(), d.Path, err)
+		return false, fmt.Errorf("published version %s is missing from %s: %v", version, d.Path, err)
 	}
 	link := filepath.Join(d.Path, interval)
 	if cur, err := os.Readlink(link); err == nil && cur == target {
@@ -277,23 +429,50 @@ func (d *Directory) Reconcile(ctx context.Context, artifact, interval string) (b
 	return true, nil
 }
 
-// ReconcileAll reconciles every pointer the store holds for this sink, e.g.
-// when a run starts after a crash, and removes temporary links a crash left
-// behind. It returns how many links it changed. (Unfinished copies under
+// ReconcileAll reconciles every interval the sink has a record for, and
+// every pointer the store holds for this pipeline's sink, e.g. when a run
+// starts after a crash, and removes temporary links a crash left behind. It
+// returns how many links it changed. (Unfinished copies under
 // PATH/.versions/.tmp-* are left alone: another publisher may be writing
 // one right now. They are never visible.)
 func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
+	if _, err := os.Stat(d.Path); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
 	if err := d.removeStaleLinks(); err != nil {
 		return 0, err
 	}
-	ps, err := d.Store.Pointers(ctx, d.Name)
+	type key struct{ artifact, interval string }
+	seen := map[key]bool{}
+	var keys []key
+	recs, err := d.Records()
 	if err != nil {
 		return 0, err
 	}
+	for _, r := range recs {
+		k := key{r.Artifact, r.Interval}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if d.Pipeline != "" {
+		ps, err := d.Store.Pointers(ctx, d.Pipeline, d.Name)
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range ps {
+			k := key{p.Artifact, p.Interval}
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
 	changed := 0
 	var errs []error
-	for _, p := range ps {
-		ok, err := d.Reconcile(ctx, p.Artifact, p.Interval)
+	for _, k := range keys {
+		ok, err := d.Reconcile(ctx, k.artifact, k.interval)
 		if ok {
 			changed++
 		}

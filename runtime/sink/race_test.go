@@ -193,7 +193,7 @@ func racePublishers(t *testing.T, rounds int, optimistic bool) {
 				t.Fatalf("round %d: producing: %v", round, err)
 			}
 		}
-		base, err := f.st.Pointer(ctx, "warehouse", "orders_clean", interval)
+		base, err := f.st.Pointer(ctx, "orders", "warehouse", "orders_clean", interval)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func racePublishers(t *testing.T, rounds int, optimistic bool) {
 		if winners > 1 {
 			multi++
 		}
-		p, err := f.st.Pointer(ctx, "warehouse", "orders_clean", interval)
+		p, err := f.st.Pointer(ctx, "orders", "warehouse", "orders_clean", interval)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +312,7 @@ func TestDistinctIntervalsNoneLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := f.sink(t, f.st, FencingToken)
-	ps, err := f.st.Pointers(ctx, "warehouse")
+	ps, err := f.st.Pointers(ctx, "orders", "warehouse")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,7 @@ func (f *fixture) sink(t testing.TB, st store.Store, fencing string) *Directory 
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.Pipeline = "orders"
 	return d
 }
 
@@ -279,7 +280,7 @@ func TestPublishFencesAndIsIdempotent(t *testing.T) {
 	if _, err := d.Publish(ctx, late); err == nil || !strings.Contains(err.Error(), "staging changed after the audit") {
 		t.Fatalf("publishing a changed staging dir: %v", err)
 	}
-	if p, _ := f.st.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01"); p.Version != cur.ID {
+	if p, _ := f.st.Pointer(ctx, "orders", "warehouse", "orders_clean", "2024-01-01"); p.Version != cur.ID {
 		t.Errorf("pointer moved to %d after a refused publish", p.Version)
 	}
 	// Only cur: old was fenced before it was copied, late was refused.
@@ -314,7 +315,7 @@ func TestLostResponseReconciled(t *testing.T) {
 		if err := d.materialize(v); err != nil {
 			t.Fatal(err)
 		}
-		res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+		res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
 		if err != nil || res.Outcome != store.Won {
 			t.Fatalf("swap = %+v, %v", res, err)
 		}

@@ -172,29 +172,44 @@ func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease
 // command need not know it.
 func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, lease time.Duration) error {
 	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
-		var state string
-		var tok, leaseMS int64
-		err := tx.QueryRowContext(ctx, `SELECT state, token, lease_ms FROM attempts WHERE run = ? AND task = ? AND number = ?`,
-			ref.Run, ref.Task, ref.Number).Scan(&state, &tok, &leaseMS)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("renew lease of %s: %w", ref, ErrNotFound)
-		}
+		// One conditional update: the WHERE is the safety (an attempt marked
+		// unknown, finished or re-granted is never extended), not a read
+		// before the write.
+		now := s.now()
+		res, err := tx.ExecContext(ctx, `UPDATE attempts SET lease_expiry = CASE
+	WHEN ?1 > 0 THEN ?2 + ?1
+	WHEN lease_ms > 0 THEN ?2 + lease_ms * 1000000
+	ELSE lease_expiry END
+WHERE run = ?3 AND task = ?4 AND number = ?5 AND state = 'running' AND token = ?6`,
+			int64(max(lease, 0)), now, ref.Run, ref.Task, ref.Number, token)
 		if err != nil {
 			return err
 		}
-		if AttemptState(state) != AttemptRunning || tok != token {
-			return fmt.Errorf("renew lease of %s (token %d): attempt is %s with token %d: %w", ref, token, state, tok, ErrLeaseLost)
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
 		}
-		if lease <= 0 {
-			lease = time.Duration(leaseMS) * time.Millisecond
+		cur, err := getAttempt(ctx, tx, ref)
+		if err != nil {
+			return fmt.Errorf("renew lease of %s: %w", ref, err)
 		}
-		if lease <= 0 {
-			return nil // no lease to renew
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE attempts SET lease_expiry = ? WHERE run = ? AND task = ? AND number = ?`,
-			expiry(s.now(), lease), ref.Run, ref.Task, ref.Number)
-		return err
+		return fmt.Errorf("renew lease of %s (token %d): attempt is %s with token %d: %w", ref, token, cur.State, cur.Token, ErrLeaseLost)
 	})
+}
+
+// changed turns an UPDATE's result into ErrConflict when it changed no row:
+// its WHERE (the state it expected) no longer held.
+func changed(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("changed concurrently: %w", ErrConflict)
+	}
+	return nil
 }
 
 // MarkUnknown implements Store.
@@ -222,8 +237,8 @@ WHERE state = 'running' AND lease_expiry > 0 AND lease_expiry <= ? ORDER BY run,
 			return err
 		}
 		for _, a := range expired {
-			if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'unknown' WHERE run = ? AND task = ? AND number = ?`,
-				a.Run, a.Task, a.Number); err != nil {
+			if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = 'unknown'
+WHERE run = ? AND task = ? AND number = ? AND state = 'running' AND token = ?`, a.Run, a.Task, a.Number, a.Token)); err != nil {
 				return err
 			}
 			if err := appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
@@ -257,10 +272,14 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 			}
 			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, ErrConflict)
 		}
+		if !cur.State.CanBecome(o.State) {
+			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, ErrConflict)
+		}
 		now := s.now()
-		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
-WHERE run = ? AND task = ? AND number = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, ref.Run, ref.Task, ref.Number); err != nil {
-			return err
+		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
+WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
+			ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
+			return fmt.Errorf("finish attempt %s: %w", ref, err)
 		}
 		return appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
 			map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
@@ -289,4 +308,41 @@ func (s *SQLite) Attempts(ctx context.Context, run string) ([]Attempt, error) {
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// StateID implements Store.
+func (s *SQLite) StateID(ctx context.Context) (string, error) {
+	var id string
+	if err := s.r.QueryRowContext(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
+		return "", fmt.Errorf("state id: %w", err)
+	}
+	return id, nil
+}
+
+// RaiseTokens implements Store. Durable: a sink adopted by this state
+// refuses every token not above floor, so a raise lost to a power cut would
+// make the state's next grants useless there.
+func (s *SQLite) RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error {
+	if floor <= 0 || len(resources) == 0 {
+		return nil
+	}
+	return s.write(ctx, durable, func(ctx context.Context, tx *wtx) error {
+		for _, res := range resources {
+			if res == "" {
+				return fmt.Errorf("raise tokens: empty resource")
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?, ?)
+ON CONFLICT (resource) DO UPDATE SET last = MAX(last, excluded.last)`, res, floor); err != nil {
+				return err
+			}
+		}
+		// Tokens above floor may lie in an epoch nobody recorded here; record
+		// it, so grants there are not refused as spent (and a handle opened
+		// later records a higher one still).
+		if _, err := tx.ExecContext(ctx, `UPDATE epochs SET epoch = MAX(epoch, ?)`, floor/epochSpan); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, s.now(), Event{Kind: EventTokensRaised}, map[string]any{
+			"resources": resources, "floor": floor, "reason": reason})
+	})
 }

@@ -5,25 +5,27 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/pipec/pipec/runtime/fence"
 )
 
-const pointerColumns = `sink, artifact, interval_key, version, token, unfenced, updated`
+const pointerColumns = `pipeline, sink, artifact, interval_key, version, token, unfenced, updated`
 
 func scanPointer(sc interface{ Scan(...any) error }) (Pointer, error) {
 	var p Pointer
 	var updated int64
-	if err := sc.Scan(&p.Sink, &p.Artifact, &p.Interval, &p.Version, &p.Token, &p.Unfenced, &updated); err != nil {
+	if err := sc.Scan(&p.Pipeline, &p.Sink, &p.Artifact, &p.Interval, &p.Version, &p.Token, &p.Unfenced, &updated); err != nil {
 		return Pointer{}, err
 	}
 	p.Updated = timeOf(updated)
 	return p, nil
 }
 
-func getPointer(ctx context.Context, q rowQuerier, sink, artifact, interval string) (Pointer, error) {
-	p, err := scanPointer(q.QueryRowContext(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE sink = ? AND artifact = ? AND interval_key = ?`,
-		sink, artifact, interval))
+func getPointer(ctx context.Context, q rowQuerier, pipeline, sink, artifact, interval string) (Pointer, error) {
+	p, err := scanPointer(q.QueryRowContext(ctx, `SELECT `+pointerColumns+` FROM pointers
+WHERE pipeline = ? AND sink = ? AND artifact = ? AND interval_key = ?`, pipeline, sink, artifact, interval))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Pointer{}, fmt.Errorf("pointer %s/%s@%s: %w", sink, artifact, interval, ErrNotFound)
+		return Pointer{}, fmt.Errorf("pointer %s:%s/%s@%s: %w", pipeline, sink, artifact, interval, ErrNotFound)
 	}
 	return p, err
 }
@@ -37,8 +39,8 @@ func getPointer(ctx context.Context, q rowQuerier, sink, artifact, interval stri
 // several publishers racing with distinct tokens at most one wins against any
 // given pointer value, and the pointer's token only grows.
 func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult, error) {
-	if sw.Sink == "" || sw.Artifact == "" || sw.Interval == "" {
-		return CASResult{}, fmt.Errorf("compare-and-swap: sink, artifact and interval are required")
+	if sw.Pipeline == "" || sw.Sink == "" || sw.Artifact == "" || sw.Interval == "" {
+		return CASResult{}, fmt.Errorf("compare-and-swap: pipeline, sink, artifact and interval are required")
 	}
 	// A fenced, conflicting or idempotent publish changes no pointer, only the
 	// event log, and needs no fsync. When a (lock-free, maybe stale) read of
@@ -61,12 +63,11 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 // predictNoSwap reads the pointer outside the write lock and reports
 // whether the swap would certainly change nothing.
 func (s *SQLite) predictNoSwap(ctx context.Context, sw Swap) bool {
-	cur, err := getPointer(ctx, s.r, sw.Sink, sw.Artifact, sw.Interval)
+	cur, err := getPointer(ctx, s.r, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
 	if err != nil {
 		return false
 	}
-	return (cur.Version == sw.Version && cur.Token == sw.Token) ||
-		(!sw.Unfenced && cur.Token >= sw.Token) ||
+	return fence.Decide(held(cur), sw.Token, fmt.Sprint(sw.Version), !sw.Unfenced) != fence.Accept ||
 		(sw.Expect != nil && *sw.Expect != cur.Token)
 }
 
@@ -84,22 +85,23 @@ func (s *SQLite) cas(ctx context.Context, mode commitMode, sw Swap) (CASResult, 
 			return err
 		}
 		switch {
-		case v.Artifact != sw.Artifact || v.Interval != sw.Interval:
-			return fmt.Errorf("version %s is not of %s@%s: %w", v.Label(), sw.Artifact, sw.Interval, ErrConflict)
+		case v.Pipeline != sw.Pipeline || v.Artifact != sw.Artifact || v.Interval != sw.Interval:
+			return fmt.Errorf("version %s of pipeline %s is not of %s@%s in pipeline %s: %w", v.Label(), v.Pipeline,
+				sw.Artifact, sw.Interval, sw.Pipeline, ErrConflict)
 		case v.State != VersionAccepted:
 			return fmt.Errorf("version %s is %s, only an accepted version is published: %w", v.Label(), v.State, ErrConflict)
 		case v.Token != sw.Token:
 			return fmt.Errorf("version %s was produced with token %d, not %d: %w", v.Label(), v.Token, sw.Token, ErrConflict)
 		}
 		now := s.now()
-		cur, err := getPointer(ctx, tx, sw.Sink, sw.Artifact, sw.Interval)
+		cur, err := getPointer(ctx, tx, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
 		exists := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 		res.Previous = cur
-		next := Pointer{Sink: sw.Sink, Artifact: sw.Artifact, Interval: sw.Interval, Version: sw.Version, Token: sw.Token,
-			Unfenced: sw.Unfenced, Updated: timeOf(now)}
+		next := Pointer{Pipeline: sw.Pipeline, Sink: sw.Sink, Artifact: sw.Artifact, Interval: sw.Interval, Version: sw.Version,
+			Token: sw.Token, Unfenced: sw.Unfenced, Updated: timeOf(now)}
 		payload := map[string]any{
 			"sink": sw.Sink, "artifact": sw.Artifact, "interval": sw.Interval,
 			"version": sw.Version, "label": v.Label(), "token": sw.Token,
@@ -112,12 +114,29 @@ func (s *SQLite) cas(ctx context.Context, mode commitMode, sw Swap) (CASResult, 
 			payload["current_token"] = cur.Token
 		}
 		ev := Event{Run: v.Run, Task: v.Task, Attempt: v.Attempt}
+		decision := fence.Decide(held(cur), sw.Token, fmt.Sprint(sw.Version), !sw.Unfenced)
+		if decision == fence.Accept && !sw.Unfenced {
+			// Fence at grant: the producing task's newest attempt in the
+			// version's fenced resource holds the artifact, published or not.
+			var granted int64
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(g.token), 0) FROM attempts a
+JOIN attempts g ON g.resource = a.resource AND g.task = a.task
+WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&granted); err != nil {
+				return err
+			}
+			if fence.FencedAtGrant(sw.Token, granted) {
+				decision = fence.Fenced
+				res.GrantedToken = granted
+				payload["granted_token"] = granted
+				payload["fenced_by"] = "grant"
+			}
+		}
 		switch {
-		case exists && cur.Version == sw.Version && cur.Token == sw.Token:
+		case decision == fence.Idempotent:
 			res.Outcome, res.Pointer = Idempotent, cur
 			ev.Kind = EventPublishIdempotent
 			return appendEvent(ctx, tx, now, ev, payload)
-		case exists && !sw.Unfenced && cur.Token >= sw.Token:
+		case decision == fence.Fenced:
 			res.Outcome, res.Pointer = Fenced, cur
 			ev.Kind = EventPublishFenced
 			return appendEvent(ctx, tx, now, ev, payload)
@@ -130,11 +149,11 @@ func (s *SQLite) cas(ctx context.Context, mode commitMode, sw Swap) (CASResult, 
 		if mode != durable {
 			return errSwapNeedsFull
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO pointers (sink, artifact, interval_key, version, token, unfenced, updated)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (sink, artifact, interval_key) DO UPDATE SET version = excluded.version, token = excluded.token,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO pointers (pipeline, sink, artifact, interval_key, version, token, unfenced, updated)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = excluded.version, token = excluded.token,
 	unfenced = excluded.unfenced, updated = excluded.updated`,
-			sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced, now); err != nil {
+			sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced, now); err != nil {
 			return err
 		}
 		res.Outcome, res.Pointer = Won, next
@@ -145,13 +164,20 @@ ON CONFLICT (sink, artifact, interval_key) DO UPDATE SET version = excluded.vers
 }
 
 // Pointer implements Store.
-func (s *SQLite) Pointer(ctx context.Context, sink, artifact, interval string) (Pointer, error) {
-	return getPointer(ctx, s.r, sink, artifact, interval)
+func (s *SQLite) Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (Pointer, error) {
+	return getPointer(ctx, s.r, pipeline, sink, artifact, interval)
+}
+
+// held is a pointer as the fencing rule sees it (a version is named by its
+// id in the store).
+func held(p Pointer) fence.Held {
+	return fence.Held{Exists: p.Version != 0, Token: p.Token, Version: fmt.Sprint(p.Version)}
 }
 
 // Pointers implements Store.
-func (s *SQLite) Pointers(ctx context.Context, sink string) ([]Pointer, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE sink = ? ORDER BY artifact, interval_key`, sink)
+func (s *SQLite) Pointers(ctx context.Context, pipeline, sink string) ([]Pointer, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = ? AND sink = ? ORDER BY artifact, interval_key`,
+		pipeline, sink)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func (s *SQLite) MarkRunningAs(ctx context.Context, ref AttemptRef, run Running)
 		if err != nil {
 			return err
 		}
-		if cur.State != AttemptQueued && cur.State != AttemptRunning {
+		if !cur.State.CanBecome(AttemptRunning) {
 			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, ErrConflict)
 		}
 		now := s.now()
@@ -65,11 +65,13 @@ func (s *SQLite) MarkRunningAs(ctx context.Context, ref AttemptRef, run Running)
 		if p.Host != "" {
 			host, boot = p.Host, p.Boot
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, pgid = ?, proc_start = ?,
+		// Conditional on the state and token read above: the WHERE is the
+		// safety, not the read.
+		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, pgid = ?, proc_start = ?,
 host = ?, boot_id = ?, lease_ms = ?, lease_expiry = ?
-WHERE run = ? AND task = ? AND number = ?`, started, p.PID, p.PGID, int64(p.Start), host, boot, lease.Milliseconds(),
-			expiry(now, lease), ref.Run, ref.Task, ref.Number); err != nil {
-			return err
+WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started, p.PID, p.PGID, int64(p.Start), host, boot,
+			lease.Milliseconds(), expiry(now, lease), ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
+			return fmt.Errorf("attempt %s: %w", ref, err)
 		}
 		if cur.State == AttemptQueued {
 			if err := appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
@@ -102,9 +104,9 @@ func (s *SQLite) ResolveAttempt(ctx context.Context, ref AttemptRef, as AttemptS
 			return fmt.Errorf("resolve %s: the attempt is %s, only an unknown attempt can be resolved: %w", ref, cur.State, ErrConflict)
 		}
 		now := s.now()
-		if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = 0, error_tail = ?, ended = ?, lease_expiry = 0
-WHERE run = ? AND task = ? AND number = ? AND state = 'unknown'`, string(as), ClassResolved, reason, now, ref.Run, ref.Task, ref.Number); err != nil {
-			return err
+		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = 0, error_tail = ?, ended = ?, lease_expiry = 0
+WHERE run = ? AND task = ? AND number = ? AND state = 'unknown'`, string(as), ClassResolved, reason, now, ref.Run, ref.Task, ref.Number)); err != nil {
+			return fmt.Errorf("resolve %s: %w", ref, err)
 		}
 		if err := appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptResolved, Task: ref.Task, Attempt: ref.Number},
 			map[string]any{"as": string(as), "reason": reason, "by": by, "token": cur.Token}); err != nil {

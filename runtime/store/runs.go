@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // CreateRun implements Store.
@@ -16,12 +17,25 @@ func (s *SQLite) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 	}
 	var r Run
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		now := s.now()
+		// The interval's lease, judged and taken in this transaction: of two
+		// runs starting at once exactly one gets it.
+		var holder, host string
+		var pid int
+		var since, until int64
+		err := tx.QueryRowContext(ctx, `SELECT l.run, l.host, l.pid, l.since, l.expiry FROM run_leases l JOIN runs r ON r.id = l.run
+WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipeline, nr.Interval).Scan(&holder, &host, &pid, &since, &until)
+		switch {
+		case err == nil && until > now && !(nr.TakeOver != "" && nr.TakeOver == holder):
+			return &RunBusyError{Run: holder, Owner: RunOwner{Host: host, PID: pid}, Since: timeOf(since), Expiry: timeOf(until)}
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
 		var seq int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE pipeline = ? AND interval_key = ?`,
 			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
 			return err
 		}
-		now := s.now()
 		r = Run{
 			ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
 			Pipeline:      nr.Pipeline,
@@ -38,9 +52,23 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.Pipeline, r.Interval, seq, nanos(nr.IntervalStart), nanos(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, string(r.State), now); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, now, Event{Run: r.ID, Kind: EventRunCreated}, map[string]any{
+		payload := map[string]any{
 			"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
-		})
+		}
+		if nr.Lease > 0 {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = excluded.host, pid = excluded.pid,
+	since = excluded.since, expiry = excluded.expiry`,
+				r.Pipeline, r.Interval, r.ID, nr.Owner.Host, nr.Owner.PID, now, expiry(now, nr.Lease)); err != nil {
+				return err
+			}
+			payload["owner_host"], payload["owner_pid"] = nr.Owner.Host, nr.Owner.PID
+			if holder != "" {
+				payload["took_over"] = holder // its lease had expired
+			}
+		}
+		return appendEvent(ctx, tx, now, Event{Run: r.ID, Kind: EventRunCreated}, payload)
 	})
 	if err != nil {
 		return Run{}, fmt.Errorf("create run: %w", err)
@@ -126,10 +154,37 @@ func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error
 			return fmt.Errorf("finish run %q as %s: already %s: %w", id, state, cur, ErrConflict)
 		}
 		now := s.now()
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, finished = ? WHERE id = ?`, string(state), now, id); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, finished = ? WHERE id = ? AND state = 'running'`, string(state), now, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("finish run %q: it changed under the update (%v): %w", id, err, ErrConflict)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM run_leases WHERE run = ?`, id); err != nil {
 			return err
 		}
 		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunFinished}, map[string]any{"state": string(state)})
+	})
+}
+
+// RenewRunLease implements Store: one conditional update, so a run whose
+// lease was taken over can never extend the new holder's.
+func (s *SQLite) RenewRunLease(ctx context.Context, id string, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("renew run lease of %q: lease must be positive", id)
+	}
+	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE run_leases SET expiry = ? WHERE run = ?`, expiry(s.now(), lease), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("renew run lease of %q: the run no longer holds its interval: %w", id, ErrLeaseLost)
+		}
+		return nil
 	})
 }
 
@@ -165,8 +220,8 @@ WHERE run = ? AND state IN ('queued', 'running') ORDER BY task, number`, id)
 		}
 		now := s.now()
 		for i, a := range out {
-			if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'unknown' WHERE run = ? AND task = ? AND number = ?`,
-				a.Run, a.Task, a.Number); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE attempts SET state = 'unknown' WHERE run = ? AND task = ? AND number = ? AND state = ?`,
+				a.Run, a.Task, a.Number, string(a.State)); err != nil {
 				return err
 			}
 			if err := appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
@@ -176,9 +231,12 @@ WHERE run = ? AND state IN ('queued', 'running') ORDER BY task, number`, id)
 			out[i].State = AttemptUnknown
 		}
 		if RunState(cur) == RunRunning {
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'failed', finished = ? WHERE id = ?`, now, id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'failed', finished = ? WHERE id = ? AND state = 'running'`, now, id); err != nil {
 				return err
 			}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM run_leases WHERE run = ?`, id); err != nil {
+			return err
 		}
 		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunAbandoned}, map[string]any{"reason": reason, "was": cur})
 	})

@@ -115,7 +115,56 @@ CREATE TABLE epochs (
 );
 INSERT INTO epochs (id, epoch) VALUES (1, 0);
 `},
-	{3, "attempt processes", `
+	{3, "state identity, pipeline scope, run leases", `
+-- A random identity made once, when the database is created: a sink records
+-- which state publishes to it by this id.
+CREATE TABLE state_identity (
+	id       INTEGER PRIMARY KEY CHECK (id = 1),
+	state_id TEXT NOT NULL
+);
+INSERT INTO state_identity (id, state_id) VALUES (1, lower(hex(randomblob(16))));
+
+-- Versions and pointers are scoped by pipeline: two pipelines sharing one
+-- state file with the same artifact names never see each other's data.
+ALTER TABLE versions ADD COLUMN pipeline TEXT NOT NULL DEFAULT '';
+UPDATE versions SET pipeline = COALESCE((SELECT pipeline FROM runs WHERE runs.id = versions.run), '');
+DROP INDEX versions_accepted;
+CREATE INDEX versions_accepted ON versions (pipeline, artifact, interval_key, state, token);
+
+CREATE TABLE pointers_scoped (
+	pipeline     TEXT NOT NULL,
+	sink         TEXT NOT NULL,
+	artifact     TEXT NOT NULL,
+	interval_key TEXT NOT NULL,
+	version      INTEGER NOT NULL REFERENCES versions(id),
+	token        INTEGER NOT NULL,
+	unfenced     INTEGER NOT NULL DEFAULT 0,
+	updated      INTEGER NOT NULL,
+	PRIMARY KEY (pipeline, sink, artifact, interval_key)
+);
+INSERT INTO pointers_scoped (pipeline, sink, artifact, interval_key, version, token, unfenced, updated)
+SELECT COALESCE(v.pipeline, ''), p.sink, p.artifact, p.interval_key, p.version, p.token, p.unfenced, p.updated
+FROM pointers p LEFT JOIN versions v ON v.id = p.version;
+DROP TABLE pointers;
+ALTER TABLE pointers_scoped RENAME TO pointers;
+
+-- Fence at grant looks up the highest token of a task in a resource.
+CREATE INDEX attempts_task_token ON attempts (resource, task, token);
+
+-- One run per (pipeline, interval) at a time: the holder renews its lease;
+-- an expired lease may be taken over.
+CREATE TABLE run_leases (
+	pipeline     TEXT NOT NULL,
+	interval_key TEXT NOT NULL,
+	run          TEXT NOT NULL REFERENCES runs(id),
+	host         TEXT NOT NULL,
+	pid          INTEGER NOT NULL,
+	since        INTEGER NOT NULL,
+	expiry       INTEGER NOT NULL,
+	PRIMARY KEY (pipeline, interval_key)
+);
+`},
+	{4, "attempt processes", `
 -- Who ran an attempt, so that a rerun after a kill -9 of pipec can find its
 -- orphaned processes on this machine: a pid alone is no name (pids are
 -- reused), the pid with its start time (clock ticks after boot) and the boot

@@ -80,7 +80,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/pipec/pipec/runtime/fence"
 )
 
 // Clock returns the current time. The store judges lease expiry with it alone,
@@ -99,6 +102,9 @@ var (
 	// finished) or the token is not its own; a heartbeat must stop and the task
 	// should expect to be fenced.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrRunBusy: another run of the pipeline's interval holds a live lease
+	// (see RunBusyError for who).
+	ErrRunBusy = errors.New("another run of the interval is in progress")
 )
 
 // RunState is the state of a run.
@@ -116,15 +122,21 @@ const (
 type AttemptState string
 
 const (
-	AttemptQueued    AttemptState = "queued"
-	AttemptRunning   AttemptState = "running"
-	AttemptSucceeded AttemptState = "succeeded"
-	AttemptFailed    AttemptState = "failed"
-	AttemptUnknown   AttemptState = "unknown"
+	AttemptQueued    = AttemptState(fence.Queued)
+	AttemptRunning   = AttemptState(fence.Running)
+	AttemptSucceeded = AttemptState(fence.Succeeded)
+	AttemptFailed    = AttemptState(fence.Failed)
+	AttemptUnknown   = AttemptState(fence.Unknown)
 )
 
 // Finished reports whether the state is terminal (succeeded or failed).
-func (s AttemptState) Finished() bool { return s == AttemptSucceeded || s == AttemptFailed }
+func (s AttemptState) Finished() bool { return fence.State(s).Finished() }
+
+// CanBecome reports whether the state machine (fence.CanTransition) allows
+// moving to next.
+func (s AttemptState) CanBecome(next AttemptState) bool {
+	return fence.CanTransition(fence.State(s), fence.State(next))
+}
 
 // VersionState is the audit state of an artifact version.
 type VersionState string
@@ -162,7 +174,44 @@ type NewRun struct {
 	IntervalEnd   time.Time
 	CodeVersion   string
 	PlanDigest    string
+	// Owner is who runs it (host and pid), named to a second run that is
+	// refused.
+	Owner RunOwner
+	// Lease, when positive, makes the run hold the lease on (Pipeline,
+	// Interval) for that long from now, taken in the same transaction as
+	// the run is created; RenewRunLease extends it. Whatever Lease says,
+	// CreateRun refuses (a *RunBusyError) while another run holds a live
+	// lease on the interval.
+	Lease time.Duration
+	// TakeOver names a run whose live lease may be taken anyway, because the
+	// caller knows its owner is gone (same host, process no longer exists).
+	// It is taken only if that run still holds the lease.
+	TakeOver string
 }
+
+// RunOwner is the process that holds a run's lease.
+type RunOwner struct {
+	Host string
+	PID  int
+}
+
+// RunBusyError is CreateRun's refusal: another run of the interval holds a
+// lease that has not expired. errors.Is(err, ErrRunBusy) holds.
+type RunBusyError struct {
+	Run   string
+	Owner RunOwner
+	// Since is when the holder took the lease, Expiry when it ends unless
+	// renewed (the store's clock).
+	Since, Expiry time.Time
+}
+
+func (e *RunBusyError) Error() string {
+	return fmt.Sprintf("run %s is in progress (host %s, pid %d, since %s)", e.Run, e.Owner.Host, e.Owner.PID,
+		e.Since.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrRunBusy) true.
+func (e *RunBusyError) Is(target error) bool { return target == ErrRunBusy }
 
 // RunFilter selects runs for ListRuns; empty fields match everything.
 type RunFilter struct {
@@ -248,7 +297,10 @@ type Outcome struct {
 // Version is one produced output of one attempt, identified by content digest.
 type Version struct {
 	// ID is allocated by RecordVersion.
-	ID       int64
+	ID int64
+	// Pipeline is the producing run's, set by RecordVersion: versions of
+	// one pipeline never satisfy another's inputs.
+	Pipeline string
 	Artifact string
 	Interval string
 	// Digest is "sha256:<hex>" over the staged content (see sink.Digest).
@@ -271,6 +323,7 @@ func (v Version) Label() string { return v.Artifact + "@" + v.Interval + "#" + v
 // Pointer is what a sink shows for (artifact, interval): one version, and the
 // token that put it there.
 type Pointer struct {
+	Pipeline string
 	Sink     string
 	Artifact string
 	Interval string
@@ -285,6 +338,9 @@ type Pointer struct {
 // Swap asks CompareAndSwapPointer to point (Sink, Artifact, Interval) at
 // Version with Token, the token of the attempt that produced Version.
 type Swap struct {
+	// Pipeline scopes the pointer: two pipelines' sinks of one name are
+	// two pointers.
+	Pipeline string
 	Sink     string
 	Artifact string
 	Interval string
@@ -326,6 +382,9 @@ type CASResult struct {
 	// Previous is the pointer before the call; Previous.Version is 0 when there
 	// was none.
 	Previous Pointer
+	// GrantedToken, for a publish fenced at grant, is the higher token an
+	// attempt of the producing task holds (0 otherwise).
+	GrantedToken int64
 }
 
 // Event kinds the store itself records. Callers may append any other kind.
@@ -344,6 +403,7 @@ const (
 	EventPublishIdempotent = "publish.idempotent"
 	EventPublishFenced     = "publish.fenced"
 	EventPublishConflict   = "publish.conflict"
+	EventTokensRaised      = "tokens.raised"
 )
 
 // Event is one entry of the append-only log.
@@ -371,8 +431,13 @@ type Store interface {
 	GetRun(ctx context.Context, id string) (Run, error)
 	// ListRuns returns matching runs, oldest first.
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
-	// FinishRun sets the run's final state (RunSucceeded or RunFailed).
+	// FinishRun sets the run's final state (RunSucceeded or RunFailed) and
+	// releases its lease on the interval.
 	FinishRun(ctx context.Context, id string, state RunState) error
+	// RenewRunLease extends the run's lease on its interval to now+lease.
+	// ErrLeaseLost when the run does not hold it any more (another run took
+	// it over after it expired, or the run finished).
+	RenewRunLease(ctx context.Context, id string, lease time.Duration) error
 	// AbandonRun is for a run whose pipec died (a rerun finds it still
 	// running): its queued and running attempts become unknown, whatever
 	// their leases say, and the run failed, with reason recorded in a
@@ -428,24 +493,38 @@ type Store interface {
 	RejectVersion(ctx context.Context, id int64, reason string) error
 	// GetVersion returns one version or ErrNotFound.
 	GetVersion(ctx context.Context, id int64) (Version, error)
-	// AcceptedVersion returns the accepted version of artifact for interval
-	// that carries the highest token (the newest attempt's, when all draw from
-	// FenceResource), or ErrNotFound. A version of another interval never
-	// qualifies.
-	AcceptedVersion(ctx context.Context, artifact, interval string) (Version, error)
+	// AcceptedVersion returns the pipeline's accepted version of artifact for
+	// interval that carries the highest token (the newest attempt's, when all
+	// draw from FenceResource), or ErrNotFound. A version of another interval
+	// or another pipeline never qualifies.
+	AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (Version, error)
 
-	// CompareAndSwapPointer points (sink, artifact, interval) at s.Version
-	// when s.Token is greater than the pointer's token (Won), reports
-	// Idempotent when the pointer already holds s.Version with s.Token, and
-	// otherwise changes nothing and records a "publish.fenced" event (Fenced).
+	// CompareAndSwapPointer points (pipeline, sink, artifact, interval) at
+	// s.Version as fence.Decide says: Won when s.Token is greater than the
+	// pointer's token, Idempotent when the pointer already holds s.Version
+	// with s.Token, else Fenced, changing nothing and recording a
+	// "publish.fenced" event. A fenced swap is also Fenced when an attempt of
+	// the task that produced s.Version, in the same fenced resource, was
+	// granted a higher token (fence.FencedAtGrant; CASResult.GrantedToken).
 	// With s.Expect set, a pointer that moved since is Conflict.
-	// s.Version must be accepted, of the same artifact and interval, and
-	// carry s.Token (ErrConflict otherwise). Durable (synchronous=FULL).
+	// s.Version must be accepted, of the same pipeline, artifact and
+	// interval, and carry s.Token (ErrConflict otherwise). Durable
+	// (synchronous=FULL).
 	CompareAndSwapPointer(ctx context.Context, s Swap) (CASResult, error)
 	// Pointer returns the current pointer or ErrNotFound.
-	Pointer(ctx context.Context, sink, artifact, interval string) (Pointer, error)
-	// Pointers returns every pointer of a sink, ordered by artifact, interval.
-	Pointers(ctx context.Context, sink string) ([]Pointer, error)
+	Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (Pointer, error)
+	// Pointers returns every pointer of a pipeline's sink, ordered by
+	// artifact, interval.
+	Pointers(ctx context.Context, pipeline, sink string) ([]Pointer, error)
+
+	// StateID is the store's identity: random, made when the store was
+	// created, never changed. A sink is bound to the state that publishes
+	// to it by this id.
+	StateID(ctx context.Context) (string, error)
+	// RaiseTokens makes every later grant of each resource greater than
+	// floor (a sink adopted from another state has seen tokens up to
+	// floor), durably, and records a "tokens.raised" event with reason.
+	RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error
 
 	// AppendEvent appends an event (Seq and Time are set by the store) and
 	// returns its sequence number.

@@ -8,13 +8,13 @@ import (
 	"strings"
 )
 
-const versionColumns = `id, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, reason, created`
+const versionColumns = `id, pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, reason, created`
 
 func scanVersion(sc interface{ Scan(...any) error }) (Version, error) {
 	var v Version
 	var state string
 	var created int64
-	if err := sc.Scan(&v.ID, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
+	if err := sc.Scan(&v.ID, &v.Pipeline, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
 		&v.StagingPath, &state, &v.Reason, &created); err != nil {
 		return Version{}, err
 	}
@@ -58,9 +58,9 @@ WHERE artifact = ? AND interval_key = ? AND digest = ? AND run = ? AND task = ? 
 			return err
 		}
 		var token int64
-		var codeVersion string
-		err = tx.QueryRowContext(ctx, `SELECT a.token, r.code_version FROM attempts a JOIN runs r ON r.id = a.run
-WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&token, &codeVersion)
+		var codeVersion, pipeline string
+		err = tx.QueryRowContext(ctx, `SELECT a.token, r.code_version, r.pipeline FROM attempts a JOIN runs r ON r.id = a.run
+WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&token, &codeVersion, &pipeline)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("attempt %s: %w", AttemptRef{v.Run, v.Task, v.Attempt}, ErrNotFound)
 		}
@@ -68,9 +68,9 @@ WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan
 			return err
 		}
 		now := s.now()
-		res, err := tx.ExecContext(ctx, `INSERT INTO versions (artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'staged', ?)`,
-			v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, token, codeVersion, v.StagingPath, now)
+		res, err := tx.ExecContext(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'staged', ?)`,
+			pipeline, v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, token, codeVersion, v.StagingPath, now)
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'staged', ?)`,
 		if err != nil {
 			return err
 		}
-		out = Version{ID: id, Artifact: v.Artifact, Interval: v.Interval, Digest: v.Digest, Run: v.Run, Task: v.Task,
+		out = Version{ID: id, Pipeline: pipeline, Artifact: v.Artifact, Interval: v.Interval, Digest: v.Digest, Run: v.Run, Task: v.Task,
 			Attempt: v.Attempt, Token: token, CodeVersion: codeVersion, StagingPath: v.StagingPath, State: VersionStaged,
 			Created: timeOf(now)}
 		return appendEvent(ctx, tx, now, Event{Run: v.Run, Kind: EventVersionRecorded, Task: v.Task, Attempt: v.Attempt},
@@ -113,8 +113,9 @@ func (s *SQLite) audit(ctx context.Context, id int64, to VersionState, reason st
 		if v.State != VersionStaged {
 			return fmt.Errorf("version %s is %s, cannot become %s: %w", v.Label(), v.State, to, ErrConflict)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE versions SET state = ?, reason = ? WHERE id = ?`, string(to), reason, id); err != nil {
-			return err
+		if err := changed(tx.ExecContext(ctx, `UPDATE versions SET state = ?, reason = ? WHERE id = ? AND state = 'staged'`,
+			string(to), reason, id)); err != nil {
+			return fmt.Errorf("version %s: %w", v.Label(), err)
 		}
 		kind := EventVersionAccepted
 		if to == VersionRejected {
@@ -134,11 +135,12 @@ func (s *SQLite) GetVersion(ctx context.Context, id int64) (Version, error) {
 }
 
 // AcceptedVersion implements Store.
-func (s *SQLite) AcceptedVersion(ctx context.Context, artifact, interval string) (Version, error) {
+func (s *SQLite) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (Version, error) {
 	v, err := scanVersion(s.r.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions
-WHERE artifact = ? AND interval_key = ? AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`, artifact, interval))
+WHERE pipeline = ? AND artifact = ? AND interval_key = ? AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`,
+		pipeline, artifact, interval))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Version{}, fmt.Errorf("accepted version of %s@%s: %w", artifact, interval, ErrNotFound)
+		return Version{}, fmt.Errorf("accepted version of %s@%s in pipeline %s: %w", artifact, interval, pipeline, ErrNotFound)
 	}
 	return v, err
 }

@@ -29,6 +29,22 @@ pipeline "bv" {
     type = "directory"
     path = "warehouse/bv"
   }
+  sink "rejected" {
+    type = "directory"
+    path = "warehouse/rejected"
+  }
+  sink "summary" {
+    type = "directory"
+    path = "warehouse/summary"
+  }
+  sink "stats" {
+    type = "directory"
+    path = "warehouse/stats"
+  }
+  sink "ghost" {
+    type = "directory"
+    path = "warehouse/ghost"
+  }
 
   publish "orders_mart" {
     artifact = "orders_clean" // want "bypassed-validation"
@@ -36,20 +52,20 @@ pipeline "bv" {
   }
   publish "rejected_mart" {
     artifact = "orders_rejected"
-    sink     = "warehouse"
+    sink     = "rejected"
   }
   # Its only check asserts nothing.
   publish "summary_mart" {
     artifact = "summary" // want "bypassed-validation"
-    sink     = "warehouse"
+    sink     = "summary"
   }
   publish "stats_mart" {
     artifact = "stats"
-    sink     = "warehouse"
+    sink     = "stats"
   }
   # One mistake, one error: no bypassed-validation for an artifact nothing produces.
   publish "ghost_mart" {
     artifact = "ghost" // want "missing-artifact"
-    sink     = "warehouse"
+    sink     = "ghost"
   }
 }

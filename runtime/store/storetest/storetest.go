@@ -225,11 +225,11 @@ func testVersionsAcceptedPerInterval(t *testing.T, open Opener) {
 	if err != nil || again.ID != v1.ID || again.State != store.VersionAccepted {
 		t.Errorf("recording the same version again = %+v, %v", again, err)
 	}
-	if _, err := s.AcceptedVersion(ctx, "orders_clean", "2024-01-02"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.AcceptedVersion(ctx, "orders", "orders_clean", "2024-01-02"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("another interval's accepted version satisfied 2024-01-02: %v", err)
 	}
 	v2 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:bb")
-	got, err := s.AcceptedVersion(ctx, "orders_clean", "2024-01-01")
+	got, err := s.AcceptedVersion(ctx, "orders", "orders_clean", "2024-01-01")
 	if err != nil || got.ID != v2.ID {
 		t.Errorf("AcceptedVersion = %+v, %v; want the newest attempt's %d", got, err, v2.ID)
 	}
@@ -247,7 +247,7 @@ func testVersionsAcceptedPerInterval(t *testing.T, open Opener) {
 	if err := s.AcceptVersion(ctx, v3.ID); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("accepting a rejected version: %v, want store.ErrConflict", err)
 	}
-	if got, _ := s.AcceptedVersion(ctx, "orders_clean", "2024-01-01"); got.ID != v2.ID {
+	if got, _ := s.AcceptedVersion(ctx, "orders", "orders_clean", "2024-01-01"); got.ID != v2.ID {
 		t.Errorf("a rejected version became the accepted one: %+v", got)
 	}
 	if _, err := s.RecordVersion(ctx, store.Version{Artifact: "x", Interval: "i", Digest: "sha256:aa", Run: r.ID, Task: "clean", Attempt: 99}); !errors.Is(err, store.ErrNotFound) {
@@ -262,7 +262,7 @@ func testCompareAndSwapPointer(t *testing.T, open Opener) {
 	v1 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:aa")
 	v2 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:bb")
 	swap := func(v store.Version, tok int64, unfenced bool) (store.CASResult, error) {
-		return s.CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: "orders_clean", Interval: "2024-01-01",
+		return s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: "warehouse", Artifact: "orders_clean", Interval: "2024-01-01",
 			Version: v.ID, Token: tok, Unfenced: unfenced})
 	}
 
@@ -279,7 +279,7 @@ func testCompareAndSwapPointer(t *testing.T, open Opener) {
 	if _, err := swap(v1, v2.Token, false); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("a token that is not the version's own: %v, want store.ErrConflict", err)
 	}
-	p, err := s.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01")
+	p, err := s.Pointer(ctx, "orders", "warehouse", "orders_clean", "2024-01-01")
 	if err != nil || p.Version != v2.ID || p.Token != v2.Token || p.Unfenced {
 		t.Fatalf("pointer = %+v, %v", p, err)
 	}
@@ -317,7 +317,7 @@ func testCompareAndSwapPointer(t *testing.T, open Opener) {
 	if got, want := strings.Join(publishes, " "), "publish.won publish.idempotent publish.fenced publish.won"; got != want {
 		t.Errorf("publish events %q, want %q", got, want)
 	}
-	ps, err := s.Pointers(ctx, "warehouse")
+	ps, err := s.Pointers(ctx, "orders", "warehouse")
 	if err != nil || len(ps) != 1 {
 		t.Errorf("Pointers = %v, %v", ps, err)
 	}
@@ -434,7 +434,7 @@ func testConcurrentSwaps(t *testing.T, open Opener) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := s.CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval,
+				res, err := s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval,
 					Version: v.ID, Token: v.Token, Expect: &base})
 				outcomes[i], errs[i] = res.Outcome, err
 			}()
@@ -456,7 +456,7 @@ func testConcurrentSwaps(t *testing.T, open Opener) {
 		if won != 1 {
 			t.Fatalf("round %d: %d winners, want 1", round, won)
 		}
-		p, err := s.Pointer(ctx, "warehouse", "orders_clean", "2024-01-01")
+		p, err := s.Pointer(ctx, "orders", "warehouse", "orders_clean", "2024-01-01")
 		if err != nil {
 			t.Fatal(err)
 		}

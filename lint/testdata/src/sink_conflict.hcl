@@ -1,0 +1,76 @@
+pipeline "sc" {
+  task "clean" {
+    command = ["./clean.sh"]
+    outputs = ["orders", "customers", "items", "refunds"]
+    timeout = "10m"
+  }
+  check "orders_ok" {
+    input         = "orders"
+    row_count_min = 1
+  }
+  check "customers_ok" {
+    input         = "customers"
+    row_count_min = 1
+  }
+  check "items_ok" {
+    input         = "items"
+    row_count_min = 1
+  }
+  check "refunds_ok" {
+    input         = "refunds"
+    row_count_min = 1
+  }
+  sink "orders" {
+    type = "directory"
+    path = "warehouse/orders"
+  }
+  sink "orders_again" {
+    type = "directory"
+    path = "./warehouse//orders/" // want "sink-conflict"
+  }
+  sink "nested" {
+    type = "directory"
+    path = "warehouse/orders/2024" // want "sink-conflict"
+  }
+  sink "items" {
+    type = "directory"
+    path = "warehouse/items"
+  }
+  sink "side" {
+    type = "directory"
+    path = "warehouse/orders-side"
+  }
+  sink "bucket" {
+    type    = "s3"
+    path    = "warehouse/orders"
+    fencing = "token"
+  }
+  publish "orders_mart" {
+    artifact = "orders"
+    sink     = "orders"
+  }
+  publish "customers_mart" {
+    artifact = "customers"
+    sink     = "orders_again"
+  }
+  publish "items_mart" {
+    artifact = "items"
+    sink     = "items"
+  }
+  publish "refunds_mart" {
+    artifact = "refunds"
+    sink     = "items" // want "sink-conflict"
+  }
+  publish "refunds_side" {
+    artifact = "refunds"
+    sink     = "side"
+  }
+  publish "refunds_bucket" {
+    artifact = "refunds"
+    sink     = "bucket"
+  }
+  publish "orders_bucket" {
+    artifact = "orders"
+    sink     = "bucket"
+  }
+}

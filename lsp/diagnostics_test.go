@@ -1,0 +1,187 @@
+package lsp_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.lsp.dev/protocol"
+
+	"github.com/pipec/pipec/lint"
+	"github.com/pipec/pipec/lsp"
+)
+
+func codes(ds []protocol.Diagnostic) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, fmt.Sprint(d.Code))
+	}
+	return out
+}
+
+// Every lint finding arrives with its range, severity, rule id as code and
+// a link to the rule's page, in HCL and in CUE.
+func TestDiagnosticsCarryRuleRangeAndLink(t *testing.T) {
+	for _, name := range []string{"refs.hcl", "refs.cue"} {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, lsp.Options{})
+			src := readFile(t, "testdata/"+name)
+			u := c.open(name, src)
+			ds := c.waitVersion(u, 1)
+			if got := strings.Join(codes(ds), ","); got != "heartbeat-lease,interval-mismatch" {
+				t.Fatalf("codes = %s", got)
+			}
+			im := ds[1]
+			if want := span(t, src, "inputs", `"clean_out@-1"`); im.Range != want {
+				t.Errorf("interval-mismatch range = %+v, want %+v", im.Range, want)
+			}
+			if im.Severity != protocol.DiagnosticSeverityError || ds[0].Severity != protocol.DiagnosticSeverityWarning {
+				t.Errorf("severities = %v, %v", im.Severity, ds[0].Severity)
+			}
+			if im.CodeDescription == nil || string(im.CodeDescription.Href) != lint.DocURL("interval-mismatch") {
+				t.Errorf("codeDescription = %+v", im.CodeDescription)
+			}
+			if im.Source != "pipec" || !strings.Contains(im.Message, `reads "clean_out@-1"`) {
+				t.Errorf("source %q, message %q", im.Source, im.Message)
+			}
+		})
+	}
+}
+
+// A change that fixes a finding publishes the document's diagnostics again
+// without it.
+func TestChangeThatFixesAFindingClearsIt(t *testing.T) {
+	for _, name := range []string{"refs.hcl", "refs.cue"} {
+		t.Run(name, func(t *testing.T) {
+			c := start(t, lsp.Options{})
+			src := readFile(t, "testdata/"+name)
+			u := c.open(name, src)
+			if got := codes(c.waitVersion(u, 1)); len(got) != 2 {
+				t.Fatalf("before: %v", got)
+			}
+			fixed := strings.Replace(src, `"clean_out@-1"`, `"raw"`, 1)
+			c.change(u, 2, fixed)
+			if got := codes(c.waitVersion(u, 2)); strings.Join(got, ",") != "heartbeat-lease" {
+				t.Fatalf("after the fix: %v", got)
+			}
+		})
+	}
+}
+
+// Fast changes publish results in order and end with the newest text's: a
+// result for an older text never arrives after a newer one.
+func TestFastChangesPublishOnlyNewerResults(t *testing.T) {
+	for _, debounce := range []int{-1, 0} {
+		t.Run(fmt.Sprint("debounce", debounce), func(t *testing.T) {
+			c := start(t, lsp.Options{Debounce: lspDebounce(debounce)})
+			src := bigSpec(300)
+			u := c.open("big.hcl", src)
+			const n = 40
+			for v := 2; v <= n; v++ {
+				text := src
+				if v%2 == 0 {
+					// Even versions break a dependency, odd ones are clean; the
+					// last (n, even) must end broken.
+					text = strings.Replace(src, `depends_on = ["t0"]`, fmt.Sprintf(`depends_on = ["t0x%d"]`, v), 1)
+				}
+				c.change(u, int32(v), text)
+			}
+			final := c.waitVersion(u, n)
+			var md []string
+			for _, d := range final {
+				if d.Code == "missing-dependency" {
+					md = append(md, d.Message)
+				}
+			}
+			if len(md) != 1 || !strings.Contains(md[0], fmt.Sprintf(`"t0x%d"`, n)) {
+				t.Fatalf("final missing-dependency findings are not the newest text's: %q", md)
+			}
+			// The exit in cleanup stops the workers; everything published by
+			// then must be in version order.
+			var last uint32
+			for _, p := range c.publishedFor(u) {
+				if p.Version < last {
+					t.Fatalf("version %d published after version %d", p.Version, last)
+				}
+				last = p.Version
+			}
+			if len(c.publishedFor(u)) == n {
+				t.Logf("every version was published (no coalescing happened this run)")
+			}
+		})
+	}
+}
+
+func lspDebounce(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// bigSpec is a chain of n tasks; task t1 depends on t0 explicitly.
+func bigSpec(n int) string {
+	var b strings.Builder
+	b.WriteString("pipeline \"big\" {\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  task \"t%d\" {\n    command = [\"./run.sh\"]\n    outputs = [\"a%d\"]\n", i, i)
+		if i > 0 {
+			fmt.Fprintf(&b, "    inputs = [\"a%d\"]\n", i-1)
+		}
+		if i == 1 {
+			b.WriteString("    depends_on = [\"t0\"]\n")
+		}
+		b.WriteString("  }\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// Other HCL (a Terraform file) gets no findings, and no navigation.
+func TestNonPipelineHCLGetsNothing(t *testing.T) {
+	c := start(t, lsp.Options{})
+	src := "resource \"aws_s3_bucket\" \"b\" {\n  bucket = \"x\"\n  task = nope\n}\n"
+	u := c.open("main.hcl", src)
+	if ds := c.waitVersion(u, 1); len(ds) != 0 {
+		t.Fatalf("diagnostics on a non-pipeline file: %v", codes(ds))
+	}
+	var h *protocol.Hover
+	c.call(protocol.MethodTextDocumentHover, &protocol.HoverParams{TextDocumentPositionParams: pos(u, at(t, src, "", "bucket", 1))}, &h)
+	if h != nil {
+		t.Fatalf("hover on a non-pipeline file: %+v", h)
+	}
+}
+
+// The same pipec:ignore comments as the command line suppress a finding.
+func TestSuppressionCommentsApply(t *testing.T) {
+	c := start(t, lsp.Options{})
+	src := strings.Replace(readFile(t, "testdata/refs.hcl"), "    retry = \"gentle\"\n",
+		"    # pipec:ignore heartbeat-lease the script times itself out\n    retry = \"gentle\"\n", 1)
+	u := c.open("refs.hcl", src)
+	if got := strings.Join(codes(c.waitVersion(u, 1)), ","); got != "interval-mismatch" {
+		t.Fatalf("codes = %s", got)
+	}
+}
+
+// The lint options the server is given (the command line's --disable, the
+// configuration file) apply.
+func TestLintOptionsApply(t *testing.T) {
+	c := start(t, lsp.Options{LintOptions: func(string) lint.Options {
+		return lint.Options{Disable: []string{"heartbeat-lease"}}
+	}})
+	u := c.open("refs.cue", readFile(t, "testdata/refs.cue"))
+	if got := strings.Join(codes(c.waitVersion(u, 1)), ","); got != "interval-mismatch" {
+		t.Fatalf("codes = %s", got)
+	}
+}
+
+// A syntax error is reported alone, with no follow-on findings, and a
+// document closed gets its diagnostics cleared.
+func TestSyntaxErrorAndClose(t *testing.T) {
+	c := start(t, lsp.Options{})
+	u := c.open("bad.cue", "pipeline: p: {\n\ttask: a: {command: [\"x\"]\n")
+	ds := c.waitVersion(u, 1)
+	if got := strings.Join(codes(ds), ","); got != "syntax" {
+		t.Fatalf("codes = %s", got)
+	}
+	c.notify(protocol.MethodTextDocumentDidClose, &protocol.DidCloseTextDocumentParams{TextDocument: protocol.TextDocumentIdentifier{URI: u}})
+	if ds := c.waitVersion(u, 0); len(ds) != 0 {
+		t.Fatalf("after close: %v", codes(ds))
+	}
+}

@@ -1,0 +1,197 @@
+package lsp
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.lsp.dev/protocol"
+
+	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/lint"
+	"github.com/pipec/pipec/spec"
+)
+
+// document is one open file. Its fields after mu change under mu; an
+// analysis, once built, never changes.
+type document struct {
+	s    *Server
+	uri  protocol.DocumentURI
+	path string
+	syn  spec.Syntax
+
+	mu      sync.Mutex
+	text    []byte
+	version int32
+	gen     uint64    // bumped on every change of text or of what lint sees
+	latest  *analysis // the newest analysis built, possibly of an older generation
+	timer   *time.Timer
+	running bool   // a worker is analysing
+	sent    uint64 // the generation last published
+	closed  bool
+}
+
+// update takes a new text and schedules its analysis after delay. A change
+// that comes while a worker is busy is picked up by that worker when it is
+// done, so analyses never pile up behind fast typing.
+func (d *document) update(text []byte, version int32, delay time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.text, d.version = text, version
+	d.gen++
+	d.scheduleLocked(delay)
+}
+
+// relint analyses the document again (after a save), with the saved text
+// when the client sent it.
+func (d *document) relint(text string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if text != "" {
+		d.text = []byte(text)
+	}
+	d.gen++
+	d.scheduleLocked(0)
+}
+
+func (d *document) scheduleLocked(delay time.Duration) {
+	if d.closed || d.running {
+		return
+	}
+	if delay <= 0 {
+		if d.timer != nil {
+			d.timer.Stop()
+			d.timer = nil
+		}
+		d.running = true
+		go d.work()
+		return
+	}
+	if d.timer != nil {
+		d.timer.Reset(delay)
+		return
+	}
+	d.timer = time.AfterFunc(delay, func() {
+		d.mu.Lock()
+		if d.closed || d.running {
+			d.mu.Unlock()
+			return
+		}
+		d.timer = nil
+		d.running = true
+		d.mu.Unlock()
+		d.work()
+	})
+}
+
+// work analyses the newest text until the result it has is still the
+// newest, then publishes it.
+func (d *document) work() {
+	for {
+		d.mu.Lock()
+		if d.closed {
+			d.running = false
+			d.mu.Unlock()
+			return
+		}
+		gen, text, version := d.gen, d.text, d.version
+		a := d.latest
+		d.mu.Unlock()
+		if a == nil || a.gen != gen {
+			a = d.build(gen, text, version)
+		}
+		d.mu.Lock()
+		d.keepLocked(a)
+		if d.closed || a.gen != d.gen {
+			d.mu.Unlock()
+			continue
+		}
+		d.running = false
+		if a.gen > d.sent {
+			d.sent = a.gen
+			// Published under the lock: a newer generation's publish waits
+			// for this one, so the client sees results in order.
+			_ = d.s.conn.Notify(context.Background(), protocol.MethodTextDocumentPublishDiagnostics, a.publishParams(d.uri))
+		}
+		d.mu.Unlock()
+		return
+	}
+}
+
+func (d *document) build(gen uint64, text []byte, version int32) *analysis {
+	a := analyze(d.path, d.syn, text, d.s.lintOptions(d.path))
+	a.gen, a.version, a.uri = gen, version, d.uri
+	return a
+}
+
+func (d *document) keepLocked(a *analysis) {
+	if d.latest == nil || a.gen > d.latest.gen {
+		d.latest = a
+	}
+}
+
+// current returns the analysis of the newest text, building it now when the
+// worker has not yet: a request must answer about what the author sees.
+func (d *document) current() *analysis {
+	d.mu.Lock()
+	gen, text, version, a := d.gen, d.text, d.version, d.latest
+	d.mu.Unlock()
+	if a != nil && a.gen == gen {
+		return a
+	}
+	a = d.build(gen, text, version)
+	d.mu.Lock()
+	d.keepLocked(a)
+	d.mu.Unlock()
+	return a
+}
+
+func (d *document) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+}
+
+// publishParams converts the findings to LSP diagnostics: the range, the
+// severity, the rule id as code with a link to its page, and the detail (a
+// suggestion, the first declaration) after the message.
+func (a *analysis) publishParams(u protocol.DocumentURI) *protocol.PublishDiagnosticsParams {
+	out := make([]protocol.Diagnostic, 0, len(a.diags))
+	for _, f := range a.diags {
+		out = append(out, a.lspDiagnostic(f))
+	}
+	p := &protocol.PublishDiagnosticsParams{URI: u, Diagnostics: out}
+	if a.version > 0 {
+		p.Version = uint32(a.version)
+	}
+	return p
+}
+
+func (a *analysis) lspDiagnostic(f diag.Diagnostic) protocol.Diagnostic {
+	msg := f.Message
+	if f.Detail != "" {
+		msg += "\n" + f.Detail
+	}
+	return protocol.Diagnostic{
+		Range:           a.lines.rangeOf(f.Range),
+		Severity:        lspSeverity(f.Severity),
+		Code:            f.Rule,
+		CodeDescription: &protocol.CodeDescription{Href: protocol.URI(lint.DocURL(f.Rule))},
+		Source:          "pipec",
+		Message:         msg,
+	}
+}
+
+func lspSeverity(s diag.Severity) protocol.DiagnosticSeverity {
+	switch s {
+	case diag.Error:
+		return protocol.DiagnosticSeverityError
+	case diag.Warning:
+		return protocol.DiagnosticSeverityWarning
+	}
+	return protocol.DiagnosticSeverityInformation
+}

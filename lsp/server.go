@@ -1,0 +1,277 @@
+// Package lsp is pipec's language server: `pipec lsp` speaks the Language
+// Server Protocol over standard input and output, so an editor shows every
+// `pipec lint` finding while the author types, and navigates, completes,
+// renames and formats the names of a spec in HCL and in CUE.
+//
+// The wire is go.lsp.dev/jsonrpc2 with the types of go.lsp.dev/protocol: the
+// jsonrpc2 stream works on any io.ReadWriteCloser (stdio in production, an
+// in-process pipe in tests), the protocol package has both the server's and
+// the client's side of every message (tests drive the server through the
+// typed client), and neither keeps global state.
+//
+// Each open document has a generation, bumped on every change. Analysis runs
+// off the connection's read loop, one at a time per document, always on the
+// newest text; a result is published only if its generation is still the
+// newest when it is done, under the document's lock, so a stale result can
+// never be published after a newer one.
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.lsp.dev/jsonrpc2"
+	"go.lsp.dev/protocol"
+
+	"github.com/pipec/pipec/lint"
+	"github.com/pipec/pipec/spec"
+)
+
+// DefaultDebounce is how long the server waits after a change before it
+// lints, so a burst of keystrokes is linted once. It is short because a
+// typical spec lints in a few milliseconds: the wait is for coalescing, not
+// for saving work.
+const DefaultDebounce = 5 * time.Millisecond
+
+// Options configure a server.
+type Options struct {
+	// LintOptions returns the lint options for a spec file (the rules the
+	// command line would run on it, from its configuration). Nil means the
+	// command line's defaults.
+	LintOptions func(path string) lint.Options
+	// Debounce is the quiet time after a change before linting; 0 means
+	// DefaultDebounce, a negative value none.
+	Debounce time.Duration
+	// Version is reported to the client in serverInfo.
+	Version string
+}
+
+// Server is one language server connection.
+type Server struct {
+	opts Options
+	conn jsonrpc2.Conn
+
+	mu     sync.Mutex
+	docs   map[protocol.DocumentURI]*document
+	exited bool
+
+	schemaOnce sync.Once
+	schema     *schemaDocs
+}
+
+// Serve runs a server on rwc until the client sends exit or the stream ends.
+func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
+	if opts.Debounce == 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	s := &Server{opts: opts, docs: map[protocol.DocumentURI]*document{}}
+	s.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
+	s.conn.Go(ctx, s.handle)
+	select {
+	case <-s.conn.Done():
+	case <-ctx.Done():
+		_ = s.conn.Close()
+		<-s.conn.Done()
+	}
+	s.mu.Lock()
+	exited := s.exited
+	for _, d := range s.docs {
+		d.close()
+	}
+	s.mu.Unlock()
+	if err := s.conn.Err(); err != nil && !exited && !errors.Is(err, io.EOF) && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// handle dispatches one message. It never returns an error for a bad
+// request (that would end the connection): the client gets an error reply,
+// and a panic on hostile input becomes an internal error.
+func (s *Server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.InternalError, fmt.Sprintf("%s: %v", req.Method(), v)))
+		}
+	}()
+	switch req.Method() {
+	case protocol.MethodInitialize:
+		return call(ctx, reply, req, s.initialize)
+	case protocol.MethodInitialized, protocol.MethodWorkspaceDidChangeConfiguration, protocol.MethodTextDocumentWillSave:
+		return reply(ctx, nil, nil)
+	case protocol.MethodShutdown:
+		return reply(ctx, nil, nil)
+	case protocol.MethodExit:
+		s.mu.Lock()
+		s.exited = true
+		s.mu.Unlock()
+		_ = reply(ctx, nil, nil)
+		return s.conn.Close()
+	case protocol.MethodTextDocumentDidOpen:
+		return notify(ctx, reply, req, s.didOpen)
+	case protocol.MethodTextDocumentDidChange:
+		return notify(ctx, reply, req, s.didChange)
+	case protocol.MethodTextDocumentDidSave:
+		return notify(ctx, reply, req, s.didSave)
+	case protocol.MethodTextDocumentDidClose:
+		return notify(ctx, reply, req, s.didClose)
+	case protocol.MethodTextDocumentDefinition:
+		return call(ctx, reply, req, s.definition)
+	case protocol.MethodTextDocumentReferences:
+		return call(ctx, reply, req, s.references)
+	case protocol.MethodTextDocumentPrepareRename:
+		return call(ctx, reply, req, s.prepareRename)
+	case protocol.MethodTextDocumentRename:
+		return call(ctx, reply, req, s.rename)
+	case protocol.MethodTextDocumentDocumentSymbol:
+		return call(ctx, reply, req, s.documentSymbol)
+	case protocol.MethodTextDocumentHover:
+		return call(ctx, reply, req, s.hover)
+	case protocol.MethodTextDocumentCompletion:
+		return call(ctx, reply, req, s.completion)
+	case protocol.MethodTextDocumentCodeAction:
+		return call(ctx, reply, req, s.codeAction)
+	case protocol.MethodTextDocumentFormatting:
+		return call(ctx, reply, req, s.formatting)
+	}
+	if _, ok := req.(*jsonrpc2.Call); !ok {
+		return nil // an unknown notification ($/setTrace, $/cancelRequest) needs no answer
+	}
+	return jsonrpc2.MethodNotFoundHandler(ctx, reply, req)
+}
+
+// call decodes a request's parameters, runs f and replies with its result.
+func call[P, R any](ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request, f func(*P) (R, error)) error {
+	var p P
+	if len(req.Params()) > 0 {
+		if err := json.Unmarshal(req.Params(), &p); err != nil {
+			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.InvalidParams, fmt.Sprintf("%s: %v", req.Method(), err)))
+		}
+	}
+	r, err := f(&p)
+	if err != nil {
+		return reply(ctx, nil, err)
+	}
+	return reply(ctx, r, nil)
+}
+
+// notify decodes a notification's parameters and runs f.
+func notify[P any](ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request, f func(*P)) error {
+	var p P
+	if err := json.Unmarshal(req.Params(), &p); err != nil {
+		return reply(ctx, nil, nil) // a notification has no reply to carry the error
+	}
+	f(&p)
+	return reply(ctx, nil, nil)
+}
+
+func (s *Server) initialize(*protocol.InitializeParams) (*protocol.InitializeResult, error) {
+	return &protocol.InitializeResult{
+		Capabilities: protocol.ServerCapabilities{
+			TextDocumentSync: protocol.TextDocumentSyncOptions{
+				OpenClose: true,
+				// Full: the protocol package's change event cannot tell an
+				// incremental edit at 0:0 from a full text, and a spec is
+				// small enough to send whole.
+				Change: protocol.TextDocumentSyncKindFull,
+				Save:   &protocol.SaveOptions{IncludeText: true},
+			},
+			HoverProvider:              true,
+			DefinitionProvider:         true,
+			ReferencesProvider:         true,
+			DocumentSymbolProvider:     true,
+			RenameProvider:             &protocol.RenameOptions{PrepareProvider: true},
+			CompletionProvider:         &protocol.CompletionOptions{TriggerCharacters: []string{`"`, "["}},
+			CodeActionProvider:         &protocol.CodeActionOptions{CodeActionKinds: []protocol.CodeActionKind{protocol.QuickFix}},
+			DocumentFormattingProvider: true,
+		},
+		ServerInfo: &protocol.ServerInfo{Name: "pipec", Version: s.opts.Version},
+	}, nil
+}
+
+// uriPath turns a document URI into a file path. Only the path matters (to
+// pick the syntax, to find the configuration, to match pipec:ignore
+// comments); a URI that is not a file gives its path as is.
+func uriPath(u protocol.DocumentURI) string {
+	parsed, err := url.Parse(string(u))
+	if err != nil || parsed.Path == "" {
+		return string(u)
+	}
+	return filepath.FromSlash(parsed.Path)
+}
+
+func (s *Server) lintOptions(path string) lint.Options {
+	if s.opts.LintOptions != nil {
+		return s.opts.LintOptions(path)
+	}
+	return lint.Options{}
+}
+
+func (s *Server) didOpen(p *protocol.DidOpenTextDocumentParams) {
+	path := uriPath(p.TextDocument.URI)
+	syn, ok := spec.SyntaxOf(path)
+	if !ok {
+		return
+	}
+	d := &document{s: s, uri: p.TextDocument.URI, path: path, syn: syn}
+	s.mu.Lock()
+	if old := s.docs[d.uri]; old != nil {
+		old.close()
+	}
+	s.docs[d.uri] = d
+	s.mu.Unlock()
+	d.update([]byte(p.TextDocument.Text), p.TextDocument.Version, 0)
+}
+
+func (s *Server) didChange(p *protocol.DidChangeTextDocumentParams) {
+	d := s.doc(p.TextDocument.URI)
+	if d == nil || len(p.ContentChanges) == 0 {
+		return
+	}
+	d.update([]byte(p.ContentChanges[len(p.ContentChanges)-1].Text), p.TextDocument.Version, s.opts.Debounce)
+}
+
+func (s *Server) didSave(p *protocol.DidSaveTextDocumentParams) {
+	d := s.doc(p.TextDocument.URI)
+	if d == nil {
+		return
+	}
+	// Saving may have changed the configuration's view or the text (a
+	// client that formats on save): lint again, at once.
+	d.relint(p.Text)
+}
+
+func (s *Server) didClose(p *protocol.DidCloseTextDocumentParams) {
+	s.mu.Lock()
+	d := s.docs[p.TextDocument.URI]
+	delete(s.docs, p.TextDocument.URI)
+	s.mu.Unlock()
+	if d != nil {
+		d.close()
+		_ = s.conn.Notify(context.Background(), protocol.MethodTextDocumentPublishDiagnostics,
+			&protocol.PublishDiagnosticsParams{URI: d.uri, Diagnostics: []protocol.Diagnostic{}})
+	}
+}
+
+func (s *Server) doc(u protocol.DocumentURI) *document {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.docs[u]
+}
+
+// current returns the analysis of a document's newest text, or nil for a
+// document the server does not hold.
+func (s *Server) current(u protocol.DocumentURI) *analysis {
+	d := s.doc(u)
+	if d == nil {
+		return nil
+	}
+	return d.current()
+}

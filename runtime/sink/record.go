@@ -1,0 +1,220 @@
+package sink
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// FenceDir is the folder under a sink's path where the sink keeps its own
+// fencing state: one record per interval (the highest token it accepted, the
+// version and the state that issued the token) and the binding to one
+// state. The sink, not the state database, has the last word on what it
+// shows: a state that lost its database, or a second state pointed at the
+// same folder, cannot make it go back.
+const FenceDir = ".fence"
+
+// bindingFile is the binding's name in FenceDir (a dot-name: no interval
+// can be called that).
+const bindingFile = ".binding.json"
+
+// Record is a sink's fencing record for one interval: what it shows there
+// and the token that put it there. One directory sink path holds one
+// artifact of one pipeline, so Pipeline and Artifact never change once set.
+type Record struct {
+	Pipeline string `json:"pipeline"`
+	Artifact string `json:"artifact"`
+	Interval string `json:"interval"`
+	// Token is the highest token the sink accepted for the interval.
+	Token int64 `json:"token"`
+	// Version is the folder under .versions/ the link shows.
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+	// State is the id of the state database that issued Token.
+	State   string `json:"state"`
+	Run     string `json:"run"`
+	Attempt int    `json:"attempt"`
+}
+
+// Binding says which state database a sink takes publishes from.
+type Binding struct {
+	State string `json:"state"`
+	// StatePath is where that state was when it bound or adopted the sink:
+	// a hint for the person told to use it, not an identity.
+	StatePath string     `json:"state_path,omitempty"`
+	Adoptions []Adoption `json:"adoptions,omitempty"`
+}
+
+// Adoption is one recorded move of a sink to another state.
+type Adoption struct {
+	From, To          string
+	FromPath, ToPath  string `json:",omitempty"`
+	Floor             int64
+	Reason            string `json:",omitempty"`
+	At                string
+	IntervalsRecorded int
+}
+
+// ForeignStateError refuses a publish from a state the sink is not bound to.
+type ForeignStateError struct {
+	Sink, Path       string
+	Bound            Binding
+	State, StatePath string
+}
+
+func (e *ForeignStateError) Error() string {
+	bound := e.Bound.State
+	if e.Bound.StatePath != "" {
+		bound += " (" + e.Bound.StatePath + ")"
+	}
+	this := e.State
+	if e.StatePath != "" {
+		this += " (" + e.StatePath + ")"
+	}
+	return fmt.Sprintf("sink %s (%s) is bound to state %s, not to this run's state %s: run with --state %s, "+
+		"or move the sink to this state with `pipec sink adopt SPEC %s --state %s`, which is recorded and makes "+
+		"this state's tokens start above every token the sink has seen",
+		e.Sink, e.Path, bound, this, orID(e.Bound.StatePath, e.Bound.State), e.Sink, orID(e.StatePath, e.State))
+}
+
+func orID(path, id string) string {
+	if path != "" {
+		return path
+	}
+	return "<the state with id " + id + ">"
+}
+
+// OtherArtifactError refuses a publish into an interval of a sink that holds
+// another pipeline's or another artifact's data there.
+type OtherArtifactError struct {
+	Sink, Path         string
+	Held               Record
+	Pipeline, Artifact string
+}
+
+func (e *OtherArtifactError) Error() string {
+	return fmt.Sprintf("sink %s (%s) holds %s of pipeline %s at interval %s; it cannot also take %s of pipeline %s "+
+		"(one publication place, one artifact: give the publish its own sink path)",
+		e.Sink, e.Path, e.Held.Artifact, e.Held.Pipeline, e.Held.Interval, e.Artifact, e.Pipeline)
+}
+
+func (d *Directory) fenceDir() string { return filepath.Join(d.Path, FenceDir) }
+
+// readBinding returns the sink's binding, nil when it has none yet.
+func (d *Directory) readBinding() (*Binding, error) {
+	var b Binding
+	ok, err := readJSON(filepath.Join(d.fenceDir(), bindingFile), &b)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if b.State == "" {
+		return nil, fmt.Errorf("sink %s: %s has no state id", d.Name, filepath.Join(d.fenceDir(), bindingFile))
+	}
+	return &b, nil
+}
+
+func (d *Directory) writeBinding(b Binding) error {
+	return writeJSONDurable(d.fenceDir(), bindingFile, b)
+}
+
+// readRecord returns the interval's record, nil when the sink never accepted
+// anything for it.
+func (d *Directory) readRecord(interval string) (*Record, error) {
+	var r Record
+	ok, err := readJSON(filepath.Join(d.fenceDir(), interval+".json"), &r)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (d *Directory) writeRecord(r Record) error {
+	return writeJSONDurable(d.fenceDir(), r.Interval+".json", r)
+}
+
+// Records returns every fencing record of the sink, by interval.
+func (d *Directory) Records() ([]Record, error) {
+	ents, err := os.ReadDir(d.fenceDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		r, err := d.readRecord(strings.TrimSuffix(name, ".json"))
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Interval, b.Interval) })
+	return out, nil
+}
+
+// Binding returns the sink's binding, nil when no state published to it yet.
+func (d *Directory) Binding() (*Binding, error) { return d.readBinding() }
+
+func readJSON(path string, v any) (bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("%s is damaged: %v", path, err)
+	}
+	return true, nil
+}
+
+// writeJSONDurable replaces dir/name with the JSON of v with the durability
+// of the link swap: write a temporary file, fsync it, rename it over the
+// name, fsync the folder. A crash leaves the old file or the new one.
+func writeJSONDurable(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+name+"-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
