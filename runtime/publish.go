@@ -8,7 +8,6 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/audit"
-	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -107,7 +106,7 @@ func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string)
 		"PIPEC_CODE_VERSION="+r.plan.CodeVersion,
 	)
 	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: env,
-		Redact: func(s string) string { return exec.Redact(s, r.secrets) }})
+		Redact: r.red.String})
 	if err != nil {
 		return false, "the check could not run: " + err.Error()
 	}
@@ -231,6 +230,9 @@ func (r *runner) record(ctx context.Context, kind, task string, attempt int, dat
 func (r *runner) emitStore(kind, task string, attempt int, data map[string]any) {
 	if r.o.OnEvent == nil {
 		return
+	}
+	if data != nil {
+		data, _ = r.red.Value(data).(map[string]any)
 	}
 	r.evMu.Lock()
 	defer r.evMu.Unlock()

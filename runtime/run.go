@@ -199,9 +199,9 @@ type runner struct {
 	// all of it, where secret_env names are looked up.
 	baseEnv   exec.Env
 	parentEnv exec.Env
-	// secrets are the values of every secret_env name of the plan, masked
-	// wherever output is kept (a check command sees pipec's environment).
-	secrets []string
+	// red masks the values of every secret_env name of the plan wherever
+	// the run writes or prints (see redact.go).
+	red *exec.Redactor
 
 	tasks      map[string]*taskState
 	checksOf   map[string][]compiler.PlanCheck
@@ -300,13 +300,16 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		classes = append(classes, retry.Class{Name: e.Name, ExitCodes: e.ExitCodes, Match: e.Match, Deterministic: e.Deterministic})
 	}
 	r.classes = retry.NewClassifier(classes)
+	var secrets []string
 	for i := range p.Tasks {
 		for _, name := range p.Tasks[i].SecretEnv {
 			if v, ok := r.parentEnv[name]; ok && v != "" {
-				r.secrets = append(r.secrets, v)
+				secrets = append(secrets, v)
 			}
 		}
 	}
+	r.red = exec.NewRedactor(secrets)
+	r.st = redactingStore{Store: o.Store, red: r.red}
 	if r.slots == nil {
 		r.slots = NewSlots(p, o.Parallel)
 	}
@@ -332,7 +335,7 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
-			Pipeline: p.Pipeline, Store: o.Store, StatePath: o.StatePath})
+			Pipeline: p.Pipeline, Store: r.st, StatePath: o.StatePath})
 		if err != nil {
 			r.sinkErr[s.Name] = err.Error()
 			continue

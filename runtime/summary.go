@@ -143,6 +143,7 @@ func (r *runner) summary(run store.Run) *Summary {
 	slices.SortFunc(s.Fenced, func(a, b FencedPublish) int {
 		return strings.Compare(fmt.Sprintf("%s/%s/%09d", a.Publish, a.Task, a.Attempt), fmt.Sprintf("%s/%s/%09d", b.Publish, b.Task, b.Attempt))
 	})
+	r.redactSummary(s)
 	return s
 }
 

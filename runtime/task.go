@@ -335,14 +335,12 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	for k, v := range t.Env {
 		env[k] = v
 	}
-	var secrets []string
 	for _, name := range t.SecretEnv {
 		v, ok := r.parentEnv[name]
 		if !ok {
 			return nil, exec.Spec{}, fmt.Errorf("secret_env %s is not set in pipec's environment", name)
 		}
 		env[name] = v
-		secrets = append(secrets, v)
 	}
 	env["PIPEC_RUN_ID"] = r.runID
 	env["PIPEC_TASK"] = t.Name
@@ -386,7 +384,7 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	}
 	l.log = r.logPath(a.AttemptRef)
 	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
-		KillGrace: r.o.KillGrace, LogPath: l.log, Redact: secrets}, nil
+		KillGrace: r.o.KillGrace, LogPath: l.log, Redact: r.red.Secrets()}, nil
 }
 
 // start launches a prepared attempt and records its pid beside it.
