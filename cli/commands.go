@@ -19,5 +19,6 @@ func commands(io IO) []*cobra.Command {
 		newBackfillCmd(io),
 		newResolveCmd(io),
 		newLSPCmd(io),
+		newSimulateCmd(io),
 	}
 }

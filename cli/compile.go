@@ -14,7 +14,7 @@ func newCompileCmd(io IO) *cobra.Command {
 	var opts compileOptions
 	cmd := &cobra.Command{
 		Use:   "compile SPEC",
-		Short: "Write the compiled plan (deterministic JSON); refuses on error findings",
+		Short: "Write the compiled plan (deterministic JSON); refuses on error findings, shows warnings on stderr",
 		Args:  exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runCompile(io, args[0], opts)
@@ -29,7 +29,9 @@ func runCompile(io IO, path string, opts compileOptions) error {
 	if err != nil {
 		return err
 	}
-	printDiagsText(io, c.Diags, c.sources())
+	// Warnings are shown too: a plan is written, but the author should
+	// know what lint would say about it.
+	printDiagsText(io, append(c.Diags, c.Warnings...).Sort(), c.sources())
 	if c.Diags.HasErrors() || c.Result == nil {
 		return silentExit(ExitFindings)
 	}

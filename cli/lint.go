@@ -1,14 +1,16 @@
 package cli
 
 import (
-	"fmt"
+	stdio "io"
+	"os"
+	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/config"
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/report"
@@ -19,27 +21,45 @@ import (
 const homepage = "https://github.com/pipec/pipec"
 
 type lintOptions struct {
-	format  string
-	strict  bool
-	disable []string
-	enable  []string
-	workers int
-	now     string
+	format        string
+	strict        bool
+	disable       []string
+	workers       int
+	now           string
+	stdinFilename string
+	skipNonSpecs  bool
+	config        string
 }
 
 func newLintCmd(io IO) *cobra.Command {
-	opts := lintOptions{format: "text", workers: lint.DefaultWorkers}
+	opts := lintOptions{format: "text"}
 	cmd := &cobra.Command{
-		Use:   "lint PATH...",
+		Use:   "lint PATH... | lint - [--stdin-filename NAME]",
 		Short: "Parse, compile and check spec files or folders against every rule",
-		Long: "lint parses and compiles each spec file (folders are searched for HCL files with a\n" +
-			"pipeline block and CUE files defining pipeline) and runs every rule of the catalogue;\n" +
-			"`pipec explain` lists the rules. A comment `// pipec:ignore RULE reason` (also `#` in\n" +
-			"HCL) on a finding's line, or alone on the line above, suppresses it.\n\n" +
+		Long: "lint parses and compiles each spec file and runs every rule of the catalogue\n" +
+			"(`pipec explain` lists them; docs/rules/ in the repository has a page per rule).\n\n" +
+			"A folder is searched for the .hcl and .cue files that hold a pipeline (a top-level\n" +
+			"`pipeline` block or field, found by parsing), skipping hidden folders and the paths\n" +
+			"the configuration file ignores; Terraform and Packer files are left alone. A folder\n" +
+			"with no spec, and an unreadable file, are errors (exit code 2).\n\n" +
+			"`-` reads one spec from standard input; --stdin-filename names it in findings and\n" +
+			"chooses the syntax by its extension (default HCL).\n\n" +
+			"Settings come from .pipec.yaml, found by walking up from the working directory to\n" +
+			"the repository root (see docs/config.md); flags win over it.\n\n" +
+			"A comment `// pipec:ignore RULE reason` (also `#` in HCL) on a finding's line, or\n" +
+			"alone on the line above, suppresses it.\n\n" +
 			"Exit codes: 0 no error findings, 1 error findings (or warnings with --strict),\n" +
-			"2 usage error or unreadable input.",
+			"2 usage error, unreadable input or an invalid configuration file.",
+		Example: "  pipec lint pipelines/\n" +
+			"  pipec lint --format sarif . > pipec.sarif\n" +
+			"  cat orders.hcl | pipec lint - --stdin-filename pipelines/orders.hcl",
 		Args: minArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("workers") {
+				opts.workers = 0
+			} else if opts.workers < 1 {
+				return usageErr("lint: --workers must be at least 1")
+			}
 			return runLint(io, args, opts)
 		},
 	}
@@ -47,10 +67,39 @@ func newLintCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.format, "format", opts.format, "text, json, sarif or github")
 	f.BoolVar(&opts.strict, "strict", false, "fail on warnings too")
 	f.StringSliceVar(&opts.disable, "disable", nil, "turn a rule off (repeatable, or comma-separated)")
-	f.StringSliceVar(&opts.enable, "enable", nil, "turn on a rule that is off by default (repeatable, or comma-separated)")
-	f.IntVar(&opts.workers, "workers", opts.workers, "number of workers failover-limits assumes")
+	f.IntVar(&opts.workers, "workers", 0, "size of the worker pool the pipelines run on, for failover-limits (default: the configuration's, else unknown)")
 	f.StringVar(&opts.now, "now", "", "reference time for catchup-stampede, RFC 3339 (default: the current time)")
+	f.StringVar(&opts.stdinFilename, "stdin-filename", "", "with `-`: the file name findings carry, and whose extension picks the syntax")
+	f.BoolVar(&opts.skipNonSpecs, "skip-non-specs", false, "skip named files that hold no pipeline (Terraform, Packer); the pre-commit hook sets it")
+	f.StringVar(&opts.config, "config", "", "configuration file (default: .pipec.yaml in the working directory or a folder above it)")
 	return cmd
+}
+
+// loadConfig finds the configuration file (or reads the one named). Its
+// findings are printed on stderr; any error among them is a usage error,
+// since every later result would depend on a half-read configuration.
+func loadConfig(io IO, named string) (*config.Config, error) {
+	var (
+		cfg *config.Config
+		ds  diag.Diagnostics
+		err error
+	)
+	if named != "" {
+		cfg, ds, err = config.Load(named)
+	} else {
+		cfg, ds, err = config.Find(".")
+	}
+	if err != nil {
+		return nil, usageErr("%v", unwrapPathError(err))
+	}
+	if len(ds) > 0 {
+		src, _ := os.ReadFile(cfg.File)
+		printDiagsText(io, ds, report.Sources{cfg.File: src})
+		if ds.HasErrors() {
+			return nil, usageErr("%s: invalid configuration", cfg.File)
+		}
+	}
+	return cfg, nil
 }
 
 func runLint(io IO, paths []string, opts lintOptions) error {
@@ -59,9 +108,14 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	default:
 		return usageErr("lint: unknown --format %q (want text, json, sarif or github)", opts.format)
 	}
-	lopts := lint.Options{Disable: opts.disable, Enable: opts.enable, Workers: opts.workers}
-	if opts.workers < 1 {
-		return usageErr("lint: --workers must be at least 1")
+	cfg, err := loadConfig(io, opts.config)
+	if err != nil {
+		return err
+	}
+	lopts := cfg.Options()
+	lopts.Disable = append(lopts.Disable, opts.disable...)
+	if opts.workers > 0 {
+		lopts.Workers = opts.workers
 	}
 	if err := lint.CheckOptions(lopts); err != nil {
 		return usageErr("lint: %v", err)
@@ -75,11 +129,42 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	} else {
 		lopts.Now = time.Now()
 	}
-	files, err := findSpecFiles(paths)
-	if err != nil {
-		return err
+
+	var results []lintResult
+	var files []string
+	stdin := len(paths) == 1 && paths[0] == "-"
+	switch {
+	case stdin:
+		name := opts.stdinFilename
+		syn, ok := spec.SyntaxHCL, true
+		if name == "" {
+			name = "<stdin>"
+		} else if syn, ok = spec.SyntaxOf(name); !ok {
+			return usageErr("lint: --stdin-filename %s: not a spec file name (want .hcl or .cue)", name)
+		}
+		src, err := stdio.ReadAll(io.Stdin)
+		if err != nil {
+			return usageErr("lint: reading standard input: %v", err)
+		}
+		if opts.stdinFilename != "" && cfg.Ignored(name) ||
+			opts.skipNonSpecs && !isPipelineSpec(syn, src) && !isBinary(src) {
+			results, files = nil, nil // an ignored file: no findings
+		} else {
+			files = []string{name}
+			results = []lintResult{lintSource(loadSource(syn, name, src), lopts)}
+		}
+	case len(paths) > 1 && contains(paths, "-"):
+		return usageErr("lint: `-` (standard input) cannot be mixed with paths")
+	default:
+		if opts.stdinFilename != "" {
+			return usageErr("lint: --stdin-filename needs `-` as the path")
+		}
+		files, err = findSpecFiles(paths, findOptions{cfg: cfg, skipNonSpecs: opts.skipNonSpecs})
+		if err != nil {
+			return err
+		}
+		results = lintFiles(files, lopts)
 	}
-	results := lintFiles(files, lopts)
 	var all diag.Diagnostics
 	src := report.Sources{}
 	for i, r := range results {
@@ -89,17 +174,16 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 		all = append(all, r.diags...)
 		src[files[i]] = r.src
 	}
-	all = all.Sort()
+	all = cfg.Apply(all).Sort()
 	switch opts.format {
 	case "json":
 		err = report.JSON(io.Stdout, all)
 	case "sarif":
-		err = report.SARIF(io.Stdout, all, reportRules(), report.ToolInfo{Name: "pipec", Version: version(), InformationURI: homepage})
+		err = report.SARIF(io.Stdout, all, sarifOptions(cfg, src))
 	case "github":
 		err = report.GitHub(io.Stdout, all)
 	default:
-		color := io.StdoutTTY && io.Getenv("NO_COLOR") == "" && io.Getenv("TERM") != "dumb"
-		err = report.Text(io.Stdout, all, src, report.TextOptions{Color: color})
+		err = report.Text(io.Stdout, all, src, report.TextOptions{Color: io.colorOn(io.StdoutTTY)})
 	}
 	if err != nil {
 		return err
@@ -108,6 +192,55 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 		return silentExit(ExitFindings)
 	}
 	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// sarifOptions place SARIF paths relative to the repository root: the
+// configuration's sarif.root, else the git root above the working directory,
+// else the configuration file's folder, else the working directory.
+func sarifOptions(cfg *config.Config, src report.Sources) report.SARIFOptions {
+	wd, _ := os.Getwd()
+	root := cfg.SARIFRoot
+	if root == "" {
+		root = gitRoot(wd)
+	}
+	if root == "" {
+		root = cfg.Dir
+	}
+	if root == "" {
+		root = wd
+	}
+	return report.SARIFOptions{
+		Tool:    report.ToolInfo{Name: "pipec", Version: version(), InformationURI: homepage},
+		Rules:   reportRules(),
+		Root:    root,
+		WorkDir: wd,
+		Sources: src,
+	}
+}
+
+// gitRoot is the nearest folder at or above dir holding .git (a folder, or a
+// file in a worktree), or "".
+func gitRoot(dir string) string {
+	for dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+	return ""
 }
 
 type lintResult struct {
@@ -133,24 +266,30 @@ func lintFiles(files []string, opts lint.Options) []lintResult {
 				results[i].err = err
 				return
 			}
-			results[i].src = c.Src
-			results[i].diags = c.Diags
-			if c.Result != nil {
-				results[i].diags = append(results[i].diags, lint.Run(c.Result, c.Src, opts)...)
-			}
+			results[i] = lintSource(c, opts)
 		}()
 	}
 	wg.Wait()
 	return results
 }
 
-// reportRules describes the catalogue for SARIF's rule table.
+// lintSource runs the rules over one loaded spec.
+func lintSource(c *compiled, opts lint.Options) lintResult {
+	r := lintResult{src: c.Src, diags: c.Diags}
+	if c.Result != nil {
+		r.diags = append(r.diags, lint.Run(c.Result, c.Src, opts)...)
+	}
+	return r
+}
+
+// reportRules describes the catalogue for SARIF's rule table; each rule's
+// help links to its page under docs/rules/.
 func reportRules() []report.Rule {
 	rules := lint.All()
 	out := make([]report.Rule, 0, len(rules))
 	for _, r := range rules {
 		out = append(out, report.Rule{ID: r.ID, Severity: r.Severity, Summary: r.Summary, Help: r.Doc,
-			HelpURI: fmt.Sprintf("%s/blob/main/lint/rule_%s.go", homepage, strings.ReplaceAll(r.ID, "-", "_"))})
+			HelpURI: lint.DocURL(r.ID)})
 	}
 	return out
 }

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
+	"unicode/utf8"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
@@ -18,10 +20,13 @@ type compiled struct {
 	Src    []byte
 	Result *compiler.Result // nil when the spec could not be loaded at all
 	Diags  diag.Diagnostics
+	// Warnings are the lint warnings compileFile found; only compile prints
+	// them (run and graph show what stops them, not advice).
+	Warnings diag.Diagnostics
 }
 
 // compileFile loads, compiles and lints one spec, keeping the lint findings of
-// severity error: compile, graph and run refuse what lint calls an error
+// severity error in Diags and the warnings apart: compile, graph and run refuse what lint calls an error
 // (suppressions apply). The error is for unreadable input (exit code 2);
 // findings are in Diags.
 func compileFile(path string) (*compiled, error) {
@@ -30,8 +35,11 @@ func compileFile(path string) (*compiled, error) {
 		return c, err
 	}
 	for _, d := range lint.Run(c.Result, c.Src, lint.Options{}) {
-		if d.Severity == diag.Error {
+		switch d.Severity {
+		case diag.Error:
 			c.Diags = append(c.Diags, d)
+		case diag.Warning:
+			c.Warnings = append(c.Warnings, d)
 		}
 	}
 	c.Diags = c.Diags.Sort()
@@ -45,21 +53,64 @@ func loadSpec(path string) (*compiled, error) {
 	} else if st.IsDir() {
 		return nil, usageErr("%s is a folder; give a spec file (.hcl or .cue)", path)
 	}
-	p, src, ds, err := spec.LoadFile(path)
-	if err != nil {
-		return nil, usageErr("%v", err)
+	syn, ok := spec.SyntaxOf(path)
+	if !ok {
+		return nil, usageErr("%s: not a spec file (want .hcl or .cue)", path)
 	}
-	c := &compiled{File: path, Src: src, Diags: ds}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErr("%v", unwrapPathError(err))
+	}
+	return loadSource(syn, path, src), nil
+}
+
+// loadSource loads and compiles a spec's text. A binary file (a NUL byte, or
+// not UTF-8) gets one finding instead of one per byte the parser trips on.
+func loadSource(syn spec.Syntax, name string, src []byte) *compiled {
+	c := &compiled{File: name, Src: src}
+	if isBinary(src) {
+		c.Diags = diag.Diagnostics{diag.Errorf(spec.RuleSyntax, binaryRange(name, src),
+			"the file is binary (%s), not a %s spec", binaryReason(src), syn)}
+		c.Src = nil // never print its bytes as a source line
+		return c
+	}
+	p, ds := spec.Load(syn, name, src)
+	c.Diags = ds
 	if p == nil || hasRule(ds, spec.RuleSyntax) {
 		// The model of a file that does not parse is partial: compiling it
 		// would report follow-on errors (a missing artifact whose producer
 		// is in the broken part) for a cause already reported.
-		return c, nil
+		return c
 	}
 	res, cds := compiler.Compile(p)
 	c.Result = res
 	c.Diags = append(c.Diags, cds...).Sort()
-	return c, nil
+	return c
+}
+
+// binaryReason says what makes src binary.
+func binaryReason(src []byte) string {
+	if i := bytes.IndexByte(src[:min(len(src), 8000)], 0); i >= 0 {
+		return "it holds a NUL byte"
+	}
+	return "it is not UTF-8 text"
+}
+
+// binaryRange points at the first offending byte's line.
+func binaryRange(name string, src []byte) diag.Range {
+	i := bytes.IndexByte(src[:min(len(src), 8000)], 0)
+	if i < 0 {
+		for j := 0; j < len(src); {
+			r, n := utf8.DecodeRune(src[j:])
+			if r == utf8.RuneError && n <= 1 {
+				i = j
+				break
+			}
+			j += n
+		}
+	}
+	line := 1 + bytes.Count(src[:max(i, 0)], []byte("\n"))
+	return diag.Range{Filename: name, Start: diag.Pos{Line: line, Column: 1}, End: diag.Pos{Line: line, Column: 2}}
 }
 
 // hasRule reports whether any finding is of the given rule.
@@ -84,8 +135,8 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-// printDiagsText writes findings to stderr in the text format (colour only on a
-// terminal, never under NO_COLOR).
+// printDiagsText writes findings to stderr in the text format (colour as
+// --color says: by default only on a terminal, never under NO_COLOR).
 func printDiagsText(io IO, ds diag.Diagnostics, src report.Sources) {
-	_ = report.Text(io.Stderr, ds, src, report.TextOptions{})
+	_ = report.Text(io.Stderr, ds, src, report.TextOptions{Color: io.colorOn(io.StderrTTY)})
 }

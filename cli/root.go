@@ -4,10 +4,12 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -31,12 +33,78 @@ type IO struct {
 	Environ func() []string
 	// StdoutTTY is true when stdout is a terminal (colour, live progress).
 	StdoutTTY bool
+	// StderrTTY is true when stderr is a terminal (colour of findings
+	// printed by compile, graph, run and fmt).
+	StderrTTY bool
+	// Context is cancelled, with ErrInterrupted as its cause, when the user
+	// interrupts pipec (Ctrl-C, SIGTERM); nil means never. Commands that stop
+	// cleanly on it (run, backfill) read it as cmd.Context().
+	Context context.Context
+	// Graceful is called when a command that stops cleanly on Context
+	// starts; an interrupt before that, or in any other command, ends pipec
+	// at once with exit code 130. Nil for in-process callers.
+	Graceful func()
+
+	// color is the --color flag's value, shared by every command.
+	color *string
+}
+
+// ErrInterrupted is the cause of IO.Context's cancellation on Ctrl-C.
+var ErrInterrupted = errors.New("interrupted")
+
+// ExitInterrupted is the exit code after Ctrl-C, 128 + SIGINT as shells report
+// a process killed by it.
+const ExitInterrupted = 130
+
+// gracefulCommands stop cleanly when IO.Context is cancelled: they record
+// what they stopped, so an interrupt waits for that instead of killing pipec.
+func gracefulCommand(name string) bool {
+	switch name {
+	case "run", "backfill", "worker", "submit", "heartbeat":
+		return true
+	}
+	return false
+}
+
+// colorOn decides colour for one stream: --color=always or never wins; auto
+// (the default) colours a terminal unless NO_COLOR is set or TERM is dumb.
+func (io IO) colorOn(tty bool) bool {
+	mode := "auto"
+	if io.color != nil {
+		mode = *io.color
+	}
+	switch mode {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	getenv := io.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
 }
 
 // Std is the process's real IO.
 func Std() IO {
-	return IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Environ: os.Environ,
-		StdoutTTY: isatty.IsTerminal(os.Stdout.Fd()) || isatty.IsCygwinTerminal(os.Stdout.Fd())}
+	return IO{Stdin: os.Stdin, Stdout: quietPipe{w: os.Stdout}, Stderr: quietPipe{w: os.Stderr}, Getenv: os.Getenv, Environ: os.Environ,
+		StdoutTTY: isatty.IsTerminal(os.Stdout.Fd()) || isatty.IsCygwinTerminal(os.Stdout.Fd()),
+		StderrTTY: isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd())}
+}
+
+// quietPipe drops output once its reader has gone (pipec run --json | head -1):
+// the command goes on and ends with its own exit code, with no "broken pipe"
+// message. Writes then get EPIPE instead of a fatal SIGPIPE because
+// cmd/pipec watches SIGPIPE (Interruptible).
+type quietPipe struct{ w io.Writer }
+
+func (q quietPipe) Write(p []byte) (int, error) {
+	n, err := q.w.Write(p)
+	if err != nil && errors.Is(err, syscall.EPIPE) {
+		return len(p), nil
+	}
+	return n, err
 }
 
 // exitError carries an exit code up to Main. A nil err means the command
@@ -68,9 +136,19 @@ func silentExit(code int) error {
 
 // Main runs pipec with args (without the program name) and returns its exit code.
 func Main(args []string, io IO) int {
+	color := "auto"
+	io.color = &color
 	root := newRoot(io)
 	root.SetArgs(args)
-	err := root.Execute()
+	ctx := io.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	err := root.ExecuteContext(ctx)
+	if errors.Is(context.Cause(ctx), ErrInterrupted) {
+		fmt.Fprintln(io.Stderr, "pipec: interrupted")
+		return ExitInterrupted
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -92,10 +170,23 @@ func newRoot(io IO) *cobra.Command {
 		Short: "Compile, lint and run declarative data pipelines safely",
 		Long: "pipec compiles pipeline specs (HCL or CUE) into a validated DAG, lints them for the\n" +
 			"mistakes that hurt data pipelines, and runs them with a fenced, durable runtime.",
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       versionLine(buildInfo()),
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			switch *io.color {
+			case "auto", "always", "never":
+			default:
+				return usageErr("--color must be auto, always or never, not %q", *io.color)
+			}
+			if io.Graceful != nil && gracefulCommand(cmd.Name()) {
+				io.Graceful()
+			}
+			return nil
+		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().StringVar(io.color, "color", *io.color, "colour findings: auto (a terminal without NO_COLOR), always or never")
 	root.SetIn(io.Stdin)
 	root.SetOut(io.Stdout)
 	root.SetErr(io.Stderr)

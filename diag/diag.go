@@ -4,6 +4,7 @@
 package diag
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -94,9 +95,14 @@ func (d Diagnostic) String() string {
 	return fmt.Sprintf("%s: %s: %s [%s]", d.Range, d.Severity, d.Message, d.Rule)
 }
 
-// MarshalJSON writes the flat form of DESIGN.md section 4.
+// MarshalJSON writes the flat form of DESIGN.md section 4. Messages are
+// written as is: "a -> b" stays readable instead of becoming "a -\u003e b"
+// (the output is never embedded in HTML).
 func (d Diagnostic) MarshalJSON() ([]byte, error) {
-	return json.Marshal(jsonDiagnostic{
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(jsonDiagnostic{
 		Rule:      d.Rule,
 		Severity:  d.Severity,
 		Message:   d.Message,
@@ -107,6 +113,7 @@ func (d Diagnostic) MarshalJSON() ([]byte, error) {
 		EndLine:   d.Range.End.Line,
 		EndColumn: d.Range.End.Column,
 	})
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
 }
 
 // UnmarshalJSON reads the flat form back.

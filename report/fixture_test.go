@@ -28,7 +28,7 @@ var fixtureSources = Sources{
 var fixtureRules = []Rule{
 	{ID: "unbounded-retry", Severity: diag.Error, Summary: "A retry policy with no bound on attempts",
 		Help:    "A policy with max_attempts = 0 retries forever.\n\nBad:\n\n    max_attempts = 0\n\nFixed:\n\n    max_attempts = 4\n",
-		HelpURI: "https://github.com/pipec/pipec/blob/main/lint/rule_unbounded_retry.go"},
+		HelpURI: "https://github.com/pipec/pipec/blob/main/docs/rules/unbounded-retry.md"},
 	{ID: "bypassed-validation", Severity: diag.Error, Summary: "A publish that can happen before a check accepted its artifact.",
 		Help: "Every path from the producer to a publish must pass a check on the published artifact."},
 	{ID: "local-artifact", Severity: diag.Warning, Summary: "An output on worker-local storage",
@@ -66,4 +66,10 @@ func fixtureDiagnostics() diag.Diagnostics {
 func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	golden.Check(t, filepath.Join("testdata", name), got)
+}
+
+// fixtureOptions run the fixture as if pipec ran at the root of a repository
+// checked out at /src/repo.
+func fixtureOptions(tool ToolInfo) SARIFOptions {
+	return SARIFOptions{Tool: tool, Rules: fixtureRules, Root: "/src/repo", WorkDir: "/src/repo", Sources: fixtureSources}
 }

@@ -55,7 +55,8 @@ func GitHub(w io.Writer, ds diag.Diagnostics) error {
 		if len(props) > 0 {
 			b.WriteString(" " + strings.Join(props, ","))
 		}
-		b.WriteString("::" + escapeData(msg) + "\n")
+		// Escape first: the job log is a terminal too.
+		b.WriteString("::" + escapeData(Escape(msg)) + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/pipec/pipec/diag"
@@ -47,5 +48,15 @@ func TestGitHubCommands(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestGitHubEscapesControlCharacters(t *testing.T) {
+	var b strings.Builder
+	if err := GitHub(&b, diag.Diagnostics{{Rule: "schema", Message: "value \"\x1b[31mred\""}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "\x1b") || !strings.Contains(b.String(), `\x1b[31mred`) {
+		t.Errorf("got %q", b.String())
 	}
 }

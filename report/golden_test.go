@@ -18,7 +18,7 @@ func TestGolden(t *testing.T) {
 			return Text(b, fixtureDiagnostics(), fixtureSources, TextOptions{Color: true})
 		}},
 		{"json.golden", func(b *bytes.Buffer) error { return JSON(b, fixtureDiagnostics()) }},
-		{"sarif.golden", func(b *bytes.Buffer) error { return SARIF(b, fixtureDiagnostics(), fixtureRules, tool) }},
+		{"sarif.golden", func(b *bytes.Buffer) error { return SARIF(b, fixtureDiagnostics(), fixtureOptions(tool)) }},
 		{"github.golden", func(b *bytes.Buffer) error { return GitHub(b, fixtureDiagnostics()) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

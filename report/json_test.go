@@ -33,8 +33,12 @@ func TestJSONFieldsAndRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var raw struct {
-		Diagnostics []map[string]any `json:"diagnostics"`
-		Summary     JSONSummary      `json:"summary"`
+		FormatVersion string           `json:"format_version"`
+		Valid         *bool            `json:"valid"`
+		ErrorCount    int              `json:"error_count"`
+		WarningCount  int              `json:"warning_count"`
+		InfoCount     int              `json:"info_count"`
+		Diagnostics   []map[string]any `json:"diagnostics"`
 	}
 	if err := json.Unmarshal(b.Bytes(), &raw); err != nil {
 		t.Fatal(err)
@@ -46,9 +50,15 @@ func TestJSONFieldsAndRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	want := JSONSummary{Errors: ds.Count(diag.Error), Warnings: ds.Count(diag.Warning), Infos: ds.Count(diag.Info)}
-	if raw.Summary != want || want.Errors == 0 || want.Warnings == 0 || want.Infos == 0 {
-		t.Errorf("summary %+v, want %+v with every severity present", raw.Summary, want)
+	if raw.FormatVersion != JSONFormatVersion {
+		t.Errorf("format_version = %q, want %q", raw.FormatVersion, JSONFormatVersion)
+	}
+	if raw.Valid == nil || *raw.Valid {
+		t.Errorf("valid = %v, want false for findings with errors", raw.Valid)
+	}
+	e, w, n := ds.Count(diag.Error), ds.Count(diag.Warning), ds.Count(diag.Info)
+	if raw.ErrorCount != e || raw.WarningCount != w || raw.InfoCount != n || e == 0 || w == 0 || n == 0 {
+		t.Errorf("counts %d/%d/%d, want %d/%d/%d with every severity present", raw.ErrorCount, raw.WarningCount, raw.InfoCount, e, w, n)
 	}
 	var back JSONReport
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
@@ -57,5 +67,21 @@ func TestJSONFieldsAndRoundTrip(t *testing.T) {
 	// Byte offsets are not part of the JSON form.
 	if diff := cmp.Diff(ds, back.Diagnostics); diff != "" {
 		t.Errorf("round trip changed the findings (-printed +read):\n%s", diff)
+	}
+}
+
+// TestJSONWritesArrowsAsIs checks that a cycle message stays readable, and that
+// a spec with only warnings is valid.
+func TestJSONWritesArrowsAsIs(t *testing.T) {
+	ds := diag.Diagnostics{{Rule: "cycle", Severity: diag.Warning, Message: "a -> b -> a <&>", Range: diag.Range{Filename: "p.hcl"}}}
+	var b bytes.Buffer
+	if err := JSON(&b, ds); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b.Bytes(), []byte(`"a -> b -> a <&>"`)) {
+		t.Errorf("the message was escaped:\n%s", b.String())
+	}
+	if !bytes.Contains(b.Bytes(), []byte(`"valid": true`)) {
+		t.Errorf("warnings only, but not valid:\n%s", b.String())
 	}
 }

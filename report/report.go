@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/pipec/pipec/diag"
 )
@@ -88,7 +87,9 @@ const (
 )
 
 // Text writes `file:line:col: severity: message [rule]`, then the source line
-// and a caret under the range (^~~~), as compilers and actionlint do.
+// and a caret under the range (^~~~), as compilers and actionlint do. Text
+// from the spec (file names, messages quoting values, the source line) is
+// escaped, so a spec cannot send escape sequences to the terminal.
 func Text(w io.Writer, ds diag.Diagnostics, src Sources, opt TextOptions) error {
 	paint := func(code, s string) string {
 		if !opt.Color {
@@ -107,13 +108,14 @@ func Text(w io.Writer, ds diag.Diagnostics, src Sources, opt TextOptions) error 
 			sevColor = ansiCyan
 		}
 		if loc := location(d.Range); loc != "" {
-			b.WriteString(paint(ansiBold, loc) + ": ")
+			b.WriteString(paint(ansiBold, Escape(loc)) + ": ")
 		}
-		fmt.Fprintf(&b, "%s: %s %s\n", paint(sevColor, d.Severity.String()), d.Message, paint(ansiBold, "["+d.Rule+"]"))
+		fmt.Fprintf(&b, "%s: %s %s\n", paint(sevColor, d.Severity.String()), Escape(d.Message), paint(ansiBold, "["+Escape(d.Rule)+"]"))
 		if line, ok := idx.line(d.Range.Filename, d.Range.Start.Line); ok && d.Range.Start.Column >= 1 {
-			b.WriteString(line)
+			text, marker := snippet(line, d.Range)
+			b.WriteString(text)
 			b.WriteByte('\n')
-			b.WriteString(paint(ansiGreen, caret(line, d.Range)))
+			b.WriteString(paint(ansiGreen, marker))
 			b.WriteByte('\n')
 		}
 	}
@@ -133,34 +135,4 @@ func location(r diag.Range) string {
 		return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
 	}
 	return r.String()
-}
-
-// caret draws ^~~~ under the range's columns on the start line, keeping tabs so
-// the marker lines up with the source in any terminal.
-func caret(line string, r diag.Range) string {
-	var b strings.Builder
-	col := 1
-	for _, ch := range line {
-		if col >= r.Start.Column {
-			break
-		}
-		if ch == '\t' {
-			b.WriteByte('\t')
-		} else {
-			b.WriteByte(' ')
-		}
-		col++
-	}
-	b.WriteByte('^')
-	// The tildes stop at the end of the line: a multi-line range underlines the
-	// rest of its first line, and a hostile end column cannot grow the output.
-	lineEnd := utf8.RuneCountInString(line) + 1
-	end := r.End.Column
-	if r.End.Line != r.Start.Line || end > lineEnd {
-		end = lineEnd
-	}
-	for i := r.Start.Column + 1; i < end; i++ {
-		b.WriteByte('~')
-	}
-	return b.String()
 }

@@ -22,9 +22,14 @@ func TestCaret(t *testing.T) {
 		{"hostile end column is clipped", "abc", diag.Range{Start: pos(1, 2), End: pos(1, 1<<30)}, " ^~"},
 		{"start past the line", "ab", diag.Range{Start: pos(1, 9), End: pos(1, 10)}, "  ^"},
 		{"inverted range is a single caret", "abcdef", diag.Range{Start: pos(1, 4), End: pos(1, 2)}, "   ^"},
+		{"wide characters take two columns", `name = "注文データ" x`, diag.Range{Start: pos(1, 14), End: pos(1, 15)}, strings.Repeat(" ", 18) + "^"},
+		{"range over wide characters", `a = "注文"`, diag.Range{Start: pos(1, 5), End: pos(1, 9)}, "    ^~~~~~"},
+		{"emoji is wide", "🚀 = x", diag.Range{Start: pos(1, 5), End: pos(1, 6)}, "     ^"},
+		{"combining mark takes none", "e\u0301 = x", diag.Range{Start: pos(1, 6), End: pos(1, 7)}, "    ^"},
+		{"escaped control counts as printed", "\x1b[31m = x", diag.Range{Start: pos(1, 9), End: pos(1, 10)}, strings.Repeat(" ", 11) + "^"},
 	} {
-		if got := caret(tc.line, tc.r); got != tc.want {
-			t.Errorf("%s: caret(%q) = %q, want %q", tc.name, tc.line, got, tc.want)
+		if _, got := snippet(tc.line, tc.r); got != tc.want {
+			t.Errorf("%s: marker for %q = %q, want %q", tc.name, tc.line, got, tc.want)
 		}
 	}
 }
@@ -91,5 +96,73 @@ func BenchmarkTextManyFindings(b *testing.B) {
 		if err := Text(io.Discard, ds, sources, TextOptions{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestEscape: control characters, bidi overrides and invalid UTF-8 are made
+// visible; newlines, tabs and ordinary Unicode are kept.
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain → ok 注文":       "plain → ok 注文",
+		"a\x1b[2Jb":           `a\x1b[2Jb`,
+		"line\roverwrite":     `line\roverwrite`,
+		"two\nlines\tand tab": "two\nlines\tand tab",
+		"bidi \u202e evil":    `bidi \u202e evil`,
+		"bad \xff byte":       `bad \xff byte`,
+		"c1 \u009b control":   `c1 \u009b control`,
+		"bell\a and del\x7f":  `bell\x07 and del\x7f`,
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestTextEscapesSpecText: an escape sequence in a spec's string reaches
+// neither the message nor the snippet raw.
+func TestTextEscapesSpecText(t *testing.T) {
+	line := "  command = [\"echo\", \"\x1b[2J\x1b]0;pwned\x07\"]"
+	src := Sources{"e\x1b.hcl": []byte(line + "\n")}
+	ds := diag.Diagnostics{{Rule: "schema", Severity: diag.Error, Message: "bad value \"\x1b[2J\"",
+		Range: diag.Range{Filename: "e\x1b.hcl", Start: diag.Pos{Line: 1, Column: 23}, End: diag.Pos{Line: 1, Column: 42}}}}
+	var b bytes.Buffer
+	if err := Text(&b, ds, src, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.ContainsAny(b.Bytes(), "\x1b\x07") {
+		t.Errorf("raw control characters in the output:\n%q", b.String())
+	}
+	want := "e\\x1b.hcl:1:23: error: bad value \"\\x1b[2J\" [schema]\n" +
+		`  command = ["echo", "\x1b[2J\x1b]0;pwned\x07"]` + "\n" +
+		strings.Repeat(" ", 22) + "^" + strings.Repeat("~", 24) + "\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestSnippetCutsLongLines: a minified line is cut to a window that holds the
+// range, marked with … at each cut end, and the marker still points at it.
+func TestSnippetCutsLongLines(t *testing.T) {
+	line := strings.Repeat("a", 5000) + "TARGET" + strings.Repeat("b", 5000)
+	r := diag.Range{Start: diag.Pos{Line: 1, Column: 5001}, End: diag.Pos{Line: 1, Column: 5007}}
+	text, marker := snippet(line, r)
+	if len(text) > maxSnippetWidth+10 {
+		t.Errorf("cut line is %d bytes long", len(text))
+	}
+	if !strings.HasPrefix(text, "…") || !strings.HasSuffix(text, "…") {
+		t.Errorf("cut ends are not marked: %q", text)
+	}
+	at := strings.Index(marker, "^")
+	// "…" is one column wide but three bytes: compare in runes.
+	if got := string([]rune(text)[at : at+6]); got != "TARGET" {
+		t.Errorf("the marker points at %q, not TARGET\n%s\n%s", got, text, marker)
+	}
+	if strings.Count(marker, "~") != 5 {
+		t.Errorf("marker %q does not underline the range", marker)
+	}
+	// A range at the start of a long line keeps no leading cut.
+	text, marker = snippet(line, diag.Range{Start: diag.Pos{Line: 1, Column: 1}, End: diag.Pos{Line: 1, Column: 3}})
+	if strings.HasPrefix(text, "…") || marker != "^~" {
+		t.Errorf("start of line: %q %q", text[:10], marker)
 	}
 }

@@ -1,7 +1,10 @@
 package report
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
 	"path"
@@ -99,6 +102,8 @@ type sarifResult struct {
 	Level     string          `json:"level"`
 	Message   sarifText       `json:"message"`
 	Locations []sarifLocation `json:"locations,omitempty"`
+	// PartialFingerprints let code scanning match a finding across commits.
+	PartialFingerprints map[string]string `json:"partialFingerprints,omitempty"`
 }
 
 type sarifLocation struct {
@@ -117,21 +122,45 @@ type sarifRegion struct {
 	EndColumn   int `json:"endColumn,omitempty"`
 }
 
+// SARIFOptions describe the run a SARIF log comes from.
+type SARIFOptions struct {
+	Tool ToolInfo
+	// Rules describe the catalogue for the driver's rule table.
+	Rules []Rule
+	// Root is the absolute folder result paths are relative to: the
+	// repository root (git's, or the folder of .pipec.yaml), which code
+	// scanning resolves %SRCROOT% to. Empty means WorkDir.
+	Root string
+	// WorkDir is the absolute folder relative file names in the findings are
+	// relative to (the working directory). Empty leaves relative names as
+	// they are and writes %SRCROOT% without a uri.
+	WorkDir string
+	// Sources give the text fingerprints are computed from; a finding whose
+	// file is missing is fingerprinted from its rule, file and message.
+	Sources Sources
+}
+
 // SARIF writes the findings as a SARIF 2.1.0 log with one run, for code-scanning
 // services (GitHub, Azure DevOps) and editors. The driver's rule table holds
-// every rule in rules plus a placeholder for any rule a finding names that
-// rules lacks; results keep the order of ds. Paths relative to the working
-// directory are written relative to %SRCROOT%, so the log holds no absolute
-// path of the machine that made it.
-func SARIF(w io.Writer, ds diag.Diagnostics, rules []Rule, tool ToolInfo) error {
-	table := ruleTable(rules, ds)
+// every rule in opt.Rules plus a placeholder for any rule a finding names that
+// the table lacks; results keep the order of ds. Files under the root are
+// written relative to %SRCROOT%, so the log holds no absolute path of the
+// machine that made it except the root's own uri.
+func SARIF(w io.Writer, ds diag.Diagnostics, opt SARIFOptions) error {
+	table := ruleTable(opt.Rules, ds)
 	index := make(map[string]int, len(table))
+	tool := opt.Tool
 	driver := sarifDriver{Name: tool.Name, Version: tool.Version, InformationURI: tool.InformationURI,
 		Rules: make([]sarifRule, 0, len(table))}
 	for i, r := range table {
 		index[r.ID] = i
 		driver.Rules = append(driver.Rules, sarifRuleOf(r))
 	}
+	root := opt.Root
+	if root == "" {
+		root = opt.WorkDir
+	}
+	locate := func(name string) sarifArtifactLocation { return artifactLocationUnder(name, opt.WorkDir, root) }
 
 	// Artifacts are listed once each, sorted by URI, and results refer to them by index.
 	var locs []sarifArtifactLocation
@@ -140,7 +169,7 @@ func SARIF(w io.Writer, ds diag.Diagnostics, rules []Rule, tool ToolInfo) error 
 		if d.Range.Filename == "" {
 			continue
 		}
-		l := artifactLocation(d.Range.Filename)
+		l := locate(d.Range.Filename)
 		if !seen[l] {
 			seen[l] = true
 			locs = append(locs, l)
@@ -160,20 +189,27 @@ func SARIF(w io.Writer, ds diag.Diagnostics, rules []Rule, tool ToolInfo) error 
 		usesRoot = usesRoot || l.URIBaseID == srcRoot
 	}
 	if usesRoot {
-		run.OriginalURIBaseIDs = map[string]sarifArtifactLocURI{srcRoot: {
-			Description: &sarifText{Text: "The folder pipec ran in; result paths are relative to it."}}}
+		base := sarifArtifactLocURI{Description: &sarifText{Text: "The repository root; result paths are relative to it."}}
+		if root != "" && filepath.IsAbs(root) {
+			base.URI = dirURI(root)
+		}
+		run.OriginalURIBaseIDs = map[string]sarifArtifactLocURI{srcRoot: base}
 	}
 
+	fp := fingerprinter{idx: lines{src: opt.Sources}, seen: map[string]int{}}
 	for _, d := range ds {
 		res := sarifResult{RuleID: d.Rule, RuleIndex: index[d.Rule], Level: sarifLevel(d.Severity),
 			Message: sarifText{Text: sarifMessage(d)}}
+		uri := ""
 		if d.Range.Filename != "" {
-			l := artifactLocation(d.Range.Filename)
+			l := locate(d.Range.Filename)
+			uri = l.URI
 			n := artIndex[l]
 			l.Index = &n
 			res.Locations = []sarifLocation{{PhysicalLocation: sarifPhysicalLocation{
 				ArtifactLocation: l, Region: sarifRegionOf(d.Range)}}}
 		}
+		res.PartialFingerprints = map[string]string{fingerprintKey: fp.of(d, uri)}
 		run.Results = append(run.Results, res)
 	}
 
@@ -181,6 +217,78 @@ func SARIF(w io.Writer, ds diag.Diagnostics, rules []Rule, tool ToolInfo) error 
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(sarifLog{Schema: sarifSchema, Version: sarifVersion, Runs: []sarifRun{run}})
+}
+
+// fingerprintKey names pipec's partial fingerprint; the version suffix
+// changes if the recipe ever does, as SARIF asks.
+const fingerprintKey = "pipecFinding/v1"
+
+// fingerprinter gives each result a fingerprint that survives lines being
+// inserted or removed above it: it hashes the rule, the file, the text of the
+// finding's line (whitespace-normalised) and the text under its range, never
+// the line number or the message (messages may name other lines). Findings
+// with identical keys are told apart by their order in the file, which an
+// insertion above does not change.
+type fingerprinter struct {
+	idx  lines
+	seen map[string]int
+}
+
+func (f *fingerprinter) of(d diag.Diagnostic, uri string) string {
+	key := d.Rule + "\x00" + uri
+	if line, ok := f.idx.line(d.Range.Filename, d.Range.Start.Line); ok {
+		key += "\x00" + strings.Join(strings.Fields(line), " ") + "\x00" + underRange(line, d.Range)
+	} else {
+		key += "\x00" + d.Message
+	}
+	n := f.seen[key]
+	f.seen[key] = n + 1
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d", key, n))
+	return hex.EncodeToString(sum[:16])
+}
+
+// underRange is the part of line the range covers on its first line.
+func underRange(line string, r diag.Range) string {
+	runes := []rune(line)
+	start := r.Start.Column - 1
+	if start < 0 || start > len(runes) {
+		return ""
+	}
+	end := len(runes)
+	if r.End.Line == r.Start.Line && r.End.Column-1 >= start && r.End.Column-1 < end {
+		end = r.End.Column - 1
+	}
+	return string(runes[start:end])
+}
+
+// dirURI is the file:// URI of an absolute folder, ending in a slash as
+// SARIF requires of a base URI.
+func dirURI(dir string) string {
+	slash := filepath.ToSlash(dir)
+	if !strings.HasPrefix(slash, "/") {
+		slash = "/" + slash
+	}
+	if !strings.HasSuffix(slash, "/") {
+		slash += "/"
+	}
+	return (&url.URL{Scheme: "file", Path: slash}).String()
+}
+
+// artifactLocationUnder locates a file name from the findings: relative to
+// the root when it lies under it, else as artifactLocation does.
+func artifactLocationUnder(name, workDir, root string) sarifArtifactLocation {
+	if workDir == "" || root == "" {
+		return artifactLocation(name)
+	}
+	abs := name
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(workDir, name)
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return artifactLocation(abs)
+	}
+	return artifactLocation(rel)
 }
 
 func sarifRuleOf(r Rule) sarifRule {

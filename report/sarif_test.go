@@ -73,7 +73,7 @@ func TestSARIFValidAgainstSchema(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := SARIF(&b, ds, fixtureRules, tool); err != nil {
+			if err := SARIF(&b, ds, fixtureOptions(tool)); err != nil {
 				t.Fatal(err)
 			}
 			validateSARIF(t, schema, b.Bytes())
@@ -86,7 +86,7 @@ func TestSARIFValidAgainstSchema(t *testing.T) {
 func TestSARIFSchemaCatchesMistakes(t *testing.T) {
 	schema := compileSARIFSchema(t)
 	var b bytes.Buffer
-	if err := SARIF(&b, fixtureDiagnostics(), fixtureRules, ToolInfo{Name: "pipec"}); err != nil {
+	if err := SARIF(&b, fixtureDiagnostics(), fixtureOptions(ToolInfo{Name: "pipec"})); err != nil {
 		t.Fatal(err)
 	}
 	bad := strings.Replace(b.String(), `"level": "note"`, `"level": "info"`, 1)
@@ -147,7 +147,7 @@ type sarifDoc struct {
 
 func TestSARIFIndexesAndLocations(t *testing.T) {
 	var b bytes.Buffer
-	if err := SARIF(&b, fixtureDiagnostics(), fixtureRules, ToolInfo{Name: "pipec"}); err != nil {
+	if err := SARIF(&b, fixtureDiagnostics(), fixtureOptions(ToolInfo{Name: "pipec"})); err != nil {
 		t.Fatal(err)
 	}
 	var doc sarifDoc
@@ -240,5 +240,100 @@ func TestFriendlyNameAndSentence(t *testing.T) {
 		if got := sentence(in); got != want {
 			t.Errorf("sentence(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// sarifResults prints ds and returns the results with their first location's
+// uri and fingerprint.
+func sarifResults(t *testing.T, ds diag.Diagnostics, opt SARIFOptions) (log struct {
+	Runs []struct {
+		OriginalURIBaseIDs map[string]struct{ URI string } `json:"originalUriBaseIds"`
+		Results            []struct {
+			RuleID    string `json:"ruleId"`
+			Locations []struct {
+				PhysicalLocation struct {
+					ArtifactLocation struct{ URI, URIBaseID string }
+				}
+			}
+			PartialFingerprints map[string]string
+		}
+	}
+}) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := SARIF(&b, ds, opt); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b.Bytes(), &log); err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// TestSARIFFingerprintsSurviveInsertedLines inserts lines above every finding:
+// the line numbers change, the fingerprints must not; and two findings of one
+// rule on identical lines still get different fingerprints.
+func TestSARIFFingerprintsSurviveInsertedLines(t *testing.T) {
+	src := "pipeline \"p\" {\n  task \"a\" { command = [\"x\"] }\n  task \"b\" { command = [\"x\"] }\n}\n"
+	at := func(line int) diag.Range {
+		return diag.Range{Filename: "p.hcl", Start: diag.Pos{Line: line, Column: 26}, End: diag.Pos{Line: line, Column: 31}}
+	}
+	ds := diag.Diagnostics{
+		{Rule: "r", Message: "at line 2", Range: at(2)},
+		{Rule: "r", Message: "at line 3", Range: at(3)},
+		{Rule: "r", Message: "twin", Range: at(3)},
+	}
+	before := sarifResults(t, ds, SARIFOptions{Sources: Sources{"p.hcl": []byte(src)}})
+	shifted := diag.Diagnostics{}
+	for _, d := range ds {
+		d.Range.Start.Line += 3
+		d.Range.End.Line += 3
+		d.Message = strings.Replace(d.Message, "line", "row", 1) // messages may name lines; they are not hashed
+		shifted = append(shifted, d)
+	}
+	after := sarifResults(t, shifted, SARIFOptions{Sources: Sources{"p.hcl": []byte("# a\n# b\n\n" + src)}})
+	seen := map[string]bool{}
+	for i, r := range before.Runs[0].Results {
+		fp := r.PartialFingerprints[fingerprintKey]
+		if fp == "" {
+			t.Fatalf("result %d has no %s fingerprint", i, fingerprintKey)
+		}
+		if got := after.Runs[0].Results[i].PartialFingerprints[fingerprintKey]; got != fp {
+			t.Errorf("result %d: fingerprint %s became %s after inserting lines above", i, fp, got)
+		}
+		if seen[fp] {
+			t.Errorf("result %d shares fingerprint %s with an earlier result", i, fp)
+		}
+		seen[fp] = true
+	}
+	// Editing the finding's own line is a different finding.
+	edited := sarifResults(t, ds[:1], SARIFOptions{Sources: Sources{"p.hcl": []byte(strings.Replace(src, `task "a"`, `task "z"`, 1))}})
+	if edited.Runs[0].Results[0].PartialFingerprints[fingerprintKey] == before.Runs[0].Results[0].PartialFingerprints[fingerprintKey] {
+		t.Error("changing the finding's line kept its fingerprint")
+	}
+}
+
+// TestSARIFPathsRelativeToRoot runs pipec in a sub-folder of the repository:
+// paths are relative to the root, %SRCROOT% carries the root's uri, and a file
+// outside the root keeps an absolute file URI.
+func TestSARIFPathsRelativeToRoot(t *testing.T) {
+	ds := diag.Diagnostics{
+		{Rule: "r", Message: "m", Range: diag.Range{Filename: "orders/pipeline.hcl", Start: diag.Pos{Line: 1, Column: 1}}},
+		{Rule: "r", Message: "m", Range: diag.Range{Filename: "../../../elsewhere/x.hcl", Start: diag.Pos{Line: 1, Column: 1}}},
+	}
+	log := sarifResults(t, ds, SARIFOptions{Root: "/src/repo", WorkDir: "/src/repo/pipelines"})
+	run := log.Runs[0]
+	if got := run.OriginalURIBaseIDs["%SRCROOT%"].URI; got != "file:///src/repo/" {
+		t.Errorf("%%SRCROOT%% uri = %q, want file:///src/repo/", got)
+	}
+	loc := func(i int) string {
+		l := run.Results[i].Locations[0].PhysicalLocation.ArtifactLocation
+		return l.URIBaseID + " " + l.URI
+	}
+	if got := loc(0); got != "%SRCROOT% pipelines/orders/pipeline.hcl" {
+		t.Errorf("file under the root: %q", got)
+	}
+	if got := loc(1); got != " file:///elsewhere/x.hcl" {
+		t.Errorf("file outside the root: %q", got)
 	}
 }

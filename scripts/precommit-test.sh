@@ -3,8 +3,11 @@
 # in a throwaway git repository whose .pre-commit-config.yaml points at this
 # repository's HEAD commit (pre-commit clones it, so only committed files
 # count), a commit of a good spec must pass the hook, a commit of a spec with
-# an error finding must be refused with that finding, and a commit with no
-# spec must skip the hook. Exits non-zero on any other outcome.
+# an error finding must be refused with that finding, a commit with no
+# spec must skip the hook, and Terraform, Terragrunt and Packer .hcl files
+# (valid or not) and paths ignored by .pipec.yaml must never block a commit,
+# while a pipeline spec that does not even parse still does. Exits non-zero on
+# any other outcome.
 #
 # pre-commit itself is installed from Debian (apt-get install pre-commit) when
 # missing. The Go module cache is shared with the caller's, so pre-commit's
@@ -33,6 +36,7 @@ bad_spec=examples/broken/cycle.hcl
 bad_rule=cycle
 bad_cue=examples/broken/schema.cue
 bad_cue_rule=schema
+syntax_spec=examples/broken/syntax.hcl
 
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -76,10 +80,59 @@ fi
 grep -q "pipec lint.*Passed" "$tmp/out1" || { cat "$tmp/out1"; fail "the hook did not report Passed for the good spec"; }
 echo "precommit-test: ok: good specs (HCL and CUE) pass"
 
-# 3. Specs with error findings are refused, and the findings are shown.
+# 3. Other HCL never blocks: Terraform (one with a syntax error), Terragrunt
+# and Packer files pass, found by parsing (no pipeline block), not by name.
+mkdir -p infra/live images
+cat >infra/main.hcl <<'HCL'
+resource "aws_s3_bucket" "pipeline_data" {
+  bucket = "pipeline-data"
+}
+HCL
+cat >infra/broken.hcl <<'HCL'
+variable "region" {
+  default = [
+HCL
+cat >infra/live/terragrunt.hcl <<'HCL'
+include "root" {
+  path = find_in_parent_folders()
+}
+inputs = {
+  pipeline = "orders"
+}
+HCL
+cat >images/app.pkr.hcl <<'HCL'
+source "amazon-ebs" "pipeline" {
+  ami_name = "pipeline"
+}
+build {
+  sources = ["source.amazon-ebs.pipeline"]
+}
+HCL
+git add infra images
+if ! git commit -m "terraform, terragrunt, packer" >"$tmp/out3" 2>&1; then
+	cat "$tmp/out3"
+	fail "the hook refused Terraform/Terragrunt/Packer files"
+fi
+grep -q "pipec lint.*Passed" "$tmp/out3" || { cat "$tmp/out3"; fail "the hook did not run (Passed) on the other HCL files"; }
+echo "precommit-test: ok: Terraform, Terragrunt and Packer files (one broken) pass"
+
+# 4. Paths ignored by .pipec.yaml never block, even a broken pipeline spec.
+mkdir -p legacy
+printf 'ignore:\n  - legacy/\n' >.pipec.yaml
+git -C "$root" show "$rev:$bad_spec" >legacy/old.hcl
+git add .pipec.yaml legacy
+if ! git commit -m "ignored legacy spec" >"$tmp/out4" 2>&1; then
+	cat "$tmp/out4"
+	fail "the hook refused a spec under a path .pipec.yaml ignores"
+fi
+echo "precommit-test: ok: paths ignored by .pipec.yaml pass"
+
+# 5. Specs with error findings are refused, and the findings are shown; a
+# pipeline spec that does not parse is refused too (it is still a spec).
 git -C "$root" show "$rev:$bad_spec" >pipelines/bad.hcl
 git -C "$root" show "$rev:$bad_cue" >pipelines/bad.cue
-git add pipelines/bad.hcl pipelines/bad.cue
+git -C "$root" show "$rev:$syntax_spec" >pipelines/syntax.hcl
+git add pipelines/bad.hcl pipelines/bad.cue pipelines/syntax.hcl
 if git commit -m "bad spec" >"$tmp/out2" 2>&1; then
 	cat "$tmp/out2"
 	fail "the hook accepted $bad_spec"
@@ -89,8 +142,10 @@ grep -q "pipelines/bad.hcl:[0-9]*:[0-9]*: error: .*\[$bad_rule\]" "$tmp/out2" ||
 	{ cat "$tmp/out2"; fail "the refusal does not show the [$bad_rule] finding in pipelines/bad.hcl"; }
 grep -q "pipelines/bad.cue:[0-9]*:[0-9]*: error: .*\[$bad_cue_rule\]" "$tmp/out2" ||
 	{ cat "$tmp/out2"; fail "the refusal does not show the [$bad_cue_rule] finding in pipelines/bad.cue"; }
+grep -q "pipelines/syntax.hcl:[0-9]*:[0-9]*: error: .*\[syntax\]" "$tmp/out2" ||
+	{ cat "$tmp/out2"; fail "the refusal does not show the [syntax] finding in pipelines/syntax.hcl"; }
 grep -q "pipelines/orders\." "$tmp/out2" && { cat "$tmp/out2"; fail "the hook linted an unchanged file"; }
-[ "$(git rev-list --count HEAD)" = 3 ] || fail "the refused commit was recorded"
+[ "$(git rev-list --count HEAD)" = 5 ] || fail "the refused commit was recorded"
 echo "precommit-test: ok: bad specs refused:"
-grep -E "\[($bad_rule|$bad_cue_rule)\]" "$tmp/out2" | sed 's/^/    /'
+grep -E "\[($bad_rule|$bad_cue_rule|syntax)\]" "$tmp/out2" | sed 's/^/    /'
 echo "precommit-test: PASS (rev $rev)"

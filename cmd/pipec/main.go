@@ -10,7 +10,10 @@ import (
 
 func main() {
 	tuneGC()
-	os.Exit(cli.Main(os.Args[1:], cli.Std()))
+	io, stop := cli.Interruptible(cli.Std(), os.Exit)
+	code := cli.Main(os.Args[1:], io)
+	stop()
+	os.Exit(code)
 }
 
 // tuneGC trades memory for time: pipec is a short-lived process that

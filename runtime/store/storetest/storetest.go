@@ -35,6 +35,8 @@ func Run(t *testing.T, open Opener) {
 		{"AbandonRun", testAbandonRun},
 		{"ConcurrentTokens", testConcurrentTokens},
 		{"ConcurrentSwaps", testConcurrentSwaps},
+		{"ProcessRecorded", testProcessRecorded},
+		{"ResolveAttempt", testResolveAttempt},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pipec/pipec/spec"
+)
+
+// TestIsPipelineSpec recognises specs by parsing: bare and quoted labels,
+// comments and a broken body still count; Terraform, Packer and Terragrunt
+// files, a `pipeline` attribute and binary files do not.
+func TestIsPipelineSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		syn  spec.Syntax
+		src  string
+		want bool
+	}{
+		{"quoted", spec.SyntaxHCL, `pipeline "orders" {}`, true},
+		{"bare label", spec.SyntaxHCL, "# orders\npipeline orders {\n}\n", true},
+		{"after other blocks", spec.SyntaxHCL, "locals {\n  a = \"pipeline x {\"\n}\n\npipeline \"o\" {\n", true},
+		{"broken body", spec.SyntaxHCL, "pipeline \"o\" {\n  task \"a\" {\n    command = [\n", true},
+		{"typo", spec.SyntaxHCL, "pipelin \"orders\" {}\n", true},
+		{"bom", spec.SyntaxHCL, "\xef\xbb\xbfpipeline \"o\" {}", true},
+		{"terraform", spec.SyntaxHCL, "resource \"aws_s3_bucket\" \"b\" {\n  bucket = \"pipeline\"\n}\n", false},
+		{"nested pipeline", spec.SyntaxHCL, "resource \"x\" \"y\" {\n  pipeline \"p\" {}\n}\n", false},
+		{"attribute", spec.SyntaxHCL, "pipeline = \"orders\"\n", false},
+		{"terragrunt", spec.SyntaxHCL, "include \"root\" {\n  path = find_in_parent_folders()\n}\ninputs = {\n  pipeline = 1\n}\n", false},
+		{"packer", spec.SyntaxHCL, "source \"amazon-ebs\" \"pipeline\" {\n}\nbuild {\n  sources = [\"source.amazon-ebs.pipeline\"]\n}\n", false},
+		{"binary", spec.SyntaxHCL, "pipeline \"o\" {\x00\x01}", false},
+		{"cue", spec.SyntaxCUE, "package p\n\npipeline: orders: {}\n", true},
+		{"cue broken", spec.SyntaxCUE, "pipeline: orders: {\n", true},
+		{"cue other", spec.SyntaxCUE, "package k8s\n\ndeployment: pipeline: {}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isPipelineSpec(tc.syn, []byte(tc.src)); got != tc.want {
+				t.Errorf("isPipelineSpec(%q) = %v, want %v", tc.src, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestShippedExamplesAreSpecs keeps detection honest on real files: every
+// example is found.
+func TestShippedExamplesAreSpecs(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*/*.hcl")
+	cues, _ := filepath.Glob("../examples/*/*.cue")
+	for _, f := range append(files, cues...) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		syn, _ := spec.SyntaxOf(f)
+		if !isPipelineSpec(syn, src) {
+			t.Errorf("%s is not recognised as a spec", f)
+		}
+	}
+}

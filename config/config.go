@@ -1,0 +1,435 @@
+// Package config reads pipec's configuration file, .pipec.yaml, found by
+// walking up from the working directory. It holds what a repository wants of
+// every lint run: rules turned off or given another severity, paths that are
+// not pipeline specs, the worker pool failover-limits should assume, and the
+// root SARIF paths are relative to.
+//
+// The file is validated like a spec: every mistake is a diagnostic with
+// file:line:col (rule "config"), and the parts that are valid still apply.
+// The command line and the language server call Find, then Options and
+// Apply.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/suggest"
+	"github.com/pipec/pipec/lint"
+)
+
+// FileName is the configuration file's name.
+const FileName = ".pipec.yaml"
+
+// Rule is the rule id of findings about the configuration file itself.
+const Rule = "config"
+
+// Config is one parsed configuration file. The zero value (no file) changes
+// nothing.
+type Config struct {
+	// File is the path of the file as found (relative when Find was given a
+	// relative folder); "" when there is none.
+	File string
+	// Dir is the absolute folder holding the file: ignore patterns and
+	// sarif.root are relative to it.
+	Dir string
+	// Rules are per-rule settings, sorted by rule id.
+	Rules []RuleSetting
+	// Ignore holds slash-separated glob patterns of paths that are not
+	// pipeline specs (Terraform, Packer), relative to Dir.
+	Ignore []string
+	// Workers is the worker pool failover-limits assumes; 0 means not stated.
+	Workers int
+	// SARIFRoot is the absolute folder SARIF paths are relative to; "" means
+	// not stated (the git root, else Dir, is used).
+	SARIFRoot string
+}
+
+// RuleSetting turns one rule off or gives its findings another severity.
+type RuleSetting struct {
+	ID       string
+	Off      bool
+	Severity diag.Severity // meaningful when !Off
+}
+
+// Find looks for FileName in dir and each folder above it, stopping after the
+// folder that holds .git (a configuration outside the repository is not the
+// repository's) or at the file system's root. A missing file is not an
+// error: it returns an empty Config. The error is for a file that exists but
+// cannot be read (a usage problem, exit code 2); the diagnostics are the
+// file's mistakes.
+func Find(dir string) (*Config, diag.Diagnostics, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	up := ""
+	for {
+		candidate := filepath.Join(abs, FileName)
+		if st, err := os.Stat(candidate); err == nil && !st.IsDir() {
+			shown := candidate
+			if !filepath.IsAbs(dir) {
+				shown = filepath.Join(dir, up, FileName)
+			}
+			return load(shown, abs)
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
+		if _, err := os.Stat(filepath.Join(abs, ".git")); err == nil {
+			return &Config{}, nil, nil
+		}
+		parent := filepath.Dir(abs)
+		if parent == abs {
+			return &Config{}, nil, nil
+		}
+		abs, up = parent, filepath.Join(up, "..")
+	}
+}
+
+// Load reads one configuration file.
+func Load(file string) (*Config, diag.Diagnostics, error) {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	return load(file, filepath.Dir(abs))
+}
+
+func load(file, dir string) (*Config, diag.Diagnostics, error) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, ds := Parse(file, src)
+	c.Dir = dir
+	if c.SARIFRoot != "" && !filepath.IsAbs(c.SARIFRoot) {
+		c.SARIFRoot = filepath.Join(dir, c.SARIFRoot)
+	}
+	return c, ds, nil
+}
+
+// Parse reads a configuration from src; file names it in diagnostics. Dir is
+// left empty (Find and Load set it).
+func Parse(file string, src []byte) (*Config, diag.Diagnostics) {
+	p := parser{file: file, cfg: &Config{File: file}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		p.errAt(yamlErrorLine(err), 1, "%s", yamlErrorText(err))
+		return p.cfg, p.ds.Sort()
+	}
+	if len(doc.Content) == 0 {
+		return p.cfg, nil // an empty file
+	}
+	p.top(doc.Content[0])
+	slices.SortFunc(p.cfg.Rules, func(a, b RuleSetting) int { return strings.Compare(a.ID, b.ID) })
+	return p.cfg, p.ds.Sort()
+}
+
+// Options turns the configuration into lint options: rules turned off, and
+// the worker count (0 when the file states none). Command-line flags are
+// applied on top by the caller.
+func (c *Config) Options() lint.Options {
+	var o lint.Options
+	for _, r := range c.Rules {
+		if r.Off {
+			o.Disable = append(o.Disable, r.ID)
+		}
+	}
+	o.Workers = c.Workers
+	return o
+}
+
+// Apply gives findings the severities the file sets, returning a new list.
+// Rules turned off are handled by lint.Options (Options), so suppression
+// comments still see them as off, not as findings to drop here.
+func (c *Config) Apply(ds diag.Diagnostics) diag.Diagnostics {
+	if c == nil || len(c.Rules) == 0 {
+		return ds
+	}
+	sev := map[string]diag.Severity{}
+	for _, r := range c.Rules {
+		if !r.Off {
+			sev[r.ID] = r.Severity
+		}
+	}
+	out := make(diag.Diagnostics, 0, len(ds))
+	for _, d := range ds {
+		if s, ok := sev[d.Rule]; ok {
+			d.Severity = s
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// Ignored reports whether path (relative to the working directory, or
+// absolute) matches an ignore pattern. A pattern without a slash matches a
+// file or folder name at any depth ("*.tf.hcl", "terraform"); one with a
+// slash is anchored at the file's folder ("infra/**/*.hcl"); "**" matches any
+// number of folders; a folder that matches ignores everything under it.
+func (c *Config) Ignored(p string) bool {
+	if c == nil || len(c.Ignore) == 0 || c.Dir == "" {
+		return false
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(c.Dir, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return false
+	}
+	segs := strings.Split(filepath.ToSlash(rel), "/")
+	for _, pat := range c.Ignore {
+		if matchPattern(strings.TrimSuffix(pat, "/"), segs) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchPattern matches a cleaned pattern against a path or any of its parent
+// folders.
+func matchPattern(pat string, segs []string) bool {
+	psegs := strings.Split(strings.TrimPrefix(pat, "/"), "/")
+	if !strings.Contains(pat, "/") {
+		for _, s := range segs {
+			if ok, _ := path.Match(pat, s); ok {
+				return true
+			}
+		}
+		return false
+	}
+	for n := 1; n <= len(segs); n++ {
+		if matchSegs(psegs, segs[:n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchSegs matches pattern segments against path segments, with "**"
+// standing for zero or more segments.
+func matchSegs(pat, segs []string) bool {
+	if len(pat) == 0 {
+		return len(segs) == 0
+	}
+	if pat[0] == "**" {
+		for i := 0; i <= len(segs); i++ {
+			if matchSegs(pat[1:], segs[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(segs) == 0 {
+		return false
+	}
+	if ok, _ := path.Match(pat[0], segs[0]); !ok {
+		return false
+	}
+	return matchSegs(pat[1:], segs[1:])
+}
+
+// parser walks the YAML node tree, collecting the configuration and every
+// mistake with its position.
+type parser struct {
+	file string
+	cfg  *Config
+	ds   diag.Diagnostics
+}
+
+var topKeys = []string{"ignore", "rules", "sarif", "workers"}
+
+func (p *parser) top(n *yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		p.err(n, "the configuration must be a mapping of %s, not %s", strings.Join(topKeys, ", "), kindName(n))
+		return
+	}
+	p.mapping(n, topKeys, func(key string, k, v *yaml.Node) {
+		switch key {
+		case "rules":
+			p.rules(v)
+		case "ignore":
+			p.ignore(v)
+		case "workers":
+			p.workers(v)
+		case "sarif":
+			p.mapping(v, []string{"root"}, func(_ string, _, v *yaml.Node) {
+				if s, ok := p.str(v, "sarif.root"); ok {
+					p.cfg.SARIFRoot = filepath.FromSlash(s)
+				}
+			})
+		}
+	})
+}
+
+// mapping calls fn for each key of a mapping node in file order, reporting
+// keys that are not in known (with a suggestion) and keys given twice.
+func (p *parser) mapping(n *yaml.Node, known []string, fn func(key string, k, v *yaml.Node)) {
+	if n.Kind != yaml.MappingNode {
+		p.err(n, "want a mapping, not %s", kindName(n))
+		return
+	}
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.err(k, "a key must be a plain name")
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			p.err(k, "%q is given twice (first at line %d)", k.Value, first.Line)
+			continue
+		}
+		seen[k.Value] = k
+		if known != nil && !slices.Contains(known, k.Value) {
+			p.err(k, "unknown key %q%s (known: %s)", k.Value, suggest.Hint(k.Value, known), strings.Join(known, ", "))
+			continue
+		}
+		fn(k.Value, k, v)
+	}
+}
+
+// rules reads `rules: {RULE: off | error | warning | info}`.
+func (p *parser) rules(n *yaml.Node) {
+	ids := lint.IDs()
+	p.mapping(n, nil, func(id string, k, v *yaml.Node) {
+		r := lint.Lookup(id)
+		if r == nil {
+			p.err(k, "unknown rule %q%s (pipec explain lists them)", id, suggest.Hint(id, ids))
+			return
+		}
+		val, ok := p.str(v, "rules."+id)
+		if !ok {
+			return
+		}
+		if !r.Reported() {
+			p.err(k, "rule %q is found by the loaders or the compiler: a spec with such a finding has no valid plan, so it cannot be turned off or re-graded", id)
+			return
+		}
+		set := RuleSetting{ID: id}
+		if val == "off" {
+			set.Off = true
+		} else if s, ok := diag.ParseSeverity(val); ok {
+			set.Severity = s
+		} else {
+			p.err(v, "rules.%s: want off, error, warning or info, not %q", id, val)
+			return
+		}
+		p.cfg.Rules = append(p.cfg.Rules, set)
+	})
+}
+
+// ignore reads a list of glob patterns.
+func (p *parser) ignore(n *yaml.Node) {
+	if n.Kind != yaml.SequenceNode {
+		p.err(n, "ignore: want a list of path patterns, not %s", kindName(n))
+		return
+	}
+	for _, e := range n.Content {
+		s, ok := p.str(e, "ignore")
+		if !ok {
+			continue
+		}
+		pat := strings.TrimSuffix(filepath.ToSlash(s), "/")
+		if pat == "" || strings.HasPrefix(pat, "../") || pat == ".." {
+			p.err(e, "ignore: %q is not a path under the configuration's folder", s)
+			continue
+		}
+		bad := false
+		for seg := range strings.SplitSeq(pat, "/") {
+			if _, err := path.Match(seg, ""); err != nil {
+				bad = true
+			}
+		}
+		if bad {
+			p.err(e, "ignore: %q is not a valid pattern (unbalanced [ or a trailing \\)", s)
+			continue
+		}
+		p.cfg.Ignore = append(p.cfg.Ignore, pat)
+	}
+}
+
+// workers reads the worker pool size: a whole number of at least 1.
+func (p *parser) workers(n *yaml.Node) {
+	var w int
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&w) != nil {
+		p.err(n, "workers: want a whole number of workers, not %s", describe(n))
+		return
+	}
+	if w < 1 {
+		p.err(n, "workers: a pipeline needs at least 1 worker, not %d", w)
+		return
+	}
+	p.cfg.Workers = w
+}
+
+// str reads a string scalar (YAML's off/no are strings in YAML 1.2, which
+// yaml/v3 follows, so `rule: off` reads as "off").
+func (p *parser) str(n *yaml.Node, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!bool") {
+		p.err(n, "%s: want a string, not %s", what, describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) err(n *yaml.Node, format string, args ...any) {
+	end := n.Column
+	if n.Kind == yaml.ScalarNode {
+		end += len([]rune(n.Value))
+		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			end += 2
+		}
+	} else {
+		end++
+	}
+	p.ds = append(p.ds, diag.Errorf(Rule, diag.Range{Filename: p.file,
+		Start: diag.Pos{Line: n.Line, Column: n.Column}, End: diag.Pos{Line: n.Line, Column: end}}, format, args...))
+}
+
+func (p *parser) errAt(line, col int, format string, args ...any) {
+	p.ds = append(p.ds, diag.Errorf(Rule, diag.Range{Filename: p.file,
+		Start: diag.Pos{Line: line, Column: col}, End: diag.Pos{Line: line, Column: col + 1}}, format, args...))
+}
+
+// kindName names a node's kind for messages.
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return describe(n)
+}
+
+// describe names a scalar by its YAML type.
+func describe(n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode {
+		return kindName(n)
+	}
+	switch n.Tag {
+	case "!!int":
+		return fmt.Sprintf("the number %s", n.Value)
+	case "!!float":
+		return fmt.Sprintf("the number %s", n.Value)
+	case "!!bool":
+		return fmt.Sprintf("the boolean %s", n.Value)
+	case "!!null":
+		return "nothing"
+	}
+	return fmt.Sprintf("the string %q", n.Value)
+}
