@@ -144,11 +144,16 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 			a.Started = timeOf(now)
 			a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
 		}
+		var leaseBoot string
+		var leaseUntil int64
+		if !spec.Queued {
+			leaseBoot, leaseUntil = s.leaseUntil(spec.Lease)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid,
-host, boot_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+host, boot_id, lease_boot, lease_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
-			nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot); err != nil {
+			nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
 			return err
 		}
 		return appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
@@ -175,13 +180,18 @@ func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, le
 		// One conditional update: the WHERE is the safety (an attempt marked
 		// unknown, finished or re-granted is never extended), not a read
 		// before the write.
-		now := s.now()
+		now, lc := s.now(), s.lease()
 		res, err := tx.ExecContext(ctx, `UPDATE attempts SET lease_expiry = CASE
 	WHEN ?1 > 0 THEN ?2 + ?1
 	WHEN lease_ms > 0 THEN ?2 + lease_ms * 1000000
-	ELSE lease_expiry END
+	ELSE lease_expiry END,
+lease_until = CASE
+	WHEN ?1 > 0 THEN ?7 + ?1
+	WHEN lease_ms > 0 THEN ?7 + lease_ms * 1000000
+	ELSE lease_until END,
+lease_boot = ?8
 WHERE run = ?3 AND task = ?4 AND number = ?5 AND state = 'running' AND token = ?6`,
-			int64(max(lease, 0)), now, ref.Run, ref.Task, ref.Number, token)
+			int64(max(lease, 0)), now, ref.Run, ref.Task, ref.Number, token, lc.Nanos, lc.Boot)
 		if err != nil {
 			return err
 		}
@@ -217,9 +227,9 @@ func (s *SQLite) MarkUnknown(ctx context.Context) ([]Attempt, error) {
 	var out []Attempt
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		out = nil
-		now := s.now()
+		now, lc := s.now(), s.lease()
 		rows, err := tx.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
-WHERE state = 'running' AND lease_expiry > 0 AND lease_expiry <= ? ORDER BY run, task, number`, now)
+WHERE state = 'running' AND lease_expiry > 0 AND (lease_boot != ? OR lease_until <= ?) ORDER BY run, task, number`, lc.Boot, lc.Nanos)
 		if err != nil {
 			return err
 		}

@@ -67,10 +67,11 @@ func (s *SQLite) MarkRunningAs(ctx context.Context, ref AttemptRef, run Running)
 		}
 		// Conditional on the state and token read above: the WHERE is the
 		// safety, not the read.
+		leaseBoot, leaseUntil := s.leaseUntil(lease)
 		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, pgid = ?, proc_start = ?,
-host = ?, boot_id = ?, lease_ms = ?, lease_expiry = ?
+host = ?, boot_id = ?, lease_ms = ?, lease_expiry = ?, lease_boot = ?, lease_until = ?
 WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started, p.PID, p.PGID, int64(p.Start), host, boot,
-			lease.Milliseconds(), expiry(now, lease), ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
+			lease.Milliseconds(), expiry(now, lease), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
 			return fmt.Errorf("attempt %s: %w", ref, err)
 		}
 		if cur.State == AttemptQueued {
