@@ -18,7 +18,11 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newResolveCmd(io),
+		newSinkCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),
+		newWorkerCmd(io),
+		newWorkersCmd(io),
+		newSubmitCmd(io),
 	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 type resolveOptions struct {
-	state   string
+	state   stateFlag
 	as      string
 	reason  string
 	attempt int
@@ -27,25 +27,30 @@ type resolveOptions struct {
 func newResolveCmd(io IO) *cobra.Command {
 	var opts resolveOptions
 	cmd := &cobra.Command{
-		Use:   "resolve RUN TASK --as succeeded|failed --reason TEXT",
+		Use:   "resolve RUN TASK [SPEC|PLAN] --as succeeded|failed --reason TEXT",
 		Short: "Settle an unknown attempt of a non-idempotent task (a recorded control action)",
 		Long: "Resolve settles the unknown attempt of TASK in RUN (pipec run names both when it stops on one).\n" +
 			"--as succeeded: its effect happened; the next run does not run the task again and audits and\n" +
 			"publishes its staged outputs, if any. --as failed: it did not; the next run runs the task again.\n" +
-			"The decision, the reason and who gave it are recorded in the run's events (attempt.resolved).",
-		Args: exactArgs(2),
+			"The decision, the reason and who gave it are recorded in the run's events (attempt.resolved).\n" +
+			"The state is the one beside SPEC when given, else --state, PIPEC_STATE or .pipec/state.db here.",
+		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runResolve(cmd.Context(), io, args[0], args[1], opts)
+			spec := ""
+			if len(args) == 3 {
+				spec = args[2]
+			}
+			return runResolve(cmd.Context(), io, args[0], args[1], spec, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.state, "state", store.DefaultPath, "the state database")
+	opts.state.register(cmd)
 	cmd.Flags().StringVar(&opts.as, "as", "", "succeeded or failed")
 	cmd.Flags().StringVar(&opts.reason, "reason", "", "why (recorded with the decision)")
 	cmd.Flags().IntVar(&opts.attempt, "attempt", 0, "the attempt number (default: the task's unknown attempt)")
 	return cmd
 }
 
-func runResolve(ctx context.Context, io IO, runID, task string, opts resolveOptions) error {
+func runResolve(ctx context.Context, io IO, runID, task, spec string, opts resolveOptions) error {
 	as := store.AttemptState(opts.as)
 	if as != store.AttemptSucceeded && as != store.AttemptFailed {
 		return usageErr("resolve: --as must be succeeded or failed, not %q", opts.as)
@@ -53,7 +58,11 @@ func runResolve(ctx context.Context, io IO, runID, task string, opts resolveOpti
 	if strings.TrimSpace(opts.reason) == "" {
 		return usageErr("resolve: --reason is required: say how you know (it is recorded)")
 	}
-	st, err := openExisting(ctx, opts.state)
+	loc, err := opts.state.location(io, spec)
+	if err != nil {
+		return err
+	}
+	st, err := openState(ctx, loc, true)
 	if err != nil {
 		return err
 	}

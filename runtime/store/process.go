@@ -80,8 +80,11 @@ WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started,
 				return err
 			}
 		}
-		a, err = getAttempt(ctx, tx, ref)
-		return err
+		// The update's values, without reading the row back.
+		a = cur
+		a.State, a.Started, a.LeaseExpiry = AttemptRunning, timeOf(started), timeOf(expiry(now, lease))
+		a.PID, a.PGID, a.ProcStart, a.Host, a.Boot = p.PID, p.PGID, p.Start, host, boot
+		return nil
 	})
 	if err != nil {
 		return Attempt{}, fmt.Errorf("mark running: %w", err)

@@ -164,7 +164,13 @@ CREATE TABLE run_leases (
 	PRIMARY KEY (pipeline, interval_key)
 );
 `},
-	{4, "attempt processes", `
+	{4, "fence at grant without an index of its own", `
+-- Every attempt insert paid a page write for this index, used only when a
+-- version is published; UNIQUE (resource, token) already narrows that
+-- lookup to the resource's attempts.
+DROP INDEX IF EXISTS attempts_task_token;
+`},
+	{5, "attempt processes", `
 -- Who ran an attempt, so that a rerun after a kill -9 of pipec can find its
 -- orphaned processes on this machine: a pid alone is no name (pids are
 -- reused), the pid with its start time (clock ticks after boot) and the boot
