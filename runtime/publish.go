@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,15 +28,19 @@ const (
 // its results go into the record but not into the summary's checks.
 func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) {
 	for _, out := range t.Outputs {
-		dir, ok := l.staging[out]
+		staging, ok := l.staging[out]
 		if !ok {
 			continue // an adopted attempt's output that is already accepted
 		}
-		digest, err := sink.Digest(dir)
+		// Frozen before anything reads it: the audit, downstream tasks and
+		// the publish all read this immutable copy, never the staging
+		// directory something may still write into.
+		dir, digest, err := sink.Freeze(staging, r.frozenRoot(out))
 		if err != nil {
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s cannot be read: %v", out, err), zombie)
 			continue
 		}
+		_ = os.RemoveAll(staging) // the frozen copy is the version now
 		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 			Task: t.Name, Attempt: l.a.Number, StagingPath: dir})
 		if err != nil {
@@ -75,6 +81,12 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.Label()})
 		r.publishAll(ctx, v, !zombie)
 	}
+}
+
+// frozenRoot is where the frozen versions of an artifact live, beside the
+// state database: versions/<pipeline>/<artifact>/<digest>.
+func (r *runner) frozenRoot(artifact string) string {
+	return filepath.Join(r.stateDir, "versions", r.plan.Pipeline, artifact)
 }
 
 // rejectOutput records why an output is not accepted; its publishes are not
