@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -161,6 +162,13 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 		dir, err := sink.StagingPath(filepath.Join(r.stateDir, "staging"), a.Run, a.Task, a.Number, out)
 		if err != nil {
 			r.skipChecksAndPublishes(out, err.Error())
+			continue
+		}
+		if _, err := os.Stat(dir); err != nil {
+			// Audited already and not accepted (its staging became a frozen
+			// version), or gone: not run again either way.
+			r.skipChecksAndPublishes(out, fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not "+
+				"staged any more; a task that is not idempotent is not run again (--force runs it)", out, a.Number, a.Run))
 			continue
 		}
 		l.staging[out] = dir

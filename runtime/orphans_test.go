@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -90,5 +91,56 @@ func TestQueuedNonIdempotentAttemptNeverStarted(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(f.dir, "ledger")); string(b) != "charge\n" {
 		t.Errorf("ledger = %q", b)
+	}
+}
+
+// Resolved as succeeded, a non-idempotent task with an output is not run
+// again: what its orphan staged is audited and published by the next run.
+func TestResolvedSucceededOutputsArePublished(t *testing.T) {
+	f := newFixture(t, `pipeline "pay" {
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipts"]
+  }
+  check "receipts_ok" {
+    input         = "receipts"
+    row_count_min = 1
+  }
+  sink "out" {
+    type    = "directory"
+    path    = "out"
+    fencing = "token"
+  }
+  publish "receipts_pub" {
+    artifact = "receipts"
+    sink     = "out"
+  }
+}`, map[string]string{"charge.sh": `echo charge >> ledger; printf 'id\n2\n' > "$PIPEC_OUTPUT_receipts/r.csv"`})
+	a := crashedRun(t, f, true)
+	// What the orphan wrote before its pipec died.
+	staging, err := sink.NewStaging(filepath.Join(f.dir, ".pipec", "staging"), a.Run, "charge", a.Number, "receipts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staging, "r.csv"), []byte("id\n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sum := f.run(f.options("2024-01-01")); !sum.Failed || sum.task("charge").State != TaskUnknown {
+		t.Fatalf("before resolve:\n%s", sum.text())
+	}
+	if _, err := f.st.ResolveAttempt(context.Background(), a.AttemptRef, store.AttemptSucceeded, "the ledger has it", "test"); err != nil {
+		t.Fatal(err)
+	}
+	sum := f.run(f.options("2024-01-01"))
+	if sum.Failed || sum.task("charge").State != TaskReused || len(sum.Publish) != 1 || sum.Publish[0].Outcome != "won" {
+		t.Fatalf("after resolve:\n%s", sum.text())
+	}
+	if b, err := os.ReadFile(filepath.Join(f.dir, "out", "2024-01-01", "r.csv")); err != nil || string(b) != "id\n1\n" {
+		t.Errorf("published %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "ledger")); !os.IsNotExist(err) {
+		t.Errorf("the task ran again: %v", err)
 	}
 }
