@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -175,5 +176,20 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 	}
 	if len(l.staging) > 0 {
 		r.produce(ctx, ts.t, l, false)
+	}
+}
+
+// killedByOther is called when an attempt's process was killed by a signal
+// pipec did not send. On this host that is what a run that took the
+// interval over does to the processes of the run it abandoned (see
+// settleOrphans): if the lease is gone, this run stops now and says why,
+// rather than reporting the task as killed and retrying it beside the run
+// that owns the interval.
+func (r *runner) killedByOther(ctx context.Context) {
+	if r.loseRun == nil || r.o.RunLease <= 0 || r.runID == "" {
+		return
+	}
+	if err := r.st.RenewRunLease(context.WithoutCancel(ctx), r.runID, r.o.RunLease); errors.Is(err, store.ErrLeaseLost) {
+		r.loseRun(fmt.Errorf("run %s lost its lease on interval %s: another run took it over", r.runID, r.iv.Key))
 	}
 }

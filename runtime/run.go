@@ -218,6 +218,8 @@ type runner struct {
 	zombieMu   sync.Mutex
 	zombieList []*zombie
 	runCtx     context.Context
+	// loseRun cancels the run because its interval lease was lost.
+	loseRun context.CancelCauseFunc
 	// self is this machine (host, boot id), recorded with every attempt.
 	self exec.Identity
 	// blocked: non-idempotent tasks whose earlier attempt may have taken
@@ -367,6 +369,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	// interval over) stops this run: its attempts are fenced anyway.
 	ctx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
+	r.loseRun = lost
 	renewDone := make(chan struct{})
 	stopRenew := make(chan struct{})
 	go func() { defer close(renewDone); r.renewRunLease(ctx, run.ID, stopRenew, lost) }()
@@ -734,4 +737,13 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// cancelReason says why the run's context ended: the cause it was cancelled
+// with (a lost interval lease) or a plain cancellation (Ctrl-C).
+func cancelReason(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+		return "the run was stopped: " + c.Error()
+	}
+	return "the run was cancelled"
 }

@@ -157,8 +157,11 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			r.emitStore(EventTaskSucceeded, t.Name, out.number, nil)
 			return
 		}
+		if out.signaled && ctx.Err() == nil {
+			r.killedByOther(ctx)
+		}
 		if ctx.Err() != nil {
-			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled")
+			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, cancelReason(ctx))
 			return
 		}
 		if r.leaseLost.Load() {
@@ -210,6 +213,8 @@ type attemptOutcome struct {
 	// its own (a signal, a timeout): ending says what happened then.
 	exitCode int
 	ending   string
+	// signaled: a signal pipec did not send ended the process.
+	signaled bool
 	tail     string
 	startErr error
 }
@@ -429,7 +434,7 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) attemptOutcome {
 	res := l.proc.Wait()
 	<-l.marked
-	out := attemptOutcome{number: l.a.Number, ending: res.Describe()}
+	out := attemptOutcome{number: l.a.Number, ending: res.Describe(), signaled: res.Signal != 0 && !res.TimedOut && !res.Stopped}
 	if res.Signal == 0 && !res.TimedOut && !res.Stopped {
 		out.exitCode = res.ExitCode
 	}
