@@ -18,6 +18,8 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newResolveCmd(io),
+		newShowCmd(io),
+		newGCCmd(io),
 		newSinkCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),

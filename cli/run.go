@@ -43,7 +43,7 @@ type execFlags struct {
 func (e *execFlags) register(cmd *cobra.Command, parallelHelp string) {
 	f := cmd.Flags()
 	e.state.register(cmd)
-	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter (random when not given)")
+	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter: each task's delay after each attempt derives from (seed, task, attempt) alone (random when not given)")
 	f.IntVar(&e.parallel, "parallel", 0, parallelHelp)
 }
 
@@ -145,7 +145,7 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	var pr progress
 	switch {
 	case opts.json:
-		pr = &jsonProgress{enc: json.NewEncoder(io.Stdout)}
+		pr = &logFollower{ctx: ctx, st: st, enc: json.NewEncoder(io.Stdout)}
 	case io.StdoutTTY:
 		pr = newLiveProgress(io, plan)
 	default:
@@ -171,9 +171,10 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	if busy := (*store.RunBusyError)(nil); errors.As(err, &busy) {
 		return &exitError{code: ExitFindings, err: fmt.Errorf("%s; wait for it with --wait, or stop it", busyMessage(plan.Pipeline, opts.interval, busy))}
 	}
-	if err != nil {
+	if err != nil && sum == nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
+	// A run whose end the store could not record still says what it did.
 	relativize(sum)
 	if opts.json {
 		if err := json.NewEncoder(io.Stdout).Encode(map[string]any{"kind": "run.summary", "summary": sum}); err != nil {
@@ -186,6 +187,9 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		if err := sum.WriteText(io.Stdout); err != nil {
 			return err
 		}
+	}
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
 	}
 	if sum.Failed {
 		return silentExit(ExitFindings)
@@ -227,12 +231,6 @@ type progress interface {
 	event(runtime.Event)
 	done()
 }
-
-// jsonProgress writes each event as one JSON line.
-type jsonProgress struct{ enc *json.Encoder }
-
-func (p *jsonProgress) event(ev runtime.Event) { _ = p.enc.Encode(ev) }
-func (p *jsonProgress) done()                  {}
 
 // lineProgress prints one line per state change (CI, pipes).
 type lineProgress struct{ io IO }
@@ -363,7 +361,7 @@ func describeEvent(ev runtime.Event) string {
 	d := ev.Data
 	str := func(k string) string {
 		if v, ok := d[k]; ok && v != nil {
-			if k == "version" {
+			if k == "version" || k == "label" {
 				return runtime.ShortLabel(fmt.Sprint(v))
 			}
 			return fmt.Sprint(v)
@@ -420,12 +418,12 @@ func describeEvent(ev runtime.Event) string {
 	case runtime.EventAttemptAdopted:
 		return fmt.Sprintf("%s not run again: %s", ev.Task, str("reason"))
 	case runtime.EventCheckPassed:
-		return fmt.Sprintf("check %s passed on %s", str("check"), str("version"))
+		return fmt.Sprintf("check %s passed on %s", str("check"), str("label"))
 	case runtime.EventCheckFailed:
-		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("version"), str("reason"))
+		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("label"), str("reason"))
 	case store.EventPublishWon, store.EventPublishIdempotent:
 		return fmt.Sprintf("publish %s -> %s: %s (%s, token %s)", str("publish"), str("sink"), strings.TrimPrefix(ev.Kind, "publish."),
-			str("version"), str("token"))
+			str("label"), str("token"))
 	case store.EventPublishFenced:
 		switch str("fenced_by") {
 		case "grant":

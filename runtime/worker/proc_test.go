@@ -50,13 +50,13 @@ func runMain(m *testing.M) int {
 
 // env is one test's world: a schema on the server, a folder with the spec.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	dir string
 	st  *postgres.Store
 }
 
-func newEnv(t *testing.T, spec string, files map[string]string) *env {
+func newEnv(t testing.TB, spec string, files map[string]string) *env {
 	t.Helper()
 	srv := pg.Server(t)
 	e := &env{t: t, url: srv.NewSchema(t), dir: t.TempDir()}

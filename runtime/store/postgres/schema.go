@@ -194,7 +194,23 @@ CREATE TABLE work (
 );
 CREATE INDEX work_open ON work (state, run) WHERE state IN ('ready', 'claimed');
 `},
-	{3, "attempt processes", `
+	{3, "token epochs", `
+-- A token is epoch * 1e9 + n. A store handle records a new epoch, durably,
+-- before its first grant; its grants then commit asynchronously.
+CREATE TABLE epochs (
+	id    integer PRIMARY KEY CHECK (id = 1),
+	epoch bigint NOT NULL
+);
+INSERT INTO epochs (id, epoch) VALUES (1, 0);
+-- The epochs in force since the server last recovered from a crash: an
+-- unlogged table is emptied by crash recovery, the one event that can take
+-- back asynchronous grants, so a handle whose epoch is missing here records
+-- a new one before granting again.
+CREATE UNLOGGED TABLE epochs_alive (
+	epoch bigint PRIMARY KEY
+);
+`},
+	{4, "attempt processes", `
 -- Who ran an attempt, so that a rerun after a kill -9 of pipec can find its
 -- orphaned processes on that machine: the pid with its start time (clock
 -- ticks after boot), the boot id and the host (see store.Process).
