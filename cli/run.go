@@ -290,7 +290,7 @@ func (p *liveProgress) event(ev runtime.Event) {
 	case runtime.EventTaskSucceeded, runtime.EventTaskReused:
 		delete(p.running, ev.Task)
 		p.done_++
-	case runtime.EventTaskFailed, runtime.EventTaskNotRun:
+	case runtime.EventTaskFailed, runtime.EventTaskNotRun, runtime.EventAttemptBlocked:
 		delete(p.running, ev.Task)
 		delete(p.retrying, ev.Task)
 		p.failed++
@@ -344,7 +344,8 @@ func important(kind string) bool {
 	switch kind {
 	case runtime.EventTaskFailed, runtime.EventTaskNotRun, runtime.EventAttemptRetry, runtime.EventAttemptLease,
 		runtime.EventCheckFailed, store.EventPublishFenced, store.EventPublishWon, store.EventAttemptUnknown,
-		runtime.EventPublishFailed, runtime.EventRunSuperseded, runtime.EventZombieKilled, runtime.EventSinkReconciled:
+		runtime.EventPublishFailed, runtime.EventRunSuperseded, runtime.EventZombieKilled, runtime.EventSinkReconciled,
+		runtime.EventOrphansEnded, runtime.EventAttemptBlocked, runtime.EventAttemptAdopted:
 		return true
 	}
 	return false
@@ -410,6 +411,12 @@ func describeEvent(ev runtime.Event) string {
 		return fmt.Sprintf("%s FAILED: class %s (%s)", ev.Task, orDash(str("class")), str("reason"))
 	case runtime.EventTaskNotRun:
 		return fmt.Sprintf("%s not run: %s", ev.Task, str("reason"))
+	case runtime.EventOrphansEnded:
+		return fmt.Sprintf("%s of %s: ended %s process(es) it left running when its pipec died", who, str("run_of_attempt"), str("processes"))
+	case runtime.EventAttemptBlocked:
+		return fmt.Sprintf("%s UNKNOWN: %s", ev.Task, str("reason"))
+	case runtime.EventAttemptAdopted:
+		return fmt.Sprintf("%s not run again: %s", ev.Task, str("reason"))
 	case runtime.EventCheckPassed:
 		return fmt.Sprintf("check %s passed on %s", str("check"), str("label"))
 	case runtime.EventCheckFailed:
