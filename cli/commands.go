@@ -18,5 +18,6 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newLSPCmd(io),
+		newSimulateCmd(io),
 	}
 }

@@ -409,7 +409,11 @@ func (c *compilation) plan(g *Graph) *Plan {
 			pt.Heartbeat = &PlanHeartbeat{Every: durString(h.Every), Lease: durString(h.Lease)}
 		}
 		if f := t.Failover; f != nil {
-			pt.Failover = &PlanFailover{PerWorker: f.PerWorker, Global: f.Global}
+			pt.Failover = &PlanFailover{PerWorker: f.PerWorker}
+			if f.Has("global") {
+				g := max(f.Global, 0)
+				pt.Failover.Global = &g
+			}
 		}
 		pl.Tasks = append(pl.Tasks, pt)
 	}

@@ -92,8 +92,13 @@ type PlanHeartbeat struct {
 
 // PlanFailover is a task's failover limits.
 type PlanFailover struct {
+	// PerWorker is how many visits one worker gets (the first start counts);
+	// 0 is unlimited.
 	PerWorker int `json:"per_worker"`
-	Global    int `json:"global"`
+	// Global is how many failovers are allowed before the task stops; nil
+	// (global not set) is unlimited, which is not the same as 0 (never fail
+	// over). The linter and the runtime read it alike (internal/failover).
+	Global *int `json:"global,omitempty"`
 }
 
 // PlanTask is one task, with its upstream resolved.

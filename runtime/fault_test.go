@@ -127,7 +127,7 @@ func TestPoisonPill(t *testing.T) {
 		t.Errorf("recorded retry delays = %v, want [100 200 400]", delays)
 	}
 	text := sum.text()
-	for _, want := range []string{"bad_schema", "class schema", "exit 65", "unexpected header: id;amount"} {
+	for _, want := range []string{"bad_schema", "class schema", "exit code 65", "unexpected header: id;amount"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
 		}

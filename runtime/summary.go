@@ -43,6 +43,10 @@ type TaskResult struct {
 	Attempts int    `json:"attempts"`
 	Class    string `json:"class,omitempty"`
 	ExitCode int    `json:"exit_code,omitempty"`
+	// Ending is how the last attempt's process ended, for a failed task:
+	// "exit code 3", "timed out after 20m", "killed by signal SIGKILL",
+	// "could not start: ./x.sh: no such file or directory".
+	Ending string `json:"ending,omitempty"`
 	// Error is the tail of the failed attempt's output (secrets redacted).
 	Error string `json:"error,omitempty"`
 	// Reason says why the task failed, was not run or was reused.
@@ -164,7 +168,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 		switch t.State {
 		case TaskFailed:
 			line += fmt.Sprintf("  class %s", orDash(t.Class))
-			if t.ExitCode != 0 {
+			if t.Ending != "" {
+				line += "  " + t.Ending
+			} else if t.ExitCode != 0 {
 				line += fmt.Sprintf("  exit %d", t.ExitCode)
 			}
 			if t.Reason != "" {

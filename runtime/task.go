@@ -140,7 +140,10 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		r.mu.Unlock()
 		switch {
 		case out.startErr != nil:
-			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), "the attempt could not start")
+			r.mu.Lock()
+			ts.res.Ending = "could not start: " + out.startErr.Error()
+			r.mu.Unlock()
+			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), "not retried: it would fail to start again")
 			return
 		case out.relaunch:
 			r.record(ctx, EventAttemptLease, t.Name, out.number, map[string]any{"reason": out.reason})
@@ -161,6 +164,9 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number,
 			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand})
 		if !d.Retry {
+			r.mu.Lock()
+			ts.res.Ending = out.ending
+			r.mu.Unlock()
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, d.Reason)
 			return
 		}
@@ -196,7 +202,10 @@ type attemptOutcome struct {
 	relaunch bool
 	reason   string
 	verdict  retry.Verdict
+	// exitCode is the process's own exit status; 0 when it did not exit on
+	// its own (a signal, a timeout): ending says what happened then.
 	exitCode int
+	ending   string
 	tail     string
 	startErr error
 }
@@ -396,7 +405,10 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) attemptOutcome {
 	res := l.proc.Wait()
 	<-l.marked
-	out := attemptOutcome{number: l.a.Number, exitCode: res.ExitCode}
+	out := attemptOutcome{number: l.a.Number, ending: res.Describe()}
+	if res.Signal == 0 && !res.TimedOut && !res.Stopped {
+		out.exitCode = res.ExitCode
+	}
 	fctx := context.WithoutCancel(ctx)
 	if l.markErr != nil {
 		out.verdict = retry.Verdict{Class: "store"}

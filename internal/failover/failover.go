@@ -16,8 +16,12 @@
 //     worker has had PerWorker visits but Global is not reached the job waits,
 //     active and in error, for a new worker.
 //
-// A worker shutdown fails over without counting; it changes nothing here,
-// since the model only follows failures.
+// The step-by-step rules live in State (state.go), which the runtime keeps
+// per task in the store and steps on every start, failure, lost lease and
+// shutdown; Simulate steps the same State, and Outcome is its closed form.
+// A worker shutdown fails over without counting, a lost lease counts as a
+// failure of the worker, and a joining worker is one more that may start
+// a waiting task.
 package failover
 
 import (
@@ -40,8 +44,13 @@ type Limits struct {
 	PerWorker int
 	// Global is how many failovers are allowed before the job stops; NoLimit is unlimited.
 	Global int
-	// Workers is how many workers can run the task (at least 1).
+	// Workers is how many workers can run the task (at least 1); only the
+	// model's closed forms use it (the runtime passes the live workers).
 	Workers int
+	// NoFailover: the task has no failover block. Its failures end it on its
+	// worker once the retry policy gives up (as in a local run), and a lost
+	// worker moves it without counting.
+	NoFailover bool
 }
 
 // End is how a failing task's story ends.
@@ -105,42 +114,80 @@ func (t Trace) String() string {
 }
 
 // Simulate steps the model attempt by attempt, for at most maxAttempts
-// attempts. When the limit cuts a story that would still end, End is what it
-// would be, computed by Outcome; a story cut while going on forever is Forever.
-// It is the reference for Outcome, and what tests and messages show.
+// attempts, on workers w1..wN picked round-robin: the next worker after the
+// one left that State.CanStart accepts. When the limit cuts a story that
+// would still end, End is what it would be, computed by Outcome; a story cut
+// while going on forever is Forever. It is the reference for Outcome, and
+// what tests and messages show; it steps the same State as the runtime.
 func Simulate(l Limits, maxAttempts int) Trace {
 	l = normalize(l)
-	visits := make([]int, l.Workers)
+	names := WorkerNames(l.Workers)
+	var s State
 	var t Trace
-	w := 0
 	for {
-		visits[w]++
-		t.Visits++
-		for a := 0; l.Attempts == 0 || a < l.Attempts; a++ {
-			if len(t.Workers) >= maxAttempts {
-				return cut(t, l)
-			}
-			t.Workers = append(t.Workers, w)
-		}
-		if l.Global != NoLimit && t.Failovers+1 > l.Global {
-			t.End = Stopped
-			return finish(t, l, visits)
-		}
-		next := -1
-		for i := 1; i <= l.Workers; i++ {
-			c := (w + i) % l.Workers
-			if l.PerWorker == 0 || visits[c] < l.PerWorker {
-				next = c
-				break
-			}
-		}
-		if next < 0 {
+		w := s.Pick(l, names)
+		if w < 0 {
 			t.End = Waiting
-			return finish(t, l, visits)
+			return finishState(t, l, &s, names)
 		}
-		t.Failovers++
-		w = next
+		if len(t.Workers) >= maxAttempts {
+			return cut(t, l)
+		}
+		if s.Start(l, names[w], names) != nil {
+			t.End = Waiting // unreachable: Pick only returns workers CanStart accepts
+			return finishState(t, l, &s, names)
+		}
+		t.Workers = append(t.Workers, w)
+		if s.Failed(l, true, false) == Stop {
+			t.End = Stopped
+			return finishState(t, l, &s, names)
+		}
 	}
+}
+
+// WorkerNames is w1..wn.
+func WorkerNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("w%d", i+1)
+	}
+	return out
+}
+
+// Pick is the index in workers of the worker the simulator starts the task
+// on next: the current visit's for a retry, else the first after the one
+// left (round-robin) that CanStart accepts; -1 when none may (waiting, or
+// stopped).
+func (s *State) Pick(l Limits, workers []string) int {
+	from := -1
+	for i, w := range workers {
+		if w == s.Worker && s.Worker != "" {
+			return i
+		}
+		if w == s.Last {
+			from = i
+		}
+	}
+	for k := 1; k <= len(workers); k++ {
+		i := (from + k) % len(workers)
+		if i < 0 {
+			i += len(workers)
+		}
+		if s.CanStart(l, workers[i], workers) {
+			return i
+		}
+	}
+	return -1
+}
+
+func finishState(t Trace, l Limits, s *State, names []string) Trace {
+	t.Failovers = s.Failovers
+	visits := make([]int, len(names))
+	for i, w := range names {
+		visits[i] = s.Visits[w]
+		t.Visits += visits[i]
+	}
+	return finish(t, l, visits)
 }
 
 // cut ends a simulation stopped by its step limit.

@@ -172,7 +172,7 @@ exit "$WANT_EXIT"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"command ./check.sh: exit status 7\npassword=***"}; res.Accepted || !cmp.Equal(res.Reasons, want) {
+	if want := []string{"command ./check.sh: exit code 7\npassword=***"}; res.Accepted || !cmp.Equal(res.Reasons, want) {
 		t.Errorf("failing command = %+v, want reasons %q", res, want)
 	}
 	// Built-in assertions and the command both report.
@@ -182,7 +182,7 @@ exit "$WANT_EXIT"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Reasons) != 2 || !strings.HasPrefix(res.Reasons[0], "no CSV") || !strings.Contains(res.Reasons[1], "exit status 3") {
+	if len(res.Reasons) != 2 || !strings.HasPrefix(res.Reasons[0], "no CSV") || !strings.Contains(res.Reasons[1], "exit code 3") {
 		t.Errorf("both kinds = %q", res.Reasons)
 	}
 

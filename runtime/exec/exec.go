@@ -65,9 +65,14 @@ type Result struct {
 	Signal syscall.Signal
 	// TimedOut: the runtime killed the group because Spec.Timeout elapsed.
 	TimedOut bool
+	// Timeout is Spec.Timeout, for the account of a timed-out ending.
+	Timeout time.Duration
 	// Stopped: the runtime killed the group because Stop was called or the
 	// context was cancelled.
 	Stopped bool
+	// Leftovers: processes of the group were still alive when the main
+	// process exited, and were killed (a task's processes end with it).
+	Leftovers bool
 	// Tail is the end of the combined output (redacted).
 	Tail    string
 	Started time.Time
@@ -83,7 +88,7 @@ func (r Result) Success() bool {
 func (r Result) Describe() string {
 	switch {
 	case r.TimedOut:
-		return "timed out and was killed"
+		return "timed out after " + ShortDuration(r.Timeout)
 	case r.Stopped:
 		return "was stopped by the runtime"
 	case r.Signal != 0:
@@ -93,10 +98,24 @@ func (r Result) Describe() string {
 	}
 }
 
+// ShortDuration writes a duration as a spec would: 20m, 1h, 1m30s, 200ms
+// (time.Duration.String gives 20m0s).
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // Process is a started child.
 type Process struct {
 	cmd       *osexec.Cmd
 	pid       int
+	id        Identity
 	grace     time.Duration
 	done      chan struct{}
 	res       Result
@@ -148,6 +167,12 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	}
 	pw.Close()
 	p := &Process{cmd: cmd, pid: cmd.Process.Pid, grace: s.KillGrace, done: make(chan struct{})}
+	// Read now, while the child cannot have been reaped: its start time
+	// makes the recorded pid a name no other process will ever have.
+	p.id, _ = Identify(p.pid)
+	if p.id.PID == 0 {
+		p.id.PID, p.id.PGID = p.pid, p.pid
+	}
 
 	tail := newTail(s.TailBytes)
 	var out io.Writer = tail
@@ -169,6 +194,14 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 
 	go func() {
 		werr := cmd.Wait()
+		// The task is its main process: whatever it left running in its
+		// group (a "sleep 300 &", a child still appending to the output)
+		// ends with it, before anyone reads the output. The group id cannot
+		// name another group while a member lives.
+		leftovers := syscall.Kill(-p.pid, 0) == nil
+		if leftovers {
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		}
 		stopCtx()
 		if timer != nil {
 			timer.Stop()
@@ -188,8 +221,8 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		if p.killTimer != nil {
 			p.killTimer.Stop()
 		}
-		res := Result{ExitCode: cmd.ProcessState.ExitCode(), TimedOut: p.timedOut, Stopped: p.stopped,
-			Tail: tail.String(), Started: started, Ended: time.Now()}
+		res := Result{ExitCode: cmd.ProcessState.ExitCode(), TimedOut: p.timedOut, Timeout: s.Timeout, Stopped: p.stopped,
+			Leftovers: leftovers, Tail: tail.String(), Started: started, Ended: time.Now()}
 		p.mu.Unlock()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.Signal = ws.Signal()
@@ -207,6 +240,10 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 
 // PID is the child's process id, which is also its process group id.
 func (p *Process) PID() int { return p.pid }
+
+// Identity is the child's identity (pid, group, start time, boot, host), to
+// record before anything depends on the process.
+func (p *Process) Identity() Identity { return p.id }
 
 // Done is closed when the process has ended and its result is ready.
 func (p *Process) Done() <-chan struct{} { return p.done }
@@ -272,7 +309,8 @@ func lookPath(name, dir string, env []string) (string, error) {
 		}
 		return p, nil
 	}
-	pathEnv := ""
+	// Without PATH, the search path execvp(3) uses.
+	pathEnv := "/usr/local/bin:/usr/bin:/bin"
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			pathEnv = v

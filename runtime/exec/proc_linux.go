@@ -1,0 +1,182 @@
+//go:build linux
+
+package exec
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	sigTERM = unix.SIGTERM
+	sigCONT = unix.SIGCONT
+	sigKILL = unix.SIGKILL
+)
+
+// BootID is this boot's id, /proc/sys/kernel/random/boot_id.
+func BootID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// procStat is what /proc/PID/stat says of a process.
+type procStat struct {
+	state byte
+	pgrp  int
+	start uint64
+}
+
+// readStat parses /proc/PID/stat. The command name (field 2) may hold spaces
+// and parentheses, so fields are counted after its last ')'.
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: no command field", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state), f[2] field 5 (pgrp), f[19] field 22 (starttime).
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	pgrp, err1 := strconv.Atoi(f[2])
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: bad fields", pid)
+	}
+	return procStat{state: f[0][0], pgrp: pgrp, start: start}, nil
+}
+
+// Identify reads the identity of a live process of this machine.
+func Identify(pid int) (Identity, error) {
+	self, err := Self()
+	if err != nil {
+		return Identity{}, err
+	}
+	st, err := readStat(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	self.PID, self.PGID, self.Start = pid, st.pgrp, st.start
+	return self, nil
+}
+
+// environ reads pid's environment as a set of "KEY=value" entries; one that
+// cannot be read (another user's process) is empty.
+func environ(pid int) map[string]bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return nil
+	}
+	have := map[string]bool{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		have[string(kv)] = true
+	}
+	return have
+}
+
+// in reports whether every entry of m is in env.
+func (m Marker) in(env map[string]bool) bool {
+	if len(m) == 0 || env == nil {
+		return false
+	}
+	for _, kv := range m {
+		if !env[kv] {
+			return false
+		}
+	}
+	return true
+}
+
+// heldProc is a verified process, held by a pidfd.
+type heldProc struct {
+	pid int
+	fd  int
+}
+
+func (p *heldProc) signal(sig unix.Signal) error { return unix.PidfdSendSignal(p.fd, sig, nil, 0) }
+
+// alive: the pidfd is not readable yet (it becomes readable when the
+// process exits, zombie or reaped).
+func (p *heldProc) alive() bool {
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
+}
+
+func (p *heldProc) close() { unix.Close(p.fd) }
+
+// findProcs reads /proc once and returns, per target, the live processes
+// that belong to it (see EndOrphans), each held by a pidfd opened before it
+// was verified.
+func findProcs(targets []Target) ([][]*heldProc, error) {
+	out := make([][]*heldProc, len(targets))
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out, err
+	}
+	self := os.Getpid()
+	// Leaders verified alive: their groups' later members are theirs too.
+	leaderAlive := make([]bool, len(targets))
+	for i, t := range targets {
+		if t.ID.Known() {
+			if st, err := readStat(t.ID.PID); err == nil && st.start == t.ID.Start && st.state != 'Z' {
+				leaderAlive[i] = true
+			}
+		}
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already, or not ours to look at
+		}
+		st, err := readStat(pid)
+		if err != nil || st.state == 'Z' {
+			unix.Close(fd)
+			continue
+		}
+		owner := -1
+		var env map[string]bool
+		envRead := false
+		for i, t := range targets {
+			id := t.ID
+			switch {
+			case id.Known() && pid == id.PID && st.start == id.Start:
+				owner = i
+			case leaderAlive[i] && st.pgrp == id.PGID && st.start >= id.Start:
+				owner = i
+			case st.start >= id.Start && len(t.Marker) > 0:
+				if !envRead {
+					env, envRead = environ(pid), true
+				}
+				if t.Marker.in(env) {
+					owner = i
+				}
+			}
+			if owner >= 0 {
+				break
+			}
+		}
+		if owner < 0 {
+			unix.Close(fd)
+			continue
+		}
+		out[owner] = append(out[owner], &heldProc{pid: pid, fd: fd})
+	}
+	return out, nil
+}

@@ -1,0 +1,111 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A timed-out task says after how long, not "exit -1"; a task that cannot
+// start says why.
+func TestEndingsSayWhatHappened(t *testing.T) {
+	f := newFixture(t, `pipeline "endings" {
+  task "slow" {
+    command = ["sleep", "30"]
+    timeout = "200ms"
+  }
+  task "missing" {
+    command = ["./no-such-script.sh"]
+  }
+}`, nil)
+	sum := f.run(f.options("2024-01-01"))
+	slow, missing := sum.task("slow"), sum.task("missing")
+	if slow.State != TaskFailed || slow.Ending != "timed out after 200ms" || slow.ExitCode != 0 {
+		t.Errorf("slow = %+v", slow)
+	}
+	if missing.State != TaskFailed || !strings.Contains(missing.Ending, "could not start: ./no-such-script.sh: no such file or directory") {
+		t.Errorf("missing = %+v", missing)
+	}
+	text := sum.text()
+	if strings.Contains(text, "exit -1") || !strings.Contains(text, "timed out after 200ms") ||
+		!strings.Contains(text, "could not start: ./no-such-script.sh") {
+		t.Errorf("summary:\n%s", text)
+	}
+}
+
+// A task that exits 0 but leaves a child appending to its output: the child
+// ends with the task, the audit sees the rows as they were when the task
+// exited, the publish succeeds, and so does a rerun (no "staging changed
+// after the audit").
+func TestLeftoverChildEndsWithTheTask(t *testing.T) {
+	f := newFixture(t, `pipeline "leftover" {
+  task "make" {
+    command = ["./make.sh"]
+    outputs = ["rows"]
+  }
+  check "rows_ok" {
+    input         = "rows"
+    row_count_max = 3
+  }
+  sink "out" {
+    type    = "directory"
+    path    = "out"
+    fencing = "token"
+  }
+  publish "rows_pub" {
+    artifact = "rows"
+    sink     = "out"
+  }
+}`, map[string]string{
+		"make.sh": `f="$PIPEC_OUTPUT_rows/rows.csv"
+printf 'id\n1\n2\n3\n' > "$f"
+(sleep 0.2; while :; do echo 9 >> "$f"; sleep 0.01; done) & echo $! > appender.pid
+sleep 300 & echo $! > sleeper.pid
+exit 0`,
+	})
+	sum := f.run(f.options("2024-01-01"))
+	if sum.Failed {
+		t.Fatalf("run failed:\n%s", sum.text())
+	}
+	for _, name := range []string{"appender.pid", "sleeper.pid"} {
+		b, err := os.ReadFile(filepath.Join(f.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		// SIGKILL is delivered asynchronously; the bound is not a timing claim.
+		deadline := time.Now().Add(10 * time.Second)
+		for pid > 0 && alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if pid <= 0 || alive(pid) {
+			t.Errorf("%s: process %d outlived its task", name, pid)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // past the appender's start, had it lived
+	b, err := os.ReadFile(filepath.Join(f.dir, "out", "2024-01-01", "rows.csv"))
+	if err != nil || string(b) != "id\n1\n2\n3\n" {
+		t.Errorf("published rows = %q, %v", b, err)
+	}
+	sum = f.run(f.options("2024-01-01"))
+	if sum.Failed {
+		t.Fatalf("rerun failed:\n%s", sum.text())
+	}
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || len(b) < i+3 || b[i+2] != 'Z'
+}

@@ -1,0 +1,308 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// grantToken takes the next token of resource inside a transaction: one
+// UPSERT whose row lock serializes every grant of the resource, from any
+// connection, so grants are strictly increasing in commit order, and the
+// commit (synchronous_commit = on) makes the grant durable before the caller
+// sees it.
+func grantToken(ctx context.Context, tx pgx.Tx, resource string) (int64, error) {
+	if resource == "" {
+		return 0, fmt.Errorf("token: resource is required")
+	}
+	var tok int64
+	err := tx.QueryRow(ctx, `INSERT INTO tokens (resource, last) VALUES ($1, 1)
+ON CONFLICT (resource) DO UPDATE SET last = tokens.last + 1 RETURNING last`, resource).Scan(&tok)
+	return tok, err
+}
+
+// NextToken implements store.Store.
+func (s *Store) NextToken(ctx context.Context, resource string) (int64, error) {
+	var tok int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		tok, err = grantToken(ctx, tx, resource)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("next token for %q: %w", resource, err)
+	}
+	return tok, nil
+}
+
+const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid`
+
+func scanAttempt(sc pgx.Row) (store.Attempt, error) {
+	var a store.Attempt
+	var state string
+	var started, ended, expiry *time.Time
+	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
+		&started, &ended, &expiry, &a.Worker, &a.PID); err != nil {
+		return store.Attempt{}, err
+	}
+	a.State = store.AttemptState(state)
+	a.Started, a.Ended, a.LeaseExpiry = timeOf(started), timeOf(ended), timeOf(expiry)
+	return a, nil
+}
+
+func getAttempt(ctx context.Context, q queryer, ref store.AttemptRef, lock bool) (store.Attempt, error) {
+	sql := `SELECT ` + attemptColumns + ` FROM attempts WHERE run = $1 AND task = $2 AND number = $3`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	a, err := scanAttempt(q.QueryRow(ctx, sql, ref.Run, ref.Task, ref.Number))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Attempt{}, fmt.Errorf("attempt %s: %w", ref, store.ErrNotFound)
+	}
+	return a, err
+}
+
+// sortAttempts orders attempts by run, task, number, as the interface's
+// lists are.
+func sortAttempts(as []store.Attempt) {
+	sort.Slice(as, func(i, j int) bool {
+		a, b := as[i], as[j]
+		if a.Run != b.Run {
+			return a.Run < b.Run
+		}
+		if a.Task != b.Task {
+			return a.Task < b.Task
+		}
+		return a.Number < b.Number
+	})
+}
+
+// micros is a lease duration in the unit of the SQL interval arithmetic.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// StartAttempt implements store.Store. The run is share-locked (it cannot
+// finish meanwhile), the task's next number is taken under an advisory lock
+// on (run, task), and the token is granted in the same transaction.
+func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
+	if spec.Run == "" || spec.Task == "" {
+		return store.Attempt{}, fmt.Errorf("start attempt: run and task are required")
+	}
+	var a store.Attempt
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		state, err := lockRun(ctx, tx, spec.Run, true)
+		if err != nil {
+			return err
+		}
+		if state != store.RunRunning {
+			return fmt.Errorf("run %q is %s: %w", spec.Run, state, store.ErrConflict)
+		}
+		if err := lockKey(ctx, tx, "attempt", spec.Run+"\x1f"+spec.Task); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $1 AND task = $2`,
+			spec.Run, spec.Task).Scan(&n); err != nil {
+			return err
+		}
+		tok, err := grantToken(ctx, tx, spec.Resource)
+		if err != nil {
+			return err
+		}
+		st := store.AttemptRunning
+		if spec.Queued {
+			st = store.AttemptQueued
+		}
+		a, err = scanAttempt(tx.QueryRow(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid)
+SELECT $1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN NULL ELSE now END, $8,
+	CASE WHEN $7 OR $9::bigint <= 0 THEN NULL ELSE now + $9::bigint * interval '1 microsecond' END, $10, $11
+FROM (SELECT pipec_now() AS now) n
+RETURNING `+attemptColumns,
+			spec.Run, spec.Task, n, spec.Resource, tok, string(st), spec.Queued, spec.Lease.Milliseconds(), micros(spec.Lease), spec.Worker, spec.PID))
+		if err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+			"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
+			"lease_ms": spec.Lease.Milliseconds(),
+		})
+	})
+	if err != nil {
+		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
+	}
+	return a, nil
+}
+
+// MarkRunning implements store.Store.
+func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, lease time.Duration) (store.Attempt, error) {
+	var a store.Attempt
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := getAttempt(ctx, tx, ref, true)
+		if err != nil {
+			return err
+		}
+		if !cur.State.CanBecome(store.AttemptRunning) {
+			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, store.ErrConflict)
+		}
+		a, err = scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = 'running', started = COALESCE(started, n.now), pid = $4,
+	lease_ms = $5, lease_expiry = CASE WHEN $6::bigint <= 0 THEN NULL ELSE n.now + $6::bigint * interval '1 microsecond' END
+FROM (SELECT pipec_now() AS now) n
+WHERE run = $1 AND task = $2 AND number = $3
+RETURNING `+attemptColumns, ref.Run, ref.Task, ref.Number, pid, lease.Milliseconds(), micros(lease)))
+		if err != nil {
+			return err
+		}
+		if cur.State == store.AttemptQueued {
+			return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+				map[string]any{"token": cur.Token, "pid": pid, "lease_ms": lease.Milliseconds()})
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Attempt{}, fmt.Errorf("mark running: %w", err)
+	}
+	return a, nil
+}
+
+// RenewLease implements store.Store. The renewal is one conditional UPDATE
+// (running, with this token): an attempt marked unknown meanwhile is never
+// revived. A lease of 0 renews by the attempt's own lease duration.
+func (s *Store) RenewLease(ctx context.Context, ref store.AttemptRef, token int64, lease time.Duration) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE attempts
+SET lease_expiry = pipec_now() + (CASE WHEN $5::bigint > 0 THEN $5::bigint ELSE lease_ms * 1000 END) * interval '1 microsecond'
+WHERE run = $1 AND task = $2 AND number = $3 AND state = 'running' AND token = $4 AND ($5::bigint > 0 OR lease_ms > 0)`,
+			ref.Run, ref.Task, ref.Number, token, micros(lease))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		var state string
+		var tok, leaseMS int64
+		err = tx.QueryRow(ctx, `SELECT state, token, lease_ms FROM attempts WHERE run = $1 AND task = $2 AND number = $3`,
+			ref.Run, ref.Task, ref.Number).Scan(&state, &tok, &leaseMS)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("renew lease of %s: %w", ref, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if store.AttemptState(state) != store.AttemptRunning || tok != token {
+			return fmt.Errorf("renew lease of %s (token %d): attempt is %s with token %d: %w", ref, token, state, tok, store.ErrLeaseLost)
+		}
+		return nil // running, own token, no lease to renew
+	})
+}
+
+// MarkUnknown implements store.Store: one UPDATE judged on the server's
+// clock.
+func (s *Store) MarkUnknown(ctx context.Context) ([]store.Attempt, error) {
+	var out []store.Attempt
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		out = nil
+		rows, err := tx.Query(ctx, `UPDATE attempts SET state = 'unknown'
+WHERE state = 'running' AND lease_expiry <= pipec_now() RETURNING `+attemptColumns)
+		if err != nil {
+			return err
+		}
+		expired, err := collect(rows, scanAttempt)
+		if err != nil {
+			return err
+		}
+		sortAttempts(expired)
+		for _, a := range expired {
+			if err := appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
+				map[string]any{"token": a.Token, "lease_expiry": a.LeaseExpiry.Format(time.RFC3339Nano)}); err != nil {
+				return err
+			}
+		}
+		out = expired
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark unknown: %w", err)
+	}
+	return out, nil
+}
+
+// FinishAttempt implements store.Store.
+func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
+	if !o.State.Finished() {
+		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := getAttempt(ctx, tx, ref, true)
+		if err != nil {
+			return err
+		}
+		if cur.State.Finished() {
+			if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
+				return nil
+			}
+			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
+		}
+		if !cur.State.CanBecome(o.State) {
+			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
+WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+			map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
+				"token": cur.Token, "was": string(cur.State)})
+	})
+}
+
+// GetAttempt implements store.Store.
+func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Attempt, error) {
+	return getAttempt(ctx, s.pool, ref, false)
+}
+
+// Attempts implements store.Store.
+func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = $1 ORDER BY task COLLATE "C", number`, run)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanAttempt)
+}
+
+// StateID implements store.Store.
+func (s *Store) StateID(ctx context.Context) (string, error) {
+	var id string
+	if err := s.pool.QueryRow(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
+		return "", fmt.Errorf("state id: %w", err)
+	}
+	return id, nil
+}
+
+// RaiseTokens implements store.Store, durably (synchronous_commit = on): a
+// sink adopted by this state refuses every token not above floor.
+func (s *Store) RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error {
+	if floor <= 0 || len(resources) == 0 {
+		return nil
+	}
+	for _, res := range resources {
+		if res == "" {
+			return fmt.Errorf("raise tokens: empty resource")
+		}
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		for _, res := range resources {
+			if _, err := tx.Exec(ctx, `INSERT INTO tokens (resource, last) VALUES ($1, $2)
+ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last, excluded.last)`, res, floor); err != nil {
+				return err
+			}
+		}
+		return appendEvent(ctx, tx, store.Event{Kind: store.EventTokensRaised}, map[string]any{
+			"resources": resources, "floor": floor, "reason": reason})
+	})
+}

@@ -1,0 +1,290 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
+	"github.com/pipec/pipec/runtime/store/storetest"
+)
+
+// pg is the package's PostgreSQL server.
+var pg pgtest.Shared
+
+func TestMain(m *testing.M) { os.Exit(pg.Main(m)) }
+
+// open opens a store on a fresh schema of srv.
+func open(t testing.TB, srv *pgtest.Server, clock store.Clock) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), srv.NewSchema(t), postgres.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestConformance runs the contract every Store must keep against a real
+// PostgreSQL server, each check on its own schema.
+func TestConformance(t *testing.T) {
+	srv := pg.Server(t)
+	storetest.Run(t, func(t *testing.T, clock store.Clock) store.Store {
+		return open(t, srv, clock)
+	})
+}
+
+// TestTokensAcrossConnections grants tokens of one resource from several
+// store handles at once, each with its own connection pool (as workers on
+// several machines): all distinct, each caller's strictly increasing, and,
+// since a grant is durable before it returns, a grant that returned before
+// another began is smaller.
+func TestTokensAcrossConnections(t *testing.T) {
+	srv := pg.Server(t)
+	url := srv.NewSchema(t)
+	ctx := context.Background()
+	const handles, callers, each = 4, 3, 40
+	stores := make([]*postgres.Store, handles)
+	for i := range stores {
+		s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	var wg sync.WaitGroup
+	got := make([][]int64, handles*callers)
+	errs := make([]error, handles*callers)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := stores[i%handles]
+			for range each {
+				tok, err := s.NextToken(ctx, "orders@2024-01-01")
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				got[i] = append(got[i], tok)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for i := range got {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		for j, tok := range got[i] {
+			if j > 0 && tok <= got[i][j-1] {
+				t.Errorf("caller %d: token %d after %d", i, tok, got[i][j-1])
+			}
+			if seen[tok] {
+				t.Errorf("token %d granted twice", tok)
+			}
+			seen[tok] = true
+		}
+	}
+	if len(seen) != handles*callers*each {
+		t.Fatalf("%d tokens, want %d", len(seen), handles*callers*each)
+	}
+	// A new handle (a restarted worker) continues above every grant.
+	s, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	next, err := s.NextToken(ctx, "orders@2024-01-01")
+	if err != nil || next != int64(handles*callers*each+1) {
+		t.Fatalf("token after restart = %d, %v; want %d", next, err, handles*callers*each+1)
+	}
+}
+
+// TestLeasesOnServerClock: with no test clock, lease times come from the
+// server's clock_timestamp() (bracketed by two reads of it), and an expired
+// lease is reported once the server's clock, not the caller's, passed it.
+func TestLeasesOnServerClock(t *testing.T) {
+	srv := pg.Server(t)
+	s := open(t, srv, nil)
+	ctx := context.Background()
+	serverNow := func() time.Time {
+		var now time.Time
+		if err := s.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	r, err := s.CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := serverNow()
+	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "extract", Resource: "orders@2024-01-01", Lease: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := serverNow()
+	if a.Started.Before(before) || a.Started.After(after) {
+		t.Fatalf("started %s not within the server's clock [%s, %s]", a.Started, before, after)
+	}
+	if got := a.LeaseExpiry.Sub(a.Started); got != 50*time.Millisecond {
+		t.Fatalf("lease expiry - started = %s, want 50ms", got)
+	}
+	// Wait on the server's clock (not ours) until the lease is over.
+	for !serverNow().After(a.LeaseExpiry) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	got, err := s.MarkUnknown(ctx)
+	if err != nil || len(got) != 1 || got[0].AttemptRef != a.AttemptRef {
+		t.Fatalf("MarkUnknown = %+v, %v", got, err)
+	}
+	if err := s.RenewLease(ctx, a.AttemptRef, a.Token, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("renewing after expiry: %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestMigrateConcurrently opens one empty schema from several handles at
+// once: the advisory lock makes exactly one migrate, the others see it done.
+func TestMigrateConcurrently(t *testing.T) {
+	srv := pg.Server(t)
+	url := srv.NewSchema(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := postgres.Open(context.Background(), url, postgres.Options{})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := srv.Psql(context.Background(), "", fmt.Sprintf("SELECT count(*) FROM %s.schema_version", schemaOf(t, url)))
+	if err != nil || out != fmt.Sprintf("%d\n", postgres.SchemaVersion()) {
+		t.Fatalf("schema_version rows = %q, %v", out, err)
+	}
+}
+
+// TestEventsAppendOnly: the database itself refuses to edit the event log.
+func TestEventsAppendOnly(t *testing.T) {
+	srv := pg.Server(t)
+	s := open(t, srv, nil)
+	ctx := context.Background()
+	if _, err := s.AppendEvent(ctx, store.Event{Run: "x", Kind: "note"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE events SET kind = 'forged'`); err == nil {
+		t.Fatal("UPDATE of events succeeded")
+	}
+	if _, err := s.Pool().Exec(ctx, `DELETE FROM events`); err == nil {
+		t.Fatal("DELETE of events succeeded")
+	}
+}
+
+// TestOpenErrorHidesPassword: a bad URL's error never shows its password.
+func TestOpenErrorHidesPassword(t *testing.T) {
+	for _, url := range []string{
+		"postgres://u:hunter2secret@/db?host=/nonexistent-socket-dir&connect_timeout=1",
+		"postgres://u:hunter2secret@host:notaport/db",
+	} {
+		_, err := postgres.Open(context.Background(), url, postgres.Options{})
+		if err == nil {
+			t.Fatalf("Open(%q) succeeded", url)
+		}
+		if s := err.Error(); strings.Contains(s, "hunter2secret") {
+			t.Fatalf("error shows the password: %s", s)
+		}
+	}
+}
+
+// schemaOf is the search_path of a pgtest schema URL.
+func schemaOf(t *testing.T, url string) string {
+	i := strings.Index(url, "search_path=")
+	if i < 0 {
+		t.Fatalf("no search_path in %s", url)
+	}
+	return strings.SplitN(url[i+len("search_path="):], "&", 2)[0]
+}
+
+// TestRunLeaseAcrossHandles: several handles (machines) create a run of one
+// interval at once with a lease: exactly one gets it, the others are told
+// who holds it; once it finishes, the next creator gets the interval.
+func TestRunLeaseAcrossHandles(t *testing.T) {
+	srv := pg.Server(t)
+	url := srv.NewSchema(t)
+	ctx := context.Background()
+	const n = 6
+	stores := make([]*postgres.Store, n)
+	for i := range stores {
+		s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	var wg sync.WaitGroup
+	runs := make([]store.Run, n)
+	errs := make([]error, n)
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[i], errs[i] = stores[i].CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01",
+				Owner: store.RunOwner{Host: fmt.Sprintf("m%d", i), PID: 100 + i}, Lease: time.Minute})
+		}()
+	}
+	wg.Wait()
+	var winner store.Run
+	won := 0
+	for i, err := range errs {
+		var busy *store.RunBusyError
+		switch {
+		case err == nil:
+			won++
+			winner = runs[i]
+		case errors.As(err, &busy) && errors.Is(err, store.ErrRunBusy):
+		default:
+			t.Fatalf("creator %d: %v", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d runs got the interval, want 1 (%v)", won, errs)
+	}
+	for i, err := range errs {
+		var busy *store.RunBusyError
+		if errors.As(err, &busy) && busy.Run != winner.ID {
+			t.Errorf("creator %d told %s holds it, want %s", i, busy.Run, winner.ID)
+		}
+	}
+	if err := stores[0].RenewRunLease(ctx, winner.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[1].FinishRun(ctx, winner.ID, store.RunSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[2].RenewRunLease(ctx, winner.ID, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("renewing a finished run's lease: %v, want ErrLeaseLost", err)
+	}
+	next, err := stores[3].CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01", Lease: time.Minute})
+	if err != nil || next.ID == winner.ID {
+		t.Fatalf("after the holder finished: %+v, %v", next, err)
+	}
+}

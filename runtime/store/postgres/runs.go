@@ -1,0 +1,311 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// CreateRun implements store.Store. The run's number comes from a counter
+// row per (pipeline, interval), taken first: its row lock serializes every
+// creation of a run of the interval, so the lease on the interval is judged
+// and taken by one creator at a time, and of two runs starting at once
+// exactly one gets it.
+func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, error) {
+	if nr.Pipeline == "" || nr.Interval == "" {
+		return store.Run{}, fmt.Errorf("create run: pipeline and interval are required")
+	}
+	var r store.Run
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var seq int
+		if err := tx.QueryRow(ctx, `INSERT INTO run_seqs (pipeline, interval_key, last) VALUES ($1, $2, 1)
+ON CONFLICT (pipeline, interval_key) DO UPDATE SET last = run_seqs.last + 1 RETURNING last`,
+			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
+			return err
+		}
+		var holder, host string
+		var pid int
+		var since, until time.Time
+		var live bool
+		err := tx.QueryRow(ctx, `SELECT l.run, l.host, l.pid, l.since, l.expiry, l.expiry > pipec_now()
+FROM run_leases l JOIN runs r ON r.id = l.run
+WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipeline, nr.Interval).Scan(&holder, &host, &pid, &since, &until, &live)
+		switch {
+		case err == nil && live && !(nr.TakeOver != "" && nr.TakeOver == holder):
+			return &store.RunBusyError{Run: holder, Owner: store.RunOwner{Host: host, PID: pid}, Since: since.UTC(), Expiry: until.UTC()}
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		r = store.Run{
+			ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
+			Pipeline:      nr.Pipeline,
+			Interval:      nr.Interval,
+			IntervalStart: nr.IntervalStart.UTC(),
+			IntervalEnd:   nr.IntervalEnd.UTC(),
+			CodeVersion:   nr.CodeVersion,
+			PlanDigest:    nr.PlanDigest,
+			State:         store.RunRunning,
+		}
+		var created time.Time
+		if err := tx.QueryRow(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, state, created)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', pipec_now()) RETURNING created`,
+			r.ID, r.Pipeline, r.Interval, seq, nullTime(nr.IntervalStart), nullTime(nr.IntervalEnd), r.CodeVersion, r.PlanDigest).Scan(&created); err != nil {
+			return err
+		}
+		r.Created = created.UTC()
+		payload := map[string]any{
+			"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
+		}
+		if nr.Lease > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry)
+VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz + $7::bigint * interval '1 microsecond')
+ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = excluded.host, pid = excluded.pid,
+	since = excluded.since, expiry = excluded.expiry`,
+				r.Pipeline, r.Interval, r.ID, nr.Owner.Host, nr.Owner.PID, created, micros(nr.Lease)); err != nil {
+				return err
+			}
+			payload["owner_host"], payload["owner_pid"] = nr.Owner.Host, nr.Owner.PID
+			if holder != "" {
+				payload["took_over"] = holder // its lease had expired
+			}
+		}
+		return appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: store.EventRunCreated}, payload)
+	})
+	if err != nil {
+		return store.Run{}, fmt.Errorf("create run: %w", err)
+	}
+	return r, nil
+}
+
+// RenewRunLease implements store.Store: one conditional update, so a run
+// whose lease was taken over can never extend the new holder's.
+func (s *Store) RenewRunLease(ctx context.Context, id string, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("renew run lease of %q: lease must be positive", id)
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE run_leases SET expiry = pipec_now() + $2::bigint * interval '1 microsecond' WHERE run = $1`, id, micros(lease))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("renew run lease of %q: the run no longer holds its interval: %w", id, store.ErrLeaseLost)
+		}
+		return nil
+	})
+}
+
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished`
+
+func scanRun(sc pgx.Row) (store.Run, error) {
+	var r store.Run
+	var start, end, finished *time.Time
+	var created time.Time
+	var state string
+	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished); err != nil {
+		return store.Run{}, err
+	}
+	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)
+	r.State = store.RunState(state)
+	r.Created, r.Finished = created.UTC(), timeOf(finished)
+	return r, nil
+}
+
+// GetRun implements store.Store.
+func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Run{}, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
+	}
+	return r, err
+}
+
+// ListRuns implements store.Store.
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	var where []string
+	var args []any
+	if f.Pipeline != "" {
+		args = append(args, f.Pipeline)
+		where = append(where, fmt.Sprintf("pipeline = $%d", len(args)))
+	}
+	if f.Interval != "" {
+		args = append(args, f.Interval)
+		where = append(where, fmt.Sprintf("interval_key = $%d", len(args)))
+	}
+	q := `SELECT ` + runColumns + ` FROM runs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created, pipeline COLLATE \"C\", interval_key COLLATE \"C\", seq"
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanRun)
+}
+
+// collect scans every row with scan.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// lockRun reads a run's state under a row lock (FOR UPDATE, or FOR SHARE
+// when share), so the state cannot change before the transaction ends.
+func lockRun(ctx context.Context, tx pgx.Tx, id string, share bool) (store.RunState, error) {
+	mode := "UPDATE"
+	if share {
+		mode = "SHARE"
+	}
+	var cur string
+	err := tx.QueryRow(ctx, `SELECT state FROM runs WHERE id = $1 FOR `+mode, id).Scan(&cur)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("run %q: %w", id, store.ErrNotFound)
+	}
+	return store.RunState(cur), err
+}
+
+// FinishRun implements store.Store.
+func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) error {
+	if state != store.RunSucceeded && state != store.RunFailed {
+		return fmt.Errorf("finish run %q: state %q is not final", id, state)
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := lockRun(ctx, tx, id, false)
+		if err != nil {
+			return err
+		}
+		if cur == state {
+			return nil
+		}
+		if cur != store.RunRunning {
+			return fmt.Errorf("finish run %q as %s: already %s: %w", id, state, cur, store.ErrConflict)
+		}
+		if err := changed(tx.Exec(ctx, `UPDATE runs SET state = $1, finished = pipec_now() WHERE id = $2 AND state = 'running'`, string(state), id)); err != nil {
+			return fmt.Errorf("finish run %q: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM run_leases WHERE run = $1`, id); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, store.Event{Run: id, Kind: store.EventRunFinished}, map[string]any{"state": string(state)})
+	})
+}
+
+// AbandonRun implements store.Store.
+func (s *Store) AbandonRun(ctx context.Context, id, reason string) ([]store.Attempt, error) {
+	var out []store.Attempt
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		out = nil
+		cur, err := lockRun(ctx, tx, id, false)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `UPDATE attempts SET state = 'unknown'
+WHERE run = $1 AND state IN ('queued', 'running') RETURNING `+attemptColumns, id)
+		if err != nil {
+			return err
+		}
+		marked, err := collect(rows, scanAttempt)
+		if err != nil {
+			return err
+		}
+		sortAttempts(marked)
+		for _, a := range marked {
+			if err := appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
+				map[string]any{"token": a.Token, "reason": reason}); err != nil {
+				return err
+			}
+		}
+		out = marked
+		if cur == store.RunRunning {
+			if _, err := tx.Exec(ctx, `UPDATE runs SET state = 'failed', finished = pipec_now() WHERE id = $1 AND state = 'running'`, id); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM run_leases WHERE run = $1`, id); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, store.Event{Run: id, Kind: store.EventRunAbandoned}, map[string]any{"reason": reason, "was": string(cur)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("abandon run: %w", err)
+	}
+	return out, nil
+}
+
+// AppendEvent implements store.Store.
+func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
+	if e.Kind == "" {
+		return 0, fmt.Errorf("append event: kind is required")
+	}
+	if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+		return 0, fmt.Errorf("append event %s: payload is not valid JSON", e.Kind)
+	}
+	var seq int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5) RETURNING seq`,
+			e.Run, e.Kind, e.Task, e.Attempt, string(e.Payload)).Scan(&seq)
+	})
+	return seq, err
+}
+
+// appendEvent records an event inside a transaction; payload is marshalled
+// (encoding/json sorts map keys, so the stored text is deterministic).
+func appendEvent(ctx context.Context, tx pgx.Tx, e store.Event, payload map[string]any) error {
+	var text string
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return err
+		}
+		text = string(b)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5)`,
+		e.Run, e.Kind, e.Task, e.Attempt, text)
+	return err
+}
+
+// Events implements store.Store.
+func (s *Store) Events(ctx context.Context, run string) ([]store.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = $1 ORDER BY seq`, run)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r pgx.Row) (store.Event, error) {
+		var e store.Event
+		var t time.Time
+		var payload string
+		if err := r.Scan(&e.Seq, &e.Run, &t, &e.Kind, &e.Task, &e.Attempt, &payload); err != nil {
+			return store.Event{}, err
+		}
+		e.Time = t.UTC()
+		if payload != "" {
+			e.Payload = json.RawMessage(payload)
+		}
+		return e, nil
+	})
+}

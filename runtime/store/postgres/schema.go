@@ -1,0 +1,201 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// migration is one step of the schema. Steps are applied in order, each in
+// the transaction that records its version, and never edited once released:
+// a change is a new step appended to migrations.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations is the schema's history. Times are timestamptz on the server's
+// clock (pipec_now()), NULL meaning unset.
+var migrations = []migration{
+	{1, "initial schema", `
+-- The one clock of the store: the server's, unless a test set pipec.now for
+-- its transaction.
+CREATE FUNCTION pipec_now() RETURNS timestamptz LANGUAGE sql VOLATILE AS $$
+	SELECT COALESCE(NULLIF(current_setting('pipec.now', true), '')::timestamptz, clock_timestamp())
+$$;
+
+-- A random identity made once, when the database is created: a sink records
+-- which state publishes to it by this id.
+CREATE TABLE state_identity (
+	id       integer PRIMARY KEY CHECK (id = 1),
+	state_id text NOT NULL
+);
+INSERT INTO state_identity (id, state_id) VALUES (1, replace(gen_random_uuid()::text, '-', ''));
+
+CREATE TABLE runs (
+	id             text PRIMARY KEY,
+	pipeline       text NOT NULL,
+	interval_key   text NOT NULL,
+	seq            integer NOT NULL,
+	interval_start timestamptz,
+	interval_end   timestamptz,
+	code_version   text NOT NULL,
+	plan_digest    text NOT NULL,
+	state          text NOT NULL CHECK (state IN ('running', 'succeeded', 'failed')),
+	created        timestamptz NOT NULL,
+	finished       timestamptz,
+	UNIQUE (pipeline, interval_key, seq)
+);
+
+CREATE TABLE run_seqs (
+	pipeline     text NOT NULL,
+	interval_key text NOT NULL,
+	last         integer NOT NULL,
+	PRIMARY KEY (pipeline, interval_key)
+);
+
+CREATE TABLE tokens (
+	resource text PRIMARY KEY,
+	last     bigint NOT NULL CHECK (last > 0)
+);
+
+CREATE TABLE attempts (
+	run          text NOT NULL REFERENCES runs(id),
+	task         text NOT NULL,
+	number       integer NOT NULL CHECK (number > 0),
+	resource     text NOT NULL,
+	token        bigint NOT NULL,
+	state        text NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'unknown')),
+	class        text NOT NULL DEFAULT '',
+	exit_code    integer NOT NULL DEFAULT 0,
+	error_tail   text NOT NULL DEFAULT '',
+	started      timestamptz,
+	ended        timestamptz,
+	lease_ms     bigint NOT NULL DEFAULT 0,
+	lease_expiry timestamptz,
+	worker       text NOT NULL DEFAULT '',
+	pid          integer NOT NULL DEFAULT 0,
+	PRIMARY KEY (run, task, number),
+	UNIQUE (resource, token)
+);
+CREATE INDEX attempts_lease ON attempts (lease_expiry) WHERE state = 'running';
+-- Fence at grant looks up the highest token of a task in a resource.
+CREATE INDEX attempts_task_token ON attempts (resource, task, token);
+
+-- One run per (pipeline, interval) at a time: the holder renews its lease;
+-- an expired lease may be taken over.
+CREATE TABLE run_leases (
+	pipeline     text NOT NULL,
+	interval_key text NOT NULL,
+	run          text NOT NULL REFERENCES runs(id),
+	host         text NOT NULL,
+	pid          integer NOT NULL,
+	since        timestamptz NOT NULL,
+	expiry       timestamptz NOT NULL,
+	PRIMARY KEY (pipeline, interval_key)
+);
+
+CREATE TABLE versions (
+	id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	pipeline     text NOT NULL,
+	artifact     text NOT NULL,
+	interval_key text NOT NULL,
+	digest       text NOT NULL,
+	run          text NOT NULL,
+	task         text NOT NULL,
+	attempt      integer NOT NULL,
+	token        bigint NOT NULL,
+	code_version text NOT NULL,
+	staging_path text NOT NULL,
+	state        text NOT NULL CHECK (state IN ('staged', 'accepted', 'rejected')),
+	reason       text NOT NULL DEFAULT '',
+	created      timestamptz NOT NULL,
+	FOREIGN KEY (run, task, attempt) REFERENCES attempts (run, task, number),
+	UNIQUE (artifact, interval_key, digest, run, task, attempt)
+);
+CREATE INDEX versions_accepted ON versions (pipeline, artifact, interval_key, token) WHERE state = 'accepted';
+
+-- Pointers are scoped by pipeline: two pipelines sharing one state with the
+-- same sink and artifact names never see each other's data.
+CREATE TABLE pointers (
+	pipeline     text NOT NULL,
+	sink         text NOT NULL,
+	artifact     text NOT NULL,
+	interval_key text NOT NULL,
+	version      bigint NOT NULL REFERENCES versions(id),
+	token        bigint NOT NULL,
+	unfenced     boolean NOT NULL DEFAULT false,
+	updated      timestamptz NOT NULL,
+	PRIMARY KEY (pipeline, sink, artifact, interval_key)
+);
+
+CREATE TABLE events (
+	seq     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	run     text NOT NULL,
+	time    timestamptz NOT NULL,
+	kind    text NOT NULL,
+	task    text NOT NULL DEFAULT '',
+	attempt integer NOT NULL DEFAULT 0,
+	payload text NOT NULL DEFAULT ''
+);
+CREATE INDEX events_run ON events (run, seq);
+
+-- The event log is append-only: the database itself refuses edits.
+CREATE FUNCTION pipec_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'events are append-only';
+END
+$$;
+CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
+	FOR EACH ROW EXECUTE FUNCTION pipec_events_append_only();
+`},
+}
+
+// SchemaVersion is the schema version this code writes.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// migrationLock is the advisory lock key under which schemas are migrated, so
+// several workers starting at once migrate one after another.
+const migrationLock = 0x70697065630001 // "pipec" + 1
+
+// migrate brings the schema up to date in one transaction, under an advisory
+// lock. A database written by a newer pipec is refused rather than guessed at.
+func (s *Store) migrate(ctx context.Context) error {
+	var current int
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current)
+	if err == nil && current == SchemaVersion() {
+		return nil // up to date: no lock, no write
+	}
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+	version integer PRIMARY KEY,
+	name    text NOT NULL
+)`); err != nil {
+			return fmt.Errorf("create schema_version: %w", err)
+		}
+		var current int
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if latest := SchemaVersion(); current > latest {
+			return fmt.Errorf("database schema version %d is newer than this pipec supports (%d)", current, latest)
+		}
+		for _, m := range migrations {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return fmt.Errorf("record migration %d: %w", m.version, err)
+			}
+		}
+		return nil
+	})
+}
