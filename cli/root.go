@@ -169,7 +169,20 @@ func newRoot(io IO) *cobra.Command {
 		Use:   "pipec",
 		Short: "Compile, lint and run declarative data pipelines safely",
 		Long: "pipec compiles pipeline specs (HCL or CUE) into a validated DAG, lints them for the\n" +
-			"mistakes that hurt data pipelines, and runs them with a fenced, durable runtime.",
+			"mistakes that hurt data pipelines, and runs them with a fenced, durable runtime.\n\n" +
+			"Exit codes, for every command:\n" +
+			"  0    success (warnings allowed, unless --strict)\n" +
+			"  1    the spec has error findings, or the run failed\n" +
+			"  2    usage error, unreadable input, or an invalid .pipec.yaml\n" +
+			"  130  interrupted (Ctrl-C); a run records what it stopped first\n\n" +
+			"Environment:\n" +
+			"  NO_COLOR     no colour (unless --color=always)\n" +
+			"  TERM=dumb    no colour (unless --color=always)\n\n" +
+			"Files:\n" +
+			"  .pipec.yaml  lint settings, found by walking up from the working directory\n" +
+			"               (docs/config.md)\n\n" +
+			"Documentation: docs/spec.md (the spec), docs/rules/ (one page per lint rule),\n" +
+			"`pipec explain RULE`, and `pipec help COMMAND`.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       versionLine(buildInfo()),
