@@ -132,9 +132,10 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	// The first Ctrl-C stops the tasks and records the run; a second one,
 	// with the default handling restored, ends pipec at once.
 	go func() { <-ctx.Done(); stop() }()
-	// A reader that goes away (pipec run --json | head) must not kill the
-	// run halfway: its output is lost, the run goes on and is recorded.
-	signal.Ignore(syscall.SIGPIPE)
+	// A reader that goes away (pipec run --json | head) does not kill the
+	// run: cmd/pipec watches SIGPIPE and IO drops the lost output (see
+	// Interruptible). Ignoring SIGPIPE here instead would pass SIG_IGN on to
+	// every task pipec starts.
 	st, err := store.Open(ctx, opts.state, store.Options{})
 	if err != nil {
 		return usageErr("state %s: %v", opts.state, err)
