@@ -13,6 +13,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/report"
 )
 
 // Exit codes, the same for every command (DESIGN.md section 4).
@@ -155,12 +157,13 @@ func Main(args []string, io IO) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(io.Stderr, "pipec:", ee.err)
+			// Errors quote user input (file names, flag values): escaped.
+			fmt.Fprintln(io.Stderr, "pipec:", report.Escape(ee.err.Error()))
 		}
 		return ee.code
 	}
 	// Anything else comes from cobra itself: unknown command or flag, bad arguments.
-	fmt.Fprintln(io.Stderr, "pipec:", err)
+	fmt.Fprintln(io.Stderr, "pipec:", report.Escape(err.Error()))
 	return ExitUsage
 }
 
