@@ -60,7 +60,7 @@ type backfillPlan struct {
 	perRunWhy string
 }
 
-func planBackfill(ctx context.Context, plan *compiler.Plan, from, to, statePath string) (*backfillPlan, error) {
+func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, loc store.Location) (*backfillPlan, error) {
 	first, err := runtime.ResolveInterval(plan.Schedule, from)
 	if err != nil {
 		return nil, usageErr("--from: %v", err)
@@ -90,7 +90,7 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to, statePath 
 			}
 		}
 	}
-	bp.perRun, bp.perRunWhy = historyPerRun(ctx, plan.Pipeline, statePath)
+	bp.perRun, bp.perRunWhy = historyPerRun(ctx, plan.Pipeline, loc)
 	if bp.perRun == 0 {
 		bp.perRun, bp.perRunWhy = timeoutPath(plan)
 	}
@@ -98,11 +98,8 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to, statePath 
 }
 
 // historyPerRun is the mean duration of the pipeline's succeeded runs.
-func historyPerRun(ctx context.Context, pipeline, statePath string) (time.Duration, string) {
-	if _, err := os.Stat(statePath); err != nil {
-		return 0, ""
-	}
-	st, err := store.Open(ctx, statePath, store.Options{})
+func historyPerRun(ctx context.Context, pipeline string, loc store.Location) (time.Duration, string) {
+	st, err := openState(ctx, loc, true)
 	if err != nil {
 		return 0, ""
 	}
@@ -207,7 +204,11 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	bp, err := planBackfill(ctx, plan, opts.from, opts.to, opts.state)
+	loc, err := opts.state.location(io, path)
+	if err != nil {
+		return err
+	}
+	bp, err := planBackfill(ctx, plan, opts.from, opts.to, loc)
 	if err != nil {
 		return err
 	}
@@ -217,9 +218,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := store.Open(ctx, opts.state, store.Options{})
+	st, err := openState(ctx, loc, false)
 	if err != nil {
-		return usageErr("state %s: %v", opts.state, err)
+		return err
 	}
 	defer st.Close()
 	// One set of slots for every run: a pool (such as "backfill") bounds the
@@ -242,7 +243,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			defer wg.Done()
 			defer func() { <-sem }()
 			sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-				StatePath: opts.state, Seed: opts.seed, Slots: slots, Environ: io.Environ()})
+				StatePath: loc.Path, Seed: opts.seed, Slots: slots, Environ: io.Environ()})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -17,7 +17,14 @@ func commands(io IO) []*cobra.Command {
 		newEventsCmd(io),
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
+		newSinkCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),
+		newSimulateCmd(io),
+		newWorkerCmd(io),
+		newWorkersCmd(io),
+		newSubmitCmd(io),
+		newSinkCmd(io),
+		newLSPCmd(io),
 	}
 }

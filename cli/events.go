@@ -15,30 +15,39 @@ import (
 )
 
 type eventsOptions struct {
-	state string
+	state stateFlag
 	json  bool
 }
 
 func newEventsCmd(io IO) *cobra.Command {
 	var opts eventsOptions
 	cmd := &cobra.Command{
-		Use:   "events RUN",
+		Use:   "events RUN [SPEC|PLAN]",
 		Short: "Show a run attempt by attempt (tokens, classes, exit codes, error tails, fenced publishes)",
 		Long: "Events shows what happened in one run (an id such as orders/2024-01-01/r1, as pipec status\n" +
 			"lists them): every attempt with its token, state, error class, exit code and the tail of its\n" +
-			"output (secrets redacted), then the run's event log, fenced publishes included.",
-		Args: exactArgs(1),
+			"output (secrets redacted), then the run's event log, fenced publishes included.\n" +
+			"The state is the one beside SPEC when given, else --state, PIPEC_STATE or .pipec/state.db here.",
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runEvents(cmd.Context(), io, args[0], opts)
+			spec := ""
+			if len(args) == 2 {
+				spec = args[1]
+			}
+			return runEvents(cmd.Context(), io, args[0], spec, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.state, "state", store.DefaultPath, "the state database")
+	opts.state.register(cmd)
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the event log as JSON lines")
 	return cmd
 }
 
-func runEvents(ctx context.Context, io IO, id string, opts eventsOptions) error {
-	st, err := openExisting(ctx, opts.state)
+func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) error {
+	loc, err := opts.state.location(io, spec)
+	if err != nil {
+		return err
+	}
+	st, err := openState(ctx, loc, true)
 	if err != nil {
 		return err
 	}

@@ -55,9 +55,13 @@ func runHeartbeat(ctx context.Context, io IO) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, err := store.Open(ctx, vals[0], store.Options{})
+	loc, err := store.ParseLocation(vals[0])
 	if err != nil {
-		return usageErr("heartbeat: state %s: %v", vals[0], err)
+		return usageErr("heartbeat: %v", err)
+	}
+	st, err := openState(ctx, loc, true)
+	if err != nil {
+		return err
 	}
 	defer st.Close()
 	ref := store.AttemptRef{Run: vals[1], Task: vals[2], Number: attempt}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -28,11 +29,12 @@ type runOptions struct {
 	interval string
 	force    bool
 	json     bool
+	wait     bool
 }
 
 // execFlags are the flags of every command that executes runs (run, backfill).
 type execFlags struct {
-	state    string
+	state    stateFlag
 	seed     uint64
 	parallel int
 }
@@ -40,7 +42,7 @@ type execFlags struct {
 // register adds the flags; parallelHelp says what --parallel bounds.
 func (e *execFlags) register(cmd *cobra.Command, parallelHelp string) {
 	f := cmd.Flags()
-	f.StringVar(&e.state, "state", store.DefaultPath, "the state database")
+	e.state.register(cmd)
 	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter (random when not given)")
 	f.IntVar(&e.parallel, "parallel", 0, parallelHelp)
 }
@@ -60,7 +62,10 @@ func newRunCmd(io IO) *cobra.Command {
 		Long: "Run executes one data interval of a pipeline on this machine: tasks in dependency order,\n" +
 			"each attempt with a fencing token, retries by error class, write-audit-publish of outputs.\n" +
 			"SPEC is a .hcl or .cue file; PLAN is a plan written by `pipec compile` (.json). Tasks run\n" +
-			"in the file's folder. A rerun of an interval reuses what the previous run completed.\n\n" +
+			"in the file's folder. A rerun of an interval reuses what the previous run completed.\n" +
+			"One run of an interval at a time: while another pipec runs it, run is refused (exit 1)\n" +
+			"naming that run and its owner; --wait waits for it instead. The state is\n" +
+			".pipec/state.db beside the file unless --state or PIPEC_STATE says otherwise.\n\n" +
 			"Exit code 1 when a task, check or publish failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,6 +77,7 @@ func newRunCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.interval, "interval", "", "the interval's start: a date (2024-01-01) or an RFC 3339 time (required)")
 	f.BoolVar(&opts.force, "force", false, "rerun every task, even those a previous run of the interval completed")
 	f.BoolVar(&opts.json, "json", false, "write the event stream as JSON lines, then the summary")
+	f.BoolVar(&opts.wait, "wait", false, "wait for another live run of the interval to end instead of refusing")
 	opts.register(cmd, "tasks running at once (default: the number of CPUs)")
 	return cmd
 }
@@ -86,21 +92,12 @@ func randomSeed() uint64 {
 // are printed; a spec with errors is exit code 1, unreadable input 2.
 func loadPlan(io IO, path string) (*compiler.Plan, error) {
 	if filepath.Ext(path) == ".json" {
-		b, err := os.ReadFile(path)
+		// A plan is input like a spec: names and references are checked again.
+		p, err := compiler.LoadPlan(path)
 		if err != nil {
-			return nil, usageErr("%v", unwrapPathError(err))
+			return nil, usageErr("%v", err)
 		}
-		var p compiler.Plan
-		if err := json.Unmarshal(b, &p); err != nil {
-			return nil, usageErr("%s: not a plan: %v", path, err)
-		}
-		if p.APIVersion != compiler.APIVersion {
-			return nil, usageErr("%s: apiVersion %q, want %q", path, p.APIVersion, compiler.APIVersion)
-		}
-		if d := compiler.Digest(&p); d != p.Digest {
-			return nil, usageErr("%s: the plan's digest does not match its content (edited by hand?); compile it again", path)
-		}
-		return &p, nil
+		return p, nil
 	}
 	c, err := compileFile(path)
 	if err != nil {
@@ -136,9 +133,13 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	// run: cmd/pipec watches SIGPIPE and IO drops the lost output (see
 	// Interruptible). Ignoring SIGPIPE here instead would pass SIG_IGN on to
 	// every task pipec starts.
-	st, err := store.Open(ctx, opts.state, store.Options{})
+	loc, err := opts.state.location(io, path)
 	if err != nil {
-		return usageErr("state %s: %v", opts.state, err)
+		return err
+	}
+	st, err := openState(ctx, loc, false)
+	if err != nil {
+		return err
 	}
 	defer st.Close()
 
@@ -156,14 +157,21 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		BaseDir:   filepath.Dir(path),
 		Interval:  opts.interval,
 		Store:     st,
-		StatePath: opts.state,
+		StatePath: loc.Path,
 		Seed:      opts.seed,
 		Force:     opts.force,
 		Parallel:  opts.parallel,
 		Environ:   io.Environ(),
 		OnEvent:   pr.event,
+		Wait:      opts.wait,
+		OnWait: func(b *store.RunBusyError) {
+			fmt.Fprintf(io.Stderr, "pipec: waiting: %s\n", busyMessage(plan.Pipeline, opts.interval, b))
+		},
 	})
 	pr.done()
+	if busy := (*store.RunBusyError)(nil); errors.As(err, &busy) {
+		return &exitError{code: ExitFindings, err: fmt.Errorf("%s; wait for it with --wait, or stop it", busyMessage(plan.Pipeline, opts.interval, busy))}
+	}
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
@@ -184,6 +192,12 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		return silentExit(ExitFindings)
 	}
 	return nil
+}
+
+// busyMessage names the run that holds an interval and its owner.
+func busyMessage(pipeline, interval string, b *store.RunBusyError) string {
+	return fmt.Sprintf("interval %s of pipeline %s is being run by %s (host %s, pid %d, since %s)", interval, pipeline,
+		b.Run, b.Owner.Host, b.Owner.PID, b.Since.UTC().Format(time.RFC3339))
 }
 
 // relativize prints sink paths relative to the working directory when they

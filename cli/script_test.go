@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -37,10 +39,39 @@ func TestScripts(t *testing.T) {
 		Dir:                 filepath.Join("testdata", "script"),
 		RequireExplicitExec: true,
 		UpdateScripts:       os.Getenv("PIPEC_UPDATE_GOLDEN") != "",
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile": waitFile,
+		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("NO_COLOR", "1")
 			return nil
 		},
 	})
+}
+
+// waitFile is the script command "waitfile PATH [REGEXP]": it waits (at most
+// a minute) until PATH exists and, with REGEXP, until its content matches.
+// Scripts with processes in the background use it to act at a known moment
+// of theirs instead of sleeping.
+func waitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitfile PATH [REGEXP]")
+	}
+	var re *regexp.Regexp
+	if len(args) == 2 {
+		re = regexp.MustCompile(args[1])
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && (re == nil || re.Match(b)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfile %s: not there (or not matching) after a minute: %q, %v", args[0], b, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

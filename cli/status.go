@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -17,7 +15,7 @@ import (
 )
 
 type statusOptions struct {
-	state    string
+	state    stateFlag
 	pipeline string
 	json     bool
 }
@@ -25,36 +23,23 @@ type statusOptions struct {
 func newStatusCmd(io IO) *cobra.Command {
 	var opts statusOptions
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [SPEC|PLAN]",
 		Short: "List runs and their tasks' states",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runStatus(cmd.Context(), io, opts)
+		Long: "Status lists the runs in the state: the one beside SPEC (.pipec/state.db in its folder) when\n" +
+			"given, else --state, PIPEC_STATE or .pipec/state.db here.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec := ""
+			if len(args) == 1 {
+				spec = args[0]
+			}
+			return runStatus(cmd.Context(), io, spec, opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.state, "state", store.DefaultPath, "the state database")
+	opts.state.register(cmd)
 	cmd.Flags().StringVar(&opts.pipeline, "pipeline", "", "only this pipeline's runs")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
 	return cmd
-}
-
-// openExisting opens a state database that must already exist (status and
-// events never create one).
-func openExisting(ctx context.Context, path string) (*store.SQLite, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, usageErr("no state at %s: nothing has run here yet (or give --state)", path)
-		}
-		return nil, usageErr("%v", unwrapPathError(err))
-	}
-	st, err := store.Open(ctx, path, store.Options{})
-	if err != nil {
-		return nil, usageErr("state %s: %v", path, err)
-	}
-	return st, nil
 }
 
 // taskStatus is a task's state in one run, as status prints it.
@@ -136,8 +121,12 @@ func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-func runStatus(ctx context.Context, io IO, opts statusOptions) error {
-	st, err := openExisting(ctx, opts.state)
+func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) error {
+	loc, err := opts.state.location(io, spec)
+	if err != nil {
+		return err
+	}
+	st, err := openState(ctx, loc, true)
 	if err != nil {
 		return err
 	}

@@ -468,13 +468,25 @@ func resolveRetry(r *spec.RetryPolicy) *PlanRetry {
 	if !r.Has("max_attempts") {
 		pr.MaxAttempts = DefaultMaxAttempts
 	}
-	if r.Initial == 0 {
+	// Zero is a value: initial = "0s" and max_delay = "0s" mean immediate
+	// retries; only a field left out takes the default.
+	if r.Has("initial") {
+		pr.Initial = r.Initial.String()
+	} else {
 		pr.Initial = DefaultInitial.String()
 	}
-	if r.Multiplier == 0 {
+	if !r.Has("multiplier") {
 		pr.Multiplier = DefaultMultiplier
 	}
-	if r.MaxDelay == 0 {
+	if r.Has("max_delay") {
+		pr.MaxDelay = r.MaxDelay.String()
+		if r.MaxDelay == 0 {
+			// Every delay is capped at zero, so every delay is zero: the plan
+			// says so with a zero initial delay too, which means the same to
+			// any reader of the plan, whatever it makes of a zero cap.
+			pr.Initial = "0s"
+		}
+	} else {
 		pr.MaxDelay = DefaultMaxDelay.String()
 	}
 	if r.Jitter == "" {

@@ -64,8 +64,8 @@ func (c *compilation) checkSinks() {
 		o := owner{s, SinkPath(base, s.Path)}
 		if first, dup := byFolder[o.folder]; dup {
 			c.ds = append(c.ds, diag.Errorf(RuleSinkConflict, s.At("path", s.NameRange),
-				"sink %q publishes into the folder of sink %q (path %q, line %d): two sinks in one folder swap the same interval links, so readers see whichever published last; give each sink its own path",
-				s.Name, first.s.Name, first.s.Path, first.s.NameRange.Start.Line))
+				"sink %q publishes into the folder of sink %q (path %q%s): two sinks in one folder swap the same interval links, so readers see whichever published last; give each sink its own path",
+				s.Name, first.s.Name, first.s.Path, onLine(first.s.NameRange)))
 			continue
 		}
 		byFolder[o.folder] = o
@@ -75,8 +75,8 @@ func (c *compilation) checkSinks() {
 		for dir := filepath.Dir(o.folder); ; dir = filepath.Dir(dir) {
 			if outer, ok := byFolder[dir]; ok {
 				c.ds = append(c.ds, diag.Errorf(RuleSinkConflict, o.s.At("path", o.s.NameRange),
-					"sink %q publishes inside the folder of sink %q (path %q, line %d), which holds that sink's interval links and versions: a folder of one can be taken for an interval or a leftover of the other; put the sinks side by side",
-					o.s.Name, outer.s.Name, outer.s.Path, outer.s.NameRange.Start.Line))
+					"sink %q publishes inside the folder of sink %q (path %q%s), which holds that sink's interval links and versions: a folder of one can be taken for an interval or a leftover of the other; put the sinks side by side",
+					o.s.Name, outer.s.Name, outer.s.Path, onLine(outer.s.NameRange)))
 				break
 			}
 			if parent := filepath.Dir(dir); parent == dir {
@@ -98,12 +98,29 @@ func (c *compilation) checkSinks() {
 		}
 		if prev, dup := first[s.Name]; dup {
 			c.ds = append(c.ds, diag.Errorf(RuleSinkConflict, pub.Sink.Range,
-				"publish %q writes to sink %q, as publish %q (line %d) does: both swap one link per interval in %s, so readers see whichever published last; give each publish its own sink",
-				pub.Name, s.Name, prev.Name, prev.NameRange.Start.Line, quotePath(s.Path)))
+				"publish %q writes to sink %q, as publish %q%s does: both swap one link per interval in %s, so readers see whichever published last; give each publish its own sink",
+				pub.Name, s.Name, prev.Name, inParens(onLine(prev.NameRange)), quotePath(s.Path)))
 			continue
 		}
 		first[s.Name] = pub
 	}
+}
+
+// onLine is ", line N" for an element declared on line N of a spec, and
+// nothing for one with no line (rebuilt from a plan).
+func onLine(r diag.Range) string {
+	if r.Start.Line < 1 {
+		return ""
+	}
+	return fmt.Sprintf(", line %d", r.Start.Line)
+}
+
+// inParens turns ", line N" into " (line N)".
+func inParens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s[2:] + ")"
 }
 
 // quotePath shows a path as written, quoted.

@@ -25,6 +25,11 @@ type Index struct {
 	Publishes map[string][]*spec.Publish
 	// Producer maps an artifact to its producing task (the compiler's choice).
 	Producer map[string]*spec.Task
+	// RefusedArtifactRef is set when some input, check input or publish
+	// artifact was written with a value the loader refused: which artifact
+	// it meant is unknown, so rules that need every reader or check of an
+	// artifact (unused-artifact, bypassed-validation) do not guess.
+	RefusedArtifactRef bool
 }
 
 func newIndex(res *compiler.Result) *Index {
@@ -48,6 +53,7 @@ func newIndex(res *compiler.Result) *Index {
 		}
 		ix.Tasks[t.Name] = t
 		ix.TaskList = append(ix.TaskList, t)
+		ix.RefusedArtifactRef = ix.RefusedArtifactRef || t.Refused("inputs")
 		for _, in := range t.Inputs {
 			if n := len(ix.Readers[in.Artifact]); n == 0 || ix.Readers[in.Artifact][n-1] != t {
 				ix.Readers[in.Artifact] = append(ix.Readers[in.Artifact], t)
@@ -81,6 +87,7 @@ func newIndex(res *compiler.Result) *Index {
 			continue
 		}
 		seen[c.Name] = true
+		ix.RefusedArtifactRef = ix.RefusedArtifactRef || c.Refused("input")
 		ix.ChecksOf[c.Input.Name] = append(ix.ChecksOf[c.Input.Name], c)
 	}
 	clear(seen)
@@ -90,6 +97,7 @@ func newIndex(res *compiler.Result) *Index {
 			continue
 		}
 		seen[pub.Name] = true
+		ix.RefusedArtifactRef = ix.RefusedArtifactRef || pub.Refused("artifact")
 		ix.Publishes[pub.Artifact.Name] = append(ix.Publishes[pub.Artifact.Name], pub)
 	}
 	for a, t := range res.Producer {
@@ -108,25 +116,32 @@ func (ix *Index) Policy(t *spec.Task) *spec.RetryPolicy {
 }
 
 // MaxAttempts is the policy's attempt limit with the compiler's default
-// applied: 0 means unlimited.
+// applied: 0 means unlimited, and Unknown that the author wrote a value the
+// loader refused (reported under schema; rules must not judge it again).
 func MaxAttempts(r *spec.RetryPolicy) int {
-	if !r.Has("max_attempts") {
+	switch {
+	case r.Refused("max_attempts"):
+		return Unknown
+	case !r.Has("max_attempts"):
 		return compiler.DefaultMaxAttempts
 	}
 	return r.MaxAttempts
 }
 
-// Retries reports whether a policy retries at all: unlimited, or more than one
-// attempt.
+// Unknown is a count the author wrote but the loader refused.
+const Unknown = -1
+
+// Retries reports whether a policy retries at all: unlimited, more than one
+// attempt, or a max_attempts the loader refused (the author wrote one, and
+// only max_attempts = 1 means no retry).
 func Retries(r *spec.RetryPolicy) bool {
-	n := MaxAttempts(r)
-	return n == 0 || n > 1
+	return MaxAttempts(r) != 1
 }
 
 // RetriesForever reports whether a policy has no bound: unlimited attempts and
-// no max_elapsed.
+// no max_elapsed. A refused value of either is not judged.
 func RetriesForever(r *spec.RetryPolicy) bool {
-	return MaxAttempts(r) == 0 && r.MaxElapsed == 0
+	return MaxAttempts(r) == 0 && !r.Has("max_elapsed")
 }
 
 // RetryingPolicy returns the task's policy when it retries, else nil.

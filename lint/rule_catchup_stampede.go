@@ -66,13 +66,19 @@ Fixed:
 
 func runCatchupStampede(pass *Pass) error {
 	s := pass.Spec.Schedule
-	if s == nil || !s.Catchup || s.MaxActiveRuns > 0 {
+	// A max_active_runs the loader refused is a bound the author meant:
+	// schema reports it, and this rule does not add "no bound".
+	if s == nil || !s.Catchup || s.MaxActiveRuns > 0 || s.Refused("max_active_runs") {
 		return nil
 	}
 	r := s.At("catchup", s.Range)
+	unbounded := "no max_active_runs"
+	if s.Has("max_active_runs") {
+		unbounded = "max_active_runs = 0 (no bound)"
+	}
 	fix := "set max_active_runs, or set catchup = false and backfill with pipec backfill and a bounded pool"
 	if s.Start.IsZero() || s.Every <= 0 {
-		pass.Reportf(r, "catchup = true with no max_active_runs launches every missed interval at once; %s", fix)
+		pass.Reportf(r, "catchup = true with %s launches every missed interval at once; %s", unbounded, fix)
 		return nil
 	}
 	runs := int64(0)
@@ -81,10 +87,10 @@ func runCatchupStampede(pass *Pass) error {
 	}
 	what := fmt.Sprintf("%d runs (every %s since %s)", runs, fmtDuration(s.Every), s.Start.Format(time.RFC3339))
 	if runs <= 1 {
-		pass.Reportf(r, "catchup = true with no max_active_runs: only %s today, but every interval missed later (an outage, a paused scheduler) launches at once; %s", strings.Replace(what, " runs", " run(s)", 1), fix)
+		pass.Reportf(r, "catchup = true with %s: only %s today, but every interval missed later (an outage, a paused scheduler) launches at once; %s", unbounded, strings.Replace(what, " runs", " run(s)", 1), fix)
 		return nil
 	}
-	pass.Reportf(r, "catchup = true with no max_active_runs: %s would launch at once%s; %s", what, estimate(pass, runs), fix)
+	pass.Reportf(r, "catchup = true with %s: %s would launch at once%s; %s", unbounded, what, estimate(pass, runs), fix)
 	return nil
 }
 

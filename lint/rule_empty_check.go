@@ -1,13 +1,27 @@
 package lint
 
-import "github.com/pipec/pipec/diag"
+import (
+	"strings"
+
+	"github.com/pipec/pipec/diag"
+)
+
+// holds agrees with the number of vacuous assertions listed.
+func holds(n int) string {
+	if n == 1 {
+		return "holds"
+	}
+	return "hold"
+}
 
 var ruleEmptyCheck = Rule{
 	ID:       "empty-check",
 	Severity: diag.Error,
 	Summary:  "a check asserts nothing (flipping a status is not validation)",
 	Doc: `A check that asserts nothing: no row count bound, no unique, not_null or
-columns list, and no command.
+columns list, and no command; or only assertions that hold for any data:
+row_count_min = 0, a row_count_max no artifact can reach (2^50 rows or more),
+empty unique, not_null or columns lists.
 
 Such a check always accepts, so the publish it gates looks validated while
 nothing was verified. Flipping a status is not validation.
@@ -46,10 +60,16 @@ Fixed:
 				continue
 			}
 			seen[c.Name] = true
-			if !c.Asserts() {
-				pass.Reportf(c.NameRange, "check %q asserts nothing about %q, so it accepts any data: add row_count_min, row_count_max, unique, not_null, columns or command",
-					c.Name, c.Input.Name)
+			if c.Asserts() {
+				continue
 			}
+			if v := c.Vacuous(); len(v) > 0 {
+				pass.Reportf(c.NameRange, "check %q cannot fail: %s %s for any data, so it accepts anything as %q; assert something data could break, such as row_count_min = 1 or unique = [\"id\"]",
+					c.Name, strings.Join(v, " and "), holds(len(v)), c.Input.Name)
+				continue
+			}
+			pass.Reportf(c.NameRange, "check %q asserts nothing about %q, so it accepts any data: add row_count_min, row_count_max, unique, not_null, columns or command",
+				c.Name, c.Input.Name)
 		}
 		return nil
 	},

@@ -69,7 +69,10 @@ func runFailoverLimits(pass *Pass) error {
 		if f == nil {
 			continue
 		}
-		l := failoverLimits(ix, t, pass.Workers)
+		l, ok := failoverLimits(ix, t, pass.Workers)
+		if !ok {
+			continue
+		}
 		o := failover.Outcome(l)
 		r := f.At("global", f.Range)
 		fit := "workers − 1"

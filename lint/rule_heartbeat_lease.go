@@ -60,7 +60,9 @@ func runHeartbeatLease(pass *Pass) error {
 			pass.Reportf(h.At("lease", h.Range), "task %q has lease %s for heartbeats every %s: one late heartbeat expires the lease and a second attempt starts beside a live one; make the lease more than twice the period (e.g. %s)",
 				t.Name, fmtDuration(h.Lease), fmtDuration(h.Every), fmtDuration(6*h.Every))
 		}
-		if r := ix.RetryingPolicy(t); r != nil && t.Timeout == 0 {
+		// A timeout the loader refused is present but invalid: schema
+		// reports it, and "no timeout" would be a second finding for it.
+		if r := ix.RetryingPolicy(t); r != nil && t.Timeout == 0 && !t.Refused("timeout") {
 			pass.Reportf(t.Retry.Range, "task %q is retried by policy %q but has no timeout: a hung attempt never fails, so it is never retried and the run stalls; set timeout",
 				t.Name, r.Name)
 		}

@@ -76,7 +76,7 @@ func runIntervalMismatch(pass *Pass) error {
 			case in.Offset < 0 && sched == nil:
 				pass.Reportf(in.Range, "task %q reads %q, interval %d, but the pipeline has no schedule, so there is no previous interval; add a schedule with every, or read %q",
 					t.Name, name, in.Offset, in.Artifact)
-			case in.Offset < 0 && sched.Every == 0:
+			case in.Offset < 0 && sched.Every == 0 && !sched.Refused("every"):
 				pass.Reportf(in.Range, "task %q reads %q, interval %d, but the schedule has no every, so intervals have no length; set every",
 					t.Name, name, in.Offset)
 			}

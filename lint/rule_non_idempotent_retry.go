@@ -56,13 +56,18 @@ Fixed:
 func runNonIdempotentRetry(pass *Pass) error {
 	ix := pass.Index
 	for _, t := range ix.TaskList {
-		if t.IsIdempotent() {
+		// An idempotent value the loader refused is not judged: the author
+		// said something, and schema reports what.
+		if t.IsIdempotent() || t.Refused("idempotent") {
 			continue
 		}
 		why := nonIdempotentWhy(t)
 		if r := ix.RetryingPolicy(t); r != nil {
 			attempts := "without limit"
-			if n := MaxAttempts(r); n > 0 {
+			switch n := MaxAttempts(r); {
+			case n == Unknown:
+				attempts = "max_attempts as written"
+			case n > 0:
 				attempts = fmt.Sprintf("up to %d attempts", n)
 			}
 			pass.Reportf(t.Retry.Range, "task %q is retried by policy %q (%s) but is not idempotent (%s): each retry repeats its side effects; make it idempotent and declare idempotent = true, or remove retry",

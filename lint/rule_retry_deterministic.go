@@ -71,7 +71,7 @@ func runRetryDeterministic(pass *Pass) error {
 		if ix.Policies[r.Name] != r || !Retries(r) {
 			continue
 		}
-		if len(r.On) == 0 {
+		if len(r.On) == 0 && !r.Refused("on") {
 			pass.Report(diag.Diagnostic{Severity: diag.Warning, Range: r.At("on", r.NameRange),
 				Message: "retry policy \"" + r.Name + "\" has no \"on\" filter, so it retries every failure, deterministic ones included: name the transient classes it should retry, e.g. on = [" + quoteList(transient) + "]"})
 			continue

@@ -16,8 +16,9 @@ var ruleRetryStorm = Rule{
 	Severity: diag.Warning,
 	Summary:  "retries with no backoff, no jitter, or many retried tasks and no retry budget",
 	Doc: `Retries that can turn one outage into a storm: a policy with no backoff
-(multiplier 1 or less, or max_delay no longer than the initial delay: every
-retry waits the same delay), a policy with
+(initial = "0s" or max_delay = "0s": every retry starts at once; multiplier 1
+or less, or max_delay no longer than the initial delay: every retry waits the
+same delay), a policy with
 jitter = "none" (every task failed by one outage retries at the same instants),
 or five or more retried tasks and no retry_budget.
 
@@ -62,15 +63,29 @@ func runRetryStorm(pass *Pass) error {
 		if ix.Policies[r.Name] != r || !Retries(r) {
 			continue
 		}
-		if r.Has("multiplier") && r.Multiplier <= 1 {
+		// Fields the loader refused are not judged: schema reported them.
+		immediate := ""
+		switch {
+		case r.Valid("max_delay") && r.MaxDelay == 0:
+			immediate = "max_delay"
+		case r.Valid("initial") && r.Initial == 0:
+			immediate = "initial"
+		}
+		if immediate != "" {
+			pass.Reportf(r.At(immediate, r.NameRange),
+				"retry policy %q has %s = \"0s\", so every retry starts at once (no backoff): retries of tasks failed by one outage hit it again immediately; wait before retrying (e.g. initial = \"10s\", max_delay = \"10m\")", r.Name, immediate)
+			continue
+		}
+		noGrowth := r.Valid("multiplier") && r.Multiplier <= 1
+		if noGrowth {
 			pass.Reportf(r.At("multiplier", r.NameRange),
 				"retry policy %q has multiplier = %g, so delays never grow (no backoff): retries of tasks failed by one outage keep hitting it at the same pace; use a multiplier of 2", r.Name, r.Multiplier)
 		}
 		initial := r.Initial
-		if initial == 0 {
+		if initial == 0 && !r.Has("initial") {
 			initial = compiler.DefaultInitial
 		}
-		if r.MaxDelay > 0 && r.MaxDelay <= initial && !(r.Has("multiplier") && r.Multiplier <= 1) {
+		if r.MaxDelay > 0 && !r.Refused("initial") && r.MaxDelay <= initial && !noGrowth {
 			pass.Reportf(r.At("max_delay", r.NameRange),
 				"retry policy %q has max_delay = %s, no longer than its initial delay %s, so delays never grow (no backoff); raise max_delay (e.g. %s)", r.Name, fmtDuration(r.MaxDelay), fmtDuration(initial), fmtDuration(initial*32))
 		}

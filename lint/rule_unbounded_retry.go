@@ -71,8 +71,8 @@ func runUnboundedRetry(pass *Pass) error {
 		if t.Failover == nil {
 			continue
 		}
-		l := failoverLimits(ix, t, pass.Workers)
-		if failover.Outcome(l).End != failover.Forever {
+		l, ok := failoverLimits(ix, t, pass.Workers)
+		if !ok || failover.Outcome(l).End != failover.Forever {
 			continue
 		}
 		if l.Attempts == 0 {

@@ -87,7 +87,9 @@ func runUnfencedSink(pass *Pass) error {
 		pub := &pass.Spec.Publishes[i]
 		s := ix.Sinks[pub.Sink.Name]
 		prod := ix.Producer[pub.Artifact.Name]
-		if s == nil || prod == nil || !isFirstPublish(ix, pub) || compiler.SinkFencing(s) != spec.FencingNone {
+		// A fencing or type the loader refused is not judged again.
+		if s == nil || prod == nil || !isFirstPublish(ix, pub) || s.Refused("fencing") || s.Refused("type") ||
+			compiler.SinkFencing(s) != spec.FencingNone {
 			continue
 		}
 		var reasons []string
@@ -97,7 +99,7 @@ func runUnfencedSink(pass *Pass) error {
 		if prod.Failover != nil {
 			reasons = append(reasons, "fails over to other workers")
 		}
-		if prod.Idempotent == nil || !*prod.Idempotent {
+		if (prod.Idempotent == nil || !*prod.Idempotent) && !prod.Refused("idempotent") {
 			reasons = append(reasons, "not declared idempotent = true")
 		}
 		if len(reasons) == 0 {

@@ -67,6 +67,9 @@ Fixed:
 `,
 	Run: func(pass *Pass) error {
 		ix := pass.Index
+		if ix.RefusedArtifactRef {
+			return nil
+		}
 		for _, t := range ix.TaskList {
 			for _, o := range t.Outputs {
 				if ix.Producer[o.Name] != t || len(ix.Readers[o.Name]) > 0 || len(ix.Publishes[o.Name]) > 0 {

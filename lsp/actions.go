@@ -61,14 +61,14 @@ func (a *analysis) didYouMean(f diag.Diagnostic, s, e int) (protocol.CodeAction,
 	default:
 		return protocol.CodeAction{}, false
 	}
-	for _, o := range a.symbols.occ {
-		if o.start < s || o.end > e || o.def || len(a.symbols.defs(o.kind, o.name)) > 0 {
+	for _, o := range a.syms().occ {
+		if o.start < s || o.end > e || o.def || len(a.syms().defs(o.kind, o.name)) > 0 {
 			continue
 		}
 		if o.kind == nameClass && builtinClasses[o.name] != "" {
 			continue
 		}
-		best, ok := suggest.Closest(o.name, a.symbols.names(o.kind))
+		best, ok := suggest.Closest(o.name, a.syms().names(o.kind))
 		if !ok {
 			continue
 		}

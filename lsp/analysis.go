@@ -3,6 +3,7 @@ package lsp
 import (
 	"bytes"
 	"regexp"
+	"sync"
 
 	"go.lsp.dev/protocol"
 
@@ -43,7 +44,17 @@ type analysis struct {
 	spec     *spec.Pipeline
 	result   *compiler.Result // nil when the spec does not parse
 	diags    diag.Diagnostics
-	symbols  *symbols
+
+	// symbols is built on the first request that needs names, not on the
+	// way to publishing diagnostics, which is what typing waits for.
+	symbolsOnce sync.Once
+	symbols     *symbols
+}
+
+// syms returns the name occurrences of the document.
+func (a *analysis) syms() *symbols {
+	a.symbolsOnce.Do(func() { a.symbols = buildSymbols(a.spec, a.lines) })
+	return a.symbols
 }
 
 // analyze loads, compiles and lints a document's text exactly as `pipec lint`
@@ -51,7 +62,7 @@ type analysis struct {
 // lint options and its pipec:ignore comments. A spec that does not parse is
 // not compiled, so a syntax error brings no follow-on findings.
 func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options) *analysis {
-	a := &analysis{path: path, syn: syn, src: src, lines: newLines(src), symbols: &symbols{}}
+	a := &analysis{path: path, syn: syn, src: src, lines: newLines(src)}
 	if !isPipeline(syn, src) {
 		return a
 	}
@@ -59,7 +70,6 @@ func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options) *analy
 	p, ds := spec.Load(syn, path, src)
 	a.spec = p
 	a.diags = ds
-	a.symbols = buildSymbols(p, a.lines)
 	if p == nil || hasRule(ds, spec.RuleSyntax) {
 		return a
 	}

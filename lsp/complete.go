@@ -186,7 +186,7 @@ func (s *Server) completion(p *protocol.CompletionParams) (*protocol.CompletionL
 		if target == "" {
 			return list, nil
 		}
-		for _, name := range a.symbols.names(target) {
+		for _, name := range a.syms().names(target) {
 			text := name
 			if !c.inString {
 				text = `"` + name + `"`

@@ -185,3 +185,30 @@ func TestSyntaxErrorAndClose(t *testing.T) {
 		t.Fatalf("after close: %v", codes(ds))
 	}
 }
+
+// Incremental changes (what editors send on a keystroke) are applied in
+// order, each in the text the previous one left, in UTF-16 positions.
+func TestIncrementalChanges(t *testing.T) {
+	c := start(t, lsp.Options{})
+	src := readFile(t, "testdata/refs.hcl")
+	u := c.open("refs.hcl", src)
+	c.waitVersion(u, 1)
+	// Remove the input of the previous interval, then insert a comment with a non-BMP
+	// character before the task, then type "é" right after it: the second
+	// edit's column counts the emoji as two UTF-16 units.
+	r := span(t, src, "inputs", `, "clean_out@-1"`)
+	line := at(t, src, "", `  task "clean"`, 0)
+	c.edit(u, 2,
+		contentChange{Range: &r, Text: ""},
+		contentChange{Range: &protocol.Range{Start: line, End: line}, Text: "  # 🚀\n"},
+		contentChange{Range: &protocol.Range{Start: protocol.Position{Line: line.Line, Character: 6}, End: protocol.Position{Line: line.Line, Character: 6}}, Text: "é"},
+	)
+	if got := strings.Join(codes(c.waitVersion(u, 2)), ","); got != "heartbeat-lease" {
+		t.Fatalf("after the edits: %s", got)
+	}
+	var edits []protocol.TextEdit
+	c.call(protocol.MethodTextDocumentFormatting, &protocol.DocumentFormattingParams{TextDocument: protocol.TextDocumentIdentifier{URI: u}}, &edits)
+	if len(edits) != 1 || !strings.Contains(edits[0].NewText, "  # 🚀é\n  task \"clean\" {") || strings.Contains(edits[0].NewText, "@-1") {
+		t.Fatalf("the server's text is not the edited one: %+v", edits)
+	}
+}

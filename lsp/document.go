@@ -42,6 +42,37 @@ func (d *document) update(text []byte, version int32, delay time.Duration) {
 	d.scheduleLocked(delay)
 }
 
+// edit applies content changes in order (each range is in the text as the
+// changes before it left it) and schedules the analysis like update.
+func (d *document) edit(changes []changeEvent, version int32, delay time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	text := d.text
+	for _, c := range changes {
+		text = applyChange(text, c)
+	}
+	d.text, d.version = text, version
+	d.gen++
+	d.scheduleLocked(delay)
+}
+
+// applyChange returns a new text (analyses keep the old one) with one change
+// applied; positions past the end clamp to it, as the protocol asks.
+func applyChange(text []byte, c changeEvent) []byte {
+	if c.Range == nil {
+		return []byte(c.Text)
+	}
+	l := newLines(text)
+	s, e := l.offset(c.Range.Start), l.offset(c.Range.End)
+	if e < s {
+		s, e = e, s
+	}
+	out := make([]byte, 0, len(text)-(e-s)+len(c.Text))
+	out = append(out, text[:s]...)
+	out = append(out, c.Text...)
+	return append(out, text[e:]...)
+}
+
 // relint analyses the document again (after a save), with the saved text
 // when the client sent it.
 func (d *document) relint(text string) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,7 +27,7 @@ const guard = 60 * time.Second
 // client is the editor's side of a real JSON-RPC connection to a server
 // running in the same process, over an in-memory pipe.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	conn jsonrpc2.Conn
 	dir  string
 
@@ -36,13 +37,21 @@ type client struct {
 	done      chan error
 }
 
-func start(t *testing.T, opts lsp.Options) *client {
+func start(t testing.TB, opts lsp.Options) *client {
 	t.Helper()
 	srv, cli := net.Pipe()
-	c := &client{t: t, dir: t.TempDir(), arrived: make(chan struct{}, 1), done: make(chan error, 1)}
+	done := make(chan error, 1)
+	go func() { done <- lsp.Serve(context.Background(), srv, opts) }()
+	return connect(t, cli, done)
+}
+
+// connect is the client's side on a stream to a server, in this process or
+// in a child; done reports the server's end.
+func connect(t testing.TB, stream io.ReadWriteCloser, done chan error) *client {
+	t.Helper()
+	c := &client{t: t, dir: t.TempDir(), arrived: make(chan struct{}, 1), done: done}
 	ctx := context.Background()
-	go func() { c.done <- lsp.Serve(ctx, srv, opts) }()
-	c.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(cli))
+	c.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(stream))
 	c.conn.Go(ctx, func(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
 		if req.Method() == protocol.MethodTextDocumentPublishDiagnostics {
 			var p protocol.PublishDiagnosticsParams
@@ -119,11 +128,30 @@ func (c *client) open(name, text string) protocol.DocumentURI {
 	return u
 }
 
+// contentChange is a change event with an optional range: the protocol
+// package's type always sends one, which means an edit at 0:0.
+type contentChange struct {
+	Range *protocol.Range `json:"range,omitempty"`
+	Text  string          `json:"text"`
+}
+
+type didChange struct {
+	TextDocument   protocol.VersionedTextDocumentIdentifier `json:"textDocument"`
+	ContentChanges []contentChange                          `json:"contentChanges"`
+}
+
+// change sends a whole new text.
 func (c *client) change(u protocol.DocumentURI, version int32, text string) {
 	c.t.Helper()
-	c.notify(protocol.MethodTextDocumentDidChange, &protocol.DidChangeTextDocumentParams{
+	c.edit(u, version, contentChange{Text: text})
+}
+
+// edit sends incremental changes.
+func (c *client) edit(u protocol.DocumentURI, version int32, changes ...contentChange) {
+	c.t.Helper()
+	c.notify(protocol.MethodTextDocumentDidChange, &didChange{
 		TextDocument:   protocol.VersionedTextDocumentIdentifier{TextDocumentIdentifier: protocol.TextDocumentIdentifier{URI: u}, Version: version},
-		ContentChanges: []protocol.TextDocumentContentChangeEvent{{Text: text}}})
+		ContentChanges: changes})
 }
 
 // waitVersion waits for the diagnostics of a document's version and returns
@@ -161,7 +189,7 @@ func (c *client) publishedFor(u protocol.DocumentURI) []protocol.PublishDiagnost
 	return out
 }
 
-func readFile(t *testing.T, path string) string {
+func readFile(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -172,7 +200,7 @@ func readFile(t *testing.T, path string) string {
 
 // at is the LSP position of word in src, searched after the first occurrence
 // of after ("" for the start), plus shift characters into the word.
-func at(t *testing.T, src, after, word string, shift int) protocol.Position {
+func at(t testing.TB, src, after, word string, shift int) protocol.Position {
 	t.Helper()
 	base := 0
 	if after != "" {
@@ -193,7 +221,7 @@ func at(t *testing.T, src, after, word string, shift int) protocol.Position {
 }
 
 // span is the range of word (as at finds it).
-func span(t *testing.T, src, after, word string) protocol.Range {
+func span(t testing.TB, src, after, word string) protocol.Range {
 	t.Helper()
 	s := at(t, src, after, word, 0)
 	return protocol.Range{Start: s, End: protocol.Position{Line: s.Line, Character: s.Character + uint32(len(word))}}
@@ -234,4 +262,20 @@ func apply(t *testing.T, src string, edits []protocol.TextEdit) string {
 		b = append(b[:a.s:a.s], append([]byte(a.text), b[a.e:]...)...)
 	}
 	return string(bytes.Clone(b))
+}
+
+// pipeRW joins a child's stdout and stdin into one stream.
+type pipeRW struct {
+	r io.ReadCloser
+	w io.WriteCloser
+}
+
+func (p pipeRW) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p pipeRW) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p pipeRW) Close() error {
+	werr := p.w.Close()
+	if err := p.r.Close(); err != nil {
+		return err
+	}
+	return werr
 }

@@ -51,7 +51,7 @@ func (s *Server) hover(p *protocol.HoverParams) (*protocol.Hover, error) {
 		parts = append(parts, text)
 		rng = &r
 	}
-	if o := a.symbols.at(off); o != nil {
+	if o := a.syms().at(off); o != nil {
 		parts = append(parts, a.describe(o))
 		r := a.lines.span(o.start, o.end)
 		rng = &r

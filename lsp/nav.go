@@ -19,7 +19,7 @@ func (s *Server) occurrenceAt(p protocol.TextDocumentPositionParams) (*analysis,
 	if a == nil || !a.pipeline {
 		return a, nil
 	}
-	return a, a.symbols.at(a.lines.offset(p.Position))
+	return a, a.syms().at(a.lines.offset(p.Position))
 }
 
 func (a *analysis) location(u protocol.DocumentURI, o occurrence) protocol.Location {
@@ -35,7 +35,7 @@ func (s *Server) definition(p *protocol.DefinitionParams) ([]protocol.Location, 
 		return nil, nil
 	}
 	var out []protocol.Location
-	for _, d := range a.symbols.defs(o.kind, o.name) {
+	for _, d := range a.syms().defs(o.kind, o.name) {
 		out = append(out, a.location(p.TextDocument.URI, d))
 	}
 	return out, nil
@@ -48,7 +48,7 @@ func (s *Server) references(p *protocol.ReferenceParams) ([]protocol.Location, e
 		return nil, nil
 	}
 	var out []protocol.Location
-	for _, r := range a.symbols.all(o.kind, o.name, p.Context.IncludeDeclaration) {
+	for _, r := range a.syms().all(o.kind, o.name, p.Context.IncludeDeclaration) {
 		out = append(out, a.location(p.TextDocument.URI, r))
 	}
 	return out, nil
@@ -79,7 +79,7 @@ func (s *Server) rename(p *protocol.RenameParams) (*protocol.WorkspaceEdit, erro
 		return nil, jsonrpc2.NewError(jsonrpc2.InvalidParams, spec.NameError(o.kind, p.NewName))
 	}
 	var edits []protocol.TextEdit
-	for _, r := range a.symbols.all(o.kind, o.name, true) {
+	for _, r := range a.syms().all(o.kind, o.name, true) {
 		text := p.NewName
 		if a.syn == spec.SyntaxCUE && r.def && o.kind != nameArtifact && !quoted(a.src, r.start, r.end) && !cueIdent.MatchString(text) {
 			text = `"` + text + `"`

@@ -59,12 +59,15 @@ func BenchmarkRunDAG(b *testing.B) {
 	plan := compilePlan(t, path)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		state := filepath.Join(dir, fmt.Sprint(i), "state.db")
+		// A fresh folder per run: its own state and its own sink (a sink is
+		// bound to the state that first published to it).
+		base := filepath.Join(dir, fmt.Sprint(i))
+		state := filepath.Join(base, "state.db")
 		st, err := store.Open(context.Background(), state, store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		sum, err := Run(context.Background(), Options{Plan: plan, BaseDir: dir, Interval: "2024-01-01", Store: st,
+		sum, err := Run(context.Background(), Options{Plan: plan, BaseDir: base, Interval: "2024-01-01", Store: st,
 			StatePath: state, Environ: os.Environ(), Parallel: 2, Force: true})
 		if err != nil || sum.Failed {
 			b.Fatalf("run failed: %v", err)

@@ -54,6 +54,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pipec/pipec/compiler"
@@ -217,6 +218,12 @@ type runner struct {
 	zombieMu   sync.Mutex
 	zombieList []*zombie
 	runCtx     context.Context
+
+	// A visit (visit.go): the attempts made before it, for the retry
+	// policy; an expired lease stops the task instead of relaunching it.
+	visitBase       int
+	stopOnLeaseLoss bool
+	leaseLost       atomic.Bool
 
 	mu        sync.Mutex // guards summary parts below and taskState fields
 	checks    map[string]*CheckResult

@@ -161,7 +161,11 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled")
 			return
 		}
-		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number,
+		if r.leaseLost.Load() {
+			r.taskFailed(ctx, ts, retry.LeaseExpired, out.exitCode, out.tail, "its lease expired: another worker takes the task over")
+			return
+		}
+		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number - r.visitBase,
 			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand})
 		if !d.Retry {
 			r.mu.Lock()
@@ -296,6 +300,15 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 				hb.tick(ctx)
 			}
 		case <-lost:
+			if r.stopOnLeaseLoss {
+				// A worker's visit: the task is another worker's now.
+				r.leaseLost.Store(true)
+				r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
+					"relaunch": false, "reason": "its lease expired: this worker stops it, another takes the task over"})
+				l.proc.Stop()
+				lost = nil
+				continue
+			}
 			d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 				Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: a.Number, LeaseExpired: true,
 				Budget: r.budget, Rand: r.rand})
@@ -337,6 +350,9 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 		secrets = append(secrets, v)
 	}
 	env["PIPEC_RUN_ID"] = r.runID
+	if r.stopOnLeaseLoss {
+		env["PIPEC_WORKER"] = r.o.Worker // a visit: the worker's name
+	}
 	env["PIPEC_TASK"] = t.Name
 	env["PIPEC_ATTEMPT"] = strconv.Itoa(a.Number)
 	env["PIPEC_TOKEN"] = strconv.FormatInt(a.Token, 10)

@@ -688,7 +688,7 @@ func (d *cueDecoder) duration(f *ast.Field, name string) Duration {
 	if !ok {
 		return 0
 	}
-	v, err := ParseDuration(s)
+	v, err := ParseField(name, s)
 	if err != nil {
 		d.report(d.valueRange(f), nil, "%s", err.Error())
 		return 0
@@ -731,7 +731,7 @@ const envVarKind = "environment variable"
 // validRef checks a name written as a reference, reporting it when invalid.
 func (d *cueDecoder) validRef(r diag.Range, kind, s string) bool {
 	if kind == envVarKind {
-		if !validEnvName(s) {
+		if !ValidEnvName(s) {
 			d.l.schemaErr(r, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", s)
 			return false
 		}

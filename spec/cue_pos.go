@@ -418,10 +418,26 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 	if strings.Contains(format, "not allowed") {
 		msg += fieldHint(path)
 	}
+	// A lower bound's hint says what the smallest values mean; exit codes
+	// say both ends.
+	if f := boundField(path); strings.Contains(msg, "out of bound >") || (strings.Contains(msg, "out of bound") && f == "exit_codes") {
+		msg += BoundHint(f)
+	}
 	if shown := displayPath(path); shown != "" {
 		msg = shown + ": " + msg
 	}
 	return diag.Diagnostic{Rule: rule, Severity: diag.Error, Message: msg, Range: r}
+}
+
+// boundField is the field a bound error is about: the last label of its path
+// that is not a list index ("exit_codes" in error.e.exit_codes.0).
+func boundField(path []string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if _, err := strconv.Atoi(path[i]); err != nil {
+			return path[i]
+		}
+	}
+	return ""
 }
 
 // errorRange places a CUE error in the author's file. Among the error's own

@@ -577,7 +577,7 @@ func (l *hclLoader) errorClass(b *hclsyntax.Block) ErrorClass {
 		switch a.Name {
 		case "exit_codes":
 			l.list(a, "numbers", func(el hcl.Expression) {
-				if n, ok := l.integer(a.Name, el, 0, 255); ok {
+				if n, ok := l.integer(a.Name, el, 1, 255); ok {
 					e.ExitCodes = append(e.ExitCodes, n)
 				}
 			})
@@ -965,9 +965,9 @@ func (l *hclLoader) integer(name string, e hcl.Expression, min, max int64) (int,
 	}
 	switch {
 	case max < math.MaxInt32:
-		l.errorf(e.Range(), "Invalid value for %q: must be between %d and %d, got %s", name, min, max, fmtNumber(f))
+		l.errorf(e.Range(), "Invalid value for %q: must be between %d and %d, got %s%s", name, min, max, fmtNumber(f), BoundHint(name))
 	case f.Cmp(new(big.Float).SetInt64(min)) < 0:
-		l.errorf(e.Range(), "Invalid value for %q: must be at least %d, got %s", name, min, fmtNumber(f))
+		l.errorf(e.Range(), "Invalid value for %q: must be at least %d, got %s%s", name, min, fmtNumber(f), BoundHint(name))
 	default:
 		l.errorf(e.Range(), "Invalid value for %q: must be at most %d, got %s", name, max, fmtNumber(f))
 	}
@@ -1016,7 +1016,7 @@ func (l *hclLoader) duration(a *hclsyntax.Attribute) (Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	d, err := ParseDuration(s)
+	d, err := ParseField(a.Name, s)
 	if err != nil {
 		l.errorf(a.Expr.Range(), "%s: %v", a.Name, err)
 		return 0, false
@@ -1185,24 +1185,9 @@ func (l *hclLoader) env(a *hclsyntax.Attribute, attrs *Attrs) map[string]string 
 // and secret_env): the shell's rule, not ValidName's, since '-' cannot appear
 // in a variable name and a leading '_' can.
 func (l *hclLoader) envKey(key string, r hcl.Range) bool {
-	if !validEnvName(key) {
+	if !ValidEnvName(key) {
 		l.errorf(r, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", key)
 		return false
-	}
-	return true
-}
-
-func validEnvName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
-		case i > 0 && r >= '0' && r <= '9':
-		default:
-			return false
-		}
 	}
 	return true
 }

@@ -8,6 +8,7 @@
 package spec
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/pipec/pipec/diag"
@@ -240,10 +241,50 @@ type Check struct {
 	Command []string
 }
 
-// Asserts reports whether the check asserts anything at all.
+// UnreachableRows is a row count no artifact reaches: a file of that many
+// one-byte rows would be a petabyte. A row_count_max at or above it can never
+// fail.
+const UnreachableRows = 1 << 50
+
+// checkFields are the fields of a check that assert something.
+var checkFields = [...]string{"row_count_min", "row_count_max", "unique", "not_null", "columns", "command"}
+
+// Asserts reports whether the check can fail: it has an assertion that some
+// data would break. row_count_min = 0, row_count_max of UnreachableRows or
+// more, and empty unique, not_null or columns lists hold for any data. A
+// check with a value the loader refused counts as asserting (present but
+// invalid: schema reports it).
 func (c *Check) Asserts() bool {
-	return c.RowCountMin != nil || c.RowCountMax != nil || len(c.Unique) > 0 ||
-		len(c.NotNull) > 0 || len(c.Columns) > 0 || len(c.Command) > 0
+	for _, f := range checkFields {
+		if c.Refused(f) {
+			return true
+		}
+	}
+	return c.RowCountMin != nil && *c.RowCountMin > 0 ||
+		c.RowCountMax != nil && *c.RowCountMax < UnreachableRows ||
+		len(c.Unique) > 0 || len(c.NotNull) > 0 || len(c.Columns) > 0 || len(c.Command) > 0
+}
+
+// Vacuous lists, for a check that cannot fail (see Asserts), what it wrote
+// that holds for any data ("row_count_min = 0", "unique = []"), in field
+// order; empty when it wrote no assertion at all.
+func (c *Check) Vacuous() []string {
+	var out []string
+	if c.RowCountMin != nil {
+		out = append(out, "row_count_min = 0")
+	}
+	if c.RowCountMax != nil {
+		out = append(out, fmt.Sprintf("row_count_max = %d", *c.RowCountMax))
+	}
+	for _, l := range []struct {
+		name string
+		set  bool
+	}{{"unique", c.Has("unique")}, {"not_null", c.Has("not_null")}, {"columns", c.Has("columns")}} {
+		if l.set {
+			out = append(out, l.name+" = []")
+		}
+	}
+	return out
 }
 
 // Fencing is whether a sink refuses writes carrying a stale token.

@@ -25,22 +25,97 @@ func ValidName(s string) bool {
 	return true
 }
 
+// ValidEnvName reports whether s may name an environment variable a task
+// gets (env keys, secret_env): the shell's rule, not ValidName's, since '-'
+// cannot appear in a variable name and a leading '_' can.
+func ValidEnvName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // NameError explains an invalid name, for a diagnostic.
 func NameError(kind, s string) string {
 	return fmt.Sprintf("invalid %s name %q: use a letter followed by letters, digits, '_' or '-'", kind, s)
 }
 
-// ParseDuration parses a spec duration ("10s", "1h30m", "24h"). Durations must be
-// positive: a zero timeout or lease is always a mistake.
-func ParseDuration(s string) (time.Duration, error) {
+// ParseDuration parses a spec duration ("10s", "1h30m", "24h") that must be
+// greater than zero. Use ParseField for a field of the spec, where zero may
+// have a meaning.
+func ParseDuration(s string) (time.Duration, error) { return ParseField("", s) }
+
+// ZeroDuration reports whether zero is a meaningful value of a duration field:
+// a retry's initial delay and its max_delay (immediate retries, as Airflow
+// and Prefect default to; retry-storm reports the missing backoff). Every
+// other duration is a length that zero would make meaningless, and
+// zeroWhy says why.
+func ZeroDuration(field string) bool { return field == "initial" || field == "max_delay" }
+
+// zeroWhy says why a duration field cannot be zero.
+func zeroWhy(field string) string {
+	switch field {
+	case "timeout":
+		return "a zero timeout would end every attempt at its start; leave timeout out for no limit"
+	case "lease":
+		return "a zero lease would expire as soon as it is granted"
+	case "every":
+		return "a period of zero has no length"
+	case "max_elapsed":
+		return "zero would allow no retry at all; leave max_elapsed out for no limit, or set max_attempts = 1"
+	}
+	return "must be greater than zero"
+}
+
+// ParseField parses the duration written for the spec field named field
+// ("timeout", "initial"); zero is refused, with the reason, unless
+// ZeroDuration says it means something.
+func ParseField(field, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("invalid duration %q: write a number with a unit, such as \"30s\", \"10m\" or \"24h\"", s)
 	}
-	if d <= 0 {
-		return 0, fmt.Errorf("invalid duration %q: must be greater than zero", s)
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("invalid duration %q: must not be negative", s)
+	case d == 0 && !ZeroDuration(field):
+		return 0, fmt.Errorf("invalid duration %q: %s", s, zeroWhy(field))
 	}
 	return d, nil
+}
+
+// BoundHint explains, after a count written out of its range, what the
+// allowed values mean for the field ("" when nothing needs saying). Both
+// loaders append it to their message, so `max_attempts = -1` says that 0
+// means unlimited: pipec has one spelling for each meaning.
+func BoundHint(field string) string {
+	switch field {
+	case "max_attempts":
+		return "; 0 means unlimited attempts (bound them with max_elapsed), 1 means no retry"
+	case "per_worker":
+		return "; 0 means no limit per worker"
+	case "global":
+		return "; 0 means the task never fails over"
+	case "max_active_runs":
+		return "; 0 means no bound on concurrent runs"
+	case "slots":
+		return "; a pool needs at least one slot to start anything"
+	case "min":
+		return "; 0 means no retry is always allowed"
+	case "exit_codes":
+		return "; exit code 0 is success, never a failure to classify, and codes end at 255"
+	case "row_count_min", "row_count_max":
+		return "; a row count is never negative"
+	}
+	return ""
 }
 
 // ParseTime parses an RFC 3339 timestamp and returns it in UTC.

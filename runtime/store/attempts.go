@@ -185,8 +185,10 @@ WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started,
 				return err
 			}
 		}
-		a, err = getAttempt(ctx, tx, ref)
-		return err
+		// The update's values, without reading the row back.
+		a = cur
+		a.State, a.PID, a.Started, a.LeaseExpiry = AttemptRunning, pid, timeOf(started), timeOf(expiry(now, lease))
+		return nil
 	})
 	if err != nil {
 		return Attempt{}, fmt.Errorf("mark running: %w", err)

@@ -164,6 +164,12 @@ CREATE TABLE run_leases (
 	PRIMARY KEY (pipeline, interval_key)
 );
 `},
+	{4, "fence at grant without an index of its own", `
+-- Every attempt insert paid a page write for this index, used only when a
+-- version is published; UNIQUE (resource, token) already narrows that
+-- lookup to the resource's attempts.
+DROP INDEX IF EXISTS attempts_task_token;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -24,64 +24,73 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, erro
 	}
 	var r store.Run
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var seq int
-		if err := tx.QueryRow(ctx, `INSERT INTO run_seqs (pipeline, interval_key, last) VALUES ($1, $2, 1)
-ON CONFLICT (pipeline, interval_key) DO UPDATE SET last = run_seqs.last + 1 RETURNING last`,
-			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
-			return err
-		}
-		var holder, host string
-		var pid int
-		var since, until time.Time
-		var live bool
-		err := tx.QueryRow(ctx, `SELECT l.run, l.host, l.pid, l.since, l.expiry, l.expiry > pipec_now()
-FROM run_leases l JOIN runs r ON r.id = l.run
-WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipeline, nr.Interval).Scan(&holder, &host, &pid, &since, &until, &live)
-		switch {
-		case err == nil && live && !(nr.TakeOver != "" && nr.TakeOver == holder):
-			return &store.RunBusyError{Run: holder, Owner: store.RunOwner{Host: host, PID: pid}, Since: since.UTC(), Expiry: until.UTC()}
-		case err != nil && !errors.Is(err, pgx.ErrNoRows):
-			return err
-		}
-		r = store.Run{
-			ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
-			Pipeline:      nr.Pipeline,
-			Interval:      nr.Interval,
-			IntervalStart: nr.IntervalStart.UTC(),
-			IntervalEnd:   nr.IntervalEnd.UTC(),
-			CodeVersion:   nr.CodeVersion,
-			PlanDigest:    nr.PlanDigest,
-			State:         store.RunRunning,
-		}
-		var created time.Time
-		if err := tx.QueryRow(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, state, created)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', pipec_now()) RETURNING created`,
-			r.ID, r.Pipeline, r.Interval, seq, nullTime(nr.IntervalStart), nullTime(nr.IntervalEnd), r.CodeVersion, r.PlanDigest).Scan(&created); err != nil {
-			return err
-		}
-		r.Created = created.UTC()
-		payload := map[string]any{
-			"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
-		}
-		if nr.Lease > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry)
-VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz + $7::bigint * interval '1 microsecond')
-ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = excluded.host, pid = excluded.pid,
-	since = excluded.since, expiry = excluded.expiry`,
-				r.Pipeline, r.Interval, r.ID, nr.Owner.Host, nr.Owner.PID, created, micros(nr.Lease)); err != nil {
-				return err
-			}
-			payload["owner_host"], payload["owner_pid"] = nr.Owner.Host, nr.Owner.PID
-			if holder != "" {
-				payload["took_over"] = holder // its lease had expired
-			}
-		}
-		return appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: store.EventRunCreated}, payload)
+		var err error
+		r, err = createRun(ctx, tx, nr)
+		return err
 	})
 	if err != nil {
 		return store.Run{}, fmt.Errorf("create run: %w", err)
 	}
 	return r, nil
+}
+
+// createRun is CreateRun inside a transaction (pipec submit records the run
+// and its work in one).
+func createRun(ctx context.Context, tx pgx.Tx, nr store.NewRun) (store.Run, error) {
+	var r store.Run
+	var seq int
+	if err := tx.QueryRow(ctx, `INSERT INTO run_seqs (pipeline, interval_key, last) VALUES ($1, $2, 1)
+ON CONFLICT (pipeline, interval_key) DO UPDATE SET last = run_seqs.last + 1 RETURNING last`,
+		nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
+		return r, err
+	}
+	var holder, host string
+	var pid int
+	var since, until time.Time
+	var live bool
+	err := tx.QueryRow(ctx, `SELECT l.run, l.host, l.pid, l.since, l.expiry, l.expiry > pipec_now()
+FROM run_leases l JOIN runs r ON r.id = l.run
+WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipeline, nr.Interval).Scan(&holder, &host, &pid, &since, &until, &live)
+	switch {
+	case err == nil && live && !(nr.TakeOver != "" && nr.TakeOver == holder):
+		return r, &store.RunBusyError{Run: holder, Owner: store.RunOwner{Host: host, PID: pid}, Since: since.UTC(), Expiry: until.UTC()}
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return r, err
+	}
+	r = store.Run{
+		ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
+		Pipeline:      nr.Pipeline,
+		Interval:      nr.Interval,
+		IntervalStart: nr.IntervalStart.UTC(),
+		IntervalEnd:   nr.IntervalEnd.UTC(),
+		CodeVersion:   nr.CodeVersion,
+		PlanDigest:    nr.PlanDigest,
+		State:         store.RunRunning,
+	}
+	var created time.Time
+	if err := tx.QueryRow(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, state, created)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', pipec_now()) RETURNING created`,
+		r.ID, r.Pipeline, r.Interval, seq, nullTime(nr.IntervalStart), nullTime(nr.IntervalEnd), r.CodeVersion, r.PlanDigest).Scan(&created); err != nil {
+		return r, err
+	}
+	r.Created = created.UTC()
+	payload := map[string]any{
+		"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
+	}
+	if nr.Lease > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry)
+VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $6::timestamptz + $7::bigint * interval '1 microsecond')
+ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = excluded.host, pid = excluded.pid,
+	since = excluded.since, expiry = excluded.expiry`,
+			r.Pipeline, r.Interval, r.ID, nr.Owner.Host, nr.Owner.PID, created, micros(nr.Lease)); err != nil {
+			return r, err
+		}
+		payload["owner_host"], payload["owner_pid"] = nr.Owner.Host, nr.Owner.PID
+		if holder != "" {
+			payload["took_over"] = holder // its lease had expired
+		}
+	}
+	return r, appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: store.EventRunCreated}, payload)
 }
 
 // RenewRunLease implements store.Store: one conditional update, so a run

@@ -151,6 +151,49 @@ $$;
 CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
 	FOR EACH ROW EXECUTE FUNCTION pipec_events_append_only();
 `},
+	{2, "workers and their work", `
+-- Workers register and heartbeat; a worker is live while its expiry (the
+-- server's clock) is ahead.
+CREATE TABLE workers (
+	name      text PRIMARY KEY,
+	host      text NOT NULL,
+	pid       integer NOT NULL,
+	slots     integer NOT NULL,
+	labels    text NOT NULL DEFAULT '',
+	state     text NOT NULL CHECK (state IN ('live', 'stopping', 'stopped')),
+	started   timestamptz NOT NULL,
+	last_seen timestamptz NOT NULL,
+	expiry    timestamptz NOT NULL
+);
+
+-- A run handed to the workers: its plan, where its spec lives, and what it
+-- waits for when no worker can take a task.
+CREATE TABLE submissions (
+	run       text PRIMARY KEY REFERENCES runs(id),
+	plan      text NOT NULL,
+	base_dir  text NOT NULL,
+	interval_value text NOT NULL,
+	waiting   text NOT NULL DEFAULT ''
+);
+
+-- One row per task of a submitted run: the DAG's state, advanced in the
+-- transactions that finish a task's visit, and the task's failover story
+-- (internal/failover.State as JSON).
+CREATE TABLE work (
+	run          text NOT NULL REFERENCES runs(id),
+	task         text NOT NULL,
+	state        text NOT NULL CHECK (state IN ('blocked', 'ready', 'claimed', 'succeeded', 'failed', 'not_run')),
+	waiting_on   integer NOT NULL,
+	dependents   text NOT NULL,
+	limits       text NOT NULL,
+	failover     text NOT NULL DEFAULT '{}',
+	worker       text NOT NULL DEFAULT '',
+	claim_expiry timestamptz,
+	reason       text NOT NULL DEFAULT '',
+	PRIMARY KEY (run, task)
+);
+CREATE INDEX work_open ON work (state, run) WHERE state IN ('ready', 'claimed');
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

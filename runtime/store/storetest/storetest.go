@@ -35,6 +35,11 @@ func Run(t *testing.T, open Opener) {
 		{"AbandonRun", testAbandonRun},
 		{"ConcurrentTokens", testConcurrentTokens},
 		{"ConcurrentSwaps", testConcurrentSwaps},
+		{"FenceAtGrant", testFenceAtGrant},
+		{"PipelineScope", testPipelineScope},
+		{"RunLease", testRunLease},
+		{"StateIDAndRaiseTokens", testStateIDAndRaiseTokens},
+		{"AttemptTransitions", testAttemptTransitions},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}

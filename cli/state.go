@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
+)
+
+// stateEnv overrides the default state location; --state overrides it.
+const stateEnv = "PIPEC_STATE"
+
+// stateFlag is the --state flag every command that reads or writes the
+// state has; resolve it with (stateFlag).location.
+type stateFlag struct {
+	value string
+	cmd   *cobra.Command
+}
+
+func (s *stateFlag) register(cmd *cobra.Command) {
+	s.cmd = cmd
+	cmd.Flags().StringVar(&s.value, "state", "",
+		"the state database (default: .pipec/state.db beside the spec or plan file; "+stateEnv+" overrides the default)")
+}
+
+// location decides which state a command uses: --state, else PIPEC_STATE,
+// else .pipec/state.db beside the spec (or plan) file, so that `pipec run
+// dir/p.hcl` and `cd dir && pipec run p.hcl` share one state; without a
+// spec, .pipec/state.db in the working directory.
+func (s *stateFlag) location(io IO, specPath string) (store.Location, error) {
+	v := s.value
+	if s.cmd == nil || !s.cmd.Flags().Changed("state") {
+		v = ""
+	}
+	if v == "" && io.Getenv != nil {
+		v = io.Getenv(stateEnv)
+	}
+	if v == "" {
+		if specPath != "" {
+			v = filepath.Join(filepath.Dir(specPath), store.DefaultPath)
+		} else {
+			v = store.DefaultPath
+		}
+	}
+	l, err := store.ParseLocation(v)
+	if err != nil {
+		return store.Location{}, usageErr("%v", err)
+	}
+	if l.Server {
+		// Logs and staging stay on this machine, in .pipec beside the spec
+		// (the runtime keeps them beside StatePath).
+		dir := "."
+		if specPath != "" {
+			dir = filepath.Dir(specPath)
+		}
+		l.Path = filepath.Join(dir, filepath.Dir(store.DefaultPath), "server")
+	}
+	return l, nil
+}
+
+// openState is the one way a command opens its state. mustExist is for
+// commands that only read (status, events): they never create a state.
+func openState(ctx context.Context, l store.Location, mustExist bool) (store.Store, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if mustExist {
+		ok, err := l.Exists()
+		if err != nil {
+			return nil, usageErr("state %s: %v", l, unwrapPathError(err))
+		}
+		if !ok {
+			return nil, usageErr("no state at %s: nothing has run here yet (or give --state, or set %s)", l, stateEnv)
+		}
+	}
+	if l.Server {
+		st, err := postgres.Open(ctx, l.Value, postgres.Options{})
+		if err != nil {
+			return nil, usageErr("state %s: %v", l, err)
+		}
+		return st, nil
+	}
+	st, err := l.Open(ctx, store.Options{})
+	if err != nil {
+		return nil, usageErr("state %s: %v", l, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,78 @@
+package cli_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipec/pipec/cli"
+	"github.com/pipec/pipec/internal/pgtest"
+)
+
+// pipecIn runs pipec in-process with PIPEC_STATE unset and returns its exit
+// code, stdout and stderr.
+func pipecIn(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	io := cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Getenv:  func(k string) string { return env[k] },
+		Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }}
+	code := cli.Main(args, io)
+	return code, out.String(), errb.String()
+}
+
+// TestRunOnPostgres: `pipec run --state postgres://…` runs the orders
+// example on a real PostgreSQL server, and status reads it back from there
+// (PIPEC_STATE works the same); a second run reuses what the first did.
+func TestRunOnPostgres(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.NewSchema(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "pipeline.hcl")
+	code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = pipecIn(t, map[string]string{"PIPEC_STATE": url}, "status", spec)
+	if code != 0 || !strings.Contains(out, "orders/2024-01-01/r1") || !strings.Contains(out, "succeeded") {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".pipec", "state.db")); !os.IsNotExist(err) {
+		t.Fatalf("an SQLite state was made beside the spec: %v", err)
+	}
+	code, out, errs = pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url)
+	if code != 0 || !strings.Contains(out+errs, "reused") {
+		t.Fatalf("second run: exit %d\n%s\n%s", code, out, errs)
+	}
+	n, err := srv.Psql(t.Context(), "", "SELECT count(*) FROM "+schemaOf(url)+".runs")
+	if err != nil || strings.TrimSpace(n) != "2" {
+		t.Fatalf("runs in PostgreSQL: %q, %v", n, err)
+	}
+}
+
+// TestStateURLPasswordHidden: a state URL's password never shows in a
+// message.
+func TestStateURLPasswordHidden(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
+		t.Fatal(err)
+	}
+	url := "postgres://pipec:s3cretpw@/db?host=" + filepath.Join(dir, "nosocket") + "&connect_timeout=2"
+	code, out, errs := pipecIn(t, nil, "run", filepath.Join(dir, "pipeline.hcl"), "--interval", "2024-01-01", "--state", url)
+	if code != 2 || strings.Contains(out+errs, "s3cretpw") {
+		t.Fatalf("exit %d, output shows the password or is wrong:\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "xxxxx") {
+		t.Errorf("the state is not named (redacted) in the message:\n%s", errs)
+	}
+}
+
+func schemaOf(url string) string {
+	i := strings.Index(url, "search_path=")
+	return strings.SplitN(url[i+len("search_path="):], "&", 2)[0]
+}

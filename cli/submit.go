@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/internal/failover"
+	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+type submitOptions struct {
+	state    stateFlag
+	interval string
+	wait     bool
+	poll     time.Duration
+}
+
+func newSubmitCmd(io IO) *cobra.Command {
+	opts := submitOptions{poll: 200 * time.Millisecond}
+	cmd := &cobra.Command{
+		Use:   "submit SPEC --interval DATE --state URL [--wait]",
+		Short: "Hand a run to the workers of a shared state",
+		Long: "submit compiles the spec, records a run of the interval in the shared state (a\n" +
+			"postgres:// URL) with its DAG, and returns: workers (`pipec worker`) claim its tasks,\n" +
+			"and the run goes on whether or not this process lives. With --wait it follows the\n" +
+			"run, task by task, including \"waiting for a worker\", and exits with its status\n" +
+			"(1 when it failed). Tasks run in the spec's folder, which the workers must see.",
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSubmit(cmd.Context(), io, args[0], opts)
+		},
+	}
+	f := cmd.Flags()
+	opts.state.register(cmd)
+	f.StringVar(&opts.interval, "interval", "", "the interval's start: a date (2024-01-01) or an RFC 3339 time (required)")
+	f.BoolVar(&opts.wait, "wait", false, "follow the run until it ends and exit with its status")
+	f.DurationVar(&opts.poll, "poll", opts.poll, "how often --wait looks at the run")
+	return cmd
+}
+
+func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) error {
+	if opts.interval == "" {
+		return usageErr("submit: --interval is required (the interval's start, such as --interval 2024-01-01)")
+	}
+	plan, err := loadPlan(io, path)
+	if err != nil {
+		return err
+	}
+	iv, err := runtime.ResolveInterval(plan.Schedule, opts.interval)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st, q, _, err := openQueue(ctx, io, &opts.state, path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	base, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	sub := queue.Submission{
+		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
+			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest},
+		Plan: plan.Marshal(), BaseDir: base, Interval: opts.interval,
+	}
+	for i := range plan.Tasks {
+		t := &plan.Tasks[i]
+		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0)})
+	}
+	run, err := q.Submit(ctx, sub)
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	fmt.Fprintf(io.Stdout, "submitted %s (%d tasks)\n", run.ID, len(sub.Tasks))
+	if !opts.wait {
+		return nil
+	}
+	return followRun(ctx, io, q, run.ID, opts.poll)
+}
+
+// followRun prints each change of a submitted run's tasks and its waiting
+// state until the run ends; exit code 1 when it failed.
+func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.Duration) error {
+	seen := map[string]string{}
+	waiting := ""
+	t := time.NewTicker(max(poll, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		rs, err := q.Status(ctx, run)
+		if err != nil {
+			return &exitError{code: ExitFindings, err: err}
+		}
+		for _, ts := range rs.Tasks {
+			line := ts.State
+			switch ts.State {
+			case queue.WorkClaimed:
+				line = fmt.Sprintf("start %d on %s (%s)", ts.Failover.Starts, ts.Worker, ts.Failover.Describe(ts.Limits, nil))
+			case queue.WorkFailed, queue.WorkNotRun:
+				line = ts.State + ": " + ts.Reason
+			case queue.WorkReady:
+				if ts.Reason != "" {
+					line = "ready again: " + ts.Reason
+				}
+			}
+			if seen[ts.Task] != line {
+				seen[ts.Task] = line
+				if ts.State != queue.WorkBlocked {
+					fmt.Fprintf(io.Stdout, "%s: %s\n", ts.Task, line)
+				}
+			}
+		}
+		if rs.Waiting != waiting {
+			waiting = rs.Waiting
+			if waiting != "" {
+				fmt.Fprintf(io.Stdout, "%s\n", waiting)
+			}
+		}
+		if rs.Run.State != store.RunRunning {
+			fmt.Fprintf(io.Stdout, "run %s %s\n", run, rs.Run.State)
+			if rs.Run.State == store.RunFailed {
+				return silentExit(ExitFindings)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(io.Stderr, "pipec: stopped following %s; it goes on with the workers\n", run)
+			return &exitError{code: ExitFindings}
+		case <-t.C:
+		}
+	}
+}
+

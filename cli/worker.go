@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/worker"
+)
+
+type workerOptions struct {
+	state   stateFlag
+	name    string
+	slots   int
+	workdir string
+	lease   time.Duration
+}
+
+func newWorkerCmd(io IO) *cobra.Command {
+	opts := workerOptions{slots: 1}
+	cmd := &cobra.Command{
+		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR]",
+		Short: "Claim and run tasks of submitted runs from a shared state",
+		Long: "worker registers in the shared state (a postgres:// URL), heartbeats, and claims\n" +
+			"ready tasks of runs handed over by `pipec submit`, up to --slots at once. Each task\n" +
+			"runs as in `pipec run` (in its spec's folder, fenced, audited, published); tasks get\n" +
+			"PIPEC_WORKER. Retries stay on this worker; failover follows the task's per_worker and\n" +
+			"global limits (DESIGN.md section 6).\n\n" +
+			"SIGTERM or Ctrl-C stops gracefully: no more claims, running tasks are stopped and\n" +
+			"handed back without counting against the limits. A worker that stops renewing\n" +
+			"(SIGSTOP, SIGKILL) loses its claims after --lease; other workers relaunch them with\n" +
+			"higher tokens, and its late publishes are fenced.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorker(cmd.Context(), io, opts)
+		},
+	}
+	f := cmd.Flags()
+	opts.state.register(cmd)
+	f.StringVar(&opts.name, "name", "", "the worker's name (default: PIPEC_WORKER, else host-pid)")
+	f.IntVar(&opts.slots, "slots", opts.slots, "tasks this worker runs at once")
+	f.StringVar(&opts.workdir, "workdir", "", "local scratch for logs and staging (default: a folder under the system's temp folder)")
+	f.DurationVar(&opts.lease, "lease", worker.DefaultLease, "how long the worker's claims live without a heartbeat")
+	return cmd
+}
+
+// openQueue opens a shared state that workers can use.
+func openQueue(ctx context.Context, io IO, sf *stateFlag, spec string) (store.Store, queue.Queue, store.Location, error) {
+	loc, err := sf.location(io, spec)
+	if err != nil {
+		return nil, nil, loc, err
+	}
+	if !loc.Server {
+		return nil, nil, loc, usageErr("workers share a database server: give --state postgres://… (or PIPEC_STATE), not the file %s", loc)
+	}
+	st, err := openState(ctx, loc, false)
+	if err != nil {
+		return nil, nil, loc, err
+	}
+	q, ok := st.(queue.Queue)
+	if !ok {
+		st.Close()
+		return nil, nil, loc, usageErr("state %s cannot serve workers", loc)
+	}
+	return st, q, loc, nil
+}
+
+func runWorker(ctx context.Context, io IO, opts workerOptions) error {
+	if opts.slots < 1 || opts.slots > 1024 {
+		return usageErr("worker: --slots must be between 1 and 1024, not %d", opts.slots)
+	}
+	if opts.lease < 100*time.Millisecond {
+		return usageErr("worker: --lease must be at least 100ms, not %s", opts.lease)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Closed pipes are handled by cmd/pipec (it watches SIGPIPE); ignoring
+	// SIGPIPE here would pass SIG_IGN on to every task the worker starts.
+	host, _ := os.Hostname()
+	name := opts.name
+	if name == "" && io.Getenv != nil {
+		name = io.Getenv("PIPEC_WORKER")
+	}
+	if name == "" {
+		name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	workdir := opts.workdir
+	if workdir == "" {
+		workdir = filepath.Join(os.TempDir(), "pipec-worker-"+name)
+	}
+	if err := os.MkdirAll(workdir, 0o700); err != nil {
+		return usageErr("worker: --workdir: %v", err)
+	}
+	st, q, _, err := openQueue(ctx, io, &opts.state, "")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	err = worker.Run(ctx, worker.Config{
+		Info:    queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots},
+		Store:   st,
+		Queue:   q,
+		Workdir: workdir,
+		Environ: io.Environ(),
+		Lease:   opts.lease,
+		Log:     io.Stderr,
+	})
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	return nil
+}
+
+type workersOptions struct {
+	state stateFlag
+}
+
+func newWorkersCmd(io IO) *cobra.Command {
+	var opts workersOptions
+	cmd := &cobra.Command{
+		Use:   "workers --state URL",
+		Short: "List the workers of a shared state",
+		Long: "workers lists every worker that registered in the shared state: name, host, pid,\n" +
+			"slots, state (live, stopping, stopped, or lost when its heartbeat lapsed), the tasks\n" +
+			"it runs, when it was last seen, and its failover counts per task of unfinished runs.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorkers(cmd.Context(), io, opts)
+		},
+	}
+	opts.state.register(cmd)
+	return cmd
+}
+
+func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st, q, _, err := openQueue(ctx, io, &opts.state, "")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ws, err := q.Workers(ctx)
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	if len(ws) == 0 {
+		fmt.Fprintln(io.Stdout, "no workers registered")
+		return nil
+	}
+	now := time.Now()
+	for _, w := range ws {
+		state := w.State
+		if state == queue.WorkerLive && !w.Live {
+			state = "lost"
+		}
+		running := "idle"
+		if len(w.Running) > 0 {
+			running = "running " + strings.Join(w.Running, ", ")
+		}
+		fmt.Fprintf(io.Stdout, "%s  host %s  pid %d  slots %d  %s  %s  last seen %s ago\n",
+			w.Name, w.Host, w.PID, w.Slots, state, running, now.Sub(w.LastSeen).Round(time.Second))
+		for _, f := range w.Failover {
+			fmt.Fprintf(io.Stdout, "    failover %s\n", f)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package lsp_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.lsp.dev/protocol"
+)
+
+// BenchmarkChangeToDiagnostics measures, through the protocol, the time from
+// a didChange to the publishDiagnostics of that version, with the default
+// debounce, on a real `pipec lsp` child process (its stdio, its GC
+// settings): the orders example (HCL and CUE) and the 10,000-task spec of
+// ../shared/bench/gendag.go.
+//
+//	go test -run x -bench ChangeToDiagnostics -benchtime 20x ./lsp/
+func BenchmarkChangeToDiagnostics(b *testing.B) {
+	type input struct{ name, path string }
+	inputs := []input{
+		{"orders.hcl", "../examples/orders/pipeline.hcl"},
+		{"orders.cue", "../examples/orders/pipeline.cue"},
+	}
+	if dir, ok := gendag(b, 10000); ok {
+		inputs = append(inputs, input{"gendag10k.hcl", filepath.Join(dir, "pipeline.hcl")}, input{"gendag10k.cue", filepath.Join(dir, "pipeline.cue")})
+	}
+	bin := buildPipec(b)
+	for _, in := range inputs {
+		src := readFile(b, in.path)
+		b.Run(in.name, func(b *testing.B) {
+			c, pid := startChild(b, bin)
+			u := c.open(filepath.Base(in.path), src)
+			c.waitVersion(u, 1)
+			v := int32(1)
+			cpu0 := childCPU(b, pid)
+			b.ResetTimer()
+			for b.Loop() {
+				v++
+				// A change an author makes, sent as an editor does: a comment
+				// line typed at the end, then deleted.
+				end := protocol.Position{Line: uint32(strings.Count(src, "\n"))}
+				if v%2 == 0 {
+					c.edit(u, v, contentChange{Range: &protocol.Range{Start: end, End: end}, Text: "// edited\n"})
+				} else {
+					c.edit(u, v, contentChange{Range: &protocol.Range{Start: end, End: protocol.Position{Line: end.Line + 1}}, Text: ""})
+				}
+				c.waitVersion(u, uint32(v))
+			}
+			b.StopTimer()
+			// The server's own CPU time per change: on a shared machine the
+			// wall time also counts waiting for a core.
+			b.ReportMetric(float64(childCPU(b, pid)-cpu0)/float64(v-1), "server-cpu-ms/op")
+		})
+	}
+}
+
+// BenchmarkServerMemory10k starts `pipec lsp` as a child process, opens the
+// 10,000-task spec and waits for its diagnostics, then reports the child's
+// peak resident memory (VmHWM) in MB.
+//
+//	go test -run x -bench ServerMemory10k -benchtime 1x ./lsp/
+func BenchmarkServerMemory10k(b *testing.B) {
+	dir, ok := gendag(b, 10000)
+	if !ok {
+		b.Skip("no ../shared/bench/gendag.go beside the repository")
+	}
+	bin := buildPipec(b)
+	for _, file := range []string{"pipeline.hcl", "pipeline.cue"} {
+		b.Run(file, func(b *testing.B) {
+			var peak float64
+			for b.Loop() {
+				peak = max(peak, childPeakMB(b, bin, filepath.Join(dir, file)))
+			}
+			b.ReportMetric(peak, "peak-RSS-MB")
+		})
+	}
+}
+
+func childPeakMB(b *testing.B, bin, path string) float64 {
+	c, pid := startChild(b, bin)
+	u := c.open(filepath.Base(path), readFile(b, path))
+	c.waitVersion(u, 1)
+	c.change(u, 2, readFile(b, path)+"// edited\n")
+	c.waitVersion(u, 2)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Skipf("no /proc: %v", err)
+	}
+	var kb float64
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+		}
+	}
+	return kb / 1024
+}
+
+// childCPU is a process's user and system CPU time so far, in ms.
+func childCPU(b *testing.B, pid int) int64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which is in parentheses): utime and
+	// stime are the 12th and 13th, in clock ticks (100 a second on Linux).
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return (ut + st) * 10
+}
+
+// startChild runs `pipec lsp` as a child process and connects to its stdio.
+func startChild(b *testing.B, bin string) (*client, int) {
+	cmd := exec.Command(bin, "lsp")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	c := connect(b, pipeRW{stdout, stdin}, done)
+	go func() { done <- cmd.Wait() }()
+	return c, cmd.Process.Pid
+}
+
+func buildPipec(b *testing.B) string {
+	bin := filepath.Join(b.TempDir(), "pipec")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pipec/pipec/cmd/pipec").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// gendag writes the shared benchmark DAG of n tasks, if the generator is there.
+func gendag(b *testing.B, n int) (string, bool) {
+	gen := filepath.Join("..", "..", "shared", "bench", "gendag.go")
+	if _, err := os.Stat(gen); err != nil {
+		return "", false
+	}
+	dir := b.TempDir()
+	if out, err := exec.Command("go", "run", gen, "-n", strconv.Itoa(n), "-out", dir).CombinedOutput(); err != nil {
+		b.Fatalf("gendag: %v\n%s", err, out)
+	}
+	return dir, true
+}

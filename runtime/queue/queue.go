@@ -1,0 +1,163 @@
+// Package queue is what pipec worker and pipec submit need of a shared
+// store beyond store.Store: workers that register and heartbeat, runs handed
+// to them with their DAG, tasks claimed under a lease, and the decisions of
+// the failover model (internal/failover) taken in the same transactions
+// that claim and finish a task, so no coordinator process exists to lose.
+//
+// The store keeps tokens, fencing and failover counts; the dispatch (who
+// claims what) is a pull loop of pipec worker today. Another dispatch
+// engine (Temporal workers running pipec tasks as activities) would call the
+// same Claim and Finish.
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/pipec/pipec/internal/failover"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// WorkerInfo is what a worker says of itself when it registers.
+type WorkerInfo struct {
+	Name   string
+	Host   string
+	PID    int
+	Slots  int
+	Labels []string
+}
+
+// Worker states.
+const (
+	WorkerLive     = "live"
+	WorkerStopping = "stopping" // SIGTERM: no new claims, handing work back
+	WorkerStopped  = "stopped"
+)
+
+// WorkerRow is one worker as pipec workers lists it.
+type WorkerRow struct {
+	WorkerInfo
+	State    string
+	Started  time.Time
+	LastSeen time.Time
+	// Live: the worker's heartbeat is current on the store's clock.
+	Live bool
+	// Running lists the tasks it holds ("run task").
+	Running []string
+	// Failover lists, per task of an unfinished run, this worker's visits:
+	// "orders/2024-01-01/r1 extract: 2 of 2".
+	Failover []string
+}
+
+// Task is one task of a submitted run.
+type Task struct {
+	Name   string
+	Needs  []string
+	Limits failover.Limits
+}
+
+// Submission hands a run to the workers.
+type Submission struct {
+	Run store.NewRun
+	// Plan is the compiled plan (its JSON); BaseDir the spec's folder,
+	// where tasks run and relative sink paths resolve; Interval the value
+	// the run's interval was given as.
+	Plan     []byte
+	BaseDir  string
+	Interval string
+	Tasks    []Task
+}
+
+// Ref names a task of a run.
+type Ref struct{ Run, Task string }
+
+// Claim is a task a worker took.
+type Claim struct {
+	Ref
+	Plan     []byte
+	BaseDir  string
+	Interval string
+	// AttemptBase is how many attempts the task made in the run before.
+	AttemptBase int
+	Limits      failover.Limits
+	Failover    failover.State
+}
+
+// Ending is how a visit ended.
+type Ending int
+
+const (
+	Succeeded  Ending = iota
+	Failed            // the visit's attempts failed (the failover model decides what follows)
+	HandedBack        // the worker is shutting down gracefully; counts nowhere
+	NotRun            // an input has no accepted version: the task cannot run anywhere
+)
+
+// Result is a visit's outcome for Finish.
+type Result struct {
+	Ending        Ending
+	Deterministic bool
+	Reason        string
+}
+
+// Work states.
+const (
+	WorkBlocked   = "blocked"
+	WorkReady     = "ready"
+	WorkClaimed   = "claimed"
+	WorkSucceeded = "succeeded"
+	WorkFailed    = "failed"
+	WorkNotRun    = "not_run"
+)
+
+// TaskStatus is one task of a submitted run.
+type TaskStatus struct {
+	Task     string
+	State    string
+	Worker   string
+	Reason   string
+	Limits   failover.Limits
+	Failover failover.State
+}
+
+// RunStatus is a submitted run as pipec submit --wait follows it.
+type RunStatus struct {
+	Run store.Run
+	// Waiting says what the run waits for when no live worker may take one
+	// of its tasks ("task extract: waiting for a worker: global count 3 of
+	// 4"); empty otherwise.
+	Waiting string
+	Tasks   []TaskStatus
+}
+
+// Queue is the workers' side of a shared store.
+type Queue interface {
+	// Submit records the run (as store.CreateRun) and its tasks in one
+	// transaction; tasks that need nothing are ready.
+	Submit(ctx context.Context, s Submission) (store.Run, error)
+	// Register makes the worker live for lease; a live worker of the same
+	// name (another process) is refused.
+	Register(ctx context.Context, w WorkerInfo, lease time.Duration) error
+	// Heartbeat keeps the worker and its claims live for lease and returns
+	// the claims it still holds: one missing was taken over (its lease
+	// expired) and its task must stop here.
+	Heartbeat(ctx context.Context, name string, lease time.Duration) ([]Ref, error)
+	// Stopping marks the worker as shutting down (no more claims).
+	Stopping(ctx context.Context, name string) error
+	// Deregister marks the worker stopped.
+	Deregister(ctx context.Context, name string) error
+	// Sweep hands the claims whose lease expired to the failover model (a
+	// lost worker) and returns how many.
+	Sweep(ctx context.Context) (int, error)
+	// Claim takes one ready task the model lets this worker start, or
+	// returns nil.
+	Claim(ctx context.Context, worker string, lease time.Duration) (*Claim, error)
+	// Finish records how the worker's visit ended and advances the DAG (and
+	// finishes the run when nothing is left) in one transaction.
+	// store.ErrLeaseLost when the worker no longer holds the claim.
+	Finish(ctx context.Context, worker string, ref Ref, r Result) error
+	// Workers lists the workers, by name.
+	Workers(ctx context.Context) ([]WorkerRow, error)
+	// Status returns a submitted run's state.
+	Status(ctx context.Context, run string) (RunStatus, error)
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// Location is where a state lives, parsed from a --state value (or
+// PIPEC_STATE): today a path to an SQLite file. A server URL is one more
+// case here, and nothing else in pipec changes.
+type Location struct {
+	// Value is what was given.
+	Value string
+	// Path is the SQLite database file; empty for a server.
+	Path string
+	// Server is true for a database server's URL (postgres://…), which
+	// Value holds and runtime/store/postgres opens (that package imports
+	// this one, so the opening itself is the caller's: cli.openState).
+	Server bool
+}
+
+// serverSchemes are the URL schemes of database servers pipec has a store
+// for.
+var serverSchemes = []string{"postgres", "postgresql"}
+
+// ParseLocation reads a --state value. A URL with a scheme this build has
+// no store for is refused with a message, never read as a file name.
+func ParseLocation(value string) (Location, error) {
+	if value == "" {
+		return Location{}, errors.New("no state given")
+	}
+	if scheme, _, ok := strings.Cut(value, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
+		for _, s := range serverSchemes {
+			if strings.EqualFold(scheme, s) {
+				return Location{Value: value, Server: true}, nil
+			}
+		}
+		return Location{}, fmt.Errorf("state %q: this pipec has no store for %s:// URLs (give the path of an SQLite file or a postgres:// URL)",
+			redactURL(value), scheme)
+	}
+	return Location{Value: value, Path: value}, nil
+}
+
+// Exists reports whether the state was ever created (status and events
+// never create one).
+func (l Location) Exists() (bool, error) {
+	if l.Server {
+		return true, nil // a server's schema is made on first open; reading an empty one shows nothing
+	}
+	_, err := os.Stat(l.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// String is the location as a person typed it, a URL's password masked:
+// it is printed in messages and recorded in sinks.
+func (l Location) String() string {
+	if l.Server {
+		return redactURL(l.Value)
+	}
+	return l.Value
+}
+
+// Open opens (creating if needed) the SQLite store at the location. A
+// server location is opened by its driver (see Server).
+func (l Location) Open(ctx context.Context, opt Options) (Store, error) {
+	if l.Server {
+		return nil, fmt.Errorf("state %s is a database server: open it with its driver", l)
+	}
+	return Open(ctx, l.Path, opt)
+}
+
+// redactURL masks the password of a URL ("postgres://u:xxxxx@host/db"); a
+// value that does not parse is shown as its scheme alone.
+func redactURL(v string) string {
+	u, err := url.Parse(v)
+	if err != nil {
+		scheme, _, _ := strings.Cut(v, "://")
+		return scheme + "://(unparsable URL)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,285 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
+)
+
+// These tests run real `pipec worker` processes (built once in TestMain)
+// against a real PostgreSQL server (internal/pgtest), and stop them with
+// real signals.
+
+var (
+	pipecBin string
+	pg       pgtest.Shared
+)
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "pipec-workertest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	pipecBin = filepath.Join(tmp, "pipec")
+	build := exec.Command("go", "build", "-o", pipecBin, "./cmd/pipec")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building pipec: %v\n%s", err, out)
+		return 1
+	}
+	return pg.Main(m)
+}
+
+// env is one test's world: a schema on the server, a folder with the spec.
+type env struct {
+	t   *testing.T
+	url string
+	dir string
+	st  *postgres.Store
+}
+
+func newEnv(t *testing.T, spec string, files map[string]string) *env {
+	t.Helper()
+	srv := pg.Server(t)
+	e := &env{t: t, url: srv.NewSchema(t), dir: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(e.dir, "pipeline.hcl"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(e.dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := postgres.Open(context.Background(), e.url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e.st = st
+	return e
+}
+
+// proc is a running pipec process.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// worker starts `pipec worker --name name` with a short lease.
+func (e *env) worker(name string, extra ...string) *proc {
+	e.t.Helper()
+	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
+		"--lease", "1s"}, extra...)
+	p := &proc{name: name, cmd: exec.Command(pipecBin, args...), done: make(chan struct{})}
+	p.cmd.Dir = e.dir
+	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Signal(syscall.SIGCONT)
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if e.t.Failed() {
+			e.t.Logf("worker %s output:\n%s", name, p.output())
+		}
+	})
+	return p
+}
+
+// stop sends sig and, unless it is SIGSTOP or SIGCONT, waits for the exit.
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+		return
+	}
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("worker %s did not exit after %v", p.name, sig)
+	}
+}
+
+// pipec runs a pipec command to its end and returns exit code and output.
+func (e *env) pipec(args ...string) (int, string) {
+	e.t.Helper()
+	cmd := exec.Command(pipecBin, args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return code, string(out)
+}
+
+// submit hands the interval to the workers and returns the run id.
+func (e *env) submit(interval string) string {
+	e.t.Helper()
+	code, out := e.pipec("submit", "pipeline.hcl", "--interval", interval, "--state", e.url)
+	if code != 0 {
+		e.t.Fatalf("submit: exit %d\n%s", code, out)
+	}
+	var run string
+	if _, err := fmt.Sscanf(out, "submitted %s", &run); err != nil {
+		e.t.Fatalf("submit output %q: %v", out, err)
+	}
+	return run
+}
+
+// until polls the run's status until cond holds (the deadline only bounds
+// a broken test).
+func (e *env) until(run, what string, cond func(queue.RunStatus) bool) queue.RunStatus {
+	e.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		rs, err := e.st.Status(context.Background(), run)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if cond(rs) {
+			return rs
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("gave up waiting for %s: %+v", what, rs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func finished(rs queue.RunStatus) bool { return rs.Run.State != store.RunRunning }
+
+// starts lists the workers of the task's starts in order, from the run's
+// work.claimed events.
+func (e *env) starts(run, task string) []string {
+	e.t.Helper()
+	evs, err := e.st.Events(context.Background(), run)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range evs {
+		if ev.Kind != postgres.EventWorkClaimed || ev.Task != task {
+			continue
+		}
+		var p struct{ Worker string }
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, p.Worker)
+	}
+	return out
+}
+
+const dagSpec = `
+pipeline "dag" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "extract" {
+    command = ["./extract.sh"]
+    outputs = ["raw"]
+  }
+  task "clean" {
+    command = ["./clean.sh"]
+    inputs  = ["raw"]
+    outputs = ["clean"]
+  }
+  check "clean_ok" {
+    input         = "clean"
+    row_count_min = 1
+  }
+  sink "out" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "mart" {
+    artifact = "clean"
+    sink     = "out"
+  }
+}
+`
+
+var dagFiles = map[string]string{
+	"extract.sh": "#!/bin/sh\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_raw/data.csv\"\n",
+	"clean.sh":   "#!/bin/sh\ncp \"$PIPEC_INPUT_raw/data.csv\" \"$PIPEC_OUTPUT_clean/data.csv\"\necho \"clean on $PIPEC_WORKER\" >&2\n",
+}
+
+// TestSubmitAndWorkers: a run handed to two workers completes; submit
+// --wait follows it and exits 0; the published file is the producer's
+// data, written with PIPEC_WORKER set; pipec workers lists both.
+func TestSubmitAndWorkers(t *testing.T) {
+	e := newEnv(t, dagSpec, dagFiles)
+	e.worker("w1")
+	e.worker("w2")
+	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
+	if code != 0 {
+		t.Fatalf("submit --wait: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"submitted dag/2024-01-01/r1 (2 tasks)", "extract: succeeded", "clean: succeeded", "run dag/2024-01-01/r1 succeeded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("submit --wait output lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil {
+		entries, _ := filepath.Glob(filepath.Join(e.dir, "warehouse", "*", "*"))
+		t.Fatalf("published file: %v (sink has %v)", err, entries)
+	}
+	if !strings.HasPrefix(string(b), "id,worker\n1,w") {
+		t.Fatalf("published data %q", b)
+	}
+	code, out = e.pipec("workers", "--state", e.url)
+	if code != 0 || !strings.Contains(out, "w1  host") || !strings.Contains(out, "w2  host") || !strings.Contains(out, "live") {
+		t.Fatalf("pipec workers: exit %d\n%s", code, out)
+	}
+}
