@@ -140,4 +140,3 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		}
 	}
 }
-
