@@ -67,7 +67,7 @@ func newLintCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.format, "format", opts.format, "text, json, sarif or github")
 	f.BoolVar(&opts.strict, "strict", false, "fail on warnings too")
 	f.StringSliceVar(&opts.disable, "disable", nil, "turn a rule off (repeatable, or comma-separated)")
-	f.IntVar(&opts.workers, "workers", 0, "size of the worker pool the pipelines run on, for failover-limits (default: the configuration's, else unknown)")
+	f.IntVar(&opts.workers, "workers", 0, "size of the worker pool the pipelines run on, for failover-limits (default: .pipec.yaml's workers, else the rule's default)")
 	f.StringVar(&opts.now, "now", "", "reference time for catchup-stampede, RFC 3339 (default: the current time)")
 	f.StringVar(&opts.stdinFilename, "stdin-filename", "", "with `-`: the file name findings carry, and whose extension picks the syntax")
 	f.BoolVar(&opts.skipNonSpecs, "skip-non-specs", false, "skip named files that hold no pipeline (Terraform, Packer); the pre-commit hook sets it")
