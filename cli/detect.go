@@ -42,28 +42,69 @@ func isBinary(src []byte) bool {
 	return bytes.IndexByte(head, 0) >= 0 || !utf8.Valid(src)
 }
 
+// candidateLine finds lines that start with a word, the only places a
+// top-level block can start.
+var candidateLine = regexp.MustCompile(`(?m)^[ \t]*([A-Za-z_][A-Za-z0-9_-]*)[ \t"{]`)
+
+// hclHasPipelineBlock looks only at lines that start with "pipeline" (or a
+// typo of it), and lexes the file up to such a line to learn whether it is at
+// the top level: most specs say so on their first line, and a Terraform file
+// is never lexed at all, so detection costs little beside loading.
 func hclHasPipelineBlock(src []byte) bool {
-	toks, _ := hclsyntax.LexConfig(src, "", hcl.InitialPos)
+	for _, m := range candidateLine.FindAllSubmatchIndex(src, -1) {
+		if !isPipelineWord(string(src[m[2]:m[3]])) {
+			continue
+		}
+		end := len(src)
+		if i := bytes.IndexByte(src[m[2]:], '\n'); i >= 0 {
+			end = m[2] + i + 1
+		}
+		found, sure := topLevelBlockAt(src[:end], m[2])
+		if !sure {
+			// The prefix cut a comment or heredoc open: lex the whole file.
+			found, _ = topLevelBlockAt(src, m[2])
+		}
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// topLevelBlockAt lexes prefix and reports whether the identifier at byte
+// offset at starts a line at depth 0 and is followed by labels and a brace.
+// sure is false when the prefix may have cut a construct open (a block
+// comment the lexer then reads as '/' '*', an invalid token), so that only
+// the whole file can tell.
+func topLevelBlockAt(prefix []byte, at int) (found, sure bool) {
+	toks, _ := hclsyntax.LexConfig(prefix, "", hcl.InitialPos)
 	depth := 0
 	lineStart := true
-	for i := 0; i < len(toks); i++ {
-		t := toks[i]
+	sure = true
+	for i, t := range toks {
+		if t.Range.Start.Byte == at {
+			return t.Type == hclsyntax.TokenIdent && depth == 0 && lineStart && blockFollows(toks[i+1:]), sure
+		}
+		switch t.Type {
+		case hclsyntax.TokenInvalid, hclsyntax.TokenBadUTF8:
+			sure = false
+		case hclsyntax.TokenStar:
+			if i > 0 && toks[i-1].Type == hclsyntax.TokenSlash && toks[i-1].Range.End.Byte == t.Range.Start.Byte {
+				sure = false
+			}
+		}
 		switch t.Type {
 		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen,
 			hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
 			depth++
 		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd:
 			depth = max(0, depth-1)
-		case hclsyntax.TokenIdent:
-			if depth == 0 && lineStart && isPipelineWord(string(t.Bytes)) && blockFollows(toks[i+1:]) {
-				return true
-			}
 		}
 		// A line comment's token holds its newline; no TokenNewline follows.
 		lineStart = t.Type == hclsyntax.TokenNewline ||
 			(t.Type == hclsyntax.TokenComment && bytes.HasSuffix(t.Bytes, []byte("\n")))
 	}
-	return false
+	return false, sure
 }
 
 // isPipelineWord accepts "pipeline" and its one-edit typos.

@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/pipec/pipec/spec"
 )
@@ -26,6 +30,9 @@ func TestIsPipelineSpec(t *testing.T) {
 		{"bom", spec.SyntaxHCL, "\xef\xbb\xbfpipeline \"o\" {}", true},
 		{"terraform", spec.SyntaxHCL, "resource \"aws_s3_bucket\" \"b\" {\n  bucket = \"pipeline\"\n}\n", false},
 		{"nested pipeline", spec.SyntaxHCL, "resource \"x\" \"y\" {\n  pipeline \"p\" {}\n}\n", false},
+		{"in a heredoc", spec.SyntaxHCL, "locals {\n  doc = <<EOT\npipeline \"x\" {\nEOT\n}\n", false},
+		{"in a block comment", spec.SyntaxHCL, "/*\npipeline \"x\" {\n*/\nresource \"a\" \"b\" {}\n", false},
+		{"after a heredoc", spec.SyntaxHCL, "locals {\n  doc = <<EOT\n}\nEOT\n}\npipeline \"x\" {\n}\n", true},
 		{"attribute", spec.SyntaxHCL, "pipeline = \"orders\"\n", false},
 		{"terragrunt", spec.SyntaxHCL, "include \"root\" {\n  path = find_in_parent_folders()\n}\ninputs = {\n  pipeline = 1\n}\n", false},
 		{"packer", spec.SyntaxHCL, "source \"amazon-ebs\" \"pipeline\" {\n}\nbuild {\n  sources = [\"source.amazon-ebs.pipeline\"]\n}\n", false},
@@ -57,4 +64,45 @@ func TestShippedExamplesAreSpecs(t *testing.T) {
 			t.Errorf("%s is not recognised as a spec", f)
 		}
 	}
+}
+
+// slowHasPipelineBlock is the reference: lex the whole file and look at every
+// top-level line start. The fast path must agree with it.
+func slowHasPipelineBlock(src []byte) bool {
+	toks, _ := hclsyntax.LexConfig(src, "", hcl.InitialPos)
+	depth := 0
+	lineStart := true
+	for i, t := range toks {
+		switch t.Type {
+		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen,
+			hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
+			depth++
+		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd:
+			depth = max(0, depth-1)
+		case hclsyntax.TokenIdent:
+			if depth == 0 && lineStart && isPipelineWord(string(t.Bytes)) && blockFollows(toks[i+1:]) {
+				return true
+			}
+		}
+		lineStart = t.Type == hclsyntax.TokenNewline ||
+			(t.Type == hclsyntax.TokenComment && bytes.HasSuffix(t.Bytes, []byte("\n")))
+	}
+	return false
+}
+
+// FuzzPipelineDetection compares the fast detection with the reference on
+// arbitrary text (go test runs the seeds; -fuzz explores).
+func FuzzPipelineDetection(f *testing.F) {
+	for _, s := range []string{
+		`pipeline "x" {}`, "/*\npipeline \"x\" {\n*/\n", "a = <<EOT\npipeline x {\nEOT\n",
+		"x = \"${\npipeline \"a\" {\n}\"\n", "  pipeline a b {\n", "pipeline = 1\n", "# c\npipelin \"o\" {",
+		"a {\n}\n}\npipeline \"p\" {\n", "a = [\npipeline \"p\" {\n]\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if got, want := hclHasPipelineBlock(src), slowHasPipelineBlock(src); got != want {
+			t.Errorf("fast %v, reference %v for %q", got, want, src)
+		}
+	})
 }
