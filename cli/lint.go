@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,7 +182,9 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	case "sarif":
 		err = report.SARIF(io.Stdout, all, sarifOptions(cfg, src))
 	case "github":
-		err = report.GitHub(io.Stdout, all)
+		// Annotations attach to files by their path from the repository
+		// root, wherever pipec ran.
+		err = report.GitHub(io.Stdout, fromRoot(all, sarifOptions(cfg, src)))
 	default:
 		err = report.Text(io.Stdout, all, src, report.TextOptions{Color: io.colorOn(io.StdoutTTY)})
 	}
@@ -225,6 +228,28 @@ func sarifOptions(cfg *config.Config, src report.Sources) report.SARIFOptions {
 		WorkDir: wd,
 		Sources: src,
 	}
+}
+
+// fromRoot rewrites file names relative to the root of opt (when they lie
+// under it), for consumers that resolve paths from the repository root.
+func fromRoot(ds diag.Diagnostics, opt report.SARIFOptions) diag.Diagnostics {
+	if opt.Root == "" || opt.WorkDir == "" || opt.Root == opt.WorkDir {
+		return ds
+	}
+	out := make(diag.Diagnostics, len(ds))
+	for i, d := range ds {
+		if f := d.Range.Filename; f != "" && f != "<stdin>" {
+			abs := f
+			if !filepath.IsAbs(abs) {
+				abs = filepath.Join(opt.WorkDir, f)
+			}
+			if rel, err := filepath.Rel(opt.Root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				d.Range.Filename = filepath.ToSlash(rel)
+			}
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // gitRoot is the nearest folder at or above dir holding .git (a folder, or a
