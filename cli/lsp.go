@@ -12,39 +12,41 @@ import (
 
 type lspOptions struct {
 	disable []string
-	enable  []string
 	workers int
+	config  string
 }
 
 func newLSPCmd(io IO) *cobra.Command {
-	opts := lspOptions{workers: lint.DefaultWorkers}
+	var opts lspOptions
 	cmd := &cobra.Command{
 		Use:   "lsp",
 		Short: "Run the language server (LSP over standard input and output) for editors",
 		Long: "lsp speaks the Language Server Protocol on standard input and output: an editor\n" +
 			"started with `pipec lsp` shows every `pipec lint` finding as the author types, and\n" +
 			"offers go to definition, references, rename, outline, hover, completion, quick\n" +
-			"fixes and formatting for .hcl and .cue specs. docs/editors.md shows the set-up for\n" +
-			"Neovim, VS Code, Helix and Zed. The rule flags are those of `pipec lint`.",
+			"fixes and formatting for .hcl and .cue specs. Each spec is linted with the\n" +
+			".pipec.yaml found from its folder upwards, the flags below on top, as `pipec lint`.\n" +
+			"docs/editors.md shows the set-up for Neovim, VS Code, Helix and Zed.",
 		Args: exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			lopts := lint.Options{Disable: opts.disable, Enable: opts.enable, Workers: opts.workers}
-			if opts.workers < 1 {
+		RunE: func(*cobra.Command, []string) error {
+			if opts.workers < 0 {
 				return usageErr("lsp: --workers must be at least 1")
 			}
-			if err := lint.CheckOptions(lopts); err != nil {
+			if err := lint.CheckOptions(lint.Options{Disable: opts.disable}); err != nil {
 				return usageErr("lsp: %v", err)
 			}
 			return lsp.Serve(context.Background(), stdStream{io.Stdin, io.Stdout}, lsp.Options{
-				LintOptions: func(string) lint.Options { return lopts },
-				Version:     version(),
+				Disable: opts.disable,
+				Workers: opts.workers,
+				Config:  opts.config,
+				Version: version(),
 			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&opts.disable, "disable", nil, "turn a rule off (repeatable, or comma-separated)")
-	f.StringSliceVar(&opts.enable, "enable", nil, "turn on a rule that is off by default (repeatable, or comma-separated)")
-	f.IntVar(&opts.workers, "workers", opts.workers, "number of workers failover-limits assumes")
+	f.IntVar(&opts.workers, "workers", 0, "size of the worker pool the pipelines run on, for failover-limits (default: the configuration's, else unknown)")
+	f.StringVar(&opts.config, "config", "", "configuration file for every spec (default: .pipec.yaml in the spec's folder or a folder above it)")
 	return cmd
 }
 

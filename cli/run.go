@@ -421,6 +421,14 @@ func describeEvent(ev runtime.Event) string {
 		return fmt.Sprintf("publish %s -> %s: %s (%s, token %s)", str("publish"), str("sink"), strings.TrimPrefix(ev.Kind, "publish."),
 			str("version"), str("token"))
 	case store.EventPublishFenced:
+		switch str("fenced_by") {
+		case "grant":
+			return fmt.Sprintf("publish %s -> %s: FENCED, %s token %s: a newer attempt of %s was granted token %s", str("publish"),
+				str("sink"), who, str("token"), ev.Task, str("held_token"))
+		case "sink":
+			return fmt.Sprintf("publish %s -> %s: FENCED, %s token %s is not above the sink's own record, token %s", str("publish"),
+				str("sink"), who, str("token"), str("held_token"))
+		}
 		return fmt.Sprintf("publish %s -> %s: FENCED, %s token %s is older than the pointer's %s", str("publish"), str("sink"),
 			who, str("token"), str("pointer_token"))
 	case runtime.EventPublishFailed:

@@ -10,8 +10,10 @@ type Plan struct {
 	APIVersion string `json:"apiVersion"`
 	Pipeline   string `json:"pipeline"`
 	// Digest is "sha256:<hex>" over the canonical JSON of the plan with Digest empty.
-	Digest      string         `json:"digest"`
-	CodeVersion string         `json:"code_version,omitempty"`
+	Digest      string `json:"digest"`
+	CodeVersion string `json:"code_version,omitempty"`
+	// Workers is the worker pool size the spec states (0: not stated).
+	Workers     int            `json:"workers,omitempty"`
 	Schedule    *PlanSchedule  `json:"schedule,omitempty"`
 	RetryBudget *PlanBudget    `json:"retry_budget,omitempty"`
 	Pools       []PlanPool     `json:"pools"`

@@ -247,6 +247,11 @@ func (v *planValidator) pipeline(p *Plan) *spec.Pipeline {
 	if p.CodeVersion != "" {
 		sp.Set("code_version", r)
 	}
+	if p.Workers != 0 {
+		v.count("workers", p.Workers, 1)
+		sp.Workers = p.Workers
+		sp.Set("workers", r)
+	}
 	if s := p.Schedule; s != nil {
 		sch := &spec.Schedule{Range: v.rng(), Catchup: s.Catchup, MaxActiveRuns: s.MaxActiveRuns}
 		if s.Every != "" {

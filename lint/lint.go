@@ -33,10 +33,12 @@ type Rule struct {
 	ID string
 	// Severity is the default severity of the rule's findings.
 	Severity diag.Severity
-	// Summary is one line: what the rule catches.
+	// Summary is one line: what the rule catches. It is the first line of
+	// Doc: All and Lookup fill it in, so a rule states it once.
 	Summary string
-	// Doc explains what the rule catches and why it matters, with a bad and a
-	// fixed example in HCL. `pipec explain RULE` prints it.
+	// Doc starts with the summary line, then explains what the rule catches
+	// and why it matters, with a bad and a fixed example in HCL. `pipec
+	// explain RULE` prints it.
 	Doc string
 	// Run checks one pipeline. It is nil for rules whose findings come from the
 	// loaders or the compiler.
@@ -59,7 +61,9 @@ type Pass struct {
 	Index *Index
 	// Now is the reference time for rules that count intervals.
 	Now time.Time
-	// Workers is how many workers failover rules assume.
+	// Workers is the size of the worker pool the pipeline runs on (from
+	// Options.Workers, else the spec's workers), or 0 when nobody said:
+	// failover rules then report only what is wrong for every pool size.
 	Workers int
 
 	report func(diag.Diagnostic)
@@ -87,11 +91,17 @@ type Options struct {
 	Enable []string
 	// Now is the reference time of catchup-stampede; zero means time.Now().
 	Now time.Time
-	// Workers is how many workers failover-limits assumes; 0 means DefaultWorkers.
+	// Workers is the size of the worker pool the pipelines run on (pipec
+	// lint --workers, or the configuration file's workers). It overrides a
+	// spec's own workers field; 0 means unknown, and then the spec's field
+	// applies, and without one failover-limits reports only limits that are
+	// wrong whatever the pool size.
 	Workers int
 }
 
-// DefaultWorkers is the worker count of the worked cases in DESIGN.md section 6.
+// DefaultWorkers is the worker count of the worked cases in DESIGN.md
+// section 6. Lint does not assume it: callers that want the worked cases'
+// pool pass it in Options.Workers.
 const DefaultWorkers = 2
 
 // offByDefault lists rules that run only when enabled. None is today (the map
@@ -148,7 +158,7 @@ func run(rules []*Rule, off map[string]bool, res *compiler.Result, src []byte, o
 	}
 	workers := opts.Workers
 	if workers <= 0 {
-		workers = DefaultWorkers
+		workers = res.Spec.Workers
 	}
 	enabled := map[string]bool{}
 	for _, r := range rules {
@@ -194,8 +204,7 @@ func runRule(r *Rule, pass *Pass) (err error) {
 func All() []*Rule {
 	rules := make([]*Rule, 0, len(catalogue))
 	for _, r := range catalogue {
-		c := *r
-		rules = append(rules, &c)
+		rules = append(rules, withSummary(r))
 	}
 	slices.SortFunc(rules, func(a, b *Rule) int { return cmp.Compare(a.ID, b.ID) })
 	return rules
@@ -215,11 +224,19 @@ func IDs() []string {
 func Lookup(id string) *Rule {
 	for _, r := range catalogue {
 		if r.ID == id {
-			c := *r
-			return &c
+			return withSummary(r)
 		}
 	}
 	return nil
+}
+
+// withSummary copies a rule of the catalogue, its summary taken from its doc.
+func withSummary(r *Rule) *Rule {
+	c := *r
+	if c.Summary == "" {
+		c.Summary = Title(c.Doc)
+	}
+	return &c
 }
 
 // Title is the first line of a doc string.

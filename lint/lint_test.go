@@ -45,16 +45,17 @@ func TestCatalogueIsValid(t *testing.T) {
 }
 
 func TestValidateRefuses(t *testing.T) {
-	good := Rule{ID: "ok-rule", Summary: "s", Doc: "Title.\n\nBad:\n\n    x\n\nFixed:\n\n    y\n"}
+	good := Rule{ID: "ok-rule", Doc: "Title.\n\nBad:\n\n    x\n\nFixed:\n\n    y\n"}
 	tests := map[string]func(*Rule){
-		"empty doc":      func(r *Rule) { r.Doc = "" },
-		"upper-case id":  func(r *Rule) { r.ID = "Bad-Rule" },
-		"underscore id":  func(r *Rule) { r.ID = "bad_rule" },
-		"trailing dash":  func(r *Rule) { r.ID = "bad-" },
-		"empty id":       func(r *Rule) { r.ID = "" },
-		"no summary":     func(r *Rule) { r.Summary = "" },
-		"no bad example": func(r *Rule) { r.Doc = "Title.\n\nFixed:\n\n    y\n" },
-		"fixed first":    func(r *Rule) { r.Doc = "Title.\n\nFixed:\n\n    y\n\nBad:\n\n    x\n" },
+		"empty doc":       func(r *Rule) { r.Doc = "" },
+		"upper-case id":   func(r *Rule) { r.ID = "Bad-Rule" },
+		"underscore id":   func(r *Rule) { r.ID = "bad_rule" },
+		"trailing dash":   func(r *Rule) { r.ID = "bad-" },
+		"empty id":        func(r *Rule) { r.ID = "" },
+		"no summary line": func(r *Rule) { r.Doc = "Title\nrunning on.\n\nBad:\n\n    x\n\nFixed:\n\n    y\n" },
+		"other summary":   func(r *Rule) { r.Summary = "something else" },
+		"no bad example":  func(r *Rule) { r.Doc = "Title.\n\nFixed:\n\n    y\n" },
+		"fixed first":     func(r *Rule) { r.Doc = "Title.\n\nFixed:\n\n    y\n\nBad:\n\n    x\n" },
 	}
 	if err := Validate([]*Rule{&good}); err != nil {
 		t.Fatalf("good rule refused: %v", err)

@@ -12,8 +12,9 @@ import (
 var ruleBypassedValidation = Rule{
 	ID:       "bypassed-validation",
 	Severity: diag.Error,
-	Summary:  "a publish of artifact A can happen without a check on A having accepted it",
-	Doc: `A publish of artifact A can happen without a check on A having accepted it.
+	Doc: `a publish of artifact A can happen without a check on A having accepted it
+
+A publish of artifact A can happen without a check on A having accepted it.
 
 For each publish, every path in the DAG from A's producer to the publish must
 pass through a check whose input is A, and at least one of those checks must

@@ -13,8 +13,9 @@ import (
 var ruleCatchupStampede = Rule{
 	ID:       "catchup-stampede",
 	Severity: diag.Warning,
-	Summary:  "catchup = true with no bound on concurrent runs; says how many runs and how long",
-	Doc: `A schedule with catchup = true and no max_active_runs.
+	Doc: `catchup = true with no bound on concurrent runs; says how many runs and how long
+
+A schedule with catchup = true and no max_active_runs.
 
 Catch-up launches every interval missed since the schedule's start, and with
 no bound on concurrent runs it launches them all at once: two years of daily

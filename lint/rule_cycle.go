@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleCycle = Rule{
 	ID:       "cycle",
 	Severity: diag.Error,
-	Summary:  "a dependency cycle; the message lists the whole cycle a -> b -> c -> a",
-	Doc: `A dependency cycle between tasks, through depends_on or through artifacts.
+	Doc: `a dependency cycle; the message lists the whole cycle a -> b -> c -> a
+
+A dependency cycle between tasks, through depends_on or through artifacts.
 
 A cycle can never start: every task in it waits for another. The message lists
 the whole cycle, starting at its smallest task, and points at the edge that

@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleDuplicateProducer = Rule{
 	ID:       "duplicate-producer",
 	Severity: diag.Error,
-	Summary:  "two tasks output the same artifact (concurrent writers)",
-	Doc: `Two tasks declare the same output artifact.
+	Doc: `two tasks output the same artifact (concurrent writers)
+
+Two tasks declare the same output artifact.
 
 Two writers of one artifact race each other: which version a reader gets depends
 on timing, and neither can be fenced against the other. Give each task its own

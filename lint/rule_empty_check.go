@@ -17,8 +17,9 @@ func holds(n int) string {
 var ruleEmptyCheck = Rule{
 	ID:       "empty-check",
 	Severity: diag.Error,
-	Summary:  "a check asserts nothing (flipping a status is not validation)",
-	Doc: `A check that asserts nothing: no row count bound, no unique, not_null or
+	Doc: `a check asserts nothing (flipping a status is not validation)
+
+A check that asserts nothing: no row count bound, no unique, not_null or
 columns list, and no command; or only assertions that hold for any data:
 row_count_min = 0, a row_count_max no artifact can reach (2^50 rows or more),
 empty unique, not_null or columns lists.

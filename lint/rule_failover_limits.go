@@ -6,13 +6,15 @@ import (
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/failover"
+	"github.com/pipec/pipec/spec"
 )
 
 var ruleFailoverLimits = Rule{
 	ID:       "failover-limits",
 	Severity: diag.Warning,
-	Summary:  "failover limits that can never be reached or that stop a job before every worker was tried",
-	Doc: `Failover limits that can never be reached, or that stop a job before every
+	Doc: `failover limits that can never be reached or that stop a job before every worker was tried
+
+Failover limits that can never be reached, or that stop a job before every
 worker was tried.
 
 A task retries on its worker (its retry policy), then fails over to the next
@@ -29,13 +31,16 @@ failovers:
     (global = 2 gives w1, w2, w1, then stopped: w2 got one start, not two), or
     before some worker was tried at all.
 
-pipec cannot know how many workers will run the pipeline; the rule assumes 2,
-as DESIGN.md section 6 does, and pipec lint --workers N changes it. Unlimited
-retries with failover are reported by unbounded-retry instead.
+The worker count comes from pipec lint --workers N (or the configuration
+file's workers), else from the pipeline's own workers = N. Without either the
+rule does not guess: it reports only limits wrong for every pool size, a
+global so small that not even one worker gets its per_worker starts.
+Unlimited retries with failover are reported by unbounded-retry instead.
 
 Bad:
 
     pipeline "orders" {
+      workers = 2
       task "extract" {
         command = ["./extract.sh"]
         timeout = "20m"
@@ -49,6 +54,7 @@ Bad:
 Fixed:
 
     pipeline "orders" {
+      workers = 2
       task "extract" {
         command = ["./extract.sh"]
         timeout = "20m"
@@ -71,6 +77,10 @@ func runFailoverLimits(pass *Pass) error {
 		}
 		l, ok := failoverLimits(ix, t, pass.Workers)
 		if !ok {
+			continue
+		}
+		if pass.Workers == 0 {
+			reportAnyPoolSize(pass, t.Name, f, l)
 			continue
 		}
 		o := failover.Outcome(l)
@@ -101,4 +111,16 @@ func runFailoverLimits(pass *Pass) error {
 		}
 	}
 	return nil
+}
+
+// reportAnyPoolSize judges limits when the pool size is unknown: a global
+// that stops the job before one worker had its per_worker starts is wrong on
+// one worker, so on any number (with more workers the job stops with more of
+// them short). Every other finding depends on the pool size.
+func reportAnyPoolSize(pass *Pass, task string, f *spec.Failover, l failover.Limits) {
+	if !f.Has("global") || l.PerWorker == 0 || l.Global+1 >= l.PerWorker {
+		return
+	}
+	pass.Reportf(f.At("global", f.Range), "task %q: failover global = %d stops the job after %d start(s), fewer than per_worker = %d, so no worker ever gets its %d starts, whatever the number of workers; raise global to at least %d (workers × per_worker − 1 with the pool size: state it with workers = N in the pipeline or pipec lint --workers N)",
+		task, l.Global, l.Global+1, l.PerWorker, l.PerWorker, l.PerWorker-1)
 }

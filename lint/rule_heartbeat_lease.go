@@ -7,8 +7,9 @@ import (
 var ruleHeartbeatLease = Rule{
 	ID:       "heartbeat-lease",
 	Severity: diag.Warning,
-	Summary:  "a lease not longer than twice the heartbeat period, or a retried task with no timeout",
-	Doc: `A heartbeat lease that is not longer than twice the heartbeat period, or a task
+	Doc: `a lease not longer than twice the heartbeat period, or a retried task with no timeout
+
+A heartbeat lease that is not longer than twice the heartbeat period, or a task
 that is retried but has no timeout.
 
 A lease must survive one late or lost heartbeat: with lease <= 2 × every, a

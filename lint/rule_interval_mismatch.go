@@ -10,8 +10,9 @@ import (
 var ruleIntervalMismatch = Rule{
 	ID:       "interval-mismatch",
 	Severity: diag.Error,
-	Summary:  "an input binds an interval the schedule cannot provide, or a dependency satisfied only from another interval",
-	Doc: `An input that binds a data interval the schedule cannot provide, or a
+	Doc: `an input binds an interval the schedule cannot provide, or a dependency satisfied only from another interval
+
+An input that binds a data interval the schedule cannot provide, or a
 dependency that is satisfied only from another interval.
 
 A dependency is satisfied by an accepted artifact of a known interval. An

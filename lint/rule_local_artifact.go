@@ -11,8 +11,9 @@ import (
 var ruleLocalArtifact = Rule{
 	ID:       "local-artifact",
 	Severity: diag.Warning,
-	Summary:  "an artifact or sink path on worker-local storage (/tmp, a relative path outside the workspace)",
-	Doc: `A sink path, a command argument, an env value or a check command that points
+	Doc: `an artifact or sink path on worker-local storage (/tmp, a relative path outside the workspace)
+
+A sink path, a command argument, an env value or a check command that points
 at worker-local storage: /tmp, /var/tmp, /dev/shm, or (for a sink) a relative
 path that escapes the workspace with "..".
 

@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleMissingArtifact = Rule{
 	ID:       "missing-artifact",
 	Severity: diag.Error,
-	Summary:  "an input, check or publish names an artifact nothing produces",
-	Doc: `An input, a check or a publish names an artifact that no task outputs.
+	Doc: `an input, check or publish names an artifact nothing produces
+
+An input, a check or a publish names an artifact that no task outputs.
 
 Such a task can never start (its input never gets an accepted version), a check
 has nothing to audit, and a publish has nothing to publish. The message

@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleMissingDependency = Rule{
 	ID:       "missing-dependency",
 	Severity: diag.Error,
-	Summary:  "depends_on names no task; suggests the closest name",
-	Doc: `A depends_on entry names a task that does not exist.
+	Doc: `depends_on names no task; suggests the closest name
+
+A depends_on entry names a task that does not exist.
 
 The dependency would otherwise be dropped and the task would start before the
 work it needs. The message suggests the closest task name.

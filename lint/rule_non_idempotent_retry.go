@@ -11,8 +11,9 @@ import (
 var ruleNonIdempotentRetry = Rule{
 	ID:       "non-idempotent-retry",
 	Severity: diag.Error,
-	Summary:  "a task with non-idempotent effects is retried",
-	Doc: `A task that is not idempotent (idempotent = false, or effects declared without
+	Doc: `a task with non-idempotent effects is retried
+
+A task that is not idempotent (idempotent = false, or effects declared without
 idempotent = true) has a retry policy that retries, or a failover block.
 
 A retry or a failover runs the task again, and every run repeats its side

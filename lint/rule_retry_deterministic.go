@@ -10,8 +10,9 @@ import (
 var ruleRetryDeterministic = Rule{
 	ID:       "retry-deterministic",
 	Severity: diag.Error,
-	Summary:  "a retry policy retries a class marked deterministic; warning when it retries every failure",
-	Doc: `A retry policy that retries an error class marked deterministic (an error),
+	Doc: `a retry policy retries a class marked deterministic; warning when it retries every failure
+
+A retry policy that retries an error class marked deterministic (an error),
 or that has no "on" filter and so retries every failure, deterministic ones
 included (a warning).
 

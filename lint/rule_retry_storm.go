@@ -14,8 +14,9 @@ const manyRetriedTasks = 5
 var ruleRetryStorm = Rule{
 	ID:       "retry-storm",
 	Severity: diag.Warning,
-	Summary:  "retries with no backoff, no jitter, or many retried tasks and no retry budget",
-	Doc: `Retries that can turn one outage into a storm: a policy with no backoff
+	Doc: `retries with no backoff, no jitter, or many retried tasks and no retry budget
+
+Retries that can turn one outage into a storm: a policy with no backoff
 (initial = "0s" or max_delay = "0s": every retry starts at once; multiplier 1
 or less, or max_delay no longer than the initial delay: every retry waits the
 same delay), a policy with

@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleSchema = Rule{
 	ID:       "schema",
 	Severity: diag.Error,
-	Summary:  "unknown field, wrong type, bad duration, missing required field or undefined name",
-	Doc: `A field the spec does not define, a value of the wrong type, a duration or
+	Doc: `unknown field, wrong type, bad duration, missing required field or undefined name
+
+A field the spec does not define, a value of the wrong type, a duration or
 timestamp that does not parse, a missing required field, or a reference to a
 retry policy, pool, sink or error class that is not defined.
 

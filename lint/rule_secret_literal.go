@@ -12,8 +12,9 @@ import (
 var ruleSecretLiteral = Rule{
 	ID:       "secret-literal",
 	Severity: diag.Error,
-	Summary:  "a literal that looks like a credential in the spec",
-	Doc: `A literal that looks like a credential: an env variable named like a password,
+	Doc: `a literal that looks like a credential in the spec
+
+A literal that looks like a credential: an env variable named like a password,
 token, secret or API key with a literal value; an AWS access key id (AKIA...);
 a GitHub or Slack token; a private key header; a URL with user:password; or a
 command flag such as --password=... with a literal value.

@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleSinkConflict = Rule{
 	ID:       "sink-conflict",
 	Severity: diag.Error,
-	Summary:  "two publishes write the same place (one directory sink, or two sinks with one path)",
-	Doc: `Two publishes write the same place: two publishes into one directory sink,
+	Doc: `two publishes write the same place (one directory sink, or two sinks with one path)
+
+Two publishes write the same place: two publishes into one directory sink,
 or two directory sinks whose paths are one folder.
 
 A directory sink makes data visible as one link per interval in its folder

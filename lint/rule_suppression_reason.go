@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleSuppressionReason = Rule{
 	ID:       "suppression-reason",
 	Severity: diag.Warning,
-	Summary:  "a pipec:ignore comment that gives no reason",
-	Doc: `A "pipec:ignore RULE" comment with no reason after the rule id.
+	Doc: `a pipec:ignore comment that gives no reason
+
+A "pipec:ignore RULE" comment with no reason after the rule id.
 
 The comment still suppresses the finding: refusing it would only show the same
 problem twice. But a suppression is a decision someone must be able to review

@@ -6,8 +6,9 @@ import "github.com/pipec/pipec/diag"
 var ruleSyntax = Rule{
 	ID:       "syntax",
 	Severity: diag.Error,
-	Summary:  "the file does not parse (HCL) or does not evaluate (CUE)",
-	Doc: `The file does not parse (HCL) or does not evaluate (CUE).
+	Doc: `the file does not parse (HCL) or does not evaluate (CUE)
+
+The file does not parse (HCL) or does not evaluate (CUE).
 
 Nothing else can be checked until the file parses, so pipec reports the parser's
 own message at the place it stopped. In CUE this includes conflicting values

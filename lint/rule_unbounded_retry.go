@@ -8,8 +8,9 @@ import (
 var ruleUnboundedRetry = Rule{
 	ID:       "unbounded-retry",
 	Severity: diag.Error,
-	Summary:  "attempts unlimited, or unlimited per-worker retries with failover configured",
-	Doc: `A retry policy with max_attempts = 0 (unlimited) and no max_elapsed, or a task
+	Doc: `attempts unlimited, or unlimited per-worker retries with failover configured
+
+A retry policy with max_attempts = 0 (unlimited) and no max_elapsed, or a task
 with failover whose retries never end.
 
 A task that keeps failing is then retried forever: the run never fails, nobody is

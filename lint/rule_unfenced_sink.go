@@ -12,8 +12,9 @@ import (
 var ruleUnfencedSink = Rule{
 	ID:       "unfenced-sink",
 	Severity: diag.Warning,
-	Summary:  "a publish to an unfenced sink whose producer is retried or not declared idempotent",
-	Doc: `A publish to a sink that cannot refuse stale writes (fencing = "none", or a
+	Doc: `a publish to an unfenced sink whose producer is retried or not declared idempotent
+
+A publish to a sink that cannot refuse stale writes (fencing = "none", or a
 sink type other than "directory" that does not declare fencing = "token"),
 whose producer is retried (a retry policy or failover) or not declared
 idempotent = true.

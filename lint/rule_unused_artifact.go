@@ -5,8 +5,9 @@ import "github.com/pipec/pipec/diag"
 var ruleUnusedArtifact = Rule{
 	ID:       "unused-artifact",
 	Severity: diag.Info,
-	Summary:  "an artifact that nothing reads or publishes",
-	Doc: `An artifact that no task reads (at any interval) and no publish makes visible.
+	Doc: `an artifact that nothing reads or publishes
+
+An artifact that no task reads (at any interval) and no publish makes visible.
 
 Every artifact is staged, audited and stored per attempt: one nobody uses costs
 storage and time, and often means a typo elsewhere (an input or publish that

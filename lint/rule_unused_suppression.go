@@ -7,8 +7,9 @@ import "github.com/pipec/pipec/diag"
 var ruleUnusedSuppression = Rule{
 	ID:       "unused-suppression",
 	Severity: diag.Warning,
-	Summary:  "a pipec:ignore comment that suppresses nothing or names an unknown rule",
-	Doc: `A "pipec:ignore RULE reason" comment that suppresses nothing: no finding of
+	Doc: `a pipec:ignore comment that suppresses nothing or names an unknown rule
+
+A "pipec:ignore RULE reason" comment that suppresses nothing: no finding of
 RULE on the line it covers, a rule id that does not exist, or a rule that
 cannot be suppressed (those the compiler reports).
 

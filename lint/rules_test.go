@@ -121,11 +121,12 @@ func TestFailoverMessages(t *testing.T) {
 }
 `
 	}
-	wantMessage(t, findings(t, "failover-limits", task("4"), Options{}),
+	two := Options{Workers: 2}
+	wantMessage(t, findings(t, "failover-limits", task("4"), two),
 		"global = 4 is never reached on 2 workers with per_worker = 2", "(w1, w2, w1, w2, then waiting for a worker)", "3 of 4 failovers", "set global = 3")
-	wantMessage(t, findings(t, "failover-limits", task("2"), Options{}),
+	wantMessage(t, findings(t, "failover-limits", task("2"), two),
 		"global = 2 stops the job after 3 starts on 2 workers with per_worker = 2 (w1, w2, w1, then stopped)", "set global = 3")
-	if ds := findings(t, "failover-limits", task("3"), Options{}); len(ds) != 0 {
+	if ds := findings(t, "failover-limits", task("3"), two); len(ds) != 0 {
 		t.Errorf("exact limits reported: %v", ds)
 	}
 	// With three workers, global = 3 stops before each had its two starts.
@@ -202,4 +203,44 @@ func TestRunIsDeterministic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The pool size comes from Options (pipec lint --workers, the configuration
+// file), else from the spec's workers; without either only limits wrong for
+// every pool size are reported.
+func TestFailoverWorkersSource(t *testing.T) {
+	src := func(workers, global string) string {
+		return `pipeline "fw" {
+  ` + workers + `
+  retry "once" {
+    max_attempts = 1
+  }
+  task "t" {
+    command = ["./x.sh"]
+    retry   = "once"
+    timeout = "1m"
+    failover {
+      per_worker = 2
+      global     = ` + global + `
+    }
+  }
+}
+`
+	}
+	// Right on 3 workers, as the spec says: nothing to report.
+	if ds := findings(t, "failover-limits", src("workers = 3", "5"), Options{}); len(ds) != 0 {
+		t.Errorf("limits right on the spec's 3 workers reported: %v", ds)
+	}
+	// The option overrides the spec.
+	wantMessage(t, findings(t, "failover-limits", src("workers = 3", "5"), Options{Workers: 2}), "on 2 workers", "set global = 3")
+	wantMessage(t, findings(t, "failover-limits", src("workers = 2", "5"), Options{}), "on 2 workers")
+	// Unknown pool: global = 3 is right on 2 workers, global = 5 on 3.
+	for _, g := range []string{"1", "3", "5", "100"} {
+		if ds := findings(t, "failover-limits", src("", g), Options{}); len(ds) != 0 {
+			t.Errorf("global = %s reported without a pool size: %v", g, ds)
+		}
+	}
+	// Wrong for every pool size: not even one worker gets its two starts.
+	wantMessage(t, findings(t, "failover-limits", src("", "0"), Options{}),
+		"global = 0 stops the job after 1 start(s), fewer than per_worker = 2", "whatever the number of workers", "at least 1")
 }

@@ -10,9 +10,9 @@ import (
 var validID = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 
 // Validate refuses a rule set that would let docs rot or ids clash: every rule
-// needs a slug id (lower-case words joined by '-'), unique in the set, a
-// one-line summary, and a doc with a title line, a "Bad:" and a "Fixed:"
-// example, in that order.
+// needs a slug id (lower-case words joined by '-'), unique in the set, and a
+// doc that starts with a one-line summary and a blank line and has a "Bad:"
+// and a "Fixed:" example, in that order.
 func Validate(rules []*Rule) error {
 	var errs []error
 	seen := map[string]bool{}
@@ -24,13 +24,16 @@ func Validate(rules []*Rule) error {
 			errs = append(errs, fmt.Errorf("rule %q: declared twice", r.ID))
 		}
 		seen[r.ID] = true
-		if r.Summary == "" || strings.Contains(r.Summary, "\n") {
-			errs = append(errs, fmt.Errorf("rule %q: summary must be one non-empty line", r.ID))
-		}
 		doc := strings.TrimSpace(r.Doc)
 		if doc == "" {
 			errs = append(errs, fmt.Errorf("rule %q: empty doc", r.ID))
 			continue
+		}
+		if first, rest, _ := strings.Cut(doc, "\n"); strings.TrimSpace(first) == "" || !strings.HasPrefix(rest, "\n") {
+			errs = append(errs, fmt.Errorf("rule %q: the doc must start with a one-line summary followed by a blank line", r.ID))
+		}
+		if r.Summary != "" && r.Summary != Title(r.Doc) {
+			errs = append(errs, fmt.Errorf("rule %q: summary %q is not the doc's first line", r.ID, r.Summary))
 		}
 		bad, fixed := strings.Index(doc, "\nBad:\n"), strings.Index(doc, "\nFixed:\n")
 		if bad < 0 || fixed < bad {

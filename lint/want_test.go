@@ -14,7 +14,10 @@ import (
 )
 
 // wantComment finds `want "rule-id" ...` in a // or # comment, as
-// analysistest does: the finding must be on the comment's line.
+// analysistest does: the finding must be on the comment's line. An
+// expectation may carry a message pattern after the id and ": ", as in
+// `want "retry-storm: no backoff"`: the finding's message must then match
+// that regular expression too. Quotes inside a pattern are written \x22.
 var (
 	wantComment = regexp.MustCompile(`(?://|#)\s*want((?:\s+"[^"]*")+)`)
 	wantID      = regexp.MustCompile(`"([^"]*)"`)
@@ -35,7 +38,10 @@ func TestWant(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			ds, src := lintFile(t, f)
-			want := wants(src)
+			want, err := wants(src)
+			if err != nil {
+				t.Fatal(err)
+			}
 			syn, _ := spec.SyntaxOf(f)
 			for _, w := range want {
 				if covered[w.rule] == nil {
@@ -43,24 +49,25 @@ func TestWant(t *testing.T) {
 				}
 				covered[w.rule][syn] = true
 			}
-			got := make([]lineRule, 0, len(ds))
-			for _, d := range ds {
-				got = append(got, lineRule{d.Range.Start.Line, d.Rule})
-			}
+			// Expectations with a pattern take their findings first, so an
+			// expectation without one cannot take the finding a pattern needs.
+			slices.SortStableFunc(want, func(a, b lineRule) int {
+				return boolCmp(b.pattern != nil, a.pattern != nil)
+			})
+			got := slices.Clone(ds)
 			for _, w := range want {
-				if i := slices.Index(got, w); i >= 0 {
+				if i := slices.IndexFunc(got, w.matches); i >= 0 {
 					got = slices.Delete(got, i, i+1)
 					continue
 				}
-				t.Errorf("%s:%d: missing finding [%s]", f, w.line, w.rule)
-			}
-			for _, g := range got {
-				for _, d := range ds {
-					if d.Range.Start.Line == g.line && d.Rule == g.rule {
-						t.Errorf("unexpected finding: %s", d)
-						break
-					}
+				if w.pattern != nil {
+					t.Errorf("%s:%d: missing finding [%s] matching %q", f, w.line, w.rule, w.pattern)
+				} else {
+					t.Errorf("%s:%d: missing finding [%s]", f, w.line, w.rule)
 				}
+			}
+			for _, d := range got {
+				t.Errorf("unexpected finding: %s", d)
 			}
 		})
 	}
@@ -76,21 +83,55 @@ func TestWant(t *testing.T) {
 	}
 }
 
+// lineRule is one expectation: a finding of rule on line, whose message
+// matches pattern when there is one.
 type lineRule struct {
-	line int
-	rule string
+	line    int
+	rule    string
+	pattern *regexp.Regexp
 }
 
-func wants(src []byte) []lineRule {
+func (w lineRule) matches(d diag.Diagnostic) bool {
+	return d.Range.Start.Line == w.line && d.Rule == w.rule && (w.pattern == nil || w.pattern.MatchString(d.Message))
+}
+
+func (w lineRule) String() string {
+	if w.pattern == nil {
+		return fmt.Sprintf("%d:%s", w.line, w.rule)
+	}
+	return fmt.Sprintf("%d:%s:%s", w.line, w.rule, w.pattern)
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// wants reads the expectations of a spec; a pattern that is not a valid
+// regular expression is an error of the test data.
+func wants(src []byte) ([]lineRule, error) {
 	var out []lineRule
 	for i, line := range strings.Split(string(src), "\n") {
 		for _, m := range wantComment.FindAllStringSubmatch(line, -1) {
 			for _, id := range wantID.FindAllStringSubmatch(m[1], -1) {
-				out = append(out, lineRule{i + 1, id[1]})
+				w := lineRule{line: i + 1, rule: id[1]}
+				if rule, pat, ok := strings.Cut(id[1], ": "); ok {
+					re, err := regexp.Compile(pat)
+					if err != nil {
+						return nil, fmt.Errorf("line %d: want %q: %v", i+1, id[1], err)
+					}
+					w.rule, w.pattern = rule, re
+				}
+				out = append(out, w)
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // lintFile loads, compiles and lints one spec as pipec lint does, with a
@@ -111,9 +152,21 @@ func lintFile(t testing.TB, f string) (diag.Diagnostics, []byte) {
 }
 
 func TestWantParser(t *testing.T) {
-	got := wants([]byte("a = 1 // want \"x\" \"y\"\n# want \"z\"\nb = \"want\"\n"))
-	want := []lineRule{{1, "x"}, {1, "y"}, {2, "z"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("got %v, want %v", got, want)
+	got, err := wants([]byte("a = 1 // want \"x\" \"y: no back+off\"\n# want \"z\"\nb = \"want\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[1:x 1:y:no back+off 2:z]" {
+		t.Fatalf("got %v", got)
+	}
+	d := diag.Diagnostic{Rule: "y", Message: "so no backoff here", Range: diag.Range{Start: diag.Pos{Line: 1}}}
+	if !got[1].matches(d) {
+		t.Error("the pattern does not match its message")
+	}
+	if d.Message = "no back-off"; got[1].matches(d) {
+		t.Error("the pattern matches another message")
+	}
+	if _, err := wants([]byte("# want \"x: (\"")); err == nil {
+		t.Error("an invalid pattern was accepted")
 	}
 }

@@ -1,34 +1,17 @@
 package lsp
 
 import (
-	"bytes"
-	"regexp"
 	"sync"
 
 	"go.lsp.dev/protocol"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/config"
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/specdetect"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/spec"
 )
-
-// The markers that make a file a pipeline spec, as `pipec lint` looks for
-// them in a folder: an HCL file with a pipeline block, a CUE file defining
-// pipeline. Other HCL (Terraform, Nomad) gets no diagnostics at all.
-var (
-	hclPipelineBlock = regexp.MustCompile(`(?m)^[ \t]*pipeline[ \t]+"`)
-	cuePipelineField = regexp.MustCompile(`(?m)^[ \t]*pipeline[ \t]*:`)
-)
-
-// isPipeline reports whether a source holds a pipeline spec.
-func isPipeline(syn spec.Syntax, src []byte) bool {
-	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
-	if syn == spec.SyntaxHCL {
-		return hclPipelineBlock.Match(src)
-	}
-	return cuePipelineField.Match(src)
-}
 
 // analysis is what the server knows about one version of a document. It is
 // immutable once built, so request handlers read it without locks.
@@ -58,26 +41,27 @@ func (a *analysis) syms() *symbols {
 }
 
 // analyze loads, compiles and lints a document's text exactly as `pipec lint`
-// does a file: loader and compiler findings, then the rules with the file's
-// lint options and its pipec:ignore comments. A spec that does not parse is
-// not compiled, so a syntax error brings no follow-on findings.
-func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options) *analysis {
+// does a file: loader and compiler findings, then the rules with the lint
+// options and its pipec:ignore comments, then the severities of the
+// configuration. A spec that does not parse is not compiled, so a syntax
+// error brings no follow-on findings. A file that is not a pipeline spec, or
+// that the configuration ignores, gets nothing.
+func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options, cfg *config.Config) *analysis {
 	a := &analysis{path: path, syn: syn, src: src, lines: newLines(src)}
-	if !isPipeline(syn, src) {
+	if !specdetect.IsPipeline(syn, src) || cfg.Ignored(path) {
 		return a
 	}
 	a.pipeline = true
 	p, ds := spec.Load(syn, path, src)
 	a.spec = p
 	a.diags = ds
-	if p == nil || hasRule(ds, spec.RuleSyntax) {
-		return a
+	if p != nil && !hasRule(ds, spec.RuleSyntax) {
+		res, cds := compiler.Compile(p)
+		a.result = res
+		a.diags = append(a.diags, cds...)
+		a.diags = append(a.diags, lint.Run(res, src, opts)...)
 	}
-	res, cds := compiler.Compile(p)
-	a.result = res
-	a.diags = append(a.diags, cds...)
-	a.diags = append(a.diags, lint.Run(res, src, opts)...)
-	a.diags = a.diags.Sort()
+	a.diags = cfg.Apply(a.diags).Sort()
 	return a
 }
 

@@ -2,6 +2,8 @@ package lsp_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -159,15 +161,58 @@ func TestSuppressionCommentsApply(t *testing.T) {
 	}
 }
 
-// The lint options the server is given (the command line's --disable, the
-// configuration file) apply.
-func TestLintOptionsApply(t *testing.T) {
-	c := start(t, lsp.Options{LintOptions: func(string) lint.Options {
-		return lint.Options{Disable: []string{"heartbeat-lease"}}
-	}})
+// The server's flags (the command line's --disable) apply.
+func TestDisableFlagApplies(t *testing.T) {
+	c := start(t, lsp.Options{Disable: []string{"heartbeat-lease"}})
 	u := c.open("refs.cue", readFile(t, "testdata/refs.cue"))
 	if got := strings.Join(codes(c.waitVersion(u, 1)), ","); got != "interval-mismatch" {
 		t.Fatalf("codes = %s", got)
+	}
+}
+
+// The .pipec.yaml above a spec applies as for pipec lint: a rule off, a
+// rule re-graded, a path ignored; a mistake in it is shown on the file, and
+// its valid parts still apply.
+func TestConfigurationFileApplies(t *testing.T) {
+	c := start(t, lsp.Options{})
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(c.dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(c.dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".git/HEAD", "ref: refs/heads/main\n") // the repository's root: Find stops here
+	write(".pipec.yaml", "rules:\n  heartbeat-lease: off\n  interval-mismatch: info\nignore:\n  - infra\n")
+	src := readFile(t, "testdata/refs.hcl")
+	u := c.open("specs/refs.hcl", src)
+	ds := c.waitVersion(u, 1)
+	if got := strings.Join(codes(ds), ","); got != "interval-mismatch" || ds[0].Severity != protocol.DiagnosticSeverityInformation {
+		t.Fatalf("codes = %s, severity %v", got, ds[0].Severity)
+	}
+	ig := c.open("infra/refs.hcl", src)
+	if ds := c.waitVersion(ig, 1); len(ds) != 0 {
+		t.Fatalf("an ignored path got %v", codes(ds))
+	}
+	// A mistake in the file: its finding goes to the file; the rest holds.
+	write(".pipec.yaml", "rules:\n  heartbeat-lease: off\n  retry-strom: off\n")
+	cfg := protocol.DocumentURI("file://" + filepath.ToSlash(filepath.Join(c.dir, ".pipec.yaml")))
+	c.notify(protocol.MethodTextDocumentDidSave, &protocol.DidSaveTextDocumentParams{TextDocument: protocol.TextDocumentIdentifier{URI: cfg}})
+	var cds []protocol.Diagnostic
+	for cds == nil {
+		c.waitVersion(cfg, 0)
+		for _, p := range c.publishedFor(cfg) {
+			cds = p.Diagnostics
+		}
+	}
+	if len(cds) != 1 || cds[0].Code != "config" || !strings.Contains(cds[0].Message, `did you mean "retry-storm"`) || cds[0].Range.Start.Line != 2 {
+		t.Fatalf("configuration findings = %+v", cds)
+	}
+	c.change(u, 2, src)
+	if got := strings.Join(codes(c.waitVersion(u, 2)), ","); got != "interval-mismatch" {
+		t.Fatalf("with a half-valid configuration: %s", got)
 	}
 }
 
@@ -210,5 +255,37 @@ func TestIncrementalChanges(t *testing.T) {
 	c.call(protocol.MethodTextDocumentFormatting, &protocol.DocumentFormattingParams{TextDocument: protocol.TextDocumentIdentifier{URI: u}}, &edits)
 	if len(edits) != 1 || !strings.Contains(edits[0].NewText, "  # 🚀é\n  task \"clean\" {") || strings.Contains(edits[0].NewText, "@-1") {
 		t.Fatalf("the server's text is not the edited one: %+v", edits)
+	}
+}
+
+// Changes wait for the debounce before they are linted; requests still
+// answer about the newest text, and a save lints at once. With a debounce
+// no test outlives, the publishes are exactly those of open and save.
+func TestDebounceAndSave(t *testing.T) {
+	c := start(t, lsp.Options{Debounce: time.Hour})
+	src := readFile(t, "testdata/refs.hcl")
+	u := c.open("refs.hcl", src)
+	c.waitVersion(u, 1)
+	broken := strings.Replace(src, `["extract"]`, `["extrac"]`, 1)
+	for v := int32(2); v <= 10; v++ {
+		c.change(u, v, broken)
+	}
+	var as []protocol.CodeAction
+	c.call(protocol.MethodTextDocumentCodeAction, &protocol.CodeActionParams{TextDocument: protocol.TextDocumentIdentifier{URI: u},
+		Range: span(t, broken, "depends_on", "extrac")}, &as)
+	if len(as) != 1 || !strings.Contains(as[0].Title, `"extract"`) {
+		t.Fatalf("a request during the debounce does not see the newest text: %+v", as)
+	}
+	c.notify(protocol.MethodTextDocumentDidSave, &protocol.DidSaveTextDocumentParams{TextDocument: protocol.TextDocumentIdentifier{URI: u}})
+	ds := c.waitVersion(u, 10)
+	if !strings.Contains(strings.Join(codes(ds), ","), "missing-dependency") {
+		t.Fatalf("after save: %v", codes(ds))
+	}
+	var versions []uint32
+	for _, p := range c.publishedFor(u) {
+		versions = append(versions, p.Version)
+	}
+	if fmt.Sprint(versions) != "[1 10]" {
+		t.Fatalf("published versions %v, want [1 10]", versions)
 	}
 }

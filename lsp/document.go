@@ -150,7 +150,8 @@ func (d *document) work() {
 }
 
 func (d *document) build(gen uint64, text []byte, version int32) *analysis {
-	a := analyze(d.path, d.syn, text, d.s.lintOptions(d.path))
+	opts, cfg := d.s.settings(d.path)
+	a := analyze(d.path, d.syn, text, opts, cfg)
 	a.gen, a.version, a.uri = gen, version, d.uri
 	return a
 }

@@ -82,6 +82,11 @@ func TestHover(t *testing.T) {
 			if !strings.Contains(got, "tasks this one waits for") {
 				t.Errorf("hover on depends_on:\n%s", got)
 			}
+			// On an element's keyword: what the element is.
+			got = hoverAt(t, c, u, at(t, src, "", "check", 2))
+			if !strings.Contains(got, "#Check audits one artifact version") {
+				t.Errorf("hover on the check keyword:\n%s", got)
+			}
 			got = hoverAt(t, c, u, at(t, src, "", "max_attempts", 1))
 			if !strings.Contains(got, "counts the first attempt") || !strings.Contains(got, "Default when not written: 3.") {
 				t.Errorf("hover on max_attempts:\n%s", got)

@@ -274,6 +274,11 @@ func (a *analysis) fieldAt(off int) (kind, field string, r protocol.Range, ok bo
 	}
 	header := func(k string, n *spec.Named) bool {
 		s := a.lines.pipecOffset(n.Range.Start)
+		if a.syn == spec.SyntaxCUE {
+			// `task: extract:`: the range is the label; the keyword is the
+			// field before it.
+			s = cueKeywordStart(a.src, a.lines.pipecOffset(n.NameRange.Start), k)
+		}
 		if off >= s && off <= s+len(k) && s+len(k) <= len(a.src) && string(a.src[s:s+len(k)]) == k {
 			kind, field, r, ok = spec.KindPipeline, k, a.lines.span(s, s+len(k)), true
 			return true
@@ -328,4 +333,21 @@ func (a *analysis) fieldAt(off int) (kind, field string, r protocol.Range, ok bo
 		}
 	}
 	return "", "", r, false
+}
+
+// cueKeywordStart returns where keyword starts when it is the CUE field
+// written just before the label at label (`task: extract`), or label.
+func cueKeywordStart(src []byte, label int, keyword string) int {
+	j := label
+	for j > 0 && (src[j-1] == ' ' || src[j-1] == '\t') {
+		j--
+	}
+	if j == 0 || src[j-1] != ':' {
+		return label
+	}
+	j--
+	if j >= len(keyword) && string(src[j-len(keyword):j]) == keyword {
+		return j - len(keyword)
+	}
+	return label
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -30,6 +31,8 @@ import (
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
 
+	"github.com/pipec/pipec/config"
+	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/spec"
 )
@@ -42,10 +45,16 @@ const DefaultDebounce = 5 * time.Millisecond
 
 // Options configure a server.
 type Options struct {
-	// LintOptions returns the lint options for a spec file (the rules the
-	// command line would run on it, from its configuration). Nil means the
-	// command line's defaults.
-	LintOptions func(path string) lint.Options
+	// Disable turns rules off on top of each file's configuration (the
+	// command line's --disable).
+	Disable []string
+	// Workers, when positive, replaces the configuration's worker count (the
+	// command line's --workers).
+	Workers int
+	// Config names the configuration file for every document; "" means the
+	// .pipec.yaml found from the document's folder upwards (stopping at the
+	// repository's root), as pipec lint finds it from its working folder.
+	Config string
 	// Debounce is the quiet time after a change before linting; 0 means
 	// DefaultDebounce, a negative value none.
 	Debounce time.Duration
@@ -64,6 +73,11 @@ type Server struct {
 
 	schemaOnce sync.Once
 	schema     *schemaDocs
+
+	cfgMu sync.Mutex
+	// cfgShown holds the configuration files whose findings were last
+	// published non-empty, so a fixed file gets its findings cleared.
+	cfgShown map[string]bool
 }
 
 // Serve runs a server on rwc until the client sends exit or the stream ends.
@@ -71,7 +85,7 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
 	}
-	s := &Server{opts: opts, docs: map[protocol.DocumentURI]*document{}}
+	s := &Server{opts: opts, docs: map[protocol.DocumentURI]*document{}, cfgShown: map[string]bool{}}
 	s.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
 	s.conn.Go(ctx, s.handle)
 	select {
@@ -206,11 +220,60 @@ func uriPath(u protocol.DocumentURI) string {
 	return filepath.FromSlash(parsed.Path)
 }
 
-func (s *Server) lintOptions(path string) lint.Options {
-	if s.opts.LintOptions != nil {
-		return s.opts.LintOptions(path)
+// settings returns the configuration and lint options for a spec file:
+// the configuration's, with the server's flags on top, as pipec lint
+// combines them. The configuration's own findings are published on its
+// file; its valid parts still apply, as the config package promises.
+func (s *Server) settings(path string) (lint.Options, *config.Config) {
+	var cfg *config.Config
+	var ds diag.Diagnostics
+	var err error
+	if s.opts.Config != "" {
+		cfg, ds, err = config.Load(s.opts.Config)
+	} else {
+		cfg, ds, err = config.Find(filepath.Dir(path))
 	}
-	return lint.Options{}
+	if err != nil || cfg == nil {
+		cfg = &config.Config{}
+	}
+	s.publishConfig(cfg.File, ds)
+	opts := cfg.Options()
+	opts.Disable = append(opts.Disable, s.opts.Disable...)
+	if s.opts.Workers > 0 {
+		opts.Workers = s.opts.Workers
+	}
+	if lint.CheckOptions(opts) != nil {
+		// A rule name the configuration got wrong is among its findings;
+		// lint with the server's own flags rather than not at all.
+		opts = lint.Options{Disable: s.opts.Disable, Workers: s.opts.Workers}
+	}
+	return opts, cfg
+}
+
+// publishConfig shows a configuration file's findings on that file, and
+// clears them once it has none.
+func (s *Server) publishConfig(file string, ds diag.Diagnostics) {
+	if file == "" {
+		return
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return
+	}
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	if len(ds) == 0 && !s.cfgShown[abs] {
+		return
+	}
+	s.cfgShown[abs] = len(ds) > 0
+	src, _ := os.ReadFile(abs)
+	a := &analysis{lines: newLines(src), diags: ds}
+	_ = s.conn.Notify(context.Background(), protocol.MethodTextDocumentPublishDiagnostics, a.publishParams(fileURI(abs)))
+}
+
+// fileURI is the file: URI of an absolute path.
+func fileURI(abs string) protocol.DocumentURI {
+	return protocol.DocumentURI((&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String())
 }
 
 func (s *Server) didOpen(p *protocol.DidOpenTextDocumentParams) {
@@ -251,6 +314,19 @@ func (s *Server) didChange(p *didChangeParams) {
 }
 
 func (s *Server) didSave(p *protocol.DidSaveTextDocumentParams) {
+	if filepath.Base(uriPath(p.TextDocument.URI)) == config.FileName {
+		// The configuration changed: every open spec may lint differently.
+		s.mu.Lock()
+		docs := make([]*document, 0, len(s.docs))
+		for _, d := range s.docs {
+			docs = append(docs, d)
+		}
+		s.mu.Unlock()
+		for _, d := range docs {
+			d.relint("")
+		}
+		return
+	}
 	d := s.doc(p.TextDocument.URI)
 	if d == nil {
 		return

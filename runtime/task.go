@@ -158,7 +158,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			return
 		}
 		if ctx.Err() != nil {
-			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled")
+			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, cancelReason(ctx))
 			return
 		}
 		if r.leaseLost.Load() {

@@ -77,6 +77,10 @@ type cueLoader struct {
 	cuePaths, cuePrefixes map[string]bool
 	// cueNotAllowed holds the paths CUE reported as not allowed.
 	cueNotAllowed map[string]bool
+	// evaluated is the file unified with the schema, when it is read from
+	// its evaluated value (not a plain file); it places fields that
+	// comprehensions and pattern constraints made (see producedField).
+	evaluated cue.Value
 }
 
 func (l *cueLoader) load() *Pipeline {
@@ -316,6 +320,7 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 // pipeline from the evaluated value, exported back to plain syntax.
 func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) *Pipeline {
 	v := sch.LookupPath(cue.MakePath(cue.Def("File"))).Unify(ctx.BuildFile(f))
+	l.evaluated = v
 	if err := v.Validate(cue.Concrete(true)); err != nil {
 		l.addCUEErrors(err, "")
 	}

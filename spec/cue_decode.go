@@ -265,6 +265,15 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 				p.Set(key, d.fieldRange(g))
 				p.CodeVersion, _ = d.str(g, key)
 			}
+		case "workers":
+			if !p.Has(key) {
+				p.Set(key, d.fieldRange(g))
+				before := len(d.l.ds)
+				p.Workers, _ = d.integer(g, key)
+				if d.l.ds[before:].HasErrors() || d.l.cueCovers(d.path) {
+					p.Refuse(key)
+				}
+			}
 		case KindSchedule:
 			if !p.Has(key) {
 				p.Set(key, d.fieldRange(g))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/literal"
@@ -76,13 +77,17 @@ type cueFieldIndex struct {
 	// ends maps the offset where a node starts to where the smallest node
 	// starting there ends, to give an error position its extent.
 	ends map[int]int
+	// at maps the offset where a field's label or value starts to the
+	// field, for every field of the file, those inside comprehensions and
+	// pattern constraints included (see producedField).
+	at map[int]*ast.Field
 }
 
 func (l *cueLoader) index() *cueFieldIndex {
 	if l.fields != nil {
 		return l.fields
 	}
-	ix := &cueFieldIndex{fields: map[string][]*ast.Field{}, elems: map[string]ast.Expr{}, ends: map[int]int{}}
+	ix := &cueFieldIndex{fields: map[string][]*ast.Field{}, elems: map[string]ast.Expr{}, ends: map[int]int{}, at: map[int]*ast.Field{}}
 	if l.parsed != nil {
 		ix.addDecls(nil, l.parsed.Decls)
 		ast.Walk(l.parsed, func(n ast.Node) bool {
@@ -92,6 +97,13 @@ func (l *cueLoader) index() *cueFieldIndex {
 			}
 			if old, ok := ix.ends[s.Offset()]; !ok || e.Offset() < old {
 				ix.ends[s.Offset()] = e.Offset()
+			}
+			if f, ok := n.(*ast.Field); ok {
+				for _, p := range []token.Pos{f.Label.Pos(), f.Value.Pos()} {
+					if _, seen := ix.at[p.Offset()]; p.IsValid() && !seen {
+						ix.at[p.Offset()] = f
+					}
+				}
 			}
 			return true
 		}, nil)
@@ -159,12 +171,50 @@ func fieldLabel(l ast.Label) string {
 // not even the first label was written.
 func (l *cueLoader) fieldAt(path []string) (*ast.Field, []*ast.Field) {
 	ix := l.index()
+	if len(ix.fields[pathKey(path)]) == 0 {
+		if f := l.producedField(path); f != nil {
+			return f, []*ast.Field{f}
+		}
+	}
 	for n := len(path); n > 0; n-- {
 		if fs := ix.fields[pathKey(path[:n])]; len(fs) > 0 {
 			return fs[0], fs
 		}
 	}
 	return nil, nil
+}
+
+// producedField finds, for a path the author did not write as such, the
+// field that produced it in an evaluated file: the field inside a
+// comprehension (`for n in [...] { "load_\(n)": {...} }`) or a pattern
+// constraint (`task: [_]: {timeout: ...}`) whose value is the first conjunct,
+// in the author's file, of the evaluated value at path. Without it a finding
+// about such a field would point at its closest written ancestor, often an
+// unrelated field.
+func (l *cueLoader) producedField(path []string) *ast.Field {
+	if !l.evaluated.Exists() || len(path) == 0 {
+		return nil
+	}
+	sels := make([]cue.Selector, len(path))
+	for i, p := range path {
+		sels[i] = cue.Str(p)
+	}
+	v := l.evaluated.LookupPath(cue.MakePath(sels...))
+	if !v.Exists() {
+		return nil
+	}
+	_, args := v.Expr()
+	ix := l.index()
+	for _, c := range append(args, v) {
+		p := c.Pos()
+		if !p.IsValid() || p.Filename() != l.file {
+			continue
+		}
+		if f := ix.at[p.Offset()]; f != nil {
+			return f
+		}
+	}
+	return nil
 }
 
 // pathLabelRange is the range of the label of the field at path (or of its
@@ -191,7 +241,13 @@ func (l *cueLoader) pathFieldRange(path []string) diag.Range {
 // when the author wrote one there, else the field.
 func (l *cueLoader) pathValueRange(path []string) diag.Range {
 	ix := l.index()
-	if fs := ix.fields[pathKey(path)]; len(fs) > 0 {
+	fs := ix.fields[pathKey(path)]
+	if len(fs) == 0 {
+		if f := l.producedField(path); f != nil {
+			fs = []*ast.Field{f}
+		}
+	}
+	if len(fs) > 0 {
 		if r, ok := l.span(fs[0].Value.Pos(), fs[0].Value.End()); ok {
 			return r
 		}
@@ -227,6 +283,8 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 	// CUE reports a value outside an enumeration as one "empty disjunction"
 	// error followed by one conflict per alternative; say it once.
 	skip := make([]bool, len(errs))
+	first := len(l.ds)
+	defer func() { l.ds = append(l.ds[:first], untilOpenString(l.ds[first:])...) }()
 	for i, e := range errs {
 		if skip[i] || belowMisplaced(e) {
 			continue
@@ -242,6 +300,30 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 		}
 		l.ds = append(l.ds, d)
 	}
+}
+
+// untilOpenString drops the parse errors that follow a string literal left
+// open: the parser reports it at its opener, then stumbles over every line
+// after it, and those are not mistakes of their own.
+func untilOpenString(ds diag.Diagnostics) diag.Diagnostics {
+	open := -1
+	for i, d := range ds {
+		if d.Rule == RuleSyntax && strings.Contains(d.Message, "literal not terminated") &&
+			(open < 0 || d.Range.Start.Byte < ds[open].Range.Start.Byte) {
+			open = i
+		}
+	}
+	if open < 0 {
+		return ds
+	}
+	at := ds[open].Range.Start.Byte
+	out := ds[:0]
+	for _, d := range ds {
+		if d.Rule != RuleSyntax || d.Range.Start.Byte <= at {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // belowMisplaced reports a "field not allowed" error below a top-level field

@@ -43,6 +43,7 @@ func Fields() map[string][]Field {
 	return map[string][]Field{
 		KindPipeline: {
 			{Name: "code_version"},
+			{Name: "workers"},
 			{Name: "schedule", Nested: KindSchedule},
 			{Name: "retry_budget", Nested: KindRetryBudget},
 			{Name: "pool", Nested: KindPool, Labelled: true},

@@ -88,14 +88,30 @@ func (l *hclLoader) parse(src []byte, start hcl.Pos) (body *hclsyntax.Body, synt
 		}
 	}()
 	f, hds := hclsyntax.ParseConfig(src, l.file, start)
-	// A quote left open makes every later line look broken; report the first
-	// sign of it and nothing after, so one mistake gives one finding.
+	// A quote or heredoc left open makes every later line look broken, and
+	// the parser reports it where it gave up (the end of the line, or of the
+	// file). Report it once, at its opener, and nothing after it, so one
+	// mistake gives one finding in the place the mistake is.
 	var openQuote *hcl.Pos
 	for _, d := range hds {
-		if d.Subject != nil && (d.Summary == "Invalid multi-line string" || d.Summary == "Unterminated template string") {
+		if d.Subject != nil && isOpenString(d) {
 			if openQuote == nil || d.Subject.Start.Byte < openQuote.Byte {
 				openQuote = &d.Subject.Start
 			}
+		}
+	}
+	if openQuote != nil {
+		if r, msg, ok := unterminated(src, l.file, start); ok && r.Start.Byte <= openQuote.Byte {
+			openQuote = &r.Start
+			l.ds = append(l.ds, diag.Errorf(RuleSyntax, l.rng(r), "%s", msg))
+			syntaxErr = true
+			kept := hds[:0:0]
+			for _, d := range hds {
+				if !isOpenString(d) {
+					kept = append(kept, d)
+				}
+			}
+			hds = kept
 		}
 	}
 	for _, d := range hds {
@@ -116,6 +132,47 @@ func (l *hclLoader) parse(src []byte, start hcl.Pos) (body *hclsyntax.Body, synt
 		body = &hclsyntax.Body{}
 	}
 	return body, syntaxErr
+}
+
+// isOpenString reports whether d is one of the parser's findings about a
+// string or heredoc that is not closed.
+func isOpenString(d *hcl.Diagnostic) bool {
+	return d.Summary == "Invalid multi-line string" || d.Summary == "Unterminated template string"
+}
+
+// unterminated finds the first quoted string not closed on its line, or the
+// first heredoc with no closing marker, and says so at its opener.
+func unterminated(src []byte, file string, start hcl.Pos) (hcl.Range, string, bool) {
+	toks, _ := hclsyntax.LexConfig(src, file, start)
+	for i, tk := range toks {
+		switch tk.Type {
+		case hclsyntax.TokenOQuote:
+			for _, next := range toks[i+1:] {
+				if next.Type == hclsyntax.TokenCQuote {
+					break
+				}
+				if next.Type == hclsyntax.TokenQuotedNewline || next.Type == hclsyntax.TokenEOF {
+					return tk.Range, "Unterminated string: the string opened here is not closed on its line; close it with \", or use a heredoc (<<EOT) for text on several lines", true
+				}
+			}
+		case hclsyntax.TokenOHeredoc:
+			closed := false
+			for _, next := range toks[i+1:] {
+				if next.Type == hclsyntax.TokenCHeredoc {
+					closed = true
+					break
+				}
+			}
+			if !closed {
+				marker := strings.TrimRight(string(tk.Bytes), "\r\n")
+				r := tk.Range
+				r.End = hcl.Pos{Line: r.Start.Line, Column: r.Start.Column + len(marker), Byte: r.Start.Byte + len(marker)}
+				name := strings.TrimLeft(marker, "<-")
+				return r, fmt.Sprintf("Unterminated heredoc: no line holding only %s closes the heredoc opened here by %s", name, marker), true
+			}
+		}
+	}
+	return hcl.Range{}, "", false
 }
 
 // fileStart is the range used for findings about the file as a whole.
@@ -177,7 +234,7 @@ var (
 		Blocks: []hcl.BlockHeaderSchema{{Type: "pipeline", LabelNames: []string{"name"}}},
 	}
 	pipelineSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "code_version"}},
+		Attributes: []hcl.AttributeSchema{{Name: "code_version"}, {Name: "workers"}},
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "schedule"},
 			{Type: "retry_budget"},
@@ -288,10 +345,11 @@ func (l *hclLoader) decodeFile(body *hclsyntax.Body, parts []*bodyPart) *Pipelin
 // bodyPart is what one piece of a pipeline body declares, before pieces are
 // merged and duplicates across them are found.
 type bodyPart struct {
-	p           Pipeline
-	codeVersion *hclsyntax.Attribute
-	schedules   []*Schedule
-	budgets     []*RetryBudget
+	p Pipeline
+	// attrs are the pipeline's own attributes this piece sets, in schema order.
+	attrs     []*hclsyntax.Attribute
+	schedules []*Schedule
+	budgets   []*RetryBudget
 	// unknownAttr is set when the piece sets an attribute the pipeline does
 	// not have (see loadChunked).
 	unknownAttr bool
@@ -307,9 +365,12 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 		}
 	}
 	blocks := l.content(body, pipelineSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
-		part.codeVersion = a
-		if s, ok := l.str(a.Name, a.Expr); ok {
-			p.CodeVersion = s
+		part.attrs = append(part.attrs, a)
+		switch a.Name {
+		case "code_version":
+			p.CodeVersion, _ = l.str(a.Name, a.Expr)
+		case "workers":
+			p.Workers, _ = l.integer(a.Name, a.Expr, 1, math.MaxInt32)
 		}
 	})
 	ntasks := 0
@@ -351,13 +412,13 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 // labelled blocks of one type with one name. The second of a pair points at
 // the first and is dropped, so later stages do not report it again.
 func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
-	var cv *hclsyntax.Attribute
+	set := map[string]*hclsyntax.Attribute{}
 	if len(parts) == 1 {
 		// Take the slices as they are rather than copy them.
 		part := parts[0].p
 		p.Pools, p.Errors, p.Retries, p.Tasks = part.Pools, part.Errors, part.Retries, part.Tasks
 		p.Checks, p.Sinks, p.Publishes = part.Checks, part.Sinks, part.Publishes
-		parts[0].p = Pipeline{Attrs: part.Attrs, CodeVersion: part.CodeVersion}
+		parts[0].p = Pipeline{Attrs: part.Attrs, CodeVersion: part.CodeVersion, Workers: part.Workers}
 	} else {
 		n := 0
 		for _, part := range parts {
@@ -368,17 +429,23 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 		}
 	}
 	for _, part := range parts {
-		if a := part.codeVersion; a != nil {
-			if cv != nil {
+		for _, a := range part.attrs {
+			if first := set[a.Name]; first != nil {
 				// The parser reports this within one piece; this is the same
 				// finding across pieces.
-				l.errorf(a.NameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", a.Name, cv.NameRange.String())
-			} else {
-				cv = a
+				l.errorf(a.NameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", a.Name, first.NameRange.String())
+				continue
+			}
+			set[a.Name] = a
+			switch a.Name {
+			case "code_version":
 				p.CodeVersion = part.p.CodeVersion
-				for k, r := range part.p.Attrs.Ranges {
-					p.Attrs.Set(k, r)
-				}
+			case "workers":
+				p.Workers = part.p.Workers
+			}
+			p.Attrs.Set(a.Name, part.p.Attrs.Ranges[a.Name])
+			if part.p.Refused(a.Name) {
+				p.Attrs.Refuse(a.Name)
 			}
 		}
 		for _, s := range part.schedules {

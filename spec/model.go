@@ -26,6 +26,9 @@ type Pipeline struct {
 	Attrs
 
 	CodeVersion string
+	// Workers is the size of the worker pool the pipeline runs on, for
+	// failover-limits; 0 when the spec does not say.
+	Workers     int
 	Schedule    *Schedule
 	RetryBudget *RetryBudget
 	Pools       []Pool

@@ -106,6 +106,8 @@ func BoundHint(field string) string {
 		return "; 0 means the task never fails over"
 	case "max_active_runs":
 		return "; 0 means no bound on concurrent runs"
+	case "workers":
+		return "; leave workers out when the pool's size is not known"
 	case "slots":
 		return "; a pool needs at least one slot to start anything"
 	case "min":

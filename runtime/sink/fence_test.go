@@ -145,3 +145,48 @@ func TestSinkRecordOutlivesTheStore(t *testing.T) {
 		t.Fatalf("v3 = %+v, %v", res, err)
 	}
 }
+
+// TestSinkHoldsOneArtifact: a directory sink path holds one artifact of one
+// pipeline; a publish of another artifact into an interval it holds is
+// refused, whatever its token.
+func TestSinkHoldsOneArtifact(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	d := f.sink(t, f.st, FencingToken)
+	v := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "clean"})
+	if _, err := d.Publish(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.st.StartAttempt(ctx, store.AttemptSpec{Run: f.run.ID, Task: "other", Resource: store.FenceResource("orders", "2024-01-01")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := NewStaging(filepath.Join(f.dir, StagingRoot), f.run.ID, "other", a.Number, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data.csv"), []byte("other"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := Digest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err := f.st.RecordVersion(ctx, store.Version{Artifact: "other", Interval: "2024-01-01", Digest: digest, Run: f.run.ID,
+		Task: "other", Attempt: a.Number, StagingPath: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.AcceptVersion(ctx, ov.ID); err != nil {
+		t.Fatal(err)
+	}
+	ov.State = store.VersionAccepted
+	_, err = d.Publish(ctx, ov)
+	var other *OtherArtifactError
+	if !errors.As(err, &other) || other.Held.Artifact != "orders_clean" || other.Artifact != "other" {
+		t.Fatalf("publish of another artifact = %v, want *OtherArtifactError", err)
+	}
+	if got := readVisible(t, d, "2024-01-01", "data.csv"); got != "clean" {
+		t.Errorf("visible = %q", got)
+	}
+}

@@ -29,22 +29,18 @@ func (s *SQLite) grantToken(ctx context.Context, tx *wtx, resource string) (int6
 	if s.txEpoch == 0 {
 		return 0, fmt.Errorf("token: no epoch (a grant outside a grants write)")
 	}
-	var last int64
-	err := tx.QueryRowContext(ctx, `SELECT last FROM tokens WHERE resource = ?`, resource).Scan(&last)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	var last, newest int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT last FROM tokens WHERE resource = ?), 0), (SELECT epoch FROM epochs)`,
+		resource).Scan(&last, &newest); err != nil {
 		return 0, err
 	}
 	tok := max(last+1, s.txEpoch*epochSpan)
-	var newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT epoch FROM epochs`).Scan(&newest); err != nil {
-		return 0, err
-	}
 	if tok >= (newest+1)*epochSpan {
 		// Would reach into an epoch nobody recorded yet, which a crash could
 		// hand out again: record a new epoch first.
 		return 0, errEpochSpent
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?, ?)
+	_, err := tx.ExecContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?, ?)
 ON CONFLICT (resource) DO UPDATE SET last = excluded.last`, resource, tok)
 	return tok, err
 }
@@ -106,21 +102,20 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 	}
 	var a Attempt
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
-		var runState string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, spec.Run).Scan(&runState)
-		if errors.Is(err, sql.ErrNoRows) {
+		// The run's state and the task's next attempt number in one
+		// statement (this is on the path of every task).
+		var runState sql.NullString
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT (SELECT state FROM runs WHERE id = ?1),
+	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?1 AND task = ?2)`,
+			spec.Run, spec.Task).Scan(&runState, &n); err != nil {
+			return err
+		}
+		if !runState.Valid {
 			return fmt.Errorf("run %q: %w", spec.Run, ErrNotFound)
 		}
-		if err != nil {
-			return err
-		}
-		if RunState(runState) != RunRunning {
-			return fmt.Errorf("run %q is %s: %w", spec.Run, runState, ErrConflict)
-		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ? AND task = ?`,
-			spec.Run, spec.Task).Scan(&n); err != nil {
-			return err
+		if RunState(runState.String) != RunRunning {
+			return fmt.Errorf("run %q is %s: %w", spec.Run, runState.String, ErrConflict)
 		}
 		tok, err := s.grantToken(ctx, tx, spec.Resource)
 		if err != nil {

@@ -170,6 +170,31 @@ CREATE TABLE run_leases (
 -- lookup to the resource's attempts.
 DROP INDEX IF EXISTS attempts_task_token;
 `},
+	{5, "events without AUTOINCREMENT", `
+-- AUTOINCREMENT made every event insert update sqlite_sequence as well: one
+-- more page written per transaction. Events are never deleted (the triggers
+-- refuse it), so a plain rowid key still only grows.
+DROP TRIGGER events_no_update;
+DROP TRIGGER events_no_delete;
+CREATE TABLE events_rowid (
+	seq     INTEGER PRIMARY KEY,
+	run     TEXT NOT NULL,
+	time    INTEGER NOT NULL,
+	kind    TEXT NOT NULL,
+	task    TEXT NOT NULL DEFAULT '',
+	attempt INTEGER NOT NULL DEFAULT 0,
+	payload TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO events_rowid (seq, run, time, kind, task, attempt, payload)
+SELECT seq, run, time, kind, task, attempt, payload FROM events;
+DROP TABLE events;
+ALTER TABLE events_rowid RENAME TO events;
+CREATE INDEX events_run ON events (run, seq);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

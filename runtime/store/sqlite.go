@@ -57,6 +57,9 @@ type SQLite struct {
 	idle      *sync.Cond // signalled when the last leader steps down
 	wc        *writeConn
 	closeOnce sync.Once
+	// batches is where leaders hand their batch to the batch goroutine (see
+	// lead); closed by Close.
+	batches chan batchJob
 }
 
 var _ Store = (*SQLite)(nil)
@@ -124,6 +127,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r, wlock: wl,
 		wc: &writeConn{db: w}}
 	s.idle = sync.NewCond(&s.cmu)
+	s.batches = make(chan batchJob)
+	go s.batchLoop()
 	err = s.retryBusy(ctx, func() error {
 		var mode string
 		if err := s.w.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode); err != nil {
@@ -168,6 +173,7 @@ func (s *SQLite) Close() error {
 			s.idle.Wait()
 		}
 		s.cmu.Unlock()
+		close(s.batches)
 		s.wc.reset()
 		err = errors.Join(s.w.Close(), s.r.Close(), s.wlock.close())
 	})

@@ -1,5 +1,6 @@
-# The four worked cases of DESIGN.md section 6, on the default 2 workers.
+# The four worked cases of DESIGN.md section 6, on the 2 workers the spec states.
 pipeline "fl" {
+  workers = 2
   retry "unlimited" {
     max_attempts = 0 // want "unbounded-retry"
     on           = ["timeout"]

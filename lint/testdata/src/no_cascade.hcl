@@ -15,7 +15,7 @@ pipeline "nc" {
     exit_codes = [75]
   }
   retry "minus" {
-    max_attempts = -1 // want "schema"
+    max_attempts = -1 // want "schema: 0 means unlimited attempts"
     on           = ["transient"]
   }
   retry "filter" {
@@ -36,7 +36,7 @@ pipeline "nc" {
     command = ["./extract.sh"]
     outputs = ["raw"]
     retry   = "minus"
-    timeout = "20 minutes" // want "schema"
+    timeout = "20 minutes" // want "schema: invalid duration"
     failover {
       per_worker = 1.5 // want "schema"
       global     = 3

@@ -26,11 +26,11 @@ pipeline "sc" {
   }
   sink "orders_again" {
     type = "directory"
-    path = "./warehouse//orders/" // want "sink-conflict"
+    path = "./warehouse//orders/" // want "sink-conflict: sink .orders_again. publishes into the folder of sink .orders."
   }
   sink "nested" {
     type = "directory"
-    path = "warehouse/orders/2024" // want "sink-conflict"
+    path = "warehouse/orders/2024" // want "sink-conflict: publishes inside the folder of sink .orders."
   }
   sink "items" {
     type = "directory"
@@ -59,7 +59,7 @@ pipeline "sc" {
   }
   publish "refunds_mart" {
     artifact = "refunds"
-    sink     = "items" // want "sink-conflict"
+    sink     = "items" // want "sink-conflict: publish .refunds_mart. writes to sink .items., as publish .items_mart."
   }
   publish "refunds_side" {
     artifact = "refunds"

@@ -7,13 +7,13 @@ pipeline "zero" {
   }
   retry "immediate" {
     max_attempts = 3
-    initial      = "0s" // want "retry-storm"
+    initial      = "0s" // want "retry-storm: initial = .0s., so every retry starts at once"
     on           = ["timeout"]
   }
   retry "capped_at_zero" {
     max_attempts = 3
     initial      = "5s"
-    max_delay    = "0s" // want "retry-storm"
+    max_delay    = "0s" // want "retry-storm: max_delay = .0s."
     on           = ["timeout"]
   }
   # Near miss: a zero initial delay that never retries cannot storm.
@@ -29,7 +29,7 @@ pipeline "zero" {
   task "a" {
     command = ["./a.sh"]
     retry   = "immediate"
-    timeout = "0s" // want "schema"
+    timeout = "0s" // want "schema: a zero timeout would end every attempt"
   }
   task "b" {
     command = ["./b.sh"]

@@ -1,5 +1,6 @@
 pipeline "orders" {
   code_version = "2024.06.1"
+  workers      = 2
 
   schedule {
     every           = "24h"

@@ -1,13 +1,9 @@
-package cli
+package specdetect
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/pipec/pipec/spec"
 )
@@ -42,8 +38,8 @@ func TestIsPipelineSpec(t *testing.T) {
 		{"cue other", spec.SyntaxCUE, "package k8s\n\ndeployment: pipeline: {}\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isPipelineSpec(tc.syn, []byte(tc.src)); got != tc.want {
-				t.Errorf("isPipelineSpec(%q) = %v, want %v", tc.src, got, tc.want)
+			if got := IsPipeline(tc.syn, []byte(tc.src)); got != tc.want {
+				t.Errorf("IsPipeline(%q) = %v, want %v", tc.src, got, tc.want)
 			}
 		})
 	}
@@ -52,45 +48,21 @@ func TestIsPipelineSpec(t *testing.T) {
 // TestShippedExamplesAreSpecs keeps detection honest on real files: every
 // example is found.
 func TestShippedExamplesAreSpecs(t *testing.T) {
-	files, _ := filepath.Glob("../examples/*/*.hcl")
-	cues, _ := filepath.Glob("../examples/*/*.cue")
+	files, _ := filepath.Glob("../../examples/*/*.hcl")
+	cues, _ := filepath.Glob("../../examples/*/*.cue")
 	for _, f := range append(files, cues...) {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		syn, _ := spec.SyntaxOf(f)
-		if !isPipelineSpec(syn, src) {
+		if !IsPipeline(syn, src) {
 			t.Errorf("%s is not recognised as a spec", f)
 		}
 	}
 }
 
-// slowHasPipelineBlock is the reference: lex the whole file and look at every
-// top-level line start. The fast path must agree with it.
-func slowHasPipelineBlock(src []byte) bool {
-	toks, _ := hclsyntax.LexConfig(src, "", hcl.InitialPos)
-	depth := 0
-	lineStart := true
-	for i, t := range toks {
-		switch t.Type {
-		case hclsyntax.TokenOBrace, hclsyntax.TokenOBrack, hclsyntax.TokenOParen,
-			hclsyntax.TokenTemplateInterp, hclsyntax.TokenTemplateControl:
-			depth++
-		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd:
-			depth = max(0, depth-1)
-		case hclsyntax.TokenIdent:
-			if depth == 0 && lineStart && isPipelineWord(string(t.Bytes)) && blockFollows(toks[i+1:]) {
-				return true
-			}
-		}
-		lineStart = t.Type == hclsyntax.TokenNewline ||
-			(t.Type == hclsyntax.TokenComment && bytes.HasSuffix(t.Bytes, []byte("\n")))
-	}
-	return false
-}
-
-// FuzzPipelineDetection compares the fast detection with the reference on
+// FuzzPipelineDetection compares the fast detection with the whole-file lex on
 // arbitrary text (go test runs the seeds; -fuzz explores).
 func FuzzPipelineDetection(f *testing.F) {
 	for _, s := range []string{
@@ -101,7 +73,7 @@ func FuzzPipelineDetection(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		if got, want := hclHasPipelineBlock(src), slowHasPipelineBlock(src); got != want {
+		if got, want := hclHasPipelineBlock(src), hclLexHasPipelineBlock(src); got != want {
 			t.Errorf("fast %v, reference %v for %q", got, want, src)
 		}
 	})

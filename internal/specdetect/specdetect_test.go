@@ -1,0 +1,78 @@
+package specdetect
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipec/pipec/spec"
+)
+
+// The fast paths (a prefix lexed or parsed) decide as the full lex and parse
+// do, including where the header that looks like a pipeline is not one.
+func TestFastPathAgreesWithFullParse(t *testing.T) {
+	hcl := []string{
+		"pipeline \"o\" {}\n",
+		"# c\npipeline o {\n  task \"a\" {}\n}\n",
+		"x = <<EOT\npipeline \"o\" {\nEOT\n",
+		"x = <<EOT\npipeline \"o\" {\nEOT\npipeline \"p\" {\n}\n",
+		"/*\npipeline \"o\" {\n*/\n",
+		"resource \"a\" \"b\" {\npipeline \"p\" {}\n}\n",
+		"locals {\n  a = \"x\"\n}\npipeline \"o\" {\n",
+		"pipelin \"o\" {}\n",
+		"pipeline \"o\" {\n  task \"a\" {\n    command = [\n",
+		"  pipeline \"o\" {}\n",
+		"terraform {}\n",
+	}
+	for _, src := range hcl {
+		if fast, full := hclHasPipelineBlock([]byte(src)), hclLexHasPipelineBlock([]byte(src)); fast != full {
+			t.Errorf("HCL %q: fast %v, full %v", src, fast, full)
+		}
+	}
+	cue := []string{
+		"pipeline: o: {}\n",
+		"package p\n\npipeline: o: {}\n",
+		"x: \"\"\"\npipeline: o\n\"\"\"\n",
+		"x: {\npipeline: o: {}\n}\n",
+		"x: {\npipeline: o: {}\n",
+		"pipeline: o: {\n",
+		"deployment: pipeline: {}\n",
+		"pipelin: o: {}\n",
+	}
+	for _, src := range cue {
+		if fast, full := cueHasPipelineField([]byte(src)), cueParseHasPipelineField([]byte(src)); fast != full {
+			t.Errorf("CUE %q: fast %v, full %v", src, fast, full)
+		}
+	}
+}
+
+// BenchmarkIsPipeline judges the 10,000-task spec of ../shared/bench/gendag.go.
+//
+//	go test -run x -bench IsPipeline ./internal/specdetect/
+func BenchmarkIsPipeline(b *testing.B) {
+	gen := filepath.Join("..", "..", "..", "shared", "bench", "gendag.go")
+	if _, err := os.Stat(gen); err != nil {
+		b.Skipf("no %s", gen)
+	}
+	dir := b.TempDir()
+	if out, err := exec.Command("go", "run", gen, "-n", "10000", "-out", dir).CombinedOutput(); err != nil {
+		b.Fatalf("gendag: %v\n%s", err, out)
+	}
+	for _, f := range []string{"pipeline.hcl", "pipeline.cue"} {
+		src, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			b.Fatal(err)
+		}
+		syn, _ := spec.SyntaxOf(f)
+		b.Run(strings.TrimPrefix(filepath.Ext(f), "."), func(b *testing.B) {
+			for b.Loop() {
+				if !IsPipeline(syn, src) {
+					b.Fatal(fmt.Sprintf("%s not recognised", f))
+				}
+			}
+		})
+	}
+}

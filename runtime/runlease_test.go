@@ -1,0 +1,115 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+const leaseHCL = `
+pipeline "lease" {
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "wait" {
+    command = ["./wait.sh"]
+  }
+}
+`
+
+// TestRunLeaseTakenOverWhenExpired: a run whose lease on its interval
+// expired (seen from a store whose clock is an hour ahead, as if its pipec
+// had been stopped that long) is taken over by the next run, which abandons
+// it; the old run, still alive, loses its lease at its next renewal and
+// stops instead of running beside the new one.
+func TestRunLeaseTakenOverWhenExpired(t *testing.T) {
+	f := newFixture(t, leaseHCL, map[string]string{"wait.sh": `touch started
+while [ ! -e release ]; do sleep 0.02; done`})
+	oa := f.options("2024-01-01")
+	oa.RunLease = 2 * time.Second
+	doneA := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), oa)
+		if err != nil {
+			t.Error(err)
+		}
+		doneA <- sum
+	}()
+	waitFor(t, filepath.Join(f.dir, "started"))
+
+	// While A renews, a second run on the real clock is refused.
+	if _, err := Run(context.Background(), f.options("2024-01-01")); err == nil {
+		t.Fatal("a second run started beside a live one")
+	}
+
+	later, err := store.Open(context.Background(), f.state, store.Options{Clock: func() time.Time { return time.Now().Add(time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	ob := f.options("2024-01-01")
+	ob.Store, ob.RunLease = later, time.Hour
+	doneB := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), ob)
+		if err != nil {
+			t.Error(err)
+		}
+		doneB <- sum
+	}()
+
+	var a *Summary
+	select {
+	case a = <-doneA:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run that lost its lease did not stop")
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b *Summary
+	select {
+	case b = <-doneB:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run that took over did not end")
+	}
+	if a == nil || b == nil {
+		return
+	}
+	if !a.Failed || a.task("wait").State == TaskSucceeded || !strings.Contains(a.task("wait").Reason, "lost its lease") {
+		t.Errorf("the old run went on:\n%s", a.text())
+	}
+	if b.Failed || b.Run.ID != "lease/2024-01-01/r2" {
+		t.Errorf("the new run:\n%s", b.text())
+	}
+	evs, err := f.st.Events(context.Background(), "lease/2024-01-01/r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abandoned := false
+	for _, e := range evs {
+		abandoned = abandoned || e.Kind == store.EventRunAbandoned
+	}
+	if !abandoned {
+		t.Error("the taken-over run was not recorded as abandoned")
+	}
+}
+
+// waitFor waits for a file to exist.
+func waitFor(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+}
