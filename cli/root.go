@@ -210,5 +210,6 @@ func newRoot(io IO) *cobra.Command {
 	for _, cmd := range commands(io) {
 		root.AddCommand(cmd)
 	}
+	addCompletions(root)
 	return root
 }
