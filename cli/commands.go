@@ -17,6 +17,8 @@ func commands(io IO) []*cobra.Command {
 		newEventsCmd(io),
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
+		newShowCmd(io),
+		newGCCmd(io),
 		newSinkCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),

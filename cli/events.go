@@ -38,7 +38,7 @@ func newEventsCmd(io IO) *cobra.Command {
 		},
 	}
 	opts.state.register(cmd)
-	cmd.Flags().BoolVar(&opts.json, "json", false, "print the event log as JSON lines")
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the event log as JSON lines (schema/events.schema.json), as pipec run --json does")
 	return cmd
 }
 
@@ -69,7 +69,7 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 	if opts.json {
 		enc := json.NewEncoder(io.Stdout)
 		for _, ev := range evs {
-			if err := enc.Encode(ev); err != nil {
+			if err := enc.Encode(toLogEvent(ev)); err != nil {
 				return err
 			}
 		}

@@ -46,7 +46,7 @@ type execFlags struct {
 func (e *execFlags) register(cmd *cobra.Command, parallelHelp string) {
 	f := cmd.Flags()
 	e.state.register(cmd)
-	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter (random when not given)")
+	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter: each task's delay after each attempt derives from (seed, task, attempt) alone (random when not given)")
 	f.IntVar(&e.parallel, "parallel", 0, parallelHelp)
 }
 
@@ -149,7 +149,7 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	var pr progress
 	switch {
 	case opts.json:
-		pr = &jsonProgress{enc: json.NewEncoder(io.Stdout)}
+		pr = &logFollower{ctx: ctx, st: st, enc: json.NewEncoder(io.Stdout)}
 	case io.StdoutTTY:
 		pr = newLiveProgress(io, plan)
 	default:
@@ -175,9 +175,10 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	if busy := (*store.RunBusyError)(nil); errors.As(err, &busy) {
 		return &exitError{code: ExitFindings, err: fmt.Errorf("%s; wait for it with --wait, or stop it", busyMessage(plan.Pipeline, opts.interval, busy))}
 	}
-	if err != nil {
+	if err != nil && sum == nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
+	// A run whose end the store could not record still says what it did.
 	relativize(sum)
 	if opts.json {
 		if err := json.NewEncoder(io.Stdout).Encode(map[string]any{"kind": "run.summary", "summary": sum}); err != nil {
@@ -195,6 +196,9 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		if _, err := stdio.WriteString(io.Stdout, report.Escape(b.String())); err != nil {
 			return err
 		}
+	}
+	if err != nil {
+		return &exitError{code: ExitFindings, err: err}
 	}
 	if sum.Failed {
 		return silentExit(ExitFindings)
@@ -236,12 +240,6 @@ type progress interface {
 	event(runtime.Event)
 	done()
 }
-
-// jsonProgress writes each event as one JSON line.
-type jsonProgress struct{ enc *json.Encoder }
-
-func (p *jsonProgress) event(ev runtime.Event) { _ = p.enc.Encode(ev) }
-func (p *jsonProgress) done()                  {}
 
 // lineProgress prints one line per state change (CI, pipes).
 type lineProgress struct{ io IO }
@@ -375,7 +373,7 @@ func describeEventText(ev runtime.Event) string {
 	d := ev.Data
 	str := func(k string) string {
 		if v, ok := d[k]; ok && v != nil {
-			if k == "version" {
+			if k == "version" || k == "label" {
 				return runtime.ShortLabel(fmt.Sprint(v))
 			}
 			return fmt.Sprint(v)
@@ -426,12 +424,12 @@ func describeEventText(ev runtime.Event) string {
 	case runtime.EventTaskNotRun:
 		return fmt.Sprintf("%s not run: %s", ev.Task, str("reason"))
 	case runtime.EventCheckPassed:
-		return fmt.Sprintf("check %s passed on %s", str("check"), str("version"))
+		return fmt.Sprintf("check %s passed on %s", str("check"), str("label"))
 	case runtime.EventCheckFailed:
-		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("version"), str("reason"))
+		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("label"), str("reason"))
 	case store.EventPublishWon, store.EventPublishIdempotent:
 		return fmt.Sprintf("publish %s -> %s: %s (%s, token %s)", str("publish"), str("sink"), strings.TrimPrefix(ev.Kind, "publish."),
-			str("version"), str("token"))
+			str("label"), str("token"))
 	case store.EventPublishFenced:
 		switch str("fenced_by") {
 		case "grant":

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
 )
@@ -85,6 +87,10 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 	}
 	st, err := l.Open(ctx, store.Options{})
 	if err != nil {
+		if runtime.DiskFailure(err.Error()) {
+			// A store failure, not a usage error: exit 1.
+			return nil, &exitError{code: ExitFindings, err: fmt.Errorf("state %s: %v (disk full, a file size limit or a read-only file?); nothing was run", l, err)}
+		}
 		return nil, usageErr("state %s: %v", l, err)
 	}
 	return st, nil

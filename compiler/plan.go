@@ -133,7 +133,9 @@ type PlanCheck struct {
 	Unique      []string `json:"unique"`
 	NotNull     []string `json:"not_null"`
 	Columns     []string `json:"columns"`
-	Command     []string `json:"command"`
+	// CodeVersionColumn must hold the plan's code_version in every row.
+	CodeVersionColumn string   `json:"code_version_column,omitempty"`
+	Command           []string `json:"command"`
 }
 
 // PlanSink is a publication target.

@@ -36,15 +36,17 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: r.runID,
 			Task: t.Name, Attempt: l.a.Number, StagingPath: dir})
 		if err != nil {
+			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
 			continue
 		}
-		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.Label(), "token": v.Token})
+		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 		failed := ""
+		var passed []sink.ManifestCheck
 		for _, c := range r.checksOf[out] {
 			ok, why := r.runCheck(ctx, c, dir)
 			kind := EventCheckPassed
-			data := map[string]any{"check": c.Name, "artifact": out, "version": v.Label()}
+			data := map[string]any{"check": c.Name, "artifact": out, "version": v.ID, "label": v.Label()}
 			if !ok {
 				kind = EventCheckFailed
 				data["reason"] = why
@@ -53,6 +55,9 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 				}
 			}
 			r.record(ctx, kind, t.Name, l.a.Number, data)
+			if ok {
+				passed = append(passed, sink.ManifestCheck{Name: c.Name, Run: r.runID})
+			}
 			if !zombie {
 				state := CheckPassed
 				if !ok {
@@ -66,11 +71,15 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			continue
 		}
 		if err := r.st.AcceptVersion(ctx, v.ID); err != nil {
+			r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
 			continue
 		}
 		v.State = store.VersionAccepted
-		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.Label()})
+		r.mu.Lock()
+		r.acceptedBy[v.ID] = passed
+		r.mu.Unlock()
+		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 		r.publishAll(ctx, v, !zombie)
 	}
 }
@@ -80,7 +89,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out string, v *store.Version, why string, zombie bool) {
 	if v != nil {
 		_ = r.st.RejectVersion(ctx, v.ID, why)
-		r.emitStore(store.EventVersionRejected, t.Name, l.a.Number, map[string]any{"version": v.Label(), "reason": why})
+		r.emitStore(store.EventVersionRejected, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
 	}
 	if !zombie {
 		r.skipPublishes(out, "artifact "+out+" was not accepted: "+why)
@@ -103,7 +112,7 @@ func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string)
 		"PIPEC_INTERVAL_END="+r.iv.End.Format(time.RFC3339),
 		"PIPEC_CODE_VERSION="+r.plan.CodeVersion,
 	)
-	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: env,
+	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: env, CodeVersion: r.plan.CodeVersion,
 		Redact: func(s string) string { return exec.Redact(s, r.secrets) }})
 	if err != nil {
 		return false, "the check could not run: " + err.Error()
@@ -146,7 +155,8 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 		}
 		pr.Outcome = string(res.Outcome)
 		pr.Visible, pr.VersionDir, pr.AtLeastOnce = res.Visible, res.VersionDir, res.Unfenced
-		data := map[string]any{"publish": pub.Name, "sink": pub.Sink, "version": v.Label(), "token": v.Token,
+		data := map[string]any{"publish": pub.Name, "sink": pub.Sink, "artifact": v.Artifact, "interval": v.Interval,
+			"version": v.ID, "label": v.Label(), "token": v.Token,
 			"visible": res.Visible, "pointer_token": res.Pointer.Token}
 		if res.Outcome == store.Fenced {
 			data["held_token"], data["fenced_by"] = res.HeldToken, res.FencedBy
@@ -161,10 +171,46 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 				Attempt: v.Attempt, Run: v.Run, Token: v.Token, HeldBy: res.HeldToken, FencedBy: res.FencedBy})
 			r.mu.Unlock()
 		}
+		if current && res.Outcome == store.Fenced && res.FencedBy == "sink" {
+			// The sink holds a newer token than this run's own version: a
+			// version accepted before the sink was adopted by this state
+			// (or a state restored from a backup). Nothing of this run is
+			// visible there; say so and fail rather than succeed quietly.
+			pr.Outcome = PublishError
+			pr.Error = fmt.Sprintf("sink %s holds token %d, above this version's token %d (accepted before this state "+
+				"adopted the sink, or in a state restored from a backup): rerun with --force to produce a new version",
+				pub.Sink, res.HeldToken, v.Token)
+		}
 		if current || res.Outcome != store.Fenced {
 			r.addPublish(pr)
 		}
 	}
+}
+
+// storeFailed keeps the first failure of the state database, for the
+// summary's store line.
+func (r *runner) storeFailed(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.storeErr == "" {
+		r.storeErr = what
+	}
+}
+
+// lineage is the sinks' Lineage: the pipeline, and the checks that accepted
+// the version: those that passed in this run, or for a version an earlier run
+// accepted (a reused task), every check of its artifact, in that run (a
+// version is accepted only when all of them passed).
+func (r *runner) lineage(v store.Version) (string, []sink.ManifestCheck) {
+	r.mu.Lock()
+	cs, ok := r.acceptedBy[v.ID]
+	r.mu.Unlock()
+	if !ok {
+		for _, c := range r.checksOf[v.Artifact] {
+			cs = append(cs, sink.ManifestCheck{Name: c.Name, Run: v.Run})
+		}
+	}
+	return r.plan.Pipeline, cs
 }
 
 // addPublish keeps the latest outcome per publish.

@@ -119,6 +119,10 @@ type Options struct {
 	// a third of it apart while the run lives; 0 means DefaultRunLease.
 	RunLease time.Duration
 
+	// LogLimit caps each attempt's log file (exec.DefaultLogLimit, 64 MiB,
+	// when 0); past it the output is dropped and a marker line says so.
+	LogLimit int64
+
 	// DefaultLease, LeasePoll, KillGrace and ZombieGrace tune timing; zero
 	// means the default. LeasePoll is how often expired leases are looked for
 	// (a fifth of the shortest lease, between 20ms and 1s).
@@ -128,9 +132,12 @@ type Options struct {
 	ZombieGrace  time.Duration
 }
 
-// Event is one state change, as OnEvent receives it and `pipec run --json`
-// prints it. Kinds are the store's (attempt.started, publish.fenced, ...) and
-// the runtime's own (task.*, check.*, attempt.retry).
+// Event is one state change, as OnEvent receives it: the runtime's progress
+// feed, for people. Kinds are the store's (attempt.started, publish.fenced,
+// ...) and the runtime's own (task.*, check.*, attempt.retry); data keys mean
+// what they mean in the log (version is an id, label its name). The JSON a
+// program reads (`pipec run --json`, `pipec events --json`) is the store's
+// log itself, documented in schema/events.schema.json.
 type Event struct {
 	Time    time.Time      `json:"time"`
 	Run     string         `json:"run"`
@@ -225,8 +232,13 @@ type runner struct {
 	stopOnLeaseLoss bool
 	leaseLost       atomic.Bool
 
-	mu        sync.Mutex // guards summary parts below and taskState fields
-	checks    map[string]*CheckResult
+	mu     sync.Mutex // guards summary parts below and taskState fields
+	checks map[string]*CheckResult
+	// acceptedBy holds the checks that accepted each version audited in
+	// this run (by version id), for its lineage manifest.
+	acceptedBy map[int64][]sink.ManifestCheck
+	// storeErr is the first failure of the state database (storeFailed).
+	storeErr  string
 	publishes []PublishResult
 	fenced    []FencedPublish
 }
@@ -273,19 +285,20 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	p := o.Plan
 	r := &runner{
 		o: o, plan: p, iv: iv, st: o.Store,
-		stateDir:  filepath.Dir(statePath),
-		resource:  p.Pipeline + "@" + iv.Key,
-		rand:      retry.NewRand(o.Seed),
-		tasks:     map[string]*taskState{},
-		checksOf:  map[string][]compiler.PlanCheck{},
-		pubsOf:    map[string][]compiler.PlanPublish{},
-		sinks:     map[string]sink.Sink{},
-		sinkErr:   map[string]string{},
-		sinkPlan:  map[string]compiler.PlanSink{},
-		slots:     o.Slots,
-		checks:    map[string]*CheckResult{},
-		baseEnv:   exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
-		parentEnv: exec.Env{}.Parse(o.Environ),
+		stateDir:   filepath.Dir(statePath),
+		resource:   p.Pipeline + "@" + iv.Key,
+		rand:       retry.NewRand(o.Seed),
+		tasks:      map[string]*taskState{},
+		checksOf:   map[string][]compiler.PlanCheck{},
+		pubsOf:     map[string][]compiler.PlanPublish{},
+		sinks:      map[string]sink.Sink{},
+		sinkErr:    map[string]string{},
+		sinkPlan:   map[string]compiler.PlanSink{},
+		slots:      o.Slots,
+		checks:     map[string]*CheckResult{},
+		acceptedBy: map[int64][]sink.ManifestCheck{},
+		baseEnv:    exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
+		parentEnv:  exec.Env{}.Parse(o.Environ),
 	}
 	if b := p.RetryBudget; b != nil {
 		r.budget = retry.NewBudget(b.Ratio, b.Min)
@@ -327,7 +340,7 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
-			Pipeline: p.Pipeline, Store: o.Store, StatePath: o.StatePath})
+			Pipeline: p.Pipeline, Store: o.Store, StatePath: o.StatePath, Lineage: r.lineage})
 		if err != nil {
 			r.sinkErr[s.Name] = err.Error()
 			continue
@@ -479,7 +492,12 @@ func (r *runner) execute(ctx context.Context, run store.Run, reused map[string]s
 	// The run's end is recorded even when ctx was cancelled (Ctrl-C).
 	fctx := context.WithoutCancel(ctx)
 	if err := r.st.FinishRun(fctx, run.ID, state); err != nil {
-		return sum, err
+		sum.Failed = true
+		sum.RunID, sum.State = run.ID, string(store.RunFailed)
+		if sum.StoreError == "" {
+			sum.StoreError = StoreFailure("recording the run's end: " + err.Error())
+		}
+		return sum, fmt.Errorf("run %s: the state database could not record its end: %w", run.ID, err)
 	}
 	r.emitStore(store.EventRunFinished, "", 0, map[string]any{"state": string(state)})
 	if got, err := r.st.GetRun(fctx, run.ID); err == nil {

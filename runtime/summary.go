@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -32,6 +33,12 @@ type Summary struct {
 	Fenced []FencedPublish `json:"fenced"`
 	// AtLeastOnce names the sinks published with fencing = "none".
 	AtLeastOnce []string `json:"at_least_once_sinks"`
+	// StoreError says what failed when the state database could not be
+	// written or read during the run (disk full, a file size limit, a
+	// read-only file): the tasks it hit are failed with class "store", and
+	// when the run's end could not be recorded either, the next run of the
+	// interval takes it over and resumes.
+	StoreError string `json:"store_error,omitempty"`
 	// Failed is true when a task or check failed, or a publish errored.
 	Failed bool `json:"failed"`
 }
@@ -116,6 +123,9 @@ func (r *runner) summary(run store.Run) *Summary {
 		if ts.state == TaskFailed || ts.state == TaskNotRun {
 			s.Failed = true
 		}
+		if ts.state == TaskFailed && tr.Class == retry.Store && s.StoreError == "" {
+			s.StoreError = StoreFailure(fmt.Sprintf("task %s: %s", name, tr.Error))
+		}
 	}
 	for _, name := range slices.Sorted(mapKeys(r.checks)) {
 		c := *r.checks[name]
@@ -123,6 +133,10 @@ func (r *runner) summary(run store.Run) *Summary {
 		if c.State != CheckPassed {
 			s.Failed = true
 		}
+	}
+	if s.StoreError == "" && r.storeErr != "" {
+		s.StoreError = StoreFailure(r.storeErr)
+		s.Failed = true
 	}
 	s.Publish = slices.Clone(r.publishes)
 	slices.SortFunc(s.Publish, func(a, b PublishResult) int { return strings.Compare(a.Name, b.Name) })
@@ -215,6 +229,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  fenced  %s: %s attempt %d (token %d) of %s was refused; %s\n",
 			f.Publish, f.Task, f.Attempt, f.Token, f.Run, held)
 	}
+	if s.StoreError != "" {
+		fmt.Fprintf(&b, "  store   %s\n", s.StoreError)
+	}
 	for _, name := range s.AtLeastOnce {
 		fmt.Fprintf(&b, "  note    sink %s has fencing = \"none\": published at-least-once, a stale attempt can overwrite a newer one\n", name)
 	}
@@ -230,6 +247,30 @@ func ShortLabel(label string) string {
 		return label
 	}
 	return label[:i+len("#sha256:")+12]
+}
+
+// StoreFailure describes a failure of the state database for a person: the
+// error, what it likely is, and what happens next.
+func StoreFailure(what string) string {
+	hint := ""
+	if DiskFailure(what) {
+		hint = " (disk full, a file size limit or a read-only file?)"
+	}
+	return "the state database failed" + hint + ": " + what +
+		"; nothing it did not record was published; fix the disk and run the interval again to resume"
+}
+
+// DiskFailure reports whether an error message is one of a database the disk
+// refuses to write (full, over a file size limit, read-only): a failure of
+// the store, not a usage error.
+func DiskFailure(msg string) bool {
+	low := strings.ToLower(msg)
+	for _, k := range []string{"disk i/o error", "disk is full", "no space left", "file too large", "read-only", "readonly"} {
+		if strings.Contains(low, k) {
+			return true
+		}
+	}
+	return false
 }
 
 func orDash(s string) string {

@@ -120,7 +120,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 	t := ts.t
 	inputs, why, err := r.resolveInputs(ctx, t)
 	if err != nil {
-		r.taskFailed(ctx, ts, "", 0, err.Error(), "the store failed")
+		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")
 		return
 	}
 	if why != "" {
@@ -166,7 +166,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			return
 		}
 		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number - r.visitBase,
-			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand})
+			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand, Task: t.Name})
 		if !d.Retry {
 			r.mu.Lock()
 			ts.res.Ending = out.ending
@@ -248,7 +248,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
 		Worker: r.o.Worker, Lease: lease, Queued: true})
 	if err != nil {
-		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: "store"}}
+		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: retry.Store}}
 	}
 	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
 	failStart := func(err error) attemptOutcome {
@@ -311,7 +311,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			}
 			d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 				Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: a.Number, LeaseExpired: true,
-				Budget: r.budget, Rand: r.rand})
+				Budget: r.budget, Rand: r.rand, Task: t.Name})
 			r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
 				"relaunch": d.Retry, "reason": d.Reason})
 			if d.Retry {
@@ -394,7 +394,7 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	}
 	l.log = r.logPath(a.AttemptRef)
 	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
-		KillGrace: r.o.KillGrace, LogPath: l.log, Redact: secrets}, nil
+		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: secrets}, nil
 }
 
 // start launches a prepared attempt and records its pid beside it.
@@ -427,13 +427,13 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	fctx := context.WithoutCancel(ctx)
 	if l.markErr != nil {
-		out.verdict = retry.Verdict{Class: "store"}
+		out.verdict = retry.Verdict{Class: retry.Store}
 		out.tail = l.markErr.Error()
 		return out
 	}
 	if res.Success() {
 		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
-			out.verdict = retry.Verdict{Class: "store"}
+			out.verdict = retry.Verdict{Class: retry.Store}
 			out.tail = err.Error()
 			return out
 		}

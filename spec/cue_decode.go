@@ -520,6 +520,8 @@ func (d *cueDecoder) check(n Named, f *ast.Field) Check {
 			c.NotNull, _ = d.strList(g, name)
 		case "columns":
 			c.Columns, _ = d.strList(g, name)
+		case "code_version_column":
+			c.CodeVersionColumn, _ = d.str(g, name)
 		case "command":
 			c.Command, _ = d.strList(g, name)
 		default:

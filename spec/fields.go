@@ -111,6 +111,7 @@ func Fields() map[string][]Field {
 			{Name: "unique"},
 			{Name: "not_null"},
 			{Name: "columns"},
+			{Name: "code_version_column"},
 			{Name: "command"},
 		},
 		KindSink: {

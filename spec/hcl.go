@@ -277,7 +277,7 @@ var (
 	}}
 	checkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "input", Required: true}, {Name: "row_count_min"}, {Name: "row_count_max"},
-		{Name: "unique"}, {Name: "not_null"}, {Name: "columns"}, {Name: "command"},
+		{Name: "unique"}, {Name: "not_null"}, {Name: "columns"}, {Name: "code_version_column"}, {Name: "command"},
 	}}
 	sinkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "type", Required: true}, {Name: "path", Required: true}, {Name: "fencing"},
@@ -789,6 +789,12 @@ func (l *hclLoader) check(b *hclsyntax.Block) Check {
 			c.NotNull = l.strings(a)
 		case "columns":
 			c.Columns = l.strings(a)
+		case "code_version_column":
+			if v, ok := l.str(a.Name, a.Expr); ok && v == "" {
+				l.errorf(a.Expr.Range(), "Invalid value for %q: must name a column, got an empty string", a.Name)
+			} else {
+				c.CodeVersionColumn = v
+			}
 		case "command":
 			c.Command = l.command(a)
 		}

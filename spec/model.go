@@ -240,6 +240,9 @@ type Check struct {
 	Unique      []string
 	NotNull     []string
 	Columns     []string
+	// CodeVersionColumn names a column that must hold the pipeline's
+	// code_version in every row (the seed's code_version stamping, enforced).
+	CodeVersionColumn string
 	// Command is an external check, run with the artifact's directory.
 	Command []string
 }
@@ -250,7 +253,7 @@ type Check struct {
 const UnreachableRows = 1 << 50
 
 // checkFields are the fields of a check that assert something.
-var checkFields = [...]string{"row_count_min", "row_count_max", "unique", "not_null", "columns", "command"}
+var checkFields = [...]string{"row_count_min", "row_count_max", "unique", "not_null", "columns", "code_version_column", "command"}
 
 // Asserts reports whether the check can fail: it has an assertion that some
 // data would break. row_count_min = 0, row_count_max of UnreachableRows or
@@ -265,7 +268,7 @@ func (c *Check) Asserts() bool {
 	}
 	return c.RowCountMin != nil && *c.RowCountMin > 0 ||
 		c.RowCountMax != nil && *c.RowCountMax < UnreachableRows ||
-		len(c.Unique) > 0 || len(c.NotNull) > 0 || len(c.Columns) > 0 || len(c.Command) > 0
+		len(c.Unique) > 0 || len(c.NotNull) > 0 || len(c.Columns) > 0 || len(c.Command) > 0 || c.CodeVersionColumn != ""
 }
 
 // Vacuous lists, for a check that cannot fail (see Asserts), what it wrote

@@ -28,6 +28,9 @@ type Options struct {
 	Env []string
 	// Timeout bounds a command check; 0 means 10 minutes.
 	Timeout time.Duration
+	// CodeVersion is the run's code_version, which a check's
+	// code_version_column must hold in every row.
+	CodeVersion string
 	// Redact, when set, is applied to a command check's output before it
 	// becomes a reason (secret values).
 	Redact func(string) string
@@ -48,7 +51,8 @@ type Result struct {
 const maxExamples = 3
 
 // Run audits the version in dir with one check. The built-in assertions
-// (row_count_min, row_count_max, unique, not_null, columns) read every
+// (row_count_min, row_count_max, unique, not_null, columns,
+// code_version_column) read every
 // *.csv (comma-separated, header row first) and *.jsonl / *.ndjson file (one
 // JSON object a line) under dir, sorted by path, as one table: row counts and
 // uniqueness are over all files together, and every file must have every
@@ -69,13 +73,14 @@ const maxExamples = 3
 // cancelled context); anything about the data is a reason.
 func Run(ctx context.Context, c compiler.PlanCheck, dir string, opt Options) (Result, error) {
 	res := Result{Check: c.Name, Artifact: c.Input}
-	builtin := c.RowCountMin != nil || c.RowCountMax != nil || len(c.Unique) > 0 || len(c.NotNull) > 0 || len(c.Columns) > 0
+	builtin := c.RowCountMin != nil || c.RowCountMax != nil || len(c.Unique) > 0 || len(c.NotNull) > 0 || len(c.Columns) > 0 ||
+		c.CodeVersionColumn != ""
 	if !builtin && len(c.Command) == 0 {
 		res.Reasons = []string{"the check asserts nothing, so it accepts nothing"}
 		return res, nil
 	}
 	if builtin {
-		reasons, err := assertTable(ctx, c, dir)
+		reasons, err := assertTable(ctx, c, dir, opt.CodeVersion)
 		if err != nil {
 			return res, err
 		}

@@ -37,6 +37,8 @@ func TestBuiltinAssertions(t *testing.T) {
 		check compiler.PlanCheck
 		files map[string]string
 		want  []string // nil: accepted
+		// codeVersion is the run's (Options.CodeVersion).
+		codeVersion string
 	}{
 		{
 			name:  "accepted csv",
@@ -123,6 +125,29 @@ func TestBuiltinAssertions(t *testing.T) {
 			files: map[string]string{"orders.csv": "\ufefforder_id\n1\n"},
 		},
 		{
+			name:        "code_version_column stamped",
+			check:       compiler.PlanCheck{CodeVersionColumn: "code_version"},
+			files:       map[string]string{"a.csv": "id,code_version\n1,2024.06.1\n", "b.jsonl": `{"id": 2, "code_version": "2024.06.1"}` + "\n"},
+			codeVersion: "2024.06.1",
+		},
+		{
+			name:        "code_version_column: stale, null and missing",
+			check:       compiler.PlanCheck{CodeVersionColumn: "code_version"},
+			files:       map[string]string{"a.csv": "id,code_version\n1,2024.06.1\n2,2024.05.9\n3,\n", "b.jsonl": `{"id": 4, "code_version": 2024}` + "\n" + `{"id": 5}` + "\n"},
+			codeVersion: "2024.06.1",
+			want: []string{
+				`b.jsonl: column "code_version" missing in 1 row(s): b.jsonl:2`,
+				`code_version_column: column "code_version" is not the run's code_version "2024.06.1" in 3 row(s): a.csv:3 ("2024.05.9"), a.csv:4 (null), b.jsonl:1 ("2024")`,
+			},
+		},
+		{
+			name:        "code_version_column absent from a csv",
+			check:       compiler.PlanCheck{CodeVersionColumn: "code_version"},
+			files:       map[string]string{"a.csv": "id\n1\n"},
+			codeVersion: "2024.06.1",
+			want:        []string{`a.csv has no column "code_version"`},
+		},
+		{
 			name:  "asserts nothing",
 			check: compiler.PlanCheck{},
 			files: map[string]string{"orders.csv": orders},
@@ -132,7 +157,7 @@ func TestBuiltinAssertions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.check.Name, tt.check.Input = "ok", "orders_clean"
-			res, err := Run(context.Background(), tt.check, version(t, tt.files), Options{})
+			res, err := Run(context.Background(), tt.check, version(t, tt.files), Options{CodeVersion: tt.codeVersion})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,12 +38,24 @@ type table struct {
 	reasons  []string // in the order found: files sorted, lines ascending
 
 	nulls map[string]*finding // not_null, per column
+	// codeVersion is what c.CodeVersionColumn must hold; stale counts the
+	// rows where it does not.
+	codeVersion string
+	stale       finding
 	// missing counts JSON Lines rows without a required column, per (file,
 	// column), in the order first seen.
 	missing      map[[2]string]*finding
 	missingOrder [][2]string
-	seen         map[string]string // unique key -> where first seen
-	dups         finding
+	// files are the version's data files, by index (a row's place is a
+	// file index and a line).
+	files []string
+	// uniq indexes the unique keys by hash (see unique.go); dups is what it
+	// found. keyText, on the second pass over the files, is filled with the
+	// key of each place it names (only the few duplicates a reason shows).
+	uniq    *uniqueIndex
+	dups    finding
+	keyText map[uint64]string
+	err     error // the first failure to index a key (I/O of the spill)
 }
 
 // finding counts offending rows and keeps the first few places.
@@ -68,7 +80,13 @@ func (f *finding) summary() string {
 	return s
 }
 
-func assertTable(ctx context.Context, c compiler.PlanCheck, dir string) ([]string, error) {
+func assertTable(ctx context.Context, c compiler.PlanCheck, dir, codeVersion string) ([]string, error) {
+	return assertTableSpill(ctx, c, dir, codeVersion, spillRecords)
+}
+
+// assertTableSpill is assertTable with the unique index spilling every spill
+// records (tests make it small).
+func assertTableSpill(ctx context.Context, c compiler.PlanCheck, dir, codeVersion string, spill int) ([]string, error) {
 	files, err := dataFiles(dir)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", c.Name, err)
@@ -76,38 +94,97 @@ func assertTable(ctx context.Context, c compiler.PlanCheck, dir string) ([]strin
 	if len(files) == 0 {
 		return []string{"no CSV (*.csv) or JSON Lines (*.jsonl, *.ndjson) file in the version"}, nil
 	}
-	t := &table{c: c, nulls: map[string]*finding{}, missing: map[[2]string]*finding{}, seen: map[string]string{}}
-	for _, cols := range [][]string{c.Columns, c.Unique, c.NotNull} {
+	t := &table{c: c, nulls: map[string]*finding{}, missing: map[[2]string]*finding{}, files: files,
+		codeVersion: codeVersion}
+	if len(c.Unique) > 0 {
+		t.uniq = newUniqueIndex(spill)
+		defer t.uniq.close()
+	}
+	var stamped []string
+	if c.CodeVersionColumn != "" {
+		stamped = []string{c.CodeVersionColumn}
+	}
+	for _, cols := range [][]string{c.Columns, c.Unique, c.NotNull, stamped} {
 		for _, col := range cols {
 			if !contains(t.required, col) {
 				t.required = append(t.required, col)
 			}
 		}
 	}
-	for _, name := range files {
-		if err := ctx.Err(); err != nil {
+	if err := t.readAll(ctx, dir); err != nil {
+		return nil, err
+	}
+	if t.uniq != nil {
+		if err := t.findDuplicates(ctx, dir); err != nil {
 			return nil, err
-		}
-		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(name)))
-		if err != nil {
-			return nil, fmt.Errorf("check %s: %w", c.Name, err)
-		}
-		if kindOf(name) == "csv" {
-			err = t.readCSV(name, f)
-		} else {
-			err = t.readJSONL(name, f)
-		}
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("check %s: %s: %w", c.Name, name, err)
 		}
 	}
 	return t.verdict(), nil
 }
 
+// readAll reads every data file once, in order.
+func (t *table) readAll(ctx context.Context, dir string) error {
+	for i, name := range t.files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(name)))
+		if err != nil {
+			return fmt.Errorf("check %s: %w", t.c.Name, err)
+		}
+		if kindOf(name) == "csv" {
+			err = t.readCSV(i, name, f)
+		} else {
+			err = t.readJSONL(i, name, f)
+		}
+		f.Close()
+		if err == nil {
+			err = t.err
+		}
+		if err != nil {
+			return fmt.Errorf("check %s: %s: %w", t.c.Name, name, err)
+		}
+	}
+	return nil
+}
+
+// findDuplicates merges the unique index and, when keys repeat, reads the
+// files a second time for the text of the few keys the reason shows (the
+// index holds only hashes). The second pass changes no count or reason.
+func (t *table) findDuplicates(ctx context.Context, dir string) error {
+	count, dups, err := t.uniq.duplicates(maxExamples)
+	if err != nil {
+		return fmt.Errorf("check %s: unique: %w", t.c.Name, err)
+	}
+	if count == 0 {
+		return nil
+	}
+	t.keyText = map[uint64]string{}
+	for _, d := range dups {
+		t.keyText[d.loc] = ""
+	}
+	reasons, broken, rows := t.reasons, t.broken, t.rows
+	err = t.readAll(ctx, dir)
+	t.reasons, t.broken, t.rows = reasons, broken, rows
+	if err != nil {
+		return err
+	}
+	t.dups.count = count
+	for _, d := range dups {
+		t.dups.examples = append(t.dups.examples, fmt.Sprintf("%s at %s repeats %s", t.keyText[d.loc], t.place(d.loc), t.place(d.first)))
+	}
+	return nil
+}
+
+// place is "file:line" of a row's place.
+func (t *table) place(loc uint64) string {
+	file, line := splitPlace(loc)
+	return fmt.Sprintf("%s:%d", t.files[file], line)
+}
+
 // readCSV reads one CSV file whose first record is the header. The error is
 // for I/O only; a malformed file becomes a reason.
-func (t *table) readCSV(name string, r io.Reader) error {
+func (t *table) readCSV(file int, name string, r io.Reader) error {
 	cr := csv.NewReader(bufio.NewReader(r))
 	cr.ReuseRecord = true
 	header, err := cr.Read()
@@ -144,7 +221,7 @@ func (t *table) readCSV(name string, r io.Reader) error {
 			return t.parseError(name, err)
 		}
 		line, _ := cr.FieldPos(0)
-		t.row(fmt.Sprintf("%s:%d", name, line), func(col string) (value, bool) {
+		t.row(file, line, func(col string) (value, bool) {
 			i, ok := index[col]
 			if !ok {
 				return value{}, false
@@ -171,7 +248,7 @@ const maxLine = 64 << 20
 
 // readJSONL reads one JSON Lines file: one JSON object a line, blank lines
 // ignored.
-func (t *table) readJSONL(name string, r io.Reader) error {
+func (t *table) readJSONL(file int, name string, r io.Reader) error {
 	br := bufio.NewReader(r)
 	for line := 1; ; line++ {
 		text, err := readLine(br, maxLine)
@@ -190,7 +267,7 @@ func (t *table) readJSONL(name string, r io.Reader) error {
 				t.reasons = append(t.reasons, fmt.Sprintf("%s:%d: not a JSON object", name, line))
 				return nil
 			}
-			t.row(fmt.Sprintf("%s:%d", name, line), func(col string) (value, bool) {
+			t.row(file, line, func(col string) (value, bool) {
 				raw, ok := obj[col]
 				if !ok {
 					return value{}, false
@@ -243,12 +320,22 @@ func jsonValue(raw json.RawMessage) value {
 
 // row applies the per-row assertions. perRowColumns is true for JSON Lines,
 // where a column can be missing from one row; in CSV the header already said.
-func (t *table) row(loc string, get row, perRowColumns bool) {
+func (t *table) row(file, line int, get row, perRowColumns bool) {
+	if t.keyText != nil {
+		// The second pass: only the keys of the places asked for.
+		if _, want := t.keyText[placeOf(file, line)]; want {
+			if k, ok := t.uniqueKey(get); ok {
+				t.keyText[placeOf(file, line)] = string(k)
+			}
+		}
+		return
+	}
 	t.rows++
+	loc := func() string { return fmt.Sprintf("%s:%d", t.files[file], line) }
 	if perRowColumns {
 		for _, col := range t.required {
 			if _, ok := get(col); !ok {
-				file, _, _ := strings.Cut(loc, ":")
+				file, _, _ := strings.Cut(loc(), ":")
 				k := [2]string{file, col}
 				f := t.missing[k]
 				if f == nil {
@@ -256,7 +343,7 @@ func (t *table) row(loc string, get row, perRowColumns bool) {
 					t.missing[k] = f
 					t.missingOrder = append(t.missingOrder, k)
 				}
-				f.add(loc)
+				f.add(loc())
 			}
 		}
 	}
@@ -267,28 +354,37 @@ func (t *table) row(loc string, get row, perRowColumns bool) {
 				f = &finding{}
 				t.nulls[col] = f
 			}
-			f.add(loc)
+			f.add(loc())
 		}
 	}
-	if len(t.c.Unique) > 0 {
-		key := make([]any, len(t.c.Unique))
-		for i, col := range t.c.Unique {
-			v, ok := get(col)
-			if !ok {
-				return // reported as a missing column; no cascade
-			}
-			if !v.null {
-				key[i] = v.text
-			}
-		}
-		b, _ := json.Marshal(key)
-		k := string(b)
-		if first, dup := t.seen[k]; dup {
-			t.dups.add(fmt.Sprintf("%s at %s repeats %s", k, loc, first))
-		} else {
-			t.seen[k] = loc
+	if col := t.c.CodeVersionColumn; col != "" {
+		if v, ok := get(col); ok && (v.null || v.text != t.codeVersion) {
+			t.stale.add(fmt.Sprintf("%s (%s)", loc(), shortValue(v)))
 		}
 	}
+	if t.uniq != nil && t.err == nil {
+		if k, ok := t.uniqueKey(get); ok {
+			t.err = t.uniq.add(k, placeOf(file, line))
+		}
+	}
+}
+
+// uniqueKey is the JSON text of a row's unique columns (null for a null
+// cell); ok is false when the row lacks one (reported as a missing column;
+// no cascade).
+func (t *table) uniqueKey(get row) ([]byte, bool) {
+	key := make([]any, len(t.c.Unique))
+	for i, col := range t.c.Unique {
+		v, ok := get(col)
+		if !ok {
+			return nil, false
+		}
+		if !v.null {
+			key[i] = v.text
+		}
+	}
+	b, _ := json.Marshal(key)
+	return b, true
 }
 
 // verdict turns what was counted into reasons, in a fixed order: file
@@ -313,10 +409,26 @@ func (t *table) verdict() []string {
 			out = append(out, fmt.Sprintf("not_null: column %q is null in %d row(s): %s", col, f.count, f.summary()))
 		}
 	}
+	if t.stale.count > 0 {
+		out = append(out, fmt.Sprintf("code_version_column: column %q is not the run's code_version %q in %d row(s): %s",
+			t.c.CodeVersionColumn, t.codeVersion, t.stale.count, t.stale.summary()))
+	}
 	if t.dups.count > 0 {
 		out = append(out, fmt.Sprintf("unique (%s): %d duplicate row(s): %s", quoteList(t.c.Unique), t.dups.count, t.dups.summary()))
 	}
 	return out
+}
+
+// shortValue shows a cell in a reason: quoted, at most 40 characters.
+func shortValue(v value) string {
+	if v.null {
+		return "null"
+	}
+	s := v.text
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:40]) + "…"
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 func contains(list []string, s string) bool {

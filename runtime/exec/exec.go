@@ -51,6 +51,9 @@ type Spec struct {
 	// attempt that printed nothing costs no file. Empty: the output is only
 	// kept as a tail.
 	LogPath string
+	// LogLimit caps the log file (DefaultLogLimit when 0): past it the
+	// output is dropped and a marker says where (see logcap.go).
+	LogLimit int64
 	// Redact lists secret values replaced by "***" in the log and the tail.
 	Redact []string
 	// TailBytes is the size of Result.Tail (DefaultTailBytes).
@@ -176,8 +179,12 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 
 	tail := newTail(s.TailBytes)
 	var out io.Writer = tail
+	capped := &cappedLog{w: logFile, max: s.LogLimit}
+	if capped.max <= 0 {
+		capped.max = DefaultLogLimit
+	}
 	if s.LogPath != "" {
-		out = io.MultiWriter(logFile, tail)
+		out = io.MultiWriter(capped, tail)
 	}
 	red := newRedactor(out, s.Redact)
 	copied := make(chan struct{})
@@ -216,6 +223,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		}
 		pr.Close()
 		_ = red.Flush()
+		capped.finish()
 		closeLog()
 		p.mu.Lock()
 		if p.killTimer != nil {

@@ -24,6 +24,11 @@ const (
 	// LeaseExpired names the relaunch of a task whose attempt stopped
 	// renewing its lease; the old attempt is unknown, not failed.
 	LeaseExpired = "lease_expired"
+	// Store names an attempt whose state change the state database could
+	// not record (disk full, a file size limit, a read-only file). It is
+	// never retried: the next attempt would need the same database, and the
+	// next run of the interval resumes once the disk is fixed.
+	Store = "store"
 )
 
 // Class is one error class of the spec.

@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -57,20 +59,22 @@ func (p *Policy) Backoff(n int) time.Duration {
 	return time.Duration(d)
 }
 
-// Rand is the jitter source, safe for concurrent use. With the same seed it
-// draws the same delays in the same order.
+// Rand is the jitter source. It holds only the seed: every draw is derived
+// from (seed, task, attempt) alone, so a given task's retry after a given
+// attempt waits the same time whatever order the scheduler ran tasks in, how
+// many other tasks retried before it, or how many goroutines draw at once.
+// A shared stream would hand out its numbers in scheduling order and make
+// `--seed` reproduce nothing in a parallel run.
 type Rand struct {
-	mu sync.Mutex
-	r  *rand.Rand
+	seed uint64
 }
 
 // NewRand seeds a jitter source.
-func NewRand(seed uint64) *Rand {
-	return &Rand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-}
+func NewRand(seed uint64) *Rand { return &Rand{seed: seed} }
 
-// Jittered applies the policy's jitter to d; a nil source means no jitter.
-func (p *Policy) Jittered(d time.Duration, r *Rand) time.Duration {
+// Jittered applies the policy's jitter to d for the retry after the given
+// attempt of task; a nil source means no jitter.
+func (p *Policy) Jittered(d time.Duration, r *Rand, task string, attempt int) time.Duration {
 	if d <= 0 {
 		return 0
 	}
@@ -81,16 +85,29 @@ func (p *Policy) Jittered(d time.Duration, r *Rand) time.Duration {
 	case JitterNone:
 		return d
 	case JitterEqual:
-		return d/2 + r.int64N(int64(d/2)+1)
+		return d/2 + r.draw(task, attempt, int64(d/2)+1)
 	default: // full, the default
-		return r.int64N(int64(d) + 1)
+		return r.draw(task, attempt, int64(d)+1)
 	}
 }
 
-func (r *Rand) int64N(n int64) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return time.Duration(r.r.Int64N(n))
+// draw is a uniform number in [0, n) from a generator keyed by the seed, the
+// task's name and the attempt number: SHA-256 of the three, length-prefixed
+// so that no two (task, attempt) pairs share a key, seeds a PCG whose first
+// bounded draw is the result.
+func (r *Rand) draw(task string, attempt int, n int64) time.Duration {
+	h := sha256.New()
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], r.seed)
+	h.Write(b[:])
+	binary.BigEndian.PutUint64(b[:], uint64(len(task)))
+	h.Write(b[:])
+	h.Write([]byte(task))
+	binary.BigEndian.PutUint64(b[:], uint64(attempt))
+	h.Write(b[:])
+	sum := h.Sum(nil)
+	g := rand.New(rand.NewPCG(binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:16])))
+	return time.Duration(g.Int64N(n))
 }
 
 // Budget caps retries across one run: at most Ratio × the run's first
@@ -161,7 +178,10 @@ type Input struct {
 	// but is bounded like any retry. Without a policy one relaunch is allowed.
 	LeaseExpired bool
 	Budget       *Budget
-	Rand         *Rand
+	// Rand draws the jitter; Task names the task whose attempt failed, one
+	// of the draw's keys with Attempt and the seed.
+	Rand *Rand
+	Task string
 }
 
 // Decision is whether to retry, after how long, and why (or why not).
@@ -177,6 +197,9 @@ type Decision struct {
 // attempt and elapsed-time bounds must allow one more; the run's budget must
 // have a retry left (checked last, so a refused retry never spends it).
 func Decide(in Input) Decision {
+	if in.Verdict.Class == Store && !in.LeaseExpired {
+		return Decision{Reason: "the state database could not record it: not retried (the next run of the interval resumes)"}
+	}
 	if in.Verdict.Deterministic && !in.LeaseExpired {
 		return Decision{Reason: fmt.Sprintf("class %s is deterministic: not retried", in.Verdict.Class)}
 	}
@@ -198,7 +221,7 @@ func Decide(in Input) Decision {
 	}
 	var delay time.Duration
 	if !in.LeaseExpired {
-		delay = p.Jittered(p.Backoff(in.Attempt), in.Rand)
+		delay = p.Jittered(p.Backoff(in.Attempt), in.Rand, in.Task, in.Attempt)
 	}
 	if p.MaxElapsed > 0 && in.Elapsed+delay > p.MaxElapsed {
 		return Decision{Reason: fmt.Sprintf("max_elapsed %s would be exceeded", p.MaxElapsed)}

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -62,29 +63,29 @@ func TestJitter(t *testing.T) {
 	equal := &Policy{Jitter: JitterEqual}
 	distinct := map[time.Duration]bool{}
 	for i := 0; i < 200; i++ {
-		if got := none.Jittered(d, r); got != d {
+		if got := none.Jittered(d, r, "t", i); got != d {
 			t.Fatalf("none: %s", got)
 		}
-		f := full.Jittered(d, r)
+		f := full.Jittered(d, r, "t", i)
 		if f < 0 || f > d {
 			t.Fatalf("full out of range: %s", f)
 		}
 		distinct[f] = true
-		if e := equal.Jittered(d, r); e < d/2 || e > d {
+		if e := equal.Jittered(d, r, "t", i); e < d/2 || e > d {
 			t.Fatalf("equal out of range: %s", e)
 		}
 	}
 	if len(distinct) < 100 {
 		t.Errorf("full jitter drew only %d distinct delays in 200", len(distinct))
 	}
-	// The same seed draws the same sequence.
+	// The same seed draws the same delays.
 	a, b := NewRand(42), NewRand(42)
 	for i := 0; i < 20; i++ {
-		if x, y := full.Jittered(d, a), full.Jittered(d, b); x != y {
+		if x, y := full.Jittered(d, a, "t", i), full.Jittered(d, b, "t", i); x != y {
 			t.Fatalf("draw %d differs with the same seed: %s vs %s", i, x, y)
 		}
 	}
-	if full.Jittered(d, nil) != d {
+	if full.Jittered(d, nil, "t", 1) != d {
 		t.Error("nil source should not jitter")
 	}
 }
@@ -194,7 +195,7 @@ func TestDecideJitterSeeded(t *testing.T) {
 		r := NewRand(seed)
 		var out []time.Duration
 		for a := 1; a < 6; a++ {
-			d := Decide(Input{Policy: pol, Idempotent: true, Verdict: Verdict{Class: "x"}, Attempt: a, Rand: r})
+			d := Decide(Input{Policy: pol, Idempotent: true, Verdict: Verdict{Class: "x"}, Attempt: a, Rand: r, Task: "t"})
 			if !d.Retry || d.Delay < 0 || d.Delay > pol.Backoff(a) {
 				t.Fatalf("attempt %d: %+v", a, d)
 			}
@@ -207,5 +208,65 @@ func TestDecideJitterSeeded(t *testing.T) {
 		if a[i] != b[i] {
 			t.Fatalf("seeded draws differ: %v vs %v", a, b)
 		}
+	}
+}
+
+// TestJitterIndependentOfOrder: each draw depends on the seed, the task and
+// the attempt only, so drawing in another order, from many goroutines at
+// once, or after other tasks' draws gives every (task, attempt) the same
+// delay; another task, attempt or seed gives another one.
+func TestJitterIndependentOfOrder(t *testing.T) {
+	pol := &Policy{Jitter: JitterFull}
+	d := time.Hour
+	type key struct {
+		task    string
+		attempt int
+	}
+	var keys []key
+	for _, task := range []string{"extract", "clean", "load", "a", "ab", "b"} {
+		for a := 1; a <= 5; a++ {
+			keys = append(keys, key{task, a})
+		}
+	}
+	forward := map[key]time.Duration{}
+	r := NewRand(99)
+	for _, k := range keys {
+		forward[k] = pol.Jittered(d, r, k.task, k.attempt)
+	}
+	// Backwards, concurrently, on a fresh source with the same seed.
+	r2 := NewRand(99)
+	got := make([]time.Duration, len(keys))
+	var wg sync.WaitGroup
+	for i := len(keys) - 1; i >= 0; i-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = pol.Jittered(d, r2, keys[i].task, keys[i].attempt)
+		}()
+	}
+	wg.Wait()
+	distinct := map[time.Duration]bool{}
+	for i, k := range keys {
+		if got[i] != forward[k] {
+			t.Errorf("%s attempt %d: %s in one order, %s in another", k.task, k.attempt, forward[k], got[i])
+		}
+		distinct[got[i]] = true
+	}
+	if len(distinct) != len(keys) {
+		t.Errorf("%d distinct delays for %d (task, attempt) pairs: draws are not keyed by task and attempt", len(distinct), len(keys))
+	}
+	// "a" attempt 11 and "a1" attempt 1 must not share a key.
+	if pol.Jittered(d, r, "a", 11) == pol.Jittered(d, r, "a1", 1) {
+		t.Error(`("a", 11) and ("a1", 1) drew the same delay`)
+	}
+	other := NewRand(100)
+	same := 0
+	for _, k := range keys {
+		if pol.Jittered(d, other, k.task, k.attempt) == forward[k] {
+			same++
+		}
+	}
+	if same > 0 {
+		t.Errorf("another seed drew %d of %d delays identically", same, len(keys))
 	}
 }

@@ -133,7 +133,7 @@ func TestKill9DuringPublish(t *testing.T) {
 		if filepath.Base(vis) != VersionName(v) {
 			t.Fatalf("round %d: visible %s, store says %s", round, filepath.Base(vis), VersionName(v))
 		}
-		if got, err := Digest(vis); err != nil || got != v.Digest {
+		if got, err := ContentDigest(vis); err != nil || got != v.Digest {
 			t.Fatalf("round %d: visible copy digest %s (%v), accepted %s", round, got, err, v.Digest)
 		}
 		if stale, _ := filepath.Glob(filepath.Join(d.Path, ".link-*")); len(stale) > 0 {

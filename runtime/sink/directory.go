@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/pipec/pipec/runtime/fence"
@@ -45,11 +46,12 @@ const VersionsDir = ".versions"
 // One directory sink path holds one artifact: the visible name is only the
 // interval. The layout:
 //
-//	PATH/2024-01-01 -> .versions/orders_clean@2024-01-01#sha256-…   what readers read
-//	PATH/.versions/orders_clean@2024-01-01#sha256-…/                immutable copies, files read-only
-//	PATH/.fence/2024-01-01.json                                      the interval's fencing record
-//	PATH/.fence/.binding.json                                        the state the sink is bound to
-//	PATH/.lock                                                       serializes decisions and link swaps (flock)
+//	PATH/2024-01-01 -> .versions/orders_clean@2024-01-01#sha256-….t8   what readers read
+//	PATH/.versions/orders_clean@2024-01-01#sha256-….t8/                immutable copies, files read-only,
+//	                                                                    with _pipec.json (lineage)
+//	PATH/.fence/2024-01-01.json                                         the interval's fencing record
+//	PATH/.fence/.binding.json                                           the state the sink is bound to
+//	PATH/.lock                                                          serializes decisions and link swaps (flock)
 type Directory struct {
 	// Name is the sink's name in the spec, the pointer's key in the store.
 	Name string
@@ -64,6 +66,9 @@ type Directory struct {
 	// StatePath names the store in messages (where to find it, for a person
 	// told to use it); the store's StateID is the identity.
 	StatePath string
+	// Lineage, if set, supplies the pipeline and the accepting checks for
+	// each version's manifest (see manifest.go).
+	Lineage Lineage
 }
 
 var _ Sink = (*Directory)(nil)
@@ -112,9 +117,12 @@ type Result struct {
 }
 
 // VersionName is the name of a version's immutable folder under
-// PATH/.versions: "artifact@interval#sha256-<hex>".
+// PATH/.versions: "artifact@interval#sha256-<hex>.t<token>". The token is
+// part of the name because the folder holds the version's lineage manifest
+// (run, attempt, token) beside the content: two attempts that wrote the same
+// bytes get two folders, each with its own true manifest.
 func VersionName(v store.Version) string {
-	return v.Artifact + "@" + v.Interval + "#" + strings.ReplaceAll(v.Digest, ":", "-")
+	return v.Artifact + "@" + v.Interval + "#" + strings.ReplaceAll(v.Digest, ":", "-") + ".t" + strconv.FormatInt(v.Token, 10)
 }
 
 // Publish makes an accepted version visible at PATH/<interval>, in this order:
@@ -158,6 +166,12 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 	stateID, err := d.Store.StateID(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
+	}
+	// A state the sink is not bound to copies nothing (checked again under
+	// the lock; only an adoption changes the binding).
+	if b, err := d.readBinding(); err == nil && b != nil && b.State != stateID {
+		return Result{}, fmt.Errorf("publish %s: %w", v.Label(),
+			&ForeignStateError{Sink: d.Name, Path: d.Path, Bound: *b, State: stateID, StatePath: d.StatePath})
 	}
 	// A stale attempt need not copy its output only to be fenced: the
 	// sink's record never goes down, so a newer token seen now will still
@@ -291,6 +305,9 @@ func (d *Directory) materializeDir(v store.Version) (string, error) {
 	if v.StagingPath == "" {
 		return "", fmt.Errorf("version has no staging path")
 	}
+	if err := refuseReserved(v.StagingPath); err != nil {
+		return "", err
+	}
 	tmp, err := os.MkdirTemp(versions, ".tmp-")
 	if err != nil {
 		return "", err
@@ -307,6 +324,16 @@ func (d *Directory) materializeDir(v store.Version) (string, error) {
 	if digest != v.Digest {
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("staging changed after the audit: digest %s, audited %s", digest, v.Digest)
+	}
+	// The manifest goes in before the rename, so no published folder is
+	// ever without it.
+	if err := writeManifest(tmp, manifestOf(v, d.Lineage)); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := syncDir(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		os.RemoveAll(tmp)

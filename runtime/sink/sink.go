@@ -31,6 +31,9 @@ type Config struct {
 	Store    store.Store
 	// StatePath names the store in messages.
 	StatePath string
+	// Lineage supplies each published version's manifest what the version
+	// record lacks (see manifest.go); nil writes the manifest without checks.
+	Lineage Lineage
 }
 
 // Types lists the sink types Open builds.
@@ -49,7 +52,7 @@ func Open(c Config) (Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Pipeline, d.StatePath = c.Pipeline, c.StatePath
+		d.Pipeline, d.StatePath, d.Lineage = c.Pipeline, c.StatePath, c.Lineage
 		return d, nil
 	}
 	return nil, fmt.Errorf("sink type %q is not supported by the local runtime (supported: %q)", c.Type, Types())

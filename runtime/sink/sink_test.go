@@ -239,7 +239,7 @@ func TestPublishFencesAndIsIdempotent(t *testing.T) {
 	if err != nil || vis != res.VersionDir || filepath.Base(vis) != VersionName(cur) {
 		t.Errorf("Visible = %s, %v; want %s", vis, err, res.VersionDir)
 	}
-	if got, err := Digest(vis); err != nil || got != cur.Digest {
+	if got, err := ContentDigest(vis); err != nil || got != cur.Digest {
 		t.Errorf("published copy digest %s, %v; want %s", got, err, cur.Digest)
 	}
 	if fi, err := os.Stat(filepath.Join(vis, "data.csv")); err != nil || fi.Mode().Perm()&0o222 != 0 {

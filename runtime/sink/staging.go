@@ -138,6 +138,12 @@ func listTree(root string) ([]entry, error) {
 // describes exactly what landed in dst, even if something still writes into
 // src.
 func walkCopy(src, dst string) (string, error) {
+	return walkCopyExcept(src, dst, "")
+}
+
+// walkCopyExcept is walkCopy leaving out the top-level entry named skip
+// (none when empty): a version folder's manifest, for ContentDigest.
+func walkCopyExcept(src, dst, skip string) (string, error) {
 	entries, err := listTree(src)
 	if err != nil {
 		return "", fmt.Errorf("digest: %w", err)
@@ -145,6 +151,9 @@ func walkCopy(src, dst string) (string, error) {
 	h := sha256.New()
 	dirs := []string{dst}
 	for _, e := range entries {
+		if skip != "" && e.rel == skip {
+			continue
+		}
 		if e.dir {
 			fmt.Fprintf(h, "d\x00%s\x00", e.rel)
 			if dst != "" {

@@ -47,5 +47,6 @@ pipeline "types" {
     row_count_min = -1
     row_count_max = 1e30
     unique        = [["a"]]
+    code_version_column = ""
   }
 }

@@ -62,6 +62,7 @@ pipeline "full" {
     unique        = ["order_id", "line"]
     not_null      = ["order_id"]
     columns       = ["order_id", "line", "amount"]
+    code_version_column = "code_version"
     command       = ["./audit.sh", "--strict"]
   }
 

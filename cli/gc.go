@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/runtime/gc"
+	"github.com/pipec/pipec/runtime/sink"
+)
+
+type gcOptions struct {
+	state  stateFlag
+	spec   string
+	keep   int
+	dryRun bool
+	json   bool
+}
+
+func newGCCmd(io IO) *cobra.Command {
+	var opts gcOptions
+	cmd := &cobra.Command{
+		Use:   "gc [--spec SPEC] [--keep N]",
+		Short: "Remove finished staging, superseded versions and crash leftovers",
+		Long: "Gc removes what no one needs any more: staging folders of finished attempts whose output is\n" +
+			"not the current accepted version of its interval, heartbeat files of attempts that are over,\n" +
+			"folders a crash left behind, and (with --spec, for the spec's directory sinks) every version\n" +
+			"of an interval beyond the newest N, never the visible one. Nothing of a running run, and no\n" +
+			"staging of a queued, running or unknown attempt, is touched; while a run is running, no\n" +
+			"accepted version's staging is either. A reader still reading a superseded version folder\n" +
+			"loses it when it is removed: keep enough versions for the longest read.",
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runGC(cmd.Context(), io, opts)
+		},
+	}
+	opts.state.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&opts.spec, "spec", "", "the spec or plan whose directory sinks are pruned too")
+	f.IntVar(&opts.keep, "keep", gc.DefaultKeep, "versions kept per interval in each sink, newest first (the visible one always)")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "say what would be removed, remove nothing")
+	f.BoolVar(&opts.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runGC(ctx context.Context, io IO, opts gcOptions) error {
+	if opts.keep < 1 {
+		return usageErr("gc: --keep must be at least 1 (the visible version is always kept)")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	loc, err := opts.state.location(io, opts.spec)
+	if err != nil {
+		return err
+	}
+	st, err := openState(ctx, loc, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// Staging and heartbeats live beside the state database (for a server,
+	// in .pipec beside the spec), as the runtime keeps them.
+	stateDir, err := filepath.Abs(filepath.Dir(loc.Path))
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	var sinks []*sink.Directory
+	if opts.spec != "" {
+		plan, err := loadPlan(io, opts.spec)
+		if err != nil {
+			return err
+		}
+		for _, s := range plan.Sinks {
+			if s.Type != "directory" {
+				continue
+			}
+			path := s.Path
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(filepath.Dir(opts.spec), path)
+			}
+			d, err := sink.NewDirectory(s.Name, path, s.Fencing, st)
+			if err != nil {
+				return &exitError{code: ExitFindings, err: err}
+			}
+			d.Pipeline = plan.Pipeline
+			sinks = append(sinks, d)
+		}
+	}
+	rep, err := gc.Collect(ctx, gc.Options{Store: st, StateDir: stateDir, Sinks: sinks, Keep: opts.keep, DryRun: opts.dryRun})
+	if rep != nil {
+		for i := range rep.Removed {
+			rep.Removed[i].Path = relToWD(rep.Removed[i].Path)
+		}
+	}
+	if err != nil {
+		if rep != nil {
+			printGC(io, rep, opts.json)
+		}
+		return &exitError{code: ExitFindings, err: fmt.Errorf("gc: %w", err)}
+	}
+	return printGC(io, rep, opts.json)
+}
+
+func printGC(io IO, rep *gc.Report, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(io.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	var b strings.Builder
+	verb := "removed"
+	if rep.DryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(&b, "%s %d item(s), %s\n", verb, len(rep.Removed), humanBytes(rep.Bytes))
+	for _, it := range rep.Removed {
+		fmt.Fprintf(&b, "  %s  (%s)\n", it.Path, it.Why)
+	}
+	_, err := fmt.Fprint(io.Stdout, b.String())
+	return err
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

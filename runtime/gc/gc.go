@@ -1,0 +1,314 @@
+// Package gc removes what pipec leaves behind so that nothing grows without
+// bound: the staging folders of finished attempts whose output no reader
+// needs, heartbeat files of attempts that are over, crash leftovers, and
+// superseded versions in directory sinks.
+//
+// What it never removes: anything of a run still running; the staging of an
+// attempt that is queued, running or unknown (an unknown attempt may still be
+// alive); the staging of each artifact's current accepted version for its
+// interval (downstream tasks of later runs and reruns read it); while any run
+// is running, the staging of any accepted version (an attempt started
+// earlier may still read one since superseded); and in a sink, the visible
+// version of an interval and the newest Keep versions.
+//
+// The disk is listed before the store is read: a staging folder is made
+// after its attempt is recorded, so every folder found belongs to an attempt
+// the store already knows when gc reads it, and a run that starts during gc
+// cannot lose a folder gc did not see in the store.
+package gc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// DefaultKeep is how many versions per interval a sink keeps by default.
+const DefaultKeep = 2
+
+// DefaultTmpAge is how old an unfinished sink copy must be to be removed.
+const DefaultTmpAge = time.Hour
+
+// Options say what to collect.
+type Options struct {
+	Store store.Store
+	// StateDir is the folder of the state database: staging/, heartbeats/.
+	StateDir string
+	// Sinks are the directory sinks to prune (a spec's); none: only the
+	// state folder is collected.
+	Sinks []*sink.Directory
+	// Keep and TmpAge: see sink.PruneOptions (DefaultKeep, DefaultTmpAge
+	// when zero).
+	Keep   int
+	TmpAge time.Duration
+	Now    time.Time
+	DryRun bool
+}
+
+// Item is one thing removed (or that would be, dry).
+type Item struct {
+	Path string `json:"path"`
+	Why  string `json:"why"`
+	// Bytes is the size of the files under Path.
+	Bytes int64 `json:"bytes"`
+}
+
+// Report is what a collection did.
+type Report struct {
+	Removed []Item `json:"removed"`
+	Bytes   int64  `json:"bytes"`
+	DryRun  bool   `json:"dry_run"`
+}
+
+// Collect removes what no one needs any more and says what it removed.
+func Collect(ctx context.Context, o Options) (*Report, error) {
+	if o.Store == nil || o.StateDir == "" {
+		return nil, errors.New("gc: a store and its folder are required")
+	}
+	if o.Keep == 0 {
+		o.Keep = DefaultKeep
+	}
+	if o.TmpAge == 0 {
+		o.TmpAge = DefaultTmpAge
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	rep := &Report{Removed: []Item{}, DryRun: o.DryRun}
+	// Disk first, then the store (see the package doc).
+	staging, err := attemptDirs(filepath.Join(o.StateDir, "staging"))
+	if err != nil {
+		return nil, err
+	}
+	beats, err := attemptDirs(filepath.Join(o.StateDir, "heartbeats"))
+	if err != nil {
+		return nil, err
+	}
+	k, err := readStore(ctx, o.Store)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range staging {
+		if why, ok := k.removableStaging(d); ok {
+			if err := rep.remove(d.path, why, o.DryRun); err != nil {
+				return rep, err
+			}
+		}
+	}
+	for _, d := range beats {
+		if a, ok := k.attempts[d.ref]; ok && (a.State == store.AttemptQueued || a.State == store.AttemptRunning || a.State == store.AttemptUnknown) {
+			continue
+		}
+		if err := rep.remove(d.path, "heartbeat file of an attempt that is over", o.DryRun); err != nil {
+			return rep, err
+		}
+	}
+	for _, root := range []string{filepath.Join(o.StateDir, "staging"), filepath.Join(o.StateDir, "heartbeats")} {
+		if !o.DryRun {
+			removeEmpty(root)
+		}
+	}
+	for _, d := range o.Sinks {
+		pruned, err := d.Prune(sink.PruneOptions{Keep: o.Keep, TmpAge: o.TmpAge, Now: o.Now, DryRun: true})
+		if err != nil {
+			return rep, fmt.Errorf("sink %s: %w", d.Name, err)
+		}
+		sizes := map[string]int64{}
+		for _, p := range pruned {
+			sizes[p.Path] = size(p.Path)
+		}
+		if !o.DryRun {
+			if pruned, err = d.Prune(sink.PruneOptions{Keep: o.Keep, TmpAge: o.TmpAge, Now: o.Now}); err != nil {
+				return rep, fmt.Errorf("sink %s: %w", d.Name, err)
+			}
+		}
+		for _, p := range pruned {
+			rep.Removed = append(rep.Removed, Item{Path: p.Path, Why: "sink " + d.Name + ": " + p.Why, Bytes: sizes[p.Path]})
+			rep.Bytes += sizes[p.Path]
+		}
+	}
+	return rep, nil
+}
+
+func (rep *Report) remove(path, why string, dry bool) error {
+	n := size(path)
+	if !dry {
+		if err := os.RemoveAll(path); err != nil {
+			return err
+		}
+	}
+	rep.Removed = append(rep.Removed, Item{Path: path, Why: why, Bytes: n})
+	rep.Bytes += n
+	return nil
+}
+
+// attemptDir is ROOT/<pipeline>/<interval>/<rN>/<task>/<attempt>: one
+// attempt's folder, named as sink.StagingPath names it.
+type attemptDir struct {
+	path string
+	ref  store.AttemptRef
+}
+
+// attemptDirs lists the attempt folders under root (run ids have three
+// parts, pipeline/interval/rN); anything else at that depth is left alone.
+func attemptDirs(root string) ([]attemptDir, error) {
+	var out []attemptDir
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) < 5 {
+			return nil
+		}
+		n, err := strconv.Atoi(parts[4])
+		if err == nil && n > 0 {
+			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: parts[3], Number: n}})
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return out, err
+}
+
+// known is what the store says about every run, attempt and version.
+type known struct {
+	runs      map[string]store.Run
+	attempts  map[store.AttemptRef]store.Attempt
+	versions  map[store.AttemptRef][]store.Version
+	current   map[int64]bool // the accepted version of its (pipeline, artifact, interval)
+	anyActive bool           // a run is running
+}
+
+func readStore(ctx context.Context, st store.Store) (*known, error) {
+	k := &known{runs: map[string]store.Run{}, attempts: map[store.AttemptRef]store.Attempt{},
+		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}}
+	runs, err := st.ListRuns(ctx, store.RunFilter{})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		k.runs[r.ID] = r
+		if r.State == store.RunRunning {
+			k.anyActive = true
+		}
+		as, err := st.Attempts(ctx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range as {
+			k.attempts[a.AttemptRef] = a
+		}
+		evs, err := st.Events(ctx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			if e.Kind != store.EventVersionRecorded {
+				continue
+			}
+			var p struct {
+				Version int64 `json:"version"`
+			}
+			if json.Unmarshal(e.Payload, &p) != nil || p.Version == 0 {
+				continue
+			}
+			v, err := st.GetVersion(ctx, p.Version)
+			if err != nil {
+				continue
+			}
+			ref := store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt}
+			k.versions[ref] = append(k.versions[ref], v)
+			if v.State == store.VersionAccepted {
+				cur, err := st.AcceptedVersion(ctx, v.Pipeline, v.Artifact, v.Interval)
+				if err == nil && cur.ID == v.ID {
+					k.current[v.ID] = true
+				}
+			}
+		}
+	}
+	return k, nil
+}
+
+// removableStaging decides one attempt folder.
+func (k *known) removableStaging(d attemptDir) (string, bool) {
+	r, ok := k.runs[d.ref.Run]
+	if !ok {
+		return "crash leftover: no run " + d.ref.Run + " in the state", true
+	}
+	if r.State == store.RunRunning {
+		return "", false
+	}
+	a, ok := k.attempts[d.ref]
+	if !ok {
+		return "crash leftover: no such attempt in the state", true
+	}
+	switch a.State {
+	case store.AttemptQueued, store.AttemptRunning, store.AttemptUnknown:
+		return "", false
+	}
+	accepted := false
+	for _, v := range k.versions[d.ref] {
+		if k.current[v.ID] {
+			return "", false
+		}
+		accepted = accepted || v.State == store.VersionAccepted
+	}
+	if accepted {
+		if k.anyActive {
+			return "", false // a running attempt may read a superseded version
+		}
+		return fmt.Sprintf("staging of a %s attempt whose versions are superseded", a.State), true
+	}
+	return fmt.Sprintf("staging of a %s attempt with no accepted version", a.State), true
+}
+
+// size adds up the sizes of the files under path.
+func size(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// removeEmpty removes the empty folders under root, deepest first (never
+// root itself).
+func removeEmpty(root string) {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && p != root {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+	for _, d := range dirs {
+		_ = os.Remove(d) // fails, as it should, when not empty
+	}
+}

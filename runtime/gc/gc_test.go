@@ -1,0 +1,126 @@
+package gc
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// TestNothingLiveIsCollected: with a run running, gc touches none of its
+// staging (its running attempt writes there) and no accepted version's
+// staging of a finished run either, even a superseded one (a running attempt
+// may read it); once the run is over, the superseded and failed staging go
+// and the current accepted version's stays.
+func TestNothingLiveIsCollected(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	root := filepath.Join(dir, "staging")
+	day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	newRun := func() store.Run {
+		r, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", IntervalStart: day,
+			IntervalEnd: day.AddDate(0, 0, 1), CodeVersion: "c", PlanDigest: "sha256:x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// produce starts an attempt of task in run, stages its output, and
+	// (unless running) finishes it, accepted or not.
+	produce := func(run store.Run, task, content string, state store.AttemptState, accept bool) string {
+		a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: task, Resource: store.FenceResource("p", "2024-01-01")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := sink.NewStaging(root, run.ID, task, a.Number, "rows")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, "rows.csv"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if state == store.AttemptRunning {
+			return filepath.Dir(out)
+		}
+		if err := st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: state}); err != nil {
+			t.Fatal(err)
+		}
+		digest, err := sink.Digest(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := st.RecordVersion(ctx, store.Version{Artifact: "rows", Interval: "2024-01-01", Digest: digest, Run: run.ID,
+			Task: task, Attempt: a.Number, StagingPath: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept {
+			err = st.AcceptVersion(ctx, v.ID)
+		} else {
+			err = st.RejectVersion(ctx, v.ID, "no")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Dir(out)
+	}
+	r1 := newRun()
+	old := produce(r1, "make", "id\n1\n", store.AttemptSucceeded, true)
+	cur := produce(r1, "make", "id\n2\n", store.AttemptSucceeded, true)
+	rejected := produce(r1, "make", "id\n3\n", store.AttemptFailed, false)
+	if err := st.FinishRun(ctx, r1.ID, store.RunFailed); err != nil {
+		t.Fatal(err)
+	}
+	r2 := newRun()
+	live := produce(r2, "make", "id\n4\n", store.AttemptRunning, false)
+
+	removed := func(rep *Report) []string {
+		var out []string
+		for _, it := range rep.Removed {
+			out = append(out, it.Path)
+		}
+		slices.Sort(out)
+		return out
+	}
+	rep, err := Collect(ctx, Options{Store: st, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := removed(rep); !slices.Equal(got, []string{rejected}) {
+		t.Errorf("with r2 running, removed %v; want only the rejected attempt %s", got, rejected)
+	}
+	for _, p := range []string{old, cur, live} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	// r2 ends (its attempt failed): now the superseded version goes too.
+	if err := st.FinishAttempt(ctx, store.AttemptRef{Run: r2.ID, Task: "make", Number: 1}, store.Outcome{State: store.AttemptFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FinishRun(ctx, r2.ID, store.RunFailed); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Collect(ctx, Options{Store: st, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{old, live}
+	slices.Sort(want)
+	if got := removed(rep); !slices.Equal(got, want) {
+		t.Errorf("after the runs: removed %v, want %v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(cur, "rows", "rows.csv")); err != nil {
+		t.Errorf("the current accepted version's staging is gone: %v", err)
+	}
+}

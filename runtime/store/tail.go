@@ -1,0 +1,32 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// EventsAfter returns the run's events with a sequence number above seq, in
+// order: what a reader following the log (pipec run --json) has not seen yet.
+// The log's index on (run, seq) makes each call cost what it returns.
+func (s *SQLite) EventsAfter(ctx context.Context, run string, seq int64) ([]Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = ? AND seq > ? ORDER BY seq`, run, seq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var t int64
+		var payload string
+		if err := rows.Scan(&e.Seq, &e.Run, &t, &e.Kind, &e.Task, &e.Attempt, &payload); err != nil {
+			return nil, err
+		}
+		e.Time = timeOf(t)
+		if payload != "" {
+			e.Payload = json.RawMessage(payload)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
