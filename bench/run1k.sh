@@ -7,6 +7,7 @@
 # never part of the unit tests.
 #
 #	bench/run1k.sh              RUNS=9 bench/run1k.sh
+#	PIPEC=/path/to/pipec bench/run1k.sh   measure another build
 #
 # It also prints the CPU time (user+system, children included) of each side,
 # the steadier figure on a shared machine. For a profile of the runtime on a
@@ -20,7 +21,11 @@ runs=${RUNS:-7}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && go run "$shared/bench/gendag.go" -n 1000 -seed 42 -out "$work/dag" >/dev/null) || exit 2
-(cd "$root" && go build -o "$work/pipec" ./cmd/pipec) || exit 2
+if [[ -n ${PIPEC:-} ]]; then
+	cp "$PIPEC" "$work/pipec" || exit 2 # another build, e.g. an older commit's, for comparison
+else
+	(cd "$root" && go build -o "$work/pipec" ./cmd/pipec) || exit 2
+fi
 best_p="" best_m="" cpu_p="" cpu_m=""
 TIMEFORMAT='%R %U %S'
 # timed CMD... sets W (wall seconds) and C (user+system seconds) of CMD.

@@ -53,6 +53,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 
 // backfillPlan is what a backfill will do.
 type backfillPlan struct {
+	plan      *compiler.Plan
 	intervals []runtime.Interval
 	slots     int
 	slotsWhy  string
@@ -72,7 +73,7 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, loc
 	if last.Start.Before(first.Start) {
 		return nil, usageErr("--to %s is before --from %s", to, from)
 	}
-	bp := &backfillPlan{slots: 1, slotsWhy: "no max_active_runs: one run at a time"}
+	bp := &backfillPlan{plan: plan, slots: 1, slotsWhy: "no max_active_runs: one run at a time"}
 	for iv := first; !iv.Start.After(last.Start); iv, _ = iv.Offset(1) {
 		bp.intervals = append(bp.intervals, iv)
 		if len(bp.intervals) > 100000 {
@@ -122,33 +123,10 @@ func historyPerRun(ctx context.Context, pipeline string, loc store.Location) (ti
 	return total / time.Duration(n), fmt.Sprintf("mean of %d succeeded run(s) in the state", n)
 }
 
-// timeoutPath is the longest path through the DAG weighted by task timeouts:
-// an upper bound of one run when nothing ran yet.
+// timeoutPath is the longest path through the DAG weighted by task timeouts
+// (compiler.TimeoutPath): an upper bound of one run when nothing ran yet.
 func timeoutPath(plan *compiler.Plan) (time.Duration, string) {
-	finish := map[string]time.Duration{}
-	byName := map[string]*compiler.PlanTask{}
-	for i := range plan.Tasks {
-		byName[plan.Tasks[i].Name] = &plan.Tasks[i]
-	}
-	var missing []string
-	var longest time.Duration
-	for _, id := range plan.Order {
-		name, ok := strings.CutPrefix(id, compiler.KindTask+".")
-		if !ok || byName[name] == nil {
-			continue
-		}
-		t := byName[name]
-		d, err := time.ParseDuration(t.Timeout)
-		if t.Timeout == "" || err != nil {
-			missing = append(missing, name)
-		}
-		var start time.Duration
-		for _, n := range t.Needs {
-			start = max(start, finish[n])
-		}
-		finish[name] = start + d
-		longest = max(longest, finish[name])
-	}
+	longest, missing := compiler.TimeoutPath(plan)
 	if len(missing) > 0 {
 		return 0, fmt.Sprintf("unknown: no finished run in the state, and task(s) without a timeout: %s", strings.Join(missing, ", "))
 	}
@@ -165,10 +143,15 @@ func (bp *backfillPlan) print(io IO, pipeline string) {
 		fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %d slots = %d waves of unknown length\n", n, bp.slots, (n+bp.slots-1)/bp.slots)
 		return
 	}
-	waves := (n + bp.slots - 1) / bp.slots
+	// One estimate for backfills and the catchup-stampede rule.
+	e := compiler.EstimateRuns(bp.plan, int64(n), int64(bp.slots), bp.perRun)
 	fmt.Fprintf(io.Stdout, "  time per run: %s (%s)\n", roundDuration(bp.perRun), bp.perRunWhy)
-	fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %d slots × %s ≈ %s\n", n, bp.slots, roundDuration(bp.perRun),
-		roundDuration(time.Duration(waves)*bp.perRun))
+	if e.ByPool {
+		fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %d slots of pool %q × %s ≈ %s (the pool, not the %d run slots, bounds it)\n",
+			n, e.PoolSlots, e.Pool, roundDuration(e.PoolTime), roundDuration(e.Total), bp.slots)
+		return
+	}
+	fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %d slots × %s ≈ %s\n", n, bp.slots, roundDuration(bp.perRun), roundDuration(e.Total))
 }
 
 // roundDuration prints a duration for a person: "61h", "20m", "1m30s".

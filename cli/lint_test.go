@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,12 +44,43 @@ func TestLintGolden(t *testing.T) {
 			// SARIF's %SRCROOT% is the checkout's absolute root, which differs
 			// from machine to machine; every other path is relative to it.
 			out = srcRootURI.ReplaceAllString(out, `"uri": "file:///CHECKOUT/"`)
+			if format == "sarif" {
+				out = withoutRuleDocs(t, out)
+			}
 			golden.Check(t, "lint."+format+".golden", []byte(out))
 			if strings.Contains(out, dir) {
 				t.Errorf("output holds the absolute path %s", dir)
 			}
 		})
 	}
+}
+
+// withoutRuleDocs keeps, of SARIF's rule table, each rule's id and index
+// order: the golden file then does not embed every rule's documentation
+// (docs/rules/ and its test hold that), so changing a doc or adding a rule
+// does not rewrite it.
+func withoutRuleDocs(t *testing.T, out string) string {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("SARIF output is not JSON: %v", err)
+	}
+	runs, _ := doc["runs"].([]any)
+	for _, r := range runs {
+		driver, _ := r.(map[string]any)["tool"].(map[string]any)["driver"].(map[string]any)
+		rules, _ := driver["rules"].([]any)
+		for i, rule := range rules {
+			rules[i] = map[string]any{"id": rule.(map[string]any)["id"]}
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 func TestLintOptions(t *testing.T) {

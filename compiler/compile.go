@@ -50,6 +50,10 @@ type Result struct {
 	// Producer maps an artifact to the task that outputs it (the first, when
 	// several do).
 	Producer map[string]string
+	// Names is how the compiler resolved every name: later stages (the
+	// linter's index, the language server) look names up here rather than
+	// resolve them again, so a name means the same element everywhere.
+	Names *Names
 	// edges are sorted by (from, to), each with where the spec created it.
 	edges []edge
 }
@@ -79,8 +83,8 @@ func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
 		tasks:    map[string]*spec.Task{},
 		checks:   map[string]*spec.Check{},
 		policies: map[string]*spec.RetryPolicy{},
-		classes:  map[string]bool{},
-		pools:    map[string]bool{},
+		classes:  map[string]*spec.ErrorClass{},
+		pools:    map[string]*spec.Pool{},
 		sinks:    map[string]*spec.Sink{},
 		producer: map[string]string{},
 	}
@@ -91,7 +95,9 @@ func Compile(p *spec.Pipeline) (*Result, diag.Diagnostics) {
 	c.checkSinks()
 	c.checkNumbers()
 	g, edges := newGraph(c.nodes, c.edges)
-	res := &Result{Spec: p, Graph: g, Producer: c.producer, edges: edges}
+	res := &Result{Spec: p, Graph: g, Producer: c.producer, edges: edges, Names: &Names{
+		Tasks: c.tasks, Checks: c.checks, Policies: c.policies, Classes: c.classes, Pools: c.pools, Sinks: c.sinks, Publishes: c.publishes,
+	}}
 	c.reportCycles(res)
 	res.Plan = c.plan(g)
 	return res, c.ds.Sort()
@@ -103,14 +109,29 @@ type compilation struct {
 	tasks    map[string]*spec.Task
 	checks   map[string]*spec.Check
 	policies map[string]*spec.RetryPolicy
-	classes  map[string]bool
-	pools    map[string]bool
+	classes  map[string]*spec.ErrorClass
+	pools    map[string]*spec.Pool
 	sinks    map[string]*spec.Sink
-	producer map[string]string
-	nodes    []string
-	edges    []edge
+	// publishes holds each publish's first declaration.
+	publishes map[string]*spec.Publish
+	producer  map[string]string
+	nodes     []string
+	edges     []edge
 	// checksOf maps an artifact to the checks that audit it.
 	checksOf map[string][]string
+}
+
+// Names maps each name a pipeline declares, per kind, to its first
+// declaration (a second is reported by the loader and ignored everywhere).
+// The maps are the compiler's own: read them, never write.
+type Names struct {
+	Tasks     map[string]*spec.Task
+	Checks    map[string]*spec.Check
+	Policies  map[string]*spec.RetryPolicy
+	Classes   map[string]*spec.ErrorClass
+	Pools     map[string]*spec.Pool
+	Sinks     map[string]*spec.Sink
+	Publishes map[string]*spec.Publish
 }
 
 // index records every named element. A duplicate name is reported by the
@@ -146,11 +167,15 @@ func (c *compilation) index() {
 			c.policies[r.Name] = r
 		}
 	}
-	for _, e := range c.p.Errors {
-		c.classes[e.Name] = true
+	for i := range c.p.Errors {
+		if e := &c.p.Errors[i]; c.classes[e.Name] == nil {
+			c.classes[e.Name] = e
+		}
 	}
-	for _, pl := range c.p.Pools {
-		c.pools[pl.Name] = true
+	for i := range c.p.Pools {
+		if pl := &c.p.Pools[i]; c.pools[pl.Name] == nil {
+			c.pools[pl.Name] = pl
+		}
 	}
 	for i := range c.p.Sinks {
 		s := &c.p.Sinks[i]
@@ -168,10 +193,10 @@ func (c *compilation) index() {
 		c.nodes = append(c.nodes, NodeID(KindCheck, ch.Name))
 		c.checksOf[ch.Input.Name] = append(c.checksOf[ch.Input.Name], ch.Name)
 	}
-	seen := map[string]bool{}
-	for _, pub := range c.p.Publishes {
-		if !seen[pub.Name] {
-			seen[pub.Name] = true
+	c.publishes = map[string]*spec.Publish{}
+	for i := range c.p.Publishes {
+		if pub := &c.p.Publishes[i]; c.publishes[pub.Name] == nil {
+			c.publishes[pub.Name] = pub
 			c.nodes = append(c.nodes, NodeID(KindPublish, pub.Name))
 		}
 	}
@@ -287,7 +312,7 @@ func (c *compilation) resolveTaskRefs(t *spec.Task) {
 				"task %q uses retry policy %q, which is not defined%s", t.Name, t.Retry.Name, suggest.Hint(t.Retry.Name, slices.Sorted(maps.Keys(c.policies)))))
 		}
 	}
-	if t.Pool != nil && t.Pool.Name != "" && !c.pools[t.Pool.Name] {
+	if t.Pool != nil && t.Pool.Name != "" && c.pools[t.Pool.Name] == nil {
 		c.ds = append(c.ds, diag.Errorf(RuleSchema, t.Pool.Range,
 			"task %q uses pool %q, which is not defined%s", t.Name, t.Pool.Name, suggest.Hint(t.Pool.Name, slices.Sorted(maps.Keys(c.pools)))))
 	}
@@ -299,7 +324,7 @@ func (c *compilation) resolveClasses() {
 	for _, name := range slices.Sorted(maps.Keys(c.policies)) {
 		r := c.policies[name]
 		for _, on := range r.On {
-			if on.Name == "" || slices.Contains(BuiltinClasses(), on.Name) || c.classes[on.Name] {
+			if on.Name == "" || slices.Contains(BuiltinClasses(), on.Name) || c.classes[on.Name] != nil {
 				continue
 			}
 			c.ds = append(c.ds, diag.Errorf(RuleSchema, on.Range,

@@ -6,8 +6,10 @@ import (
 )
 
 // Index holds the lookups rules share, built once per run in linear time, so
-// no rule searches the spec per element. Where a name is declared twice the
-// first declaration wins, as in the compiler (the loader reports the second).
+// no rule searches the spec per element. Names are resolved by the compiler
+// (compiler.Names): where a name is declared twice the first declaration
+// wins there, and the index reuses those maps rather than resolving names a
+// second time.
 type Index struct {
 	// TaskList holds each task once (its first declaration), in spec order:
 	// rules iterate it rather than looking every task up.
@@ -34,13 +36,18 @@ type Index struct {
 
 func newIndex(res *compiler.Result) *Index {
 	p := res.Spec
+	names := res.Names
+	if names == nil {
+		// A Result not made by Compile: resolve nothing rather than guess.
+		names = &compiler.Names{}
+	}
 	ix := &Index{
-		TaskList:  make([]*spec.Task, 0, len(p.Tasks)),
-		Tasks:     make(map[string]*spec.Task, len(p.Tasks)),
-		Policies:  map[string]*spec.RetryPolicy{},
-		Classes:   map[string]*spec.ErrorClass{},
-		Pools:     map[string]*spec.Pool{},
-		Sinks:     map[string]*spec.Sink{},
+		TaskList:  make([]*spec.Task, 0, len(names.Tasks)),
+		Tasks:     names.Tasks,
+		Policies:  names.Policies,
+		Classes:   names.Classes,
+		Pools:     names.Pools,
+		Sinks:     names.Sinks,
 		ChecksOf:  map[string][]*spec.Check{},
 		Readers:   map[string][]*spec.Task{},
 		Publishes: map[string][]*spec.Publish{},
@@ -48,10 +55,9 @@ func newIndex(res *compiler.Result) *Index {
 	}
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
-		if _, dup := ix.Tasks[t.Name]; dup {
+		if names.Tasks[t.Name] != t {
 			continue
 		}
-		ix.Tasks[t.Name] = t
 		ix.TaskList = append(ix.TaskList, t)
 		ix.RefusedArtifactRef = ix.RefusedArtifactRef || t.Refused("inputs")
 		for _, in := range t.Inputs {
@@ -60,43 +66,19 @@ func newIndex(res *compiler.Result) *Index {
 			}
 		}
 	}
-	for i := range p.Retries {
-		if _, dup := ix.Policies[p.Retries[i].Name]; !dup {
-			ix.Policies[p.Retries[i].Name] = &p.Retries[i]
-		}
-	}
-	for i := range p.Errors {
-		if _, dup := ix.Classes[p.Errors[i].Name]; !dup {
-			ix.Classes[p.Errors[i].Name] = &p.Errors[i]
-		}
-	}
-	for i := range p.Pools {
-		if _, dup := ix.Pools[p.Pools[i].Name]; !dup {
-			ix.Pools[p.Pools[i].Name] = &p.Pools[i]
-		}
-	}
-	for i := range p.Sinks {
-		if _, dup := ix.Sinks[p.Sinks[i].Name]; !dup {
-			ix.Sinks[p.Sinks[i].Name] = &p.Sinks[i]
-		}
-	}
-	seen := map[string]bool{}
 	for i := range p.Checks {
 		c := &p.Checks[i]
-		if seen[c.Name] {
+		if names.Checks[c.Name] != c {
 			continue
 		}
-		seen[c.Name] = true
 		ix.RefusedArtifactRef = ix.RefusedArtifactRef || c.Refused("input")
 		ix.ChecksOf[c.Input.Name] = append(ix.ChecksOf[c.Input.Name], c)
 	}
-	clear(seen)
 	for i := range p.Publishes {
 		pub := &p.Publishes[i]
-		if seen[pub.Name] {
+		if names.Publishes[pub.Name] != pub {
 			continue
 		}
-		seen[pub.Name] = true
 		ix.RefusedArtifactRef = ix.RefusedArtifactRef || pub.Refused("artifact")
 		ix.Publishes[pub.Artifact.Name] = append(ix.Publishes[pub.Artifact.Name], pub)
 	}

@@ -244,8 +244,3 @@ func Title(doc string) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(doc), "\n")
 	return first
 }
-
-func sortStrings(s []string) []string {
-	slices.Sort(s)
-	return s
-}

@@ -95,79 +95,34 @@ func runCatchupStampede(pass *Pass) error {
 	return nil
 }
 
-// estimate says how long the catch-up takes: bounded by the busiest pool
-// (runs ÷ slots × the pool's task time per run), and never less than one run's
-// longest path of task timeouts.
+// estimate says how long the catch-up takes, with the estimate `pipec
+// backfill --dry-run` makes (compiler.EstimateRuns): every run at once, so
+// bounded by the busiest pool and never shorter than one run's longest path
+// of task timeouts.
 func estimate(pass *Pass, runs int64) string {
-	ix := pass.Index
-	perPool := map[string]time.Duration{}
-	untimed := false
-	for _, t := range ix.TaskList {
-		if t.Pool == nil || ix.Pools[t.Pool.Name] == nil {
-			continue
-		}
-		perPool[t.Pool.Name] += t.Timeout
-		untimed = untimed || t.Timeout == 0
+	plan := pass.Result.Plan
+	if plan == nil {
+		return ""
 	}
-	path := longestTimeoutPath(pass)
-	best, bestHours := "", -1.0
-	for _, name := range sortedPoolNames(perPool) {
-		slots := ix.Pools[name].Slots
-		if slots <= 0 || perPool[name] <= 0 {
-			continue
-		}
-		hours := float64(runs) / float64(slots) * perPool[name].Hours()
-		if hours > bestHours {
-			bestHours = hours
-			best = fmt.Sprintf("%d runs ÷ %d slots of pool %q × %s", runs, slots, name, fmtDuration(perPool[name]))
-		}
-	}
-	at := "≈"
-	if untimed {
-		at = "at least"
+	path, _ := compiler.TimeoutPath(plan)
+	e := compiler.EstimateRuns(plan, runs, 0, path)
+	pooled := false
+	for _, t := range pass.Index.TaskList {
+		pooled = pooled || (t.Pool != nil && pass.Index.Pools[t.Pool.Name] != nil)
 	}
 	switch {
-	case bestHours >= path.Hours():
-		return fmt.Sprintf(", taking %s %s (%s)", at, fmtHours(bestHours), best)
-	case path > 0 && len(perPool) == 0:
+	case e.ByPool:
+		at := "≈"
+		if e.PoolUntimed {
+			at = "at least"
+		}
+		return fmt.Sprintf(", taking %s %s (%d runs ÷ %d slots of pool %q × %s)", at, fmtHours(e.Total.Hours()), runs, e.PoolSlots, e.Pool, fmtDuration(e.PoolTime))
+	case path > 0 && !pooled:
 		return fmt.Sprintf(", each up to %s (task timeouts along the longest path), with no pool bounding the load", fmtDuration(path))
 	case path > 0:
 		return fmt.Sprintf(", taking at least %s (the longest path of task timeouts)", fmtDuration(path))
 	}
 	return " (add task timeouts for a duration estimate)"
-}
-
-// longestTimeoutPath is one run's critical path of task timeouts, computed in
-// one pass over the topological order.
-func longestTimeoutPath(pass *Pass) time.Duration {
-	g := pass.Result.Graph
-	if g == nil {
-		return 0
-	}
-	dist := make(map[string]time.Duration, len(g.Order))
-	var longest time.Duration
-	for _, n := range g.Order {
-		var d time.Duration
-		for _, p := range g.Pred[n] {
-			d = max(d, dist[p])
-		}
-		if name, ok := strings.CutPrefix(n, compiler.KindTask+"."); ok {
-			if t := pass.Index.Tasks[name]; t != nil && d < math.MaxInt64-t.Timeout {
-				d += t.Timeout
-			}
-		}
-		dist[n] = d
-		longest = max(longest, d)
-	}
-	return longest
-}
-
-func sortedPoolNames(m map[string]time.Duration) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	return sortStrings(names)
 }
 
 // fmtDuration writes "10m", "1h30m", "24h" rather than Go's "10m0s".

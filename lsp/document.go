@@ -26,9 +26,12 @@ type document struct {
 	gen     uint64    // bumped on every change of text or of what lint sees
 	latest  *analysis // the newest analysis built, possibly of an older generation
 	timer   *time.Timer
-	running bool   // a worker is analysing
-	sent    uint64 // the generation last published
-	closed  bool
+	running bool // a worker is analysing
+	// inflight is the analysis being built, which a request for the same
+	// generation waits for instead of building it a second time.
+	inflight *pending
+	sent     uint64 // the generation last published
+	closed   bool
 }
 
 // update takes a new text and schedules its analysis after delay. A change
@@ -126,13 +129,9 @@ func (d *document) work() {
 			return
 		}
 		gen, text, version := d.gen, d.text, d.version
-		a := d.latest
 		d.mu.Unlock()
-		if a == nil || a.gen != gen {
-			a = d.build(gen, text, version)
-		}
+		a := d.analysisOf(gen, text, version)
 		d.mu.Lock()
-		d.keepLocked(a)
 		if d.closed || a.gen != d.gen {
 			d.mu.Unlock()
 			continue
@@ -149,11 +148,20 @@ func (d *document) work() {
 	}
 }
 
-func (d *document) build(gen uint64, text []byte, version int32) *analysis {
+// build analyses one text. A panic in a loader, the compiler or a rule (a
+// bug met on some input) must not take the editor's server down: it becomes
+// one finding at the top of the file, and the next edit tries again.
+func (d *document) build(gen uint64, text []byte, version int32) (a *analysis) {
+	defer func() {
+		if v := recover(); v != nil {
+			a = &analysis{path: d.path, syn: d.syn, src: text, lines: newLines(text), pipeline: true,
+				diags: diag.Diagnostics{diag.Errorf("internal", diag.Range{Filename: d.path, Start: diag.Pos{Line: 1, Column: 1}, End: diag.Pos{Line: 1, Column: 1}},
+					"pipec failed on this text (please report it): %v", v)}}
+		}
+		a.gen, a.version, a.uri = gen, version, d.uri
+	}()
 	opts, cfg := d.s.settings(d.path)
-	a := analyze(d.path, d.syn, text, opts, cfg)
-	a.gen, a.version, a.uri = gen, version, d.uri
-	return a
+	return analyze(d.path, d.syn, text, opts, cfg)
 }
 
 func (d *document) keepLocked(a *analysis) {
@@ -162,20 +170,48 @@ func (d *document) keepLocked(a *analysis) {
 	}
 }
 
+// pending is an analysis under construction.
+type pending struct {
+	gen  uint64
+	done chan struct{}
+	a    *analysis
+}
+
+// analysisOf returns the analysis of one generation: the one kept, the one
+// being built (waited for), or a new one.
+func (d *document) analysisOf(gen uint64, text []byte, version int32) *analysis {
+	d.mu.Lock()
+	if d.latest != nil && d.latest.gen == gen {
+		a := d.latest
+		d.mu.Unlock()
+		return a
+	}
+	if p := d.inflight; p != nil && p.gen == gen {
+		d.mu.Unlock()
+		<-p.done
+		return p.a
+	}
+	p := &pending{gen: gen, done: make(chan struct{})}
+	d.inflight = p
+	d.mu.Unlock()
+	p.a = d.build(gen, text, version)
+	d.mu.Lock()
+	d.keepLocked(p.a)
+	if d.inflight == p {
+		d.inflight = nil
+	}
+	d.mu.Unlock()
+	close(p.done)
+	return p.a
+}
+
 // current returns the analysis of the newest text, building it now when the
 // worker has not yet: a request must answer about what the author sees.
 func (d *document) current() *analysis {
 	d.mu.Lock()
-	gen, text, version, a := d.gen, d.text, d.version, d.latest
+	gen, text, version := d.gen, d.text, d.version
 	d.mu.Unlock()
-	if a != nil && a.gen == gen {
-		return a
-	}
-	a = d.build(gen, text, version)
-	d.mu.Lock()
-	d.keepLocked(a)
-	d.mu.Unlock()
-	return a
+	return d.analysisOf(gen, text, version)
 }
 
 func (d *document) close() {

@@ -171,6 +171,16 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 				Attempt: v.Attempt, Run: v.Run, Token: v.Token, HeldBy: res.HeldToken, FencedBy: res.FencedBy})
 			r.mu.Unlock()
 		}
+		if current && res.Outcome == store.Fenced && res.FencedBy == "sink" {
+			// The sink holds a newer token than this run's own version: a
+			// version accepted before the sink was adopted by this state
+			// (or a state restored from a backup). Nothing of this run is
+			// visible there; say so and fail rather than succeed quietly.
+			pr.Outcome = PublishError
+			pr.Error = fmt.Sprintf("sink %s holds token %d, above this version's token %d (accepted before this state "+
+				"adopted the sink, or in a state restored from a backup): rerun with --force to produce a new version",
+				pub.Sink, res.HeldToken, v.Token)
+		}
 		if current || res.Outcome != store.Fenced {
 			r.addPublish(pr)
 		}

@@ -54,6 +54,7 @@ type Server struct {
 	Bin string
 
 	cmd     *exec.Cmd
+	cred    *syscall.Credential
 	exited  chan struct{}
 	waitErr error
 	log     *bytes.Buffer
@@ -163,7 +164,19 @@ func StartServer(bin string) (*Server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data,
+	s.cred = cred
+	if err := s.start(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start runs the postgres server on the data directory and waits until it
+// accepts connections.
+func (s *Server) start() error {
+	data := filepath.Join(s.Dir, "data")
+	s.cmd = exec.Command(filepath.Join(s.Bin, "postgres"), "-D", data,
 		"-c", "listen_addresses=",
 		"-c", "unix_socket_directories="+s.SocketDir,
 		"-c", "port="+strconv.Itoa(s.Port),
@@ -174,23 +187,34 @@ func StartServer(bin string) (*Server, error) {
 	)
 	// SIGINT is PostgreSQL's fast shutdown; it also arrives when the test
 	// process dies without cleaning up.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT}
-	s.cmd.Dir = dir
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGINT}
+	s.cmd.Dir = s.Dir
 	s.cmd.Env = pgEnv()
+	s.log.Reset()
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
-		return fail(fmt.Errorf("start postgres: %w", err))
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	s.exited = make(chan struct{})
+	exited := make(chan struct{})
+	s.exited = exited
+	cmd := s.cmd
 	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
+		s.waitErr = cmd.Wait()
+		close(exited)
 	}()
-	if err := s.waitReady(data, 60*time.Second); err != nil {
-		s.Stop()
-		return nil, err
+	return s.waitReady(data, 60*time.Second)
+}
+
+// Crash stops the server the way a crash does (SIGQUIT: immediate shutdown,
+// no checkpoint, crash recovery at the next start) and starts it again on
+// the same data.
+func (s *Server) Crash() error {
+	if err := s.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return err
 	}
-	return s, nil
+	<-s.exited
+	os.Remove(filepath.Join(s.Dir, "data", "postmaster.pid"))
+	return s.start()
 }
 
 // pgEnv is the servers' environment: enough to run, nothing of the test's

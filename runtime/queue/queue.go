@@ -71,12 +71,10 @@ type Submission struct {
 // Ref names a task of a run.
 type Ref struct{ Run, Task string }
 
-// Claim is a task a worker took.
+// Claim is a task a worker took; its run's plan comes from Submitted (a
+// worker reads it once per run).
 type Claim struct {
 	Ref
-	Plan     []byte
-	BaseDir  string
-	Interval string
 	// AttemptBase is how many attempts the task made in the run before.
 	AttemptBase int
 	Limits      failover.Limits
@@ -158,6 +156,14 @@ type Queue interface {
 	Finish(ctx context.Context, worker string, ref Ref, r Result) error
 	// Workers lists the workers, by name.
 	Workers(ctx context.Context) ([]WorkerRow, error)
+	// Submitted returns what Submit recorded of a run: the plan (JSON),
+	// the spec's folder and the interval as given.
+	Submitted(ctx context.Context, run string) (plan []byte, baseDir, interval string, err error)
 	// Status returns a submitted run's state.
 	Status(ctx context.Context, run string) (RunStatus, error)
+	// Wakeups returns a channel that receives (without blocking the
+	// sender, so wakeups coalesce) when tasks may have become ready, so
+	// idle workers claim at once instead of at their next poll. It is
+	// closed when ctx ends.
+	Wakeups(ctx context.Context) (<-chan struct{}, error)
 }

@@ -167,6 +167,12 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 	if err != nil {
 		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
 	}
+	// A state the sink is not bound to copies nothing (checked again under
+	// the lock; only an adoption changes the binding).
+	if b, err := d.readBinding(); err == nil && b != nil && b.State != stateID {
+		return Result{}, fmt.Errorf("publish %s: %w", v.Label(),
+			&ForeignStateError{Sink: d.Name, Path: d.Path, Bound: *b, State: stateID, StatePath: d.StatePath})
+	}
 	// A stale attempt need not copy its output only to be fenced: the
 	// sink's record never goes down, so a newer token seen now will still
 	// be there under the lock.

@@ -47,6 +47,9 @@ func TestSinkRefusesForeignState(t *testing.T) {
 	if got := readVisible(t, da, "2024-01-01", "data.csv"); got != "from a" {
 		t.Errorf("visible = %q", got)
 	}
+	if n := countVersionDirs(t, da); n != 1 {
+		t.Errorf("%d versions in the sink: the refused state copied its data in", n)
+	}
 	if _, err := b.st.Pointer(ctx, "orders", "warehouse", "orders_clean", "2024-01-01"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the refused state's store has a pointer: %v", err)
 	}

@@ -84,6 +84,23 @@ func getAttempt(ctx context.Context, q rowQuerier, ref AttemptRef) (Attempt, err
 	return a, err
 }
 
+// getAttemptHead reads what the state changes decide on (every column but
+// ended, lease and pid), on the path of every task: a queued or running
+// attempt has no end, and the changes set lease and pid themselves.
+func getAttemptHead(ctx context.Context, q rowQuerier, ref AttemptRef) (Attempt, error) {
+	a := Attempt{AttemptRef: ref}
+	var state string
+	var started int64
+	err := q.QueryRowContext(ctx, `SELECT resource, token, state, class, exit_code, error_tail, started, worker FROM attempts
+WHERE run = ? AND task = ? AND number = ?`, ref.Run, ref.Task, ref.Number).Scan(&a.Resource, &a.Token, &state, &a.Class,
+		&a.ExitCode, &a.ErrorTail, &started, &a.Worker)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, fmt.Errorf("attempt %s: %w", ref, ErrNotFound)
+	}
+	a.State, a.Started = AttemptState(state), timeOf(started)
+	return a, err
+}
+
 // String is "run task#number".
 func (r AttemptRef) String() string { return fmt.Sprintf("%s %s#%d", r.Run, r.Task, r.Number) }
 
@@ -157,7 +174,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error) {
 	var a Attempt
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
-		cur, err := getAttempt(ctx, tx, ref)
+		cur, err := getAttemptHead(ctx, tx, ref)
 		if err != nil {
 			return err
 		}
@@ -286,7 +303,7 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
 	}
 	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
-		cur, err := getAttempt(ctx, tx, ref)
+		cur, err := getAttemptHead(ctx, tx, ref)
 		if err != nil {
 			return err
 		}

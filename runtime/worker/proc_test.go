@@ -50,13 +50,13 @@ func runMain(m *testing.M) int {
 
 // env is one test's world: a schema on the server, a folder with the spec.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	dir string
 	st  *postgres.Store
 }
 
-func newEnv(t *testing.T, spec string, files map[string]string) *env {
+func newEnv(t testing.TB, spec string, files map[string]string) *env {
 	t.Helper()
 	srv := pg.Server(t)
 	e := &env{t: t, url: srv.NewSchema(t), dir: t.TempDir()}
@@ -124,6 +124,20 @@ func (e *env) worker(name string, extra ...string) *proc {
 			e.t.Logf("worker %s output:\n%s", name, p.output())
 		}
 	})
+	// Wait until the worker is registered, so that a test starting two
+	// workers and then submitting has both live when the first claim is
+	// judged (on a loaded machine the second could register after it).
+	registered := "worker " + name + " registered"
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), registered); {
+		select {
+		case <-p.done:
+			e.t.Fatalf("worker %s exited before registering: %v\n%s", name, p.err, p.output())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("worker %s did not register within 60s:\n%s", name, p.output())
+		}
+	}
 	return p
 }
 

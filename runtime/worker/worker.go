@@ -60,6 +60,54 @@ type Config struct {
 	Log io.Writer
 
 	logMu *sync.Mutex
+	plans *planCache
+}
+
+// submitted is a run's plan, read once per run by a worker.
+type submitted struct {
+	plan     *compiler.Plan
+	baseDir  string
+	interval string
+}
+
+// planCache keeps the plans of the last runs a worker ran tasks of: a plan
+// of a thousand tasks is large, and a worker runs many tasks of one run.
+type planCache struct {
+	mu    sync.Mutex
+	runs  map[string]*submitted
+	order []string
+}
+
+const planCacheSize = 16
+
+func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
+	pc := c.plans
+	pc.mu.Lock()
+	if s, ok := pc.runs[run]; ok {
+		pc.mu.Unlock()
+		return s, nil
+	}
+	pc.mu.Unlock()
+	b, base, iv, err := c.Queue.Submitted(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	var p compiler.Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("the submitted plan does not decode: %w", err)
+	}
+	s := &submitted{plan: &p, baseDir: base, interval: iv}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if _, ok := pc.runs[run]; !ok {
+		pc.runs[run] = s
+		pc.order = append(pc.order, run)
+		if len(pc.order) > planCacheSize {
+			delete(pc.runs, pc.order[0])
+			pc.order = pc.order[1:]
+		}
+	}
+	return s, nil
 }
 
 // visit is one task this worker runs.
@@ -95,6 +143,7 @@ func Run(ctx context.Context, c Config) error {
 		c.Log = io.Discard
 	}
 	c.logMu = &sync.Mutex{}
+	c.plans = &planCache{runs: map[string]*submitted{}}
 	bg := context.WithoutCancel(ctx)
 	if err := c.Queue.Register(bg, c.Info, c.Lease); err != nil {
 		return err
@@ -107,77 +156,27 @@ func Run(ctx context.Context, c Config) error {
 	ended := make(chan queue.Ref, c.Info.Slots)
 	tick := time.NewTicker(c.Poll)
 	defer tick.Stop()
+	wakeCtx, stopWake := context.WithCancel(bg)
+	defer stopWake()
+	wake, err := c.Queue.Wakeups(wakeCtx)
+	if err != nil {
+		c.logf("no wakeups, polling only: %v", err)
+	}
 	lastOK := time.Now()
+	due := true // heartbeat, sweep and lease check now
 	for {
-		held, err := c.Queue.Heartbeat(bg, c.Info.Name, c.Lease)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			// Deregistered under us (a name reused after we were stopped):
-			// register again.
-			err = c.Queue.Register(bg, c.Info, c.Lease)
-		case err == nil:
-			lastOK = time.Now()
-			holds := map[queue.Ref]bool{}
-			for _, r := range held {
-				holds[r] = true
-			}
-			mu.Lock()
-			for ref, v := range visits {
-				if !holds[ref] {
-					c.logf("%s %s: lost its lease here (taken over); stopping it", ref.Run, ref.Task)
-					v.cancel(errTakenOver)
-				}
-			}
-			mu.Unlock()
-		}
-		if err != nil {
-			c.logf("heartbeat: %v", err)
-			if time.Since(lastOK) > c.Lease {
-				// The claims are someone else's by now; stop everything.
-				mu.Lock()
-				for _, v := range visits {
-					v.cancel(errTakenOver)
-				}
-				mu.Unlock()
+		healthy := true
+		if due {
+			due = false
+			var err error
+			healthy, err = c.beat(bg, &mu, visits, &lastOK)
+			if err != nil {
 				wg.Wait()
-				return fmt.Errorf("worker %s: the store is unreachable: %w", c.Info.Name, err)
+				return err
 			}
 		}
-		if err == nil && ctx.Err() == nil {
-			if _, err := c.Queue.Sweep(bg); err != nil {
-				c.logf("sweep: %v", err)
-			}
-			if _, err := c.Store.MarkUnknown(bg); err != nil {
-				c.logf("mark unknown: %v", err)
-			}
-			for {
-				mu.Lock()
-				free := len(visits) < c.Info.Slots
-				mu.Unlock()
-				if !free || ctx.Err() != nil {
-					break
-				}
-				cl, err := c.Queue.Claim(bg, c.Info.Name, c.Lease)
-				if err != nil {
-					c.logf("claim: %v", err)
-					break
-				}
-				if cl == nil {
-					break
-				}
-				vctx, cancel := context.WithCancelCause(bg)
-				v := &visit{cl: cl, cancel: cancel}
-				mu.Lock()
-				visits[cl.Ref] = v
-				mu.Unlock()
-				c.logf("%s %s: start %d on %s (%s)", cl.Run, cl.Task, cl.Failover.Starts, c.Info.Name, cl.Failover.Describe(cl.Limits, nil))
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c.runVisit(vctx, v)
-					ended <- cl.Ref
-				}()
-			}
+		if healthy && ctx.Err() == nil {
+			c.claim(bg, &mu, visits, &wg, ended)
 		}
 		select {
 		case <-ctx.Done():
@@ -186,8 +185,87 @@ func Run(ctx context.Context, c Config) error {
 			mu.Lock()
 			delete(visits, ref)
 			mu.Unlock()
+		case <-wake:
 		case <-tick.C:
+			due = true
 		}
+	}
+}
+
+// beat heartbeats (stopping the visits whose claims were taken over), then
+// sweeps expired claims and leases. healthy is false while the store is
+// unreachable; the error ends the worker once that lasted a lease.
+func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, lastOK *time.Time) (bool, error) {
+	held, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
+	if errors.Is(err, store.ErrNotFound) {
+		// Deregistered under us (a name reused after we stopped): again.
+		err = c.Queue.Register(ctx, c.Info, c.Lease)
+		held = nil
+	}
+	if err != nil {
+		c.logf("heartbeat: %v", err)
+		if time.Since(*lastOK) > c.Lease {
+			// The claims are someone else's by now; stop everything.
+			mu.Lock()
+			for _, v := range visits {
+				v.cancel(errTakenOver)
+			}
+			mu.Unlock()
+			return false, fmt.Errorf("worker %s: the store is unreachable: %w", c.Info.Name, err)
+		}
+		return false, nil
+	}
+	*lastOK = time.Now()
+	holds := map[queue.Ref]bool{}
+	for _, r := range held {
+		holds[r] = true
+	}
+	mu.Lock()
+	for ref, v := range visits {
+		if !holds[ref] {
+			c.logf("%s %s: lost its lease here (taken over); stopping it", ref.Run, ref.Task)
+			v.cancel(errTakenOver)
+		}
+	}
+	mu.Unlock()
+	if _, err := c.Queue.Sweep(ctx); err != nil {
+		c.logf("sweep: %v", err)
+	}
+	if _, err := c.Store.MarkUnknown(ctx); err != nil {
+		c.logf("mark unknown: %v", err)
+	}
+	return true, nil
+}
+
+// claim takes ready tasks while slots are free and starts their visits.
+func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended chan<- queue.Ref) {
+	for {
+		mu.Lock()
+		free := len(visits) < c.Info.Slots
+		mu.Unlock()
+		if !free {
+			return
+		}
+		cl, err := c.Queue.Claim(ctx, c.Info.Name, c.Lease)
+		if err != nil {
+			c.logf("claim: %v", err)
+			return
+		}
+		if cl == nil {
+			return
+		}
+		vctx, cancel := context.WithCancelCause(ctx)
+		v := &visit{cl: cl, cancel: cancel}
+		mu.Lock()
+		visits[cl.Ref] = v
+		mu.Unlock()
+		c.logf("%s %s: start %d on %s (%s)", cl.Run, cl.Task, cl.Failover.Starts, c.Info.Name, cl.Failover.Describe(cl.Limits, nil))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.runVisit(vctx, v)
+			ended <- cl.Ref
+		}()
 	}
 }
 
@@ -237,14 +315,17 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 			c.logf("%s %s: finish: %v", cl.Run, cl.Task, err)
 		}
 	}
-	var plan compiler.Plan
-	if err := json.Unmarshal(cl.Plan, &plan); err != nil {
-		finish(queue.Result{Ending: queue.Failed, Deterministic: true, Reason: "the submitted plan does not decode: " + err.Error()})
+	sub, err := c.plan(bg, cl.Run)
+	if err != nil {
+		// Without its plan the task cannot run here; another worker may
+		// read it (a broken connection), so this is no failure of the task.
+		c.logf("%s %s: %v; handing it back", cl.Run, cl.Task, err)
+		finish(queue.Result{Ending: queue.HandedBack})
 		return
 	}
 	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
-		Options: runtime.Options{Plan: &plan, BaseDir: cl.BaseDir, Interval: cl.Interval, Store: c.Store,
+		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
 			StatePath: filepath.Join(c.Workdir, "state"), Environ: env, Worker: c.Info.Name,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase})

@@ -12,28 +12,91 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// grantToken takes the next token of resource inside a transaction: one
-// UPSERT whose row lock serializes every grant of the resource, from any
-// connection, so grants are strictly increasing in commit order, and the
-// commit (synchronous_commit = on) makes the grant durable before the caller
-// sees it.
-func grantToken(ctx context.Context, tx pgx.Tx, resource string) (int64, error) {
-	if resource == "" {
-		return 0, fmt.Errorf("token: resource is required")
+// epochSpan is how many tokens one epoch holds: a token is
+// epoch*epochSpan + n, readable in decimal (epoch 3, grant 17: 3000000017).
+const epochSpan = 1_000_000_000
+
+// errNewEpoch: this handle's epoch was taken back by a crash, or its tokens
+// ran out; the grant is made again after a new epoch is recorded.
+var errNewEpoch = errors.New("token epoch must be renewed")
+
+// currentEpoch returns this handle's epoch, recording a new one durably
+// first when it has none.
+func (s *Store) currentEpoch(ctx context.Context) (int64, error) {
+	s.epochMu.Lock()
+	defer s.epochMu.Unlock()
+	if s.epoch != 0 {
+		return s.epoch, nil
 	}
-	var tok int64
-	err := tx.QueryRow(ctx, `INSERT INTO tokens (resource, last) VALUES ($1, 1)
-ON CONFLICT (resource) DO UPDATE SET last = tokens.last + 1 RETURNING last`, resource).Scan(&tok)
-	return tok, err
+	var e int64
+	err := s.txDurable(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `UPDATE epochs SET epoch = epoch + 1 RETURNING epoch`).Scan(&e); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO epochs_alive (epoch) VALUES ($1) ON CONFLICT DO NOTHING`, e)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record a token epoch: %w", err)
+	}
+	s.epoch = e
+	return e, nil
 }
 
-// NextToken implements store.Store.
+// dropEpoch forgets epoch e (if still this handle's), so the next grant
+// records a new one.
+func (s *Store) dropEpoch(e int64) {
+	s.epochMu.Lock()
+	if s.epoch == e {
+		s.epoch = 0
+	}
+	s.epochMu.Unlock()
+}
+
+// granting runs fn, a transaction that grants tokens with epoch, again under
+// a new epoch while it reports errNewEpoch.
+func (s *Store) granting(ctx context.Context, fn func(epoch int64) error) error {
+	for try := 0; ; try++ {
+		e, err := s.currentEpoch(ctx)
+		if err != nil {
+			return err
+		}
+		err = fn(e)
+		if !errors.Is(err, errNewEpoch) || try >= 3 {
+			return err
+		}
+		s.dropEpoch(e)
+	}
+}
+
+// grantSQL is the grant of the next token of resource $1 under epoch $2, as
+// a CTE "g" (last: the token): the row lock of the UPSERT serializes grants
+// of the resource from any connection; valid is false when the epoch was
+// taken back by a crash or the token would reach past the newest epoch.
+const grantSQL = `g AS (
+	INSERT INTO tokens (resource, last) VALUES ($1, $2::bigint * ` + "1000000000" + `)
+	ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last + 1, $2::bigint * ` + "1000000000" + `)
+	RETURNING last,
+		EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $2) AND last < ((SELECT epoch FROM epochs) + 1) * ` + "1000000000" + ` AS valid
+)`
+
+// NextToken implements store.Store (see the package doc's epochs).
 func (s *Store) NextToken(ctx context.Context, resource string) (int64, error) {
+	if resource == "" {
+		return 0, fmt.Errorf("next token: resource is required")
+	}
 	var tok int64
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var err error
-		tok, err = grantToken(ctx, tx, resource)
-		return err
+	err := s.granting(ctx, func(epoch int64) error {
+		return s.tx(ctx, func(tx pgx.Tx) error {
+			var valid bool
+			if err := tx.QueryRow(ctx, `WITH `+grantSQL+` SELECT last, valid FROM g`, resource, epoch).Scan(&tok, &valid); err != nil {
+				return err
+			}
+			if !valid {
+				return errNewEpoch
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("next token for %q: %w", resource, err)
@@ -94,42 +157,55 @@ func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store
 		return store.Attempt{}, fmt.Errorf("start attempt: run and task are required")
 	}
 	var a store.Attempt
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		state, err := lockRun(ctx, tx, spec.Run, true)
-		if err != nil {
-			return err
-		}
-		if state != store.RunRunning {
-			return fmt.Errorf("run %q is %s: %w", spec.Run, state, store.ErrConflict)
-		}
-		if err := lockKey(ctx, tx, "attempt", spec.Run+"\x1f"+spec.Task); err != nil {
-			return err
-		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $1 AND task = $2`,
-			spec.Run, spec.Task).Scan(&n); err != nil {
-			return err
-		}
-		tok, err := grantToken(ctx, tx, spec.Resource)
-		if err != nil {
-			return err
-		}
-		st := store.AttemptRunning
-		if spec.Queued {
-			st = store.AttemptQueued
-		}
-		a, err = scanAttempt(tx.QueryRow(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid)
-SELECT $1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN NULL ELSE now END, $8,
-	CASE WHEN $7 OR $9::bigint <= 0 THEN NULL ELSE now + $9::bigint * interval '1 microsecond' END, $10, $11
-FROM (SELECT pipec_now() AS now) n
-RETURNING `+attemptColumns,
-			spec.Run, spec.Task, n, spec.Resource, tok, string(st), spec.Queued, spec.Lease.Milliseconds(), micros(spec.Lease), spec.Worker, spec.PID))
-		if err != nil {
-			return err
-		}
-		return appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
-			"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
-			"lease_ms": spec.Lease.Milliseconds(),
+	err := s.granting(ctx, func(epoch int64) error {
+		return s.tx(ctx, func(tx pgx.Tx) error {
+			// The run is share-locked (it cannot finish meanwhile) and the
+			// task's next number read in one statement; two starts of one task
+			// racing for a number meet on the primary key, and the loser runs
+			// again (errRetry) with a fresh snapshot.
+			var state string
+			var n int
+			err := tx.QueryRow(ctx, `SELECT r.state, (SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $1 AND task = $2)
+FROM runs r WHERE r.id = $1 FOR SHARE OF r`, spec.Run, spec.Task).Scan(&state, &n)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("run %q: %w", spec.Run, store.ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			if store.RunState(state) != store.RunRunning {
+				return fmt.Errorf("run %q is %s: %w", spec.Run, state, store.ErrConflict)
+			}
+			if spec.Resource == "" {
+				return fmt.Errorf("token: resource is required")
+			}
+			st := store.AttemptRunning
+			if spec.Queued {
+				st = store.AttemptQueued
+			}
+			// The grant and the attempt in one statement: the token row's lock
+			// serializes grants of the resource.
+			var valid bool
+			a, err = scanAttempt(validRow{tx.QueryRow(ctx, `WITH `+grantSQL+`, n AS (SELECT pipec_now() AS now)
+INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid)
+SELECT $3, $4, $5, $1, g.last, $6, CASE WHEN $7 THEN NULL ELSE n.now END, $8,
+	CASE WHEN $7 OR $9::bigint <= 0 THEN NULL ELSE n.now + $9::bigint * interval '1 microsecond' END, $10, $11
+FROM g, n
+RETURNING `+attemptColumns+`, (SELECT valid FROM g)`,
+				spec.Resource, epoch, spec.Run, spec.Task, n, string(st), spec.Queued, spec.Lease.Milliseconds(), micros(spec.Lease), spec.Worker, spec.PID), &valid})
+			if isUnique(err) {
+				return errRetry
+			}
+			if err != nil {
+				return err
+			}
+			if !valid {
+				return errNewEpoch
+			}
+			return appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+				"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
+				"lease_ms": spec.Lease.Milliseconds(),
+			})
 		})
 	})
 	if err != nil {
@@ -284,6 +360,15 @@ func (s *Store) StateID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
+// validRow scans an attempt row followed by one more column, the grant's
+// validity.
+type validRow struct {
+	pgx.Row
+	valid *bool
+}
+
+func (r validRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.valid)...) }
+
 // RaiseTokens implements store.Store, durably (synchronous_commit = on): a
 // sink adopted by this state refuses every token not above floor.
 func (s *Store) RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error {
@@ -295,12 +380,18 @@ func (s *Store) RaiseTokens(ctx context.Context, resources []string, floor int64
 			return fmt.Errorf("raise tokens: empty resource")
 		}
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.txDurable(ctx, func(tx pgx.Tx) error {
 		for _, res := range resources {
 			if _, err := tx.Exec(ctx, `INSERT INTO tokens (resource, last) VALUES ($1, $2)
 ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last, excluded.last)`, res, floor); err != nil {
 				return err
 			}
+		}
+		// Tokens above floor may lie in an epoch nobody recorded; record
+		// it, so grants there are valid (and a handle's next new epoch is
+		// higher still).
+		if _, err := tx.Exec(ctx, `UPDATE epochs SET epoch = GREATEST(epoch, $1::bigint / `+"1000000000"+`)`, floor); err != nil {
+			return err
 		}
 		return appendEvent(ctx, tx, store.Event{Kind: store.EventTokensRaised}, map[string]any{
 			"resources": resources, "floor": floor, "reason": reason})

@@ -43,7 +43,7 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 		return store.CASResult{}, fmt.Errorf("compare-and-swap: pipeline, sink, artifact and interval are required")
 	}
 	var res store.CASResult
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txDurable(ctx, func(tx pgx.Tx) error {
 		res = store.CASResult{}
 		if err := lockKey(ctx, tx, "pointer", sw.Pipeline+"\x1f"+sw.Sink+"\x1f"+sw.Artifact+"\x1f"+sw.Interval); err != nil {
 			return err

@@ -3,13 +3,39 @@
 //
 // # Durability
 //
-// Every method runs as one transaction committed before it returns, with
-// synchronous_commit = on forced for the session (whatever the server's
-// default), so a granted token or a swapped pointer is in the server's WAL
-// on disk before the caller acts on it. PostgreSQL makes that cheap enough
-// (one WAL flush per commit, shared between concurrent commits) that no
-// epoch scheme as in the SQLite store is needed: a token grant is a single
-// UPDATE … RETURNING of the resource's counter.
+// Every method runs as one transaction committed before it returns. Two
+// things must never be lost, not even to a crash of the server or its
+// machine: a pointer swap (else a reader who saw a version could later see
+// the older one again) and the uniqueness of a token (else two attempts
+// could hold the same token, and a sink that saw one would take the other's
+// writes as equal). Pointer swaps and raised token floors commit with
+// synchronous_commit = on: on the server's disk before the caller acts.
+//
+// Token grants use a durable epoch instead of a flush per grant, as the
+// SQLite store does: a token is epoch*1e9 + n. Before a store handle grants
+// its first token it records a new epoch, one higher than any before, with a
+// synchronous commit, and marks it in an unlogged table; its grants then
+// commit asynchronously. A grant is max(last token of the resource + 1,
+// epoch*1e9), taken under the resource row's lock, so tokens strictly
+// increase per resource in commit order, across handles and machines. Only a
+// crash of the server can take back asynchronous commits, and crash recovery
+// empties every unlogged table: a handle whose epoch is no longer marked
+// records a new, higher epoch before granting again, so every token granted
+// after a crash exceeds every token granted before it, lost or not. (A
+// worker that acted on a grant the crash took back holds a token nobody else
+// will ever get.) A handle never grants past its epoch's 1e9 tokens without
+// recording a new one. The cost: one flush per handle and per server crash,
+// not one per attempt, and a grant holds its row lock for no flush.
+//
+// Every other write commits with synchronous_commit = off, PostgreSQL's
+// asynchronous commit: atomic and at once visible to every session, but a
+// server crash may take back the last few hundred milliseconds of them.
+// That is safe for the same reasons as the SQLite store's NORMAL commits
+// (see package store): recovery keeps a prefix of the WAL, including every
+// synchronous commit, and what it took back returns the state to one the
+// runtime handles — an attempt finished looks running and is fenced by a
+// successor's higher token, a claim lost is claimed again, a finished task
+// runs again under a new token.
 //
 // # Concurrency
 //
@@ -35,6 +61,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,6 +84,11 @@ type Options struct {
 type Store struct {
 	pool  *pgxpool.Pool
 	clock store.Clock
+
+	// epoch is this handle's durably recorded token epoch, 0 until its
+	// first grant (see the package doc); epochMu guards it.
+	epochMu sync.Mutex
+	epoch   int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -85,7 +117,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		cfg.MaxConns = opt.MaxConns
 	}
 	rp := cfg.ConnConfig.RuntimeParams
-	rp["synchronous_commit"] = "on"
+	rp["synchronous_commit"] = "off" // durable transactions set it on (txDurable)
 	rp["application_name"] = "pipec"
 	rp["TimeZone"] = "UTC"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -114,13 +146,28 @@ func (s *Store) Close() error {
 // Pool is the connection pool, for tests and tools that read the schema.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// tx runs fn in one READ COMMITTED transaction and commits it. Serialization
-// failures and deadlocks (which PostgreSQL resolves by aborting one side)
-// are retried: fn must be repeatable, keeping no state across calls other
-// than its results.
+// tx runs fn in one READ COMMITTED transaction and commits it
+// asynchronously (see the package doc). Serialization failures and
+// deadlocks (which PostgreSQL resolves by aborting one side) are retried: fn
+// must be repeatable, keeping no state across calls other than its results.
 func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.run(ctx, false, fn)
+}
+
+// txDurable is tx with a synchronous commit: the commit is on the server's
+// disk when it returns. For token grants, pointer swaps and raised floors.
+func (s *Store) txDurable(ctx context.Context, fn func(pgx.Tx) error) error {
+	return s.run(ctx, true, fn)
+}
+
+func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) error {
 	for try := 0; ; try++ {
-		err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		// The commit mode rides on BEGIN (one round trip, simple protocol).
+		opts := pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED"}
+		if durable {
+			opts.BeginQuery += "; SET LOCAL synchronous_commit = on"
+		}
+		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
 			if s.clock != nil {
 				if _, err := tx.Exec(ctx, `SELECT set_config('pipec.now', $1, true)`, s.clock().UTC().Format(time.RFC3339Nano)); err != nil {
 					return err
@@ -128,12 +175,16 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 			}
 			return fn(tx)
 		})
-		if try < 20 && retryable(err) {
+		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
 			continue
 		}
 		return err
 	}
 }
+
+// errRetry asks run to run the transaction again: it lost a race that a
+// fresh snapshot resolves (two starts of one task taking the same number).
+var errRetry = errors.New("retry the transaction")
 
 // retryable reports a transaction the server aborted only to break a
 // conflict: serialization_failure or deadlock_detected.

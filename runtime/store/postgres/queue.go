@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -72,6 +73,9 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 				r.ID, t.Name, state, len(t.Needs), mustJSON(deps), mustJSON(t.Limits)); err != nil {
 				return err
 			}
+		}
+		if err := notifyWork(ctx, tx); err != nil {
+			return err
 		}
 		return appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: "run.submitted"}, map[string]any{"tasks": len(sub.Tasks)})
 	})
@@ -211,32 +215,31 @@ func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (
 	var out *queue.Claim
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = nil
-		live, err := liveWorkers(ctx, tx)
+		// The live workers ride along with the candidates (one round trip).
+		rows, err := tx.Query(ctx, `SELECT w.run, w.task, w.limits, w.failover, w.dependents,
+	ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
+FROM work w WHERE w.state = 'ready'
+ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, claimCandidates)
 		if err != nil {
 			return err
 		}
-		me := false
-		for _, w := range live {
-			me = me || w == worker
-		}
-		if !me {
-			return nil // not live (stopping, or its heartbeat lapsed): no claims
-		}
-		rows, err := tx.Query(ctx, `SELECT run, task, limits, failover, dependents FROM work WHERE state = 'ready'
-ORDER BY run COLLATE "C", task COLLATE "C" LIMIT $1 FOR UPDATE SKIP LOCKED`, claimCandidates)
-		if err != nil {
-			return err
-		}
+		var live []string
 		cands, err := collect(rows, func(r pgx.Row) (workRow, error) {
 			var w workRow
 			var limits, st, deps string
-			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps); err != nil {
+			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &live); err != nil {
 				return w, err
 			}
 			return w, w.decode(limits, st, deps)
 		})
 		if err != nil {
 			return err
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		if !slices.Contains(live, worker) {
+			return nil // not live (stopping, or its heartbeat lapsed): no claims
 		}
 		waiting := map[string]string{}
 		for _, c := range cands {
@@ -249,22 +252,19 @@ ORDER BY run COLLATE "C", task COLLATE "C" LIMIT $1 FOR UPDATE SKIP LOCKED`, cla
 			if err := c.st.Start(c.limits, worker, live); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
-	claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2`,
-				c.Run, c.Task, worker, mustJSON(c.st), micros(lease)); err != nil {
-				return err
-			}
 			cl := &queue.Claim{Ref: c.Ref, Limits: c.limits, Failover: c.st}
-			if err := tx.QueryRow(ctx, `SELECT s.plan, s.base_dir, s.interval_value,
-	(SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = s.run AND a.task = $2)
-FROM submissions s WHERE s.run = $1`, c.Run, c.Task).Scan(&cl.Plan, &cl.BaseDir, &cl.Interval, &cl.AttemptBase); err != nil {
+			if err := tx.QueryRow(ctx, `UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
+	claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
+RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2)`,
+				c.Run, c.Task, worker, mustJSON(c.st), micros(lease)).Scan(&cl.AttemptBase); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = $1 AND waiting <> ''`, c.Run); err != nil {
-				return err
-			}
-			if err := appendEvent(ctx, tx, store.Event{Run: c.Run, Kind: EventWorkClaimed, Task: c.Task}, map[string]any{
-				"worker": worker, "start": c.st.Starts, "counts": c.st.Describe(c.limits, live)}); err != nil {
+			// The run waits no more (a data-modifying CTE always runs), and
+			// the claim is logged, in one statement.
+			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND waiting <> '')
+INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
+				c.Run, EventWorkClaimed, c.Task, mustJSON(map[string]any{
+					"worker": worker, "start": c.st.Starts, "counts": c.st.Describe(c.limits, live)})); err != nil {
 				return err
 			}
 			out = cl
@@ -311,14 +311,13 @@ func globalCount(l failover.Limits, s *failover.State) string {
 // Finish implements queue.Queue.
 func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if err := lockSubmission(ctx, tx, ref.Run); err != nil {
-			return err
-		}
+		// The submission's lock (every finish of the run after another) and
+		// the claim's, in one statement.
 		var w workRow
 		w.Ref = ref
 		var limits, st, deps string
-		err := tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work
-WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 FOR UPDATE`, ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
+		err := tx.QueryRow(ctx, `SELECT w.limits, w.failover, w.dependents FROM work w JOIN submissions s ON s.run = w.run
+WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w, s`, ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
 		}
@@ -330,17 +329,26 @@ WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 FOR UPDATE`, 
 		}
 		switch r.Ending {
 		case queue.Succeeded:
-			if err := setWork(ctx, tx, ref, queue.WorkSucceeded, &w.st, ""); err != nil {
+			// The task's state, its event, its dependents one need fewer
+			// (ready at none), and a wakeup for idle workers when some became
+			// ready: one statement.
+			if _, err := tx.Exec(ctx, `WITH me AS (
+	UPDATE work SET state = 'succeeded', failover = $4, reason = '', claim_expiry = NULL WHERE run = $1 AND task = $2
+), ev AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $5, $2, 0, $6)
+), deps AS (
+	UPDATE work SET waiting_on = waiting_on - 1,
+		state = CASE WHEN waiting_on = 1 AND state = 'blocked' THEN 'ready' ELSE state END
+	WHERE run = $1 AND task = ANY($3) RETURNING state
+)
+SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+workChannel+`', '') END FROM deps`,
+				ref.Run, ref.Task, w.dependents, mustJSON(w.st), EventWorkSucceeded, mustJSON(map[string]any{"worker": worker})); err != nil {
 				return err
 			}
-			if err := appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: EventWorkSucceeded, Task: ref.Task}, map[string]any{"worker": worker}); err != nil {
-				return err
+			if len(w.dependents) > 0 {
+				return nil // its dependents are still to run: the run goes on
 			}
-			if _, err := tx.Exec(ctx, `UPDATE work SET waiting_on = waiting_on - 1,
-	state = CASE WHEN waiting_on = 1 AND state = 'blocked' THEN 'ready' ELSE state END
-WHERE run = $1 AND task = ANY($2)`, ref.Run, w.dependents); err != nil {
-				return err
-			}
+			return maybeFinishRun(ctx, tx, ref.Run)
 		case queue.NotRun:
 			if err := setWork(ctx, tx, ref, queue.WorkNotRun, &w.st, r.Reason); err != nil {
 				return err
@@ -363,6 +371,9 @@ WHERE run = $1 AND task = ANY($2)`, ref.Run, w.dependents); err != nil {
 			}
 		default:
 			return fmt.Errorf("finish: unknown ending %d", r.Ending)
+		}
+		if err := notifyWork(ctx, tx); err != nil {
+			return err
 		}
 		return maybeFinishRun(ctx, tx, ref.Run)
 	})
@@ -514,6 +525,9 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 			}
 			n++
 		}
+		if n > 0 {
+			return notifyWork(ctx, tx)
+		}
 		return nil
 	})
 	if err != nil {
@@ -591,6 +605,16 @@ WHERE r.state = 'running' ORDER BY w.run COLLATE "C", w.task COLLATE "C"`)
 	return ws, nil
 }
 
+// Submitted implements queue.Queue.
+func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
+	var plan, base, iv string
+	err := s.pool.QueryRow(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = $1`, run).Scan(&plan, &base, &iv)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", "", fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
+	}
+	return []byte(plan), base, iv, err
+}
+
 // Status implements queue.Queue.
 func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error) {
 	var rs queue.RunStatus
@@ -622,4 +646,46 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 		return t, json.Unmarshal([]byte(st), &t.Failover)
 	})
 	return rs, err
+}
+
+// workChannel is the NOTIFY channel of "tasks may be ready".
+const workChannel = "pipec_work"
+
+// notifyWork wakes the listening workers when the transaction commits
+// (PostgreSQL delivers notifications at commit and folds duplicates).
+func notifyWork(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify('`+workChannel+`', '')`)
+	return err
+}
+
+// Wakeups implements queue.Queue with LISTEN on one connection held for
+// ctx's lifetime.
+func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+workChannel); err != nil {
+		conn.Release()
+		return nil, err
+	}
+	ch := make(chan struct{}, 1)
+	go func() {
+		defer close(ch)
+		defer conn.Release()
+		defer func() {
+			// The connection goes back to the pool: stop listening first.
+			_, _ = conn.Exec(context.WithoutCancel(ctx), `UNLISTEN *`)
+		}()
+		for {
+			if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+				return // ctx ended, or the connection broke: the poll goes on
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ch, nil
 }

@@ -194,6 +194,22 @@ CREATE TABLE work (
 );
 CREATE INDEX work_open ON work (state, run) WHERE state IN ('ready', 'claimed');
 `},
+	{3, "token epochs", `
+-- A token is epoch * 1e9 + n. A store handle records a new epoch, durably,
+-- before its first grant; its grants then commit asynchronously.
+CREATE TABLE epochs (
+	id    integer PRIMARY KEY CHECK (id = 1),
+	epoch bigint NOT NULL
+);
+INSERT INTO epochs (id, epoch) VALUES (1, 0);
+-- The epochs in force since the server last recovered from a crash: an
+-- unlogged table is emptied by crash recovery, the one event that can take
+-- back asynchronous grants, so a handle whose epoch is missing here records
+-- a new one before granting again.
+CREATE UNLOGGED TABLE epochs_alive (
+	epoch bigint PRIMARY KEY
+);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

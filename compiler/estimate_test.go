@@ -1,0 +1,56 @@
+package compiler
+
+import (
+	"testing"
+	"time"
+)
+
+func estimatePlan() *Plan {
+	return &Plan{
+		Pools: []PlanPool{{Name: "backfill", Slots: 2}, {Name: "wide", Slots: 100}},
+		Tasks: []PlanTask{
+			{Name: "extract", Pool: "backfill", Timeout: "10m"},
+			{Name: "load", Needs: []string{"extract"}, Timeout: "5m"},
+			{Name: "side", Pool: "wide", Timeout: "1m"},
+			{Name: "untimed", Pool: "wide"},
+		},
+		Order: []string{"task.extract", "task.side", "task.untimed", "task.load"},
+	}
+}
+
+func TestTimeoutPath(t *testing.T) {
+	d, untimed := TimeoutPath(estimatePlan())
+	if d != 15*time.Minute || len(untimed) != 1 || untimed[0] != "untimed" {
+		t.Fatalf("got %s %v", d, untimed)
+	}
+}
+
+// DESIGN.md section 1: 730 runs ÷ 2 slots × 10 min ≈ 61 h, when every run
+// goes at once and the pool bounds them.
+func TestEstimateBoundedByPool(t *testing.T) {
+	e := EstimateRuns(estimatePlan(), 730, 0, 15*time.Minute)
+	if !e.ByPool || e.Pool != "backfill" || e.PoolSlots != 2 || e.PoolTime != 10*time.Minute || e.Total != 3650*time.Minute {
+		t.Fatalf("got %+v", e)
+	}
+	if e.PoolUntimed {
+		t.Error("the backfill pool's tasks all have timeouts")
+	}
+}
+
+func TestEstimateBoundedByWaves(t *testing.T) {
+	// One run at a time: 730 waves of 15 minutes, longer than the pool's 61 h.
+	e := EstimateRuns(estimatePlan(), 730, 1, 15*time.Minute)
+	if e.ByPool || e.Waves() != 730 || e.Total != 730*15*time.Minute {
+		t.Fatalf("got %+v", e)
+	}
+	if e := EstimateRuns(estimatePlan(), 5, 2, time.Hour); e.Waves() != 3 || e.Total < 3*time.Hour {
+		t.Fatalf("got %+v", e)
+	}
+}
+
+func TestEstimateSaturates(t *testing.T) {
+	e := EstimateRuns(estimatePlan(), 1<<62, 1, time.Hour)
+	if e.Total <= 0 {
+		t.Fatalf("overflowed: %+v", e)
+	}
+}
