@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pipec/pipec/report"
 	"slices"
 	"strings"
 	"time"
@@ -189,6 +190,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 			b.WriteString(strings.TrimRight(line, " ") + "\n")
 		}
 	}
-	_, err = fmt.Fprint(io.Stdout, b.String())
+	// Reasons and error tails quote task output: escaped, like every text output.
+	_, err = fmt.Fprint(io.Stdout, report.Escape(b.String()))
 	return err
 }
