@@ -86,7 +86,8 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	signal.Ignore(syscall.SIGPIPE)
+	// Closed pipes are handled by cmd/pipec (it watches SIGPIPE); ignoring
+	// SIGPIPE here would pass SIG_IGN on to every task the worker starts.
 	host, _ := os.Hostname()
 	name := opts.name
 	if name == "" && io.Getenv != nil {
@@ -160,7 +161,6 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 		fmt.Fprintln(io.Stdout, "no workers registered")
 		return nil
 	}
-	now := time.Now()
 	for _, w := range ws {
 		state := w.State
 		if state == queue.WorkerLive && !w.Live {
@@ -171,7 +171,7 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 			running = "running " + strings.Join(w.Running, ", ")
 		}
 		fmt.Fprintf(io.Stdout, "%s  host %s  pid %d  slots %d  %s  %s  last seen %s ago\n",
-			w.Name, w.Host, w.PID, w.Slots, state, running, now.Sub(w.LastSeen).Round(time.Second))
+			w.Name, w.Host, w.PID, w.Slots, state, running, w.Ago.Round(time.Second))
 		for _, f := range w.Failover {
 			fmt.Fprintf(io.Stdout, "    failover %s\n", f)
 		}

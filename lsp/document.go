@@ -31,6 +31,7 @@ type document struct {
 	// generation waits for instead of building it a second time.
 	inflight *pending
 	sent     uint64 // the generation last published
+	shown    bool   // the last publish had findings
 	closed   bool
 }
 
@@ -137,8 +138,11 @@ func (d *document) work() {
 			continue
 		}
 		d.running = false
-		if a.gen > d.sent {
+		// A file that is not a spec gets nothing, not even an empty list,
+		// unless it had findings to clear (it was a spec a moment ago).
+		if a.gen > d.sent && (a.pipeline || d.shown) {
 			d.sent = a.gen
+			d.shown = len(a.diags) > 0
 			// Published under the lock: a newer generation's publish waits
 			// for this one, so the client sees results in order.
 			_ = d.s.conn.Notify(context.Background(), protocol.MethodTextDocumentPublishDiagnostics, a.publishParams(d.uri))

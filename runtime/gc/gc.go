@@ -1,9 +1,10 @@
 // Package gc removes what pipec leaves behind so that nothing grows without
 // bound: the staging folders of finished attempts whose output no reader
-// needs, heartbeat files of attempts that are over, crash leftovers, frozen
-// versions (versions/<pipeline>/<artifact>/<digest>) that are not the current
-// accepted one (none while a run is running), and superseded versions in
-// directory sinks.
+// needs, heartbeat files of attempts that are over, crash leftovers (staging
+// and logs of runs the state does not know), frozen versions
+// (versions/<pipeline>/<artifact>/<digest>) that are not the current accepted
+// one (none while a run is running), and superseded versions in directory
+// sinks.
 //
 // What it never removes: anything of a run still running; the staging of an
 // attempt that is queued, running or unknown (an unknown attempt may still be
@@ -101,6 +102,10 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	logs, err := attemptDirs(filepath.Join(o.StateDir, "logs"))
+	if err != nil {
+		return nil, err
+	}
 	k, err := readStore(ctx, o.Store)
 	if err != nil {
 		return nil, err
@@ -133,7 +138,18 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 	}
-	for _, root := range []string{filepath.Join(o.StateDir, "staging"), filepath.Join(o.StateDir, "heartbeats"), filepath.Join(o.StateDir, "versions")} {
+	// Logs are the history of attempts the state knows, and capped each;
+	// only those of runs it does not know (another state's, a deleted one's)
+	// are leftovers.
+	for _, d := range logs {
+		if _, ok := k.runs[d.ref.Run]; ok {
+			continue
+		}
+		if err := rep.remove(d.path, "crash leftover: log of a run ("+d.ref.Run+") the state does not know", o.DryRun); err != nil {
+			return rep, err
+		}
+	}
+	for _, root := range []string{filepath.Join(o.StateDir, "staging"), filepath.Join(o.StateDir, "heartbeats"), filepath.Join(o.StateDir, "versions"), filepath.Join(o.StateDir, "logs")} {
 		if !o.DryRun {
 			removeEmpty(root)
 		}
@@ -198,7 +214,7 @@ func attemptDirs(root string) ([]attemptDir, error) {
 		if len(parts) < 5 {
 			return nil
 		}
-		n, err := strconv.Atoi(parts[4])
+		n, err := strconv.Atoi(strings.TrimSuffix(parts[4], ".log"))
 		if err == nil && n > 0 {
 			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: parts[3], Number: n}})
 		}

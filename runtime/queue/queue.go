@@ -40,6 +40,8 @@ type WorkerRow struct {
 	State    string
 	Started  time.Time
 	LastSeen time.Time
+	// Ago is how long since it was last seen, on the store's clock.
+	Ago time.Duration
 	// Live: the worker's heartbeat is current on the store's clock.
 	Live bool
 	// Running lists the tasks it holds ("run task").

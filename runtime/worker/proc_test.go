@@ -191,7 +191,7 @@ func (e *env) submit(interval string) string {
 // a broken test).
 func (e *env) until(run, what string, cond func(queue.RunStatus) bool) queue.RunStatus {
 	e.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		rs, err := e.st.Status(context.Background(), run)
 		if err != nil {

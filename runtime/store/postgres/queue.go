@@ -538,7 +538,8 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 
 // Workers implements queue.Queue.
 func (s *Store) Workers(ctx context.Context) ([]queue.WorkerRow, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, host, pid, slots, labels, state, started, last_seen, expiry > pipec_now()
+	rows, err := s.pool.Query(ctx, `SELECT name, host, pid, slots, labels, state, started, last_seen, expiry > pipec_now(),
+	(EXTRACT(EPOCH FROM pipec_now() - last_seen) * 1000000)::bigint
 FROM workers ORDER BY name COLLATE "C"`)
 	if err != nil {
 		return nil, err
@@ -546,9 +547,11 @@ FROM workers ORDER BY name COLLATE "C"`)
 	ws, err := collect(rows, func(r pgx.Row) (queue.WorkerRow, error) {
 		var w queue.WorkerRow
 		var labels string
-		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &labels, &w.State, &w.Started, &w.LastSeen, &w.Live); err != nil {
+		var agoMicros int64
+		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &labels, &w.State, &w.Started, &w.LastSeen, &w.Live, &agoMicros); err != nil {
 			return w, err
 		}
+		w.Ago = time.Duration(agoMicros) * time.Microsecond
 		if labels != "" {
 			w.Labels = strings.Split(labels, ",")
 		}
