@@ -39,9 +39,13 @@ func newLSPCmd(io IO) *cobra.Command {
 			if io.Getenv == nil || io.Getenv("GOGC") == "" {
 				// main trades memory for speed (GOGC=400) for one-shot
 				// commands; a server stays up beside the editor holding
-				// every open spec, so it collects at the default pace: a
-				// 10,000-task spec peaks at about 120 MB instead of 170.
-				debug.SetGCPercent(100)
+				// every open spec, so it collects twice as often: on the
+				// 10,000-task spec, GOGC=200 costs about 10% more server CPU
+				// per change than 400 and peaks at about 115 MB (HCL) and
+				// 170 MB (CUE) instead of 120 and 225 (100: 110 and 165 MB,
+				// 12% more CPU than 200). BenchmarkServerMemory10k and
+				// BenchmarkChangeToDiagnostics in lsp/ measure both.
+				debug.SetGCPercent(200)
 			}
 			return lsp.Serve(context.Background(), stdStream{io.Stdin, io.Stdout}, lsp.Options{
 				Disable: opts.disable,
