@@ -370,19 +370,26 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 		case "retry_budget":
 			part.budgets = append(part.budgets, l.budget(b))
 		case "pool":
-			p.Pools = append(p.Pools, l.pool(b))
+			p.Pools = append(p.Pools, Pool{})
+			l.pool(b, &p.Pools[len(p.Pools)-1])
 		case "error":
-			p.Errors = append(p.Errors, l.errorClass(b))
+			p.Errors = append(p.Errors, ErrorClass{})
+			l.errorClass(b, &p.Errors[len(p.Errors)-1])
 		case "retry":
-			p.Retries = append(p.Retries, l.retry(b))
+			p.Retries = append(p.Retries, RetryPolicy{})
+			l.retry(b, &p.Retries[len(p.Retries)-1])
 		case "task":
-			p.Tasks = append(p.Tasks, l.task(b))
+			p.Tasks = append(p.Tasks, Task{})
+			l.task(b, &p.Tasks[len(p.Tasks)-1])
 		case "check":
-			p.Checks = append(p.Checks, l.check(b))
+			p.Checks = append(p.Checks, Check{})
+			l.check(b, &p.Checks[len(p.Checks)-1])
 		case "sink":
-			p.Sinks = append(p.Sinks, l.sink(b))
+			p.Sinks = append(p.Sinks, Sink{})
+			l.sink(b, &p.Sinks[len(p.Sinks)-1])
 		case "publish":
-			p.Publishes = append(p.Publishes, l.publish(b))
+			p.Publishes = append(p.Publishes, Publish{})
+			l.publish(b, &p.Publishes[len(p.Publishes)-1])
 		}
 	}
 	return part
@@ -600,27 +607,24 @@ func (l *hclLoader) budget(b *hclsyntax.Block) *RetryBudget {
 	return rb
 }
 
-func (l *hclLoader) pool(b *hclsyntax.Block) Pool {
-	p := Pool{Named: l.named(b)}
-	l.content(b.Body, poolSchema, KindPool, &p, &p.Attrs, nil)
-	return p
+func (l *hclLoader) pool(b *hclsyntax.Block, p *Pool) {
+	p.Named = l.named(b)
+	l.content(b.Body, poolSchema, KindPool, p, &p.Attrs, nil)
 }
 
-func (l *hclLoader) errorClass(b *hclsyntax.Block) ErrorClass {
-	e := ErrorClass{Named: l.named(b)}
-	l.content(b.Body, errorSchema, KindError, &e, &e.Attrs, nil)
-	return e
+func (l *hclLoader) errorClass(b *hclsyntax.Block, e *ErrorClass) {
+	e.Named = l.named(b)
+	l.content(b.Body, errorSchema, KindError, e, &e.Attrs, nil)
 }
 
-func (l *hclLoader) retry(b *hclsyntax.Block) RetryPolicy {
-	r := RetryPolicy{Named: l.named(b)}
-	l.content(b.Body, retrySchema, KindRetry, &r, &r.Attrs, nil)
-	return r
+func (l *hclLoader) retry(b *hclsyntax.Block, r *RetryPolicy) {
+	r.Named = l.named(b)
+	l.content(b.Body, retrySchema, KindRetry, r, &r.Attrs, nil)
 }
 
-func (l *hclLoader) task(b *hclsyntax.Block) Task {
-	t := Task{Named: l.named(b)}
-	blocks := l.content(b.Body, taskSchema, KindTask, &t, &t.Attrs, nil)
+func (l *hclLoader) task(b *hclsyntax.Block, t *Task) {
+	t.Named = l.named(b)
+	blocks := l.content(b.Body, taskSchema, KindTask, t, &t.Attrs, nil)
 	for _, nb := range blocks {
 		bb := nb.Body
 		switch nb.Type {
@@ -644,25 +648,21 @@ func (l *hclLoader) task(b *hclsyntax.Block) Task {
 			t.Attrs.Set("failover", f.Range)
 		}
 	}
-	return t
 }
 
-func (l *hclLoader) check(b *hclsyntax.Block) Check {
-	c := Check{Named: l.named(b)}
-	l.content(b.Body, checkSchema, KindCheck, &c, &c.Attrs, nil)
-	return c
+func (l *hclLoader) check(b *hclsyntax.Block, c *Check) {
+	c.Named = l.named(b)
+	l.content(b.Body, checkSchema, KindCheck, c, &c.Attrs, nil)
 }
 
-func (l *hclLoader) sink(b *hclsyntax.Block) Sink {
-	s := Sink{Named: l.named(b)}
-	l.content(b.Body, sinkSchema, KindSink, &s, &s.Attrs, nil)
-	return s
+func (l *hclLoader) sink(b *hclsyntax.Block, s *Sink) {
+	s.Named = l.named(b)
+	l.content(b.Body, sinkSchema, KindSink, s, &s.Attrs, nil)
 }
 
-func (l *hclLoader) publish(b *hclsyntax.Block) Publish {
-	p := Publish{Named: l.named(b)}
-	l.content(b.Body, publishSchema, KindPublish, &p, &p.Attrs, nil)
-	return p
+func (l *hclLoader) publish(b *hclsyntax.Block, p *Publish) {
+	p.Named = l.named(b)
+	l.content(b.Body, publishSchema, KindPublish, p, &p.Attrs, nil)
 }
 
 // read reads the value of attribute a, written for field f, into v as
