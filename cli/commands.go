@@ -17,16 +17,14 @@ func commands(io IO) []*cobra.Command {
 		newEventsCmd(io),
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
+		newResolveCmd(io),
 		newShowCmd(io),
 		newGCCmd(io),
 		newSinkCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),
-		newSimulateCmd(io),
 		newWorkerCmd(io),
 		newWorkersCmd(io),
 		newSubmitCmd(io),
-		newSinkCmd(io),
-		newLSPCmd(io),
 	}
 }

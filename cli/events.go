@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipec/pipec/report"
 	"strings"
 	"time"
 
@@ -97,6 +98,14 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 		if !a.Ended.IsZero() && !a.Started.IsZero() {
 			line += "  " + a.Ended.Sub(a.Started).Round(time.Millisecond).String()
 		}
+		if !a.State.Finished() && a.Host != "" {
+			// Where to look before settling it with pipec resolve.
+			if a.PID > 0 {
+				line += fmt.Sprintf("  pid %d on %s", a.PID, a.Host)
+			} else {
+				line += "  on " + a.Host
+			}
+		}
 		b.WriteString(line + "\n")
 		if a.ErrorTail != "" {
 			for _, l := range strings.Split(a.ErrorTail, "\n") {
@@ -137,6 +146,7 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
-	_, err = fmt.Fprint(io.Stdout, b.String())
+	// Reasons and error tails quote task output: escaped, like every text output.
+	_, err = fmt.Fprint(io.Stdout, report.Escape(b.String()))
 	return err
 }

@@ -40,7 +40,13 @@ func newFmtCmd(io IO) *cobra.Command {
 }
 
 func runFmt(io IO, paths []string, opts fmtOptions) error {
-	files, err := findSpecFiles(paths, findOptions{})
+	// The configuration's ignore patterns keep fmt away from files that are
+	// not specs (or not to be touched), as they keep lint away.
+	cfg, err := loadConfig(io, "")
+	if err != nil {
+		return err
+	}
+	files, err := findSpecFiles(paths, findOptions{cfg: cfg})
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,6 @@ import (
 	stdio "io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/pipec/pipec/compiler"
 )
 
 type graphOptions struct {
@@ -17,7 +15,13 @@ func newGraphCmd(io IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graph SPEC",
 		Short: "Print the DAG as Graphviz DOT or Mermaid",
-		Args:  exactArgs(1),
+		Long: "graph draws the pipeline: tasks (boxes), checks (diamonds), publishes and sinks\n" +
+			"(cylinders, marked fenced or not). A data edge is labelled with the artifact that\n" +
+			"flows; an input of another interval (raw@-1) is dashed (dotted in Mermaid); a\n" +
+			"depends_on edge (order without data) is dotted grey with a hollow arrow (thick in\n" +
+			"Mermaid); a check that gates a publish is green. Render DOT with\n" +
+			"`pipec graph SPEC | dot -Tpng -o dag.png`.",
+		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runGraph(io, args[0], opts)
 		},
@@ -27,12 +31,12 @@ func newGraphCmd(io IO) *cobra.Command {
 }
 
 func runGraph(io IO, path string, opts graphOptions) error {
-	var write func(stdio.Writer, *compiler.Graph) error
+	var write func(*picture, stdio.Writer) error
 	switch opts.format {
 	case "dot":
-		write = compiler.WriteDOT
+		write = (*picture).writeDOT
 	case "mermaid":
-		write = compiler.WriteMermaid
+		write = (*picture).writeMermaid
 	default:
 		return usageErr("graph: unknown --format %q (want dot or mermaid)", opts.format)
 	}
@@ -41,11 +45,11 @@ func runGraph(io IO, path string, opts graphOptions) error {
 		return err
 	}
 	printDiagsText(io, c.Diags, c.sources())
-	if c.Result == nil || c.Result.Graph == nil {
+	if c.Result == nil || c.Result.Plan == nil {
 		return silentExit(ExitFindings)
 	}
 	// A graph with errors (a cycle, say) is still worth drawing.
-	if err := write(io.Stdout, c.Result.Graph); err != nil {
+	if err := write(newPicture(c.Result.Plan), io.Stdout); err != nil {
 		return err
 	}
 	if c.Diags.HasErrors() {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,7 +68,7 @@ func newLintCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.format, "format", opts.format, "text, json, sarif or github")
 	f.BoolVar(&opts.strict, "strict", false, "fail on warnings too")
 	f.StringSliceVar(&opts.disable, "disable", nil, "turn a rule off (repeatable, or comma-separated)")
-	f.IntVar(&opts.workers, "workers", 0, "size of the worker pool the pipelines run on, for failover-limits (default: the configuration's, else unknown)")
+	f.IntVar(&opts.workers, "workers", 0, "size of the worker pool the pipelines run on, for failover-limits (default: .pipec.yaml's workers, else the rule's default)")
 	f.StringVar(&opts.now, "now", "", "reference time for catchup-stampede, RFC 3339 (default: the current time)")
 	f.StringVar(&opts.stdinFilename, "stdin-filename", "", "with `-`: the file name findings carry, and whose extension picks the syntax")
 	f.BoolVar(&opts.skipNonSpecs, "skip-non-specs", false, "skip named files that hold no pipeline (Terraform, Packer); the pre-commit hook sets it")
@@ -181,7 +182,9 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	case "sarif":
 		err = report.SARIF(io.Stdout, all, sarifOptions(cfg, src))
 	case "github":
-		err = report.GitHub(io.Stdout, all)
+		// Annotations attach to files by their path from the repository
+		// root, wherever pipec ran.
+		err = report.GitHub(io.Stdout, fromRoot(all, sarifOptions(cfg, src)))
 	default:
 		err = report.Text(io.Stdout, all, src, report.TextOptions{Color: io.colorOn(io.StdoutTTY)})
 	}
@@ -225,6 +228,28 @@ func sarifOptions(cfg *config.Config, src report.Sources) report.SARIFOptions {
 		WorkDir: wd,
 		Sources: src,
 	}
+}
+
+// fromRoot rewrites file names relative to the root of opt (when they lie
+// under it), for consumers that resolve paths from the repository root.
+func fromRoot(ds diag.Diagnostics, opt report.SARIFOptions) diag.Diagnostics {
+	if opt.Root == "" || opt.WorkDir == "" || opt.Root == opt.WorkDir {
+		return ds
+	}
+	out := make(diag.Diagnostics, len(ds))
+	for i, d := range ds {
+		if f := d.Range.Filename; f != "" && f != "<stdin>" {
+			abs := f
+			if !filepath.IsAbs(abs) {
+				abs = filepath.Join(opt.WorkDir, f)
+			}
+			if rel, err := filepath.Rel(opt.Root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				d.Range.Filename = filepath.ToSlash(rel)
+			}
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // gitRoot is the nearest folder at or above dir holding .git (a folder, or a

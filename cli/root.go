@@ -13,6 +13,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/report"
 )
 
 // Exit codes, the same for every command (DESIGN.md section 4).
@@ -155,12 +157,13 @@ func Main(args []string, io IO) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintln(io.Stderr, "pipec:", ee.err)
+			// Errors quote user input (file names, flag values): escaped.
+			fmt.Fprintln(io.Stderr, "pipec:", report.Escape(ee.err.Error()))
 		}
 		return ee.code
 	}
 	// Anything else comes from cobra itself: unknown command or flag, bad arguments.
-	fmt.Fprintln(io.Stderr, "pipec:", err)
+	fmt.Fprintln(io.Stderr, "pipec:", report.Escape(err.Error()))
 	return ExitUsage
 }
 
@@ -169,7 +172,20 @@ func newRoot(io IO) *cobra.Command {
 		Use:   "pipec",
 		Short: "Compile, lint and run declarative data pipelines safely",
 		Long: "pipec compiles pipeline specs (HCL or CUE) into a validated DAG, lints them for the\n" +
-			"mistakes that hurt data pipelines, and runs them with a fenced, durable runtime.",
+			"mistakes that hurt data pipelines, and runs them with a fenced, durable runtime.\n\n" +
+			"Exit codes, for every command:\n" +
+			"  0    success (warnings allowed, unless --strict)\n" +
+			"  1    the spec has error findings, or the run failed\n" +
+			"  2    usage error, unreadable input, or an invalid .pipec.yaml\n" +
+			"  130  interrupted (Ctrl-C); a run records what it stopped first\n\n" +
+			"Environment:\n" +
+			"  NO_COLOR     no colour (unless --color=always)\n" +
+			"  TERM=dumb    no colour (unless --color=always)\n\n" +
+			"Files:\n" +
+			"  .pipec.yaml  lint settings, found by walking up from the working directory\n" +
+			"               (docs/config.md)\n\n" +
+			"Documentation: docs/spec.md (the spec), docs/rules/ (one page per lint rule),\n" +
+			"`pipec explain RULE`, and `pipec help COMMAND`.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       versionLine(buildInfo()),
@@ -194,5 +210,6 @@ func newRoot(io IO) *cobra.Command {
 	for _, cmd := range commands(io) {
 		root.AddCommand(cmd)
 	}
+	addCompletions(root)
 	return root
 }

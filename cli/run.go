@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	stdio "io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -129,9 +132,10 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	// The first Ctrl-C stops the tasks and records the run; a second one,
 	// with the default handling restored, ends pipec at once.
 	go func() { <-ctx.Done(); stop() }()
-	// A reader that goes away (pipec run --json | head) must not kill the
-	// run halfway: its output is lost, the run goes on and is recorded.
-	signal.Ignore(syscall.SIGPIPE)
+	// A reader that goes away (pipec run --json | head) does not kill the
+	// run: cmd/pipec watches SIGPIPE and IO drops the lost output (see
+	// Interruptible). Ignoring SIGPIPE here instead would pass SIG_IGN on to
+	// every task pipec starts.
 	loc, err := opts.state.location(io, path)
 	if err != nil {
 		return err
@@ -184,7 +188,12 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		if !io.StdoutTTY {
 			fmt.Fprintln(io.Stdout)
 		}
-		if err := sum.WriteText(io.Stdout); err != nil {
+		// Escaped: the summary quotes task output and spec paths.
+		var b bytes.Buffer
+		if err := sum.WriteText(&b); err != nil {
+			return err
+		}
+		if _, err := stdio.WriteString(io.Stdout, report.Escape(b.String())); err != nil {
 			return err
 		}
 	}
@@ -290,7 +299,7 @@ func (p *liveProgress) event(ev runtime.Event) {
 	case runtime.EventTaskSucceeded, runtime.EventTaskReused:
 		delete(p.running, ev.Task)
 		p.done_++
-	case runtime.EventTaskFailed, runtime.EventTaskNotRun:
+	case runtime.EventTaskFailed, runtime.EventTaskNotRun, runtime.EventAttemptBlocked:
 		delete(p.running, ev.Task)
 		delete(p.retrying, ev.Task)
 		p.failed++
@@ -344,15 +353,20 @@ func important(kind string) bool {
 	switch kind {
 	case runtime.EventTaskFailed, runtime.EventTaskNotRun, runtime.EventAttemptRetry, runtime.EventAttemptLease,
 		runtime.EventCheckFailed, store.EventPublishFenced, store.EventPublishWon, store.EventAttemptUnknown,
-		runtime.EventPublishFailed, runtime.EventRunSuperseded, runtime.EventZombieKilled, runtime.EventSinkReconciled:
+		runtime.EventPublishFailed, runtime.EventRunSuperseded, runtime.EventZombieKilled, runtime.EventSinkReconciled,
+		runtime.EventOrphansEnded, runtime.EventAttemptBlocked, runtime.EventAttemptAdopted:
 		return true
 	}
 	return false
 }
 
-// describeEvent is the one-line form of a state change, or "" for events
+// describeEvent is one line for a state change, escaped: errors quote task
+// output, which may hold terminal escape sequences.
+func describeEvent(ev runtime.Event) string { return report.Escape(describeEventText(ev)) }
+
+// describeEventText is the one-line form of a state change, or "" for events
 // that are not one (a version recorded, an attempt's pid).
-func describeEvent(ev runtime.Event) string {
+func describeEventText(ev runtime.Event) string {
 	who := ev.Task
 	if ev.Attempt > 0 {
 		who = fmt.Sprintf("%s#%d", ev.Task, ev.Attempt)
@@ -410,6 +424,12 @@ func describeEvent(ev runtime.Event) string {
 		return fmt.Sprintf("%s FAILED: class %s (%s)", ev.Task, orDash(str("class")), str("reason"))
 	case runtime.EventTaskNotRun:
 		return fmt.Sprintf("%s not run: %s", ev.Task, str("reason"))
+	case runtime.EventOrphansEnded:
+		return fmt.Sprintf("%s of %s: ended %s process(es) it left running when its pipec died", who, str("run_of_attempt"), str("processes"))
+	case runtime.EventAttemptBlocked:
+		return fmt.Sprintf("%s UNKNOWN: %s", ev.Task, str("reason"))
+	case runtime.EventAttemptAdopted:
+		return fmt.Sprintf("%s not run again: %s", ev.Task, str("reason"))
 	case runtime.EventCheckPassed:
 		return fmt.Sprintf("check %s passed on %s", str("check"), str("label"))
 	case runtime.EventCheckFailed:

@@ -86,7 +86,8 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	signal.Ignore(syscall.SIGPIPE)
+	// Closed pipes are handled by cmd/pipec (it watches SIGPIPE); ignoring
+	// SIGPIPE here would pass SIG_IGN on to every task the worker starts.
 	host, _ := os.Hostname()
 	name := opts.name
 	if name == "" && io.Getenv != nil {

@@ -1,6 +1,7 @@
 package lsp
 
 import (
+	"slices"
 	"strings"
 
 	"go.lsp.dev/protocol"
@@ -20,6 +21,7 @@ var refFields = map[string]map[string]string{
 // cursor is what a backward scan learns about the text before the cursor.
 type cursor struct {
 	frames   [][]string // the header words of each enclosing block, outermost first
+	written  [][]string // per nesting level (0 is the file), the fields written there
 	key      string     // the field whose value the cursor is in, if any
 	value    bool       // after the field's '=' or ':'
 	inString bool
@@ -37,7 +39,7 @@ func isWordByte(b byte) bool {
 // (HCL) or ':' (CUE). It is a tolerant scanner, as the text being edited
 // rarely parses.
 func scan(src []byte, syn spec.Syntax) cursor {
-	var c cursor
+	c := cursor{written: [][]string{nil}}
 	var words []string
 	var word []byte
 	list := 0
@@ -90,15 +92,25 @@ func scan(src []byte, syn spec.Syntax) cursor {
 			flush()
 			if len(words) > 0 {
 				c.key = words[len(words)-1]
+				if list == 0 {
+					top := len(c.written) - 1
+					c.written[top] = append(c.written[top], c.key)
+				}
 			}
 			c.value = true
 		case b == '{':
 			flush()
+			if len(words) > 0 && !c.value {
+				top := len(c.written) - 1 // an HCL block: `heartbeat {`, `task "x" {`
+				c.written[top] = append(c.written[top], words[0])
+			}
 			c.frames = append(c.frames, words)
+			c.written = append(c.written, nil)
 			words, c.key, c.value, list = nil, "", false, 0
 		case b == '}':
 			if len(c.frames) > 0 {
 				c.frames = c.frames[:len(c.frames)-1]
+				c.written = c.written[:len(c.written)-1]
 			}
 			reset()
 			list = 0
@@ -202,7 +214,11 @@ func (s *Server) completion(p *protocol.CompletionParams) (*protocol.CompletionL
 		return list, nil
 	}
 	docs := s.schemaDocs()
+	written := c.written[len(c.written)-1]
 	for _, f := range spec.Fields()[kind] {
+		if !f.Labelled && slices.Contains(written, f.Name) {
+			continue // a field is written once per block
+		}
 		item := protocol.CompletionItem{Label: f.Name, Kind: protocol.CompletionItemKindField,
 			TextEdit: &protocol.TextEdit{Range: replace, NewText: f.Name}}
 		if doc := docs.describe(kind, f.Name); doc != "" {

@@ -135,18 +135,29 @@ func bigSpec(n int) string {
 	return b.String()
 }
 
-// Other HCL (a Terraform file) gets no findings, and no navigation.
+// Other HCL (a Terraform file) gets nothing: no diagnostics (not even an
+// empty list), no hover. Once it becomes a spec it is linted, and when it
+// stops being one its findings are cleared.
 func TestNonPipelineHCLGetsNothing(t *testing.T) {
 	c := start(t, lsp.Options{})
 	src := "resource \"aws_s3_bucket\" \"b\" {\n  bucket = \"x\"\n  task = nope\n}\n"
 	u := c.open("main.hcl", src)
-	if ds := c.waitVersion(u, 1); len(ds) != 0 {
-		t.Fatalf("diagnostics on a non-pipeline file: %v", codes(ds))
-	}
 	var h *protocol.Hover
 	c.call(protocol.MethodTextDocumentHover, &protocol.HoverParams{TextDocumentPositionParams: pos(u, at(t, src, "", "bucket", 1))}, &h)
 	if h != nil {
 		t.Fatalf("hover on a non-pipeline file: %+v", h)
+	}
+	spec := strings.Replace(readFile(t, "testdata/refs.hcl"), `["extract"]`, `["nope"]`, 1)
+	c.change(u, 2, spec)
+	if ds := c.waitVersion(u, 2); len(ds) == 0 {
+		t.Fatal("no findings once the file is a spec")
+	}
+	if ps := c.publishedFor(u); len(ps) != 1 {
+		t.Fatalf("publishes before the file was a spec: %+v", ps)
+	}
+	c.change(u, 3, src)
+	if ds := c.waitVersion(u, 3); len(ds) != 0 {
+		t.Fatalf("findings not cleared when the file stopped being a spec: %v", codes(ds))
 	}
 }
 
@@ -193,11 +204,13 @@ func TestConfigurationFileApplies(t *testing.T) {
 		t.Fatalf("codes = %s, severity %v", got, ds[0].Severity)
 	}
 	ig := c.open("infra/refs.hcl", src)
-	if ds := c.waitVersion(ig, 1); len(ds) != 0 {
-		t.Fatalf("an ignored path got %v", codes(ds))
+	var syms []protocol.DocumentSymbol
+	c.call(protocol.MethodTextDocumentDocumentSymbol, &protocol.DocumentSymbolParams{TextDocument: protocol.TextDocumentIdentifier{URI: ig}}, &syms)
+	if len(syms) != 0 {
+		t.Fatalf("an ignored path is treated as a spec: %+v", syms)
 	}
 	// A mistake in the file: its finding goes to the file; the rest holds.
-	write(".pipec.yaml", "rules:\n  heartbeat-lease: off\n  retry-strom: off\n")
+	write(".pipec.yaml", "rules:\n  heartbeat-lease: off\n  retry-strom: off\nignore:\n  - infra\n")
 	cfg := protocol.DocumentURI("file://" + filepath.ToSlash(filepath.Join(c.dir, ".pipec.yaml")))
 	c.notify(protocol.MethodTextDocumentDidSave, &protocol.DidSaveTextDocumentParams{TextDocument: protocol.TextDocumentIdentifier{URI: cfg}})
 	var cds []protocol.Diagnostic
@@ -207,12 +220,15 @@ func TestConfigurationFileApplies(t *testing.T) {
 			cds = p.Diagnostics
 		}
 	}
-	if len(cds) != 1 || cds[0].Code != "config" || !strings.Contains(cds[0].Message, `did you mean "retry-storm"`) || cds[0].Range.Start.Line != 2 {
+	if len(cds) != 1 || cds[0].Code != "config" || cds[0].CodeDescription != nil || !strings.Contains(cds[0].Message, `did you mean "retry-storm"`) || cds[0].Range.Start.Line != 2 {
 		t.Fatalf("configuration findings = %+v", cds)
 	}
 	c.change(u, 2, src)
 	if got := strings.Join(codes(c.waitVersion(u, 2)), ","); got != "interval-mismatch" {
 		t.Fatalf("with a half-valid configuration: %s", got)
+	}
+	if ps := c.publishedFor(ig); len(ps) != 0 {
+		t.Fatalf("an ignored path got diagnostics: %+v", ps)
 	}
 }
 

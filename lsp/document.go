@@ -31,6 +31,7 @@ type document struct {
 	// generation waits for instead of building it a second time.
 	inflight *pending
 	sent     uint64 // the generation last published
+	shown    bool   // the last publish had findings
 	closed   bool
 }
 
@@ -137,8 +138,11 @@ func (d *document) work() {
 			continue
 		}
 		d.running = false
-		if a.gen > d.sent {
+		// A file that is not a spec gets nothing, not even an empty list,
+		// unless it had findings to clear (it was a spec a moment ago).
+		if a.gen > d.sent && (a.pipeline || d.shown) {
 			d.sent = a.gen
+			d.shown = len(a.diags) > 0
 			// Published under the lock: a newer generation's publish waits
 			// for this one, so the client sees results in order.
 			_ = d.s.conn.Notify(context.Background(), protocol.MethodTextDocumentPublishDiagnostics, a.publishParams(d.uri))
@@ -244,14 +248,19 @@ func (a *analysis) lspDiagnostic(f diag.Diagnostic) protocol.Diagnostic {
 	if f.Detail != "" {
 		msg += "\n" + f.Detail
 	}
-	return protocol.Diagnostic{
-		Range:           a.lines.rangeOf(f.Range),
-		Severity:        lspSeverity(f.Severity),
-		Code:            f.Rule,
-		CodeDescription: &protocol.CodeDescription{Href: protocol.URI(lint.DocURL(f.Rule))},
-		Source:          "pipec",
-		Message:         msg,
+	d := protocol.Diagnostic{
+		Range:    a.lines.rangeOf(f.Range),
+		Severity: lspSeverity(f.Severity),
+		Code:     f.Rule,
+		Source:   "pipec",
+		Message:  msg,
 	}
+	// Only catalogue rules have a page; a configuration finding or an
+	// internal failure links nowhere rather than to a missing page.
+	if lint.Lookup(f.Rule) != nil {
+		d.CodeDescription = &protocol.CodeDescription{Href: protocol.URI(lint.DocURL(f.Rule))}
+	}
+	return d
 }
 
 func lspSeverity(s diag.Severity) protocol.DiagnosticSeverity {

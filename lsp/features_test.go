@@ -144,7 +144,7 @@ func TestCompletion(t *testing.T) {
 			c.change(u, 2, edited)
 			l := completeAt(t, c, u, at(t, edited, "small\"\n", "time", 4))
 			got := labels(l)
-			for _, want := range []string{"command", "timeout", "depends_on", "heartbeat"} {
+			for _, want := range []string{"timeout", "depends_on", "heartbeat"} {
 				if !slices.Contains(got, want) {
 					t.Errorf("task fields %v lack %s", got, want)
 				}
@@ -152,9 +152,12 @@ func TestCompletion(t *testing.T) {
 			if slices.Contains(got, "row_count_min") {
 				t.Errorf("task fields offer a check's field: %v", got)
 			}
+			if slices.Contains(got, "pool") || slices.Contains(got, "outputs") || slices.Contains(got, "command") {
+				t.Errorf("task fields offer fields the block already has: %v", got)
+			}
 			// Inside a check: the check's fields.
 			l = completeAt(t, c, u, at(t, edited, "", "row_count_min", 3))
-			if got := labels(l); !slices.Contains(got, "row_count_max") || slices.Contains(got, "command") == false {
+			if got := labels(l); !slices.Contains(got, "row_count_max") || !slices.Contains(got, "command") || slices.Contains(got, "input") {
 				t.Errorf("check fields = %v", got)
 			}
 		})

@@ -51,7 +51,11 @@ func TestHostileRequests(t *testing.T) {
 	c.waitVersion(u, 2)
 	// Binary garbage as a spec.
 	g := c.open("garbage.hcl", "pipeline \"x\" {\x00\xff\xfe ${${ \"\n")
-	c.waitVersion(g, 1)
 	var syms json.RawMessage
 	c.call(protocol.MethodTextDocumentDocumentSymbol, &protocol.DocumentSymbolParams{TextDocument: protocol.TextDocumentIdentifier{URI: g}}, &syms)
+	// A spec with invalid bytes after a valid header is still reported.
+	b := c.open("broken.hcl", "pipeline \"x\" {\n  task \"a\" { command = [\"\xff\"] ${${\n")
+	if ds := c.waitVersion(b, 1); len(ds) == 0 {
+		t.Fatalf("no findings for a broken spec")
+	}
 }

@@ -29,35 +29,45 @@ func TestNeovim(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	src := readFile(t, "testdata/refs.hcl")
-	spec := filepath.Join(dir, "pipeline.hcl")
-	if err := os.WriteFile(spec, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ref := at(t, src, "depends_on", "extract", 2)
 	script, err := filepath.Abs("testdata/nvim/e2e.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "seen.txt")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
-	defer cancel()
-	cmd := exec.CommandContext(ctx, nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", "luafile "+script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PIPEC_BIN="+bin, "PIPEC_E2E_SPEC="+spec, "PIPEC_E2E_OUT="+out,
-		"PIPEC_E2E_LINE="+itoa(int(ref.Line)+1), "PIPEC_E2E_COL="+itoa(int(ref.Character)+1), "XDG_STATE_HOME="+dir, "XDG_DATA_HOME="+dir)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nvim: %v\n%s", err, b)
-	}
-	got := readFile(t, out)
-	def := at(t, src, `task "`, "extract", 0)
-	want := strings.Join([]string{
-		"diagnostic 11:13 heartbeat-lease pipec",
-		"diagnostic 16:22 interval-mismatch pipec",
-		"definition " + itoa(int(def.Line)+1) + ":" + itoa(int(def.Character)+1) + `   task "extract" {`,
-	}, "\n") + "\n"
-	if got != want {
-		t.Fatalf("Neovim saw:\n%s\nwant:\n%s", got, want)
+	for _, tc := range []struct {
+		syn, defAfter, defLine string
+		diags                  []string
+	}{
+		{"hcl", `task "`, `  task "extract" {`, []string{"11:13 heartbeat-lease", "16:22 interval-mismatch"}},
+		{"cue", "task: ", "\ttask: extract: {", []string{"11:10 heartbeat-lease", "16:19 interval-mismatch"}},
+	} {
+		t.Run(tc.syn, func(t *testing.T) {
+			src := readFile(t, "testdata/refs."+tc.syn)
+			spec := filepath.Join(dir, "pipeline."+tc.syn)
+			if err := os.WriteFile(spec, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ref := at(t, src, "depends_on", "extract", 2)
+			out := filepath.Join(dir, tc.syn+".seen")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
+			defer cancel()
+			cmd := exec.CommandContext(ctx, nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", "luafile "+script)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "PIPEC_BIN="+bin, "PIPEC_E2E_SPEC="+spec, "PIPEC_E2E_OUT="+out,
+				"PIPEC_E2E_LINE="+itoa(int(ref.Line)+1), "PIPEC_E2E_COL="+itoa(int(ref.Character)+1), "XDG_STATE_HOME="+dir, "XDG_DATA_HOME="+dir)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("nvim: %v\n%s", err, b)
+			}
+			got := readFile(t, out)
+			def := at(t, src, tc.defAfter, "extract", 0)
+			var want []string
+			for _, d := range tc.diags {
+				want = append(want, "diagnostic "+d+" pipec")
+			}
+			want = append(want, "definition "+itoa(int(def.Line)+1)+":"+itoa(int(def.Character)+1)+" "+tc.defLine)
+			if got != strings.Join(want, "\n")+"\n" {
+				t.Fatalf("Neovim saw:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+			}
+		})
 	}
 }
 

@@ -109,3 +109,75 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || len(b) < i+3 || b[i+2] != 'Z'
 }
+
+// The version is frozen before the audit reads it: a process that escaped
+// the task's group (setsid) appends to the staged output after the task
+// exited. The check, the downstream task and the publish all see the frozen
+// bytes, which are read-only and content-addressed.
+func TestAuditedBytesArePublishedBytes(t *testing.T) {
+	f := newFixture(t, `pipeline "frozen" {
+  task "make" {
+    command = ["./make.sh"]
+    outputs = ["rows"]
+  }
+  task "use" {
+    command = ["./use.sh"]
+    inputs  = ["rows"]
+  }
+  check "rows_ok" {
+    input         = "rows"
+    row_count_max = 3
+    command       = ["./slowcheck.sh"]
+  }
+  sink "out" {
+    type    = "directory"
+    path    = "out"
+    fencing = "token"
+  }
+  publish "rows_pub" {
+    artifact = "rows"
+    sink     = "out"
+  }
+}`, map[string]string{
+		"make.sh": `f="$PIPEC_OUTPUT_rows/rows.csv"
+printf 'id\n1\n2\n3\n' > "$f"
+# Not in the task's group: it outlives the task and keeps writing.
+setsid sh -c 'touch escaped; while [ ! -e wrote ]; do sleep 0.01; done; echo 9 >> "$0"; touch appended' "$f" > /dev/null 2>&1 < /dev/null &
+while [ ! -e escaped ]; do sleep 0.01; done
+exit 0`,
+		// The check lets the escaped writer write, then reads its input.
+		"slowcheck.sh": `touch wrote
+n=0; while [ ! -e appended ] && [ $n -lt 500 ]; do sleep 0.01; n=$((n+1)); done
+[ "$(wc -l < "$PIPEC_CHECK_INPUT/rows.csv")" -eq 4 ]`,
+		"use.sh": `echo "$PIPEC_INPUT_rows" > use.dir
+wc -l < "$PIPEC_INPUT_rows/rows.csv" > use.count`,
+	})
+	sum := f.run(f.options("2024-01-01"))
+	if sum.Failed {
+		t.Fatalf("run failed:\n%s", sum.text())
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "appended")); err != nil {
+		t.Fatalf("the escaped writer never wrote: %v", err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(f.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("use.count"); got != "4" {
+		t.Errorf("downstream read %s lines, want the frozen 4", got)
+	}
+	dir := read("use.dir")
+	if !strings.Contains(dir, filepath.Join(".pipec", "versions", "frozen", "rows")) {
+		t.Errorf("downstream input %s is not the frozen version", dir)
+	}
+	// Read-only (root ignores modes: the publish re-digests what it copies).
+	if fi, err := os.Stat(filepath.Join(dir, "rows.csv")); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("frozen file: %v, %v", fi.Mode(), err)
+	}
+	if got := read(filepath.Join("out", "2024-01-01", "rows.csv")); got != "id\n1\n2\n3" {
+		t.Errorf("published %q, want the audited rows", got)
+	}
+}

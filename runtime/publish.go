@@ -3,12 +3,13 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/audit"
-	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -27,13 +28,23 @@ const (
 // its results go into the record but not into the summary's checks.
 func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) {
 	for _, out := range t.Outputs {
-		dir := l.staging[out]
-		digest, err := sink.Digest(dir)
+		staging, ok := l.staging[out]
+		if !ok {
+			continue // an adopted attempt's output that is already accepted
+		}
+		// Frozen before anything reads it: the audit, downstream tasks and
+		// the publish all read this immutable copy, never the staging
+		// directory something may still write into.
+		dir, digest, err := sink.Freeze(staging, r.frozenRoot(out))
 		if err != nil {
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s cannot be read: %v", out, err), zombie)
 			continue
 		}
-		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: r.runID,
+		// The frozen copy is the version now; the attempt's staging folder
+		// goes once its last output is frozen (Remove fails while not empty).
+		_ = os.RemoveAll(staging)
+		_ = os.Remove(filepath.Dir(staging))
+		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 			Task: t.Name, Attempt: l.a.Number, StagingPath: dir})
 		if err != nil {
 			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
@@ -84,6 +95,12 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 	}
 }
 
+// frozenRoot is where the frozen versions of an artifact live, beside the
+// state database: versions/<pipeline>/<artifact>/<digest>.
+func (r *runner) frozenRoot(artifact string) string {
+	return filepath.Join(r.stateDir, "versions", r.plan.Pipeline, artifact)
+}
+
 // rejectOutput records why an output is not accepted; its publishes are not
 // run (only the current attempt's verdict speaks for the task).
 func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out string, v *store.Version, why string, zombie bool) {
@@ -113,7 +130,7 @@ func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string)
 		"PIPEC_CODE_VERSION="+r.plan.CodeVersion,
 	)
 	res, err := audit.Run(ctx, c, dir, audit.Options{Dir: r.o.BaseDir, Env: env, CodeVersion: r.plan.CodeVersion,
-		Redact: func(s string) string { return exec.Redact(s, r.secrets) }})
+		Redact: r.red.String})
 	if err != nil {
 		return false, "the check could not run: " + err.Error()
 	}
@@ -274,6 +291,9 @@ func (r *runner) record(ctx context.Context, kind, task string, attempt int, dat
 func (r *runner) emitStore(kind, task string, attempt int, data map[string]any) {
 	if r.o.OnEvent == nil {
 		return
+	}
+	if data != nil {
+		data, _ = r.red.Value(data).(map[string]any)
 	}
 	r.evMu.Lock()
 	defer r.evMu.Unlock()

@@ -207,9 +207,9 @@ type runner struct {
 	// all of it, where secret_env names are looked up.
 	baseEnv   exec.Env
 	parentEnv exec.Env
-	// secrets are the values of every secret_env name of the plan, masked
-	// wherever output is kept (a check command sees pipec's environment).
-	secrets []string
+	// red masks the values of every secret_env name of the plan wherever
+	// the run writes or prints (see redact.go).
+	red *exec.Redactor
 
 	tasks      map[string]*taskState
 	checksOf   map[string][]compiler.PlanCheck
@@ -225,6 +225,15 @@ type runner struct {
 	zombieMu   sync.Mutex
 	zombieList []*zombie
 	runCtx     context.Context
+	// loseRun cancels the run because its interval lease was lost.
+	loseRun context.CancelCauseFunc
+	// self is this machine (host, boot id), recorded with every attempt.
+	self exec.Identity
+	// blocked: non-idempotent tasks whose earlier attempt may have taken
+	// effect (not run; see orphans.go). adopt: non-idempotent tasks with a
+	// succeeded attempt in an earlier run (not run again).
+	blocked map[string]string
+	adopt   map[string]store.Attempt
 
 	// A visit (visit.go): the attempts made before it, for the retry
 	// policy; an expired lease stops the task instead of relaunching it.
@@ -299,7 +308,12 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		acceptedBy: map[int64][]sink.ManifestCheck{},
 		baseEnv:    exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
 		parentEnv:  exec.Env{}.Parse(o.Environ),
+		blocked:    map[string]string{},
+		adopt:      map[string]store.Attempt{},
 	}
+	// Without /proc (not Linux) only the host is known: orphans can then
+	// not be found, and are fenced by tokens alone.
+	r.self, _ = exec.Self()
 	if b := p.RetryBudget; b != nil {
 		r.budget = retry.NewBudget(b.Ratio, b.Min)
 	}
@@ -308,13 +322,16 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 		classes = append(classes, retry.Class{Name: e.Name, ExitCodes: e.ExitCodes, Match: e.Match, Deterministic: e.Deterministic})
 	}
 	r.classes = retry.NewClassifier(classes)
+	var secrets []string
 	for i := range p.Tasks {
 		for _, name := range p.Tasks[i].SecretEnv {
 			if v, ok := r.parentEnv[name]; ok && v != "" {
-				r.secrets = append(r.secrets, v)
+				secrets = append(secrets, v)
 			}
 		}
 	}
+	r.red = exec.NewRedactor(secrets)
+	r.st = redactingStore{Store: o.Store, red: r.red}
 	if r.slots == nil {
 		r.slots = NewSlots(p, o.Parallel)
 	}
@@ -340,7 +357,7 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
-			Pipeline: p.Pipeline, Store: o.Store, StatePath: o.StatePath, Lineage: r.lineage})
+			Pipeline: p.Pipeline, Store: r.st, StatePath: o.StatePath, Lineage: r.lineage})
 		if err != nil {
 			r.sinkErr[s.Name] = err.Error()
 			continue
@@ -365,6 +382,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	// interval over) stops this run: its attempts are fenced anyway.
 	ctx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
+	r.loseRun = lost
 	renewDone := make(chan struct{})
 	stopRenew := make(chan struct{})
 	go func() { defer close(renewDone); r.renewRunLease(ctx, run.ID, stopRenew, lost) }()
@@ -449,6 +467,10 @@ func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struc
 // abandoned (their attempts fenced by this run's tokens), sinks are
 // reconciled with the store, and what earlier runs completed is found.
 func (r *runner) takeOver(ctx context.Context, prior []store.Run) (map[string]string, error) {
+	// No task starts beside a process an earlier run left behind.
+	if err := r.settleOrphans(ctx, prior); err != nil {
+		return nil, err
+	}
 	for _, pr := range prior {
 		if pr.State == store.RunRunning {
 			// A run of this interval that never finished: its pipec crashed
@@ -585,7 +607,11 @@ func (r *runner) schedule(ctx context.Context, reused map[string]string) {
 		r.mu.Unlock()
 		running++
 		go func() {
-			if why, ok := reused[name]; ok {
+			if why, ok := r.blocked[name]; ok {
+				r.blockTask(ctx, ts, why)
+			} else if a, ok := r.adopt[name]; ok {
+				r.adoptTask(ctx, ts, a)
+			} else if why, ok := reused[name]; ok {
 				r.reuseTask(ctx, ts, why)
 			} else {
 				r.runTask(ctx, ts)
@@ -610,6 +636,9 @@ func (r *runner) schedule(ctx context.Context, reused map[string]string) {
 			}
 			if !ok {
 				why := fmt.Sprintf("needs %s, which was not run", name)
+				if state == TaskUnknown {
+					why = fmt.Sprintf("needs %s, whose outcome is unknown", name)
+				}
 				if state == TaskFailed {
 					why = fmt.Sprintf("needs %s, which failed", name)
 					if class != "" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -48,7 +49,9 @@ while [ ! -e release ]; do sleep 0.02; done`})
 		t.Fatal("a second run started beside a live one")
 	}
 
-	later, err := store.Open(context.Background(), f.state, store.Options{Clock: func() time.Time { return time.Now().Add(time.Hour) }})
+	// An hour ahead on the lease clock too (leases are judged on it).
+	hourAhead := func() time.Time { return time.Now().Add(time.Hour) }
+	later, err := store.Open(context.Background(), f.state, store.Options{Clock: hourAhead, LeaseClock: clock.Wall(hourAhead)})
 	if err != nil {
 		t.Fatal(err)
 	}

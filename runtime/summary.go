@@ -120,7 +120,7 @@ func (r *runner) summary(run store.Run) *Summary {
 		tr := ts.res
 		tr.State = ts.state
 		s.Tasks = append(s.Tasks, tr)
-		if ts.state == TaskFailed || ts.state == TaskNotRun {
+		if ts.state == TaskFailed || ts.state == TaskNotRun || ts.state == TaskUnknown {
 			s.Failed = true
 		}
 		if ts.state == TaskFailed && tr.Class == retry.Store && s.StoreError == "" {
@@ -157,6 +157,7 @@ func (r *runner) summary(run store.Run) *Summary {
 	slices.SortFunc(s.Fenced, func(a, b FencedPublish) int {
 		return strings.Compare(fmt.Sprintf("%s/%s/%09d", a.Publish, a.Task, a.Attempt), fmt.Sprintf("%s/%s/%09d", b.Publish, b.Task, b.Attempt))
 	})
+	r.redactSummary(s)
 	return s
 }
 
@@ -190,7 +191,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 			if t.Reason != "" {
 				line += "  (" + t.Reason + ")"
 			}
-		case TaskNotRun, TaskReused:
+		case TaskNotRun, TaskReused, TaskUnknown:
 			line += "  (" + t.Reason + ")"
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")

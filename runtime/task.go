@@ -157,6 +157,9 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			r.emitStore(EventTaskSucceeded, t.Name, out.number, nil)
 			return
 		}
+		if out.signaled && ctx.Err() == nil {
+			r.killedByOther(ctx)
+		}
 		if ctx.Err() != nil {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, cancelReason(ctx))
 			return
@@ -210,6 +213,8 @@ type attemptOutcome struct {
 	// its own (a signal, a timeout): ending says what happened then.
 	exitCode int
 	ending   string
+	// signaled: a signal pipec did not send ended the process.
+	signaled bool
 	tail     string
 	startErr error
 }
@@ -246,7 +251,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		}
 	}
 	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
-		Worker: r.o.Worker, Lease: lease, Queued: true})
+		Worker: r.o.Worker, Host: r.self.Host, Boot: r.self.Boot, Lease: lease, Queued: true})
 	if err != nil {
 		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: retry.Store}}
 	}
@@ -273,6 +278,14 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			r.release(t)
 		}
 	}()
+	if !t.Idempotent {
+		// Its effect may happen the moment the process starts: say so on
+		// stable storage first, so a rerun knows it may have run.
+		if _, err := r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{
+			Process: store.Process{Host: r.self.Host, Boot: r.self.Boot}, Lease: lease, Durable: true}); err != nil {
+			return failStart(err)
+		}
+	}
 	if err := r.start(ctx, t, l, spec, lease); err != nil {
 		return failStart(err)
 	}
@@ -340,14 +353,12 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	for k, v := range t.Env {
 		env[k] = v
 	}
-	var secrets []string
 	for _, name := range t.SecretEnv {
 		v, ok := r.parentEnv[name]
 		if !ok {
 			return nil, exec.Spec{}, fmt.Errorf("secret_env %s is not set in pipec's environment", name)
 		}
 		env[name] = v
-		secrets = append(secrets, v)
 	}
 	env["PIPEC_RUN_ID"] = r.runID
 	if r.stopOnLeaseLoss {
@@ -394,7 +405,7 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	}
 	l.log = r.logPath(a.AttemptRef)
 	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
-		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: secrets}, nil
+		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets()}, nil
 }
 
 // start launches a prepared attempt and records its pid beside it.
@@ -407,7 +418,9 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 	l.proc = p
 	l.marked = make(chan struct{})
 	go func() {
-		_, l.markErr = r.st.MarkRunning(context.WithoutCancel(ctx), a.AttemptRef, p.PID(), lease)
+		id := p.Identity()
+		_, l.markErr = r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{Process: store.Process{
+			Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID, Start: id.Start}, Lease: lease})
 		if l.markErr == nil {
 			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
 		}
@@ -421,7 +434,7 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) attemptOutcome {
 	res := l.proc.Wait()
 	<-l.marked
-	out := attemptOutcome{number: l.a.Number, ending: res.Describe()}
+	out := attemptOutcome{number: l.a.Number, ending: res.Describe(), signaled: res.Signal != 0 && !res.TimedOut && !res.Stopped}
 	if res.Signal == 0 && !res.TimedOut && !res.Stopped {
 		out.exitCode = res.ExitCode
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -244,6 +245,11 @@ func tornRound(t *testing.T, round int) {
 	if err != nil || att == "1" {
 		t.Fatalf("visible output is attempt %q's (%v):\n%s", att, err, b)
 	}
+	// The version is visible now; on a loaded machine the readers may not
+	// have been scheduled since it appeared, so give them time to see it.
+	for deadline := time.Now().Add(10 * time.Second); reads.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	stop()
 	if reads.Load() == 0 {
 		t.Error("the readers never saw a published version")
@@ -335,9 +341,9 @@ func TestZombieNeverReturns(t *testing.T) {
 }
 
 // TestLeaseJudgedOnStoreClock: expiry is the store's call on the store's
-// clock alone. A task with a ten-minute lease is relaunched as soon as the
-// store's clock (injected here) passes its expiry, though only moments went
-// by on the machine's.
+// lease clock alone. A task with a ten-minute lease is relaunched as soon as
+// the store's lease clock (injected here) passes its expiry, though only
+// moments went by on the machine's.
 func TestLeaseJudgedOnStoreClock(t *testing.T) {
 	f := newFixture(t, `pipeline "clock" {
   retry "relaunch" {
@@ -354,8 +360,9 @@ func TestLeaseJudgedOnStoreClock(t *testing.T) {
   }
 }`, nil)
 	var skew atomic.Int64
+	skewed := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	st, err := store.Open(context.Background(), filepath.Join(f.dir, "clock.db"), store.Options{
-		Clock: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
+		Clock: skewed, LeaseClock: clock.Wall(skewed)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,5 +142,41 @@ func TestCtrlCExits130(t *testing.T) {
 	out, err := pipec(t, dir, "status").Output()
 	if err != nil || !strings.Contains(string(out), "failed") {
 		t.Errorf("the interrupted run was not recorded: %v\n%s", err, out)
+	}
+}
+
+// TestTasksGetDefaultSIGPIPE: pipec survives closed pipes by watching
+// SIGPIPE, not by ignoring it, because an ignored signal stays ignored in
+// the tasks it starts (a task's `yes | head -1` would then never end cleanly).
+func TestTasksGetDefaultSIGPIPE(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("needs /proc")
+	}
+	dir := t.TempDir()
+	spec := strings.Replace(quickSpec, `command = ["true"]`, `command = ["sh", "-c", "grep SigIgn /proc/self/status"]`, 1)
+	if err := os.WriteFile(filepath.Join(dir, "p.hcl"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := pipec(t, dir, "run", "p.hcl", "--interval", "2024-01-01")
+	cmd.Stdout = closedPipe(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); exitCode(t, err) != 0 {
+		t.Fatalf("run failed: %s", stderr.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, ".pipec", "logs", "*", "*", "*", "a", "1.log"))
+	if len(logs) != 1 {
+		t.Fatalf("task log not found: %v", logs)
+	}
+	b, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mask uint64
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "SigIgn:\t%x", &mask); err != nil {
+		t.Fatalf("cannot read %q: %v", b, err)
+	}
+	if mask&(1<<(uint(syscall.SIGPIPE)-1)) != 0 {
+		t.Errorf("the task starts with SIGPIPE ignored (SigIgn %x)", mask)
 	}
 }

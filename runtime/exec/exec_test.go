@@ -215,3 +215,23 @@ func TestBaseEnv(t *testing.T) {
 		t.Errorf("Env.List = %q", l)
 	}
 }
+
+func TestRedactorBoundaries(t *testing.T) {
+	r := NewRedactor([]string{`pa"ss<1>`, "", "hunter2"})
+	if got := r.String(`x pa"ss<1> hunter2`); got != "x *** ***" {
+		t.Errorf("String = %q", got)
+	}
+	// JSON escapes the quote and the angle brackets: both forms are masked.
+	if got := string(r.JSON([]byte(`{"a":"pa\"ss\u003c1\u003e","b":"hunter2"}`))); got != `{"a":"***","b":"***"}` {
+		t.Errorf("JSON = %s", got)
+	}
+	v := r.Value(map[string]any{"s": "hunter2!", "n": 3, "l": []any{"a hunter2"}, "ss": []string{"hunter2"}})
+	m := v.(map[string]any)
+	if m["s"] != "***!" || m["n"] != 3 || m["l"].([]any)[0] != "a ***" || m["ss"].([]string)[0] != "***" {
+		t.Errorf("Value = %#v", v)
+	}
+	var none *Redactor
+	if none.String("hunter2") != "hunter2" || len(none.Secrets()) != 0 {
+		t.Error("a nil Redactor masks")
+	}
+}

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"sort"
 	"strings"
@@ -10,6 +11,96 @@ import (
 
 // Mask replaces a secret value in logs and tails.
 const Mask = "***"
+
+// Redactor masks the secret values of one run wherever pipec writes or
+// prints text: it is made once per run from every secret_env value of the
+// plan (a task that did not declare a secret may still print it, a check may
+// quote it from the data) and applied at the boundaries: the store's event
+// log and error texts, what OnEvent reports, the summary, and task logs.
+// The zero value and a nil Redactor mask nothing.
+type Redactor struct {
+	secrets []string // longest first
+	// quoted are the secrets as JSON writes them inside a string, when that
+	// differs (a quote, a backslash, <, >, & or a control character).
+	quoted []string
+}
+
+// NewRedactor masks the given values; empty ones are ignored.
+func NewRedactor(secrets []string) *Redactor {
+	r := &Redactor{secrets: sortSecrets(secrets)}
+	for _, s := range r.secrets {
+		b, err := json.Marshal(s)
+		if q := string(b); err == nil && q[1:len(q)-1] != s {
+			r.quoted = append(r.quoted, q[1:len(q)-1])
+		}
+	}
+	return r
+}
+
+// Secrets are the masked values, longest first (for a process's stream).
+func (r *Redactor) Secrets() []string {
+	if r == nil {
+		return nil
+	}
+	return r.secrets
+}
+
+// String masks s.
+func (r *Redactor) String(s string) string {
+	if r == nil {
+		return s
+	}
+	for _, v := range r.secrets {
+		s = strings.ReplaceAll(s, v, Mask)
+	}
+	return s
+}
+
+// JSON masks an encoded JSON document: the secrets as written and as JSON
+// escapes them inside strings.
+func (r *Redactor) JSON(b []byte) []byte {
+	if r == nil || len(r.secrets) == 0 {
+		return b
+	}
+	s := r.String(string(b))
+	for _, q := range r.quoted {
+		s = strings.ReplaceAll(s, q, Mask)
+	}
+	return []byte(s)
+}
+
+// Value masks every string inside v (maps, slices, strings; other values are
+// returned as they are), for event data before it is encoded.
+func (r *Redactor) Value(v any) any {
+	if r == nil || len(r.secrets) == 0 {
+		return v
+	}
+	switch x := v.(type) {
+	case string:
+		return r.String(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = r.Value(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = r.Value(e)
+		}
+		return out
+	case []string:
+		out := make([]string, len(x))
+		for i, e := range x {
+			out[i] = r.String(e)
+		}
+		return out
+	case error:
+		return r.String(x.Error())
+	}
+	return v
+}
 
 // Redact replaces every secret value in s with Mask. Empty values are ignored;
 // longer values are replaced first so that a secret containing another is

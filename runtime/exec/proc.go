@@ -89,8 +89,8 @@ type Target struct {
 // process is held by a pidfd while it is verified and signalled, so a pid
 // reused in between is never hit. /proc is read once for all targets.
 //
-// An attempt of another host is reported as Elsewhere and one of an earlier
-// boot as Rebooted; neither is touched. The result has one entry per target;
+// An attempt of another host (or of no recorded host) is reported as
+// Elsewhere and one of an earlier boot as Rebooted; neither is touched. The result has one entry per target;
 // the error says the processes could not be looked at or did not end.
 func EndOrphans(ctx context.Context, targets []Target, grace time.Duration) ([]Orphans, error) {
 	res := make([]Orphans, len(targets))
@@ -101,12 +101,12 @@ func EndOrphans(ctx context.Context, targets []Target, grace time.Duration) ([]O
 	var local []int
 	for i, t := range targets {
 		switch {
-		case t.ID.Host != "" && t.ID.Host != self.Host:
+		case t.ID.Host == "" || t.ID.Host != self.Host:
+			// Another machine, or a record that does not say (written
+			// before pipec recorded hosts): nothing here can tell.
 			res[i].Elsewhere = true
-		case t.ID.Boot != "" && t.ID.Boot != self.Boot:
+		case t.ID.Boot != self.Boot:
 			res[i].Rebooted = true
-		case t.ID.Boot == "" && t.ID.Host == "":
-			return res, fmt.Errorf("an attempt has no recorded host or boot")
 		default:
 			local = append(local, i)
 		}

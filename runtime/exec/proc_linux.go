@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,14 +19,17 @@ const (
 	sigKILL = unix.SIGKILL
 )
 
-// BootID is this boot's id, /proc/sys/kernel/random/boot_id.
-func BootID() (string, error) {
+// BootID is this boot's id, /proc/sys/kernel/random/boot_id. It cannot
+// change while the process lives, so it is read once.
+func BootID() (string, error) { return bootID() }
+
+var bootID = sync.OnceValues(func() (string, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return "", fmt.Errorf("boot id: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
-}
+})
 
 // procStat is what /proc/PID/stat says of a process.
 type procStat struct {

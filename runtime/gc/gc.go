@@ -1,7 +1,10 @@
 // Package gc removes what pipec leaves behind so that nothing grows without
 // bound: the staging folders of finished attempts whose output no reader
-// needs, heartbeat files of attempts that are over, crash leftovers, and
-// superseded versions in directory sinks.
+// needs, heartbeat files of attempts that are over, crash leftovers (staging
+// and logs of runs the state does not know), frozen versions
+// (versions/<pipeline>/<artifact>/<digest>) that are not the current accepted
+// one (none while a run is running), and superseded versions in directory
+// sinks.
 //
 // What it never removes: anything of a run still running; the staging of an
 // attempt that is queued, running or unknown (an unknown attempt may still be
@@ -95,6 +98,14 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	frozen, err := frozenDirs(filepath.Join(o.StateDir, "versions"))
+	if err != nil {
+		return nil, err
+	}
+	logs, err := attemptDirs(filepath.Join(o.StateDir, "logs"))
+	if err != nil {
+		return nil, err
+	}
 	k, err := readStore(ctx, o.Store)
 	if err != nil {
 		return nil, err
@@ -114,7 +125,31 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 			return rep, err
 		}
 	}
-	for _, root := range []string{filepath.Join(o.StateDir, "staging"), filepath.Join(o.StateDir, "heartbeats")} {
+	// Frozen versions (runtime: an output is frozen before its audit):
+	// while a run is running any of them may be read or about to be
+	// recorded; otherwise only the current accepted ones are needed.
+	if !k.anyActive {
+		for _, d := range frozen {
+			if k.frozenCurrent[d.key] {
+				continue
+			}
+			if err := rep.remove(d.path, "frozen copy of a version that is not the current accepted one", o.DryRun); err != nil {
+				return rep, err
+			}
+		}
+	}
+	// Logs are the history of attempts the state knows, and capped each;
+	// only those of runs it does not know (another state's, a deleted one's)
+	// are leftovers.
+	for _, d := range logs {
+		if _, ok := k.runs[d.ref.Run]; ok {
+			continue
+		}
+		if err := rep.remove(d.path, "crash leftover: log of a run ("+d.ref.Run+") the state does not know", o.DryRun); err != nil {
+			return rep, err
+		}
+	}
+	for _, root := range []string{filepath.Join(o.StateDir, "staging"), filepath.Join(o.StateDir, "heartbeats"), filepath.Join(o.StateDir, "versions"), filepath.Join(o.StateDir, "logs")} {
 		if !o.DryRun {
 			removeEmpty(root)
 		}
@@ -179,7 +214,7 @@ func attemptDirs(root string) ([]attemptDir, error) {
 		if len(parts) < 5 {
 			return nil
 		}
-		n, err := strconv.Atoi(parts[4])
+		n, err := strconv.Atoi(strings.TrimSuffix(parts[4], ".log"))
 		if err == nil && n > 0 {
 			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: parts[3], Number: n}})
 		}
@@ -191,6 +226,45 @@ func attemptDirs(root string) ([]attemptDir, error) {
 	return out, err
 }
 
+// frozenDir is ROOT/<pipeline>/<artifact>/<hex digest>: one frozen version
+// (see sink.Freeze); key is that relative path with slashes.
+type frozenDir struct {
+	path string
+	key  string
+}
+
+// frozenDirs lists the frozen versions under root; anything else is left
+// alone (a .tmp- folder is a freeze in progress).
+func frozenDirs(root string) ([]frozenDir, error) {
+	var out []frozenDir
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) < 3 {
+			return nil
+		}
+		if d.IsDir() && len(parts[2]) == 64 && !strings.HasPrefix(parts[2], ".") {
+			out = append(out, frozenDir{path: p, key: strings.Join(parts, "/")})
+		}
+		return filepath.SkipDir
+	})
+	return out, err
+}
+
+// frozenKey names the frozen folder of a version, as frozenDirs keys it.
+func frozenKey(v store.Version) string {
+	return v.Pipeline + "/" + v.Artifact + "/" + strings.TrimPrefix(v.Digest, "sha256:")
+}
+
 // known is what the store says about every run, attempt and version.
 type known struct {
 	runs      map[string]store.Run
@@ -198,11 +272,13 @@ type known struct {
 	versions  map[store.AttemptRef][]store.Version
 	current   map[int64]bool // the accepted version of its (pipeline, artifact, interval)
 	anyActive bool           // a run is running
+	// frozenCurrent: frozen folders a current accepted version is in.
+	frozenCurrent map[string]bool
 }
 
 func readStore(ctx context.Context, st store.Store) (*known, error) {
 	k := &known{runs: map[string]store.Run{}, attempts: map[store.AttemptRef]store.Attempt{},
-		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}}
+		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}, frozenCurrent: map[string]bool{}}
 	runs, err := st.ListRuns(ctx, store.RunFilter{})
 	if err != nil {
 		return nil, err
@@ -243,6 +319,7 @@ func readStore(ctx context.Context, st store.Store) (*known, error) {
 				cur, err := st.AcceptedVersion(ctx, v.Pipeline, v.Artifact, v.Interval)
 				if err == nil && cur.ID == v.ID {
 					k.current[v.ID] = true
+					k.frozenCurrent[frozenKey(v)] = true
 				}
 			}
 		}

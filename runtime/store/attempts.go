@@ -60,14 +60,15 @@ func (s *SQLite) NextToken(ctx context.Context, resource string) (int64, error) 
 	return tok, nil
 }
 
-const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid`
+const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid,
+host, boot_id, pgid, proc_start`
 
 func scanAttempt(sc interface{ Scan(...any) error }) (Attempt, error) {
 	var a Attempt
 	var state string
 	var started, ended, expiry int64
 	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
-		&started, &ended, &expiry, &a.Worker, &a.PID); err != nil {
+		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &a.ProcStart); err != nil {
 		return Attempt{}, err
 	}
 	a.State = AttemptState(state)
@@ -146,6 +147,8 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 			State:      AttemptRunning,
 			Worker:     spec.Worker,
 			PID:        spec.PID,
+			Host:       spec.Host,
+			Boot:       spec.Boot,
 		}
 		if spec.Queued {
 			a.State = AttemptQueued
@@ -153,10 +156,16 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 			a.Started = timeOf(now)
 			a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		var leaseBoot string
+		var leaseUntil int64
+		if !spec.Queued {
+			leaseBoot, leaseUntil = s.leaseUntil(spec.Lease)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid,
+host, boot_id, lease_boot, lease_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
-			nanos(a.LeaseExpiry), a.Worker, a.PID); err != nil {
+			nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
 			return err
 		}
 		return appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
@@ -170,42 +179,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return a, nil
 }
 
-// MarkRunning implements Store.
+// MarkRunning implements Store: MarkRunningAs with only a pid (its own group).
 func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error) {
-	var a Attempt
-	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
-		cur, err := getAttemptHead(ctx, tx, ref)
-		if err != nil {
-			return err
-		}
-		if !cur.State.CanBecome(AttemptRunning) {
-			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, ErrConflict)
-		}
-		now := s.now()
-		started := nanos(cur.Started)
-		if cur.State == AttemptQueued {
-			started = now
-		}
-		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, lease_ms = ?, lease_expiry = ?
-WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started, pid, lease.Milliseconds(), expiry(now, lease),
-			ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
-			return fmt.Errorf("attempt %s: %w", ref, err)
-		}
-		if cur.State == AttemptQueued {
-			if err := appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-				map[string]any{"token": cur.Token, "pid": pid, "lease_ms": lease.Milliseconds()}); err != nil {
-				return err
-			}
-		}
-		// The update's values, without reading the row back.
-		a = cur
-		a.State, a.PID, a.Started, a.LeaseExpiry = AttemptRunning, pid, timeOf(started), timeOf(expiry(now, lease))
-		return nil
-	})
-	if err != nil {
-		return Attempt{}, fmt.Errorf("mark running: %w", err)
-	}
-	return a, nil
+	return s.MarkRunningAs(ctx, ref, Running{Process: Process{PID: pid, PGID: pid}, Lease: lease})
 }
 
 // RenewLease implements Store. A lease of 0 renews by the attempt's own lease
@@ -216,13 +192,18 @@ func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, le
 		// One conditional update: the WHERE is the safety (an attempt marked
 		// unknown, finished or re-granted is never extended), not a read
 		// before the write.
-		now := s.now()
+		now, lc := s.now(), s.lease()
 		res, err := tx.ExecContext(ctx, `UPDATE attempts SET lease_expiry = CASE
 	WHEN ?1 > 0 THEN ?2 + ?1
 	WHEN lease_ms > 0 THEN ?2 + lease_ms * 1000000
-	ELSE lease_expiry END
+	ELSE lease_expiry END,
+lease_until = CASE
+	WHEN ?1 > 0 THEN ?7 + ?1
+	WHEN lease_ms > 0 THEN ?7 + lease_ms * 1000000
+	ELSE lease_until END,
+lease_boot = ?8
 WHERE run = ?3 AND task = ?4 AND number = ?5 AND state = 'running' AND token = ?6`,
-			int64(max(lease, 0)), now, ref.Run, ref.Task, ref.Number, token)
+			int64(max(lease, 0)), now, ref.Run, ref.Task, ref.Number, token, lc.Nanos, lc.Boot)
 		if err != nil {
 			return err
 		}
@@ -258,9 +239,9 @@ func (s *SQLite) MarkUnknown(ctx context.Context) ([]Attempt, error) {
 	var out []Attempt
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		out = nil
-		now := s.now()
+		now, lc := s.now(), s.lease()
 		rows, err := tx.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
-WHERE state = 'running' AND lease_expiry > 0 AND lease_expiry <= ? ORDER BY run, task, number`, now)
+WHERE state = 'running' AND lease_expiry > 0 AND (lease_boot != ? OR lease_until <= ?) ORDER BY run, task, number`, lc.Boot, lc.Nanos)
 		if err != nil {
 			return err
 		}

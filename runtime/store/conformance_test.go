@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	pclock "github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/storetest"
 )
@@ -12,7 +13,13 @@ import (
 // TestConformance runs the contract every Store must keep against SQLite.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clock store.Clock) store.Store {
-		s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), store.Options{Clock: clock})
+		// The suite drives leases with its fake clock: here it is the lease
+		// clock too (in production the lease clock is CLOCK_BOOTTIME).
+		opt := store.Options{Clock: clock}
+		if clock != nil {
+			opt.LeaseClock = pclock.Wall(clock)
+		}
+		s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), opt)
 		if err != nil {
 			t.Fatal(err)
 		}

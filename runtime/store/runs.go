@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/pipec/pipec/runtime/clock"
 )
 
 // CreateRun implements Store.
@@ -22,11 +24,17 @@ func (s *SQLite) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 		// runs starting at once exactly one gets it.
 		var holder, host string
 		var pid int
-		var since, until int64
-		err := tx.QueryRowContext(ctx, `SELECT l.run, l.host, l.pid, l.since, l.expiry FROM run_leases l JOIN runs r ON r.id = l.run
-WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipeline, nr.Interval).Scan(&holder, &host, &pid, &since, &until)
+		var since, until, untilLease int64
+		var untilBoot string
+		err := tx.QueryRowContext(ctx, `SELECT l.run, l.host, l.pid, l.since, l.expiry, l.expiry_boot, l.expiry_until
+FROM run_leases l JOIN runs r ON r.id = l.run
+WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipeline, nr.Interval).Scan(&holder, &host, &pid, &since, &until,
+			&untilBoot, &untilLease)
+		// Judged on the lease clock (it does not step); until is the wall
+		// clock's estimate, for the message.
+		live := err == nil && !clock.Expired(clock.Reading{Boot: untilBoot, Nanos: untilLease}, s.lease())
 		switch {
-		case err == nil && until > now && !(nr.TakeOver != "" && nr.TakeOver == holder):
+		case live && !(nr.TakeOver != "" && nr.TakeOver == holder):
 			return &RunBusyError{Run: holder, Owner: RunOwner{Host: host, PID: pid}, Since: timeOf(since), Expiry: timeOf(until)}
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return err
@@ -56,11 +64,12 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
 		}
 		if nr.Lease > 0 {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+			leaseBoot, leaseUntil := s.leaseUntil(nr.Lease)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry, expiry_boot, expiry_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = excluded.host, pid = excluded.pid,
-	since = excluded.since, expiry = excluded.expiry`,
-				r.Pipeline, r.Interval, r.ID, nr.Owner.Host, nr.Owner.PID, now, expiry(now, nr.Lease)); err != nil {
+	since = excluded.since, expiry = excluded.expiry, expiry_boot = excluded.expiry_boot, expiry_until = excluded.expiry_until`,
+				r.Pipeline, r.Interval, r.ID, nr.Owner.Host, nr.Owner.PID, now, expiry(now, nr.Lease), leaseBoot, leaseUntil); err != nil {
 				return err
 			}
 			payload["owner_host"], payload["owner_pid"] = nr.Owner.Host, nr.Owner.PID
@@ -175,7 +184,9 @@ func (s *SQLite) RenewRunLease(ctx context.Context, id string, lease time.Durati
 		return fmt.Errorf("renew run lease of %q: lease must be positive", id)
 	}
 	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE run_leases SET expiry = ? WHERE run = ?`, expiry(s.now(), lease), id)
+		leaseBoot, leaseUntil := s.leaseUntil(lease)
+		res, err := tx.ExecContext(ctx, `UPDATE run_leases SET expiry = ?, expiry_boot = ?, expiry_until = ? WHERE run = ?`,
+			expiry(s.now(), lease), leaseBoot, leaseUntil, id)
 		if err != nil {
 			return err
 		}

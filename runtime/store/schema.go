@@ -195,6 +195,25 @@ BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
 `},
+	{6, "attempt processes", `
+-- Who ran an attempt, so that a rerun after a kill -9 of pipec can find its
+-- orphaned processes on this machine: a pid alone is no name (pids are
+-- reused), the pid with its start time (clock ticks after boot) and the boot
+-- id are.
+ALTER TABLE attempts ADD COLUMN host       TEXT    NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN boot_id    TEXT    NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN pgid       INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN proc_start INTEGER NOT NULL DEFAULT 0;
+
+-- Leases are judged on a clock that does not step (package clock):
+-- *_until counts nanoseconds on the lease clock of boot *_boot; a lease of
+-- another boot has expired. lease_expiry and expiry stay on the wall clock,
+-- for people.
+ALTER TABLE attempts ADD COLUMN lease_boot  TEXT    NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE run_leases ADD COLUMN expiry_boot  TEXT    NOT NULL DEFAULT '';
+ALTER TABLE run_leases ADD COLUMN expiry_until INTEGER NOT NULL DEFAULT 0;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

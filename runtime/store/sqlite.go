@@ -14,6 +14,8 @@ import (
 
 	"modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/pipec/pipec/runtime/clock"
 )
 
 // DefaultPath is where pipec keeps its state, relative to the working
@@ -22,8 +24,13 @@ const DefaultPath = ".pipec/state.db"
 
 // Options tune an SQLite store; the zero value is the production setting.
 type Options struct {
-	// Clock is the store's clock; nil means time.Now.
+	// Clock is the store's clock for the times it records (created,
+	// started, event times); nil means time.Now.
 	Clock Clock
+	// LeaseClock judges leases (attempts' and runs'): nil means
+	// clock.Boottime, which never steps and names its boot. Tests that drive
+	// leases by hand pass clock.Wall of their fake clock.
+	LeaseClock clock.Lease
 	// BusyTimeout is how long a write waits for another process's write lock
 	// before failing; 0 means 30s.
 	BusyTimeout time.Duration
@@ -37,6 +44,7 @@ type Options struct {
 type SQLite struct {
 	path        string
 	clock       Clock
+	lease       clock.Lease
 	busyTimeout time.Duration
 
 	w     *sql.DB    // one connection, used only by the batch leader
@@ -124,7 +132,10 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		r.Close()
 		return nil, err
 	}
-	s := &SQLite{path: path, clock: opt.Clock, busyTimeout: opt.BusyTimeout, w: w, r: r, wlock: wl,
+	if opt.LeaseClock == nil {
+		opt.LeaseClock = clock.Boottime
+	}
+	s := &SQLite{path: path, clock: opt.Clock, lease: opt.LeaseClock, busyTimeout: opt.BusyTimeout, w: w, r: r, wlock: wl,
 		wc: &writeConn{db: w}}
 	s.idle = sync.NewCond(&s.cmu)
 	s.batches = make(chan batchJob)
@@ -209,6 +220,16 @@ func (s *SQLite) IntegrityCheck(ctx context.Context) error {
 
 // now is the store's clock in the unit the schema stores.
 func (s *SQLite) now() int64 { return s.clock().UnixNano() }
+
+// leaseUntil is the lease clock's reading lease from now (the boot, and 0
+// for no lease).
+func (s *SQLite) leaseUntil(lease time.Duration) (string, int64) {
+	if lease <= 0 {
+		return "", 0
+	}
+	r := s.lease()
+	return r.Boot, r.Nanos + int64(lease)
+}
 
 // retryBusy runs fn until it does not fail with SQLITE_BUSY, pausing a
 // jittered, doubling 20µs..500µs between tries, for at most the busy timeout.

@@ -244,6 +244,18 @@ type Attempt struct {
 	LeaseExpiry time.Time
 	Worker      string
 	PID         int
+	// Host and Boot (the boot id) name the machine and boot the attempt was
+	// started on; PGID and ProcStart (clock ticks after boot) complete PID
+	// into a name no other process has (see Process).
+	Host      string
+	Boot      string
+	PGID      int
+	ProcStart uint64
+}
+
+// Process returns the attempt's recorded process.
+func (a Attempt) Process() Process {
+	return Process{Host: a.Host, Boot: a.Boot, PID: a.PID, PGID: a.PGID, Start: a.ProcStart}
 }
 
 // AttemptSpec is what StartAttempt needs.
@@ -257,6 +269,9 @@ type AttemptSpec struct {
 	Resource string
 	Worker   string
 	PID      int
+	// Host and Boot name the machine and its boot (see Attempt).
+	Host string
+	Boot string
 	// Lease is how long the attempt may go without RenewLease before
 	// MarkUnknown reports it; 0 means no lease (never marked unknown).
 	Lease time.Duration
@@ -441,6 +456,14 @@ type Store interface {
 	// MarkRunning moves a queued attempt to running, records its pid and starts
 	// its lease (0: none). On a running attempt it only updates pid and lease.
 	MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error)
+	// MarkRunningAs is MarkRunning with the whole process identity (see
+	// Running); with Running.Durable the write is on stable storage before
+	// it returns.
+	MarkRunningAs(ctx context.Context, ref AttemptRef, r Running) (Attempt, error)
+	// ResolveAttempt settles an unknown attempt as succeeded or failed by a
+	// person's word (pipec resolve), recording who and why in an
+	// "attempt.resolved" event. Any other state is ErrConflict.
+	ResolveAttempt(ctx context.Context, ref AttemptRef, as AttemptState, reason, by string) (Attempt, error)
 	// RenewLease extends a running attempt's lease to now+lease. It fails with
 	// ErrLeaseLost when the attempt is not running any more or token is not its
 	// token: an unknown attempt is never revived.

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	pclock "github.com/pipec/pipec/runtime/clock"
 )
 
 // childEnv makes the test binary act as a second process on a database (see
@@ -78,7 +80,11 @@ func rawDB(t testing.TB, path string) *sql.DB {
 
 func openTest(t testing.TB, path string, clock Clock) *SQLite {
 	t.Helper()
-	s, err := Open(context.Background(), path, Options{Clock: clock})
+	opt := Options{Clock: clock}
+	if clock != nil {
+		opt.LeaseClock = pclock.Wall(clock)
+	}
+	s, err := Open(context.Background(), path, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

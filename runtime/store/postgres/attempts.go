@@ -104,16 +104,19 @@ func (s *Store) NextToken(ctx context.Context, resource string) (int64, error) {
 	return tok, nil
 }
 
-const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid`
+const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid,
+host, boot_id, pgid, proc_start`
 
 func scanAttempt(sc pgx.Row) (store.Attempt, error) {
 	var a store.Attempt
 	var state string
 	var started, ended, expiry *time.Time
+	var procStart int64
 	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
-		&started, &ended, &expiry, &a.Worker, &a.PID); err != nil {
+		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &procStart); err != nil {
 		return store.Attempt{}, err
 	}
+	a.ProcStart = uint64(procStart)
 	a.State = store.AttemptState(state)
 	a.Started, a.Ended, a.LeaseExpiry = timeOf(started), timeOf(ended), timeOf(expiry)
 	return a, nil
@@ -187,12 +190,13 @@ FROM runs r WHERE r.id = $1 FOR SHARE OF r`, spec.Run, spec.Task).Scan(&state, &
 			// serializes grants of the resource.
 			var valid bool
 			a, err = scanAttempt(validRow{tx.QueryRow(ctx, `WITH `+grantSQL+`, n AS (SELECT pipec_now() AS now)
-INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid)
+INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
 SELECT $3, $4, $5, $1, g.last, $6, CASE WHEN $7 THEN NULL ELSE n.now END, $8,
-	CASE WHEN $7 OR $9::bigint <= 0 THEN NULL ELSE n.now + $9::bigint * interval '1 microsecond' END, $10, $11
+	CASE WHEN $7 OR $9::bigint <= 0 THEN NULL ELSE n.now + $9::bigint * interval '1 microsecond' END, $10, $11, $12, $13
 FROM g, n
 RETURNING `+attemptColumns+`, (SELECT valid FROM g)`,
-				spec.Resource, epoch, spec.Run, spec.Task, n, string(st), spec.Queued, spec.Lease.Milliseconds(), micros(spec.Lease), spec.Worker, spec.PID), &valid})
+				spec.Resource, epoch, spec.Run, spec.Task, n, string(st), spec.Queued, spec.Lease.Milliseconds(), micros(spec.Lease), spec.Worker, spec.PID,
+				spec.Host, spec.Boot), &valid})
 			if isUnique(err) {
 				return errRetry
 			}
@@ -216,6 +220,13 @@ RETURNING `+attemptColumns+`, (SELECT valid FROM g)`,
 
 // MarkRunning implements store.Store.
 func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, lease time.Duration) (store.Attempt, error) {
+	return s.MarkRunningAs(ctx, ref, store.Running{Process: store.Process{PID: pid, PGID: pid}, Lease: lease})
+}
+
+// MarkRunningAs implements store.Store. Every commit is durable here, so
+// Running.Durable asks for nothing more.
+func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
+	p, lease := run.Process, run.Lease
 	var a store.Attempt
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		cur, err := getAttempt(ctx, tx, ref, true)
@@ -225,22 +236,58 @@ func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, 
 		if !cur.State.CanBecome(store.AttemptRunning) {
 			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, store.ErrConflict)
 		}
+		host, boot := cur.Host, cur.Boot
+		if p.Host != "" {
+			host, boot = p.Host, p.Boot
+		}
 		a, err = scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = 'running', started = COALESCE(started, n.now), pid = $4,
-	lease_ms = $5, lease_expiry = CASE WHEN $6::bigint <= 0 THEN NULL ELSE n.now + $6::bigint * interval '1 microsecond' END
+	lease_ms = $5, lease_expiry = CASE WHEN $6::bigint <= 0 THEN NULL ELSE n.now + $6::bigint * interval '1 microsecond' END,
+	pgid = $7, proc_start = $8, host = $9, boot_id = $10
 FROM (SELECT pipec_now() AS now) n
 WHERE run = $1 AND task = $2 AND number = $3
-RETURNING `+attemptColumns, ref.Run, ref.Task, ref.Number, pid, lease.Milliseconds(), micros(lease)))
+RETURNING `+attemptColumns, ref.Run, ref.Task, ref.Number, p.PID, lease.Milliseconds(), micros(lease), p.PGID, int64(p.Start), host, boot))
 		if err != nil {
 			return err
 		}
 		if cur.State == store.AttemptQueued {
 			return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-				map[string]any{"token": cur.Token, "pid": pid, "lease_ms": lease.Milliseconds()})
+				map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()})
 		}
 		return nil
 	})
 	if err != nil {
 		return store.Attempt{}, fmt.Errorf("mark running: %w", err)
+	}
+	return a, nil
+}
+
+// ResolveAttempt implements store.Store: one conditional UPDATE (still
+// unknown) and its event, in one transaction.
+func (s *Store) ResolveAttempt(ctx context.Context, ref store.AttemptRef, as store.AttemptState, reason, by string) (store.Attempt, error) {
+	if !as.Finished() {
+		return store.Attempt{}, fmt.Errorf("resolve %s: %q is not succeeded or failed", ref, as)
+	}
+	var a store.Attempt
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := getAttempt(ctx, tx, ref, true)
+		if err != nil {
+			return err
+		}
+		if cur.State != store.AttemptUnknown {
+			return fmt.Errorf("resolve %s: the attempt is %s, only an unknown attempt can be resolved: %w", ref, cur.State, store.ErrConflict)
+		}
+		a, err = scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = 0, error_tail = $6,
+	ended = pipec_now(), lease_expiry = NULL
+WHERE run = $1 AND task = $2 AND number = $3 AND state = 'unknown'
+RETURNING `+attemptColumns, ref.Run, ref.Task, ref.Number, string(as), store.ClassResolved, reason))
+		if err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptResolved, Task: ref.Task, Attempt: ref.Number},
+			map[string]any{"as": string(as), "reason": reason, "by": by, "token": cur.Token})
+	})
+	if err != nil {
+		return store.Attempt{}, err
 	}
 	return a, nil
 }

@@ -210,6 +210,15 @@ CREATE UNLOGGED TABLE epochs_alive (
 	epoch bigint PRIMARY KEY
 );
 `},
+	{4, "attempt processes", `
+-- Who ran an attempt, so that a rerun after a kill -9 of pipec can find its
+-- orphaned processes on that machine: the pid with its start time (clock
+-- ticks after boot), the boot id and the host (see store.Process).
+ALTER TABLE attempts ADD COLUMN host       text   NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN boot_id    text   NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN pgid       integer NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN proc_start bigint NOT NULL DEFAULT 0;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -40,6 +40,8 @@ func Run(t *testing.T, open Opener) {
 		{"RunLease", testRunLease},
 		{"StateIDAndRaiseTokens", testStateIDAndRaiseTokens},
 		{"AttemptTransitions", testAttemptTransitions},
+		{"ProcessRecorded", testProcessRecorded},
+		{"ResolveAttempt", testResolveAttempt},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}

@@ -1,4 +1,4 @@
-package cli
+package specdetect
 
 import (
 	"os"
@@ -26,6 +26,9 @@ func TestIsPipelineSpec(t *testing.T) {
 		{"bom", spec.SyntaxHCL, "\xef\xbb\xbfpipeline \"o\" {}", true},
 		{"terraform", spec.SyntaxHCL, "resource \"aws_s3_bucket\" \"b\" {\n  bucket = \"pipeline\"\n}\n", false},
 		{"nested pipeline", spec.SyntaxHCL, "resource \"x\" \"y\" {\n  pipeline \"p\" {}\n}\n", false},
+		{"in a heredoc", spec.SyntaxHCL, "locals {\n  doc = <<EOT\npipeline \"x\" {\nEOT\n}\n", false},
+		{"in a block comment", spec.SyntaxHCL, "/*\npipeline \"x\" {\n*/\nresource \"a\" \"b\" {}\n", false},
+		{"after a heredoc", spec.SyntaxHCL, "locals {\n  doc = <<EOT\n}\nEOT\n}\npipeline \"x\" {\n}\n", true},
 		{"attribute", spec.SyntaxHCL, "pipeline = \"orders\"\n", false},
 		{"terragrunt", spec.SyntaxHCL, "include \"root\" {\n  path = find_in_parent_folders()\n}\ninputs = {\n  pipeline = 1\n}\n", false},
 		{"packer", spec.SyntaxHCL, "source \"amazon-ebs\" \"pipeline\" {\n}\nbuild {\n  sources = [\"source.amazon-ebs.pipeline\"]\n}\n", false},
@@ -35,8 +38,8 @@ func TestIsPipelineSpec(t *testing.T) {
 		{"cue other", spec.SyntaxCUE, "package k8s\n\ndeployment: pipeline: {}\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := isPipelineSpec(tc.syn, []byte(tc.src)); got != tc.want {
-				t.Errorf("isPipelineSpec(%q) = %v, want %v", tc.src, got, tc.want)
+			if got := IsPipeline(tc.syn, []byte(tc.src)); got != tc.want {
+				t.Errorf("IsPipeline(%q) = %v, want %v", tc.src, got, tc.want)
 			}
 		})
 	}
@@ -45,16 +48,33 @@ func TestIsPipelineSpec(t *testing.T) {
 // TestShippedExamplesAreSpecs keeps detection honest on real files: every
 // example is found.
 func TestShippedExamplesAreSpecs(t *testing.T) {
-	files, _ := filepath.Glob("../examples/*/*.hcl")
-	cues, _ := filepath.Glob("../examples/*/*.cue")
+	files, _ := filepath.Glob("../../examples/*/*.hcl")
+	cues, _ := filepath.Glob("../../examples/*/*.cue")
 	for _, f := range append(files, cues...) {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		syn, _ := spec.SyntaxOf(f)
-		if !isPipelineSpec(syn, src) {
+		if !IsPipeline(syn, src) {
 			t.Errorf("%s is not recognised as a spec", f)
 		}
 	}
+}
+
+// FuzzPipelineDetection compares the fast detection with the whole-file lex on
+// arbitrary text (go test runs the seeds; -fuzz explores).
+func FuzzPipelineDetection(f *testing.F) {
+	for _, s := range []string{
+		`pipeline "x" {}`, "/*\npipeline \"x\" {\n*/\n", "a = <<EOT\npipeline x {\nEOT\n",
+		"x = \"${\npipeline \"a\" {\n}\"\n", "  pipeline a b {\n", "pipeline = 1\n", "# c\npipelin \"o\" {",
+		"a {\n}\n}\npipeline \"p\" {\n", "a = [\npipeline \"p\" {\n]\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if got, want := hclHasPipelineBlock(src), hclLexHasPipelineBlock(src); got != want {
+			t.Errorf("fast %v, reference %v for %q", got, want, src)
+		}
+	})
 }

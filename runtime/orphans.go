@@ -1,0 +1,195 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Orphans
+//
+// A kill -9 of pipec leaves its tasks running: they are its orphans. A
+// rerun never starts a task while an earlier attempt of it may still run.
+// Before it abandons the earlier runs it ends, on this machine, every live
+// process of their unfinished attempts (exec.EndOrphans: the recorded pid
+// verified by its start time and the boot id, the members of its group, and
+// processes carrying the attempt's PIPEC_RUN_ID and PIPEC_TOKEN), and waits
+// until they are gone. If one cannot be ended, the run starts nothing.
+//
+// No supervisor outlives pipec: the exit status of a task that ended after
+// its pipec died is lost. So an attempt of a non-idempotent task (effects,
+// idempotent = false) that was launched and whose end nobody saw stays
+// unknown: its effect may or may not have happened. The rerun does not run
+// that task (nor what needs it) and fails, saying how to settle it with
+// `pipec resolve RUN TASK --as succeeded|failed --reason TEXT`. Resolved as
+// failed, the task runs again; as succeeded, it is not run again and its
+// staged outputs, if any, go through the audit and publish as any attempt's.
+// An idempotent task is simply relaunched: its new, higher token fences
+// whatever the old attempt left.
+//
+// Launched means: a non-idempotent attempt records its launch intent in the
+// store durably before its process starts, so an attempt still queued in the
+// store never ran, even after a power loss.
+
+// Event kinds of the orphan handling.
+const (
+	EventOrphansEnded   = "attempt.orphans_ended"
+	EventAttemptBlocked = "task.unknown"
+	EventAttemptAdopted = "task.adopted"
+	// TaskUnknown is the state of a task whose earlier attempt may have
+	// taken effect: settle it with pipec resolve.
+	TaskUnknown = "unknown"
+)
+
+// settleOrphans ends the orphans of every unfinished attempt of the earlier
+// runs of the interval and decides what the non-idempotent tasks among them
+// may do: blocked (an unknown outcome) or adopted (resolved as succeeded).
+func (r *runner) settleOrphans(ctx context.Context, prior []store.Run) error {
+	type open struct {
+		a      store.Attempt
+		strict bool // a non-idempotent task of this plan
+	}
+	var opens []open
+	var targets []exec.Target
+	latest := map[string]store.Attempt{} // non-idempotent task -> its newest attempt
+	for _, pr := range prior {
+		as, err := r.st.Attempts(ctx, pr.ID)
+		if err != nil {
+			return err
+		}
+		for _, a := range as {
+			ts := r.tasks[a.Task]
+			strict := ts != nil && !ts.t.Idempotent
+			if strict {
+				if cur, ok := latest[a.Task]; !ok || a.Token > cur.Token {
+					latest[a.Task] = a
+				}
+			}
+			if a.State.Finished() {
+				continue
+			}
+			opens = append(opens, open{a: a, strict: strict})
+			p := a.Process()
+			targets = append(targets, exec.Target{
+				ID:     exec.Identity{Host: p.Host, Boot: p.Boot, PID: p.PID, PGID: p.PGID, Start: p.Start},
+				Marker: exec.Marker{"PIPEC_RUN_ID=" + a.Run, "PIPEC_TOKEN=" + strconv.FormatInt(a.Token, 10)},
+			})
+		}
+	}
+	if len(targets) > 0 {
+		found, err := exec.EndOrphans(ctx, targets, r.o.KillGrace)
+		for i, f := range found {
+			if f.Found > 0 {
+				a := opens[i].a
+				r.record(ctx, EventOrphansEnded, a.Task, a.Number, map[string]any{"run_of_attempt": a.Run,
+					"processes": f.Found, "killed": f.Killed, "token": a.Token})
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("ending the processes an earlier run left behind: %w (nothing was started)", err)
+		}
+	}
+	for _, o := range opens {
+		a := o.a
+		if !o.strict {
+			continue // abandoned by the caller; the rerun's higher tokens fence it
+		}
+		if a.State == store.AttemptQueued {
+			// No launch intent: its process never started.
+			if err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "abandoned",
+				ErrorTail: "never started: its pipec stopped before launching it"}); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, ok := r.blocked[a.Task]; !ok {
+			r.blocked[a.Task] = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: its pipec stopped while it ran "+
+				"and nobody saw how it ended; settle it with: pipec resolve %s %s --as succeeded|failed --reason TEXT",
+				a.Number, a.Run, a.Token, a.Run, a.Task)
+		}
+	}
+	// A non-idempotent task that succeeded for the interval (or was resolved
+	// as succeeded) is not run again, whatever happened upstream.
+	for task, a := range latest {
+		if _, ok := r.blocked[task]; !ok && a.State == store.AttemptSucceeded && !r.o.Force {
+			r.adopt[task] = a
+		}
+	}
+	return nil
+}
+
+// blockTask does not run a task whose earlier attempt may have taken effect.
+func (r *runner) blockTask(ctx context.Context, ts *taskState, why string) {
+	r.mu.Lock()
+	ts.state, ts.res.State, ts.res.Reason = TaskUnknown, TaskUnknown, why
+	r.mu.Unlock()
+	r.record(ctx, EventAttemptBlocked, ts.t.Name, 0, map[string]any{"reason": why})
+	for _, out := range ts.t.Outputs {
+		r.skipChecksAndPublishes(out, fmt.Sprintf("the outcome of task %s is unknown", ts.t.Name))
+	}
+}
+
+// adoptTask completes a non-idempotent task from its succeeded attempt of an
+// earlier run instead of running it again: an output with an accepted
+// version is published again (idempotent), one without is audited and
+// published from the attempt's staging directory.
+func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) {
+	why := fmt.Sprintf("attempt %d of %s succeeded; a task that is not idempotent is not run again", a.Number, a.Run)
+	if a.Class == store.ClassResolved {
+		why = fmt.Sprintf("attempt %d of %s was resolved as succeeded (%s); a task that is not idempotent is not run again",
+			a.Number, a.Run, a.ErrorTail)
+	}
+	r.mu.Lock()
+	ts.state, ts.res.State, ts.res.Reason = TaskReused, TaskReused, why
+	r.mu.Unlock()
+	r.record(ctx, EventAttemptAdopted, ts.t.Name, a.Number, map[string]any{"reason": why, "run_of_attempt": a.Run})
+	l := &launched{a: a, staging: map[string]string{}}
+	for _, out := range ts.t.Outputs {
+		if v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key); err == nil && v.Run == a.Run && v.Task == a.Task && v.Attempt == a.Number {
+			for _, c := range r.checksOf[out] {
+				r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: CheckPassed, Version: v.Label(),
+					Reason: "accepted in " + v.Run})
+			}
+			r.publishAll(ctx, v, true)
+			continue
+		}
+		dir, err := sink.StagingPath(filepath.Join(r.stateDir, "staging"), a.Run, a.Task, a.Number, out)
+		if err != nil {
+			r.skipChecksAndPublishes(out, err.Error())
+			continue
+		}
+		if _, err := os.Stat(dir); err != nil {
+			// Audited already and not accepted (its staging became a frozen
+			// version), or gone: not run again either way.
+			r.skipChecksAndPublishes(out, fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not "+
+				"staged any more; a task that is not idempotent is not run again (--force runs it)", out, a.Number, a.Run))
+			continue
+		}
+		l.staging[out] = dir
+	}
+	if len(l.staging) > 0 {
+		r.produce(ctx, ts.t, l, false)
+	}
+}
+
+// killedByOther is called when an attempt's process was killed by a signal
+// pipec did not send. On this host that is what a run that took the
+// interval over does to the processes of the run it abandoned (see
+// settleOrphans): if the lease is gone, this run stops now and says why,
+// rather than reporting the task as killed and retrying it beside the run
+// that owns the interval.
+func (r *runner) killedByOther(ctx context.Context) {
+	if r.loseRun == nil || r.o.RunLease <= 0 || r.runID == "" {
+		return
+	}
+	if err := r.st.RenewRunLease(context.WithoutCancel(ctx), r.runID, r.o.RunLease); errors.Is(err, store.ErrLeaseLost) {
+		r.loseRun(fmt.Errorf("run %s lost its lease on interval %s: another run took it over", r.runID, r.iv.Key))
+	}
+}

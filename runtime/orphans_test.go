@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+const chargeHCL = `pipeline "pay" {
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+  }
+}`
+
+// crashedRun leaves a run of pay/2024-01-01 as a pipec killed with -9 leaves
+// it: running, with one attempt of charge in the given state.
+func crashedRun(t *testing.T, f *fixture, launched bool) store.Attempt {
+	t.Helper()
+	ctx := context.Background()
+	run, err := f.st.CreateRun(ctx, store.NewRun{Pipeline: "pay", Interval: "2024-01-01", CodeVersion: f.plan.CodeVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Hostname()
+	a, err := f.st.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "charge", Resource: store.FenceResource("pay", "2024-01-01"),
+		Host: self, Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if launched {
+		if _, err := f.st.MarkRunningAs(ctx, a.AttemptRef, store.Running{Process: store.Process{Host: self}, Lease: time.Minute,
+			Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+// An attempt that recorded its launch intent may have charged: the rerun
+// does not run the task and says how to settle it.
+func TestLaunchedNonIdempotentAttemptStaysUnknown(t *testing.T) {
+	f := newFixture(t, chargeHCL, map[string]string{"charge.sh": `echo charge >> ledger`})
+	a := crashedRun(t, f, true)
+	sum := f.run(f.options("2024-01-01"))
+	tr := sum.task("charge")
+	if !sum.Failed || tr.State != TaskUnknown || !strings.Contains(tr.Reason, "pipec resolve "+a.Run+" charge --as succeeded|failed") {
+		t.Fatalf("charge = %+v\n%s", tr, sum.text())
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "ledger")); !os.IsNotExist(err) {
+		t.Errorf("the task ran beside an unknown attempt: %v", err)
+	}
+	got, err := f.st.GetAttempt(context.Background(), a.AttemptRef)
+	if err != nil || got.State != store.AttemptUnknown {
+		t.Errorf("attempt = %+v, %v", got, err)
+	}
+	// Resolved as failed, it runs again; then it is not run a third time.
+	if _, err := f.st.ResolveAttempt(context.Background(), a.AttemptRef, store.AttemptFailed, "no charge in the ledger", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if sum := f.run(f.options("2024-01-01")); sum.Failed || sum.task("charge").State != TaskSucceeded {
+		t.Fatalf("after resolve --as failed:\n%s", sum.text())
+	}
+	if sum := f.run(f.options("2024-01-01")); sum.Failed || sum.task("charge").State != TaskReused {
+		t.Fatalf("third run:\n%s", sum.text())
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "ledger")); string(b) != "charge\n" {
+		t.Errorf("ledger = %q", b)
+	}
+}
+
+// An attempt still queued (no launch intent) never started: the rerun runs
+// the task, once.
+func TestQueuedNonIdempotentAttemptNeverStarted(t *testing.T) {
+	f := newFixture(t, chargeHCL, map[string]string{"charge.sh": `echo charge >> ledger`})
+	a := crashedRun(t, f, false)
+	sum := f.run(f.options("2024-01-01"))
+	if sum.Failed || sum.task("charge").State != TaskSucceeded {
+		t.Fatalf("rerun:\n%s", sum.text())
+	}
+	got, err := f.st.GetAttempt(context.Background(), a.AttemptRef)
+	if err != nil || got.State != store.AttemptFailed || !strings.Contains(got.ErrorTail, "never started") {
+		t.Errorf("queued attempt = %+v, %v", got, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "ledger")); string(b) != "charge\n" {
+		t.Errorf("ledger = %q", b)
+	}
+}
+
+// Resolved as succeeded, a non-idempotent task with an output is not run
+// again: what its orphan staged is audited and published by the next run.
+func TestResolvedSucceededOutputsArePublished(t *testing.T) {
+	f := newFixture(t, `pipeline "pay" {
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipts"]
+  }
+  check "receipts_ok" {
+    input         = "receipts"
+    row_count_min = 1
+  }
+  sink "out" {
+    type    = "directory"
+    path    = "out"
+    fencing = "token"
+  }
+  publish "receipts_pub" {
+    artifact = "receipts"
+    sink     = "out"
+  }
+}`, map[string]string{"charge.sh": `echo charge >> ledger; printf 'id\n2\n' > "$PIPEC_OUTPUT_receipts/r.csv"`})
+	a := crashedRun(t, f, true)
+	// What the orphan wrote before its pipec died.
+	staging, err := sink.NewStaging(filepath.Join(f.dir, ".pipec", "staging"), a.Run, "charge", a.Number, "receipts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staging, "r.csv"), []byte("id\n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sum := f.run(f.options("2024-01-01")); !sum.Failed || sum.task("charge").State != TaskUnknown {
+		t.Fatalf("before resolve:\n%s", sum.text())
+	}
+	if _, err := f.st.ResolveAttempt(context.Background(), a.AttemptRef, store.AttemptSucceeded, "the ledger has it", "test"); err != nil {
+		t.Fatal(err)
+	}
+	sum := f.run(f.options("2024-01-01"))
+	if sum.Failed || sum.task("charge").State != TaskReused || len(sum.Publish) != 1 || sum.Publish[0].Outcome != "won" {
+		t.Fatalf("after resolve:\n%s", sum.text())
+	}
+	if b, err := os.ReadFile(filepath.Join(f.dir, "out", "2024-01-01", "r.csv")); err != nil || string(b) != "id\n1\n" {
+		t.Errorf("published %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "ledger")); !os.IsNotExist(err) {
+		t.Errorf("the task ran again: %v", err)
+	}
+}

@@ -1,0 +1,49 @@
+package sink
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Freeze copies a staging directory into an immutable, content-addressed
+// folder under root (root/<hex digest>, files read-only, synced) and returns
+// it with its digest. The digest is of the bytes copied, so what the audit
+// then reads, what downstream tasks read and what a sink publishes are the
+// same bytes, whatever still writes into the staging directory afterwards.
+// Freezing the same content again returns the folder already there.
+func Freeze(staging, root string) (dir, digest string, err error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", "", fmt.Errorf("freeze: %w", err)
+	}
+	tmp, err := os.MkdirTemp(root, ".tmp-")
+	if err != nil {
+		return "", "", fmt.Errorf("freeze: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return "", "", fmt.Errorf("freeze: %w", err)
+	}
+	digest, err = walkCopy(staging, tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", "", fmt.Errorf("freeze %s: %w", staging, err)
+	}
+	final := filepath.Join(root, strings.TrimPrefix(digest, "sha256:"))
+	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
+		os.RemoveAll(tmp)
+		return final, digest, nil // content-addressed: the same digest is the same bytes
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.RemoveAll(tmp)
+		if fi, serr := os.Stat(final); serr == nil && fi.IsDir() {
+			return final, digest, nil // frozen by another attempt meanwhile
+		}
+		return "", "", fmt.Errorf("freeze: %w", err)
+	}
+	if err := syncDir(root); err != nil {
+		return "", "", fmt.Errorf("freeze: %w", err)
+	}
+	return final, digest, nil
+}
