@@ -320,39 +320,41 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 					p.Refuse(key)
 				}
 			}
-		}
-		switch key {
-		case KindSchedule:
-			if !p.Has(key) {
-				p.Set(key, d.fieldRange(g))
-				p.Schedule = d.schedule(g)
+		default:
+			// A nested element, or named elements.
+			switch key {
+			case KindSchedule:
+				if !p.Has(key) {
+					p.Set(key, d.fieldRange(g))
+					p.Schedule = d.schedule(g)
+				}
+			case KindRetryBudget:
+				if !p.Has(key) {
+					p.Set(key, d.fieldRange(g))
+					p.RetryBudget = d.retryBudget(g)
+				}
+			case KindPool:
+				p.Pools = slices.Grow(p.Pools, n)
+				d.named(g, KindPool, func(n Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
+			case KindError:
+				p.Errors = slices.Grow(p.Errors, n)
+				d.named(g, KindError, func(n Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
+			case KindRetry:
+				p.Retries = slices.Grow(p.Retries, n)
+				d.named(g, KindRetry, func(n Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
+			case KindTask:
+				p.Tasks = slices.Grow(p.Tasks, n)
+				d.named(g, KindTask, func(n Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
+			case KindCheck:
+				p.Checks = slices.Grow(p.Checks, n)
+				d.named(g, KindCheck, func(n Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
+			case KindSink:
+				p.Sinks = slices.Grow(p.Sinks, n)
+				d.named(g, KindSink, func(n Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
+			case KindPublish:
+				p.Publishes = slices.Grow(p.Publishes, n)
+				d.named(g, KindPublish, func(n Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
 			}
-		case KindRetryBudget:
-			if !p.Has(key) {
-				p.Set(key, d.fieldRange(g))
-				p.RetryBudget = d.retryBudget(g)
-			}
-		case KindPool:
-			p.Pools = slices.Grow(p.Pools, n)
-			d.named(g, KindPool, func(n Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
-		case KindError:
-			p.Errors = slices.Grow(p.Errors, n)
-			d.named(g, KindError, func(n Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
-		case KindRetry:
-			p.Retries = slices.Grow(p.Retries, n)
-			d.named(g, KindRetry, func(n Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
-		case KindTask:
-			p.Tasks = slices.Grow(p.Tasks, n)
-			d.named(g, KindTask, func(n Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
-		case KindCheck:
-			p.Checks = slices.Grow(p.Checks, n)
-			d.named(g, KindCheck, func(n Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
-		case KindSink:
-			p.Sinks = slices.Grow(p.Sinks, n)
-			d.named(g, KindSink, func(n Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
-		case KindPublish:
-			p.Publishes = slices.Grow(p.Publishes, n)
-			d.named(g, KindPublish, func(n Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
 		}
 		d.leave()
 	}
