@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipec/pipec/report"
 	"strings"
 	"time"
 
@@ -145,6 +146,7 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
-	_, err = fmt.Fprint(io.Stdout, b.String())
+	// Reasons and error tails quote task output: escaped, like every text output.
+	_, err = fmt.Fprint(io.Stdout, report.Escape(b.String()))
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pipec/pipec/report"
 	"slices"
 	"strings"
 	"time"
@@ -63,8 +64,9 @@ type runStatusJSON struct {
 }
 
 // taskStates folds a run's attempts and events into one state per task: the
-// runtime's verdict (task.succeeded, .failed, .not_run, .reused) when it
-// recorded one, else the last attempt's state (a run that crashed).
+// runtime's verdict (task.succeeded, .failed, .not_run, .reused, .unknown,
+// .adopted) when it recorded one, else the last attempt's state (a run that
+// crashed).
 func taskStates(as []store.Attempt, evs []store.Event) []taskStatus {
 	by := map[string]*taskStatus{}
 	get := func(name string) *taskStatus {
@@ -87,8 +89,10 @@ func taskStates(as []store.Attempt, evs []store.Event) []taskStatus {
 			st = runtime.TaskFailed
 		case runtime.EventTaskNotRun:
 			st = runtime.TaskNotRun
-		case runtime.EventTaskReused:
+		case runtime.EventTaskReused, runtime.EventAttemptAdopted:
 			st = runtime.TaskReused
+		case runtime.EventAttemptBlocked:
+			st = runtime.TaskUnknown
 		default:
 			continue
 		}
@@ -189,6 +193,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 			b.WriteString(strings.TrimRight(line, " ") + "\n")
 		}
 	}
-	_, err = fmt.Fprint(io.Stdout, b.String())
+	// Reasons and error tails quote task output: escaped, like every text output.
+	_, err = fmt.Fprint(io.Stdout, report.Escape(b.String()))
 	return err
 }

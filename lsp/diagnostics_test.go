@@ -220,7 +220,7 @@ func TestConfigurationFileApplies(t *testing.T) {
 			cds = p.Diagnostics
 		}
 	}
-	if len(cds) != 1 || cds[0].Code != "config" || !strings.Contains(cds[0].Message, `did you mean "retry-storm"`) || cds[0].Range.Start.Line != 2 {
+	if len(cds) != 1 || cds[0].Code != "config" || cds[0].CodeDescription != nil || !strings.Contains(cds[0].Message, `did you mean "retry-storm"`) || cds[0].Range.Start.Line != 2 {
 		t.Fatalf("configuration findings = %+v", cds)
 	}
 	c.change(u, 2, src)

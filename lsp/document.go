@@ -248,14 +248,19 @@ func (a *analysis) lspDiagnostic(f diag.Diagnostic) protocol.Diagnostic {
 	if f.Detail != "" {
 		msg += "\n" + f.Detail
 	}
-	return protocol.Diagnostic{
-		Range:           a.lines.rangeOf(f.Range),
-		Severity:        lspSeverity(f.Severity),
-		Code:            f.Rule,
-		CodeDescription: &protocol.CodeDescription{Href: protocol.URI(lint.DocURL(f.Rule))},
-		Source:          "pipec",
-		Message:         msg,
+	d := protocol.Diagnostic{
+		Range:    a.lines.rangeOf(f.Range),
+		Severity: lspSeverity(f.Severity),
+		Code:     f.Rule,
+		Source:   "pipec",
+		Message:  msg,
 	}
+	// Only catalogue rules have a page; a configuration finding or an
+	// internal failure links nowhere rather than to a missing page.
+	if lint.Lookup(f.Rule) != nil {
+		d.CodeDescription = &protocol.CodeDescription{Href: protocol.URI(lint.DocURL(f.Rule))}
+	}
+	return d
 }
 
 func lspSeverity(s diag.Severity) protocol.DiagnosticSeverity {

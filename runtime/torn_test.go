@@ -245,6 +245,11 @@ func tornRound(t *testing.T, round int) {
 	if err != nil || att == "1" {
 		t.Fatalf("visible output is attempt %q's (%v):\n%s", att, err, b)
 	}
+	// The version is visible now; on a loaded machine the readers may not
+	// have been scheduled since it appeared, so give them time to see it.
+	for deadline := time.Now().Add(10 * time.Second); reads.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	stop()
 	if reads.Load() == 0 {
 		t.Error("the readers never saw a published version")
