@@ -229,6 +229,8 @@ type runner struct {
 	loseRun context.CancelCauseFunc
 	// self is this machine (host, boot id), recorded with every attempt.
 	self exec.Identity
+	// paths remembers the PATH searches of the run's task commands.
+	paths exec.Paths
 	// blocked: non-idempotent tasks whose earlier attempt may have taken
 	// effect (not run; see orphans.go). adopt: non-idempotent tasks with a
 	// succeeded attempt in an earlier run (not run again).

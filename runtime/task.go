@@ -230,6 +230,9 @@ type launched struct {
 	// FinishAttempt depends on it.
 	marked  chan struct{}
 	markErr error
+	// ran is set, before marked is closed, when the process ended before its
+	// pid was recorded: FinishAttempt records it (store.Outcome.Ran).
+	ran *store.Running
 }
 
 // attempt starts one attempt and waits for it to end or to lose its lease.
@@ -405,7 +408,29 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	}
 	l.log = r.logPath(a.AttemptRef)
 	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
-		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets()}, nil
+		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets(), Paths: &r.paths}, nil
+}
+
+// markDelay is how long a started process runs before its pid is recorded
+// on its own: one that ends sooner (most bookkeeping-bound tasks: a 1,000-task
+// DAG of `true` is all of them) has it recorded by the write that records its
+// end. Until then the attempt is queued with no pid, as in the moment after
+// any start; a rerun after a crash finds its processes by their marker.
+// Recorded at once are a non-idempotent task (a rerun must be able to verify
+// its orphan by pid and start time, not only by marker) and a task with a
+// heartbeat (its heartbeat command renews a lease only a running attempt has).
+const markDelay = 50 * time.Millisecond
+
+// endsWithin waits until p ended (true) or d passed (false).
+func endsWithin(p *exec.Process, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.Done():
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // start launches a prepared attempt and records its pid beside it.
@@ -419,8 +444,15 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 	l.marked = make(chan struct{})
 	go func() {
 		id := p.Identity()
-		_, l.markErr = r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{Process: store.Process{
-			Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID, Start: id.Start}, Lease: lease})
+		run := store.Running{Process: store.Process{Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID,
+			Start: id.Start}, Lease: lease}
+		if t.Idempotent && t.Heartbeat == nil && endsWithin(p, markDelay) {
+			// Ended already: its start is recorded with its end, one store
+			// write instead of two (store.Outcome.Ran says why that is safe).
+			l.ran = &run
+		} else {
+			_, l.markErr = r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, run)
+		}
 		if l.markErr == nil {
 			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
 		}
@@ -445,7 +477,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		return out
 	}
 	if res.Success() {
-		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran}); err != nil {
 			out.verdict = retry.Verdict{Class: retry.Store}
 			out.tail = err.Error()
 			return out
@@ -464,7 +496,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if out.tail == "" {
 		out.tail = res.Describe()
 	}
-	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail}
+	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail, Ran: l.ran}
 	_ = r.st.FinishAttempt(fctx, l.a.AttemptRef, o)
 	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "failed", "class": out.verdict.Class,
 		"exit_code": res.ExitCode, "error": out.tail, "why": res.Describe()})

@@ -58,6 +58,9 @@ type Spec struct {
 	Redact []string
 	// TailBytes is the size of Result.Tail (DefaultTailBytes).
 	TailBytes int
+	// Paths, when set, remembers PATH searches across the starts of one
+	// run (see Paths); nil searches every time.
+	Paths *Paths
 }
 
 // Result is how a process ended.
@@ -142,7 +145,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	}
 	logFile := &lazyFile{path: s.LogPath}
 	closeLog := func() { logFile.Close() }
-	path, err := lookPath(s.Argv[0], s.Dir, s.Env)
+	path, err := s.Paths.look(s.Argv[0], s.Dir, s.Env)
 	if err != nil {
 		closeLog()
 		return nil, err
@@ -317,14 +320,7 @@ func lookPath(name, dir string, env []string) (string, error) {
 		}
 		return p, nil
 	}
-	// Without PATH, the search path execvp(3) uses.
-	pathEnv := "/usr/local/bin:/usr/bin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, d := range filepath.SplitList(pathEnv) {
+	for _, d := range filepath.SplitList(pathOf(env)) {
 		if d == "" {
 			d = "."
 		}
@@ -337,6 +333,18 @@ func lookPath(name, dir string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: command not found in PATH", name)
+}
+
+// pathOf is the search path of env: its (last) PATH, or without one the
+// path execvp(3) uses.
+func pathOf(env []string) string {
+	p := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			p = v
+		}
+	}
+	return p
 }
 
 func executable(p string) error {

@@ -199,7 +199,19 @@ type attemptDir struct {
 // parts, pipeline/interval/rN); anything else at that depth is left alone.
 func attemptDirs(root string) ([]attemptDir, error) {
 	var out []attemptDir
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := walkDepth(root, 5, func(p string, parts []string, _ fs.DirEntry) {
+		if n, err := strconv.Atoi(strings.TrimSuffix(parts[4], ".log")); err == nil && n > 0 {
+			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: parts[3], Number: n}})
+		}
+	})
+	return out, err
+}
+
+// walkDepth calls visit for every entry depth levels below root (parts is
+// its path relative to root) and descends no further; a missing root is
+// empty.
+func walkDepth(root string, depth int, visit func(p string, parts []string, d fs.DirEntry)) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && p == root {
 				return filepath.SkipAll
@@ -211,19 +223,15 @@ func attemptDirs(root string) ([]attemptDir, error) {
 			return err
 		}
 		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if len(parts) < 5 {
+		if len(parts) < depth {
 			return nil
 		}
-		n, err := strconv.Atoi(strings.TrimSuffix(parts[4], ".log"))
-		if err == nil && n > 0 {
-			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: parts[3], Number: n}})
-		}
+		visit(p, parts, d)
 		if d.IsDir() {
 			return filepath.SkipDir
 		}
 		return nil
 	})
-	return out, err
 }
 
 // frozenDir is ROOT/<pipeline>/<artifact>/<hex digest>: one frozen version
@@ -237,25 +245,10 @@ type frozenDir struct {
 // alone (a .tmp- folder is a freeze in progress).
 func frozenDirs(root string) ([]frozenDir, error) {
 	var out []frozenDir
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == root {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if len(parts) < 3 {
-			return nil
-		}
+	err := walkDepth(root, 3, func(p string, parts []string, d fs.DirEntry) {
 		if d.IsDir() && len(parts[2]) == 64 && !strings.HasPrefix(parts[2], ".") {
 			out = append(out, frozenDir{path: p, key: strings.Join(parts, "/")})
 		}
-		return filepath.SkipDir
 	})
 	return out, err
 }

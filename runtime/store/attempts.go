@@ -283,7 +283,11 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 	if !o.State.Finished() {
 		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
 	}
-	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+	mode := normal
+	if o.Ran != nil && o.Ran.Durable {
+		mode = durable
+	}
+	return s.write(ctx, mode, func(ctx context.Context, tx *wtx) error {
 		cur, err := getAttemptHead(ctx, tx, ref)
 		if err != nil {
 			return err
@@ -293,6 +297,14 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 				return nil
 			}
 			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, ErrConflict)
+		}
+		if o.Ran != nil && cur.State.CanBecome(AttemptRunning) {
+			// MarkRunningAs and FinishAttempt in one transaction: both or
+			// neither commit (see Outcome.Ran for why that is safe).
+			if _, err := s.markRunning(ctx, tx, ref, *o.Ran); err != nil {
+				return err
+			}
+			cur.State = AttemptRunning
 		}
 		if !cur.State.CanBecome(o.State) {
 			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, ErrConflict)

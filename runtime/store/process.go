@@ -46,49 +46,57 @@ func (s *SQLite) MarkRunningAs(ctx context.Context, ref AttemptRef, run Running)
 	if run.Durable {
 		mode = durable
 	}
-	p, lease := run.Process, run.Lease
 	var a Attempt
 	err := s.write(ctx, mode, func(ctx context.Context, tx *wtx) error {
-		cur, err := getAttempt(ctx, tx, ref)
-		if err != nil {
-			return err
-		}
-		if !cur.State.CanBecome(AttemptRunning) {
-			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, ErrConflict)
-		}
-		now := s.now()
-		started := nanos(cur.Started)
-		if cur.State == AttemptQueued {
-			started = now
-		}
-		host, boot := cur.Host, cur.Boot
-		if p.Host != "" {
-			host, boot = p.Host, p.Boot
-		}
-		// Conditional on the state and token read above: the WHERE is the
-		// safety, not the read.
-		leaseBoot, leaseUntil := s.leaseUntil(lease)
-		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, pgid = ?, proc_start = ?,
-host = ?, boot_id = ?, lease_ms = ?, lease_expiry = ?, lease_boot = ?, lease_until = ?
-WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started, p.PID, p.PGID, int64(p.Start), host, boot,
-			lease.Milliseconds(), expiry(now, lease), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
-			return fmt.Errorf("attempt %s: %w", ref, err)
-		}
-		if cur.State == AttemptQueued {
-			if err := appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-				map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()}); err != nil {
-				return err
-			}
-		}
-		// The update's values, without reading the row back.
-		a = cur
-		a.State, a.Started, a.LeaseExpiry = AttemptRunning, timeOf(started), timeOf(expiry(now, lease))
-		a.PID, a.PGID, a.ProcStart, a.Host, a.Boot = p.PID, p.PGID, p.Start, host, boot
-		return nil
+		var err error
+		a, err = s.markRunning(ctx, tx, ref, run)
+		return err
 	})
 	if err != nil {
 		return Attempt{}, fmt.Errorf("mark running: %w", err)
 	}
+	return a, nil
+}
+
+// markRunning is MarkRunningAs inside a write (FinishAttempt uses it too,
+// see Outcome.Ran).
+func (s *SQLite) markRunning(ctx context.Context, tx *wtx, ref AttemptRef, run Running) (Attempt, error) {
+	p, lease := run.Process, run.Lease
+	cur, err := getAttempt(ctx, tx, ref)
+	if err != nil {
+		return Attempt{}, err
+	}
+	if !cur.State.CanBecome(AttemptRunning) {
+		return Attempt{}, fmt.Errorf("attempt %s is %s: %w", ref, cur.State, ErrConflict)
+	}
+	now := s.now()
+	started := nanos(cur.Started)
+	if cur.State == AttemptQueued {
+		started = now
+	}
+	host, boot := cur.Host, cur.Boot
+	if p.Host != "" {
+		host, boot = p.Host, p.Boot
+	}
+	// Conditional on the state and token read above: the WHERE is the
+	// safety, not the read.
+	leaseBoot, leaseUntil := s.leaseUntil(lease)
+	if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, pgid = ?, proc_start = ?,
+host = ?, boot_id = ?, lease_ms = ?, lease_expiry = ?, lease_boot = ?, lease_until = ?
+WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started, p.PID, p.PGID, int64(p.Start), host, boot,
+		lease.Milliseconds(), expiry(now, lease), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
+		return Attempt{}, fmt.Errorf("attempt %s: %w", ref, err)
+	}
+	if cur.State == AttemptQueued {
+		if err := appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+			map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()}); err != nil {
+			return Attempt{}, err
+		}
+	}
+	// The update's values, without reading the row back.
+	a := cur
+	a.State, a.Started, a.LeaseExpiry = AttemptRunning, timeOf(started), timeOf(expiry(now, lease))
+	a.PID, a.PGID, a.ProcStart, a.Host, a.Boot = p.PID, p.PGID, p.Start, host, boot
 	return a, nil
 }
 

@@ -294,26 +294,8 @@ func appendEvent(ctx context.Context, tx *wtx, now int64, e Event, payload map[s
 	return err
 }
 
-// Events implements Store.
+// Events implements Store: the whole log, which is the log after seq 0 (seq
+// is the rowid, so the first event has seq 1).
 func (s *SQLite) Events(ctx context.Context, run string) ([]Event, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = ? ORDER BY seq`, run)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var t int64
-		var payload string
-		if err := rows.Scan(&e.Seq, &e.Run, &t, &e.Kind, &e.Task, &e.Attempt, &payload); err != nil {
-			return nil, err
-		}
-		e.Time = timeOf(t)
-		if payload != "" {
-			e.Payload = json.RawMessage(payload)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return s.EventsAfter(ctx, run, 0)
 }

@@ -292,6 +292,16 @@ type Outcome struct {
 	Class     string
 	ExitCode  int
 	ErrorTail string
+	// Ran, when set, is the process the attempt ran as, not yet recorded:
+	// FinishAttempt first records it exactly as MarkRunningAs would (same
+	// row, same attempt.running event), in the same transaction. A process
+	// that ended before its start was recorded so costs one write instead of
+	// two. The crash semantics are those of the two writes: until the one
+	// commits, the store shows the attempt as it was before the process
+	// started (queued, no pid), which is what a crash between the two writes
+	// would have left, and a rerun already handles (the process is found by
+	// its marker, see exec.Marker; here it has already ended).
+	Ran *Running
 }
 
 // Version is one produced output of one attempt, identified by content digest.

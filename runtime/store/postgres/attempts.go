@@ -226,37 +226,46 @@ func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, 
 // MarkRunningAs implements store.Store. Every commit is durable here, so
 // Running.Durable asks for nothing more.
 func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
-	p, lease := run.Process, run.Lease
 	var a store.Attempt
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		cur, err := getAttempt(ctx, tx, ref, true)
 		if err != nil {
 			return err
 		}
-		if !cur.State.CanBecome(store.AttemptRunning) {
-			return fmt.Errorf("attempt %s is %s: %w", ref, cur.State, store.ErrConflict)
-		}
-		host, boot := cur.Host, cur.Boot
-		if p.Host != "" {
-			host, boot = p.Host, p.Boot
-		}
-		a, err = scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = 'running', started = COALESCE(started, n.now), pid = $4,
+		a, err = markRunning(ctx, tx, cur, run)
+		return err
+	})
+	if err != nil {
+		return store.Attempt{}, fmt.Errorf("mark running: %w", err)
+	}
+	return a, nil
+}
+
+// markRunning is MarkRunningAs inside a transaction, on cur as read with
+// its row locked (FinishAttempt uses it too, see store.Outcome.Ran).
+func markRunning(ctx context.Context, tx pgx.Tx, cur store.Attempt, run store.Running) (store.Attempt, error) {
+	p, lease, ref := run.Process, run.Lease, cur.AttemptRef
+	if !cur.State.CanBecome(store.AttemptRunning) {
+		return store.Attempt{}, fmt.Errorf("attempt %s is %s: %w", ref, cur.State, store.ErrConflict)
+	}
+	host, boot := cur.Host, cur.Boot
+	if p.Host != "" {
+		host, boot = p.Host, p.Boot
+	}
+	a, err := scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = 'running', started = COALESCE(started, n.now), pid = $4,
 	lease_ms = $5, lease_expiry = CASE WHEN $6::bigint <= 0 THEN NULL ELSE n.now + $6::bigint * interval '1 microsecond' END,
 	pgid = $7, proc_start = $8, host = $9, boot_id = $10
 FROM (SELECT pipec_now() AS now) n
 WHERE run = $1 AND task = $2 AND number = $3
 RETURNING `+attemptColumns, ref.Run, ref.Task, ref.Number, p.PID, lease.Milliseconds(), micros(lease), p.PGID, int64(p.Start), host, boot))
-		if err != nil {
-			return err
-		}
-		if cur.State == store.AttemptQueued {
-			return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-				map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()})
-		}
-		return nil
-	})
 	if err != nil {
-		return store.Attempt{}, fmt.Errorf("mark running: %w", err)
+		return store.Attempt{}, err
+	}
+	if cur.State == store.AttemptQueued {
+		if err := appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+			map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()}); err != nil {
+			return store.Attempt{}, err
+		}
 	}
 	return a, nil
 }
@@ -370,6 +379,13 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 				return nil
 			}
 			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
+		}
+		if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
+			// MarkRunningAs and FinishAttempt in one transaction: both or
+			// neither commit (see store.Outcome.Ran for why that is safe).
+			if cur, err = markRunning(ctx, tx, cur, *o.Ran); err != nil {
+				return err
+			}
 		}
 		if !cur.State.CanBecome(o.State) {
 			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)

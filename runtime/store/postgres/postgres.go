@@ -78,7 +78,19 @@ type Options struct {
 	Clock store.Clock
 	// MaxConns bounds the connection pool; 0 means 8.
 	MaxConns int32
+	// IdleInTransaction is how long the server lets a session of this
+	// store sit idle inside a transaction before it ends the session (and
+	// its locks); 0 means DefaultIdleInTransaction. A worker stopped with
+	// SIGSTOP in the middle of a transaction would otherwise hold its row
+	// locks (a run's submission, an interval's token counter) until it is
+	// resumed, and every other worker would wait behind it.
+	IdleInTransaction time.Duration
 }
+
+// DefaultIdleInTransaction bounds how long a stopped client can hold locks.
+// The store's transactions take milliseconds; a client that is silent this
+// long inside one is stopped or cut off.
+const DefaultIdleInTransaction = 5 * time.Second
 
 // Store is the PostgreSQL store.Store.
 type Store struct {
@@ -120,6 +132,11 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	rp["synchronous_commit"] = "off" // durable transactions set it on (txDurable)
 	rp["application_name"] = "pipec"
 	rp["TimeZone"] = "UTC"
+	idle := opt.IdleInTransaction
+	if idle <= 0 {
+		idle = DefaultIdleInTransaction
+	}
+	rp["idle_in_transaction_session_timeout"] = fmt.Sprint(idle.Milliseconds())
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to state database: %w", err)

@@ -339,3 +339,41 @@ func TestGrantsAfterServerCrash(t *testing.T) {
 		t.Fatalf("a new handle's token %d, %v: want above %d", tok, err, after)
 	}
 }
+
+// TestStoppedClientReleasesLocks: a client that stops inside a transaction
+// (a SIGSTOPped worker) holding a row lock is cut off by the server after
+// IdleInTransaction, so the others go on instead of waiting for it forever.
+func TestStoppedClientReleasesLocks(t *testing.T) {
+	srv := pg.Server(t)
+	url := srv.NewSchema(t)
+	ctx := context.Background()
+	stopped, err := postgres.Open(ctx, url, postgres.Options{IdleInTransaction: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopped.Close()
+	other, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.NextToken(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := stopped.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT last FROM tokens WHERE resource = 'r' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	// The holder now says nothing more, as a stopped process would; the
+	// other's grant waits for the lock, then gets it once the server ended
+	// the silent session.
+	if _, err := other.NextToken(ctx, "r"); err != nil {
+		t.Fatalf("grant behind a stopped client: %v", err)
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("the silent transaction committed after the server should have ended it")
+	}
+}

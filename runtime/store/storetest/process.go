@@ -73,3 +73,55 @@ func testResolveAttempt(t *testing.T, open Opener) {
 		t.Errorf("last event = %s %s", last.Kind, last.Payload)
 	}
 }
+
+// testFinishRecordsProcess: an attempt whose process ended before its start
+// was recorded finishes in one write that records both (Outcome.Ran): the
+// row and the events are those of MarkRunningAs then FinishAttempt, and
+// repeating the write changes nothing.
+func testFinishRecordsProcess(t *testing.T, open Opener) {
+	ctx := context.Background()
+	s := open(t, nil)
+	run := newRun(t, s, "2024-01-01")
+	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "t", Resource: store.FenceResource("orders", "2024-01-01"),
+		Host: "h1", Boot: "b1", Lease: time.Minute, Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Process{Host: "h1", Boot: "b1", PID: 4711, PGID: 4711, Start: 123456789}
+	o := store.Outcome{State: store.AttemptFailed, Class: "exit", ExitCode: 3, ErrorTail: "boom",
+		Ran: &store.Running{Process: want, Lease: time.Minute}}
+	if err := s.FinishAttempt(ctx, a.AttemptRef, o); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetAttempt(ctx, a.AttemptRef)
+	if err != nil || got.State != store.AttemptFailed || got.Process() != want || got.ExitCode != 3 || got.Started.IsZero() ||
+		got.Ended.IsZero() || !got.LeaseExpiry.IsZero() {
+		t.Fatalf("attempt = %+v (process %+v), %v", got, got.Process(), err)
+	}
+	if err := s.FinishAttempt(ctx, a.AttemptRef, o); err != nil {
+		t.Fatalf("the same outcome again: %v", err)
+	}
+	evs, err := s.Events(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		if e.Task == "t" {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	wantKinds := []string{store.EventAttemptStarted, store.EventAttemptRunning, store.EventAttemptFinished}
+	if len(kinds) != len(wantKinds) {
+		t.Fatalf("events of the attempt = %v, want %v", kinds, wantKinds)
+	}
+	for i := range kinds {
+		if kinds[i] != wantKinds[i] {
+			t.Fatalf("events of the attempt = %v, want %v", kinds, wantKinds)
+		}
+	}
+	// A finished attempt is never marked running again, with or without Ran.
+	if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: o.Ran}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("another outcome: %v", err)
+	}
+}

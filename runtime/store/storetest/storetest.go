@@ -42,6 +42,7 @@ func Run(t *testing.T, open Opener) {
 		{"AttemptTransitions", testAttemptTransitions},
 		{"ProcessRecorded", testProcessRecorded},
 		{"ResolveAttempt", testResolveAttempt},
+		{"FinishRecordsProcess", testFinishRecordsProcess},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
