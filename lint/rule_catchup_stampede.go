@@ -100,7 +100,7 @@ func runCatchupStampede(pass *Pass) error {
 // bounded by the busiest pool and never shorter than one run's longest path
 // of task timeouts.
 func estimate(pass *Pass, runs int64) string {
-	plan := pass.Result.Plan
+	plan := pass.Result.PlanOf()
 	if plan == nil {
 		return ""
 	}

@@ -56,7 +56,7 @@ func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options, cfg *c
 	a.spec = p
 	a.diags = ds
 	if p != nil && !hasRule(ds, spec.RuleSyntax) {
-		res, cds := compiler.Compile(p)
+		res, cds := compiler.Check(p)
 		a.result = res
 		a.diags = append(a.diags, cds...)
 		a.diags = append(a.diags, lint.Run(res, src, opts)...)

@@ -29,12 +29,14 @@ type cueDecoder struct {
 	// path is the field path of the value being read, as CUE spells it in
 	// its errors (pipeline.NAME.task.NAME.timeout).
 	path []string
-	// fields is spec.Fields, built once per load.
+	// fields is spec.Fields, built once.
 	fields map[string][]Field
+	// val holds the value being read, reused from field to field.
+	val value
 }
 
 func newCUEDecoder(l *cueLoader, exported bool) *cueDecoder {
-	return &cueDecoder{l: l, exported: exported, fields: Fields()}
+	return &cueDecoder{l: l, exported: exported, fields: fieldTable}
 }
 
 // enter pushes a label onto the path; leave pops it.
@@ -116,10 +118,11 @@ func structFields(e ast.Expr) (fields func(yield func(*ast.Field) bool), n int, 
 	}, len(st.Elts), true
 }
 
-// each calls fn for every field of a struct value, once per label: a field
-// written twice with the same value (which CUE accepts) is read once, from its
-// first declaration, as the attrs record.
-func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name string, f *ast.Field)) {
+// each reads every field of a struct value of the given kind into target
+// (see Field.set), once per label: a field written twice with the same value
+// (which CUE accepts) is read once, from its first declaration, as the attrs
+// record. A nested element goes to nested, when not nil.
+func (d *cueDecoder) each(f *ast.Field, kind string, target any, attrs *Attrs, nested func(name string, g *ast.Field)) {
 	fs, n, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, "a struct")
@@ -136,8 +139,18 @@ func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name 
 		d.enter(name)
 		attrs.Set(name, d.fieldRange(g))
 		before := len(d.l.ds)
-		fn(name, g)
-		if d.l.ds[before:].HasErrors() || (!d.nested(kind, name) && d.l.cueCovers(d.path)) {
+		fd, known := lookupField(kind, name)
+		switch {
+		case !known:
+			d.unknown(g, name, kind)
+		case fd.Nested != "":
+			if nested != nil {
+				nested(name, g)
+			}
+		default:
+			d.field(fd, g, target, attrs)
+		}
+		if d.l.ds[before:].HasErrors() || ((!known || fd.Nested == "") && d.l.cueCovers(d.path)) {
 			// Refused by the decoder or by CUE (at the field or inside its
 			// value); a nested element is judged field by field instead.
 			attrs.Refuse(name)
@@ -151,14 +164,49 @@ func (d *cueDecoder) each(f *ast.Field, kind string, attrs *Attrs, fn func(name 
 	}
 }
 
-// nested reports whether field name of kind holds a nested element.
-func (d *cueDecoder) nested(kind, name string) bool {
-	for _, f := range d.fields[kind] {
-		if f.Name == name {
-			return f.Nested != ""
-		}
+// field reads the value of the plain field fd, written as g, into target.
+func (d *cueDecoder) field(fd *Field, g *ast.Field, target any, attrs *Attrs) {
+	v := &d.val
+	*v = value{}
+	if d.read(fd, g, attrs, v) {
+		fd.set(target, v)
 	}
-	return false
+}
+
+// read reads the value of g, written for field fd, into v as fd.Value says.
+// It reports whether v holds a value to set. Bounds and allowed values are
+// left to CUE (schema/pipeline.cue states them).
+func (d *cueDecoder) read(fd *Field, g *ast.Field, attrs *Attrs, v *value) bool {
+	name := fd.Name
+	ok := true
+	switch fd.Value {
+	case ValString, ValColumn, ValEnum:
+		v.str, ok = d.str(g, name)
+	case ValBool:
+		v.b, ok = d.boolean(g, name)
+	case ValInt:
+		v.n, ok = d.integer(g, name)
+	case ValFloat:
+		v.f, ok = d.number(g, name)
+	case ValDuration:
+		v.dur = d.duration(g, name)
+	case ValTime:
+		v.t = d.timestamp(g, name)
+	case ValRef:
+		v.ref = d.ref(g, name, fd.RefKind)
+		ok = v.ref != nil
+	case ValRefs:
+		v.refs = d.refList(g, name, fd.RefKind)
+	case ValStrings, ValCommand:
+		v.strs, _ = d.strList(g, name)
+	case ValInts:
+		v.ints = d.intList(g, name)
+	case ValInputs:
+		v.inputs = d.inputs(g, name)
+	case ValEnv:
+		v.env = d.env(g, attrs)
+	}
+	return ok
 }
 
 // named calls fn for each named element under a labelled field (the `extract`
@@ -259,54 +307,54 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 		// Size each element list once: a Task is large, and growing a slice of
 		// 10,000 of them by doubling copies each several times.
 		_, n, _ := structFields(g.Value)
-		switch key {
-		case "code_version":
-			if !p.Has(key) {
-				p.Set(key, d.fieldRange(g))
-				p.CodeVersion, _ = d.str(g, key)
-			}
-		case "workers":
+		fd, known := lookupField(KindPipeline, key)
+		switch {
+		case !known:
+			d.unknown(g, key, KindPipeline)
+		case fd.Nested == "":
 			if !p.Has(key) {
 				p.Set(key, d.fieldRange(g))
 				before := len(d.l.ds)
-				p.Workers, _ = d.integer(g, key)
+				d.field(fd, g, p, &p.Attrs)
 				if d.l.ds[before:].HasErrors() || d.l.cueCovers(d.path) {
 					p.Refuse(key)
 				}
 			}
-		case KindSchedule:
-			if !p.Has(key) {
-				p.Set(key, d.fieldRange(g))
-				p.Schedule = d.schedule(g)
-			}
-		case KindRetryBudget:
-			if !p.Has(key) {
-				p.Set(key, d.fieldRange(g))
-				p.RetryBudget = d.retryBudget(g)
-			}
-		case KindPool:
-			p.Pools = slices.Grow(p.Pools, n)
-			d.named(g, KindPool, func(n Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
-		case KindError:
-			p.Errors = slices.Grow(p.Errors, n)
-			d.named(g, KindError, func(n Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
-		case KindRetry:
-			p.Retries = slices.Grow(p.Retries, n)
-			d.named(g, KindRetry, func(n Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
-		case KindTask:
-			p.Tasks = slices.Grow(p.Tasks, n)
-			d.named(g, KindTask, func(n Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
-		case KindCheck:
-			p.Checks = slices.Grow(p.Checks, n)
-			d.named(g, KindCheck, func(n Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
-		case KindSink:
-			p.Sinks = slices.Grow(p.Sinks, n)
-			d.named(g, KindSink, func(n Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
-		case KindPublish:
-			p.Publishes = slices.Grow(p.Publishes, n)
-			d.named(g, KindPublish, func(n Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
 		default:
-			d.unknown(g, key, KindPipeline)
+			// A nested element, or named elements.
+			switch key {
+			case KindSchedule:
+				if !p.Has(key) {
+					p.Set(key, d.fieldRange(g))
+					p.Schedule = d.schedule(g)
+				}
+			case KindRetryBudget:
+				if !p.Has(key) {
+					p.Set(key, d.fieldRange(g))
+					p.RetryBudget = d.retryBudget(g)
+				}
+			case KindPool:
+				p.Pools = slices.Grow(p.Pools, n)
+				d.named(g, KindPool, func(n Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
+			case KindError:
+				p.Errors = slices.Grow(p.Errors, n)
+				d.named(g, KindError, func(n Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
+			case KindRetry:
+				p.Retries = slices.Grow(p.Retries, n)
+				d.named(g, KindRetry, func(n Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
+			case KindTask:
+				p.Tasks = slices.Grow(p.Tasks, n)
+				d.named(g, KindTask, func(n Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
+			case KindCheck:
+				p.Checks = slices.Grow(p.Checks, n)
+				d.named(g, KindCheck, func(n Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
+			case KindSink:
+				p.Sinks = slices.Grow(p.Sinks, n)
+				d.named(g, KindSink, func(n Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
+			case KindPublish:
+				p.Publishes = slices.Grow(p.Publishes, n)
+				d.named(g, KindPublish, func(n Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
+			}
 		}
 		d.leave()
 	}
@@ -341,128 +389,42 @@ func (d *cueDecoder) unknown(f *ast.Field, name, kind string) {
 
 func (d *cueDecoder) schedule(f *ast.Field) *Schedule {
 	s := &Schedule{Range: d.labelRange(f)}
-	d.each(f, KindSchedule, &s.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "every":
-			s.Every = d.duration(g, name)
-		case "start":
-			s.Start = d.timestamp(g, name)
-		case "catchup":
-			s.Catchup, _ = d.boolean(g, name)
-		case "max_active_runs":
-			s.MaxActiveRuns, _ = d.integer(g, name)
-		default:
-			d.unknown(g, name, KindSchedule)
-		}
-	})
+	d.each(f, KindSchedule, s, &s.Attrs, nil)
 	return s
 }
 
 func (d *cueDecoder) retryBudget(f *ast.Field) *RetryBudget {
 	b := &RetryBudget{Range: d.labelRange(f)}
-	d.each(f, KindRetryBudget, &b.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "ratio":
-			b.Ratio, _ = d.number(g, name)
-		case "min":
-			b.Min, _ = d.integer(g, name)
-		default:
-			d.unknown(g, name, KindRetryBudget)
-		}
-	})
+	d.each(f, KindRetryBudget, b, &b.Attrs, nil)
 	return b
 }
 
 func (d *cueDecoder) pool(n Named, f *ast.Field) Pool {
 	p := Pool{Named: n}
-	d.each(f, KindPool, &p.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "slots":
-			p.Slots, _ = d.integer(g, name)
-		default:
-			d.unknown(g, name, KindPool)
-		}
-	})
+	d.each(f, KindPool, &p, &p.Attrs, nil)
 	return p
 }
 
 func (d *cueDecoder) errorClass(n Named, f *ast.Field) ErrorClass {
 	e := ErrorClass{Named: n}
-	d.each(f, KindError, &e.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "exit_codes":
-			e.ExitCodes = d.intList(g, name)
-		case "match":
-			e.Match, _ = d.strList(g, name)
-		case "deterministic":
-			e.Deterministic, _ = d.boolean(g, name)
-		default:
-			d.unknown(g, name, KindError)
-		}
-	})
+	d.each(f, KindError, &e, &e.Attrs, nil)
 	return e
 }
 
 func (d *cueDecoder) retry(n Named, f *ast.Field) RetryPolicy {
 	r := RetryPolicy{Named: n}
-	d.each(f, KindRetry, &r.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "max_attempts":
-			r.MaxAttempts, _ = d.integer(g, name)
-		case "initial":
-			r.Initial = d.duration(g, name)
-		case "multiplier":
-			r.Multiplier, _ = d.number(g, name)
-		case "max_delay":
-			r.MaxDelay = d.duration(g, name)
-		case "jitter":
-			s, _ := d.str(g, name)
-			r.Jitter = Jitter(s)
-		case "max_elapsed":
-			r.MaxElapsed = d.duration(g, name)
-		case "on":
-			r.On = d.refList(g, name, "error class")
-		default:
-			d.unknown(g, name, KindRetry)
-		}
-	})
+	d.each(f, KindRetry, &r, &r.Attrs, nil)
 	return r
 }
 
 func (d *cueDecoder) task(n Named, f *ast.Field) Task {
 	t := Task{Named: n}
-	d.each(f, KindTask, &t.Attrs, func(name string, g *ast.Field) {
+	d.each(f, KindTask, &t, &t.Attrs, func(name string, g *ast.Field) {
 		switch name {
-		case "command":
-			t.Command, _ = d.strList(g, name)
-		case "inputs":
-			t.Inputs = d.inputs(g, name)
-		case "outputs":
-			t.Outputs = d.refList(g, name, "artifact")
-		case "depends_on":
-			t.DependsOn = d.refList(g, name, KindTask)
-		case "env":
-			t.Env = d.env(g, &t.Attrs)
-		case "secret_env":
-			t.SecretEnv = d.refList(g, name, envVarKind)
-		case "effects":
-			t.Effects = d.refList(g, name, "effect")
-		case "idempotent":
-			if b, ok := d.boolean(g, name); ok {
-				t.Idempotent = &b
-			}
-		case "retry":
-			t.Retry = d.ref(g, name, "retry policy")
-		case "pool":
-			t.Pool = d.ref(g, name, KindPool)
-		case "timeout":
-			t.Timeout = d.duration(g, name)
 		case KindHeartbeat:
 			t.Heartbeat = d.heartbeat(g)
 		case KindFailover:
 			t.Failover = d.failover(g)
-		default:
-			d.unknown(g, name, KindTask)
 		}
 	})
 	return t
@@ -470,101 +432,31 @@ func (d *cueDecoder) task(n Named, f *ast.Field) Task {
 
 func (d *cueDecoder) heartbeat(f *ast.Field) *Heartbeat {
 	h := &Heartbeat{Range: d.labelRange(f)}
-	d.each(f, KindHeartbeat, &h.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "every":
-			h.Every = d.duration(g, name)
-		case "lease":
-			h.Lease = d.duration(g, name)
-		default:
-			d.unknown(g, name, KindHeartbeat)
-		}
-	})
+	d.each(f, KindHeartbeat, h, &h.Attrs, nil)
 	return h
 }
 
 func (d *cueDecoder) failover(f *ast.Field) *Failover {
 	o := &Failover{Range: d.labelRange(f)}
-	d.each(f, KindFailover, &o.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "per_worker":
-			o.PerWorker, _ = d.integer(g, name)
-		case "global":
-			o.Global, _ = d.integer(g, name)
-		default:
-			d.unknown(g, name, KindFailover)
-		}
-	})
+	d.each(f, KindFailover, o, &o.Attrs, nil)
 	return o
 }
 
 func (d *cueDecoder) check(n Named, f *ast.Field) Check {
 	c := Check{Named: n}
-	d.each(f, KindCheck, &c.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "input":
-			if r := d.ref(g, name, "artifact"); r != nil {
-				c.Input = *r
-			}
-		case "row_count_min":
-			if v, ok := d.integer(g, name); ok {
-				c.RowCountMin = &v
-			}
-		case "row_count_max":
-			if v, ok := d.integer(g, name); ok {
-				c.RowCountMax = &v
-			}
-		case "unique":
-			c.Unique, _ = d.strList(g, name)
-		case "not_null":
-			c.NotNull, _ = d.strList(g, name)
-		case "columns":
-			c.Columns, _ = d.strList(g, name)
-		case "code_version_column":
-			c.CodeVersionColumn, _ = d.str(g, name)
-		case "command":
-			c.Command, _ = d.strList(g, name)
-		default:
-			d.unknown(g, name, KindCheck)
-		}
-	})
+	d.each(f, KindCheck, &c, &c.Attrs, nil)
 	return c
 }
 
 func (d *cueDecoder) sink(n Named, f *ast.Field) Sink {
 	s := Sink{Named: n}
-	d.each(f, KindSink, &s.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "type":
-			s.Type, _ = d.str(g, name)
-		case "path":
-			s.Path, _ = d.str(g, name)
-		case "fencing":
-			v, _ := d.str(g, name)
-			s.Fencing = Fencing(v)
-		default:
-			d.unknown(g, name, KindSink)
-		}
-	})
+	d.each(f, KindSink, &s, &s.Attrs, nil)
 	return s
 }
 
 func (d *cueDecoder) publish(n Named, f *ast.Field) Publish {
 	p := Publish{Named: n}
-	d.each(f, KindPublish, &p.Attrs, func(name string, g *ast.Field) {
-		switch name {
-		case "artifact":
-			if r := d.ref(g, name, "artifact"); r != nil {
-				p.Artifact = *r
-			}
-		case "sink":
-			if r := d.ref(g, name, KindSink); r != nil {
-				p.Sink = *r
-			}
-		default:
-			d.unknown(g, name, KindPublish)
-		}
-	})
+	d.each(f, KindPublish, &p, &p.Attrs, nil)
 	return p
 }
 

@@ -72,6 +72,8 @@ func loadWhole(filename string, src []byte) (*Pipeline, diag.Diagnostics) {
 type hclLoader struct {
 	file string
 	ds   diag.Diagnostics
+	// val holds the value being read, reused from field to field.
+	val value
 }
 
 // parse runs the hclsyntax parser on src, which starts at position start of the
@@ -226,66 +228,43 @@ func (l *hclLoader) rng(r hcl.Range) diag.Range {
 	}
 }
 
-// Schemas of the grammar (DESIGN.md section 3), read-only. Attribute order
-// here is the order values are decoded in, which keeps decoding
-// deterministic. TestHCLSchemasMatchFields holds them to spec.Fields.
+// Schemas of the grammar (DESIGN.md section 3), read-only, derived from
+// spec.Fields. Attribute order there is the order values are decoded in,
+// which keeps decoding deterministic.
 var (
 	fileSchema = &hcl.BodySchema{
 		Blocks: []hcl.BlockHeaderSchema{{Type: "pipeline", LabelNames: []string{"name"}}},
 	}
-	pipelineSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "code_version"}, {Name: "workers"}},
-		Blocks: []hcl.BlockHeaderSchema{
-			{Type: "schedule"},
-			{Type: "retry_budget"},
-			{Type: "pool", LabelNames: []string{"name"}},
-			{Type: "error", LabelNames: []string{"name"}},
-			{Type: "retry", LabelNames: []string{"name"}},
-			{Type: "task", LabelNames: []string{"name"}},
-			{Type: "check", LabelNames: []string{"name"}},
-			{Type: "sink", LabelNames: []string{"name"}},
-			{Type: "publish", LabelNames: []string{"name"}},
-		},
-	}
-	scheduleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "every"}, {Name: "start"}, {Name: "catchup"}, {Name: "max_active_runs"},
-	}}
-	budgetSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "ratio"}, {Name: "min"},
-	}}
-	poolSchema  = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "slots"}}}
-	errorSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "exit_codes"}, {Name: "match"}, {Name: "deterministic"},
-	}}
-	retrySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "max_attempts"}, {Name: "initial"}, {Name: "multiplier"}, {Name: "max_delay"},
-		{Name: "jitter"}, {Name: "max_elapsed"}, {Name: "on"},
-	}}
-	taskSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{
-			{Name: "command", Required: true}, {Name: "inputs"}, {Name: "outputs"},
-			{Name: "depends_on"}, {Name: "env"}, {Name: "secret_env"}, {Name: "effects"},
-			{Name: "idempotent"}, {Name: "retry"}, {Name: "pool"}, {Name: "timeout"},
-		},
-		Blocks: []hcl.BlockHeaderSchema{{Type: "heartbeat"}, {Type: "failover"}},
-	}
-	heartbeatSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "every", Required: true}, {Name: "lease", Required: true},
-	}}
-	failoverSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "per_worker"}, {Name: "global"},
-	}}
-	checkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "input", Required: true}, {Name: "row_count_min"}, {Name: "row_count_max"},
-		{Name: "unique"}, {Name: "not_null"}, {Name: "columns"}, {Name: "code_version_column"}, {Name: "command"},
-	}}
-	sinkSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "type", Required: true}, {Name: "path", Required: true}, {Name: "fencing"},
-	}}
-	publishSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "artifact", Required: true}, {Name: "sink", Required: true},
-	}}
+	pipelineSchema  = hclSchema(KindPipeline)
+	scheduleSchema  = hclSchema(KindSchedule)
+	budgetSchema    = hclSchema(KindRetryBudget)
+	poolSchema      = hclSchema(KindPool)
+	errorSchema     = hclSchema(KindError)
+	retrySchema     = hclSchema(KindRetry)
+	taskSchema      = hclSchema(KindTask)
+	heartbeatSchema = hclSchema(KindHeartbeat)
+	failoverSchema  = hclSchema(KindFailover)
+	checkSchema     = hclSchema(KindCheck)
+	sinkSchema      = hclSchema(KindSink)
+	publishSchema   = hclSchema(KindPublish)
 )
+
+// hclSchema is the body schema of an element kind: its plain fields are
+// attributes, its nested elements blocks (labelled by name when Labelled).
+func hclSchema(kind string) *hcl.BodySchema {
+	s := &hcl.BodySchema{}
+	for _, f := range fieldTable[kind] {
+		switch {
+		case f.Nested == "":
+			s.Attributes = append(s.Attributes, hcl.AttributeSchema{Name: f.Name, Required: f.Required})
+		case f.Labelled:
+			s.Blocks = append(s.Blocks, hcl.BlockHeaderSchema{Type: f.Name, LabelNames: []string{"name"}})
+		default:
+			s.Blocks = append(s.Blocks, hcl.BlockHeaderSchema{Type: f.Name})
+		}
+	}
+	return s
+}
 
 // blockKinds names each labelled block type in messages.
 var blockKinds = map[string]string{
@@ -347,12 +326,20 @@ func (l *hclLoader) decodeFile(body *hclsyntax.Body, parts []*bodyPart) *Pipelin
 type bodyPart struct {
 	p Pipeline
 	// attrs are the pipeline's own attributes this piece sets, in schema order.
-	attrs     []*hclsyntax.Attribute
+	attrs     []partAttr
 	schedules []*Schedule
 	budgets   []*RetryBudget
 	// unknownAttr is set when the piece sets an attribute the pipeline does
 	// not have (see loadChunked).
 	unknownAttr bool
+}
+
+// partAttr is a pipeline attribute a piece sets, with the value read.
+type partAttr struct {
+	a  *hclsyntax.Attribute
+	f  *Field
+	v  value
+	ok bool
 }
 
 // decodePipelineBody decodes the items of (a piece of) a pipeline body.
@@ -364,14 +351,8 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 			part.unknownAttr = true
 		}
 	}
-	blocks := l.content(body, pipelineSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
-		part.attrs = append(part.attrs, a)
-		switch a.Name {
-		case "code_version":
-			p.CodeVersion, _ = l.str(a.Name, a.Expr)
-		case "workers":
-			p.Workers, _ = l.integer(a.Name, a.Expr, 1, math.MaxInt32)
-		}
+	blocks := l.content(body, pipelineSchema, KindPipeline, p, &p.Attrs, func(a *hclsyntax.Attribute, f *Field, v *value, ok bool) {
+		part.attrs = append(part.attrs, partAttr{a: a, f: f, v: *v, ok: ok})
 	})
 	ntasks := 0
 	for _, b := range blocks {
@@ -389,19 +370,26 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 		case "retry_budget":
 			part.budgets = append(part.budgets, l.budget(b))
 		case "pool":
-			p.Pools = append(p.Pools, l.pool(b))
+			p.Pools = append(p.Pools, Pool{})
+			l.pool(b, &p.Pools[len(p.Pools)-1])
 		case "error":
-			p.Errors = append(p.Errors, l.errorClass(b))
+			p.Errors = append(p.Errors, ErrorClass{})
+			l.errorClass(b, &p.Errors[len(p.Errors)-1])
 		case "retry":
-			p.Retries = append(p.Retries, l.retry(b))
+			p.Retries = append(p.Retries, RetryPolicy{})
+			l.retry(b, &p.Retries[len(p.Retries)-1])
 		case "task":
-			p.Tasks = append(p.Tasks, l.task(b))
+			p.Tasks = append(p.Tasks, Task{})
+			l.task(b, &p.Tasks[len(p.Tasks)-1])
 		case "check":
-			p.Checks = append(p.Checks, l.check(b))
+			p.Checks = append(p.Checks, Check{})
+			l.check(b, &p.Checks[len(p.Checks)-1])
 		case "sink":
-			p.Sinks = append(p.Sinks, l.sink(b))
+			p.Sinks = append(p.Sinks, Sink{})
+			l.sink(b, &p.Sinks[len(p.Sinks)-1])
 		case "publish":
-			p.Publishes = append(p.Publishes, l.publish(b))
+			p.Publishes = append(p.Publishes, Publish{})
+			l.publish(b, &p.Publishes[len(p.Publishes)-1])
 		}
 	}
 	return part
@@ -418,7 +406,7 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 		part := parts[0].p
 		p.Pools, p.Errors, p.Retries, p.Tasks = part.Pools, part.Errors, part.Retries, part.Tasks
 		p.Checks, p.Sinks, p.Publishes = part.Checks, part.Sinks, part.Publishes
-		parts[0].p = Pipeline{Attrs: part.Attrs, CodeVersion: part.CodeVersion, Workers: part.Workers}
+		parts[0].p = Pipeline{Attrs: part.Attrs}
 	} else {
 		n := 0
 		for _, part := range parts {
@@ -429,7 +417,8 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 		}
 	}
 	for _, part := range parts {
-		for _, a := range part.attrs {
+		for _, pa := range part.attrs {
+			a := pa.a
 			if first := set[a.Name]; first != nil {
 				// The parser reports this within one piece; this is the same
 				// finding across pieces.
@@ -437,11 +426,8 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 				continue
 			}
 			set[a.Name] = a
-			switch a.Name {
-			case "code_version":
-				p.CodeVersion = part.p.CodeVersion
-			case "workers":
-				p.Workers = part.p.Workers
+			if pa.ok {
+				pa.f.set(p, &pa.v)
 			}
 			p.Attrs.Set(a.Name, part.p.Attrs.Ranges[a.Name])
 			if part.p.Refused(a.Name) {
@@ -515,15 +501,17 @@ func (l *hclLoader) named(b *hclsyntax.Block) Named {
 	return n
 }
 
-// content applies a schema to a block body and calls set for every attribute
-// written, in schema order, after recording its range in attrs; it returns
-// the nested blocks the schema knows, with the right number of labels.
+// content applies the schema of an element kind to a block body and reads
+// every plain field written, in table order, into target (see Field.set),
+// after recording its range in attrs; after, when not nil, is called with
+// each. It returns the nested blocks the schema knows, with the right number
+// of labels.
 //
 // Findings about the body's shape (unknown or missing arguments, unknown
 // blocks, wrong labels) are hcl's own, from Body.Content. Content allocates
 // several maps per call, so it runs only when a cheap pass over the body has
 // seen something wrong: on a clean body it would report nothing.
-func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, attrs *Attrs, set func(a *hclsyntax.Attribute)) []*hclsyntax.Block {
+func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, kind string, target any, attrs *Attrs, after func(a *hclsyntax.Attribute, f *Field, v *value, ok bool)) []*hclsyntax.Block {
 	clean := true
 	for name := range body.Attributes {
 		if !schemaHasAttr(schema, name) {
@@ -551,14 +539,27 @@ func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, attrs 
 	if attrs.Ranges == nil && len(body.Attributes) > 0 {
 		attrs.Ranges = make(map[string]diag.Range, len(body.Attributes))
 	}
-	for _, s := range schema.Attributes {
-		a := body.Attributes[s.Name]
+	fields := fieldTable[kind]
+	for i := range fields {
+		f := &fields[i]
+		if f.Nested != "" {
+			continue
+		}
+		a := body.Attributes[f.Name]
 		if a == nil {
 			continue
 		}
 		attrs.Set(a.Name, l.rng(a.SrcRange))
 		before := len(l.ds)
-		set(a)
+		v := &l.val
+		*v = value{}
+		ok := l.read(f, a, attrs, v)
+		if ok {
+			f.set(target, v)
+		}
+		if after != nil {
+			after(a, f, v, ok)
+		}
 		if l.ds[before:].HasErrors() {
 			attrs.Refuse(a.Name)
 		}
@@ -596,150 +597,40 @@ func schemaLabels(schema *hcl.BodySchema, typ string) (int, bool) {
 
 func (l *hclLoader) schedule(b *hclsyntax.Block) *Schedule {
 	s := &Schedule{Range: l.rng(b.DefRange())}
-	l.content(b.Body, scheduleSchema, &s.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "every":
-			s.Every, _ = l.duration(a)
-		case "start":
-			if v, ok := l.str(a.Name, a.Expr); ok {
-				t, err := ParseTime(v)
-				if err != nil {
-					l.errorf(a.Expr.Range(), "%s: %v", a.Name, err)
-				}
-				s.Start = t
-			}
-		case "catchup":
-			s.Catchup, _ = l.boolean(a)
-		case "max_active_runs":
-			s.MaxActiveRuns, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
-		}
-	})
+	l.content(b.Body, scheduleSchema, KindSchedule, s, &s.Attrs, nil)
 	return s
 }
 
 func (l *hclLoader) budget(b *hclsyntax.Block) *RetryBudget {
 	rb := &RetryBudget{Range: l.rng(b.DefRange())}
-	l.content(b.Body, budgetSchema, &rb.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "ratio":
-			rb.Ratio, _ = l.float(a)
-		case "min":
-			rb.Min, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
-		}
-	})
+	l.content(b.Body, budgetSchema, KindRetryBudget, rb, &rb.Attrs, nil)
 	return rb
 }
 
-func (l *hclLoader) pool(b *hclsyntax.Block) Pool {
-	p := Pool{Named: l.named(b)}
-	l.content(b.Body, poolSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
-		p.Slots, _ = l.integer(a.Name, a.Expr, 1, math.MaxInt32)
-	})
-	return p
+func (l *hclLoader) pool(b *hclsyntax.Block, p *Pool) {
+	p.Named = l.named(b)
+	l.content(b.Body, poolSchema, KindPool, p, &p.Attrs, nil)
 }
 
-func (l *hclLoader) errorClass(b *hclsyntax.Block) ErrorClass {
-	e := ErrorClass{Named: l.named(b)}
-	l.content(b.Body, errorSchema, &e.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "exit_codes":
-			l.list(a, "numbers", func(el hcl.Expression) {
-				if n, ok := l.integer(a.Name, el, 1, 255); ok {
-					e.ExitCodes = append(e.ExitCodes, n)
-				}
-			})
-		case "match":
-			e.Match = l.strings(a)
-		case "deterministic":
-			e.Deterministic, _ = l.boolean(a)
-		}
-	})
-	return e
+func (l *hclLoader) errorClass(b *hclsyntax.Block, e *ErrorClass) {
+	e.Named = l.named(b)
+	l.content(b.Body, errorSchema, KindError, e, &e.Attrs, nil)
 }
 
-func (l *hclLoader) retry(b *hclsyntax.Block) RetryPolicy {
-	r := RetryPolicy{Named: l.named(b)}
-	l.content(b.Body, retrySchema, &r.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "max_attempts":
-			r.MaxAttempts, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
-		case "initial":
-			r.Initial, _ = l.duration(a)
-		case "multiplier":
-			r.Multiplier, _ = l.float(a)
-		case "max_delay":
-			r.MaxDelay, _ = l.duration(a)
-		case "jitter":
-			if v, ok := l.enum(a, "full", "equal", "none"); ok {
-				r.Jitter = Jitter(v)
-			}
-		case "max_elapsed":
-			r.MaxElapsed, _ = l.duration(a)
-		case "on":
-			r.On = l.refs(a, "error class")
-		}
-	})
-	return r
+func (l *hclLoader) retry(b *hclsyntax.Block, r *RetryPolicy) {
+	r.Named = l.named(b)
+	l.content(b.Body, retrySchema, KindRetry, r, &r.Attrs, nil)
 }
 
-func (l *hclLoader) task(b *hclsyntax.Block) Task {
-	t := Task{Named: l.named(b)}
-	blocks := l.content(b.Body, taskSchema, &t.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "command":
-			t.Command = l.command(a)
-		case "inputs":
-			l.list(a, "strings", func(el hcl.Expression) {
-				s, ok := l.str(a.Name, el)
-				if !ok {
-					return
-				}
-				name, off, err := ParseInput(s)
-				if err != nil {
-					l.errorf(el.Range(), "%v", err)
-					return
-				}
-				t.Inputs = append(t.Inputs, Input{Artifact: name, Offset: off, Range: l.rng(el.Range())})
-			})
-		case "outputs":
-			t.Outputs = l.refs(a, "artifact")
-		case "depends_on":
-			t.DependsOn = l.refs(a, "task")
-		case "env":
-			t.Env = l.env(a, &t.Attrs)
-		case "secret_env":
-			l.list(a, "strings", func(el hcl.Expression) {
-				if s, ok := l.str(a.Name, el); ok && l.envKey(s, el.Range()) {
-					t.SecretEnv = append(t.SecretEnv, Ref{Name: s, Range: l.rng(el.Range())})
-				}
-			})
-		case "effects":
-			t.Effects = l.refs(a, "effect")
-		case "idempotent":
-			if v, ok := l.boolean(a); ok {
-				t.Idempotent = &v
-			}
-		case "retry":
-			t.Retry = l.ref(a, "retry policy")
-		case "pool":
-			t.Pool = l.ref(a, "pool")
-		case "timeout":
-			t.Timeout, _ = l.duration(a)
-		}
-	})
+func (l *hclLoader) task(b *hclsyntax.Block, t *Task) {
+	t.Named = l.named(b)
+	blocks := l.content(b.Body, taskSchema, KindTask, t, &t.Attrs, nil)
 	for _, nb := range blocks {
 		bb := nb.Body
 		switch nb.Type {
 		case "heartbeat":
 			h := &Heartbeat{Range: l.rng(nb.DefRange())}
-			l.content(bb, heartbeatSchema, &h.Attrs, func(a *hclsyntax.Attribute) {
-				switch a.Name {
-				case "every":
-					h.Every, _ = l.duration(a)
-				case "lease":
-					h.Lease, _ = l.duration(a)
-				}
-			})
+			l.content(bb, heartbeatSchema, KindHeartbeat, h, &h.Attrs, nil)
 			if t.Heartbeat != nil {
 				l.errorf(nb.DefRange(), "Duplicate heartbeat block: a task has one heartbeat, and one was already declared at %s", t.Heartbeat.Range)
 				continue
@@ -748,14 +639,7 @@ func (l *hclLoader) task(b *hclsyntax.Block) Task {
 			t.Attrs.Set("heartbeat", h.Range)
 		case "failover":
 			f := &Failover{Range: l.rng(nb.DefRange())}
-			l.content(bb, failoverSchema, &f.Attrs, func(a *hclsyntax.Attribute) {
-				switch a.Name {
-				case "per_worker":
-					f.PerWorker, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
-				case "global":
-					f.Global, _ = l.integer(a.Name, a.Expr, 0, math.MaxInt32)
-				}
-			})
+			l.content(bb, failoverSchema, KindFailover, f, &f.Attrs, nil)
 			if t.Failover != nil {
 				l.errorf(nb.DefRange(), "Duplicate failover block: a task has one failover, and one was already declared at %s", t.Failover.Range)
 				continue
@@ -764,76 +648,90 @@ func (l *hclLoader) task(b *hclsyntax.Block) Task {
 			t.Attrs.Set("failover", f.Range)
 		}
 	}
-	return t
 }
 
-func (l *hclLoader) check(b *hclsyntax.Block) Check {
-	c := Check{Named: l.named(b)}
-	l.content(b.Body, checkSchema, &c.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "input":
-			if r := l.ref(a, "artifact"); r != nil {
-				c.Input = *r
-			}
-		case "row_count_min":
-			if n, ok := l.integer(a.Name, a.Expr, 0, math.MaxInt); ok {
-				c.RowCountMin = &n
-			}
-		case "row_count_max":
-			if n, ok := l.integer(a.Name, a.Expr, 0, math.MaxInt); ok {
-				c.RowCountMax = &n
-			}
-		case "unique":
-			c.Unique = l.strings(a)
-		case "not_null":
-			c.NotNull = l.strings(a)
-		case "columns":
-			c.Columns = l.strings(a)
-		case "code_version_column":
-			if v, ok := l.str(a.Name, a.Expr); ok && v == "" {
-				l.errorf(a.Expr.Range(), "Invalid value for %q: must name a column, got an empty string", a.Name)
-			} else {
-				c.CodeVersionColumn = v
-			}
-		case "command":
-			c.Command = l.command(a)
-		}
-	})
-	return c
+func (l *hclLoader) check(b *hclsyntax.Block, c *Check) {
+	c.Named = l.named(b)
+	l.content(b.Body, checkSchema, KindCheck, c, &c.Attrs, nil)
 }
 
-func (l *hclLoader) sink(b *hclsyntax.Block) Sink {
-	s := Sink{Named: l.named(b)}
-	l.content(b.Body, sinkSchema, &s.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "type":
-			s.Type, _ = l.str(a.Name, a.Expr)
-		case "path":
-			s.Path, _ = l.str(a.Name, a.Expr)
-		case "fencing":
-			if v, ok := l.enum(a, "token", "none"); ok {
-				s.Fencing = Fencing(v)
-			}
-		}
-	})
-	return s
+func (l *hclLoader) sink(b *hclsyntax.Block, s *Sink) {
+	s.Named = l.named(b)
+	l.content(b.Body, sinkSchema, KindSink, s, &s.Attrs, nil)
 }
 
-func (l *hclLoader) publish(b *hclsyntax.Block) Publish {
-	p := Publish{Named: l.named(b)}
-	l.content(b.Body, publishSchema, &p.Attrs, func(a *hclsyntax.Attribute) {
-		switch a.Name {
-		case "artifact":
-			if r := l.ref(a, "artifact"); r != nil {
-				p.Artifact = *r
-			}
-		case "sink":
-			if r := l.ref(a, "sink"); r != nil {
-				p.Sink = *r
-			}
+func (l *hclLoader) publish(b *hclsyntax.Block, p *Publish) {
+	p.Named = l.named(b)
+	l.content(b.Body, publishSchema, KindPublish, p, &p.Attrs, nil)
+}
+
+// read reads the value of attribute a, written for field f, into v as
+// f.Value says, reporting what is wrong with it. It reports whether v holds
+// a value to set.
+func (l *hclLoader) read(f *Field, a *hclsyntax.Attribute, attrs *Attrs, v *value) bool {
+	var ok bool
+	switch f.Value {
+	case ValString:
+		v.str, ok = l.str(a.Name, a.Expr)
+	case ValColumn:
+		v.str, ok = l.str(a.Name, a.Expr)
+		if ok && v.str == "" {
+			l.errorf(a.Expr.Range(), "Invalid value for %q: must name a column, got an empty string", a.Name)
+			return false
 		}
-	})
-	return p
+	case ValBool:
+		v.b, ok = l.boolean(a)
+	case ValInt:
+		v.n, ok = l.integer(a.Name, a.Expr, f.Min, f.Max)
+	case ValFloat:
+		v.f, ok = l.float(a)
+	case ValDuration:
+		v.dur, ok = l.duration(a)
+	case ValTime:
+		var s string
+		if s, ok = l.str(a.Name, a.Expr); ok {
+			t, err := ParseTime(s)
+			if err != nil {
+				l.errorf(a.Expr.Range(), "%s: %v", a.Name, err)
+			}
+			v.t = t
+		}
+	case ValEnum:
+		v.str, ok = l.enum(a, f.Enum...)
+	case ValRef:
+		v.ref = l.ref(a, f.RefKind)
+		ok = v.ref != nil
+	case ValRefs:
+		v.refs, ok = l.refs(a, f.RefKind), true
+	case ValStrings:
+		v.strs, ok = l.strings(a), true
+	case ValCommand:
+		v.strs, ok = l.command(a), true
+	case ValInts:
+		l.list(a, "numbers", func(el hcl.Expression) {
+			if n, ok := l.integer(a.Name, el, f.Min, f.Max); ok {
+				v.ints = append(v.ints, n)
+			}
+		})
+		ok = true
+	case ValInputs:
+		l.list(a, "strings", func(el hcl.Expression) {
+			s, ok := l.str(a.Name, el)
+			if !ok {
+				return
+			}
+			name, off, err := ParseInput(s)
+			if err != nil {
+				l.errorf(el.Range(), "%v", err)
+				return
+			}
+			v.inputs = append(v.inputs, Input{Artifact: name, Offset: off, Range: l.rng(el.Range())})
+		})
+		ok = true
+	case ValEnv:
+		v.env, ok = l.env(a, attrs), true
+	}
+	return ok
 }
 
 // ---- values ----
@@ -1177,7 +1075,11 @@ func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
 	if !ok {
 		return nil
 	}
-	if !ValidName(s) {
+	if kind == envVarKind {
+		if !l.envKey(s, e.Range()) {
+			return nil
+		}
+	} else if !ValidName(s) {
 		l.errorf(e.Range(), "%s", NameError(kind, s))
 		return nil
 	}

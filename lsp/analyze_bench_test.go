@@ -1,0 +1,35 @@
+package lsp
+
+import (
+	"os"
+	"testing"
+
+	"github.com/pipec/pipec/config"
+	"github.com/pipec/pipec/lint"
+	"github.com/pipec/pipec/spec"
+)
+
+// BenchmarkAnalyze measures one analysis in process, the work between a
+// change and its diagnostics without the protocol, so a CPU profile shows
+// where it goes:
+//
+//	PIPEC_BENCH_SPEC=DIR/pipeline.hcl go test -run x -bench Analyze -cpuprofile cpu.out ./lsp/
+func BenchmarkAnalyze(b *testing.B) {
+	path := os.Getenv("PIPEC_BENCH_SPEC")
+	if path == "" {
+		path = "../examples/orders/pipeline.hcl"
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		b.Skip(err)
+	}
+	syn, ok := spec.SyntaxOf(path)
+	if !ok {
+		b.Skipf("%s: not a spec file", path)
+	}
+	for b.Loop() {
+		if a := analyze(path, syn, src, lint.Options{}, &config.Config{}); !a.pipeline {
+			b.Fatal("not analysed as a pipeline")
+		}
+	}
+}
