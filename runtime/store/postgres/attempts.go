@@ -62,11 +62,30 @@ func (s *Store) granting(ctx context.Context, fn func(epoch int64) error) error 
 			return err
 		}
 		err = fn(e)
-		if !errors.Is(err, errNewEpoch) || try >= 3 {
+		if !errors.Is(err, errNewEpoch) || try >= 8 {
 			return err
+		}
+		// A grant is refused when the epoch was taken back by a crash, when
+		// its tokens ran out, or when the statement's snapshot saw an older
+		// newest epoch than the token another handle had just granted under
+		// an epoch recorded meanwhile (the row lock makes the UPSERT see that
+		// newer token). The last is a race a fresh statement under the same
+		// epoch settles, so the first retry keeps a live epoch; only a retry
+		// refused again records a new one (several handles renewing epochs
+		// at once could otherwise invalidate each other's grants in turn).
+		if try%2 == 0 && s.epochAlive(ctx, e) {
+			continue
 		}
 		s.dropEpoch(e)
 	}
+}
+
+// epochAlive reports whether epoch e is still marked alive (no crash took
+// it back since it was recorded).
+func (s *Store) epochAlive(ctx context.Context, e int64) bool {
+	var alive bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $1)`, e).Scan(&alive)
+	return err == nil && alive
 }
 
 // grantSQL is the grant of the next token of resource $1 under epoch $2, as
