@@ -15,20 +15,7 @@ import (
 )
 
 // definitions maps an element kind to its definition in pipeline.cue.
-var definitions = map[string]string{
-	spec.KindPipeline:    "#Pipeline",
-	spec.KindSchedule:    "#Schedule",
-	spec.KindRetryBudget: "#RetryBudget",
-	spec.KindPool:        "#Pool",
-	spec.KindError:       "#ErrorClass",
-	spec.KindRetry:       "#RetryPolicy",
-	spec.KindTask:        "#Task",
-	spec.KindHeartbeat:   "#Heartbeat",
-	spec.KindFailover:    "#Failover",
-	spec.KindCheck:       "#Check",
-	spec.KindSink:        "#Sink",
-	spec.KindPublish:     "#Publish",
-}
+var definitions = spec.SchemaDefinitions()
 
 // schemaDocs is what pipeline.cue says about each element and field: the
 // text a hover on a field shows, so the editor and `cue vet` read one source.

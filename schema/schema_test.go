@@ -14,20 +14,7 @@ import (
 
 // definitions maps each element kind of spec.Fields to its definition in
 // pipeline.cue.
-var definitions = map[string]string{
-	spec.KindPipeline:    "#Pipeline",
-	spec.KindSchedule:    "#Schedule",
-	spec.KindRetryBudget: "#RetryBudget",
-	spec.KindPool:        "#Pool",
-	spec.KindError:       "#ErrorClass",
-	spec.KindRetry:       "#RetryPolicy",
-	spec.KindTask:        "#Task",
-	spec.KindHeartbeat:   "#Heartbeat",
-	spec.KindFailover:    "#Failover",
-	spec.KindCheck:       "#Check",
-	spec.KindSink:        "#Sink",
-	spec.KindPublish:     "#Publish",
-}
+var definitions = spec.SchemaDefinitions()
 
 // schemaField is a field as pipeline.cue declares it.
 type schemaField struct {

@@ -220,3 +220,23 @@ func Fields() map[string][]Field {
 		},
 	}
 }
+
+// SchemaDefinitions maps each element kind to the definition that declares it
+// in schema/pipeline.cue, for code that reads the schema by kind (the
+// language server's hover, the schema test). A fresh map on each call.
+func SchemaDefinitions() map[string]string {
+	return map[string]string{
+		KindPipeline:    "#Pipeline",
+		KindSchedule:    "#Schedule",
+		KindRetryBudget: "#RetryBudget",
+		KindPool:        "#Pool",
+		KindError:       "#ErrorClass",
+		KindRetry:       "#RetryPolicy",
+		KindTask:        "#Task",
+		KindHeartbeat:   "#Heartbeat",
+		KindFailover:    "#Failover",
+		KindCheck:       "#Check",
+		KindSink:        "#Sink",
+		KindPublish:     "#Publish",
+	}
+}
