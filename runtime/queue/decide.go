@@ -172,7 +172,7 @@ type Note struct {
 // Spread values: how the task whose failure spreads ended.
 const (
 	SpreadFailed = "failed"
-	SpreadNotRun = "not run"
+	SpreadNotRun = "was not run"
 )
 
 // Change is what the end of a visit (or the expiry of its claim) does to

@@ -46,7 +46,7 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 		}
 		for _, w := range rows {
 			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits) VALUES ($1, $2, $3, $4, $5, $6)`,
-				r.ID, w.Task, w.State, w.WaitingOn, mustJSON(w.Dependents), mustJSON(w.Limits)); err != nil {
+				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits)); err != nil {
 				return err
 			}
 		}
@@ -59,14 +59,6 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 		return store.Run{}, fmt.Errorf("submit: %w", err)
 	}
 	return r, nil
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only called with plain data
-	}
-	return string(b)
 }
 
 // Register implements queue.Queue.
@@ -150,20 +142,6 @@ func liveWorkers(ctx context.Context, tx pgx.Tx) ([]string, error) {
 	})
 }
 
-// decodeWork reads a row of work's JSON columns into w.
-func decodeWork(w *queue.Work, limits, st, deps string) error {
-	if err := json.Unmarshal([]byte(limits), &w.Limits); err != nil {
-		return fmt.Errorf("work %s %s: limits: %w", w.Run, w.Task, err)
-	}
-	if err := json.Unmarshal([]byte(st), &w.Failover); err != nil {
-		return fmt.Errorf("work %s %s: failover state: %w", w.Run, w.Task, err)
-	}
-	if err := json.Unmarshal([]byte(deps), &w.Dependents); err != nil {
-		return fmt.Errorf("work %s %s: dependents: %w", w.Run, w.Task, err)
-	}
-	return nil
-}
-
 // lockSubmission serializes the decisions that finish tasks of one run, so
 // the last one to finish sees every other and finishes the run.
 func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
@@ -198,7 +176,7 @@ ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOC
 			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &live); err != nil {
 				return w, err
 			}
-			return w, decodeWork(&w, limits, st, deps)
+			return w, queue.DecodeWork(&w, limits, st, deps)
 		})
 		if err != nil || len(cands) == 0 {
 			return err
@@ -213,14 +191,14 @@ ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOC
 			if err := tx.QueryRow(ctx, `UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
 	claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
 RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2)`,
-				c.Run, c.Task, worker, mustJSON(c.Failover), micros(lease)).Scan(&cl.AttemptBase); err != nil {
+				c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease)).Scan(&cl.AttemptBase); err != nil {
 				return err
 			}
 			// The run waits no more (a data-modifying CTE always runs), and
 			// the claim is logged, in one statement.
 			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND waiting <> '')
 INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
-				c.Run, queue.EventWorkClaimed, c.Task, mustJSON(queue.ClaimedPayload(c, worker, live))); err != nil {
+				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker, live))); err != nil {
 				return err
 			}
 			out = cl
@@ -259,7 +237,7 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 		if err != nil {
 			return err
 		}
-		if err := decodeWork(&w, limits, st, deps); err != nil {
+		if err := queue.DecodeWork(&w, limits, st, deps); err != nil {
 			return err
 		}
 		c, err := queue.Finished(&w, worker, r)
@@ -280,7 +258,7 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 	WHERE run = $1 AND task = ANY($3) RETURNING state
 )
 SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+workChannel+`', '') END FROM deps`,
-				ref.Run, ref.Task, w.Dependents, mustJSON(w.Failover), c.Notes[0].Kind, mustJSON(c.Notes[0].Payload), c.State); err != nil {
+				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State); err != nil {
 				return err
 			}
 			if len(w.Dependents) > 0 {
@@ -306,7 +284,7 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+w
 // row, its events, and the spread of its failure.
 func applyChange(ctx context.Context, tx pgx.Tx, w *queue.Work, c queue.Change) error {
 	if _, err := tx.Exec(ctx, `UPDATE work SET state = $3, failover = $4, reason = $5, worker = CASE WHEN $3 = 'ready' THEN '' ELSE worker END,
-	claim_expiry = NULL WHERE run = $1 AND task = $2`, w.Run, w.Task, c.State, mustJSON(w.Failover), c.Reason); err != nil {
+	claim_expiry = NULL WHERE run = $1 AND task = $2`, w.Run, w.Task, c.State, queue.JSON(w.Failover), c.Reason); err != nil {
 		return err
 	}
 	for _, n := range c.Notes {
@@ -378,7 +356,7 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Worker); err != nil {
 				return w, err
 			}
-			return w, decodeWork(&w, limits, st, deps)
+			return w, queue.DecodeWork(&w, limits, st, deps)
 		})
 		if err != nil {
 			return err
@@ -407,9 +385,20 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 	return n, nil
 }
 
-// Workers implements queue.Queue.
+// Workers implements queue.Queue. It reads in a transaction, so that a
+// test's clock (pipec.now) judges liveness as it does everywhere else.
 func (s *Store) Workers(ctx context.Context) ([]queue.WorkerRow, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, host, pid, slots, labels, state, started, last_seen, expiry > pipec_now(),
+	var ws []queue.WorkerRow
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		ws, err = workers(ctx, tx)
+		return err
+	})
+	return ws, err
+}
+
+func workers(ctx context.Context, q queryer) ([]queue.WorkerRow, error) {
+	rows, err := q.Query(ctx, `SELECT name, host, pid, slots, labels, state, started, last_seen, expiry > pipec_now(),
 	(EXTRACT(EPOCH FROM pipec_now() - last_seen) * 1000000)::bigint
 FROM workers ORDER BY name COLLATE "C"`)
 	if err != nil {
@@ -432,7 +421,7 @@ FROM workers ORDER BY name COLLATE "C"`)
 	if err != nil {
 		return nil, err
 	}
-	wrows, err := s.pool.Query(ctx, `SELECT w.run, w.task, w.state, w.worker, w.limits, w.failover FROM work w JOIN runs r ON r.id = w.run
+	wrows, err := q.Query(ctx, `SELECT w.run, w.task, w.state, w.worker, w.limits, w.failover FROM work w JOIN runs r ON r.id = w.run
 WHERE r.state = 'running' ORDER BY w.run COLLATE "C", w.task COLLATE "C"`)
 	if err != nil {
 		return nil, err
@@ -443,10 +432,7 @@ WHERE r.state = 'running' ORDER BY w.run COLLATE "C", w.task COLLATE "C"`)
 		if err := r.Scan(&x.Run, &x.Task, &x.State, &x.Worker, &limits, &st); err != nil {
 			return x, err
 		}
-		if err := json.Unmarshal([]byte(limits), &x.Limits); err != nil {
-			return x, err
-		}
-		return x, json.Unmarshal([]byte(st), &x.Failover)
+		return x, queue.DecodeStatus(&x.TaskStatus, limits, st)
 	})
 	if err != nil {
 		return nil, err
@@ -490,10 +476,7 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 		if err := r.Scan(&t.Task, &t.State, &t.Worker, &t.Reason, &limits, &st); err != nil {
 			return t, err
 		}
-		if err := json.Unmarshal([]byte(limits), &t.Limits); err != nil {
-			return t, err
-		}
-		return t, json.Unmarshal([]byte(st), &t.Failover)
+		return t, queue.DecodeStatus(&t, limits, st)
 	})
 	return rs, err
 }
