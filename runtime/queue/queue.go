@@ -12,6 +12,10 @@ package queue
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/pipec/pipec/internal/failover"
@@ -56,6 +60,10 @@ type Task struct {
 	Name   string
 	Needs  []string
 	Limits failover.Limits
+	// Labels are the worker labels the task requires (the plan's, sorted):
+	// only a worker whose WorkerInfo.Labels include all of them may claim
+	// it, and the failover model reasons over those workers alone.
+	Labels []string
 }
 
 // Submission hands a run to the workers.
@@ -169,3 +177,56 @@ type Queue interface {
 	// closed when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)
 }
+
+// Eligible reports whether a worker offering offered may run a task that
+// requires required: every required label is offered. A task without labels
+// runs anywhere. Each store filters claims by the same rule (PostgreSQL in
+// SQL: task labels <@ worker labels).
+func Eligible(required, offered []string) bool {
+	for _, l := range required {
+		if !slices.Contains(offered, l) {
+			return false
+		}
+	}
+	return true
+}
+
+// NormalLabels is labels sorted, without duplicates or empty strings, never
+// nil: the form stores keep and compare.
+func NormalLabels(labels []string) []string {
+	out := make([]string, 0, len(labels))
+	for _, l := range labels {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// WaitingMessage is what a run says while its task waits for a worker
+// (RunStatus.Waiting, the run.waiting event, pipec submit --wait), the same
+// for every store: "task extract: waiting for a worker: global count 3 of 4";
+// with labels, "task extract: waiting for a worker with labels spark: global
+// count 3 of 4"; and when no live worker offers the labels at all (noneLive),
+// "task extract: waiting for a worker with labels spark (none is live)".
+func WaitingMessage(task string, labels []string, l failover.Limits, st *failover.State, noneLive bool) string {
+	with := ""
+	if len(labels) > 0 {
+		with = " with labels " + strings.Join(labels, ",")
+	}
+	if noneLive {
+		return fmt.Sprintf("task %s: waiting for a worker%s (none is live)", task, with)
+	}
+	global := fmt.Sprintf("%d of %d", st.Failovers, l.Global)
+	if l.Global == failover.NoLimit {
+		global = fmt.Sprintf("%d, unlimited", st.Failovers)
+	}
+	return fmt.Sprintf("task %s: waiting for a worker%s: global count %s", task, with, global)
+}
+
+// WaitingPrefix is how every WaitingMessage of task begins: a store replaces
+// a run's waiting message only by one about the same task (or when it has
+// none), so workers seeing different waiting tasks do not overwrite each
+// other's in turn.
+func WaitingPrefix(task string) string { return "task " + task + ": " }
