@@ -12,10 +12,8 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/pipec/pipec/internal/failover"
@@ -61,7 +59,8 @@ type Task struct {
 	Needs  []string
 	Limits failover.Limits
 	// Labels are the worker labels the task requires (the plan's, sorted):
-	// only a worker whose WorkerInfo.Labels include all of them may claim
+	// only a worker whose WorkerInfo.Labels include all of them
+	// (failover.Eligible) may claim
 	// it, and the failover model reasons over those workers alone.
 	Labels []string
 }
@@ -178,19 +177,6 @@ type Queue interface {
 	Wakeups(ctx context.Context) (<-chan struct{}, error)
 }
 
-// Eligible reports whether a worker offering offered may run a task that
-// requires required: every required label is offered. A task without labels
-// runs anywhere. Each store filters claims by the same rule (PostgreSQL in
-// SQL: task labels <@ worker labels).
-func Eligible(required, offered []string) bool {
-	for _, l := range required {
-		if !slices.Contains(offered, l) {
-			return false
-		}
-	}
-	return true
-}
-
 // NormalLabels is labels sorted, without duplicates or empty strings, never
 // nil: the form stores keep and compare.
 func NormalLabels(labels []string) []string {
@@ -206,23 +192,12 @@ func NormalLabels(labels []string) []string {
 
 // WaitingMessage is what a run says while its task waits for a worker
 // (RunStatus.Waiting, the run.waiting event, pipec submit --wait), the same
-// for every store: "task extract: waiting for a worker: global count 3 of 4";
-// with labels, "task extract: waiting for a worker with labels spark: global
-// count 3 of 4"; and when no live worker offers the labels at all (noneLive),
-// "task extract: waiting for a worker with labels spark (none is live)".
+// for every store and for pipec simulate (failover.WaitingFor): "task
+// extract: waiting for a worker with labels spark: global count 3 of 4", or
+// "task extract: waiting for a worker with labels spark (none is live)" when
+// no live worker offers the labels (noneLive).
 func WaitingMessage(task string, labels []string, l failover.Limits, st *failover.State, noneLive bool) string {
-	with := ""
-	if len(labels) > 0 {
-		with = " with labels " + strings.Join(labels, ",")
-	}
-	if noneLive {
-		return fmt.Sprintf("task %s: waiting for a worker%s (none is live)", task, with)
-	}
-	global := fmt.Sprintf("%d of %d", st.Failovers, l.Global)
-	if l.Global == failover.NoLimit {
-		global = fmt.Sprintf("%d, unlimited", st.Failovers)
-	}
-	return fmt.Sprintf("task %s: waiting for a worker%s: global count %s", task, with, global)
+	return WaitingPrefix(task) + failover.WaitingFor(labels, l, st, noneLive)
 }
 
 // WaitingPrefix is how every WaitingMessage of task begins: a store replaces
