@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/runtime/store"
@@ -44,6 +45,8 @@ type NewWork struct {
 	// Dependents are the tasks that need it, sorted.
 	Dependents []string
 	Limits     failover.Limits
+	// Labels are the worker labels it requires (NormalLabels).
+	Labels []string
 }
 
 // Plan checks a submission's DAG and returns each task's first row, in the
@@ -80,7 +83,8 @@ func Plan(sub Submission) ([]NewWork, error) {
 		if len(t.Needs) == 0 {
 			state = WorkReady
 		}
-		out[i] = NewWork{Task: t.Name, State: state, WaitingOn: len(t.Needs), Dependents: deps, Limits: t.Limits}
+		out[i] = NewWork{Task: t.Name, State: state, WaitingOn: len(t.Needs), Dependents: deps, Limits: t.Limits,
+			Labels: NormalLabels(t.Labels)}
 	}
 	return out, nil
 }
@@ -93,11 +97,18 @@ type Work struct {
 	Dependents []string
 	// Worker holds the claim (a claimed task).
 	Worker string
+	// Labels are the worker labels the task requires (sorted).
+	Labels []string
+	// Live are, for a claim, the live workers that offer the task's labels
+	// (failover.Eligible), by name: the workers the failover model reasons
+	// over for this task.
+	Live []string
 }
 
-// Waiting is what one run waits for.
+// Waiting is what one run waits for: Message (WaitingMessage) is about
+// Task.
 type Waiting struct {
-	Run, Message string
+	Run, Task, Message string
 }
 
 // Pick is what a claim decided.
@@ -105,62 +116,77 @@ type Pick struct {
 	// Chosen indexes the candidate to claim (its Failover already stepped
 	// by the start), -1 for none.
 	Chosen int
-	// Waiting lists, by run, what the runs of the other candidates wait
-	// for: a task no live worker may start. A run a task was claimed of
-	// waits for nothing and is left out.
+	// Waiting lists, by run, what runs wait for: the first task (of the
+	// candidates before the chosen one) that none of its live workers may
+	// start, or, after Unserved, a labelled task no live worker offers the
+	// labels of. A store sets a run's message only when it has none or one
+	// about the same task (WaitingPrefix), and clears it on a claim of that
+	// task.
 	Waiting []Waiting
 }
 
 // Choose picks, among ready candidates in the order the store reads them
-// (by run, then task), the first the failover model lets worker start, live
-// being the live workers by name. A worker not live itself (stopping, or its
-// heartbeat lapsed) claims nothing.
-func Choose(cands []Work, worker string, live []string) (Pick, error) {
+// (by run, then task), the first the failover model lets worker start among
+// the candidate's Live workers. A candidate whose Live lacks worker (it does
+// not offer the task's labels, or is not live itself: stopping, or its
+// heartbeat lapsed) is passed over.
+func Choose(cands []Work, worker string) (Pick, error) {
 	p := Pick{Chosen: -1}
-	if !slices.Contains(live, worker) {
-		return p, nil
-	}
-	waiting := map[string]string{}
 	for i := range cands {
 		c := &cands[i]
-		if !c.Failover.CanStart(c.Limits, worker, live) {
-			if c.Failover.Waiting(c.Limits, live) && waiting[c.Run] == "" {
-				waiting[c.Run] = WaitingMessage(c.Task, c.Limits, &c.Failover)
+		if !slices.Contains(c.Live, worker) {
+			continue
+		}
+		if !c.Failover.CanStart(c.Limits, worker, c.Live) {
+			if c.Failover.Waiting(c.Limits, c.Live) {
+				p.wait(c.Run, c.Task, WaitingMessage(c.Task, c.Labels, c.Limits, &c.Failover, false))
 			}
 			continue
 		}
-		if err := c.Failover.Start(c.Limits, worker, live); err != nil {
+		if err := c.Failover.Start(c.Limits, worker, c.Live); err != nil {
 			return p, err
 		}
 		p.Chosen = i
 		break
 	}
-	runs := make([]string, 0, len(waiting))
-	for run := range waiting {
-		if p.Chosen < 0 || cands[p.Chosen].Run != run {
-			runs = append(runs, run)
-		}
-	}
-	sort.Strings(runs)
-	for _, run := range runs {
-		p.Waiting = append(p.Waiting, Waiting{Run: run, Message: waiting[run]})
-	}
 	return p, nil
 }
 
-// ClaimedPayload is the work.claimed event of a claim Choose decided.
-func ClaimedPayload(c *Work, worker string, live []string) map[string]any {
-	return map[string]any{"worker": worker, "start": c.Failover.Starts, "counts": c.Failover.Describe(c.Limits, live)}
+// Unserved adds to a claim that chose nothing, for runs not waiting yet,
+// the ready labelled tasks that no live worker offers the labels of (their
+// Live empty): "waiting for a worker with labels spark (none is live)".
+func (p *Pick) Unserved(ready []Work) {
+	for i := range ready {
+		if c := &ready[i]; len(c.Labels) > 0 && len(c.Live) == 0 {
+			p.wait(c.Run, c.Task, WaitingMessage(c.Task, c.Labels, failover.Limits{}, nil, true))
+		}
+	}
 }
 
-// WaitingMessage is what a run says while its task waits for a worker:
-// "task extract: waiting for a worker: global count 3 of 4".
-func WaitingMessage(task string, l failover.Limits, s *failover.State) string {
-	count := fmt.Sprintf("%d of %d", s.Failovers, l.Global)
-	if l.Global == failover.NoLimit {
-		count = fmt.Sprintf("%d, unlimited", s.Failovers)
+// wait records the run's first waiting task, keeping Waiting sorted by run.
+func (p *Pick) wait(run, task, msg string) {
+	i, found := slices.BinarySearchFunc(p.Waiting, run, func(w Waiting, run string) int { return strings.Compare(w.Run, run) })
+	if !found {
+		p.Waiting = slices.Insert(p.Waiting, i, Waiting{Run: run, Task: task, Message: msg})
 	}
-	return fmt.Sprintf("task %s: waiting for a worker: global count %s", task, count)
+}
+
+// ClaimedPayload is the work.claimed event of a claim Choose decided.
+func ClaimedPayload(c *Work, worker string) map[string]any {
+	return map[string]any{"worker": worker, "start": c.Failover.Starts, "counts": c.Failover.Describe(c.Limits, c.Live)}
+}
+
+// EligibleLive returns, by name, the live workers that offer the labels a
+// task requires (failover.Eligible): a store that reads the live workers
+// with their labels fills Work.Live with it.
+func EligibleLive(required []string, live []WorkerInfo) []string {
+	out := []string{}
+	for _, w := range live {
+		if failover.Eligible(required, w.Labels) {
+			out = append(out, w.Name)
+		}
+	}
+	return out
 }
 
 // Note is an event to record in the task's run.

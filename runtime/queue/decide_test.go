@@ -13,7 +13,7 @@ import (
 func TestPlan(t *testing.T) {
 	l := failover.Limits{Attempts: 1, Global: failover.NoLimit, NoFailover: true}
 	rows, err := Plan(Submission{Tasks: []Task{
-		{Name: "load", Needs: []string{"clean", "extract"}, Limits: l},
+		{Name: "load", Needs: []string{"clean", "extract"}, Limits: l, Labels: []string{"spark", "gpu", "spark"}},
 		{Name: "extract", Limits: l},
 		{Name: "clean", Needs: []string{"extract"}, Limits: l},
 	}})
@@ -21,9 +21,9 @@ func TestPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []NewWork{
-		{Task: "load", State: WorkBlocked, WaitingOn: 2, Dependents: []string{}, Limits: l},
-		{Task: "extract", State: WorkReady, Dependents: []string{"clean", "load"}, Limits: l},
-		{Task: "clean", State: WorkBlocked, WaitingOn: 1, Dependents: []string{"load"}, Limits: l},
+		{Task: "load", State: WorkBlocked, WaitingOn: 2, Dependents: []string{}, Limits: l, Labels: []string{"gpu", "spark"}},
+		{Task: "extract", State: WorkReady, Dependents: []string{"clean", "load"}, Limits: l, Labels: []string{}},
+		{Task: "clean", State: WorkBlocked, WaitingOn: 1, Dependents: []string{"load"}, Limits: l, Labels: []string{}},
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Fatalf("Plan (-want +got):\n%s", diff)
@@ -46,14 +46,14 @@ func TestPlan(t *testing.T) {
 // after four failed visits no live worker may start the task.
 func TestChooseWaitsThenJoined(t *testing.T) {
 	l := failover.Limits{Attempts: 1, PerWorker: 2, Global: 4}
-	w := Work{Ref: Ref{Run: "r1", Task: "extract"}, Limits: l}
 	live := []string{"w1", "w2"}
+	w := Work{Ref: Ref{Run: "r1", Task: "extract"}, Limits: l, Live: live}
 	var starts []string
 	for len(starts) < 10 {
 		var worker string
 		for _, cand := range live {
 			cands := []Work{w}
-			p, err := Choose(cands, cand, live)
+			p, err := Choose(cands, cand)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,22 +79,23 @@ func TestChooseWaitsThenJoined(t *testing.T) {
 	if got := strings.Join(starts, " "); got != "w1 w2 w1 w2" {
 		t.Fatalf("starts %q, want w1 w2 w1 w2", got)
 	}
-	p, err := Choose([]Work{w, {Ref: Ref{Run: "r2", Task: "x"}, Limits: l}}, "w1", live)
+	p, err := Choose([]Work{w, {Ref: Ref{Run: "r2", Task: "x"}, Limits: l, Live: live}}, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Waiting{{Run: "r1", Message: "task extract: waiting for a worker: global count 3 of 4"}}
+	want := []Waiting{{Run: "r1", Task: "extract", Message: "task extract: waiting for a worker: global count 3 of 4"}}
 	if p.Chosen != 1 || !cmp.Equal(p.Waiting, want) {
 		t.Fatalf("Choose = %+v, want r2's task chosen and r1 waiting: %+v", p, want)
 	}
-	// A worker not live claims nothing and judges nothing.
-	if p, _ := Choose([]Work{w}, "w9", live); p.Chosen != -1 || p.Waiting != nil {
+	// A worker not live (or not offering the labels) claims nothing and
+	// judges nothing.
+	if p, _ := Choose([]Work{w}, "w9"); p.Chosen != -1 || p.Waiting != nil {
 		t.Fatalf("a worker not live: %+v", p)
 	}
 	// w3 joins: one more start there, then the fifth failover stops it.
-	live = append(live, "w3")
+	w.Live = append(live, "w3")
 	cands := []Work{w}
-	if p, _ = Choose(cands, "w3", live); p.Chosen != 0 {
+	if p, _ = Choose(cands, "w3"); p.Chosen != 0 {
 		t.Fatalf("w3 may not start the waiting task: %+v", p)
 	}
 	w = cands[0]
@@ -106,7 +107,7 @@ func TestChooseWaitsThenJoined(t *testing.T) {
 
 func TestHandedBackCountsNowhere(t *testing.T) {
 	l := failover.Limits{Attempts: 1, PerWorker: 1, Global: 0}
-	w := Work{Ref: Ref{Run: "r", Task: "t"}, Limits: l}
+	w := Work{Ref: Ref{Run: "r", Task: "t"}, Limits: l, Live: []string{"w2"}}
 	if err := w.Failover.Start(l, "w1", []string{"w1", "w2"}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestHandedBackCountsNowhere(t *testing.T) {
 	if c.State != WorkReady || w.Failover.Starts != 0 || w.Failover.Failovers != 0 || len(w.Failover.Visits) != 0 {
 		t.Fatalf("handed back: %+v, state %+v", c, w.Failover)
 	}
-	if p, _ := Choose([]Work{w}, "w2", []string{"w2"}); p.Chosen != 0 {
+	if p, _ := Choose([]Work{w}, "w2"); p.Chosen != 0 {
 		t.Fatal("w2 may not take a handed-back task with global = 0")
 	}
 }
@@ -136,6 +137,34 @@ func TestExpired(t *testing.T) {
 		t.Fatalf("Expired = %+v (%v), state %+v", c, kinds, w.Failover)
 	}
 }
+
+// Labels: a worker outside a candidate's Live is passed over; a labelled
+// task no live worker offers the labels of waits, "none is live".
+func TestChooseLabels(t *testing.T) {
+	live := []WorkerInfo{{Name: "w1"}, {Name: "w2", Labels: []string{"gpu", "spark"}}}
+	spark := Work{Ref: Ref{Run: "r1", Task: "aggregate"}, Limits: once, Labels: []string{"spark"}}
+	spark.Live = EligibleLive(spark.Labels, live)
+	plain := Work{Ref: Ref{Run: "r1", Task: "extract"}, Limits: once, Live: EligibleLive(nil, live)}
+	if !cmp.Equal(spark.Live, []string{"w2"}) || !cmp.Equal(plain.Live, []string{"w1", "w2"}) {
+		t.Fatalf("eligible: %v, %v", spark.Live, plain.Live)
+	}
+	p, _ := Choose([]Work{spark, plain}, "w1")
+	if p.Chosen != 1 {
+		t.Fatalf("w1 chose %d, want the task without labels", p.Chosen)
+	}
+	cands := []Work{spark, plain}
+	if p, _ = Choose(cands, "w2"); p.Chosen != 0 {
+		t.Fatalf("w2 chose %d, want the spark task", p.Chosen)
+	}
+	p = Pick{Chosen: -1}
+	p.Unserved([]Work{{Ref: Ref{Run: "r2", Task: "train"}, Labels: []string{"tpu"}}, {Ref: Ref{Run: "r2", Task: "z"}, Labels: []string{"x"}}})
+	want := []Waiting{{Run: "r2", Task: "train", Message: "task train: waiting for a worker with labels tpu (none is live)"}}
+	if !cmp.Equal(p.Waiting, want) {
+		t.Fatalf("unserved: %+v, want %+v", p.Waiting, want)
+	}
+}
+
+var once = failover.Limits{Attempts: 1, Global: failover.NoLimit, NoFailover: true}
 
 func TestSpread(t *testing.T) {
 	// a -> b -> d, a -> c -> d: d is reached twice, marked once.

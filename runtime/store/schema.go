@@ -218,13 +218,13 @@ ALTER TABLE run_leases ADD COLUMN expiry_until INTEGER NOT NULL DEFAULT 0;
 -- Workers on one machine sharing this file (pipec worker) register and
 -- heartbeat. A worker is live while its lease (expiry_until on the lease
 -- clock of boot expiry_boot) runs; last_seen and started are wall-clock
--- times, for people.
+-- times, for people. labels are those it offers, a sorted JSON array.
 CREATE TABLE workers (
 	name         TEXT PRIMARY KEY,
 	host         TEXT NOT NULL,
 	pid          INTEGER NOT NULL,
 	slots        INTEGER NOT NULL,
-	labels       TEXT NOT NULL DEFAULT '',
+	labels       TEXT NOT NULL DEFAULT '[]',
 	state        TEXT NOT NULL CHECK (state IN ('live', 'stopping', 'stopped')),
 	started      INTEGER NOT NULL,
 	last_seen    INTEGER NOT NULL,
@@ -245,6 +245,8 @@ CREATE TABLE submissions (
 -- One row per task of a submitted run: the DAG's state, advanced in the
 -- transactions that finish a task's visit, and the task's failover story
 -- (internal/failover.State as JSON). A claim's lease is on the lease clock.
+-- labels are those the task requires, a sorted JSON array: a worker claims
+-- it only when it offers them all.
 CREATE TABLE work (
 	run          TEXT NOT NULL REFERENCES runs(id),
 	task         TEXT NOT NULL,
@@ -252,6 +254,7 @@ CREATE TABLE work (
 	waiting_on   INTEGER NOT NULL,
 	dependents   TEXT NOT NULL,
 	limits       TEXT NOT NULL,
+	labels       TEXT NOT NULL DEFAULT '[]',
 	failover     TEXT NOT NULL DEFAULT '{}',
 	worker       TEXT NOT NULL DEFAULT '',
 	claim_boot   TEXT NOT NULL DEFAULT '',

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,8 +44,8 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 			return err
 		}
 		for _, w := range rows {
-			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits) VALUES ($1, $2, $3, $4, $5, $6)`,
-				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits)); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), w.Labels); err != nil {
 				return err
 			}
 		}
@@ -82,7 +81,7 @@ func (s *Store) Register(ctx context.Context, w queue.WorkerInfo, lease time.Dur
 SELECT $1, $2, $3, $4, $5, 'live', n.now, n.now, n.now + $6::bigint * interval '1 microsecond' FROM (SELECT pipec_now() AS now) n
 ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots = excluded.slots, labels = excluded.labels,
 	state = 'live', started = excluded.started, last_seen = excluded.last_seen, expiry = excluded.expiry`,
-			w.Name, w.Host, w.PID, w.Slots, strings.Join(w.Labels, ","), micros(lease))
+			w.Name, w.Host, w.PID, w.Slots, queue.NormalLabels(w.Labels), micros(lease))
 		return err
 	})
 }
@@ -153,35 +152,45 @@ func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
 	return err
 }
 
-// Claim implements queue.Queue: ready tasks are locked with FOR UPDATE SKIP
-// LOCKED (workers claiming at once never wait on each other) and the first
-// the failover model lets this worker start is claimed (queue.Choose); a
-// task no live worker may start makes its run visibly wait for a worker.
+// Claim implements queue.Queue: ready tasks whose labels this worker offers
+// are locked with FOR UPDATE SKIP LOCKED (workers claiming at once never wait
+// on each other, and a worker never locks a task it may not run), each with
+// the live workers that offer its labels, and queue.Choose claims the first
+// the failover model lets this worker start. A task none of those may start
+// makes its run visibly wait for a worker, and so does, when this worker
+// found nothing to claim, a labelled task that no live worker offers the
+// labels of (queue.Pick.Unserved).
 func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	var out *queue.Claim
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = nil
-		// The live workers ride along with the candidates (one round trip).
-		rows, err := tx.Query(ctx, `SELECT w.run, w.task, w.limits, w.failover, w.dependents,
-	ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
-FROM work w WHERE w.state = 'ready'
-ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, queue.ClaimCandidates)
+		// The workers able to run each candidate ride along (one round trip):
+		// for a task without labels every live worker, computed once.
+		rows, err := tx.Query(ctx, `WITH me AS (
+	SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()
+)
+SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels,
+	CASE WHEN cardinality(w.labels) = 0
+		THEN ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
+		ELSE ARRAY(SELECT k.name FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels
+			ORDER BY k.name COLLATE "C") END
+FROM work w, me WHERE w.state = 'ready' AND w.labels <@ me.labels
+ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, queue.ClaimCandidates, worker)
 		if err != nil {
 			return err
 		}
-		var live []string
 		cands, err := collect(rows, func(r pgx.Row) (queue.Work, error) {
 			var w queue.Work
 			var limits, st, deps string
-			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &live); err != nil {
+			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Labels, &w.Live); err != nil {
 				return w, err
 			}
 			return w, queue.DecodeWork(&w, limits, st, deps)
 		})
-		if err != nil || len(cands) == 0 {
+		if err != nil {
 			return err
 		}
-		pick, err := queue.Choose(cands, worker, live)
+		pick, err := queue.Choose(cands, worker)
 		if err != nil {
 			return err
 		}
@@ -194,17 +203,25 @@ RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND 
 				c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease)).Scan(&cl.AttemptBase); err != nil {
 				return err
 			}
-			// The run waits no more (a data-modifying CTE always runs), and
-			// the claim is logged, in one statement.
-			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND waiting <> '')
+			// The run waits no more for this task (a data-modifying CTE
+			// always runs), and the claim is logged, in one statement. A
+			// message about another task stays: that one still waits.
+			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
 INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
-				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker, live))); err != nil {
+				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task)); err != nil {
 				return err
 			}
 			out = cl
+		} else {
+			unserved, err := unservedLabels(ctx, tx, worker)
+			if err != nil {
+				return err
+			}
+			pick.Unserved(unserved)
 		}
 		for _, w := range pick.Waiting {
-			tag, err := tx.Exec(ctx, `UPDATE submissions SET waiting = $2 WHERE run = $1 AND waiting <> $2`, w.Run, w.Message)
+			tag, err := tx.Exec(ctx, `UPDATE submissions SET waiting = $2
+WHERE run = $1 AND waiting <> $2 AND (waiting = '' OR left(waiting, length($3)) = $3)`, w.Run, w.Message, queue.WaitingPrefix(w.Task))
 			if err != nil {
 				return err
 			}
@@ -220,6 +237,25 @@ INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_n
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return out, nil
+}
+
+// unservedLabels returns the ready labelled tasks that no live worker offers
+// the labels of (for queue.Pick.Unserved: Live empty). Only a live worker
+// looks (one that found nothing to claim), and it locks nothing: the rows
+// stay free for the worker that joins with those labels.
+func unservedLabels(ctx context.Context, tx pgx.Tx, worker string) ([]queue.Work, error) {
+	rows, err := tx.Query(ctx, `SELECT w.run, w.task, w.labels FROM work w
+WHERE w.state = 'ready' AND cardinality(w.labels) > 0
+	AND EXISTS (SELECT 1 FROM workers WHERE name = $1 AND state = 'live' AND expiry > pipec_now())
+	AND NOT EXISTS (SELECT 1 FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels)
+ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $2`, worker, queue.ClaimCandidates)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r pgx.Row) (queue.Work, error) {
+		var w queue.Work
+		return w, r.Scan(&w.Run, &w.Task, &w.Labels)
+	})
 }
 
 // Finish implements queue.Queue: queue.Finished decides, this writes it.
@@ -406,14 +442,13 @@ FROM workers ORDER BY name COLLATE "C"`)
 	}
 	ws, err := collect(rows, func(r pgx.Row) (queue.WorkerRow, error) {
 		var w queue.WorkerRow
-		var labels string
 		var agoMicros int64
-		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &labels, &w.State, &w.Started, &w.LastSeen, &w.Live, &agoMicros); err != nil {
+		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &w.Labels, &w.State, &w.Started, &w.LastSeen, &w.Live, &agoMicros); err != nil {
 			return w, err
 		}
 		w.Ago = time.Duration(agoMicros) * time.Microsecond
-		if labels != "" {
-			w.Labels = strings.Split(labels, ",")
+		if len(w.Labels) == 0 {
+			w.Labels = nil
 		}
 		w.Started, w.LastSeen = w.Started.UTC(), w.LastSeen.UTC()
 		return w, nil

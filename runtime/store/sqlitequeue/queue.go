@@ -33,7 +33,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/pipec/pipec/runtime/queue"
@@ -79,8 +79,8 @@ func (q *Queue) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 			return err
 		}
 		for _, w := range rows {
-			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits) VALUES (?, ?, ?, ?, ?, ?)`,
-				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits)); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), queue.JSON(w.Labels)); err != nil {
 				return err
 			}
 		}
@@ -125,7 +125,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, 'live', ?6, ?6, ?7, ?8)
 ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots = excluded.slots, labels = excluded.labels,
 	state = 'live', started = excluded.started, last_seen = excluded.last_seen, expiry_boot = excluded.expiry_boot,
 	expiry_until = excluded.expiry_until`,
-			w.Name, w.Host, w.PID, w.Slots, strings.Join(w.Labels, ","), tx.Now(), until.Boot, until.Nanos)
+			w.Name, w.Host, w.PID, w.Slots, queue.JSON(queue.NormalLabels(w.Labels)), tx.Now(), until.Boot, until.Nanos)
 		return err
 	})
 }
@@ -196,12 +196,15 @@ func collect[T any](scan func(*sql.Rows) (T, error)) func(rows *sql.Rows, err er
 	}
 }
 
-// scanWork reads run, task, limits, failover, dependents and worker.
+// scanWork reads run, task, limits, failover, dependents, worker and labels.
 func scanWork(r *sql.Rows) (queue.Work, error) {
 	var w queue.Work
-	var limits, st, deps string
-	if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Worker); err != nil {
+	var limits, st, deps, labels string
+	if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Worker, &labels); err != nil {
 		return w, err
+	}
+	if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+		return w, fmt.Errorf("work %s %s: labels: %w", w.Run, w.Task, err)
 	}
 	return w, queue.DecodeWork(&w, limits, st, deps)
 }
@@ -215,10 +218,25 @@ func (q *Queue) exists(ctx context.Context, query string, args ...any) (bool, er
 	return found, err
 }
 
-// Claim implements queue.Queue: under the write lock, the ready tasks (the
-// first queue.ClaimCandidates, by run and task) and the live workers are
-// read and queue.Choose decides; the chosen task is claimed under a lease,
-// and the runs whose tasks no live worker may start say what they wait for.
+// offeredSQL is the condition "the task's labels (w.labels) are all among
+// those of the JSON array ?1" (failover.Eligible), for the candidates of a
+// claim.
+const offeredSQL = `NOT EXISTS (SELECT 1 FROM json_each(w.labels) t WHERE t.value NOT IN (SELECT value FROM json_each(?1)))`
+
+// unservedSQL selects, with the lease clock's reading as ?1 and ?2, the
+// ready labelled tasks no live worker offers the labels of.
+const unservedSQL = `SELECT w.run, w.task, w.labels FROM work w WHERE w.state = 'ready' AND json_array_length(w.labels) > 0
+	AND NOT EXISTS (SELECT 1 FROM workers k WHERE k.state = 'live' AND k.expiry_boot = ?1 AND k.expiry_until > ?2
+		AND NOT EXISTS (SELECT 1 FROM json_each(w.labels) t WHERE t.value NOT IN (SELECT value FROM json_each(k.labels))))
+ORDER BY w.run, w.task LIMIT ?3`
+
+// Claim implements queue.Queue: under the write lock, the ready tasks whose
+// labels this worker offers (the first queue.ClaimCandidates, by run and
+// task) are read, each with the live workers that offer its labels, and
+// queue.Choose decides; the chosen task is claimed under a lease, and the
+// runs whose tasks no live worker may start (or, when nothing was claimed,
+// whose labelled tasks no live worker offers the labels of) say what they
+// wait for.
 func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	if ok, err := q.exists(ctx, `SELECT 1 FROM work WHERE state = 'ready'`); err != nil || !ok {
 		if err != nil {
@@ -229,20 +247,31 @@ func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (
 	var out *queue.Claim
 	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
 		out = nil
-		cands, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker FROM work WHERE state = 'ready'
-ORDER BY run, task LIMIT ?`, queue.ClaimCandidates))
-		if err != nil || len(cands) == 0 {
-			return err
-		}
 		now := q.s.LeaseNow()
-		live, err := collect(func(r *sql.Rows) (string, error) {
-			var n string
-			return n, r.Scan(&n)
-		})(tx.Query(ctx, `SELECT name FROM workers WHERE `+liveSQL+` ORDER BY name`, now.Boot, now.Nanos))
+		live, err := collect(func(r *sql.Rows) (queue.WorkerInfo, error) {
+			var w queue.WorkerInfo
+			var labels string
+			if err := r.Scan(&w.Name, &labels); err != nil {
+				return w, err
+			}
+			return w, json.Unmarshal([]byte(labels), &w.Labels)
+		})(tx.Query(ctx, `SELECT name, labels FROM workers WHERE `+liveSQL+` ORDER BY name`, now.Boot, now.Nanos))
 		if err != nil {
 			return err
 		}
-		pick, err := queue.Choose(cands, worker, live)
+		me := slices.IndexFunc(live, func(w queue.WorkerInfo) bool { return w.Name == worker })
+		if me < 0 {
+			return nil // not live (stopping, or its heartbeat lapsed): no claims
+		}
+		cands, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work w
+WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2`, queue.JSON(live[me].Labels), queue.ClaimCandidates))
+		if err != nil {
+			return err
+		}
+		for i := range cands {
+			cands[i].Live = queue.EligibleLive(cands[i].Labels, live)
+		}
+		pick, err := queue.Choose(cands, worker)
 		if err != nil {
 			return err
 		}
@@ -257,17 +286,34 @@ WHERE run = ?1 AND task = ?2`, c.Run, c.Task, worker, queue.JSON(c.Failover), un
 			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(number), 0) FROM attempts WHERE run = ? AND task = ?`, c.Run, c.Task).Scan(&cl.AttemptBase); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = ? AND waiting <> ''`, c.Run); err != nil {
+			// The run waits no more for this task; a message about another
+			// task stays: that one still waits.
+			if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = ?1 AND substr(waiting, 1, length(?2)) = ?2`,
+				c.Run, queue.WaitingPrefix(c.Task)); err != nil {
 				return err
 			}
 			if err := tx.AppendEvent(ctx, store.Event{Run: c.Run, Kind: queue.EventWorkClaimed, Task: c.Task},
-				queue.ClaimedPayload(c, worker, live)); err != nil {
+				queue.ClaimedPayload(c, worker)); err != nil {
 				return err
 			}
 			out = cl
+		} else {
+			unserved, err := collect(func(r *sql.Rows) (queue.Work, error) {
+				var w queue.Work
+				var labels string
+				if err := r.Scan(&w.Run, &w.Task, &labels); err != nil {
+					return w, err
+				}
+				return w, json.Unmarshal([]byte(labels), &w.Labels)
+			})(tx.Query(ctx, unservedSQL, now.Boot, now.Nanos, queue.ClaimCandidates))
+			if err != nil {
+				return err
+			}
+			pick.Unserved(unserved)
 		}
 		for _, w := range pick.Waiting {
-			res, err := tx.Exec(ctx, `UPDATE submissions SET waiting = ?2 WHERE run = ?1 AND waiting <> ?2`, w.Run, w.Message)
+			res, err := tx.Exec(ctx, `UPDATE submissions SET waiting = ?2
+WHERE run = ?1 AND waiting <> ?2 AND (waiting = '' OR substr(waiting, 1, length(?3)) = ?3)`, w.Run, w.Message, queue.WaitingPrefix(w.Task))
 			if err != nil {
 				return err
 			}
@@ -412,7 +458,7 @@ func (q *Queue) Sweep(ctx context.Context) (int, error) {
 	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
 		n = 0
 		now := q.s.LeaseNow()
-		expired, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker FROM work WHERE `+expiredSQL+`
+		expired, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work WHERE `+expiredSQL+`
 ORDER BY run, task`, now.Boot, now.Nanos))
 		if err != nil {
 			return err
@@ -446,8 +492,11 @@ func (q *Queue) Workers(ctx context.Context) ([]queue.WorkerRow, error) {
 		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &labels, &w.State, &started, &seen, &w.Live); err != nil {
 			return w, err
 		}
-		if labels != "" {
-			w.Labels = strings.Split(labels, ",")
+		if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+			return w, err
+		}
+		if len(w.Labels) == 0 {
+			w.Labels = nil
 		}
 		w.Started, w.LastSeen = time.Unix(0, started).UTC(), time.Unix(0, seen).UTC()
 		w.Ago = max(time.Duration(wall-seen), 0)
