@@ -167,6 +167,9 @@ func TestWaitingForLabels(t *testing.T) {
 	if s := e.starts(run, "extract"); len(s) != 0 {
 		t.Fatalf("extract started on %v without spark", s)
 	}
+	if code, out := e.pipec("status", "--state", e.url); code != 0 || !strings.Contains(out, run+"  running\n  "+want+"\n") {
+		t.Errorf("pipec status: exit %d, want the run waiting with %q\n%s", code, want, out)
+	}
 
 	e.worker("spark", "--label", "spark")
 	select {
