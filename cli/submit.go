@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
@@ -73,11 +72,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	sub := queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
 			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest},
-		Plan: plan.Marshal(), BaseDir: base, Interval: opts.interval,
-	}
-	for i := range plan.Tasks {
-		t := &plan.Tasks[i]
-		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels})
+		Plan: plan.Marshal(), BaseDir: base, Interval: opts.interval, Tasks: queue.PlanTasks(plan),
 	}
 	run, err := q.Submit(ctx, sub)
 	if err != nil {
