@@ -1,6 +1,3 @@
-// Package queuetest holds checks every queue.Queue must pass, whatever the
-// store behind it (PostgreSQL, SQLite): each store's tests call them with a
-// function that opens a fresh store.
 package queuetest
 
 import (
