@@ -24,7 +24,8 @@
 //   - Wakeups: there is no LISTEN/NOTIFY. Transactions that may make a task
 //     ready bump a counter (work_signal); Wakeups polls PRAGMA data_version,
 //     which changes when another connection commits and costs no read of
-//     the database, and reads the counter only then.
+//     the database, and reads the counter only then; the poll backs off
+//     while nothing commits.
 package sqlitequeue
 
 import (
@@ -50,8 +51,13 @@ type Queue struct {
 
 var _ queue.Queue = (*Queue)(nil)
 
-// DefaultWakeupPoll is how often Wakeups polls PRAGMA data_version.
-const DefaultWakeupPoll = 10 * time.Millisecond
+// DefaultWakeupPoll is how soon after a commit Wakeups polls PRAGMA
+// data_version again; MaxWakeupPoll how seldom it polls a file nobody
+// writes.
+const (
+	DefaultWakeupPoll = 10 * time.Millisecond
+	MaxWakeupPoll     = 160 * time.Millisecond
+)
 
 // New returns the queue on s.
 func New(s *store.SQLite) *Queue { return &Queue{s: s, poll: DefaultWakeupPoll} }
@@ -559,21 +565,30 @@ func (q *Queue) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	return rs, err
 }
 
-// Wakeups implements queue.Queue by polling, every poll, PRAGMA
-// data_version on one read connection held for ctx's lifetime (it changes
-// when another connection committed, and reads nothing of the file but
-// its shared-memory index), then the work signal when it did.
+// Wakeups implements queue.Queue by polling PRAGMA data_version on one
+// read connection held for ctx's lifetime (it changes when another
+// connection committed, and reads nothing of the file but its
+// shared-memory index), then the work signal when it did. The poll starts
+// at DefaultWakeupPoll after every change and doubles while nothing
+// commits, up to MaxWakeupPoll, so an idle worker costs next to nothing
+// and a busy file is watched closely.
 func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	conn, err := q.s.Reader().Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	read := func(query string) (n int64, err error) {
-		return n, conn.QueryRowContext(ctx, query).Scan(&n)
+	var dataVersion, signal *sql.Stmt
+	read := func(st *sql.Stmt) (n int64, err error) {
+		return n, st.QueryRowContext(ctx).Scan(&n)
 	}
-	const dataVersion, signal = `PRAGMA data_version`, `SELECT n FROM work_signal WHERE id = 1`
-	version, err := read(dataVersion)
-	var last int64
+	dataVersion, err = conn.PrepareContext(ctx, `PRAGMA data_version`)
+	if err == nil {
+		signal, err = conn.PrepareContext(ctx, `SELECT n FROM work_signal WHERE id = 1`)
+	}
+	var version, last int64
+	if err == nil {
+		version, err = read(dataVersion)
+	}
 	if err == nil {
 		last, err = read(signal)
 	}
@@ -585,7 +600,10 @@ func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	go func() {
 		defer close(ch)
 		defer conn.Close()
-		t := time.NewTicker(q.poll)
+		defer dataVersion.Close()
+		defer signal.Close()
+		delay := q.poll
+		t := time.NewTimer(delay)
 		defer t.Stop()
 		for {
 			select {
@@ -598,21 +616,23 @@ func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 				return // ctx ended, or the file is gone: the worker's poll goes on
 			}
 			if v == version {
+				delay = min(2*delay, MaxWakeupPoll)
+				t.Reset(delay)
 				continue
 			}
-			version = v
+			version, delay = v, q.poll
 			n, err := read(signal)
 			if err != nil {
 				return
 			}
-			if n == last {
-				continue
+			if n != last {
+				last = n
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
 			}
-			last = n
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+			t.Reset(delay)
 		}
 	}()
 	return ch, nil
