@@ -224,6 +224,9 @@ func (q *Queue) exists(ctx context.Context, query string, args ...any) (bool, er
 	return found, err
 }
 
+// claimPage is how many candidates a claim reads at a time.
+const claimPage = 8
+
 // offeredSQL is the condition "the task's labels (w.labels) are all among
 // those of the JSON array ?1" (failover.Eligible), for the candidates of a
 // claim.
@@ -269,17 +272,33 @@ func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (
 		if me < 0 {
 			return nil // not live (stopping, or its heartbeat lapsed): no claims
 		}
-		cands, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work w
-WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2`, queue.JSON(live[me].Labels), queue.ClaimCandidates))
-		if err != nil {
-			return err
-		}
-		for i := range cands {
-			cands[i].Live = queue.EligibleLive(cands[i].Labels, live)
-		}
-		pick, err := queue.Choose(cands, worker)
-		if err != nil {
-			return err
+		// The candidates are read a page at a time: Choose judges them in
+		// order and stops at the first it claims (usually the first of
+		// all), so decoding the rest would be wasted. Pages chosen from in
+		// turn decide exactly what one slice of them all would.
+		var cands []queue.Work
+		pick := queue.Pick{Chosen: -1}
+		for len(cands) < queue.ClaimCandidates && pick.Chosen < 0 {
+			page, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work w
+WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
+			if err != nil {
+				return err
+			}
+			for i := range page {
+				page[i].Live = queue.EligibleLive(page[i].Labels, live)
+			}
+			p, err := queue.Choose(page, worker)
+			if err != nil {
+				return err
+			}
+			pick.Waiting = queue.MergeWaiting(pick.Waiting, p.Waiting)
+			if p.Chosen >= 0 {
+				pick.Chosen = len(cands) + p.Chosen
+			}
+			cands = append(cands, page...)
+			if len(page) < claimPage {
+				break
+			}
 		}
 		if pick.Chosen >= 0 {
 			c := &cands[pick.Chosen]
@@ -420,9 +439,11 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 // maybeFinishRun finishes the run when none of its tasks is left to do
 // (queue.RunEnd).
 func maybeFinishRun(ctx context.Context, tx *store.Tx, run string) error {
+	// Two probes of the (run, state) index: whether any task is open, and
+	// whether any failed (queue.RunEnd needs no more than that).
 	var open, bad int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(state IN ('blocked', 'ready', 'claimed')), 0), COALESCE(SUM(state IN ('failed', 'not_run')), 0)
-FROM work WHERE run = ?`, run).Scan(&open, &bad); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM work WHERE run = ?1 AND state IN ('blocked', 'ready', 'claimed')),
+	EXISTS (SELECT 1 FROM work WHERE run = ?1 AND state IN ('failed', 'not_run'))`, run).Scan(&open, &bad); err != nil {
 		return err
 	}
 	state, over := queue.RunEnd(open, bad)
