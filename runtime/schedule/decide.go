@@ -94,25 +94,31 @@ func (f *Facts) Due(ctx context.Context, now time.Time) (Due, error) {
 // interval has no accepted version and no earlier decision runs that
 // interval, else Run.
 func (f *Facts) decide(ctx context.Context, ivs []runtime.Interval, want func(Status) (bool, string)) ([]Decision, error) {
+	if f.plan.Schedule == nil {
+		return nil, fmt.Errorf("pipeline %s has no schedule", f.plan.Pipeline)
+	}
 	out := make([]Decision, 0, len(ivs))
 	at := make(map[string]int, len(ivs))
 	for _, iv := range ivs {
 		s := f.Status(iv)
 		d := Decision{Interval: iv, Action: Run}
 		run, why := want(s)
-		d.Why = why
+		d.Why, d.Kind = why, why
 		switch {
 		case !run:
 			d.Action = Skip
+			if s.Succeeded != "" && why == "succeeded in "+s.Succeeded {
+				d.Kind = "succeeded"
+			}
 		case s.Running != nil:
-			d.Action, d.Why = Active, "a run of it is active: "+s.Running.String()
+			d.Action, d.Why, d.Kind = Active, "a run of it is active: "+s.Running.String(), "active"
 		default:
 			blocked, needs, err := f.inputsBlocked(ctx, iv, out, at)
 			if err != nil {
 				return nil, err
 			}
 			if blocked != "" {
-				d.Action, d.Why = Blocked, blocked
+				d.Action, d.Why, d.Kind = Blocked, blocked, "blocked"
 			}
 			d.Needs = needs
 		}

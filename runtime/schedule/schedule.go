@@ -45,6 +45,10 @@ type Decision struct {
 	// Why says it for a person: "complete at code_version 2024.06.1",
 	// "a run of it is active: … (host h1, pid 42, since …)".
 	Why string
+	// Kind is Why without what differs from one interval to the next
+	// ("succeeded" for "succeeded in daily/2024-01-01/r1"), so a caller may
+	// print a stretch of like intervals as one line.
+	Kind string
 	// Needs, for an interval to run, lists the earlier decisions (indexes,
 	// each an interval to run) whose outputs it reads: when one of them
 	// does not succeed, this one is blocked by it.
