@@ -212,7 +212,7 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 
 // submission is what pipec submit records for one interval: the run, its
 // plan, the spec's folder and one task per plan task with its failover
-// limits.
+// limits and labels.
 func submission(plan *compiler.Plan, base string, iv runtime.Interval, value string) queue.Submission {
 	sub := queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
@@ -221,7 +221,7 @@ func submission(plan *compiler.Plan, base string, iv runtime.Interval, value str
 	}
 	for i := range plan.Tasks {
 		t := &plan.Tasks[i]
-		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0)})
+		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels})
 	}
 	return sub
 }
