@@ -13,6 +13,7 @@ package schedule
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pipec/pipec/compiler"
@@ -62,8 +63,9 @@ func Intervals(first, last runtime.Interval) ([]runtime.Interval, error) {
 	if last.Start.Before(first.Start) {
 		return nil, fmt.Errorf("%s is before %s", last.Key, first.Key)
 	}
-	n := last.Start.Sub(first.Start) / first.Every
-	if n >= MaxIntervals {
+	span := last.Start.Sub(first.Start)
+	n := span / first.Every
+	if n >= MaxIntervals || span == math.MaxInt64 { // Sub saturates ~292 years on
 		return nil, fmt.Errorf("more than %d intervals between %s and %s", MaxIntervals, first.Key, last.Key)
 	}
 	out := make([]runtime.Interval, 0, n+1)
@@ -114,7 +116,12 @@ func Latest(plan *compiler.Plan, now time.Time) (latest, first runtime.Interval,
 	if now.Before(first.End) {
 		return latest, first, false, nil
 	}
-	k := int(now.Sub(first.Start)/first.Every) - 1
+	since := now.Sub(first.Start)
+	if since == math.MaxInt64 {
+		// Sub saturates about 292 years on: the count would be wrong.
+		return latest, first, false, fmt.Errorf("%s is too far after the schedule's first interval %s", now.Format(time.RFC3339), first.Key)
+	}
+	k := int(since/first.Every) - 1
 	latest, _ = first.Offset(k)
 	return latest, first, true, nil
 }

@@ -148,6 +148,9 @@ func TestLatest(t *testing.T) {
 	if err != nil || !ok || latest.Key != "2024-01-01T06:00:00Z" {
 		t.Errorf("every 6h, no start, at 13:00: %s %v %v", latest.Key, ok, err)
 	}
+	if _, _, _, err := Latest(p, at("9999-01-01T00:00:00Z")); err == nil || !strings.Contains(err.Error(), "too far after") {
+		t.Errorf("a now 8,000 years on: %v", err)
+	}
 	p.Schedule = nil
 	if _, _, _, err := Latest(p, at("2024-01-01T13:00:00Z")); err == nil || !strings.Contains(err.Error(), "no schedule") {
 		t.Errorf("no schedule: %v", err)
