@@ -93,6 +93,23 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, now
 		fmt.Fprintf(io.Stdout, ", %d run(s) in progress", len(inProgress))
 	}
 	fmt.Fprintln(io.Stdout, ")")
+	if toRun > 1 {
+		// A catch-up is a backfill: the same estimate (and the one the
+		// catchup-stampede rule quotes).
+		perRun, perRunWhy := historyPerRun(ctx, plan.Pipeline, st)
+		if perRun == 0 {
+			perRun, perRunWhy = timeoutPath(plan)
+		}
+		if perRun > 0 {
+			e := compiler.EstimateRuns(plan, int64(toRun), int64(free), perRun)
+			if e.ByPool {
+				fmt.Fprintf(io.Stdout, "  estimate:     ≈ %s (pool %q: %d slots, its tasks' timeouts %s per run, bound it)\n",
+					roundDuration(e.Total), e.Pool, e.PoolSlots, roundDuration(e.PoolTime))
+			} else {
+				fmt.Fprintf(io.Stdout, "  estimate:     ≈ %s (%s per run: %s)\n", roundDuration(e.Total), roundDuration(perRun), perRunWhy)
+			}
+		}
+	}
 	b := &batch{io: io, plan: plan, what: "due", slots: free, launch: launch, detach: detach}
 	res := b.run(ctx, d.Decisions)
 	if res.interrupted {
