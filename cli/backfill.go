@@ -275,7 +275,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 		}
 		return nil
 	}
-	b := &batch{io: io, plan: plan, what: "backfill", slots: bp.slots}
+	b := &batch{io: io, plan: plan, slots: bp.slots}
 	if opts.submit {
 		base, err := filepath.Abs(filepath.Dir(path))
 		if err != nil {

@@ -26,7 +26,6 @@ import (
 type batch struct {
 	io    IO
 	plan  *compiler.Plan
-	what  string // "backfill", "due"
 	slots int
 	// launch runs one interval to its end; started is called once its run
 	// exists (or it could not be created), so intervals start in order.
@@ -113,7 +112,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 		line := fmt.Sprintf("interval %d of %d (%s), %d succeeded, %d failed", n, res.total, d.Interval.Key, res.succeeded, res.failed)
 		if finished > 0 {
 			mean := durations / time.Duration(finished)
-			left := res.total - finished
+			left := res.total - finished - res.blocked
 			line += ", ETA " + roundDuration(mean*time.Duration(left)/time.Duration(max(b.slots, 1)))
 		}
 		fmt.Fprintln(b.io.Stdout, line)

@@ -110,7 +110,7 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, now
 			}
 		}
 	}
-	b := &batch{io: io, plan: plan, what: "due", slots: free, launch: launch, detach: detach}
+	b := &batch{io: io, plan: plan, slots: free, launch: launch, detach: detach}
 	res := b.run(ctx, d.Decisions)
 	if res.interrupted {
 		return &exitError{code: ExitFindings, err: errors.New("due runs interrupted")}
