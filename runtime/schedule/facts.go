@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -86,8 +87,15 @@ func Read(ctx context.Context, st store.Store, plan *compiler.Plan) (*Facts, err
 				f.running[r.Interval] = Running{Run: r.ID, Interval: r.Interval, Owner: l.Owner, Since: l.Since}
 			case !leased:
 				// No lease: a run handed to workers, which go on with it
-				// whoever submitted it.
-				f.running[r.Interval] = Running{Run: r.ID, Interval: r.Interval, Workers: true}
+				// whoever submitted it, or a local run whose lease row a
+				// later run took before it too died.
+				sub, err := submitted(ctx, st, r.ID)
+				if err != nil {
+					return nil, err
+				}
+				if sub {
+					f.running[r.Interval] = Running{Run: r.ID, Interval: r.Interval, Workers: true}
+				}
 			}
 			// A lease that expired is a run whose pipec is gone: the next
 			// run of the interval takes it over, so it blocks nothing.
@@ -111,6 +119,20 @@ func Read(ctx context.Context, st store.Store, plan *compiler.Plan) (*Facts, err
 		}
 	}
 	return f, nil
+}
+
+// submitted reports whether run was handed to workers (queue.Submit): a
+// store that serves no workers has no such runs.
+func submitted(ctx context.Context, st store.Store, run string) (bool, error) {
+	q, ok := st.(queue.Queue)
+	if !ok {
+		return false, nil
+	}
+	_, _, _, err := q.Submitted(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // State is what an interval's published versions are.

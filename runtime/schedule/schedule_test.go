@@ -247,9 +247,11 @@ func TestActiveRunsAreSkippedAndNamed(t *testing.T) {
 		Lease: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
-	// Handed to workers: no lease, in progress until they finish it.
-	sub, err := s.CreateRun(ctx, store.NewRun{Pipeline: "daily", Interval: "2024-01-03"})
-	if err != nil {
+	// No lease in a store that serves no workers: not a submitted run but
+	// a leftover (its lease row was taken by a later run that died too);
+	// it blocks nothing. (A submitted run on PostgreSQL is in progress:
+	// runtime/worker TestSubmitDue.)
+	if _, err := s.CreateRun(ctx, store.NewRun{Pipeline: "daily", Interval: "2024-01-03"}); err != nil {
 		t.Fatal(err)
 	}
 	f := read(t, s, p)
@@ -259,11 +261,11 @@ func TestActiveRunsAreSkippedAndNamed(t *testing.T) {
 	}
 	want := "2024-01-01 active: a run of it is active: " + live.ID + " (host h1, pid 42, since " + live.Created.Format(time.RFC3339) + ")\n" +
 		"2024-01-02 run\n" +
-		"2024-01-03 active: a run of it is active: " + sub.ID + " (submitted to the workers)\n"
+		"2024-01-03 run\n"
 	if got := show(d.Decisions); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	if got := len(f.ActiveRuns()); got != 2 {
+	if got := len(f.ActiveRuns()); got != 1 {
 		t.Errorf("ActiveRuns = %v", f.ActiveRuns())
 	}
 }

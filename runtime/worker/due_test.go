@@ -14,7 +14,8 @@ import (
 
 // dueSpec is due daily since 2024-01-01, catches up, at most 2 runs at
 // once; its one task appends "<ns> start|end <interval>" to times.log in
-// the spec's folder, which every worker shares here.
+// the spec's folder, which every worker shares here. The run of 2024-01-08
+// waits for the file release.
 const dueSpec = `
 pipeline "due" {
   code_version = "v1"
@@ -33,6 +34,7 @@ pipeline "due" {
 
 var dueFiles = map[string]string{
 	"record.sh": "#!/bin/sh\nset -eu\necho \"$(date +%s%N) start $PIPEC_INTERVAL\" >> times.log\nsleep 0.3\n" +
+		"if [ \"$PIPEC_INTERVAL\" = 2024-01-08 ]; then while [ ! -e release ]; do sleep 0.02; done; fi\n" +
 		"echo \"$(date +%s%N) end $PIPEC_INTERVAL\" >> times.log\n",
 }
 
@@ -125,6 +127,16 @@ func TestSubmitDue(t *testing.T) {
 	code, out = e.pipec("submit", "pipeline.hcl", "--due", "--now", "2024-01-09T00:00:00Z", "--state", e.url, "--poll", "20ms")
 	if code != 0 || !strings.Contains(out, "2024-01-08  submitted due/2024-01-08/r1") || !strings.Contains(out, "running on the workers") {
 		t.Fatalf("submit --due: exit %d\n%s", code, out)
+	}
+	// 2024-01-08 is still with the workers (it waits for release): the
+	// next --due names it, in progress, and submits it no second time.
+	code, out = e.pipec("submit", "pipeline.hcl", "--due", "--now", "2024-01-09T00:00:00Z", "--state", e.url)
+	if code != 0 || !strings.Contains(out, "  active 2024-01-08: a run of it is active: due/2024-01-08/r1 (submitted to the workers)\n") ||
+		!strings.Contains(out, "\nnothing due\n") {
+		t.Fatalf("submit --due beside a submitted run: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	for _, iv := range []string{"2024-01-06", "2024-01-07", "2024-01-08"} {
 		if rs := e.until("due/"+iv+"/r1", "the run's end", finished); rs.Run.State != store.RunSucceeded {
