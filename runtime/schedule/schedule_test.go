@@ -29,7 +29,7 @@ func dailyPlan(codeVersion string, catchup bool, maxActive int) *compiler.Plan {
 	}
 }
 
-func openStore(t *testing.T) *store.SQLite {
+func openStore(t testing.TB) *store.SQLite {
 	t.Helper()
 	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), store.Options{})
 	if err != nil {
@@ -39,7 +39,7 @@ func openStore(t *testing.T) *store.SQLite {
 	return s
 }
 
-func interval(t *testing.T, p *compiler.Plan, key string) runtime.Interval {
+func interval(t testing.TB, p *compiler.Plan, key string) runtime.Interval {
 	t.Helper()
 	iv, err := runtime.ResolveInterval(p.Schedule, key)
 	if err != nil {
@@ -50,7 +50,7 @@ func interval(t *testing.T, p *compiler.Plan, key string) runtime.Interval {
 
 // runOf records a run of the interval at codeVersion that ends as state;
 // published, its totals version is accepted and shown by the sink.
-func runOf(t *testing.T, s store.Store, p *compiler.Plan, key, codeVersion string, state store.RunState, published bool) store.Run {
+func runOf(t testing.TB, s store.Store, p *compiler.Plan, key, codeVersion string, state store.RunState, published bool) store.Run {
 	t.Helper()
 	ctx := context.Background()
 	iv := interval(t, p, key)
@@ -88,7 +88,7 @@ func runOf(t *testing.T, s store.Store, p *compiler.Plan, key, codeVersion strin
 	return r
 }
 
-func read(t *testing.T, s store.Store, p *compiler.Plan) *Facts {
+func read(t testing.TB, s store.Store, p *compiler.Plan) *Facts {
 	t.Helper()
 	f, err := Read(context.Background(), s, p)
 	if err != nil {
