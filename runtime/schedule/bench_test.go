@@ -4,7 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
 // BenchmarkBackfill730 decides the seed's 730-interval backfill over a
@@ -12,9 +14,22 @@ import (
 // --stale case): one Read (runs, leases, pointers, one version per
 // pointer) and the decisions.
 //
-//	go test -run x -bench Backfill730 -benchtime 20x ./runtime/schedule/
-func BenchmarkBackfill730(b *testing.B) {
-	s := openStore(b)
+//	go test -run x -bench Backfill730 -benchtime 10x ./runtime/schedule/
+func BenchmarkBackfill730(b *testing.B) { benchBackfill730(b, openStore(b)) }
+
+// BenchmarkBackfill730Postgres is the same on a PostgreSQL server of its
+// own (internal/pgtest): the visible versions are a round trip each.
+func BenchmarkBackfill730Postgres(b *testing.B) {
+	srv := pgtest.Start(b)
+	s, err := postgres.Open(context.Background(), srv.NewSchema(b), postgres.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	benchBackfill730(b, s)
+}
+
+func benchBackfill730(b *testing.B, s store.Store) {
 	old := dailyPlan("2024.06.1", false, 1)
 	first := interval(b, old, "2024-01-01")
 	last := interval(b, old, "2025-12-30")
