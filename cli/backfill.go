@@ -289,6 +289,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	}
 	res := b.run(ctx, bp.decisions)
 	if res.interrupted {
+		if opts.submit {
+			return &exitError{code: ExitFindings, err: errors.New("backfill interrupted: the runs it submitted go on with the workers; run it again to hand over the rest")}
+		}
 		return &exitError{code: ExitFindings, err: errors.New("backfill interrupted")}
 	}
 	fmt.Fprintln(io.Stdout, res.summaryLine("backfill", count(bp.decisions, schedule.Skip), count(bp.decisions, schedule.Blocked),

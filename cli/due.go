@@ -113,6 +113,9 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, now
 	b := &batch{io: io, plan: plan, slots: free, launch: launch, detach: detach}
 	res := b.run(ctx, d.Decisions)
 	if res.interrupted {
+		if detach {
+			return &exitError{code: ExitFindings, err: errors.New("interrupted: the runs already submitted go on with the workers; the next --due hands over the rest")}
+		}
 		return &exitError{code: ExitFindings, err: errors.New("due runs interrupted")}
 	}
 	fmt.Fprintln(io.Stdout, res.summaryLine("due", skipped, blocked, active))
