@@ -37,10 +37,11 @@ func dueNow(io IO, flag string) (time.Time, error) {
 // dueRun is pipec run --due and pipec submit --due: what is due at now
 // (schedule.Facts.Due), each interval run by launch, at most as many at
 // once as max_active_runs leaves free beside the runs already in progress.
-// Nothing due is exit code 0 with a line saying so; an interval blocked or
+// onWorkers says launch hands intervals to workers; detach, that it
+// returns once the last is handed over. Nothing due is exit code 0 with a line saying so; an interval blocked or
 // a run failed is 1.
 func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, now time.Time,
-	launch func(context.Context, runtime.Interval, func(string)) outcome, detach bool) error {
+	launch func(context.Context, runtime.Interval, func(string)) outcome, onWorkers, detach bool) error {
 	if plan.Schedule == nil {
 		return usageErr("--due: pipeline %s has no schedule block, so nothing is ever due; run an interval with --interval", plan.Pipeline)
 	}
@@ -113,7 +114,7 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, now
 	b := &batch{io: io, plan: plan, slots: free, launch: launch, detach: detach}
 	res := b.run(ctx, d.Decisions)
 	if res.interrupted {
-		if detach {
+		if onWorkers {
 			return &exitError{code: ExitFindings, err: errors.New("interrupted: the runs already submitted go on with the workers; the next --due hands over the rest")}
 		}
 		return &exitError{code: ExitFindings, err: errors.New("due runs interrupted")}

@@ -122,7 +122,7 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	return dueRun(ctx, io, plan, st, now, submitLaunch(io, plan, base, q, opts.poll), !opts.wait)
+	return dueRun(ctx, io, plan, st, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
 }
 
 // followRun prints each change of a submitted run's tasks and its waiting
