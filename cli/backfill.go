@@ -82,7 +82,7 @@ type backfillPlan struct {
 
 // planBackfill decides every interval from..to with what st says (nil: a
 // state where nothing ran yet).
-func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st store.Store, stale bool) (*backfillPlan, error) {
+func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st store.Store, q queue.Queue, stale bool) (*backfillPlan, error) {
 	first, err := runtime.ResolveInterval(plan.Schedule, from)
 	if err != nil {
 		return nil, usageErr("--from: %v", err)
@@ -103,7 +103,7 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st 
 		// A pipeline without a schedule has daily intervals and no start.
 		sp = withDefaultSchedule(plan)
 	}
-	facts, err := schedule.Read(ctx, st, sp)
+	facts, err := schedule.Read(ctx, st, q, sp)
 	if err != nil {
 		return nil, &exitError{code: ExitFindings, err: fmt.Errorf("reading the state: %w", err)}
 	}
@@ -262,8 +262,11 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	}
 	if st != nil {
 		defer st.Close()
+		if q == nil {
+			q = workQueue(st)
+		}
 	}
-	bp, err := planBackfill(ctx, plan, opts.from, opts.to, st, opts.stale)
+	bp, err := planBackfill(ctx, plan, opts.from, opts.to, st, q, opts.stale)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
-	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/schedule"
@@ -210,19 +209,13 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 }
 
 // submission is what pipec submit records for one interval: the run, its
-// plan, the spec's folder and one task per plan task with its failover
-// limits and labels.
+// plan, the spec's folder and its tasks (queue.PlanTasks).
 func submission(plan *compiler.Plan, base string, iv runtime.Interval, value string) queue.Submission {
-	sub := queue.Submission{
+	return queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
 			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest},
-		Plan: plan.Marshal(), BaseDir: base, Interval: value,
+		Plan: plan.Marshal(), BaseDir: base, Interval: value, Tasks: queue.PlanTasks(plan),
 	}
-	for i := range plan.Tasks {
-		t := &plan.Tasks[i]
-		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels})
-	}
-	return sub
 }
 
 // submitLaunch hands an interval to the workers and follows its run

@@ -9,8 +9,10 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/schedule"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 )
 
 // nowEnv overrides the wall clock of --due, as --now does (tests, and
@@ -34,18 +36,31 @@ func dueNow(io IO, flag string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// workQueue is the workers' side of st (nil when it serves none), which
+// tells a run handed to workers, in progress though it holds no lease,
+// from a leftover.
+func workQueue(st store.Store) queue.Queue {
+	switch s := st.(type) {
+	case queue.Queue:
+		return s
+	case *store.SQLite:
+		return sqlitequeue.New(s)
+	}
+	return nil
+}
+
 // dueRun is pipec run --due and pipec submit --due: what is due at now
 // (schedule.Facts.Due), each interval run by launch, at most as many at
 // once as max_active_runs leaves free beside the runs already in progress.
 // onWorkers says launch hands intervals to workers; detach, that it
 // returns once the last is handed over. Nothing due is exit code 0 with a line saying so; an interval blocked or
 // a run failed is 1.
-func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, now time.Time,
+func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q queue.Queue, now time.Time,
 	launch func(context.Context, runtime.Interval, func(string)) outcome, onWorkers, detach bool) error {
 	if plan.Schedule == nil {
 		return usageErr("--due: pipeline %s has no schedule block, so nothing is ever due; run an interval with --interval", plan.Pipeline)
 	}
-	facts, err := schedule.Read(ctx, st, plan)
+	facts, err := schedule.Read(ctx, st, q, plan)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: fmt.Errorf("reading the state: %w", err)}
 	}

@@ -246,7 +246,7 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 		return err
 	}
 	defer st.Close()
-	return dueRun(ctx, io, plan, st, now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel)), false, false)
+	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel)), false, false)
 }
 
 // busyMessage names the run that holds an interval and its owner.

@@ -29,13 +29,15 @@ type submitOptions struct {
 func newSubmitCmd(io IO) *cobra.Command {
 	opts := submitOptions{poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
-		Use:   "submit SPEC --interval DATE | --due --state URL [--wait]",
+		Use:   "submit SPEC --interval DATE | --due [--state URL|FILE] [--wait]",
 		Short: "Hand a run to the workers of a shared state",
 		Long: "submit compiles the spec, records a run of the interval in the shared state (a\n" +
-			"postgres:// URL) with its DAG, and returns: workers (`pipec worker`) claim its tasks,\n" +
-			"and the run goes on whether or not this process lives. With --wait it follows the\n" +
-			"run, task by task, including \"waiting for a worker\", and exits with its status\n" +
-			"(1 when it failed). Tasks run in the spec's folder, which the workers must see.\n" +
+			"postgres:// URL, or an SQLite file shared by workers on this machine; by default the\n" +
+			"state beside the spec, as for pipec run) with its DAG, and returns: workers (`pipec\n" +
+			"worker`) claim its tasks, and the run goes on whether or not this process lives. With\n" +
+			"--wait it follows the run, task by task, including \"waiting for a worker\", and exits\n" +
+			"with its status (1 when it failed). Tasks run in the spec's folder, which the workers\n" +
+			"must see.\n" +
 			"--due submits instead the intervals due now (see pipec run --due), as many at once as\n" +
 			"max_active_runs leaves free, the next as one ends; it returns once the last is handed\n" +
 			"over (with --wait, once it ended). Nothing due: exit 0, saying so.",
@@ -122,7 +124,7 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	return dueRun(ctx, io, plan, st, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
+	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
 }
 
 // followRun prints each change of a submitted run's tasks and its waiting

@@ -44,7 +44,7 @@ func benchBackfill730(b *testing.B, s store.Store) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		f, err := Read(ctx, s, fixed)
+		f, err := Read(ctx, s, queueOf(s), fixed)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -54,8 +54,10 @@ func (r Running) String() string {
 }
 
 // Read reads the facts of plan's pipeline from st; a nil st is a state
-// where nothing ran yet (a dry run before the first run).
-func Read(ctx context.Context, st store.Store, plan *compiler.Plan) (*Facts, error) {
+// where nothing ran yet (a dry run before the first run). q is st's queue,
+// the workers' side of it (nil for a store that serves no workers): it
+// tells a run handed to workers from a leftover.
+func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Plan) (*Facts, error) {
 	f := &Facts{plan: plan, st: st, succeeded: map[string]string{}, current: map[string]bool{}, running: map[string]Running{},
 		visible: map[string]store.Version{}, accepted: map[string]bool{}}
 	if st == nil {
@@ -89,7 +91,7 @@ func Read(ctx context.Context, st store.Store, plan *compiler.Plan) (*Facts, err
 				// No lease: a run handed to workers, which go on with it
 				// whoever submitted it, or a local run whose lease row a
 				// later run took before it too died.
-				sub, err := submitted(ctx, st, r.ID)
+				sub, err := submitted(ctx, q, r.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -122,10 +124,9 @@ func Read(ctx context.Context, st store.Store, plan *compiler.Plan) (*Facts, err
 }
 
 // submitted reports whether run was handed to workers (queue.Submit): a
-// store that serves no workers has no such runs.
-func submitted(ctx context.Context, st store.Store, run string) (bool, error) {
-	q, ok := st.(queue.Queue)
-	if !ok {
+// store that serves no workers (q nil) has no such runs.
+func submitted(ctx context.Context, q queue.Queue, run string) (bool, error) {
+	if q == nil {
 		return false, nil
 	}
 	_, _, _, err := q.Submitted(ctx, run)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 )
 
 // dailyPlan is examples/backfill's shape: daily from 2024-01-01, totals
@@ -88,9 +90,20 @@ func runOf(t testing.TB, s store.Store, p *compiler.Plan, key, codeVersion strin
 	return r
 }
 
+// queueOf is the workers' side of s, as pipec opens it.
+func queueOf(s store.Store) queue.Queue {
+	switch s := s.(type) {
+	case queue.Queue:
+		return s
+	case *store.SQLite:
+		return sqlitequeue.New(s)
+	}
+	return nil
+}
+
 func read(t testing.TB, s store.Store, p *compiler.Plan) *Facts {
 	t.Helper()
-	f, err := Read(context.Background(), s, p)
+	f, err := Read(context.Background(), s, queueOf(s), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,25 +260,33 @@ func TestActiveRunsAreSkippedAndNamed(t *testing.T) {
 		Lease: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
-	// No lease in a store that serves no workers: not a submitted run but
-	// a leftover (its lease row was taken by a later run that died too);
-	// it blocks nothing. (A submitted run on PostgreSQL is in progress:
-	// runtime/worker TestSubmitDue.)
-	if _, err := s.CreateRun(ctx, store.NewRun{Pipeline: "daily", Interval: "2024-01-03"}); err != nil {
+	// Handed to workers (a real submission of the SQLite queue): no lease,
+	// in progress until the workers finish it.
+	iv3 := interval(t, p, "2024-01-03")
+	sub, err := sqlitequeue.New(s).Submit(ctx, queue.Submission{Run: store.NewRun{Pipeline: "daily", Interval: iv3.Key,
+		IntervalStart: iv3.Start, IntervalEnd: iv3.End}, Plan: []byte("{}"), BaseDir: "/spec", Interval: iv3.Key,
+		Tasks: []queue.Task{{Name: "events"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No lease and no submission: a leftover whose lease row a later run
+	// took before it died too; it blocks nothing.
+	if _, err := s.CreateRun(ctx, store.NewRun{Pipeline: "daily", Interval: "2024-01-04"}); err != nil {
 		t.Fatal(err)
 	}
 	f := read(t, s, p)
-	d, err := f.Due(ctx, at("2024-01-04T00:00:00Z"))
+	d, err := f.Due(ctx, at("2024-01-05T00:00:00Z"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "2024-01-01 active: a run of it is active: " + live.ID + " (host h1, pid 42, since " + live.Created.Format(time.RFC3339) + ")\n" +
 		"2024-01-02 run\n" +
-		"2024-01-03 run\n"
+		"2024-01-03 active: a run of it is active: " + sub.ID + " (submitted to the workers)\n" +
+		"2024-01-04 run\n"
 	if got := show(d.Decisions); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	if got := len(f.ActiveRuns()); got != 1 {
+	if got := len(f.ActiveRuns()); got != 2 {
 		t.Errorf("ActiveRuns = %v", f.ActiveRuns())
 	}
 }
