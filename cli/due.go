@@ -53,8 +53,8 @@ func workQueue(st store.Store) queue.Queue {
 // (schedule.Facts.Due), each interval run by launch, at most as many at
 // once as max_active_runs leaves free beside the runs already in progress.
 // onWorkers says launch hands intervals to workers; detach, that it
-// returns once the last is handed over. Nothing due is exit code 0 with a line saying so; an interval blocked or
-// a run failed is 1.
+// returns once the last is handed over. Nothing due is exit code 0 with a
+// line saying so; an interval blocked or a run failed is 1.
 func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q queue.Queue, now time.Time,
 	launch func(context.Context, runtime.Interval, func(string)) outcome, onWorkers, detach bool) error {
 	if plan.Schedule == nil {
