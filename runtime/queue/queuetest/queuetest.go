@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -56,9 +57,8 @@ func Run(t *testing.T, open Opener) {
 		{"WorkerNameLiveElsewhere", testWorkerNameLiveElsewhere},
 		{"WorkersListed", testWorkersListed},
 		{"Wakeups", testWakeups},
-		{"Labels", func(t *testing.T, open Opener) {
-			Labels(t, func(t *testing.T) Store { return open(t, nil)(t) })
-		}},
+		{"Labels", testLabels},
+		{"FailoverAmongLabelledWorkers", testFailoverAmongLabelledWorkers},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -87,6 +87,22 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 const lease = 10 * time.Second
+
+func registerLabels(t *testing.T, h Handle, name string, labels ...string) {
+	t.Helper()
+	if err := h.Register(context.Background(), queue.WorkerInfo{Name: name, Host: "host", PID: 1, Slots: 1, Labels: labels}, lease); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimed is the task worker claims, "" for none.
+func claimed(t *testing.T, h Handle, worker string) string {
+	t.Helper()
+	if cl := claim(t, h, worker); cl != nil {
+		return cl.Task
+	}
+	return ""
+}
 
 // once: a task without a failover block, one attempt per visit.
 var once = failover.Limits{Attempts: 1, Global: failover.NoLimit, NoFailover: true}
@@ -688,5 +704,99 @@ func testWakeups(t *testing.T, open Opener) {
 	cancel()
 	for range ch {
 		// drained until closed
+	}
+}
+
+// Labels: a worker claims only tasks whose labels it offers all of; a
+// labelled task no live worker offers the labels of makes the run say so
+// (once), until a worker offering them joins and takes it.
+func testLabels(t *testing.T, open Opener) {
+	h := open(t, nil)(t)
+	ctx := context.Background()
+	sub := submission("2024-01-01", task("plain", once), task("agg", once), task("train", once))
+	sub.Tasks[1].Labels = []string{"spark"}
+	sub.Tasks[2].Labels = []string{"spark", "gpu"}
+	run := submit(t, h, sub)
+	registerLabels(t, h, "w0")
+	registerLabels(t, h, "w1", "spark", "x")
+	if got := claimed(t, h, "w0"); got != "plain" {
+		t.Fatalf("w0 (no labels) claimed %q, want plain", got)
+	}
+	if got := claimed(t, h, "w0"); got != "" {
+		t.Fatalf("w0 (no labels) claimed %q, want nothing", got)
+	}
+	if got := claimed(t, h, "w1"); got != "agg" {
+		t.Fatalf("w1 (spark, x) claimed %q, want agg", got)
+	}
+	if got := claimed(t, h, "w1"); got != "" {
+		t.Fatalf("w1 (spark, x) claimed %q: it lacks gpu", got)
+	}
+	want := "task train: waiting for a worker with labels gpu,spark (none is live)"
+	if rs, _ := status(t, h, run); rs.Waiting != want {
+		t.Fatalf("waiting %q, want %q", rs.Waiting, want)
+	}
+	claimed(t, h, "w0")
+	registerLabels(t, h, "w2", "spark", "gpu", "gpu") // unsorted, a duplicate
+	if got := claimed(t, h, "w2"); got != "train" {
+		t.Fatalf("w2 (gpu, spark) claimed %q, want train", got)
+	}
+	if rs, _ := status(t, h, run); rs.Waiting != "" {
+		t.Fatalf("still waiting %q after train was claimed", rs.Waiting)
+	}
+	waits := 0
+	for _, k := range kinds(t, h, run) {
+		if k == queue.EventRunWaiting {
+			waits++
+		}
+	}
+	if waits != 1 {
+		t.Fatalf("%d run.waiting events, want 1", waits)
+	}
+	ws, err := h.Workers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range ws {
+		got[w.Name] = strings.Join(w.Labels, ",")
+	}
+	if want := map[string]string{"w0": "", "w1": "spark,x", "w2": "gpu,spark"}; !maps.Equal(got, want) {
+		t.Fatalf("workers' labels %v, want %v", got, want)
+	}
+}
+
+// A labelled task fails over only among the live workers offering its
+// labels: with g1 and g2 used up (per_worker 1) the run waits though n1, a
+// live worker without the label, is idle; g3 joining takes it.
+func testFailoverAmongLabelledWorkers(t *testing.T, open Opener) {
+	h := open(t, nil)(t)
+	sub := submission("2024-01-01", task("fit", failover.Limits{Attempts: 1, PerWorker: 1, Global: 3}))
+	sub.Tasks[0].Labels = []string{"gpu"}
+	run := submit(t, h, sub)
+	registerLabels(t, h, "g1", "gpu")
+	registerLabels(t, h, "g2", "gpu")
+	registerLabels(t, h, "n1")
+	for _, step := range []struct{ worker, want string }{{"n1", ""}, {"g1", "fit"}, {"n1", ""}, {"g1", ""}, {"g2", "fit"}, {"n1", ""}, {"g1", ""}, {"g2", ""}} {
+		got := claimed(t, h, step.worker)
+		if got != step.want {
+			t.Fatalf("%s claimed %q, want %q", step.worker, got, step.want)
+		}
+		if got != "" {
+			finish(t, h, step.worker, &queue.Claim{Ref: queue.Ref{Run: run, Task: got}}, queue.Result{Ending: queue.Failed})
+		}
+	}
+	want := "task fit: waiting for a worker with labels gpu: global count 1 of 3"
+	if rs, _ := status(t, h, run); rs.Waiting != want {
+		t.Fatalf("waiting %q, want %q", rs.Waiting, want)
+	}
+	registerLabels(t, h, "g3", "gpu", "x")
+	if got := claimed(t, h, "n1"); got != "" {
+		t.Fatalf("n1 claimed %q", got)
+	}
+	if got := claimed(t, h, "g3"); got != "fit" {
+		t.Fatalf("g3 claimed %q, want fit", got)
+	}
+	if rs, _ := status(t, h, run); rs.Waiting != "" {
+		t.Fatalf("waiting %q after g3 took fit", rs.Waiting)
 	}
 }
