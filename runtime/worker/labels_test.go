@@ -75,6 +75,9 @@ func testLabelsPinTasksToWorkers(t *testing.T, b backend) {
 	if code != 0 {
 		t.Fatalf("submit --wait: exit %d\n%s", code, out)
 	}
+	if strings.Contains(out, "pipec: note:") {
+		t.Errorf("submit notes a label no live worker offers, though w1 and w2 offer them:\n%s", out)
+	}
 	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +192,8 @@ func testWaitingForLabels(t *testing.T, b backend) {
 	if wait.err != nil {
 		t.Fatalf("submit --wait: %v\n%s", wait.err, out)
 	}
-	for _, line := range []string{want, "extract: start 1 on spark", "run " + run + " succeeded"} {
+	note := "pipec: note: task extract requires labels spark, which no live worker offers: the run waits for a worker started with --label spark"
+	for _, line := range []string{note, want, "extract: start 1 on spark", "run " + run + " succeeded"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("submit --wait output lacks %q:\n%s", line, out)
 		}
