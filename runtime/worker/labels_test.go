@@ -246,3 +246,47 @@ func testFailoverAmongLabelledWorkers(t *testing.T, b backend) {
 		t.Errorf("n1 started something:\n%s", n1.output())
 	}
 }
+
+// TestLabelledTaskHandedBack: the only worker offering spark is stopped
+// with SIGTERM while it runs the task: the task is handed back (counted
+// nowhere), the idle worker without spark does not take it, the run waits
+// for a worker with spark, and one that joins runs it to the end.
+func TestLabelledTaskHandedBack(t *testing.T) { onBoth(t, testLabelledTaskHandedBack) }
+
+func testLabelledTaskHandedBack(t *testing.T, b backend) {
+	spec := strings.Replace(strings.Replace(labelsSpec, `labels  = ["a"]`, `labels  = ["spark"]`, 1), `labels  = ["b"]`, ``, 1)
+	files := map[string]string{
+		// On s1 the task runs until stopped; on s2 it finishes.
+		"extract.sh": "#!/bin/sh\nif [ \"$PIPEC_WORKER\" = s1 ]; then touch \"$PIPEC_WORKER.started\"; exec sleep 120; fi\n" +
+			"printf 'step,worker\\nextract,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_raw/data.csv\"\n",
+		"clean.sh": labelsFiles["clean.sh"],
+	}
+	e := newEnvOn(t, b, spec, files)
+	e.worker("plain", "--lease", steadyLease)
+	s1 := e.worker("s1", "--label", "spark", "--lease", steadyLease)
+	run := e.submit("2024-01-01")
+	e.until(run, "extract running on s1", func(queue.RunStatus) bool {
+		_, err := os.Stat(filepath.Join(e.dir, "s1.started"))
+		return err == nil
+	})
+	s1.signal(t, syscall.SIGTERM)
+	want := "task extract: waiting for a worker with labels spark (none is live)"
+	rs := e.until(run, "waiting for spark", func(rs queue.RunStatus) bool { return rs.Waiting == want })
+	for _, ts := range rs.Tasks {
+		if ts.Task == "extract" && (ts.State != queue.WorkReady || ts.Failover.Failovers != 0 || ts.Failover.Starts != 0) {
+			t.Fatalf("extract after the SIGTERM: %+v, want ready with nothing counted", ts)
+		}
+	}
+	e.worker("s2", "--label", "spark", "--lease", steadyLease)
+	rs = e.until(run, "the end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded", rs.Run.State)
+	}
+	if s := e.starts(run, "extract"); !slices.Equal(s, []string{"s1", "s2"}) {
+		t.Errorf("extract started on %v, want [s1 s2]", s)
+	}
+	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil || !strings.Contains(string(data), "extract,s2\n") {
+		t.Errorf("published data %q (%v), want extract's from s2", data, err)
+	}
+}
