@@ -98,6 +98,21 @@ type Result struct {
 	Ending        Ending
 	Deterministic bool
 	Reason        string
+	// End, when set, is the end of the visit's last attempt, not yet
+	// recorded: Finish records it exactly as store.Store.FinishAttempt
+	// would, in the transaction that ends the visit and advances the DAG.
+	// Both commit or neither does: a worker killed after the attempt's end
+	// was recorded but before the DAG moved would leave the claim to expire
+	// and the task to run again under a new token, although it succeeded.
+	// When the claim is no longer the worker's, the attempt's end is still
+	// recorded (its process did end) and Finish returns store.ErrLeaseLost.
+	End *AttemptEnd
+}
+
+// AttemptEnd is an attempt's end as store.Store.FinishAttempt takes it.
+type AttemptEnd struct {
+	Ref     store.AttemptRef
+	Outcome store.Outcome
 }
 
 // Work states.
@@ -152,9 +167,10 @@ type Queue interface {
 	// Claim takes one ready task the model lets this worker start, or
 	// returns nil.
 	Claim(ctx context.Context, worker string, lease time.Duration) (*Claim, error)
-	// Finish records how the worker's visit ended and advances the DAG (and
-	// finishes the run when nothing is left) in one transaction.
-	// store.ErrLeaseLost when the worker no longer holds the claim.
+	// Finish records how the worker's visit ended (and its last attempt's
+	// end, Result.End) and advances the DAG (and finishes the run when
+	// nothing is left) in one transaction. store.ErrLeaseLost when the
+	// worker no longer holds the claim.
 	Finish(ctx context.Context, worker string, ref Ref, r Result) error
 	// Workers lists the workers, by name.
 	Workers(ctx context.Context) ([]WorkerRow, error)

@@ -388,35 +388,42 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 	if !o.State.Finished() {
 		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getAttempt(ctx, tx, ref, true)
-		if err != nil {
+	return s.tx(ctx, func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
+}
+
+// finishAttempt is FinishAttempt inside a transaction (Finish of the queue
+// records a visit's last attempt with it, see queue.Result.End).
+func finishAttempt(ctx context.Context, tx pgx.Tx, ref store.AttemptRef, o store.Outcome) error {
+	if !o.State.Finished() {
+		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	}
+	cur, err := getAttempt(ctx, tx, ref, true)
+	if err != nil {
+		return err
+	}
+	if cur.State.Finished() {
+		if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
+			return nil
+		}
+		return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
+	}
+	if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
+		// MarkRunningAs and FinishAttempt in one transaction: both or
+		// neither commit (see store.Outcome.Ran for why that is safe).
+		if cur, err = markRunning(ctx, tx, cur, *o.Ran); err != nil {
 			return err
 		}
-		if cur.State.Finished() {
-			if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
-				return nil
-			}
-			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
-		}
-		if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
-			// MarkRunningAs and FinishAttempt in one transaction: both or
-			// neither commit (see store.Outcome.Ran for why that is safe).
-			if cur, err = markRunning(ctx, tx, cur, *o.Ran); err != nil {
-				return err
-			}
-		}
-		if !cur.State.CanBecome(o.State) {
-			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
+	}
+	if !cur.State.CanBecome(o.State) {
+		return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
 WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail); err != nil {
-			return err
-		}
-		return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
-			map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-				"token": cur.Token, "was": string(cur.State)})
-	})
+		return err
+	}
+	return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
+			"token": cur.Token, "was": string(cur.State)})
 }
 
 // GetAttempt implements store.Store.

@@ -308,9 +308,16 @@ func globalCount(l failover.Limits, s *failover.State) string {
 	return fmt.Sprintf("%d of %d", s.Failovers, l.Global)
 }
 
-// Finish implements queue.Queue.
+// Finish implements queue.Queue. The attempt's end (Result.End) and the
+// visit's are one transaction: the claim and the submission are locked
+// first, as in every decision about a run's tasks, then the attempt's row.
 func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
+	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
+		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
+	}
+	lost := false
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		lost = false
 		// The submission's lock (every finish of the run after another) and
 		// the claim's, in one statement.
 		var w workRow
@@ -319,10 +326,20 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		err := tx.QueryRow(ctx, `SELECT w.limits, w.failover, w.dependents FROM work w JOIN submissions s ON s.run = w.run
 WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w, s`, ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
+			lost = true
+			if r.End != nil {
+				// Not this worker's visit any more, but its attempt did end.
+				return finishAttempt(ctx, tx, r.End.Ref, r.End.Outcome)
+			}
+			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if r.End != nil {
+			if err := finishAttempt(ctx, tx, r.End.Ref, r.End.Outcome); err != nil {
+				return err
+			}
 		}
 		if err := w.decode(limits, st, deps); err != nil {
 			return err
@@ -377,6 +394,9 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+w
 		}
 		return maybeFinishRun(ctx, tx, ref.Run)
 	})
+	if err == nil && lost {
+		err = fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
 	}
