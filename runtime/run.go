@@ -242,6 +242,9 @@ type runner struct {
 	visitBase       int
 	stopOnLeaseLoss bool
 	leaseLost       atomic.Bool
+	// ends is a visit's attempt end left to the worker (visit.go); nil in
+	// a local run.
+	ends *visitEnds
 
 	mu     sync.Mutex // guards summary parts below and taskState fields
 	checks map[string]*CheckResult

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // Visit is one task's turn on one worker, for pipec worker: the worker has
@@ -40,6 +44,88 @@ type VisitResult struct {
 	// Deterministic: the last failure is of a deterministic class (it would
 	// fail the same anywhere: no failover).
 	Deterministic bool
+	// End is the end of the visit's last attempt, not recorded yet: the
+	// worker hands it to queue.Queue.Finish (queue.Result.End), which
+	// records it in the transaction that ends the visit. Nil when the visit
+	// started no attempt.
+	End *queue.AttemptEnd
+}
+
+// visitEnds keeps a visit's last attempt's end for the worker's Finish.
+//
+// In a local run an attempt's end is recorded when its process ends, then
+// its outputs are audited and published. In a visit, the end of the last
+// attempt is recorded by the worker's Finish, in the transaction that also
+// ends the visit and advances the DAG, so a worker killed in between cannot
+// leave a succeeded attempt whose task runs again: either both are recorded
+// or neither is (then the claim expires and the task runs again under a new
+// token, fenced as any relaunch). A succeeded attempt's outputs are
+// therefore audited and published before its end is recorded; its lease is
+// renewed meanwhile, so a long check does not make it unknown. An attempt
+// followed by another (a retry on this worker) is recorded before the next
+// one starts.
+//
+// Only the visit's task goroutine uses it.
+type visitEnds struct {
+	pending *queue.AttemptEnd
+}
+
+// endAttempt records an attempt's end, or, in a visit, keeps it for the
+// worker's Finish (recording the previous one first).
+func (r *runner) endAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
+	if r.ends == nil {
+		return r.st.FinishAttempt(ctx, ref, o)
+	}
+	r.flushEnd(ctx)
+	o.ErrorTail = r.red.String(o.ErrorTail) // as redactingStore would
+	r.ends.pending = &queue.AttemptEnd{Ref: ref, Outcome: o}
+	return nil
+}
+
+// flushEnd records a kept attempt end now: another attempt follows it.
+func (r *runner) flushEnd(ctx context.Context) {
+	if r.ends == nil || r.ends.pending == nil {
+		return
+	}
+	e := r.ends.pending
+	r.ends.pending = nil
+	_ = r.st.FinishAttempt(context.WithoutCancel(ctx), e.Ref, e.Outcome)
+}
+
+// produceThenEnd is a visit's succeeded attempt: its outputs are audited and
+// published under its lease, then its end is kept for the worker's Finish.
+func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched) {
+	stop := make(chan struct{})
+	renewed := make(chan struct{})
+	if l.ran == nil && len(ts.t.Outputs) > 0 {
+		// Marked running with a lease, and there is an audit to wait for.
+		go func() {
+			defer close(renewed)
+			lease := r.o.DefaultLease
+			if hb := ts.t.Heartbeat; hb != nil {
+				if d, err := time.ParseDuration(hb.Lease); err == nil && d > 0 {
+					lease = d
+				}
+			}
+			t := time.NewTicker(max(lease/3, 10*time.Millisecond))
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					_ = r.st.RenewLease(context.WithoutCancel(ctx), l.a.AttemptRef, l.a.Token, 0)
+				}
+			}
+		}()
+	} else {
+		close(renewed)
+	}
+	r.produce(ctx, ts.t, l, false)
+	close(stop)
+	<-renewed
+	_ = r.endAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran})
+	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
 }
 
 // RunVisit runs one visit. The error is for a visit that could not be
@@ -64,6 +150,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	}
 	r.runID, r.runCtx = v.Run, ctx
 	r.visitBase, r.stopOnLeaseLoss = v.AttemptBase, true
+	r.ends = &visitEnds{}
 	r.leases = newLeaseWatch(r)
 	leaseCtx, stopLeases := context.WithCancel(ctx)
 	leaseDone := make(chan struct{})
@@ -77,7 +164,9 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	<-leaseDone
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load()}
+	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending}
 	res.Deterministic = r.classes.Deterministic(ts.res.Class)
+	// The worker writes these to the store: masked as everything else.
+	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)
 	return res, nil
 }

@@ -306,8 +306,14 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 func (c *Config) runVisit(ctx context.Context, v *visit) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
+	var end *queue.AttemptEnd // the last attempt's end, recorded by Finish
 	finish := func(r queue.Result) {
-		err := c.Queue.Finish(bg, c.Info.Name, cl.Ref, r)
+		r.End = end
+		c.hook(hookBeforeFinish, cl.Task)
+		err := c.finish(bg, cl.Ref, r)
+		if err == nil {
+			c.hook(hookAfterFinish, cl.Task)
+		}
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
 			c.logf("%s %s: its outcome is not this worker's to report any more (taken over)", cl.Run, cl.Task)
@@ -329,6 +335,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 			StatePath: filepath.Join(c.Workdir, "state"), Environ: env, Worker: c.Info.Name,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase})
+	end = res.End
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errShutdown):
@@ -355,8 +362,32 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	}
 }
 
+// finish is Queue.Finish, tried again while the store is unreachable (for
+// up to a lease: the claim is someone else's after that), so a brief outage
+// does not turn a finished task into a rerun. A commit whose answer was lost
+// is seen by the next try as a claim no longer held.
+func (c *Config) finish(ctx context.Context, ref queue.Ref, r queue.Result) error {
+	deadline := time.Now().Add(c.Lease)
+	for {
+		err := c.Queue.Finish(ctx, c.Info.Name, ref, r)
+		if err == nil || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrConflict) ||
+			errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
+			return err
+		}
+		c.logf("%s %s: finish: %v; trying again", ref.Run, ref.Task, err)
+		time.Sleep(c.Poll)
+	}
+}
+
 func (c *Config) logf(format string, args ...any) {
 	c.logMu.Lock()
 	defer c.logMu.Unlock()
 	fmt.Fprintf(c.Log, format+"\n", args...)
 }
+
+// Test hook points (hook.go): just before a visit's Finish, and just after
+// it committed.
+const (
+	hookBeforeFinish = "before-finish"
+	hookAfterFinish  = "after-finish"
+)

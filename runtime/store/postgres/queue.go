@@ -537,6 +537,9 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 				"worker": w.worker}); err != nil {
 				return err
 			}
+			if err := unknownAttempts(ctx, tx, w.Ref); err != nil {
+				return err
+			}
 			if err := s.failedVisit(ctx, tx, w, w.worker, w.st.LeaseLost(w.limits), reason); err != nil {
 				return err
 			}
@@ -554,6 +557,38 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
 	return n, nil
+}
+
+// unknownAttempts marks the task's unfinished attempts unknown when its
+// worker's claim expired: whatever that worker's process did is unknown
+// now, as the attempt of an expired lease is. Without it, an attempt still
+// queued (its process ended before its start was recorded, which its end
+// would have recorded: store.Outcome.Ran) would stay queued for good.
+func unknownAttempts(ctx context.Context, tx pgx.Tx, ref queue.Ref) error {
+	rows, err := tx.Query(ctx, `UPDATE attempts SET state = 'unknown', lease_expiry = NULL
+WHERE run = $1 AND task = $2 AND state IN ('queued', 'running') RETURNING number, token`, ref.Run, ref.Task)
+	if err != nil {
+		return err
+	}
+	type nt struct {
+		n   int
+		tok int64
+	}
+	marked, err := collect(rows, func(r pgx.Row) (nt, error) {
+		var x nt
+		return x, r.Scan(&x.n, &x.tok)
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(marked, func(i, j int) bool { return marked[i].n < marked[j].n })
+	for _, m := range marked {
+		if err := appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptUnknown, Task: ref.Task, Attempt: m.n},
+			map[string]any{"token": m.tok, "reason": "its worker's claim expired"}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Workers implements queue.Queue.
