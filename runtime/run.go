@@ -92,6 +92,11 @@ type Options struct {
 	// StatePath is the store's database file. Logs, staging directories and
 	// heartbeat files live beside it; tasks get it as PIPEC_STATE.
 	StatePath string
+	// ServerState, for a store on a database server, is its URL without
+	// the password (store.Location.String): tasks get it as PIPEC_STATE
+	// instead of StatePath, and `pipec heartbeat` then renews through the
+	// heartbeat file (see lease.go), never with the database's credentials.
+	ServerState string
 	// Seed seeds the retry jitter.
 	Seed uint64
 	// Force reruns every task, even those a previous run of the interval

@@ -317,6 +317,9 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 				hb.tick(ctx)
 			}
 		case <-lost:
+			if t.Heartbeat != nil {
+				markBeatLost(r.heartbeatPath(a.AttemptRef))
+			}
 			if r.stopOnLeaseLoss {
 				// A worker's visit: the task is another worker's now.
 				r.leaseLost.Store(true)
@@ -376,6 +379,9 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	env["PIPEC_INTERVAL"] = r.iv.Key
 	env["PIPEC_CODE_VERSION"] = r.plan.CodeVersion
 	env["PIPEC_STATE"] = r.o.StatePath
+	if r.o.ServerState != "" {
+		env["PIPEC_STATE"] = r.o.ServerState
+	}
 	for _, out := range t.Outputs {
 		dir, err := sink.NewStaging(filepath.Join(r.stateDir, "staging"), r.runID, t.Name, a.Number, out)
 		if err != nil {
