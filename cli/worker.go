@@ -15,6 +15,7 @@ import (
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/worker"
+	"github.com/pipec/pipec/spec"
 )
 
 type workerOptions struct {
@@ -23,18 +24,22 @@ type workerOptions struct {
 	slots   int
 	workdir string
 	lease   time.Duration
+	labels  []string
 }
 
 func newWorkerCmd(io IO) *cobra.Command {
 	opts := workerOptions{slots: 1}
 	cmd := &cobra.Command{
-		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR]",
+		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR] [--label L]...",
 		Short: "Claim and run tasks of submitted runs from a shared state",
 		Long: "worker registers in the shared state (a postgres:// URL), heartbeats, and claims\n" +
 			"ready tasks of runs handed over by `pipec submit`, up to --slots at once. Each task\n" +
 			"runs as in `pipec run` (in its spec's folder, fenced, audited, published); tasks get\n" +
 			"PIPEC_WORKER. Retries stay on this worker; failover follows the task's per_worker and\n" +
 			"global limits (DESIGN.md section 6).\n\n" +
+			"--label offers worker labels (repeatable, or comma-separated: --label spark,gpu): a\n" +
+			"task with labels = [...] is claimed only by a worker offering all of them, and fails\n" +
+			"over only among such workers.\n\n" +
 			"SIGTERM or Ctrl-C stops gracefully: no more claims, running tasks are stopped and\n" +
 			"handed back without counting against the limits. A worker that stops renewing\n" +
 			"(SIGSTOP, SIGKILL) loses its claims after --lease; other workers relaunch them with\n" +
@@ -50,6 +55,7 @@ func newWorkerCmd(io IO) *cobra.Command {
 	f.IntVar(&opts.slots, "slots", opts.slots, "tasks this worker runs at once")
 	f.StringVar(&opts.workdir, "workdir", "", "local scratch for logs and staging (default: a folder under the system's temp folder)")
 	f.DurationVar(&opts.lease, "lease", worker.DefaultLease, "how long the worker's claims live without a heartbeat")
+	f.StringSliceVar(&opts.labels, "label", nil, "a label this worker offers (repeatable, or comma-separated); tasks requiring labels run only on workers offering them all")
 	return cmd
 }
 
@@ -81,6 +87,11 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if opts.lease < 100*time.Millisecond {
 		return usageErr("worker: --lease must be at least 100ms, not %s", opts.lease)
 	}
+	for _, l := range opts.labels {
+		if !spec.ValidLabel(l) {
+			return usageErr("worker: --label: %s", spec.LabelError(l))
+		}
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -110,7 +121,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	defer st.Close()
 	err = worker.Run(ctx, worker.Config{
 		ServerState: serverState(loc),
-		Info:        queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots},
+		Info:        queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
 		Store:       st,
 		Queue:       q,
 		Workdir:     workdir,
@@ -134,7 +145,7 @@ func newWorkersCmd(io IO) *cobra.Command {
 		Use:   "workers --state URL",
 		Short: "List the workers of a shared state",
 		Long: "workers lists every worker that registered in the shared state: name, host, pid,\n" +
-			"slots, state (live, stopping, stopped, or lost when its heartbeat lapsed), the tasks\n" +
+			"slots, labels, state (live, stopping, stopped, or lost when its heartbeat lapsed), the tasks\n" +
 			"it runs, when it was last seen, and its failover counts per task of unfinished runs.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -171,8 +182,12 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 		if len(w.Running) > 0 {
 			running = "running " + strings.Join(w.Running, ", ")
 		}
-		fmt.Fprintf(io.Stdout, "%s  host %s  pid %d  slots %d  %s  %s  last seen %s ago\n",
-			w.Name, w.Host, w.PID, w.Slots, state, running, w.Ago.Round(time.Second))
+		labels := "none"
+		if len(w.Labels) > 0 {
+			labels = strings.Join(w.Labels, ",")
+		}
+		fmt.Fprintf(io.Stdout, "%s  host %s  pid %d  slots %d  labels %s  %s  %s  last seen %s ago\n",
+			w.Name, w.Host, w.PID, w.Slots, labels, state, running, w.Ago.Round(time.Second))
 		for _, f := range w.Failover {
 			fmt.Fprintf(io.Stdout, "    failover %s\n", f)
 		}
