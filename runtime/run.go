@@ -189,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(o, iv)
+	r, err := newRunner(o, iv, "")
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +270,10 @@ type taskState struct {
 	res        TaskResult
 }
 
-func newRunner(o Options, iv Interval) (*runner, error) {
+// newRunner prepares a run of the plan's tasks, or of the task named only
+// (a visit: the other tasks' states would be built and never looked at, and
+// a worker builds a runner per task it runs, from plans of thousands).
+func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	if o.Parallel <= 0 {
 		o.Parallel = goruntime.GOMAXPROCS(0)
 	}
@@ -347,10 +350,16 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	}
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
+		if only != "" && t.Name != only {
+			continue
+		}
 		r.tasks[t.Name] = &taskState{t: t, state: taskPending, waiting: len(t.Needs),
 			res: TaskResult{Name: t.Name, State: taskPending}}
 	}
 	for i := range p.Tasks {
+		if only != "" {
+			break // a visit schedules nothing
+		}
 		for _, need := range p.Tasks[i].Needs {
 			if ns, ok := r.tasks[need]; ok {
 				ns.dependents = append(ns.dependents, p.Tasks[i].Name)

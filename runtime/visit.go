@@ -140,7 +140,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	if err != nil {
 		return VisitResult{}, err
 	}
-	r, err := newRunner(o, iv)
+	r, err := newRunner(o, iv, v.Task)
 	if err != nil {
 		return VisitResult{}, err
 	}

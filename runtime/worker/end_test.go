@@ -25,7 +25,7 @@ var (
 	hookErr  error
 )
 
-func hookPipec(t *testing.T) string {
+func hookPipec(t testing.TB) string {
 	t.Helper()
 	hookOnce.Do(func() {
 		hookBin = filepath.Join(filepath.Dir(pipecBin), "pipec-testhook")
@@ -45,26 +45,45 @@ func hookPipec(t *testing.T) string {
 // hookedWorker starts a worker of hookPipec with PIPEC_TEST_HOOK=hook.
 func (e *env) hookedWorker(t *testing.T, name, hook string) *proc {
 	t.Helper()
-	args := []string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name), "--lease", "1s"}
-	p := &proc{name: name, cmd: exec.Command(hookPipec(t), args...), done: make(chan struct{})}
+	return e.workerWith(hookPipec(t), []string{"PIPEC_TEST_HOOK=" + hook}, name)
+}
+
+// workerWith starts `bin worker` as e.worker does, with more environment,
+// and waits until it registered (or died).
+func (e *env) workerWith(bin string, environ []string, name string, extra ...string) *proc {
+	e.t.Helper()
+	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
+		"--lease", "1s"}, extra...)
+	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Dir = e.dir
-	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=", "PIPEC_TEST_HOOK="+hook)
+	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE="), environ...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
+	e.t.Cleanup(func() {
 		select {
 		case <-p.done:
 		default:
 			p.cmd.Process.Kill()
 			<-p.done
 		}
-		if t.Failed() {
-			t.Logf("worker %s output:\n%s", name, p.output())
+		if e.t.Failed() {
+			e.t.Logf("worker %s output:\n%s", name, p.output())
 		}
 	})
+	registered := "worker " + name + " registered"
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), registered); {
+		select {
+		case <-p.done:
+			return p // a hook may kill it early; the test looks
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("worker %s did not register within 60s:\n%s", name, p.output())
+		}
+	}
 	return p
 }
 
