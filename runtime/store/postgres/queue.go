@@ -361,50 +361,80 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 	lost := false
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		lost = false
-		// The submission's lock (every finish of the run after another) and
-		// the claim's, in one statement.
+		// One round trip for the locks: the submission's (every finish of
+		// the run after another) and the claim's in one statement, then the
+		// attempt's row.
 		var w workRow
 		w.Ref = ref
 		var limits, st, deps string
-		err := tx.QueryRow(ctx, `SELECT w.limits, w.failover, w.dependents FROM work w JOIN submissions s ON s.run = w.run
-WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w, s`, ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
-		if errors.Is(err, pgx.ErrNoRows) {
-			lost = true
-			if r.End != nil {
-				// Not this worker's visit any more, but its attempt did end.
-				return finishAttempt(ctx, tx, r.End.Ref, r.End.Outcome)
-			}
-			return nil
+		reads := &pgx.Batch{}
+		reads.Queue(`SELECT w.limits, w.failover, w.dependents FROM work w JOIN submissions s ON s.run = w.run
+WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w, s`, ref.Run, ref.Task, worker)
+		if r.End != nil {
+			reads.Queue(`SELECT `+attemptColumns+` FROM attempts WHERE run = $1 AND task = $2 AND number = $3 FOR UPDATE`,
+				r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number)
 		}
-		if err != nil {
+		br := tx.SendBatch(ctx, reads)
+		err := br.QueryRow().Scan(&limits, &st, &deps)
+		var cur store.Attempt
+		if r.End != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+			var aerr error
+			cur, aerr = scanAttempt(br.QueryRow())
+			if errors.Is(aerr, pgx.ErrNoRows) {
+				aerr = fmt.Errorf("attempt %s: %w", r.End.Ref, store.ErrNotFound)
+			}
+			if aerr != nil {
+				br.Close()
+				return aerr
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		// The writes go in one round trip too.
+		writes := &pgx.Batch{}
 		if r.End != nil {
-			if err := finishAttempt(ctx, tx, r.End.Ref, r.End.Outcome); err != nil {
+			if err := queueFinishAttempt(writes, cur, r.End.Outcome); err != nil {
 				return err
 			}
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Not this worker's visit any more, but its attempt did end.
+			lost = true
+			if writes.Len() == 0 {
+				return nil
+			}
+			return tx.SendBatch(ctx, writes).Close()
 		}
 		if err := w.decode(limits, st, deps); err != nil {
 			return err
 		}
-		switch r.Ending {
-		case queue.Succeeded:
+		if r.Ending == queue.Succeeded {
 			// The task's state, its event, its dependents one need fewer
 			// (ready at none), and a wakeup for idle workers when some became
 			// ready: one statement.
-			if _, err := tx.Exec(ctx, `WITH me AS (
-	UPDATE work SET state = 'succeeded', failover = $4, reason = '', claim_expiry = NULL WHERE run = $1 AND task = $2
+			writes.Queue(`WITH me AS (
+	UPDATE work SET state = 'succeeded', reason = '', claim_expiry = NULL WHERE run = $1 AND task = $2
 ), ev AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $5, $2, 0, $6)
+	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $4, $2, 0, $5)
 ), deps AS (
 	UPDATE work SET waiting_on = waiting_on - 1,
 		state = CASE WHEN waiting_on = 1 AND state = 'blocked' THEN 'ready' ELSE state END
 	WHERE run = $1 AND task = ANY($3) RETURNING state
 )
 SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+workChannel+`', '') END FROM deps`,
-				ref.Run, ref.Task, w.dependents, mustJSON(w.st), EventWorkSucceeded, mustJSON(map[string]any{"worker": worker})); err != nil {
+				ref.Run, ref.Task, w.dependents, EventWorkSucceeded, mustJSON(map[string]any{"worker": worker}))
+		}
+		if writes.Len() > 0 {
+			if err := tx.SendBatch(ctx, writes).Close(); err != nil {
 				return err
 			}
+		}
+		switch r.Ending {
+		case queue.Succeeded:
 			if len(w.dependents) > 0 {
 				return nil // its dependents are still to run: the run goes on
 			}
