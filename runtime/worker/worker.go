@@ -33,6 +33,7 @@ import (
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/spec"
 )
 
 // DefaultLease is how long a worker and its claims stay live without a
@@ -138,6 +139,12 @@ func Run(ctx context.Context, c Config) error {
 	if c.Info.Slots <= 0 {
 		c.Info.Slots = 1
 	}
+	for _, l := range c.Info.Labels {
+		if !spec.ValidLabel(l) {
+			return fmt.Errorf("worker: %s", spec.LabelError(l))
+		}
+	}
+	c.Info.Labels = queue.NormalLabels(c.Info.Labels)
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -532,4 +533,17 @@ ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last, excluded.last)
 		return appendEvent(ctx, tx, store.Event{Kind: store.EventTokensRaised}, map[string]any{
 			"resources": resources, "floor": floor, "reason": reason})
 	})
+}
+
+// queueEvent is appendEvent queued on a batch.
+func queueEvent(b *pgx.Batch, e store.Event, payload map[string]any) {
+	b.Queue(`INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5)`,
+		e.Run, e.Kind, e.Task, e.Attempt, eventText(payload))
+}
+
+func eventText(payload map[string]any) string {
+	if payload == nil {
+		return ""
+	}
+	return queue.JSON(payload)
 }

@@ -298,19 +298,6 @@ func appendEvent(ctx context.Context, tx pgx.Tx, e store.Event, payload map[stri
 	return err
 }
 
-// queueEvent is appendEvent queued on a batch.
-func queueEvent(b *pgx.Batch, e store.Event, payload map[string]any) {
-	b.Queue(`INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5)`,
-		e.Run, e.Kind, e.Task, e.Attempt, eventText(payload))
-}
-
-func eventText(payload map[string]any) string {
-	if payload == nil {
-		return ""
-	}
-	return mustJSON(payload)
-}
-
 // Events implements store.Store.
 func (s *Store) Events(ctx context.Context, run string) ([]store.Event, error) {
 	rows, err := s.pool.Query(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = $1 ORDER BY seq`, run)
