@@ -254,7 +254,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			every = d
 		}
 	}
-	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
+	a, err := r.startAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
 		Worker: r.o.Worker, Host: r.self.Host, Boot: r.self.Boot, Lease: lease, Queued: true})
 	if err != nil {
 		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: retry.Store}}

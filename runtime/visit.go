@@ -31,6 +31,10 @@ type Visit struct {
 	// AttemptBase is how many attempts the task made in the run before
 	// this visit.
 	AttemptBase int
+	// Started is the visit's first attempt when the worker's claim started
+	// it (queue.AttemptStarter): the first attempt uses it instead of
+	// starting one.
+	Started *store.Attempt
 }
 
 // VisitResult is how a visit ended.
@@ -49,6 +53,10 @@ type VisitResult struct {
 	// records it in the transaction that ends the visit. Nil when the visit
 	// started no attempt.
 	End *queue.AttemptEnd
+	// Unused is Visit.Started when no attempt ran (the task was not run,
+	// or the visit stopped first): the worker hands it back
+	// (queue.Result.Unused).
+	Unused *store.AttemptRef
 }
 
 // visitEnds keeps a visit's last attempt's end for the worker's Finish.
@@ -68,6 +76,34 @@ type VisitResult struct {
 // Only the visit's task goroutine uses it.
 type visitEnds struct {
 	pending *queue.AttemptEnd
+	// started is the claim's attempt; offered to the first attempt only,
+	// used once it took it.
+	started       *store.Attempt
+	offered, used bool
+}
+
+// startAttempt is the store's StartAttempt, except that a visit's first
+// attempt takes the one its claim started (queue.AttemptStarter).
+func (r *runner) startAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
+	if v := r.ends; v != nil && v.started != nil && !v.offered {
+		v.offered = true
+		a := *v.started
+		if a.Run == spec.Run && a.Task == spec.Task && a.Resource == spec.Resource && a.State == store.AttemptQueued {
+			v.used = true
+			return a, nil
+		}
+		// Not the attempt this one would start: the worker hands it back.
+	}
+	return r.st.StartAttempt(ctx, spec)
+}
+
+// unused is the claim's attempt when the visit did not run it.
+func (v *visitEnds) unused() *store.AttemptRef {
+	if v.started == nil || v.used {
+		return nil
+	}
+	ref := v.started.AttemptRef
+	return &ref
 }
 
 // endAttempt records an attempt's end, or, in a visit, keeps it for the
@@ -150,7 +186,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	}
 	r.runID, r.runCtx = v.Run, ctx
 	r.visitBase, r.stopOnLeaseLoss = v.AttemptBase, true
-	r.ends = &visitEnds{}
+	r.ends = &visitEnds{started: v.Started}
 	r.leases = newLeaseWatch(r)
 	leaseCtx, stopLeases := context.WithCancel(ctx)
 	leaseDone := make(chan struct{})
@@ -164,7 +200,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	<-leaseDone
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending}
+	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused()}
 	res.Deterministic = r.classes.Deterministic(ts.res.Class)
 	// The worker writes these to the store: masked as everything else.
 	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)

@@ -102,6 +102,21 @@ type Claim struct {
 	AttemptBase int
 	Limits      failover.Limits
 	Failover    failover.State
+	// Attempt is the visit's first attempt, started (queued, with its
+	// token) in the claim's transaction by AttemptStarter.ClaimStarting;
+	// nil from Claim, and then the visit starts it.
+	Attempt *store.Attempt
+}
+
+// AttemptStarter is a Queue that can start the claimed task's first attempt
+// of the visit (as store.Store.StartAttempt, queued) in the claim's
+// transaction: a transaction fewer per task. spec gives the worker, host
+// and boot id; the run, task and resource are the claimed task's, and the
+// lease is recorded when the attempt runs (MarkRunningAs). A worker uses it
+// when its queue offers it, and hands back an attempt it did not use
+// (Result.Unused).
+type AttemptStarter interface {
+	ClaimStarting(ctx context.Context, worker string, lease time.Duration, spec store.AttemptSpec) (*Claim, error)
 }
 
 // Ending is how a visit ended.
@@ -128,6 +143,11 @@ type Result struct {
 	// When the claim is no longer the worker's, the attempt's end is still
 	// recorded (its process did end) and Finish returns store.ErrLeaseLost.
 	End *AttemptEnd
+	// Unused is the claim's attempt (Claim.Attempt) when the visit never
+	// ran it (an input missing, the plan unreadable, the worker stopping):
+	// Finish removes it and its start event, since no process ever held
+	// its token. Only an AttemptStarter's claims have one.
+	Unused *store.AttemptRef
 }
 
 // AttemptEnd is an attempt's end as store.Store.FinishAttempt takes it.

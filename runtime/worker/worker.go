@@ -31,6 +31,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/spec"
@@ -66,6 +67,8 @@ type Config struct {
 	Log io.Writer
 
 	logMu *sync.Mutex
+	// self is this machine, recorded with the attempts its claims start.
+	self  exec.Identity
 	plans *planCache
 }
 
@@ -155,6 +158,7 @@ func Run(ctx context.Context, c Config) error {
 		c.Log = io.Discard
 	}
 	c.logMu = &sync.Mutex{}
+	c.self, _ = exec.Self() // as the runtime's own attempts record it
 	c.plans = &planCache{runs: map[string]*submitted{}}
 	bg := context.WithoutCancel(ctx)
 	if err := c.Queue.Register(bg, c.Info, c.Lease); err != nil {
@@ -262,7 +266,7 @@ func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref
 		if !free {
 			return
 		}
-		cl, err := c.Queue.Claim(ctx, c.Info.Name, c.Lease)
+		cl, err := c.claimOne(ctx)
 		if err != nil {
 			c.logf("claim: %v", err)
 			return
@@ -323,8 +327,12 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
 	var end *queue.AttemptEnd // the last attempt's end, recorded by Finish
+	unused := (*store.AttemptRef)(nil)
+	if cl.Attempt != nil {
+		unused = &cl.Attempt.AttemptRef // until the visit says it ran it
+	}
 	finish := func(r queue.Result) {
-		r.End = end
+		r.End, r.Unused = end, unused
 		c.hook(hookBeforeFinish, cl.Task)
 		err := c.finish(bg, cl.Ref, r)
 		if err == nil {
@@ -350,8 +358,11 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
 			StatePath: filepath.Join(c.Workdir, "state"), ServerState: c.ServerState, Environ: env, Worker: c.Info.Name,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
-		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase})
-	end = res.End
+		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt})
+	end, unused = res.End, res.Unused
+	if err != nil && cl.Attempt != nil {
+		unused = &cl.Attempt.AttemptRef // the visit could not even begin
+	}
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errShutdown):
@@ -376,6 +387,15 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 		c.logf("%s %s: failed on %s (%s)", cl.Run, cl.Task, c.Info.Name, why)
 		finish(queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why})
 	}
+}
+
+// claimOne claims a task, starting its first attempt in the claim's
+// transaction when the queue can (queue.AttemptStarter).
+func (c *Config) claimOne(ctx context.Context) (*queue.Claim, error) {
+	if qs, ok := c.Queue.(queue.AttemptStarter); ok {
+		return qs.ClaimStarting(ctx, c.Info.Name, c.Lease, store.AttemptSpec{Worker: c.Info.Name, Host: c.self.Host, Boot: c.self.Boot})
+	}
+	return c.Queue.Claim(ctx, c.Info.Name, c.Lease)
 }
 
 // finish is Queue.Finish, tried again while the store is unreachable (for

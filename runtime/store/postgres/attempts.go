@@ -95,7 +95,15 @@ func (s *Store) epochAlive(ctx context.Context, e int64) bool {
 // taken back by a crash or the token would reach past the newest epoch.
 const grantSQL = `g AS (
 	INSERT INTO tokens (resource, last) VALUES ($1, $2::bigint * ` + "1000000000" + `)
-	ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last + 1, $2::bigint * ` + "1000000000" + `)
+	` + grantConflictSQL
+
+// grantFromRSQL is grantSQL for the resource of the CTE "r" (column
+// resource) instead of $1: no row when r has none.
+const grantFromRSQL = `g AS (
+	INSERT INTO tokens (resource, last) SELECT resource, $2::bigint * ` + "1000000000" + ` FROM r
+	` + grantConflictSQL
+
+const grantConflictSQL = `ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last + 1, $2::bigint * ` + "1000000000" + `)
 	RETURNING last,
 		EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $2) AND last < ((SELECT epoch FROM epochs) + 1) * ` + "1000000000" + ` AS valid
 )`

@@ -164,7 +164,41 @@ func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
 func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	var out *queue.Claim
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		out = nil
+		var err error
+		out, err = claim(ctx, tx, worker, lease, nil, 0)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+var _ queue.AttemptStarter = (*Store)(nil)
+
+// ClaimStarting implements queue.AttemptStarter: Claim, and the claimed
+// task's next attempt started (queued, its token granted as StartAttempt
+// grants it) in the same transaction.
+func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
+	var out *queue.Claim
+	err := s.granting(ctx, func(epoch int64) error {
+		return s.tx(ctx, func(tx pgx.Tx) error {
+			var err error
+			out, err = claim(ctx, tx, worker, lease, &spec, epoch)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+// claim is Claim in tx; with start, the claimed task's next attempt is
+// started too, with a token of epoch.
+func claim(ctx context.Context, tx pgx.Tx, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
+	var out *queue.Claim
+	err := func() error {
 		// The workers able to run each candidate ride along (one round trip):
 		// for a task without labels every live worker, computed once.
 		rows, err := tx.Query(ctx, `WITH me AS (
@@ -198,19 +232,62 @@ ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOC
 		if pick.Chosen >= 0 {
 			c := &cands[pick.Chosen]
 			cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
-			if err := tx.QueryRow(ctx, `UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
+			// The claim, its event and (start) the attempt: one round trip.
+			b := &pgx.Batch{}
+			b.Queue(`UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
 	claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
 RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2)`,
-				c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease)).Scan(&cl.AttemptBase); err != nil {
-				return err
-			}
+				c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease))
 			// The run waits no more for this task (a data-modifying CTE
 			// always runs), and the claim is logged, in one statement. A
 			// message about another task stays: that one still waits.
-			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
+			b.Queue(`WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
 INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
-				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task)); err != nil {
+				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
+			if start != nil {
+				// As StartAttempt, queued; the resource is the run's
+				// pipeline@interval, as the runtime names it (runtime.runner
+				// resource), and the claimed row keeps the run running.
+				b.Queue(`WITH r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
+`+grantFromRSQL+`, n AS (SELECT pipec_now() AS now)
+INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
+SELECT $3, $4, (SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $3 AND task = $4), r.resource, g.last, 'queued', NULL, 0,
+	NULL, $5, 0, $6, $7
+FROM g, n, r
+RETURNING `+attemptColumns+`, (SELECT valid FROM g)`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot)
+			}
+			br := tx.SendBatch(ctx, b)
+			err := br.QueryRow().Scan(&cl.AttemptBase)
+			if err == nil {
+				_, err = br.Exec()
+			}
+			var a store.Attempt
+			var valid bool
+			started := false
+			if err == nil && start != nil {
+				a, err = scanAttempt(validRow{br.QueryRow(), &valid})
+				started = err == nil
+				if errors.Is(err, pgx.ErrNoRows) {
+					err = nil // the run is not running: the visit's StartAttempt says so
+				}
+			}
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
 				return err
+			}
+			if started {
+				if !valid {
+					return errNewEpoch
+				}
+				if err := appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+					"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
+					"lease_ms": 0,
+				}); err != nil {
+					return err
+				}
+				cl.Attempt = &a
 			}
 			out = cl
 		} else {
@@ -233,11 +310,8 @@ WHERE run = $1 AND waiting <> $2 AND (waiting = '' OR left(waiting, length($3)) 
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return out, nil
+	}()
+	return out, err
 }
 
 // unservedLabels returns the ready labelled tasks that no live worker offers
@@ -305,6 +379,12 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 			if err := queueFinishAttempt(writes, cur, r.End.Outcome); err != nil {
 				return err
 			}
+		}
+		if u := r.Unused; u != nil && u.Run == ref.Run && u.Task == ref.Task {
+			// The claim's attempt that never ran (ClaimStarting): no
+			// process held its token, so it goes, with its start event.
+			writes.Queue(`DELETE FROM attempts WHERE run = $1 AND task = $2 AND number = $3 AND state = 'queued' AND pid = 0`, u.Run, u.Task, u.Number)
+			writes.Queue(`DELETE FROM events WHERE run = $1 AND task = $2 AND attempt = $3 AND kind = $4`, u.Run, u.Task, u.Number, store.EventAttemptStarted)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not this worker's visit any more, but its attempt did end.
