@@ -90,6 +90,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 		return &exitError{code: ExitFindings, err: err}
 	}
 	fmt.Fprintf(io.Stdout, "submitted %s (%d tasks)\n", run.ID, len(sub.Tasks))
+	noteUnservedLabels(ctx, io, q, plan)
 	if !opts.wait {
 		return nil
 	}

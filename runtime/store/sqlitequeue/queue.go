@@ -367,16 +367,29 @@ WHERE run = ?1 AND waiting <> ?2 AND (waiting = '' OR substr(waiting, 1, length(
 
 // Finish implements queue.Queue: queue.Finished decides, this writes it.
 func (q *Queue) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
+	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
+		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
+	}
+	lost := false
 	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
 		err := tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work WHERE run = ? AND task = ? AND state = 'claimed' AND worker = ?`,
 			ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
+		}
+		// The visit's last attempt's end commits with the visit's
+		// (queue.Result.End); when the claim is gone it is still recorded.
+		if r.End != nil {
+			if err := tx.FinishAttempt(ctx, r.End.Ref, r.End.Outcome); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			lost = true
+			return nil
 		}
 		if err := queue.DecodeWork(&w, limits, st, deps); err != nil {
 			return err
@@ -393,6 +406,9 @@ func (q *Queue) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		}
 		return maybeFinishRun(ctx, tx, ref.Run)
 	})
+	if err == nil && lost {
+		err = fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
 	}
