@@ -371,7 +371,11 @@ func (q *Queue) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
 	}
 	lost := false
-	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+	update := q.s.Update
+	if r.End != nil && r.End.Outcome.Ran != nil && r.End.Outcome.Ran.Durable {
+		update = q.s.UpdateDurable // as FinishAttempt would commit it
+	}
+	err := update(ctx, func(ctx context.Context, tx *store.Tx) error {
 		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
@@ -515,8 +519,14 @@ ORDER BY run, task`, now.Boot, now.Nanos))
 		}
 		for i := range expired {
 			w := &expired[i]
-			if err := applyChange(ctx, tx, w, queue.Expired(w)); err != nil {
+			c := queue.Expired(w)
+			if err := applyChange(ctx, tx, w, c); err != nil {
 				return err
+			}
+			if c.Unknown != "" {
+				if err := tx.UnknownAttempts(ctx, w.Run, w.Task, func(tok int64) map[string]any { return queue.UnknownPayload(tok, c.Unknown) }); err != nil {
+					return err
+				}
 			}
 			if err := maybeFinishRun(ctx, tx, w.Run); err != nil {
 				return err
