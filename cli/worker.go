@@ -143,8 +143,19 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		return err
 	}
 	defer st.Close()
+	// Tasks get the shared state as PIPEC_STATE: a server's URL without
+	// its password (their pipec heartbeat renews through the heartbeat
+	// file), or the SQLite file's absolute path, in which their pipec
+	// heartbeat renews as under pipec run (the worker's own StatePath is
+	// its workdir, where logs and staging go).
+	taskState := serverState(loc)
+	if !loc.Server {
+		if taskState, err = filepath.Abs(loc.Path); err != nil {
+			return usageErr("worker: --state: %v", err)
+		}
+	}
 	err = worker.Run(ctx, worker.Config{
-		ServerState: serverState(loc),
+		ServerState: taskState,
 		Info:        queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
 		Store:       st,
 		Queue:       q,

@@ -69,6 +69,34 @@ while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sle
 	}
 }
 
+// TestHeartbeatCommandOnSQLiteWorker: on a worker sharing an SQLite file,
+// PIPEC_STATE is that file's absolute path and the task's pipec heartbeat
+// renews its lease in it, for three times the lease.
+func TestHeartbeatCommandOnSQLiteWorker(t *testing.T) {
+	script := `#!/bin/sh
+printf '%s' "$PIPEC_STATE" > state.txt
+i=0
+while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sleep 0.1; i=$((i+1)); done
+`
+	e := newEnvOn(t, onSQLite, beatSpec, map[string]string{"long.sh": script})
+	e.worker("w1")
+	run := e.submit("2024-01-01")
+	rs := e.until(run, "the run's end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		b, _ := os.ReadFile(filepath.Join(e.dir, "beat.err"))
+		t.Fatalf("run %s: %+v\nheartbeat said: %s", rs.Run.State, rs.Tasks, b)
+	}
+	if as := e.attempts(run, "long"); len(as) != 1 || as[0].State != store.AttemptSucceeded {
+		t.Fatalf("long's attempts: %+v", as)
+	}
+	if n := e.events(run, store.EventAttemptUnknown, "long"); n != 0 {
+		t.Fatalf("long's lease expired %d times although it ran pipec heartbeat", n)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.dir, "state.txt")); err != nil || string(b) != e.url {
+		t.Fatalf("PIPEC_STATE of the task: %q (%v), want %q", b, err, e.url)
+	}
+}
+
 // TestHeartbeatCommandOnWorkerLost: a task that stops renewing past its
 // lease loses it; the worker stops the task, and the task's pipec heartbeat
 // (from its SIGTERM trap) reports the lease lost with exit code 1.
