@@ -100,20 +100,22 @@ while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sle
 // TestHeartbeatCommandOnWorkerLost: a task that stops renewing past its
 // lease loses it; the worker stops the task, and the task's pipec heartbeat
 // (from its SIGTERM trap) reports the lease lost with exit code 1.
-func TestHeartbeatCommandOnWorkerLost(t *testing.T) {
+func TestHeartbeatCommandOnWorkerLost(t *testing.T) { onBoth(t, testHeartbeatCommandOnWorkerLost) }
+
+func testHeartbeatCommandOnWorkerLost(t *testing.T, b backend) {
 	script := `#!/bin/sh
 trap '"` + pipecBin + `" heartbeat 2> lost.txt; echo $? > lost.code; exit 1' TERM
 "` + pipecBin + `" heartbeat || exit 3
 sleep 30 &
 wait
 `
-	e := newEnv(t, beatSpec, map[string]string{"long.sh": script})
+	e := newEnvOn(t, b, beatSpec, map[string]string{"long.sh": script})
 	e.worker("w1")
 	run := e.submit("2024-01-01")
 	e.waitFile("lost.code")
-	b, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))
-	if err != nil || !strings.Contains(string(b), "lease lost for long attempt 1") {
-		t.Fatalf("the stale attempt's heartbeat said %q (%v)", b, err)
+	said, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))
+	if err != nil || !strings.Contains(string(said), "lease lost for long attempt 1") {
+		t.Fatalf("the stale attempt's heartbeat said %q (%v)", said, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.dir, "lost.code")); strings.TrimSpace(string(b)) != "1" {
 		t.Fatalf("pipec heartbeat exited %q, want 1", b)
