@@ -214,6 +214,19 @@ ALTER TABLE attempts ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE run_leases ADD COLUMN expiry_boot  TEXT    NOT NULL DEFAULT '';
 ALTER TABLE run_leases ADD COLUMN expiry_until INTEGER NOT NULL DEFAULT 0;
 `},
+	{7, "version locations", `
+-- A version's files are in the pipeline's artifact store (runtime/artifacts),
+-- named by a location key "<pipeline>/<artifact>/<hex digest>", not by a path
+-- on the disk of the machine that produced them.
+ALTER TABLE versions RENAME COLUMN staging_path TO location;
+-- Versions frozen before were at <state folder>/versions/<key>, which is a
+-- local run's default artifact store: they become keys in it. Any other path
+-- stays as it was and is read as a path on this machine.
+UPDATE versions SET location = pipeline || '/' || artifact || '/' || substr(digest, 8)
+WHERE pipeline <> '' AND digest LIKE 'sha256:%'
+AND substr(location, -length('/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8)))
+	= '/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
