@@ -209,6 +209,10 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	// One set of slots for every run: a pool (such as "backfill") bounds the
 	// whole backfill, not each run.
 	slots := runtime.NewSlots(plan, opts.parallel)
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	failed := 0
 	sem := make(chan struct{}, bp.slots)
@@ -226,7 +230,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			defer wg.Done()
 			defer func() { <-sem }()
 			sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-				StatePath: loc.Path, Seed: opts.seed, Slots: slots, Environ: io.Environ()})
+				StatePath: loc.Path, Seed: opts.seed, Slots: slots, Environ: io.Environ(), Artifacts: arts})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
@@ -15,10 +16,11 @@ import (
 )
 
 type submitOptions struct {
-	state    stateFlag
-	interval string
-	wait     bool
-	poll     time.Duration
+	state     stateFlag
+	interval  string
+	wait      bool
+	poll      time.Duration
+	artifacts artifactsFlag
 }
 
 func newSubmitCmd(io IO) *cobra.Command {
@@ -41,6 +43,8 @@ func newSubmitCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.interval, "interval", "", "the interval's start: a date (2024-01-01) or an RFC 3339 time (required)")
 	f.BoolVar(&opts.wait, "wait", false, "follow the run until it ends and exit with its status")
 	f.DurationVar(&opts.poll, "poll", opts.poll, "how often --wait looks at the run")
+	opts.artifacts.register(cmd, "the shared artifact store's folder, recorded with the run in place of the spec's artifacts "+
+		"(a worker's own --artifacts wins over it)")
 	return cmd
 }
 
@@ -67,6 +71,16 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	base, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	if arts != "" {
+		// The submitted plan is the one the workers run: its artifact store
+		// is this one, and its digest says so.
+		plan.ArtifactStore = arts
+		plan.Digest = compiler.Digest(plan)
 	}
 	sub := queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,

@@ -18,23 +18,27 @@ import (
 )
 
 type workerOptions struct {
-	state   stateFlag
-	name    string
-	slots   int
-	workdir string
-	lease   time.Duration
+	state     stateFlag
+	name      string
+	slots     int
+	workdir   string
+	lease     time.Duration
+	artifacts artifactsFlag
 }
 
 func newWorkerCmd(io IO) *cobra.Command {
 	opts := workerOptions{slots: 1}
 	cmd := &cobra.Command{
-		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR]",
+		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR] [--artifacts DIR]",
 		Short: "Claim and run tasks of submitted runs from a shared state",
 		Long: "worker registers in the shared state (a postgres:// URL), heartbeats, and claims\n" +
 			"ready tasks of runs handed over by `pipec submit`, up to --slots at once. Each task\n" +
 			"runs as in `pipec run` (in its spec's folder, fenced, audited, published); tasks get\n" +
 			"PIPEC_WORKER. Retries stay on this worker; failover follows the task's per_worker and\n" +
 			"global limits (DESIGN.md section 6).\n\n" +
+			"Staging and logs stay in --workdir, on this machine. Accepted versions go into the\n" +
+			"pipeline's shared artifact store (--artifacts, else the spec's artifacts field), and\n" +
+			"tasks read their inputs from there, whichever worker produced them.\n\n" +
 			"SIGTERM or Ctrl-C stops gracefully: no more claims, running tasks are stopped and\n" +
 			"handed back without counting against the limits. A worker that stops renewing\n" +
 			"(SIGSTOP, SIGKILL) loses its claims after --lease; other workers relaunch them with\n" +
@@ -50,6 +54,8 @@ func newWorkerCmd(io IO) *cobra.Command {
 	f.IntVar(&opts.slots, "slots", opts.slots, "tasks this worker runs at once")
 	f.StringVar(&opts.workdir, "workdir", "", "local scratch for logs and staging (default: a folder under the system's temp folder)")
 	f.DurationVar(&opts.lease, "lease", worker.DefaultLease, "how long the worker's claims live without a heartbeat")
+	opts.artifacts.register(cmd, "the shared artifact store's folder as this machine mounts it (wins over the spec's artifacts "+
+		"and submit's --artifacts); without any, tasks whose versions another worker reads are refused")
 	return cmd
 }
 
@@ -103,19 +109,28 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if err := os.MkdirAll(workdir, 0o700); err != nil {
 		return usageErr("worker: --workdir: %v", err)
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
 	st, q, _, err := openQueue(ctx, io, &opts.state, "")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if arts == "" {
+		fmt.Fprintf(io.Stderr, "pipec: worker %s: no --artifacts: tasks whose versions other tasks read run only when "+
+			"their spec (or pipec submit --artifacts) names a shared artifact store; others are refused\n", name)
+	}
 	err = worker.Run(ctx, worker.Config{
-		Info:    queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots},
-		Store:   st,
-		Queue:   q,
-		Workdir: workdir,
-		Environ: io.Environ(),
-		Lease:   opts.lease,
-		Log:     io.Stderr,
+		Artifacts: arts,
+		Info:      queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots},
+		Store:     st,
+		Queue:     q,
+		Workdir:   workdir,
+		Environ:   io.Environ(),
+		Lease:     opts.lease,
+		Log:       io.Stderr,
 	})
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}

@@ -54,12 +54,16 @@ type env struct {
 	url string
 	dir string
 	st  *postgres.Store
+	// arts is the shared artifact store every worker gets (--artifacts);
+	// "" starts workers without one.
+	arts string
 }
 
 func newEnv(t testing.TB, spec string, files map[string]string) *env {
 	t.Helper()
 	srv := pg.Server(t)
 	e := &env{t: t, url: srv.NewSchema(t), dir: t.TempDir()}
+	e.arts = filepath.Join(e.dir, "artifacts")
 	if err := os.WriteFile(filepath.Join(e.dir, "pipeline.hcl"), []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +108,9 @@ func (e *env) worker(name string, extra ...string) *proc {
 	e.t.Helper()
 	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
 		"--lease", "1s"}, extra...)
+	if e.arts != "" {
+		args = append(args, "--artifacts", e.arts)
+	}
 	p := &proc{name: name, cmd: exec.Command(pipecBin, args...), done: make(chan struct{})}
 	p.cmd.Dir = e.dir
 	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=")

@@ -46,6 +46,10 @@ type Config struct {
 	// Workdir is the worker's own scratch folder: logs, staging and
 	// heartbeat files of its attempts.
 	Workdir string
+	// Artifacts is the folder of the shared artifact store as this machine
+	// mounts it (--artifacts); it wins over the plan's artifacts field (see
+	// runtime.Options.Artifacts).
+	Artifacts string
 	// Environ is the worker's environment; tasks get a filtered part of it
 	// (as in a local run) and PIPEC_WORKER.
 	Environ []string
@@ -326,7 +330,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
-			StatePath: filepath.Join(c.Workdir, "state"), Environ: env, Worker: c.Info.Name,
+			StatePath: filepath.Join(c.Workdir, "state"), Artifacts: c.Artifacts, Environ: env, Worker: c.Info.Name,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase})
 	cause := context.Cause(ctx)
