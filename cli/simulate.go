@@ -12,6 +12,8 @@ import (
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/lint"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/spec"
 )
 
 type simulateOptions struct {
@@ -19,6 +21,10 @@ type simulateOptions struct {
 	fail      []string
 	join      int
 	maxStarts int
+	labels    []string
+	// offered is what --label said, per worker (index 0 is w1); nil when
+	// --label was not given: every worker then offers every label.
+	offered [][]string
 }
 
 func newSimulateCmd(io IO) *cobra.Command {
@@ -34,7 +40,11 @@ func newSimulateCmd(io IO) *cobra.Command {
 			"--fail TASK:always fails every start, TASK:once the first only,\n" +
 			"TASK:transient:K the first K. Without --fail, every task with a failover\n" +
 			"block (or, when none has one, every task) fails always. --join N lets N\n" +
-			"more workers join, one at a time, whenever a task waits for a worker.",
+			"more workers join, one at a time, whenever a task waits for a worker.\n\n" +
+			"A task with labels starts only on workers offering all of them, as with pipec\n" +
+			"worker: --label w2=spark,gpu (repeatable) gives w2 its labels, and then workers\n" +
+			"not named offer none. Without --label every worker offers every label. Workers\n" +
+			"that --join offer the waiting task's labels.",
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runSimulate(io, args[0], opts)
@@ -45,6 +55,7 @@ func newSimulateCmd(io IO) *cobra.Command {
 	f.StringArrayVar(&opts.fail, "fail", nil, "TASK:always|once|transient:K (repeatable)")
 	f.IntVar(&opts.join, "join", 0, "workers that join when a task waits for one")
 	f.IntVar(&opts.maxStarts, "max-starts", opts.maxStarts, "stop a story after this many starts")
+	f.StringArrayVar(&opts.labels, "label", nil, "wN=LABEL[,LABEL...]: the labels worker wN offers (repeatable)")
 	return cmd
 }
 
@@ -82,6 +93,16 @@ func runSimulate(io IO, path string, opts simulateOptions) error {
 	if opts.maxStarts < 1 || opts.maxStarts > 100000 {
 		return usageErr("simulate: --max-starts must be between 1 and 100000, not %d", opts.maxStarts)
 	}
+	if len(opts.labels) > 0 {
+		opts.offered = make([][]string, opts.workers)
+		for _, a := range opts.labels {
+			i, labels, err := parseWorkerLabels(a, opts.workers)
+			if err != nil {
+				return usageErr("simulate: %v", err)
+			}
+			opts.offered[i] = queue.NormalLabels(append(opts.offered[i], labels...))
+		}
+	}
 	c, err := loadSpec(path)
 	if err != nil {
 		return err
@@ -92,7 +113,14 @@ func runSimulate(io IO, path string, opts simulateOptions) error {
 	var ds diag.Diagnostics
 	ds = append(ds, c.Diags...)
 	if c.Result != nil {
-		ds = append(ds, lint.Run(c.Result, c.Src, lint.Options{Workers: opts.workers})...)
+		// With --label each task has its own pool (the workers offering its
+		// labels), which lint's one worker count cannot express: it then
+		// judges only limits wrong for any pool size.
+		workers := opts.workers
+		if opts.offered != nil {
+			workers = 0
+		}
+		ds = append(ds, lint.Run(c.Result, c.Src, lint.Options{Workers: workers})...)
 	}
 	ds = ds.Sort()
 	printDiagsText(io, ds, c.sources())
@@ -149,26 +177,54 @@ func runSimulate(io IO, path string, opts simulateOptions) error {
 	return nil
 }
 
+// parseWorkerLabels reads --label wN=L1,L2 into N-1 and the labels.
+func parseWorkerLabels(s string, workers int) (int, []string, error) {
+	name, list, ok := strings.Cut(s, "=")
+	n, err := strconv.Atoi(strings.TrimPrefix(name, "w"))
+	if !ok || !strings.HasPrefix(name, "w") || err != nil || n < 1 {
+		return 0, nil, fmt.Errorf("--label %q: want wN=LABEL[,LABEL...], such as w2=spark", s)
+	}
+	if n > workers {
+		return 0, nil, fmt.Errorf("--label %q: there is no %s with --workers %d", s, name, workers)
+	}
+	labels := strings.Split(list, ",")
+	for _, l := range labels {
+		if !spec.ValidLabel(l) {
+			return 0, nil, fmt.Errorf("--label %q: %s", s, spec.LabelError(l))
+		}
+	}
+	return n - 1, labels, nil
+}
+
 // foreverShown is how many starts a story that retries forever on one
 // worker shows before saying so.
 const foreverShown = 3
 
 // simulateTask prints one task's story: a line per start, then its end.
 func simulateTask(w stdio.Writer, t *compiler.PlanTask, mode failMode, opts simulateOptions) {
-	workers := failover.WorkerNames(opts.workers)
+	// The story plays out among the workers offering the task's labels
+	// alone, as in pipec worker: the others are no workers for it.
+	all := failover.WorkerNames(opts.workers)
+	workers := all
+	if opts.offered != nil && len(t.Labels) > 0 {
+		workers = failover.EligibleNames(t.Labels, all, opts.offered)
+		fmt.Fprintf(w, "%s requires labels %s: offered by %s\n", t.Name, strings.Join(t.Labels, ","), namesOrNone(workers))
+	}
+	n := len(all)
 	joins := opts.join
-	l := failover.PlanLimits(t, opts.workers)
+	l := failover.PlanLimits(t, max(len(workers), 1))
 	var s failover.State
 	for {
 		i := s.Pick(l, workers)
 		if i < 0 && !s.Stopped && joins > 0 {
 			joins--
-			workers = append(workers, fmt.Sprintf("w%d", len(workers)+1))
+			n++
+			workers = append(workers, fmt.Sprintf("w%d", n))
 			fmt.Fprintf(w, "%s joins\n", workers[len(workers)-1])
 			continue
 		}
 		if i < 0 {
-			fmt.Fprintf(w, "waiting for a worker: global count %s\n", globalCount(l, &s))
+			fmt.Fprintln(w, failover.WaitingFor(t.Labels, l, &s, len(workers) == 0))
 			return
 		}
 		if s.Starts >= opts.maxStarts {
@@ -205,11 +261,11 @@ func simulateTask(w stdio.Writer, t *compiler.PlanTask, mode failMode, opts simu
 	}
 }
 
-func globalCount(l failover.Limits, s *failover.State) string {
-	if l.Global == failover.NoLimit {
-		return fmt.Sprintf("%d, unlimited", s.Failovers)
+func namesOrNone(names []string) string {
+	if len(names) == 0 {
+		return "no worker"
 	}
-	return fmt.Sprintf("%d of %d", s.Failovers, l.Global)
+	return strings.Join(names, ", ")
 }
 
 // endOf says where a cut story goes.

@@ -89,7 +89,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	}
 	for i := range plan.Tasks {
 		t := &plan.Tasks[i]
-		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0)})
+		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels})
 	}
 	run, err := q.Submit(ctx, sub)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/worker"
+	"github.com/pipec/pipec/spec"
 )
 
 type workerOptions struct {
@@ -23,19 +24,23 @@ type workerOptions struct {
 	slots     int
 	workdir   string
 	lease     time.Duration
+	labels    []string
 	artifacts artifactsFlag
 }
 
 func newWorkerCmd(io IO) *cobra.Command {
 	opts := workerOptions{slots: 1}
 	cmd := &cobra.Command{
-		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR] [--artifacts DIR]",
+		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR] [--label L]... [--artifacts DIR]",
 		Short: "Claim and run tasks of submitted runs from a shared state",
 		Long: "worker registers in the shared state (a postgres:// URL), heartbeats, and claims\n" +
 			"ready tasks of runs handed over by `pipec submit`, up to --slots at once. Each task\n" +
 			"runs as in `pipec run` (in its spec's folder, fenced, audited, published); tasks get\n" +
 			"PIPEC_WORKER. Retries stay on this worker; failover follows the task's per_worker and\n" +
 			"global limits (DESIGN.md section 6).\n\n" +
+			"--label offers worker labels (repeatable, or comma-separated: --label spark,gpu): a\n" +
+			"task with labels = [...] is claimed only by a worker offering all of them, and fails\n" +
+			"over only among such workers.\n\n" +
 			"Staging and logs stay in --workdir, on this machine. Accepted versions go into the\n" +
 			"pipeline's shared artifact store (--artifacts, else the spec's artifacts field), and\n" +
 			"tasks read their inputs from there, whichever worker produced them.\n\n" +
@@ -54,6 +59,7 @@ func newWorkerCmd(io IO) *cobra.Command {
 	f.IntVar(&opts.slots, "slots", opts.slots, "tasks this worker runs at once")
 	f.StringVar(&opts.workdir, "workdir", "", "local scratch for logs and staging (default: a folder under the system's temp folder)")
 	f.DurationVar(&opts.lease, "lease", worker.DefaultLease, "how long the worker's claims live without a heartbeat")
+	f.StringSliceVar(&opts.labels, "label", nil, "a label this worker offers (repeatable, or comma-separated); tasks requiring labels run only on workers offering them all")
 	opts.artifacts.register(cmd, "the shared artifact store's folder as this machine mounts it (wins over the spec's artifacts "+
 		"and submit's --artifacts); without any, tasks whose versions another worker reads are refused")
 	return cmd
@@ -86,6 +92,11 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	}
 	if opts.lease < 100*time.Millisecond {
 		return usageErr("worker: --lease must be at least 100ms, not %s", opts.lease)
+	}
+	for _, l := range opts.labels {
+		if !spec.ValidLabel(l) {
+			return usageErr("worker: --label: %s", spec.LabelError(l))
+		}
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -124,7 +135,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	}
 	err = worker.Run(ctx, worker.Config{
 		Artifacts: arts,
-		Info:      queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots},
+		Info:      queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
 		Store:     st,
 		Queue:     q,
 		Workdir:   workdir,
@@ -148,7 +159,7 @@ func newWorkersCmd(io IO) *cobra.Command {
 		Use:   "workers --state URL",
 		Short: "List the workers of a shared state",
 		Long: "workers lists every worker that registered in the shared state: name, host, pid,\n" +
-			"slots, state (live, stopping, stopped, or lost when its heartbeat lapsed), the tasks\n" +
+			"slots, labels, state (live, stopping, stopped, or lost when its heartbeat lapsed), the tasks\n" +
 			"it runs, when it was last seen, and its failover counts per task of unfinished runs.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -185,8 +196,12 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 		if len(w.Running) > 0 {
 			running = "running " + strings.Join(w.Running, ", ")
 		}
-		fmt.Fprintf(io.Stdout, "%s  host %s  pid %d  slots %d  %s  %s  last seen %s ago\n",
-			w.Name, w.Host, w.PID, w.Slots, state, running, w.Ago.Round(time.Second))
+		labels := "none"
+		if len(w.Labels) > 0 {
+			labels = strings.Join(w.Labels, ",")
+		}
+		fmt.Fprintf(io.Stdout, "%s  host %s  pid %d  slots %d  labels %s  %s  %s  last seen %s ago\n",
+			w.Name, w.Host, w.PID, w.Slots, labels, state, running, w.Ago.Round(time.Second))
 		for _, f := range w.Failover {
 			fmt.Fprintf(io.Stdout, "    failover %s\n", f)
 		}

@@ -450,6 +450,11 @@ func (c *compilation) plan(g *Graph) *Plan {
 		slices.Sort(pt.DependsOn)
 		slices.Sort(pt.SecretEnv)
 		slices.Sort(pt.Effects)
+		if len(t.Labels) > 0 {
+			pt.Labels = refNames(t.Labels)
+			slices.Sort(pt.Labels)
+			pt.Labels = slices.Compact(pt.Labels)
+		}
 		for _, in := range t.Inputs {
 			pt.Inputs = append(pt.Inputs, PlanInput{Artifact: in.Artifact, Offset: in.Offset, Producer: c.producer[in.Artifact]})
 			readers[in.Artifact] = append(readers[in.Artifact], name)

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,5 +174,26 @@ func BenchmarkCompile(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestLabelsSortedAndDeduplicated: a task's labels reach the plan sorted and
+// once each, and a task without labels has none (the field is left out of
+// the plan's JSON, so plans written before labels existed do not change).
+func TestLabelsSortedAndDeduplicated(t *testing.T) {
+	a, b := task("a", 1), task("b", 2)
+	a.Labels = []spec.Ref{ref("spark", 3), ref("gpu", 4), ref("spark", 5)}
+	res, ds := Compile(&spec.Pipeline{Name: "p", Tasks: []spec.Task{a, b}})
+	if len(ds) > 0 {
+		t.Fatalf("findings: %v", messages(ds))
+	}
+	if got := res.Plan.Tasks[0].Labels; !slices.Equal(got, []string{"gpu", "spark"}) {
+		t.Errorf("a's labels = %q, want [gpu spark]", got)
+	}
+	if got := res.Plan.Tasks[1].Labels; got != nil {
+		t.Errorf("b's labels = %q, want none", got)
+	}
+	if strings.Count(string(res.Plan.Marshal()), `"labels"`) != 1 {
+		t.Errorf("the plan's JSON should name labels once (a's only):\n%s", res.Plan.Marshal())
 	}
 }

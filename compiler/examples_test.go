@@ -17,7 +17,7 @@ import (
 
 // examples are the specs under examples/ that must compile cleanly, each in
 // HCL and, where it exists, CUE.
-var examples = []string{"orders", "backfill"}
+var examples = []string{"orders", "backfill", "labels"}
 
 func compileFile(t *testing.T, path string) *compiler.Plan {
 	t.Helper()

@@ -115,11 +115,15 @@ type PlanTask struct {
 	Outputs   []string    `json:"outputs"`
 	DependsOn []string    `json:"depends_on"`
 	// Needs is every task this one waits for (explicit and through artifacts), sorted.
-	Needs      []string          `json:"needs"`
-	Env        map[string]string `json:"env,omitempty"`
-	SecretEnv  []string          `json:"secret_env"`
-	Effects    []string          `json:"effects"`
-	Idempotent bool              `json:"idempotent"`
+	Needs     []string          `json:"needs"`
+	Env       map[string]string `json:"env,omitempty"`
+	SecretEnv []string          `json:"secret_env"`
+	Effects   []string          `json:"effects"`
+	// Labels are the worker labels the task requires (sorted, without
+	// duplicates); omitted when none, so plans without labels read as
+	// before.
+	Labels     []string `json:"labels,omitempty"`
+	Idempotent bool     `json:"idempotent"`
 	// Retry is nil when the task is not retried.
 	Retry     *PlanRetry     `json:"retry,omitempty"`
 	Pool      string         `json:"pool,omitempty"`

@@ -364,6 +364,15 @@ func (v *planValidator) task(t *PlanTask, seen map[string]bool, policies map[str
 			st.Set("env."+k, n.Range)
 		}
 	}
+	for _, l := range t.Labels {
+		if !spec.ValidLabel(l) {
+			v.problemf("%s: %s", what, spec.LabelError(clip(l)))
+		}
+		st.Labels = append(st.Labels, spec.Ref{Name: l, Range: v.rng()})
+	}
+	if t.Labels != nil && len(t.Labels) == 0 {
+		v.problemf("%s: labels is empty (pipec compile leaves it out)", what)
+	}
 	for _, s := range t.SecretEnv {
 		if !spec.ValidEnvName(s) {
 			v.problemf("%s: invalid environment variable name %q in secret_env", what, clip(s))

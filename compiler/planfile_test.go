@@ -77,6 +77,9 @@ func TestReadPlanRefusesCraftedPlans(t *testing.T) {
 		}, "[sink-conflict]"},
 		{"pipeline name", func(p *compiler.Plan) { p.Pipeline = "a/b" }, `invalid pipeline name "a/b"`},
 		{"policies disagree", func(p *compiler.Plan) { p.Tasks[0].Retry.MaxAttempts = 9 }, `retry policy "default" differs`},
+		{"label with a comma", func(p *compiler.Plan) { p.Tasks[0].Labels = []string{"a,b"} }, `invalid label "a,b"`},
+		{"labels unsorted", func(p *compiler.Plan) { p.Tasks[0].Labels = []string{"spark", "gpu"} }, "derived fields"},
+		{"labels twice", func(p *compiler.Plan) { p.Tasks[0].Labels = []string{"gpu", "gpu"} }, "derived fields"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := compiler.ReadPlan("plan.json", craft(t, tc.edit))
@@ -154,4 +157,19 @@ func FuzzReadPlan(f *testing.F) {
 			t.Fatal("an accepted plan changed when loaded again")
 		}
 	})
+}
+
+// TestReadPlanRefusesEmptyLabels: pipec compile leaves labels out when a
+// task has none, so "labels": [] (which the digest does not see, being
+// left out of the digested form) is a hand-edited plan.
+func TestReadPlanRefusesEmptyLabels(t *testing.T) {
+	b := compileFile(t, filepath.Join("..", "examples", "orders", "pipeline.hcl")).Marshal()
+	edited := strings.Replace(string(b), `"effects": [],`, `"effects": [], "labels": [],`, 1)
+	if edited == string(b) {
+		t.Fatal("the plan has no effects field to edit beside")
+	}
+	_, err := compiler.ReadPlan("plan.json", []byte(edited))
+	if err == nil || !strings.Contains(err.Error(), "labels is empty") {
+		t.Fatalf("ReadPlan = %v, want a refusal of the empty labels", err)
+	}
 }

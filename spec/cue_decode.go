@@ -640,6 +640,13 @@ func (d *cueDecoder) validRef(r diag.Range, kind, s string) bool {
 		}
 		return true
 	}
+	if kind == labelKind {
+		if !ValidLabel(s) {
+			d.l.schemaErr(r, "%s", LabelError(s))
+			return false
+		}
+		return true
+	}
 	if !ValidName(s) {
 		d.l.schemaErr(r, "%s", NameError(kindNoun(kind), s))
 		return false

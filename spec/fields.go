@@ -185,6 +185,7 @@ func Fields() map[string][]Field {
 			{Name: "env", Value: ValEnv, set: func(t any, v *value) { t.(*Task).Env = v.env }},
 			{Name: "secret_env", Value: ValRefs, RefKind: envVarKind, set: func(t any, v *value) { t.(*Task).SecretEnv = v.refs }},
 			{Name: "effects", Value: ValRefs, RefKind: "effect", set: func(t any, v *value) { t.(*Task).Effects = v.refs }},
+			{Name: "labels", Value: ValRefs, RefKind: labelKind, set: func(t any, v *value) { t.(*Task).Labels = v.refs }},
 			{Name: "idempotent", Value: ValBool, set: func(t any, v *value) { b := v.b; t.(*Task).Idempotent = &b }},
 			{Name: "retry", Value: ValRef, RefKind: "retry policy", set: func(t any, v *value) { t.(*Task).Retry = v.ref }},
 			{Name: "pool", Value: ValRef, RefKind: "pool", set: func(t any, v *value) { t.(*Task).Pool = v.ref }},

@@ -1079,6 +1079,11 @@ func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
 		if !l.envKey(s, e.Range()) {
 			return nil
 		}
+	} else if kind == labelKind {
+		if !ValidLabel(s) {
+			l.errorf(e.Range(), "%s", LabelError(s))
+			return nil
+		}
 	} else if !ValidName(s) {
 		l.errorf(e.Range(), "%s", NameError(kind, s))
 		return nil

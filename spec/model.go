@@ -217,6 +217,9 @@ type Task struct {
 	Env       map[string]string
 	SecretEnv []Ref
 	Effects   []Ref
+	// Labels are the worker labels the task requires: only a worker
+	// offering every one of them may run it.
+	Labels []Ref
 	// Idempotent is nil when not written.
 	Idempotent *bool
 	Retry      *Ref

@@ -153,3 +153,36 @@ func InputString(name string, offset int) string {
 	}
 	return fmt.Sprintf("%s@%+d", name, offset)
 }
+
+// labelKind marks names that are worker labels (a task's labels, a
+// worker's --label): ValidLabel's rule applies, not ValidName's.
+const labelKind = "label"
+
+// MaxLabelLen bounds a worker label.
+const MaxLabelLen = 63
+
+// ValidLabel reports whether s may be a worker label: a lowercase letter or
+// digit, then lowercase letters, digits, '_', '.' or '-', at most
+// MaxLabelLen characters. Labels are matched exactly between a task and a
+// worker, so one spelling per label (no case, no spaces) keeps "Spark" and
+// "spark" from silently never matching; the worker's comma-separated
+// --label flag needs them free of commas.
+func ValidLabel(s string) bool {
+	if s == "" || len(s) > MaxLabelLen {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case i > 0 && (r == '_' || r == '.' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// LabelError explains an invalid worker label, for a diagnostic.
+func LabelError(s string) string {
+	return fmt.Sprintf("invalid label %q: use a lowercase letter or digit followed by lowercase letters, digits, '_', '.' or '-' (at most %d characters)", s, MaxLabelLen)
+}

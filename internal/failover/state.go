@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -93,7 +94,8 @@ type State struct {
 }
 
 // CanStart reports whether worker may start the task's next attempt, live
-// being the workers able to run it now (worker among them or not): the
+// being the workers able to run it now: live, and offering the task's labels
+// (Eligible). A worker outside live may not start it at all. Otherwise: the
 // worker of the current visit for a retry; for a move, a worker with visits
 // left (PerWorker), other than the one just left unless no other live worker
 // has visits left (so one worker alone still gets its PerWorker visits, as
@@ -102,7 +104,7 @@ func (s *State) CanStart(l Limits, worker string, live []string) bool {
 	l = normalize(l)
 	left := func(w string) bool { return l.PerWorker == 0 || s.Visits[w] < l.PerWorker }
 	switch {
-	case s.Stopped:
+	case s.Stopped, !slices.Contains(live, worker):
 		return false
 	case s.Worker != "":
 		return worker == s.Worker

@@ -12,6 +12,8 @@ package queue
 
 import (
 	"context"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/pipec/pipec/internal/failover"
@@ -56,6 +58,11 @@ type Task struct {
 	Name   string
 	Needs  []string
 	Limits failover.Limits
+	// Labels are the worker labels the task requires (the plan's, sorted):
+	// only a worker whose WorkerInfo.Labels include all of them
+	// (failover.Eligible) may claim
+	// it, and the failover model reasons over those workers alone.
+	Labels []string
 }
 
 // Submission hands a run to the workers.
@@ -169,3 +176,32 @@ type Queue interface {
 	// closed when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)
 }
+
+// NormalLabels is labels sorted, without duplicates or empty strings, never
+// nil: the form stores keep and compare.
+func NormalLabels(labels []string) []string {
+	out := make([]string, 0, len(labels))
+	for _, l := range labels {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// WaitingMessage is what a run says while its task waits for a worker
+// (RunStatus.Waiting, the run.waiting event, pipec submit --wait), the same
+// for every store and for pipec simulate (failover.WaitingFor): "task
+// extract: waiting for a worker with labels spark: global count 3 of 4", or
+// "task extract: waiting for a worker with labels spark (none is live)" when
+// no live worker offers the labels (noneLive).
+func WaitingMessage(task string, labels []string, l failover.Limits, st *failover.State, noneLive bool) string {
+	return WaitingPrefix(task) + failover.WaitingFor(labels, l, st, noneLive)
+}
+
+// WaitingPrefix is how every WaitingMessage of task begins: a store replaces
+// a run's waiting message only by one about the same task (or when it has
+// none), so workers seeing different waiting tasks do not overwrite each
+// other's in turn.
+func WaitingPrefix(task string) string { return "task " + task + ": " }

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,7 +153,11 @@ func Run(ctx context.Context, c Config) error {
 	if err := c.Queue.Register(bg, c.Info, c.Lease); err != nil {
 		return err
 	}
-	c.logf("worker %s registered (host %s, pid %d, slots %d)", c.Info.Name, c.Info.Host, c.Info.PID, c.Info.Slots)
+	labels := "none"
+	if len(c.Info.Labels) > 0 {
+		labels = strings.Join(c.Info.Labels, ",")
+	}
+	c.logf("worker %s registered (host %s, pid %d, slots %d, labels %s)", c.Info.Name, c.Info.Host, c.Info.PID, c.Info.Slots, labels)
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex

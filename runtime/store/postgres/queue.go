@@ -69,8 +69,8 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 			}
 			deps := dependents[t.Name]
 			sort.Strings(deps)
-			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits) VALUES ($1, $2, $3, $4, $5, $6)`,
-				r.ID, t.Name, state, len(t.Needs), mustJSON(deps), mustJSON(t.Limits)); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+				r.ID, t.Name, state, len(t.Needs), mustJSON(deps), mustJSON(t.Limits), queue.NormalLabels(t.Labels)); err != nil {
 				return err
 			}
 		}
@@ -114,7 +114,7 @@ func (s *Store) Register(ctx context.Context, w queue.WorkerInfo, lease time.Dur
 SELECT $1, $2, $3, $4, $5, 'live', n.now, n.now, n.now + $6::bigint * interval '1 microsecond' FROM (SELECT pipec_now() AS now) n
 ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots = excluded.slots, labels = excluded.labels,
 	state = 'live', started = excluded.started, last_seen = excluded.last_seen, expiry = excluded.expiry`,
-			w.Name, w.Host, w.PID, w.Slots, strings.Join(w.Labels, ","), micros(lease))
+			w.Name, w.Host, w.PID, w.Slots, queue.NormalLabels(w.Labels), micros(lease))
 		return err
 	})
 }
@@ -207,49 +207,61 @@ func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
 	return err
 }
 
-// Claim implements queue.Queue: ready tasks are locked with FOR UPDATE SKIP
-// LOCKED (workers claiming at once never wait on each other) and the first
-// the failover model lets this worker start is claimed; a task no live
-// worker may start makes its run visibly wait for a worker.
+// Claim implements queue.Queue: ready tasks whose labels this worker offers
+// are locked with FOR UPDATE SKIP LOCKED (workers claiming at once never wait
+// on each other, and a worker never locks a task it may not run), and the
+// first the failover model lets this worker start is claimed; the model
+// reasons over the live workers that offer the task's labels. A task none of
+// those may start makes its run visibly wait for a worker, and so does,
+// when this worker found nothing to claim, a labelled task that no live
+// worker offers the labels of.
 func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	var out *queue.Claim
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = nil
-		// The live workers ride along with the candidates (one round trip).
-		rows, err := tx.Query(ctx, `SELECT w.run, w.task, w.limits, w.failover, w.dependents,
-	ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
-FROM work w WHERE w.state = 'ready'
-ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, claimCandidates)
+		// The workers able to run each candidate ride along (one round trip):
+		// for a task without labels every live worker, computed once.
+		rows, err := tx.Query(ctx, `WITH me AS (
+	SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()
+)
+SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels,
+	CASE WHEN cardinality(w.labels) = 0
+		THEN ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
+		ELSE ARRAY(SELECT k.name FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels
+			ORDER BY k.name COLLATE "C") END
+FROM work w, me WHERE w.state = 'ready' AND w.labels <@ me.labels
+ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, claimCandidates, worker)
 		if err != nil {
 			return err
 		}
-		var live []string
-		cands, err := collect(rows, func(r pgx.Row) (workRow, error) {
-			var w workRow
+		type cand struct {
+			workRow
+			labels []string
+			live   []string // the live workers offering its labels
+		}
+		cands, err := collect(rows, func(r pgx.Row) (cand, error) {
+			var c cand
 			var limits, st, deps string
-			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &live); err != nil {
-				return w, err
+			if err := r.Scan(&c.Run, &c.Task, &limits, &st, &deps, &c.labels, &c.live); err != nil {
+				return c, err
 			}
-			return w, w.decode(limits, st, deps)
+			return c, c.decode(limits, st, deps)
 		})
 		if err != nil {
 			return err
 		}
-		if len(cands) == 0 {
-			return nil
-		}
-		if !slices.Contains(live, worker) {
-			return nil // not live (stopping, or its heartbeat lapsed): no claims
-		}
 		waiting := map[string]string{}
 		for _, c := range cands {
-			if !c.st.CanStart(c.limits, worker, live) {
-				if c.st.Waiting(c.limits, live) && waiting[c.Run] == "" {
-					waiting[c.Run] = fmt.Sprintf("task %s: waiting for a worker: global count %s", c.Task, globalCount(c.limits, &c.st))
+			if !slices.Contains(c.live, worker) {
+				return nil // its heartbeat lapsed while the statement ran: no claims
+			}
+			if !c.st.CanStart(c.limits, worker, c.live) {
+				if c.st.Waiting(c.limits, c.live) && waiting[c.Run] == "" {
+					waiting[c.Run] = queue.WaitingMessage(c.Task, c.labels, c.limits, &c.st, false)
 				}
 				continue
 			}
-			if err := c.st.Start(c.limits, worker, live); err != nil {
+			if err := c.st.Start(c.limits, worker, c.live); err != nil {
 				return err
 			}
 			cl := &queue.Claim{Ref: c.Ref, Limits: c.limits, Failover: c.st}
@@ -259,22 +271,27 @@ RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND 
 				c.Run, c.Task, worker, mustJSON(c.st), micros(lease)).Scan(&cl.AttemptBase); err != nil {
 				return err
 			}
-			// The run waits no more (a data-modifying CTE always runs), and
-			// the claim is logged, in one statement.
-			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND waiting <> '')
+			// The run waits no more for this task (a data-modifying CTE
+			// always runs), and the claim is logged, in one statement. A
+			// message about another task stays: that one still waits.
+			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
 INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
 				c.Run, EventWorkClaimed, c.Task, mustJSON(map[string]any{
-					"worker": worker, "start": c.st.Starts, "counts": c.st.Describe(c.limits, live)})); err != nil {
+					"worker": worker, "start": c.st.Starts, "counts": c.st.Describe(c.limits, c.live)}), queue.WaitingPrefix(c.Task)); err != nil {
 				return err
 			}
 			out = cl
 			break
 		}
-		for _, run := range sortedKeys(waiting) {
-			if out != nil && out.Run == run {
-				continue
+		if out == nil {
+			if err := unservedLabels(ctx, tx, worker, waiting); err != nil {
+				return err
 			}
-			tag, err := tx.Exec(ctx, `UPDATE submissions SET waiting = $2 WHERE run = $1 AND waiting <> $2`, run, waiting[run])
+		}
+		for _, run := range sortedKeys(waiting) {
+			task, _, _ := strings.Cut(strings.TrimPrefix(waiting[run], "task "), ":")
+			tag, err := tx.Exec(ctx, `UPDATE submissions SET waiting = $2
+WHERE run = $1 AND waiting <> $2 AND (waiting = '' OR left(waiting, length($3)) = $3)`, run, waiting[run], queue.WaitingPrefix(task))
 			if err != nil {
 				return err
 			}
@@ -292,6 +309,39 @@ INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_n
 	return out, nil
 }
 
+// unservedLabels adds to waiting, for runs not in it yet, the first ready
+// task whose labels no live worker offers ("waiting for a worker with labels
+// spark (none is live)"). Only a live worker looks (one that found nothing
+// to claim), and it locks nothing: the rows stay free for the worker that
+// joins with those labels.
+func unservedLabels(ctx context.Context, tx pgx.Tx, worker string, waiting map[string]string) error {
+	rows, err := tx.Query(ctx, `SELECT w.run, w.task, w.labels FROM work w
+WHERE w.state = 'ready' AND cardinality(w.labels) > 0
+	AND EXISTS (SELECT 1 FROM workers WHERE name = $1 AND state = 'live' AND expiry > pipec_now())
+	AND NOT EXISTS (SELECT 1 FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels)
+ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $2`, worker, claimCandidates)
+	if err != nil {
+		return err
+	}
+	type unserved struct {
+		run, task string
+		labels    []string
+	}
+	us, err := collect(rows, func(r pgx.Row) (unserved, error) {
+		var u unserved
+		return u, r.Scan(&u.run, &u.task, &u.labels)
+	})
+	if err != nil {
+		return err
+	}
+	for _, u := range us {
+		if waiting[u.run] == "" {
+			waiting[u.run] = queue.WaitingMessage(u.task, u.labels, failover.Limits{}, nil, true)
+		}
+	}
+	return nil
+}
+
 func sortedKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -299,13 +349,6 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func globalCount(l failover.Limits, s *failover.State) string {
-	if l.Global == failover.NoLimit {
-		return fmt.Sprintf("%d, unlimited", s.Failovers)
-	}
-	return fmt.Sprintf("%d of %d", s.Failovers, l.Global)
 }
 
 // Finish implements queue.Queue.
@@ -546,14 +589,13 @@ FROM workers ORDER BY name COLLATE "C"`)
 	}
 	ws, err := collect(rows, func(r pgx.Row) (queue.WorkerRow, error) {
 		var w queue.WorkerRow
-		var labels string
 		var agoMicros int64
-		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &labels, &w.State, &w.Started, &w.LastSeen, &w.Live, &agoMicros); err != nil {
+		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &w.Labels, &w.State, &w.Started, &w.LastSeen, &w.Live, &agoMicros); err != nil {
 			return w, err
 		}
 		w.Ago = time.Duration(agoMicros) * time.Microsecond
-		if labels != "" {
-			w.Labels = strings.Split(labels, ",")
+		if len(w.Labels) == 0 {
+			w.Labels = nil
 		}
 		w.Started, w.LastSeen = w.Started.UTC(), w.LastSeen.UTC()
 		return w, nil

@@ -219,7 +219,21 @@ ALTER TABLE attempts ADD COLUMN boot_id    text   NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN pgid       integer NOT NULL DEFAULT 0;
 ALTER TABLE attempts ADD COLUMN proc_start bigint NOT NULL DEFAULT 0;
 `},
-	{5, "version locations", `
+	{5, "worker labels", `
+-- The labels a task requires and those a worker offers, sorted, as arrays:
+-- a worker claims a task only when the task's are contained in its own
+-- (work.labels <@ workers.labels), and the failover model reasons over the
+-- live workers that offer them (workers.labels @> work.labels).
+ALTER TABLE workers ALTER COLUMN labels DROP DEFAULT;
+ALTER TABLE workers ALTER COLUMN labels TYPE text[]
+	USING COALESCE(string_to_array(NULLIF(labels, ''), ','), '{}');
+ALTER TABLE workers ALTER COLUMN labels SET DEFAULT '{}';
+ALTER TABLE work ADD COLUMN labels text[] NOT NULL DEFAULT '{}';
+-- Idle workers look for labelled tasks no live worker can take, to say
+-- what the run waits for.
+CREATE INDEX work_labelled ON work (run, task) WHERE state = 'ready' AND cardinality(labels) > 0;
+`},
+	{6, "version locations", `
 -- A version's files are in the pipeline's artifact store (runtime/artifacts),
 -- named by a location key "<pipeline>/<artifact>/<hex digest>", not by a path
 -- on the disk of the machine that produced them.

@@ -44,6 +44,7 @@ pipeline "full" {
     env        = { MODE = "full", "LEVEL" = "3" }
     secret_env = ["WAREHOUSE_PASSWORD"]
     effects    = ["notify"]
+    labels     = ["warehouse", "eu-west.1"]
     idempotent = false
     pool       = "backfill"
     retry      = "fast" // want "non-idempotent-retry"
