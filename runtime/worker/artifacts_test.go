@@ -109,6 +109,40 @@ func (e *env) checkFromStore(run, consumer string) {
 	}
 }
 
+// TestDifferentWorkers is the seed's different-worker execution: the
+// producer and its consumer are forced onto different workers by labels,
+// each worker with its own workdir; after the producer's visit finished and
+// before the consumer starts, the producer worker's whole workdir is
+// removed. The consumer still succeeds and publishes, from its input in the
+// shared artifact store.
+func TestDifferentWorkers(t *testing.T) {
+	spec := strings.Replace(strings.Replace(artSpec, `outputs = ["raw"]`, `outputs = ["raw"]
+    labels  = ["a"]`, 1), `outputs = ["clean"]`, `outputs = ["clean"]
+    labels  = ["b"]`, 1)
+	e := newEnv(t, spec, artFiles)
+	e.worker("wa", "--label", "a")
+	run := e.submit("2024-01-01")
+	e.until(run, "extract's end", func(rs queue.RunStatus) bool {
+		for _, ts := range rs.Tasks {
+			if ts.Task == "extract" {
+				return ts.State == queue.WorkSucceeded
+			}
+		}
+		return false
+	})
+	if err := os.RemoveAll(filepath.Join(e.dir, "work-wa")); err != nil {
+		t.Fatal(err)
+	}
+	e.worker("wb", "--label", "b")
+	e.checkFromStore(run, "wb")
+	if got := e.starts(run, "extract"); len(got) != 1 || got[0] != "wa" {
+		t.Errorf("extract's starts = %v, want [wa]", got)
+	}
+	if got := e.starts(run, "clean"); len(got) != 1 || got[0] != "wb" {
+		t.Errorf("clean's starts = %v, want [wb]", got)
+	}
+}
+
 // TestArtifactsRestartAfterKill: the consumer's worker (which also
 // produced its input) is killed with SIGKILL mid-task and its whole workdir
 // removed; a fresh worker with a new, empty workdir takes the task over
