@@ -92,7 +92,17 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		// accepted: nothing downstream (a task on any worker, a sink) reads
 		// a version before it is accepted, and then reads it from there.
 		if err := r.arts.Put(ctx, key, dir); err != nil {
-			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s could not be put into the artifact store: %v", out, err), zombie)
+			// Not accepted, so nothing reads it: the version is rejected,
+			// with the reason, and the task's dependents are not run.
+			why := fmt.Sprintf("could not be put into the artifact store: %v", err)
+			if !zombie {
+				r.mu.Lock()
+				if r.artsErr == "" {
+					r.artsErr = fmt.Sprintf("output %s of %s#%d %s", out, t.Name, l.a.Number, why)
+				}
+				r.mu.Unlock()
+			}
+			r.rejectOutput(ctx, t, l, out, &v, why, zombie)
 			continue
 		}
 		if !r.artsLocal {

@@ -262,7 +262,10 @@ type runner struct {
 	// this run (by version id), for its lineage manifest.
 	acceptedBy map[int64][]sink.ManifestCheck
 	// storeErr is the first failure of the state database (storeFailed).
-	storeErr  string
+	storeErr string
+	// artsErr is the first output that could not be put into the
+	// artifact store.
+	artsErr   string
 	publishes []PublishResult
 	fenced    []FencedPublish
 }
