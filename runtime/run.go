@@ -29,7 +29,8 @@
 //	PIPEC_OUTPUT_<artifact> a fresh, empty staging directory per output; write
 //	                        the data there (e.g. <artifact>.csv), nowhere else
 //	PIPEC_INPUT_<artifact>  the directory of the accepted version of an input
-//	                        for this run's interval; read only
+//	                        for this run's interval, in the pipeline's artifact
+//	                        store (package artifacts); read only
 //	PIPEC_INPUT_<artifact>_PREV (_PREV<n>, _NEXT<n>)
 //	                        an input at an offset ("raw@-1"); also set as
 //	                        PIPEC_INPUT_<artifact> when the task does not read
