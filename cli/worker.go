@@ -124,6 +124,14 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if err != nil {
 		return err
 	}
+	if arts != "" {
+		// A shared folder that is not there is a share not mounted: putting
+		// versions into a fresh local folder of that name would hide them
+		// from every other worker.
+		if fi, err := os.Stat(arts); err != nil || !fi.IsDir() {
+			return usageErr("worker: --artifacts %s is not a folder on this machine (is the share mounted?)", arts)
+		}
+	}
 	st, q, _, err := openQueue(ctx, io, &opts.state, "")
 	if err != nil {
 		return err

@@ -196,6 +196,16 @@ func TestArtifactsHandedOverAfterProducerGone(t *testing.T) {
 	e.checkFromStore(run, "w2")
 }
 
+// TestWorkerArtifactsNotMounted: a worker whose --artifacts folder does
+// not exist (the share is not mounted) does not start.
+func TestWorkerArtifactsNotMounted(t *testing.T) {
+	e := newEnv(t, artSpec, artFiles)
+	code, out := e.pipec("worker", "--state", e.url, "--name", "w1", "--artifacts", filepath.Join(e.dir, "not-mounted"))
+	if code != 2 || !strings.Contains(out, "is the share mounted?") {
+		t.Fatalf("worker with a missing --artifacts folder: exit %d\n%s", code, out)
+	}
+}
+
 // TestWorkerWithoutArtifactsRefuses: workers with no artifact store (no
 // --artifacts, none in the spec) refuse, with a message that says what to
 // configure, a task whose output another task reads: its version would be

@@ -64,6 +64,9 @@ func newEnv(t testing.TB, spec string, files map[string]string) *env {
 	srv := pg.Server(t)
 	e := &env{t: t, url: srv.NewSchema(t), dir: t.TempDir()}
 	e.arts = filepath.Join(e.dir, "artifacts")
+	if err := os.Mkdir(e.arts, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(e.dir, "pipeline.hcl"), []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
