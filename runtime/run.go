@@ -265,7 +265,7 @@ type runner struct {
 	// storeErr is the first failure of the state database (storeFailed).
 	storeErr string
 	// artsErr is the first output that could not be put into the
-	// artifact store.
+	// artifact store, or input that could not be read from it.
 	artsErr   string
 	publishes []PublishResult
 	fenced    []FencedPublish

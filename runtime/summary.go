@@ -40,7 +40,9 @@ type Summary struct {
 	// interval takes it over and resumes.
 	StoreError string `json:"store_error,omitempty"`
 	// ArtifactsError says why an accepted output could not be put into the
-	// artifact store (its version is rejected; its dependents do not run).
+	// artifact store (its version is rejected; its dependents do not run),
+	// or an accepted input could not be read from it (the task failed with
+	// class ClassArtifacts).
 	ArtifactsError string `json:"artifacts_error,omitempty"`
 	// Failed is true when a task or check failed, or a publish errored.
 	Failed bool `json:"failed"`

@@ -88,6 +88,10 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 	return out, "", nil
 }
 
+// ClassArtifacts is the class of a task failed because an accepted input is
+// not in the artifact store as this machine sees it.
+const ClassArtifacts = "artifacts"
+
 // inputError is an accepted input the artifact store cannot give: a broken
 // mount, a store folder this worker does not have, a version removed by hand.
 type inputError struct{ err error }
@@ -132,9 +136,14 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 	t := ts.t
 	inputs, why, err := r.resolveInputs(ctx, t)
 	if ie := (*inputError)(nil); errors.As(err, &ie) {
-		// Another worker, one that mounts the store, may read it: a
-		// store failure, not a deterministic one.
-		r.taskFailed(ctx, ts, retry.Store, 0, ie.Error(), "an input could not be read from the artifact store "+r.arts.String())
+		// Another worker, one that mounts the store, may read it: not a
+		// deterministic failure, so a worker's task fails over.
+		r.mu.Lock()
+		if r.artsErr == "" {
+			r.artsErr = "task " + t.Name + ": " + ie.Error()
+		}
+		r.mu.Unlock()
+		r.taskFailed(ctx, ts, ClassArtifacts, 0, ie.Error(), "an input could not be read from the artifact store "+r.arts.String())
 		return
 	}
 	if err != nil {
