@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/pipec/pipec/report"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -54,13 +56,16 @@ type taskStatus struct {
 }
 
 type runStatusJSON struct {
-	ID       string       `json:"id"`
-	Pipeline string       `json:"pipeline"`
-	Interval string       `json:"interval"`
-	State    string       `json:"state"`
-	Created  time.Time    `json:"created"`
-	Finished *time.Time   `json:"finished,omitempty"`
-	Tasks    []taskStatus `json:"tasks"`
+	ID       string     `json:"id"`
+	Pipeline string     `json:"pipeline"`
+	Interval string     `json:"interval"`
+	State    string     `json:"state"`
+	Created  time.Time  `json:"created"`
+	Finished *time.Time `json:"finished,omitempty"`
+	// Waiting is what a run handed to workers waits for ("task extract:
+	// waiting for a worker with labels spark (none is live)"), if anything.
+	Waiting string       `json:"waiting,omitempty"`
+	Tasks   []taskStatus `json:"tasks"`
 }
 
 // taskStates folds a run's attempts and events into one state per task: the
@@ -158,6 +163,14 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 			f := r.Finished
 			rs.Finished = &f
 		}
+		if q, ok := st.(queue.Queue); ok && r.State == store.RunRunning {
+			// A run executed locally was not submitted: it waits for no worker.
+			if qs, err := q.Status(ctx, r.ID); err == nil {
+				rs.Waiting = qs.Waiting
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return &exitError{code: ExitFindings, err: err}
+			}
+		}
 		out = append(out, rs)
 	}
 	if opts.json {
@@ -175,6 +188,9 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	var b strings.Builder
 	for _, r := range out {
 		fmt.Fprintf(&b, "%s  %s\n", r.ID, r.State)
+		if r.Waiting != "" {
+			fmt.Fprintf(&b, "  %s\n", r.Waiting)
+		}
 		width := 4
 		for _, t := range r.Tasks {
 			width = max(width, len(t.Task))

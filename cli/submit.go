@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/compiler"
-	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
@@ -26,13 +25,15 @@ type submitOptions struct {
 func newSubmitCmd(io IO) *cobra.Command {
 	opts := submitOptions{poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
-		Use:   "submit SPEC --interval DATE --state URL [--wait]",
+		Use:   "submit SPEC --interval DATE [--state URL|FILE] [--wait]",
 		Short: "Hand a run to the workers of a shared state",
 		Long: "submit compiles the spec, records a run of the interval in the shared state (a\n" +
-			"postgres:// URL) with its DAG, and returns: workers (`pipec worker`) claim its tasks,\n" +
-			"and the run goes on whether or not this process lives. With --wait it follows the\n" +
-			"run, task by task, including \"waiting for a worker\", and exits with its status\n" +
-			"(1 when it failed). Tasks run in the spec's folder, which the workers must see.",
+			"postgres:// URL, or an SQLite file shared by workers on this machine; by default the\n" +
+			"state beside the spec, as for pipec run) with its DAG, and returns: workers (`pipec\n" +
+			"worker`) claim its tasks, and the run goes on whether or not this process lives. With\n" +
+			"--wait it follows the run, task by task, including \"waiting for a worker\", and exits\n" +
+			"with its status (1 when it failed). Tasks run in the spec's folder, which the workers\n" +
+			"must see.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSubmit(cmd.Context(), io, args[0], opts)
@@ -85,11 +86,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	sub := queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
 			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest},
-		Plan: plan.Marshal(), BaseDir: base, Interval: opts.interval,
-	}
-	for i := range plan.Tasks {
-		t := &plan.Tasks[i]
-		sub.Tasks = append(sub.Tasks, queue.Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels})
+		Plan: plan.Marshal(), BaseDir: base, Interval: opts.interval, Tasks: queue.PlanTasks(plan),
 	}
 	run, err := q.Submit(ctx, sub)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 	"github.com/pipec/pipec/runtime/worker"
 	"github.com/pipec/pipec/spec"
 )
@@ -31,10 +32,11 @@ type workerOptions struct {
 func newWorkerCmd(io IO) *cobra.Command {
 	opts := workerOptions{slots: 1}
 	cmd := &cobra.Command{
-		Use:   "worker --state URL [--name NAME] [--slots N] [--workdir DIR] [--label L]... [--artifacts DIR]",
+		Use:   "worker --state URL|FILE [--name NAME] [--slots N] [--workdir DIR] [--label L]... [--artifacts DIR]",
 		Short: "Claim and run tasks of submitted runs from a shared state",
-		Long: "worker registers in the shared state (a postgres:// URL), heartbeats, and claims\n" +
-			"ready tasks of runs handed over by `pipec submit`, up to --slots at once. Each task\n" +
+		Long: "worker registers in the shared state (a postgres:// URL, or an SQLite file that\n" +
+			"workers on this machine share; --state or PIPEC_STATE is required), heartbeats, and\n" +
+			"claims ready tasks of runs handed over by `pipec submit`, up to --slots at once. Each task\n" +
 			"runs as in `pipec run` (in its spec's folder, fenced, audited, published); tasks get\n" +
 			"PIPEC_WORKER. Retries stay on this worker; failover follows the task's per_worker and\n" +
 			"global limits (DESIGN.md section 6).\n\n" +
@@ -65,25 +67,47 @@ func newWorkerCmd(io IO) *cobra.Command {
 	return cmd
 }
 
-// openQueue opens a shared state that workers can use.
+// openQueue opens a shared state that workers can use: a PostgreSQL
+// database (workers on any machine) or an SQLite file (workers on this
+// machine, refused on a network filesystem). pipec worker and pipec workers
+// (spec "") have no default state: without --state or PIPEC_STATE they are
+// refused, naming the flag, since a worker polling a state nobody submits
+// to would wait forever without a word. pipec submit defaults to the state
+// beside the spec, as pipec run does.
 func openQueue(ctx context.Context, io IO, sf *stateFlag, spec string) (store.Store, queue.Queue, store.Location, error) {
+	if spec == "" && !sf.given(io) {
+		return nil, nil, store.Location{}, usageErr("%s: give the shared state with --state (the path of an SQLite file, "+
+			"for workers on this machine, or a postgres:// URL) or set %s", sf.cmd.Name(), stateEnv)
+	}
 	loc, err := sf.location(io, spec)
 	if err != nil {
 		return nil, nil, loc, err
-	}
-	if !loc.Server {
-		return nil, nil, loc, usageErr("workers share a database server: give --state postgres://… (or PIPEC_STATE), not the file %s", loc)
 	}
 	st, err := openState(ctx, loc, false)
 	if err != nil {
 		return nil, nil, loc, err
 	}
-	q, ok := st.(queue.Queue)
-	if !ok {
-		st.Close()
-		return nil, nil, loc, usageErr("state %s cannot serve workers", loc)
+	switch q := st.(type) {
+	case queue.Queue:
+		return st, q, loc, nil
+	case *store.SQLite:
+		if err := store.CheckLocal(q.Path()); err != nil {
+			st.Close()
+			return nil, nil, loc, usageErr("%v", err)
+		}
+		return st, sqlitequeue.New(q), loc, nil
 	}
-	return st, q, loc, nil
+	st.Close()
+	return nil, nil, loc, usageErr("state %s cannot serve workers", loc)
+}
+
+// given reports whether the command was given a state (--state or
+// PIPEC_STATE) rather than left to the default.
+func (s *stateFlag) given(io IO) bool {
+	if s.cmd != nil && s.cmd.Flags().Changed("state") && s.value != "" {
+		return true
+	}
+	return io.Getenv != nil && io.Getenv(stateEnv) != ""
 }
 
 func runWorker(ctx context.Context, io IO, opts workerOptions) error {
@@ -132,24 +156,34 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 			return usageErr("worker: --artifacts %s is not a folder on this machine (is the share mounted?)", arts)
 		}
 	}
-	st, q, _, err := openQueue(ctx, io, &opts.state, "")
+	st, q, loc, err := openQueue(ctx, io, &opts.state, "")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if arts == "" {
+	// Workers sharing an SQLite file are on its machine: versions/ beside
+	// it is a store they all see (and where pipec run on that state keeps
+	// its versions). A database server is no such place.
+	shared := ""
+	if !loc.Server {
+		if shared, err = filepath.Abs(filepath.Join(filepath.Dir(loc.Path), "versions")); err != nil {
+			return usageErr("worker: %v", err)
+		}
+	}
+	if arts == "" && shared == "" {
 		fmt.Fprintf(io.Stderr, "pipec: worker %s: no --artifacts: tasks whose versions other tasks read run only when "+
 			"their spec (or pipec submit --artifacts) names a shared artifact store; others are refused\n", name)
 	}
 	err = worker.Run(ctx, worker.Config{
-		Artifacts: arts,
-		Info:      queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
-		Store:     st,
-		Queue:     q,
-		Workdir:   workdir,
-		Environ:   io.Environ(),
-		Lease:     opts.lease,
-		Log:       io.Stderr,
+		Artifacts:        arts,
+		DefaultArtifacts: shared,
+		Info:             queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
+		Store:            st,
+		Queue:            q,
+		Workdir:          workdir,
+		Environ:          io.Environ(),
+		Lease:            opts.lease,
+		Log:              io.Stderr,
 	})
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
@@ -164,7 +198,7 @@ type workersOptions struct {
 func newWorkersCmd(io IO) *cobra.Command {
 	var opts workersOptions
 	cmd := &cobra.Command{
-		Use:   "workers --state URL",
+		Use:   "workers --state URL|FILE",
 		Short: "List the workers of a shared state",
 		Long: "workers lists every worker that registered in the shared state: name, host, pid,\n" +
 			"slots, labels, state (live, stopping, stopped, or lost when its heartbeat lapsed), the tasks\n" +

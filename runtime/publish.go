@@ -142,8 +142,8 @@ func (r *runner) frozenRoot(staging, artifact string) string {
 // openArtifacts opens the run's artifact store: the folder Options.Artifacts
 // names (--artifacts: a worker may mount the shared folder at its own path,
 // so its flag wins), else the plan's artifacts field (relative: to the
-// spec's folder), else versions/ beside the state, where a local run always
-// kept its versions; local is true then.
+// spec's folder), else Options.DefaultArtifacts, else versions/ beside the
+// state, where a local run always kept its versions; local is true then.
 func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, err error) {
 	root := o.Artifacts
 	if root == "" && o.Plan.ArtifactStore != "" {
@@ -151,6 +151,9 @@ func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, e
 		if !filepath.IsAbs(root) && !strings.Contains(root, "://") {
 			root = filepath.Join(o.BaseDir, root)
 		}
+	}
+	if root == "" {
+		root = o.DefaultArtifacts
 	}
 	if root == "" {
 		root, local = filepath.Join(stateDir, "versions"), true

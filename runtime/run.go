@@ -127,6 +127,11 @@ type Options struct {
 	// a worker's visit then refuses the tasks whose versions another worker
 	// may have to read (see RunVisit).
 	Artifacts string
+	// DefaultArtifacts, if set, is the store when neither Artifacts nor the
+	// plan names one, in place of versions/ beside the state, and is shared
+	// by whoever uses this state: workers sharing an SQLite file on one
+	// machine give versions/ beside that file.
+	DefaultArtifacts string
 
 	// LogLimit caps each attempt's log file (exec.DefaultLogLimit, 64 MiB,
 	// when 0); past it the output is dropped and a marker line says so.

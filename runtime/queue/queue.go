@@ -16,6 +16,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -63,6 +64,19 @@ type Task struct {
 	// (failover.Eligible) may claim
 	// it, and the failover model reasons over those workers alone.
 	Labels []string
+}
+
+// PlanTasks are the tasks of a compiled plan as Submit takes them: each
+// with what it needs, its failover limits and its labels. Every way of
+// submitting (pipec submit, backfills, due runs) builds them here, so none
+// forgets a field.
+func PlanTasks(p *compiler.Plan) []Task {
+	out := make([]Task, 0, len(p.Tasks))
+	for i := range p.Tasks {
+		t := &p.Tasks[i]
+		out = append(out, Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels})
+	}
+	return out
 }
 
 // Submission hands a run to the workers.

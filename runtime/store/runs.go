@@ -19,6 +19,21 @@ func (s *SQLite) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 	}
 	var r Run
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		var err error
+		r, err = s.createRun(ctx, tx, nr)
+		return err
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("create run: %w", err)
+	}
+	return r, nil
+}
+
+// createRun is CreateRun inside a write transaction (also the queue's
+// Submit, which records the run and its work in one).
+func (s *SQLite) createRun(ctx context.Context, tx *wtx, nr NewRun) (Run, error) {
+	var r Run
+	err := func() error {
 		now := s.now()
 		// The interval's lease, judged and taken in this transaction: of two
 		// runs starting at once exactly one gets it.
@@ -78,11 +93,8 @@ ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = ex
 			}
 		}
 		return appendEvent(ctx, tx, now, Event{Run: r.ID, Kind: EventRunCreated}, payload)
-	})
-	if err != nil {
-		return Run{}, fmt.Errorf("create run: %w", err)
-	}
-	return r, nil
+	}()
+	return r, err
 }
 
 const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished`

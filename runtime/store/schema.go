@@ -214,7 +214,66 @@ ALTER TABLE attempts ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE run_leases ADD COLUMN expiry_boot  TEXT    NOT NULL DEFAULT '';
 ALTER TABLE run_leases ADD COLUMN expiry_until INTEGER NOT NULL DEFAULT 0;
 `},
-	{7, "version locations", `
+	{7, "workers and their work", `
+-- Workers on one machine sharing this file (pipec worker) register and
+-- heartbeat. A worker is live while its lease (expiry_until on the lease
+-- clock of boot expiry_boot) runs; last_seen and started are wall-clock
+-- times, for people. labels are those it offers, a sorted JSON array.
+CREATE TABLE workers (
+	name         TEXT PRIMARY KEY,
+	host         TEXT NOT NULL,
+	pid          INTEGER NOT NULL,
+	slots        INTEGER NOT NULL,
+	labels       TEXT NOT NULL DEFAULT '[]',
+	state        TEXT NOT NULL CHECK (state IN ('live', 'stopping', 'stopped')),
+	started      INTEGER NOT NULL,
+	last_seen    INTEGER NOT NULL,
+	expiry_boot  TEXT NOT NULL,
+	expiry_until INTEGER NOT NULL
+);
+
+-- A run handed to the workers: its plan, where its spec lives, and what it
+-- waits for when no worker can take a task.
+CREATE TABLE submissions (
+	run            TEXT PRIMARY KEY REFERENCES runs(id),
+	plan           TEXT NOT NULL,
+	base_dir       TEXT NOT NULL,
+	interval_value TEXT NOT NULL,
+	waiting        TEXT NOT NULL DEFAULT ''
+);
+
+-- One row per task of a submitted run: the DAG's state, advanced in the
+-- transactions that finish a task's visit, and the task's failover story
+-- (internal/failover.State as JSON). A claim's lease is on the lease clock.
+-- labels are those the task requires, a sorted JSON array: a worker claims
+-- it only when it offers them all.
+CREATE TABLE work (
+	run          TEXT NOT NULL REFERENCES runs(id),
+	task         TEXT NOT NULL,
+	state        TEXT NOT NULL CHECK (state IN ('blocked', 'ready', 'claimed', 'succeeded', 'failed', 'not_run')),
+	waiting_on   INTEGER NOT NULL,
+	dependents   TEXT NOT NULL,
+	limits       TEXT NOT NULL,
+	labels       TEXT NOT NULL DEFAULT '[]',
+	failover     TEXT NOT NULL DEFAULT '{}',
+	worker       TEXT NOT NULL DEFAULT '',
+	claim_boot   TEXT NOT NULL DEFAULT '',
+	claim_until  INTEGER NOT NULL DEFAULT 0,
+	reason       TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (run, task)
+);
+CREATE INDEX work_open ON work (state, run, task) WHERE state IN ('ready', 'claimed');
+
+-- Bumped by every transaction that may have made a task ready, so idle
+-- workers poll one small row (after PRAGMA data_version says something
+-- changed) instead of the work table.
+CREATE TABLE work_signal (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	n  INTEGER NOT NULL
+);
+INSERT INTO work_signal (id, n) VALUES (1, 0);
+`},
+	{8, "version locations", `
 -- A version's files are in the pipeline's artifact store (runtime/artifacts),
 -- named by a location key "<pipeline>/<artifact>/<hex digest>", not by a path
 -- on the disk of the machine that produced them.

@@ -62,10 +62,12 @@ func alternating(t *testing.T, starts []string, n int) {
 // The worked cases of DESIGN.md section 6 with real workers w1, w2
 // (whichever starts first): global = 3 stops after w1 w2 w1 w2, global = 2
 // after w1 w2 w1.
-func TestWorkedCasesStopped(t *testing.T) {
+func TestWorkedCasesStopped(t *testing.T) { onBoth(t, testWorkedCasesStopped) }
+
+func testWorkedCasesStopped(t *testing.T, b backend) {
 	for _, c := range []struct{ global, starts int }{{3, 4}, {2, 3}} {
 		t.Run(fmt.Sprintf("global%d", c.global), func(t *testing.T) {
-			e := newEnv(t, failingSpec(1, c.global), failFiles)
+			e := newEnvOn(t, b, failingSpec(1, c.global), failFiles)
 			e.worker("w1")
 			e.worker("w2")
 			code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
@@ -84,8 +86,10 @@ func TestWorkedCasesStopped(t *testing.T) {
 
 // global = 4: w1 w2 w1 w2, then the run waits for a worker (global count 3
 // of 4), visibly; a third worker joins and takes it once, then it stops.
-func TestWorkedCaseWaitingThenJoined(t *testing.T) {
-	e := newEnv(t, failingSpec(1, 4), failFiles)
+func TestWorkedCaseWaitingThenJoined(t *testing.T) { onBoth(t, testWorkedCaseWaitingThenJoined) }
+
+func testWorkedCaseWaitingThenJoined(t *testing.T, b backend) {
+	e := newEnvOn(t, b, failingSpec(1, 4), failFiles)
 	e.worker("w1")
 	e.worker("w2")
 	run := e.submit("2024-01-01")
@@ -115,8 +119,10 @@ func TestWorkedCaseWaitingThenJoined(t *testing.T) {
 
 // Pipeline retries unlimited: the task retries on its first worker forever
 // and never fails over.
-func TestWorkedCaseRetriesForever(t *testing.T) {
-	e := newEnv(t, failingSpec(0, 3), failFiles)
+func TestWorkedCaseRetriesForever(t *testing.T) { onBoth(t, testWorkedCaseRetriesForever) }
+
+func testWorkedCaseRetriesForever(t *testing.T, b backend) {
+	e := newEnvOn(t, b, failingSpec(0, 3), failFiles)
 	w1 := e.worker("w1")
 	run := e.submit("2024-01-01")
 	e.until(run, "a claim", func(rs queue.RunStatus) bool { return rs.Tasks[0].State == queue.WorkClaimed })

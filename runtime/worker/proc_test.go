@@ -18,11 +18,12 @@ import (
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
+	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 )
 
 // These tests run real `pipec worker` processes (built once in TestMain)
-// against a real PostgreSQL server (internal/pgtest), and stop them with
-// real signals.
+// against a real PostgreSQL server (internal/pgtest) or sharing one SQLite
+// file (onBoth runs a test on each), and stop them with real signals.
 
 var (
 	pipecBin string
@@ -48,21 +49,62 @@ func runMain(m *testing.M) int {
 	return pg.Main(m)
 }
 
-// env is one test's world: a schema on the server, a folder with the spec.
+// backend is the kind of state a test's workers share.
+type backend string
+
+const (
+	onPostgres backend = "postgres"
+	onSQLite   backend = "sqlite"
+)
+
+// onBoth runs a test as two subtests: workers on PostgreSQL, and workers
+// sharing one SQLite file.
+func onBoth(t *testing.T, test func(*testing.T, backend)) {
+	for _, b := range []backend{onPostgres, onSQLite} {
+		t.Run(string(b), func(t *testing.T) { test(t, b) })
+	}
+}
+
+// handle is the test's own view of the shared state.
+type handle interface {
+	store.Store
+	queue.Queue
+}
+
+// sqliteHandle is an SQLite store with its queue.
+type sqliteHandle struct {
+	*store.SQLite
+	*sqlitequeue.Queue
+}
+
+// env is one test's world: a shared state (a schema on the server, or an
+// SQLite file in the test's folder) and a folder with the spec.
 type env struct {
-	t   testing.TB
+	t testing.TB
+	// url is the state as workers get it (--state): a postgres:// URL or
+	// the SQLite file's path.
 	url string
 	dir string
-	st  *postgres.Store
+	st  handle
 	// arts is the shared artifact store every worker gets (--artifacts);
 	// "" starts workers without one.
 	arts string
 }
 
+// newEnv is newEnvOn PostgreSQL.
 func newEnv(t testing.TB, spec string, files map[string]string) *env {
 	t.Helper()
-	srv := pg.Server(t)
-	e := &env{t: t, url: srv.NewSchema(t), dir: t.TempDir()}
+	return newEnvOn(t, onPostgres, spec, files)
+}
+
+func newEnvOn(t testing.TB, b backend, spec string, files map[string]string) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir()}
+	if b == onPostgres {
+		e.url = pg.Server(t).NewSchema(t)
+	} else {
+		e.url = filepath.Join(e.dir, "state.db")
+	}
 	e.arts = filepath.Join(e.dir, "artifacts")
 	if err := os.Mkdir(e.arts, 0o755); err != nil {
 		t.Fatal(err)
@@ -75,12 +117,20 @@ func newEnv(t testing.TB, spec string, files map[string]string) *env {
 			t.Fatal(err)
 		}
 	}
-	st, err := postgres.Open(context.Background(), e.url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
+	if b == onPostgres {
+		st, err := postgres.Open(context.Background(), e.url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.st = st
+	} else {
+		st, err := store.Open(context.Background(), e.url, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.st = sqliteHandle{st, sqlitequeue.New(st)}
 	}
-	t.Cleanup(func() { st.Close() })
-	e.st = st
+	t.Cleanup(func() { e.st.Close() })
 	return e
 }
 
@@ -229,7 +279,7 @@ func (e *env) starts(run, task string) []string {
 	}
 	var out []string
 	for _, ev := range evs {
-		if ev.Kind != postgres.EventWorkClaimed || ev.Task != task {
+		if ev.Kind != queue.EventWorkClaimed || ev.Task != task {
 			continue
 		}
 		var p struct{ Worker string }
@@ -281,8 +331,10 @@ var dagFiles = map[string]string{
 // TestSubmitAndWorkers: a run handed to two workers completes; submit
 // --wait follows it and exits 0; the published file is the producer's
 // data, written with PIPEC_WORKER set; pipec workers lists both.
-func TestSubmitAndWorkers(t *testing.T) {
-	e := newEnv(t, dagSpec, dagFiles)
+func TestSubmitAndWorkers(t *testing.T) { onBoth(t, testSubmitAndWorkers) }
+
+func testSubmitAndWorkers(t *testing.T, b backend) {
+	e := newEnvOn(t, b, dagSpec, dagFiles)
 	e.worker("w1")
 	e.worker("w2")
 	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
@@ -294,13 +346,13 @@ func TestSubmitAndWorkers(t *testing.T) {
 			t.Errorf("submit --wait output lacks %q:\n%s", want, out)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
 	if err != nil {
 		entries, _ := filepath.Glob(filepath.Join(e.dir, "warehouse", "*", "*"))
 		t.Fatalf("published file: %v (sink has %v)", err, entries)
 	}
-	if !strings.HasPrefix(string(b), "id,worker\n1,w") {
-		t.Fatalf("published data %q", b)
+	if !strings.HasPrefix(string(data), "id,worker\n1,w") {
+		t.Fatalf("published data %q", data)
 	}
 	code, out = e.pipec("workers", "--state", e.url)
 	if code != 0 || !strings.Contains(out, "w1  host") || !strings.Contains(out, "w2  host") || !strings.Contains(out, "live") {

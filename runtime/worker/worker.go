@@ -33,6 +33,7 @@ import (
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/spec"
 )
 
 // DefaultLease is how long a worker and its claims stay live without a
@@ -51,6 +52,11 @@ type Config struct {
 	// mounts it (--artifacts); it wins over the plan's artifacts field (see
 	// runtime.Options.Artifacts).
 	Artifacts string
+	// DefaultArtifacts is the store when neither Artifacts nor the plan
+	// names one: versions/ beside a state file the workers of one machine
+	// share ("" for a database server: no default, see
+	// runtime.Options.DefaultArtifacts).
+	DefaultArtifacts string
 	// Environ is the worker's environment; tasks get a filtered part of it
 	// (as in a local run) and PIPEC_WORKER.
 	Environ []string
@@ -138,6 +144,12 @@ func Run(ctx context.Context, c Config) error {
 	if c.Info.Slots <= 0 {
 		c.Info.Slots = 1
 	}
+	for _, l := range c.Info.Labels {
+		if !spec.ValidLabel(l) {
+			return fmt.Errorf("worker: %s", spec.LabelError(l))
+		}
+	}
+	c.Info.Labels = queue.NormalLabels(c.Info.Labels)
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
 	}
@@ -335,7 +347,8 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
-			StatePath: filepath.Join(c.Workdir, "state"), Artifacts: c.Artifacts, Environ: env, Worker: c.Info.Name,
+			StatePath: filepath.Join(c.Workdir, "state"), Artifacts: c.Artifacts,
+			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase})
 	cause := context.Cause(ctx)

@@ -1,5 +1,40 @@
 package postgres
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MigrateTo applies the schema's migrations up to version only, on the
+// database at url, so a test can write data as an older pipec did and see a
+// later migration carry it over.
+func MigrateTo(ctx context.Context, url string, version int) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TABLE schema_version (version integer PRIMARY KEY, name text NOT NULL)`); err != nil {
+			return err
+		}
+		for _, m := range migrations {
+			if m.version > version {
+				break
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("migration %d: %w", m.version, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // MigrationSQL is the statement of the named migration, for tests that play
 // one step on data written as before it.
 func MigrationSQL(name string) string {

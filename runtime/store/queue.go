@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/pipec/pipec/runtime/clock"
+)
+
+// The worker queue on an SQLite file (runtime/store/sqlitequeue) keeps its
+// tables in the store's database (migration 7) and writes them in the
+// store's own transactions: under its write lock and group commit, with its
+// clocks. It cannot live in this package (runtime/queue imports this one),
+// so the store lends it what follows, and nothing else uses it.
+
+// Tx is a write transaction of the store, lent to the worker queue. Its
+// statements run in the transaction (or, batched with other writes, in a
+// savepoint of it, see write): fn of Update must use only it and keep no
+// state but its results; it runs once, or not at all when ctx is done
+// before its turn.
+type Tx struct {
+	s   *SQLite
+	tx  *wtx
+	now int64
+}
+
+// Update runs fn in a write transaction of the store (BEGIN IMMEDIATE: it
+// holds SQLite's write lock, so every Update of every handle and process
+// on the file runs one after another) committed with synchronous=NORMAL,
+// and returns once it committed.
+func (s *SQLite) Update(ctx context.Context, fn func(context.Context, *Tx) error) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		return fn(ctx, &Tx{s: s, tx: tx, now: s.now()})
+	})
+}
+
+// Reader is the store's pool of read-only connections: reads see a
+// consistent snapshot and never wait for a writer.
+func (s *SQLite) Reader() *sql.DB { return s.r }
+
+// Now is the store's clock, in the unix nanoseconds the schema stores.
+func (s *SQLite) Now() int64 { return s.now() }
+
+// LeaseNow reads the lease clock, which judges every lease of the store
+// (see Options.LeaseClock).
+func (s *SQLite) LeaseNow() clock.Reading { return s.lease() }
+
+// Exec runs a statement that returns no rows.
+func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+// Query runs a query; the rows must be closed before the next statement.
+func (t *Tx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+// QueryRow runs a query expected to return at most one row.
+func (t *Tx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// Now is the store's clock at the start of the transaction.
+func (t *Tx) Now() int64 { return t.now }
+
+// LeaseUntil is the lease clock's reading lease from now.
+func (t *Tx) LeaseUntil(lease time.Duration) clock.Reading {
+	boot, until := t.s.leaseUntil(lease)
+	return clock.Reading{Boot: boot, Nanos: until}
+}
+
+// CreateRun is Store.CreateRun inside this transaction.
+func (t *Tx) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
+	return t.s.createRun(ctx, t.tx, nr)
+}
+
+// AppendEvent records an event in this transaction; payload is marshalled
+// as JSON (sorted keys).
+func (t *Tx) AppendEvent(ctx context.Context, e Event, payload map[string]any) error {
+	return appendEvent(ctx, t.tx, t.now, e, payload)
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package store
+
+// CheckLocal cannot tell a network filesystem here; it accepts every path
+// (docs/workers.md: a shared SQLite file is for workers on one machine).
+func CheckLocal(path string) error { return nil }

@@ -1,0 +1,619 @@
+// Package sqlitequeue is the worker queue (queue.Queue) on the SQLite
+// store: several pipec worker processes on one machine sharing one state
+// file, with pipec submit and pipec workers beside them.
+//
+// It makes the same decisions as the PostgreSQL queue, through the same
+// functions (runtime/queue: queue.Choose, queue.Finished, queue.Expired,
+// queue.Spread, queue.RunEnd); what differs is how the database is used:
+//
+//   - Locking: SQLite has no row locks and no SKIP LOCKED. Every claim,
+//     finish and sweep is one write transaction of the store (BEGIN
+//     IMMEDIATE, store.SQLite.Update), so they run one after another across
+//     every handle and process of the file; a claim judges all ready tasks
+//     with nothing changing under it. The lock is held for a few statements,
+//     never while a task runs. A claim or sweep first asks a read-only
+//     connection whether there is anything to take, so idle workers do not
+//     queue for the write lock.
+//   - Leases: a worker's lease and its claims' are on the store's lease clock
+//     (CLOCK_BOOTTIME with the boot id, package clock), like the attempts':
+//     a wall-clock step neither expires a live worker nor keeps a dead one
+//     live, and after a reboot every lease of the boot before has expired. A
+//     shared SQLite file is one machine by definition; Local refuses a file
+//     on a network filesystem, where neither SQLite's locks nor one boot's
+//     clock hold.
+//   - Wakeups: there is no LISTEN/NOTIFY. Transactions that may make a task
+//     ready bump a counter (work_signal); Wakeups polls PRAGMA data_version,
+//     which changes when another connection commits and costs no read of
+//     the database, and reads the counter only then.
+package sqlitequeue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Queue is queue.Queue on an SQLite store. It holds nothing of its own: any
+// number of Queues, in any number of processes, may share a file.
+type Queue struct {
+	s *store.SQLite
+	// poll is how often Wakeups looks at the file.
+	poll time.Duration
+}
+
+var _ queue.Queue = (*Queue)(nil)
+
+// DefaultWakeupPoll is how often Wakeups polls PRAGMA data_version.
+const DefaultWakeupPoll = 10 * time.Millisecond
+
+// New returns the queue on s.
+func New(s *store.SQLite) *Queue { return &Queue{s: s, poll: DefaultWakeupPoll} }
+
+// bumpSignal tells idle workers (Wakeups) that tasks may have become ready.
+func bumpSignal(ctx context.Context, tx *store.Tx) error {
+	_, err := tx.Exec(ctx, `UPDATE work_signal SET n = n + 1 WHERE id = 1`)
+	return err
+}
+
+// Submit implements queue.Queue.
+func (q *Queue) Submit(ctx context.Context, sub queue.Submission) (store.Run, error) {
+	rows, err := queue.Plan(sub)
+	if err != nil {
+		return store.Run{}, err
+	}
+	var r store.Run
+	err = q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		var err error
+		if r, err = tx.CreateRun(ctx, sub.Run); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO submissions (run, plan, base_dir, interval_value) VALUES (?, ?, ?, ?)`,
+			r.ID, string(sub.Plan), sub.BaseDir, sub.Interval); err != nil {
+			return err
+		}
+		for _, w := range rows {
+			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), queue.JSON(w.Labels)); err != nil {
+				return err
+			}
+		}
+		if err := bumpSignal(ctx, tx); err != nil {
+			return err
+		}
+		return tx.AppendEvent(ctx, store.Event{Run: r.ID, Kind: queue.EventRunSubmitted}, map[string]any{"tasks": len(sub.Tasks)})
+	})
+	if err != nil {
+		return store.Run{}, fmt.Errorf("submit: %w", err)
+	}
+	return r, nil
+}
+
+// liveSQL is the condition of a live worker, given the lease clock's
+// reading as ?1 (boot) and ?2 (nanos): clock.Expired in SQL.
+const liveSQL = `state = 'live' AND expiry_boot = ?1 AND expiry_until > ?2`
+
+// Register implements queue.Queue.
+func (q *Queue) Register(ctx context.Context, w queue.WorkerInfo, lease time.Duration) error {
+	if w.Name == "" {
+		return fmt.Errorf("register: a worker needs a name")
+	}
+	if lease <= 0 {
+		return fmt.Errorf("register: the lease must be positive")
+	}
+	return q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		now := q.s.LeaseNow()
+		var host string
+		var pid int
+		var live bool
+		err := tx.QueryRow(ctx, `SELECT host, pid, `+liveSQL+` FROM workers WHERE name = ?3`, now.Boot, now.Nanos, w.Name).Scan(&host, &pid, &live)
+		if err == nil && live && (host != w.Host || pid != w.PID) {
+			return fmt.Errorf("register: worker %s is live already (host %s, pid %d): give another --name", w.Name, host, pid)
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		until := tx.LeaseUntil(lease)
+		_, err = tx.Exec(ctx, `INSERT INTO workers (name, host, pid, slots, labels, state, started, last_seen, expiry_boot, expiry_until)
+VALUES (?1, ?2, ?3, ?4, ?5, 'live', ?6, ?6, ?7, ?8)
+ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots = excluded.slots, labels = excluded.labels,
+	state = 'live', started = excluded.started, last_seen = excluded.last_seen, expiry_boot = excluded.expiry_boot,
+	expiry_until = excluded.expiry_until`,
+			w.Name, w.Host, w.PID, w.Slots, queue.JSON(queue.NormalLabels(w.Labels)), tx.Now(), until.Boot, until.Nanos)
+		return err
+	})
+}
+
+// Heartbeat implements queue.Queue.
+func (q *Queue) Heartbeat(ctx context.Context, name string, lease time.Duration) ([]queue.Ref, error) {
+	var held []queue.Ref
+	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		held = nil
+		until := tx.LeaseUntil(lease)
+		res, err := tx.Exec(ctx, `UPDATE workers SET last_seen = ?2, expiry_boot = ?3, expiry_until = ?4 WHERE name = ?1 AND state <> 'stopped'`,
+			name, tx.Now(), until.Boot, until.Nanos)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("heartbeat: worker %s is not registered: %w", name, store.ErrNotFound)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE work SET claim_boot = ?2, claim_until = ?3 WHERE worker = ?1 AND state = 'claimed'`,
+			name, until.Boot, until.Nanos); err != nil {
+			return err
+		}
+		held, err = collect(func(r *sql.Rows) (queue.Ref, error) {
+			var ref queue.Ref
+			return ref, r.Scan(&ref.Run, &ref.Task)
+		})(tx.Query(ctx, `SELECT run, task FROM work WHERE worker = ? AND state = 'claimed' ORDER BY run, task`, name))
+		return err
+	})
+	return held, err
+}
+
+// Stopping implements queue.Queue.
+func (q *Queue) Stopping(ctx context.Context, name string) error {
+	return q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE workers SET state = 'stopping' WHERE name = ? AND state = 'live'`, name)
+		return err
+	})
+}
+
+// Deregister implements queue.Queue.
+func (q *Queue) Deregister(ctx context.Context, name string) error {
+	return q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE workers SET state = 'stopped', last_seen = ? WHERE name = ?`, tx.Now(), name)
+		return err
+	})
+}
+
+// collect reads every row of a query with scan, closing the rows. It is
+// curried so that a query's results pass straight in:
+// collect(scan)(tx.Query(…)).
+func collect[T any](scan func(*sql.Rows) (T, error)) func(rows *sql.Rows, err error) ([]T, error) {
+	return func(rows *sql.Rows, err error) ([]T, error) {
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []T
+		for rows.Next() {
+			v, err := scan(rows)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, rows.Err()
+	}
+}
+
+// scanWork reads run, task, limits, failover, dependents, worker and labels.
+func scanWork(r *sql.Rows) (queue.Work, error) {
+	var w queue.Work
+	var limits, st, deps, labels string
+	if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Worker, &labels); err != nil {
+		return w, err
+	}
+	if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+		return w, fmt.Errorf("work %s %s: labels: %w", w.Run, w.Task, err)
+	}
+	return w, queue.DecodeWork(&w, limits, st, deps)
+}
+
+// exists reports, from a read that takes no lock, whether query finds a
+// row: a claim or sweep with nothing to do then never queues for the write
+// lock. A row that appears just after is found by the next poll or wakeup.
+func (q *Queue) exists(ctx context.Context, query string, args ...any) (bool, error) {
+	var found bool
+	err := q.s.Reader().QueryRowContext(ctx, `SELECT EXISTS (`+query+`)`, args...).Scan(&found)
+	return found, err
+}
+
+// offeredSQL is the condition "the task's labels (w.labels) are all among
+// those of the JSON array ?1" (failover.Eligible), for the candidates of a
+// claim.
+const offeredSQL = `NOT EXISTS (SELECT 1 FROM json_each(w.labels) t WHERE t.value NOT IN (SELECT value FROM json_each(?1)))`
+
+// unservedSQL selects, with the lease clock's reading as ?1 and ?2, the
+// ready labelled tasks no live worker offers the labels of.
+const unservedSQL = `SELECT w.run, w.task, w.labels FROM work w WHERE w.state = 'ready' AND json_array_length(w.labels) > 0
+	AND NOT EXISTS (SELECT 1 FROM workers k WHERE k.state = 'live' AND k.expiry_boot = ?1 AND k.expiry_until > ?2
+		AND NOT EXISTS (SELECT 1 FROM json_each(w.labels) t WHERE t.value NOT IN (SELECT value FROM json_each(k.labels))))
+ORDER BY w.run, w.task LIMIT ?3`
+
+// Claim implements queue.Queue: under the write lock, the ready tasks whose
+// labels this worker offers (the first queue.ClaimCandidates, by run and
+// task) are read, each with the live workers that offer its labels, and
+// queue.Choose decides; the chosen task is claimed under a lease, and the
+// runs whose tasks no live worker may start (or, when nothing was claimed,
+// whose labelled tasks no live worker offers the labels of) say what they
+// wait for.
+func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
+	if ok, err := q.exists(ctx, `SELECT 1 FROM work WHERE state = 'ready'`); err != nil || !ok {
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		return nil, nil
+	}
+	var out *queue.Claim
+	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		out = nil
+		now := q.s.LeaseNow()
+		live, err := collect(func(r *sql.Rows) (queue.WorkerInfo, error) {
+			var w queue.WorkerInfo
+			var labels string
+			if err := r.Scan(&w.Name, &labels); err != nil {
+				return w, err
+			}
+			return w, json.Unmarshal([]byte(labels), &w.Labels)
+		})(tx.Query(ctx, `SELECT name, labels FROM workers WHERE `+liveSQL+` ORDER BY name`, now.Boot, now.Nanos))
+		if err != nil {
+			return err
+		}
+		me := slices.IndexFunc(live, func(w queue.WorkerInfo) bool { return w.Name == worker })
+		if me < 0 {
+			return nil // not live (stopping, or its heartbeat lapsed): no claims
+		}
+		cands, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work w
+WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2`, queue.JSON(live[me].Labels), queue.ClaimCandidates))
+		if err != nil {
+			return err
+		}
+		for i := range cands {
+			cands[i].Live = queue.EligibleLive(cands[i].Labels, live)
+		}
+		pick, err := queue.Choose(cands, worker)
+		if err != nil {
+			return err
+		}
+		if pick.Chosen >= 0 {
+			c := &cands[pick.Chosen]
+			cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
+			until := tx.LeaseUntil(lease)
+			if _, err := tx.Exec(ctx, `UPDATE work SET state = 'claimed', worker = ?3, failover = ?4, reason = '', claim_boot = ?5, claim_until = ?6
+WHERE run = ?1 AND task = ?2`, c.Run, c.Task, worker, queue.JSON(c.Failover), until.Boot, until.Nanos); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(number), 0) FROM attempts WHERE run = ? AND task = ?`, c.Run, c.Task).Scan(&cl.AttemptBase); err != nil {
+				return err
+			}
+			// The run waits no more for this task; a message about another
+			// task stays: that one still waits.
+			if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = ?1 AND substr(waiting, 1, length(?2)) = ?2`,
+				c.Run, queue.WaitingPrefix(c.Task)); err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(ctx, store.Event{Run: c.Run, Kind: queue.EventWorkClaimed, Task: c.Task},
+				queue.ClaimedPayload(c, worker)); err != nil {
+				return err
+			}
+			out = cl
+		} else {
+			unserved, err := collect(func(r *sql.Rows) (queue.Work, error) {
+				var w queue.Work
+				var labels string
+				if err := r.Scan(&w.Run, &w.Task, &labels); err != nil {
+					return w, err
+				}
+				return w, json.Unmarshal([]byte(labels), &w.Labels)
+			})(tx.Query(ctx, unservedSQL, now.Boot, now.Nanos, queue.ClaimCandidates))
+			if err != nil {
+				return err
+			}
+			pick.Unserved(unserved)
+		}
+		for _, w := range pick.Waiting {
+			res, err := tx.Exec(ctx, `UPDATE submissions SET waiting = ?2
+WHERE run = ?1 AND waiting <> ?2 AND (waiting = '' OR substr(waiting, 1, length(?3)) = ?3)`, w.Run, w.Message, queue.WaitingPrefix(w.Task))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				if err := tx.AppendEvent(ctx, store.Event{Run: w.Run, Kind: queue.EventRunWaiting}, map[string]any{"waiting": w.Message}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+// Finish implements queue.Queue: queue.Finished decides, this writes it.
+func (q *Queue) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
+	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		w := queue.Work{Ref: ref, Worker: worker}
+		var limits, st, deps string
+		err := tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work WHERE run = ? AND task = ? AND state = 'claimed' AND worker = ?`,
+			ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
+		}
+		if err != nil {
+			return err
+		}
+		if err := queue.DecodeWork(&w, limits, st, deps); err != nil {
+			return err
+		}
+		c, err := queue.Finished(&w, worker, r)
+		if err != nil {
+			return err
+		}
+		if err := applyChange(ctx, tx, &w, c); err != nil {
+			return err
+		}
+		if c.Advance && len(w.Dependents) > 0 {
+			return nil // its dependents are still to run: the run goes on
+		}
+		return maybeFinishRun(ctx, tx, ref.Run)
+	})
+	if err != nil {
+		return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
+	}
+	return nil
+}
+
+// applyChange writes what a visit's end (or its claim's expiry) decided:
+// the task's row and events, then its dependents' counts or the spread of
+// its failure, and a wakeup.
+func applyChange(ctx context.Context, tx *store.Tx, w *queue.Work, c queue.Change) error {
+	if _, err := tx.Exec(ctx, `UPDATE work SET state = ?3, failover = ?4, reason = ?5, worker = CASE WHEN ?3 = 'ready' THEN '' ELSE worker END,
+	claim_boot = '', claim_until = 0 WHERE run = ?1 AND task = ?2`, w.Run, w.Task, c.State, queue.JSON(w.Failover), c.Reason); err != nil {
+		return err
+	}
+	for _, n := range c.Notes {
+		if err := tx.AppendEvent(ctx, store.Event{Run: w.Run, Kind: n.Kind, Task: w.Task}, n.Payload); err != nil {
+			return err
+		}
+	}
+	if c.Advance && len(w.Dependents) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE work SET waiting_on = waiting_on - 1,
+	state = CASE WHEN waiting_on = 1 AND state = 'blocked' THEN 'ready' ELSE state END
+WHERE run = ? AND task IN (SELECT value FROM json_each(?))`, w.Run, queue.JSON(w.Dependents)); err != nil {
+			return err
+		}
+	}
+	if c.Spread != "" {
+		err := queue.Spread(w.Task, w.Dependents, c.Spread, func(task, why string) ([]string, bool, error) {
+			var deps string
+			err := tx.QueryRow(ctx, `UPDATE work SET state = 'not_run', reason = ?3 WHERE run = ?1 AND task = ?2 AND state = 'blocked'
+RETURNING dependents`, w.Run, task, why).Scan(&deps)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			if err := tx.AppendEvent(ctx, store.Event{Run: w.Run, Kind: queue.EventWorkNotRun, Task: task}, queue.NotRunPayload(why)); err != nil {
+				return nil, false, err
+			}
+			var next []string
+			return next, true, json.Unmarshal([]byte(deps), &next)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return bumpSignal(ctx, tx)
+}
+
+// maybeFinishRun finishes the run when none of its tasks is left to do
+// (queue.RunEnd).
+func maybeFinishRun(ctx context.Context, tx *store.Tx, run string) error {
+	var open, bad int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(state IN ('blocked', 'ready', 'claimed')), 0), COALESCE(SUM(state IN ('failed', 'not_run')), 0)
+FROM work WHERE run = ?`, run).Scan(&open, &bad); err != nil {
+		return err
+	}
+	state, over := queue.RunEnd(open, bad)
+	if !over {
+		return nil
+	}
+	res, err := tx.Exec(ctx, `UPDATE runs SET state = ?2, finished = ?3 WHERE id = ?1 AND state = 'running'`, run, string(state), tx.Now())
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = ?`, run); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM run_leases WHERE run = ?`, run); err != nil {
+		return err
+	}
+	return tx.AppendEvent(ctx, store.Event{Run: run, Kind: store.EventRunFinished}, map[string]any{"state": string(state)})
+}
+
+// expiredSQL selects the claims whose lease expired on the lease clock
+// (?1 boot, ?2 nanos): of another boot, or run out.
+const expiredSQL = `state = 'claimed' AND (claim_boot <> ?1 OR claim_until <= ?2)`
+
+// Sweep implements queue.Queue: a claim whose lease expired belongs to a
+// worker that stopped renewing (SIGSTOP, SIGKILL); the model treats it as a
+// lost lease (queue.Expired).
+func (q *Queue) Sweep(ctx context.Context) (int, error) {
+	now := q.s.LeaseNow()
+	if ok, err := q.exists(ctx, `SELECT 1 FROM work WHERE `+expiredSQL, now.Boot, now.Nanos); err != nil || !ok {
+		if err != nil {
+			return 0, fmt.Errorf("sweep: %w", err)
+		}
+		return 0, nil
+	}
+	n := 0
+	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+		n = 0
+		now := q.s.LeaseNow()
+		expired, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work WHERE `+expiredSQL+`
+ORDER BY run, task`, now.Boot, now.Nanos))
+		if err != nil {
+			return err
+		}
+		for i := range expired {
+			w := &expired[i]
+			if err := applyChange(ctx, tx, w, queue.Expired(w)); err != nil {
+				return err
+			}
+			if err := maybeFinishRun(ctx, tx, w.Run); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sweep: %w", err)
+	}
+	return n, nil
+}
+
+// Workers implements queue.Queue.
+func (q *Queue) Workers(ctx context.Context) ([]queue.WorkerRow, error) {
+	db := q.s.Reader()
+	now, wall := q.s.LeaseNow(), q.s.Now()
+	ws, err := collect(func(r *sql.Rows) (queue.WorkerRow, error) {
+		var w queue.WorkerRow
+		var labels string
+		var started, seen int64
+		if err := r.Scan(&w.Name, &w.Host, &w.PID, &w.Slots, &labels, &w.State, &started, &seen, &w.Live); err != nil {
+			return w, err
+		}
+		if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+			return w, err
+		}
+		if len(w.Labels) == 0 {
+			w.Labels = nil
+		}
+		w.Started, w.LastSeen = time.Unix(0, started).UTC(), time.Unix(0, seen).UTC()
+		w.Ago = max(time.Duration(wall-seen), 0)
+		return w, nil
+	})(db.QueryContext(ctx, `SELECT name, host, pid, slots, labels, state, started, last_seen, `+liveSQL+`
+FROM workers ORDER BY name`, now.Boot, now.Nanos))
+	if err != nil {
+		return nil, err
+	}
+	work, err := collect(func(r *sql.Rows) (queue.RunTask, error) {
+		var x queue.RunTask
+		var limits, st string
+		if err := r.Scan(&x.Run, &x.Task, &x.State, &x.Worker, &limits, &st); err != nil {
+			return x, err
+		}
+		return x, queue.DecodeStatus(&x.TaskStatus, limits, st)
+	})(db.QueryContext(ctx, `SELECT w.run, w.task, w.state, w.worker, w.limits, w.failover FROM work w JOIN runs r ON r.id = w.run
+WHERE r.state = 'running' ORDER BY w.run, w.task`))
+	if err != nil {
+		return nil, err
+	}
+	queue.AttachWork(ws, work)
+	return ws, nil
+}
+
+// Submitted implements queue.Queue.
+func (q *Queue) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
+	var plan, base, iv string
+	err := q.s.Reader().QueryRowContext(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = ?`, run).Scan(&plan, &base, &iv)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, "", "", fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
+	}
+	return []byte(plan), base, iv, err
+}
+
+// Status implements queue.Queue.
+func (q *Queue) Status(ctx context.Context, run string) (queue.RunStatus, error) {
+	var rs queue.RunStatus
+	r, err := q.s.GetRun(ctx, run)
+	if err != nil {
+		return rs, err
+	}
+	rs.Run = r
+	db := q.s.Reader()
+	err = db.QueryRowContext(ctx, `SELECT waiting FROM submissions WHERE run = ?`, run).Scan(&rs.Waiting)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rs, fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
+	}
+	if err != nil {
+		return rs, err
+	}
+	rs.Tasks, err = collect(func(r *sql.Rows) (queue.TaskStatus, error) {
+		var t queue.TaskStatus
+		var limits, st string
+		if err := r.Scan(&t.Task, &t.State, &t.Worker, &t.Reason, &limits, &st); err != nil {
+			return t, err
+		}
+		return t, queue.DecodeStatus(&t, limits, st)
+	})(db.QueryContext(ctx, `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = ? ORDER BY task`, run))
+	return rs, err
+}
+
+// Wakeups implements queue.Queue by polling, every poll, PRAGMA
+// data_version on one read connection held for ctx's lifetime (it changes
+// when another connection committed, and reads nothing of the file but
+// its shared-memory index), then the work signal when it did.
+func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+	conn, err := q.s.Reader().Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	read := func(query string) (n int64, err error) {
+		return n, conn.QueryRowContext(ctx, query).Scan(&n)
+	}
+	const dataVersion, signal = `PRAGMA data_version`, `SELECT n FROM work_signal WHERE id = 1`
+	version, err := read(dataVersion)
+	var last int64
+	if err == nil {
+		last, err = read(signal)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	ch := make(chan struct{}, 1)
+	go func() {
+		defer close(ch)
+		defer conn.Close()
+		t := time.NewTicker(q.poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			v, err := read(dataVersion)
+			if err != nil {
+				return // ctx ended, or the file is gone: the worker's poll goes on
+			}
+			if v == version {
+				continue
+			}
+			version = v
+			n, err := read(signal)
+			if err != nil {
+				return
+			}
+			if n == last {
+				continue
+			}
+			last = n
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ch, nil
+}
