@@ -84,6 +84,11 @@ func (e *env) readFile(name string) string {
 // location key, not by a path on some worker's disk.
 func (e *env) checkFromStore(run, consumer string) {
 	e.t.Helper()
+	e.checkFromStoreAt(run, consumer, e.arts)
+}
+
+func (e *env) checkFromStoreAt(run, consumer, arts string) {
+	e.t.Helper()
 	if rs := e.until(run, "the run's end", finished); rs.Run.State != store.RunSucceeded {
 		e.t.Fatalf("run %s: %+v", run, rs)
 	}
@@ -92,8 +97,8 @@ func (e *env) checkFromStore(run, consumer string) {
 		e.t.Fatalf("published data %q, %v", b, err)
 	}
 	in := e.readFile("input-" + consumer + ".txt")
-	if rel, err := filepath.Rel(e.arts, in); err != nil || strings.HasPrefix(rel, "..") || !strings.HasPrefix(filepath.ToSlash(rel), "arts/raw/") {
-		e.t.Errorf("the consumer read its input from %s, not from the artifact store %s", in, e.arts)
+	if rel, err := filepath.Rel(arts, in); err != nil || strings.HasPrefix(rel, "..") || !strings.HasPrefix(filepath.ToSlash(rel), "arts/raw/") {
+		e.t.Errorf("the consumer read its input from %s, not from the artifact store %s", in, arts)
 	}
 	if _, err := os.Stat(filepath.Join(in, "data.csv")); err != nil {
 		e.t.Errorf("the consumer's input is gone from the store: %v", err)
@@ -115,11 +120,23 @@ func (e *env) checkFromStore(run, consumer string) {
 // before the consumer starts, the producer worker's whole workdir is
 // removed. The consumer still succeeds and publishes, from its input in the
 // shared artifact store.
+//
+// On PostgreSQL the workers share one --artifacts folder; workers sharing
+// an SQLite file are on its machine, and with no --artifacts share the
+// store beside it.
 func TestDifferentWorkers(t *testing.T) {
+	onBoth(t, testDifferentWorkers)
+}
+
+func testDifferentWorkers(t *testing.T, b backend) {
 	spec := strings.Replace(strings.Replace(artSpec, `outputs = ["raw"]`, `outputs = ["raw"]
     labels  = ["a"]`, 1), `outputs = ["clean"]`, `outputs = ["clean"]
     labels  = ["b"]`, 1)
-	e := newEnv(t, spec, artFiles)
+	e := newEnvOn(t, b, spec, artFiles)
+	arts := e.arts
+	if b == onSQLite {
+		e.arts, arts = "", filepath.Join(e.dir, "versions")
+	}
 	e.worker("wa", "--label", "a")
 	run := e.submit("2024-01-01")
 	e.until(run, "extract's end", func(rs queue.RunStatus) bool {
@@ -134,7 +151,7 @@ func TestDifferentWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.worker("wb", "--label", "b")
-	e.checkFromStore(run, "wb")
+	e.checkFromStoreAt(run, "wb", arts)
 	if got := e.starts(run, "extract"); len(got) != 1 || got[0] != "wa" {
 		t.Errorf("extract's starts = %v, want [wa]", got)
 	}
@@ -149,7 +166,11 @@ func TestDifferentWorkers(t *testing.T) {
 // once the claim's lease expires, reads the input from the shared store and
 // succeeds.
 func TestArtifactsRestartAfterKill(t *testing.T) {
-	e := newEnv(t, artSpec, artFiles)
+	onBoth(t, testArtifactsRestartAfterKill)
+}
+
+func testArtifactsRestartAfterKill(t *testing.T, b backend) {
+	e := newEnvOn(t, b, artSpec, artFiles)
 	if err := os.WriteFile(filepath.Join(e.dir, "stall-on"), []byte("w1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
