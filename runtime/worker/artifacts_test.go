@@ -201,20 +201,28 @@ func testArtifactsRestartAfterKill(t *testing.T, b backend) {
 // the producer, started the consumer and was stopped (SIGTERM hands the
 // consumer back); its whole workdir is removed before another worker, with
 // its own workdir, runs the consumer, which succeeds from the shared store.
+// The store is named by pipec submit --artifacts only: the workers have no
+// --artifacts of their own and take the submitted plan's.
 func TestArtifactsHandedOverAfterProducerGone(t *testing.T) {
 	e := newEnv(t, artSpec, artFiles)
 	if err := os.WriteFile(filepath.Join(e.dir, "stall-on"), []byte("w1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	arts := e.arts
+	e.arts = ""
 	w1 := e.worker("w1")
-	run := e.submit("2024-01-01")
+	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--artifacts", arts)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, out)
+	}
+	run := strings.Fields(out)[1]
 	e.readFile("stalled")
 	w1.signal(t, syscall.SIGTERM)
 	if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
 		t.Fatal(err)
 	}
 	e.worker("w2")
-	e.checkFromStore(run, "w2")
+	e.checkFromStoreAt(run, "w2", arts)
 }
 
 // TestWorkerArtifactsNotMounted: a worker whose --artifacts folder does
