@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/compiler"
 )
 
 // artifactsFlag is --artifacts DIR on the commands that run or hand over
@@ -26,4 +28,15 @@ func (a *artifactsFlag) path() (string, error) {
 		return "", usageErr("--artifacts: %v", err)
 	}
 	return p, nil
+}
+
+// withArtifacts makes dir (when given) the artifact store of a plan handed
+// to the workers: the submitted plan is the one they run, in place of the
+// spec's artifacts field, and its digest says so.
+func withArtifacts(plan *compiler.Plan, dir string) {
+	if dir == "" {
+		return
+	}
+	plan.ArtifactStore = dir
+	plan.Digest = compiler.Digest(plan)
 }

@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/schedule"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -23,20 +24,32 @@ type backfillOptions struct {
 	execFlags
 	from, to string
 	dryRun   bool
+	stale    bool
+	submit   bool
+	wait     bool
+	poll     time.Duration
 }
 
 func newBackfillCmd(io IO) *cobra.Command {
-	var opts backfillOptions
+	opts := backfillOptions{poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
-		Use:   "backfill SPEC|PLAN --from DATE --to DATE [--dry-run]",
+		Use:   "backfill SPEC|PLAN --from DATE --to DATE [--dry-run] [--stale] [--submit [--wait]]",
 		Short: "Run every interval from --from to --to (inclusive), bounded; --dry-run prints the estimate",
 		Long: "Backfill runs the intervals whose start lies between --from and --to, both included, at most\n" +
 			"schedule.max_active_runs at a time (one at a time without it, or when a task reads an earlier\n" +
-			"interval's artifact). Each interval is an ordinary run: completed work is reused. The runs\n" +
-			"share their slots: a pool's slots and --parallel bound the whole backfill.\n" +
-			"--dry-run launches nothing and prints the estimate: runs ÷ slots × time per run, the time per\n" +
-			"run taken from this pipeline's finished runs in the state, else from the task timeouts along\n" +
-			"the longest path.",
+			"interval's artifact). An interval already complete (every publish shows a version of the\n" +
+			"spec's code_version) is skipped; one a run is in progress for is left to it; one whose input\n" +
+			"from an earlier interval has no accepted version is blocked; each is said so. With --stale\n" +
+			"only intervals whose visible version has another code_version are rebuilt (after a logic\n" +
+			"fix). Each interval is an ordinary run: completed work is reused. The runs share their\n" +
+			"slots: a pool's slots and --parallel bound the whole backfill. A line per interval says\n" +
+			"how far it got, with an ETA from the mean of the finished intervals.\n" +
+			"--dry-run launches nothing and prints what would run and the estimate: runs ÷ slots × time\n" +
+			"per run, the time per run taken from this pipeline's finished runs in the state, else from\n" +
+			"the task timeouts along the longest path; exit code 1 when an interval is blocked.\n" +
+			"--submit hands each interval to the workers of a shared state (as pipec submit), as many at\n" +
+			"once as the slots allow, and returns once the last is handed over; with --wait it follows\n" +
+			"them to the end and exits 1 when one failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.resolveSeed(cmd)
@@ -46,7 +59,11 @@ func newBackfillCmd(io IO) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&opts.from, "from", "", "start of the first interval (required)")
 	f.StringVar(&opts.to, "to", "", "start of the last interval, included (required)")
-	f.BoolVar(&opts.dryRun, "dry-run", false, "print the estimate and launch nothing")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "print what would run and the estimate, and launch nothing")
+	f.BoolVar(&opts.stale, "stale", false, "rebuild only intervals whose visible version has a code_version other than the spec's")
+	f.BoolVar(&opts.submit, "submit", false, "hand the intervals to the workers of the shared state instead of running them here")
+	f.BoolVar(&opts.wait, "wait", false, "with --submit: follow the runs until the last ends and exit with their status")
+	f.DurationVar(&opts.poll, "poll", opts.poll, "with --submit: how often a submitted run is looked at")
 	opts.register(cmd, "tasks running at once across the backfill (default: the number of CPUs)")
 	return cmd
 }
@@ -55,13 +72,17 @@ func newBackfillCmd(io IO) *cobra.Command {
 type backfillPlan struct {
 	plan      *compiler.Plan
 	intervals []runtime.Interval
+	decisions []schedule.Decision
+	toRun     int
 	slots     int
 	slotsWhy  string
 	perRun    time.Duration
 	perRunWhy string
 }
 
-func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, loc store.Location) (*backfillPlan, error) {
+// planBackfill decides every interval from..to with what st says (nil: a
+// state where nothing ran yet).
+func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st store.Store, q queue.Queue, stale bool) (*backfillPlan, error) {
 	first, err := runtime.ResolveInterval(plan.Schedule, from)
 	if err != nil {
 		return nil, usageErr("--from: %v", err)
@@ -73,38 +94,44 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, loc
 	if last.Start.Before(first.Start) {
 		return nil, usageErr("--to %s is before --from %s", to, from)
 	}
-	bp := &backfillPlan{plan: plan, slots: 1, slotsWhy: "no max_active_runs: one run at a time"}
-	for iv := first; !iv.Start.After(last.Start); iv, _ = iv.Offset(1) {
-		bp.intervals = append(bp.intervals, iv)
-		if len(bp.intervals) > 100000 {
-			return nil, usageErr("more than 100,000 intervals between %s and %s", from, to)
-		}
+	bp := &backfillPlan{plan: plan}
+	if bp.intervals, err = schedule.Intervals(first, last); err != nil {
+		return nil, usageErr("%v", err)
 	}
-	if s := plan.Schedule; s != nil && s.MaxActiveRuns > 0 {
-		bp.slots, bp.slotsWhy = s.MaxActiveRuns, "schedule max_active_runs"
+	sp := plan
+	if sp.Schedule == nil {
+		// A pipeline without a schedule has daily intervals and no start.
+		sp = withDefaultSchedule(plan)
 	}
-	for _, t := range plan.Tasks {
-		for _, in := range t.Inputs {
-			if in.Offset < 0 && bp.slots > 1 {
-				bp.slots = 1
-				bp.slotsWhy = fmt.Sprintf("one run at a time: task %s reads %s@%d, an earlier interval", t.Name, in.Artifact, in.Offset)
-			}
-		}
+	facts, err := schedule.Read(ctx, st, q, sp)
+	if err != nil {
+		return nil, &exitError{code: ExitFindings, err: fmt.Errorf("reading the state: %w", err)}
 	}
-	bp.perRun, bp.perRunWhy = historyPerRun(ctx, plan.Pipeline, loc)
+	if bp.decisions, err = facts.Backfill(ctx, bp.intervals, stale); err != nil {
+		return nil, &exitError{code: ExitFindings, err: fmt.Errorf("reading the state: %w", err)}
+	}
+	bp.toRun = count(bp.decisions, schedule.Run)
+	bp.slots, bp.slotsWhy = schedule.Slots(plan)
+	bp.perRun, bp.perRunWhy = historyPerRun(ctx, plan.Pipeline, st)
 	if bp.perRun == 0 {
 		bp.perRun, bp.perRunWhy = timeoutPath(plan)
 	}
 	return bp, nil
 }
 
+// withDefaultSchedule is plan with the schedule a pipeline without one
+// runs by: every 24h, no start.
+func withDefaultSchedule(plan *compiler.Plan) *compiler.Plan {
+	p := *plan
+	p.Schedule = &compiler.PlanSchedule{Every: runtime.DefaultEvery.String()}
+	return &p
+}
+
 // historyPerRun is the mean duration of the pipeline's succeeded runs.
-func historyPerRun(ctx context.Context, pipeline string, loc store.Location) (time.Duration, string) {
-	st, err := openState(ctx, loc, true)
-	if err != nil {
+func historyPerRun(ctx context.Context, pipeline string, st store.Store) (time.Duration, string) {
+	if st == nil {
 		return 0, ""
 	}
-	defer st.Close()
 	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: pipeline})
 	if err != nil {
 		return 0, ""
@@ -137,6 +164,24 @@ func (bp *backfillPlan) print(io IO, pipeline string) {
 	n := len(bp.intervals)
 	fmt.Fprintf(io.Stdout, "backfill %s: %d interval(s), %s to %s (every %s)\n", pipeline, n,
 		bp.intervals[0].Key, bp.intervals[n-1].Key, roundDuration(bp.intervals[0].Every))
+	printDecisions(io, bp.decisions)
+	if bp.toRun != n {
+		fmt.Fprintf(io.Stdout, "  to run:       %d interval(s)", bp.toRun)
+		var parts []string
+		for _, c := range []struct {
+			a    schedule.Action
+			word string
+		}{{schedule.Skip, "skipped"}, {schedule.Active, "in progress"}, {schedule.Blocked, "blocked"}} {
+			if k := count(bp.decisions, c.a); k > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", k, c.word))
+			}
+		}
+		fmt.Fprintf(io.Stdout, " (%s)\n", strings.Join(parts, ", "))
+	}
+	if bp.toRun == 0 {
+		return
+	}
+	n = bp.toRun
 	fmt.Fprintf(io.Stdout, "  slots:        %d (%s)\n", bp.slots, bp.slotsWhy)
 	if bp.perRun == 0 {
 		fmt.Fprintf(io.Stdout, "  time per run: %s\n", bp.perRunWhy)
@@ -180,6 +225,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	if opts.from == "" || opts.to == "" {
 		return usageErr("backfill: --from and --to are required")
 	}
+	if opts.wait && !opts.submit {
+		return usageErr("backfill: --wait follows submitted runs: give --submit too")
+	}
 	plan, err := loadPlan(io, path)
 	if err != nil {
 		return err
@@ -187,70 +235,76 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	loc, err := opts.state.location(io, path)
-	if err != nil {
-		return err
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var st store.Store
+	var q queue.Queue
+	var loc store.Location
+	switch {
+	case opts.submit && !opts.dryRun:
+		if st, q, loc, err = openQueue(ctx, io, &opts.state, path); err != nil {
+			return err
+		}
+	default:
+		if loc, err = opts.state.location(io, path); err != nil {
+			return err
+		}
+		// A dry run reads the state if there is one, and never makes one.
+		exists, err := loc.Exists()
+		if err != nil {
+			return usageErr("state %s: %v", loc, unwrapPathError(err))
+		}
+		if exists || !opts.dryRun {
+			if st, err = openState(ctx, loc, false); err != nil {
+				return err
+			}
+		}
 	}
-	bp, err := planBackfill(ctx, plan, opts.from, opts.to, loc)
+	if st != nil {
+		defer st.Close()
+		if q == nil {
+			q = workQueue(st)
+		}
+	}
+	bp, err := planBackfill(ctx, plan, opts.from, opts.to, st, q, opts.stale)
 	if err != nil {
 		return err
 	}
 	bp.print(io, plan.Pipeline)
 	if opts.dryRun {
+		// Blocked intervals would not run: a dry run in CI fails on them.
+		if count(bp.decisions, schedule.Blocked) > 0 {
+			return silentExit(ExitFindings)
+		}
 		return nil
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	st, err := openState(ctx, loc, false)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	// One set of slots for every run: a pool (such as "backfill") bounds the
-	// whole backfill, not each run.
-	slots := runtime.NewSlots(plan, opts.parallel)
 	arts, err := opts.artifacts.path()
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	failed := 0
-	sem := make(chan struct{}, bp.slots)
-	var wg sync.WaitGroup
-	for _, iv := range bp.intervals {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
+	b := &batch{io: io, plan: plan, slots: bp.slots}
+	if opts.submit {
+		withArtifacts(plan, arts)
+		base, err := filepath.Abs(filepath.Dir(path))
+		if err != nil {
+			return usageErr("%v", err)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-				StatePath: loc.Path, Seed: opts.seed, Slots: slots, Environ: io.Environ(), Artifacts: arts})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				failed++
-				fmt.Fprintf(io.Stdout, "%s  error: %v\n", iv.Key, err)
-			case sum.Failed:
-				failed++
-				fmt.Fprintf(io.Stdout, "%s  %s FAILED (pipec events %s)\n", iv.Key, sum.Run.ID, sum.Run.ID)
-			default:
-				fmt.Fprintf(io.Stdout, "%s  %s succeeded\n", iv.Key, sum.Run.ID)
-			}
-		}()
+		b.launch, b.detach = submitLaunch(io, plan, base, q, opts.poll), !opts.wait
+	} else {
+		// One set of slots for every run: a pool (such as "backfill")
+		// bounds the whole backfill, not each run.
+		b.launch = localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts)
 	}
-	wg.Wait()
-	if ctx.Err() != nil {
+	res := b.run(ctx, bp.decisions)
+	if res.interrupted {
+		if opts.submit {
+			return &exitError{code: ExitFindings, err: errors.New("backfill interrupted: the runs it submitted go on with the workers; run it again to hand over the rest")}
+		}
 		return &exitError{code: ExitFindings, err: errors.New("backfill interrupted")}
 	}
-	fmt.Fprintf(io.Stdout, "backfill: %d of %d run(s) succeeded\n", len(bp.intervals)-failed, len(bp.intervals))
-	if failed > 0 {
+	fmt.Fprintln(io.Stdout, res.summaryLine("backfill", count(bp.decisions, schedule.Skip), count(bp.decisions, schedule.Blocked),
+		count(bp.decisions, schedule.Active)))
+	if res.failed > 0 || res.blocked > 0 || count(bp.decisions, schedule.Blocked) > 0 {
 		return silentExit(ExitFindings)
 	}
 	return nil

@@ -33,6 +33,9 @@ type runOptions struct {
 	force    bool
 	json     bool
 	wait     bool
+	// due runs what the schedule says is due at now (see due.go).
+	due bool
+	now string
 }
 
 // execFlags are the flags of every command that executes runs (run, backfill).
@@ -63,7 +66,7 @@ func (e *execFlags) resolveSeed(cmd *cobra.Command) {
 func newRunCmd(io IO) *cobra.Command {
 	var opts runOptions
 	cmd := &cobra.Command{
-		Use:   "run SPEC|PLAN --interval DATE",
+		Use:   "run SPEC|PLAN --interval DATE | --due",
 		Short: "Compile and execute one interval with the local, fenced runtime",
 		Long: "Run executes one data interval of a pipeline on this machine: tasks in dependency order,\n" +
 			"each attempt with a fencing token, retries by error class, write-audit-publish of outputs.\n" +
@@ -71,7 +74,11 @@ func newRunCmd(io IO) *cobra.Command {
 			"in the file's folder. A rerun of an interval reuses what the previous run completed.\n" +
 			"One run of an interval at a time: while another pipec runs it, run is refused (exit 1)\n" +
 			"naming that run and its owner; --wait waits for it instead. The state is\n" +
-			".pipec/state.db beside the file unless --state or PIPEC_STATE says otherwise.\n\n" +
+			".pipec/state.db beside the file unless --state or PIPEC_STATE says otherwise.\n" +
+			"--due (for cron or a CI schedule) runs instead the intervals due now: an interval is due once\n" +
+			"it is over; without catch-up the latest one, with catchup = true every one since the\n" +
+			"schedule's start that has no succeeded run; intervals in progress are skipped, at most\n" +
+			"max_active_runs run at once. Nothing due: exit 0, saying so.\n\n" +
 			"Exit code 1 when a task, check or publish failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -84,6 +91,9 @@ func newRunCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.force, "force", false, "rerun every task, even those a previous run of the interval completed")
 	f.BoolVar(&opts.json, "json", false, "write the event stream as JSON lines, then the summary")
 	f.BoolVar(&opts.wait, "wait", false, "wait for another live run of the interval to end instead of refusing")
+	f.BoolVar(&opts.due, "due", false, "instead of --interval: run the intervals due now by the schedule (the latest; every missed one with catchup = true), at most max_active_runs at once")
+	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
+	_ = f.MarkHidden("now")
 	opts.register(cmd, "tasks running at once (default: the number of CPUs)")
 	return cmd
 }
@@ -117,8 +127,11 @@ func loadPlan(io IO, path string) (*compiler.Plan, error) {
 }
 
 func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
+	if opts.due {
+		return runRunDue(ctx, io, path, opts)
+	}
 	if opts.interval == "" {
-		return usageErr("run: --interval is required (the interval's start, such as --interval 2024-01-01)")
+		return usageErr("run: --interval is required (the interval's start, such as --interval 2024-01-01), or --due")
 	}
 	plan, err := loadPlan(io, path)
 	if err != nil {
@@ -212,6 +225,40 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		return silentExit(ExitFindings)
 	}
 	return nil
+}
+
+// runRunDue is pipec run --due: the due intervals, run here.
+func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
+	if opts.interval != "" || opts.force || opts.json || opts.wait {
+		return usageErr("run: --due decides the intervals itself: it takes neither --interval, --force, --json nor --wait")
+	}
+	now, err := dueNow(io, opts.now)
+	if err != nil {
+		return err
+	}
+	plan, err := loadPlan(io, path)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	loc, err := opts.state.location(io, path)
+	if err != nil {
+		return err
+	}
+	st, err := openState(ctx, loc, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts), false, false)
 }
 
 // busyMessage names the run that holds an interval and its owner.

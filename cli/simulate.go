@@ -206,9 +206,14 @@ func simulateTask(w stdio.Writer, t *compiler.PlanTask, mode failMode, opts simu
 	// alone, as in pipec worker: the others are no workers for it.
 	all := failover.WorkerNames(opts.workers)
 	workers := all
-	if opts.offered != nil && len(t.Labels) > 0 {
+	switch {
+	case len(t.Labels) == 0:
+	case opts.offered != nil:
 		workers = failover.EligibleNames(t.Labels, all, opts.offered)
 		fmt.Fprintf(w, "%s requires labels %s: offered by %s\n", t.Name, strings.Join(t.Labels, ","), namesOrNone(workers))
+	default:
+		fmt.Fprintf(w, "%s requires labels %s: taken to be offered by every worker (say which with --label wN=...)\n",
+			t.Name, strings.Join(t.Labels, ","))
 	}
 	n := len(all)
 	joins := opts.join

@@ -15,6 +15,7 @@ import (
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 )
 
 type statusOptions struct {
@@ -163,11 +164,8 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 			f := r.Finished
 			rs.Finished = &f
 		}
-		if q, ok := st.(queue.Queue); ok && r.State == store.RunRunning {
-			// A run executed locally was not submitted: it waits for no worker.
-			if qs, err := q.Status(ctx, r.ID); err == nil {
-				rs.Waiting = qs.Waiting
-			} else if !errors.Is(err, store.ErrNotFound) {
+		if r.State == store.RunRunning {
+			if rs.Waiting, err = waitingOf(ctx, st, r.ID); err != nil {
 				return &exitError{code: ExitFindings, err: err}
 			}
 		}
@@ -212,4 +210,25 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	// Reasons and error tails quote task output: escaped, like every text output.
 	_, err = fmt.Fprint(io.Stdout, report.Escape(b.String()))
 	return err
+}
+
+// waitingOf returns what a run handed to workers waits for ("" when
+// nothing), from the queue of whichever state serves workers: PostgreSQL's
+// own, or an SQLite file's. A run executed locally was not submitted and
+// waits for no worker.
+func waitingOf(ctx context.Context, st store.Store, run string) (string, error) {
+	var q queue.Queue
+	switch s := st.(type) {
+	case queue.Queue:
+		q = s
+	case *store.SQLite:
+		q = sqlitequeue.New(s)
+	default:
+		return "", nil
+	}
+	rs, err := q.Status(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	return rs.Waiting, err
 }

@@ -3,29 +3,34 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
 type submitOptions struct {
-	state     stateFlag
-	interval  string
-	wait      bool
-	poll      time.Duration
+	state    stateFlag
+	interval string
+	wait     bool
+	poll     time.Duration
+	// due submits what the schedule says is due at now (see due.go).
+	due       bool
+	now       string
 	artifacts artifactsFlag
 }
 
 func newSubmitCmd(io IO) *cobra.Command {
 	opts := submitOptions{poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
-		Use:   "submit SPEC --interval DATE [--state URL|FILE] [--wait]",
+		Use:   "submit SPEC --interval DATE | --due [--state URL|FILE] [--wait]",
 		Short: "Hand a run to the workers of a shared state",
 		Long: "submit compiles the spec, records a run of the interval in the shared state (a\n" +
 			"postgres:// URL, or an SQLite file shared by workers on this machine; by default the\n" +
@@ -33,7 +38,10 @@ func newSubmitCmd(io IO) *cobra.Command {
 			"worker`) claim its tasks, and the run goes on whether or not this process lives. With\n" +
 			"--wait it follows the run, task by task, including \"waiting for a worker\", and exits\n" +
 			"with its status (1 when it failed). Tasks run in the spec's folder, which the workers\n" +
-			"must see.",
+			"must see.\n" +
+			"--due submits instead the intervals due now (see pipec run --due), as many at once as\n" +
+			"max_active_runs leaves free, the next as one ends; it returns once the last is handed\n" +
+			"over (with --wait, once it ended). Nothing due: exit 0, saying so.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSubmit(cmd.Context(), io, args[0], opts)
@@ -44,14 +52,20 @@ func newSubmitCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.interval, "interval", "", "the interval's start: a date (2024-01-01) or an RFC 3339 time (required)")
 	f.BoolVar(&opts.wait, "wait", false, "follow the run until it ends and exit with its status")
 	f.DurationVar(&opts.poll, "poll", opts.poll, "how often --wait looks at the run")
+	f.BoolVar(&opts.due, "due", false, "instead of --interval: submit the intervals due now by the schedule (as pipec run --due), at most max_active_runs at once")
+	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
+	_ = f.MarkHidden("now")
 	opts.artifacts.register(cmd, "the shared artifact store's folder, recorded with the run in place of the spec's artifacts "+
 		"(a worker's own --artifacts wins over it)")
 	return cmd
 }
 
 func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) error {
+	if opts.due {
+		return runSubmitDue(ctx, io, path, opts)
+	}
 	if opts.interval == "" {
-		return usageErr("submit: --interval is required (the interval's start, such as --interval 2024-01-01)")
+		return usageErr("submit: --interval is required (the interval's start, such as --interval 2024-01-01), or --due")
 	}
 	plan, err := loadPlan(io, path)
 	if err != nil {
@@ -77,17 +91,8 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	if err != nil {
 		return err
 	}
-	if arts != "" {
-		// The submitted plan is the one the workers run: its artifact store
-		// is this one, and its digest says so.
-		plan.ArtifactStore = arts
-		plan.Digest = compiler.Digest(plan)
-	}
-	sub := queue.Submission{
-		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
-			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest},
-		Plan: plan.Marshal(), BaseDir: base, Interval: opts.interval, Tasks: queue.PlanTasks(plan),
-	}
+	withArtifacts(plan, arts)
+	sub := submission(plan, base, iv, opts.interval)
 	run, err := q.Submit(ctx, sub)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
@@ -97,6 +102,42 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 		return nil
 	}
 	return followRun(ctx, io, q, run.ID, opts.poll)
+}
+
+// runSubmitDue is pipec submit --due: the due intervals, handed to the
+// workers.
+func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) error {
+	if opts.interval != "" {
+		return usageErr("submit: --due decides the intervals itself: it takes no --interval")
+	}
+	now, err := dueNow(io, opts.now)
+	if err != nil {
+		return err
+	}
+	plan, err := loadPlan(io, path)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, q, _, err := openQueue(ctx, io, &opts.state, path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	base, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	withArtifacts(plan, arts)
+	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
 }
 
 // followRun prints each change of a submitted run's tasks and its waiting

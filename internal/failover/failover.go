@@ -22,6 +22,10 @@
 // A worker shutdown fails over without counting, a lost lease counts as a
 // failure of the worker, and a joining worker is one more that may start
 // a waiting task.
+//
+// The workers of a task's story are those that may run it: a task that
+// requires labels has for workers only those offering all of them
+// (Eligible), and "every worker exhausted" means every such worker.
 package failover
 
 import (

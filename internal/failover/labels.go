@@ -6,15 +6,15 @@ import (
 	"strings"
 )
 
-// Worker labels narrow the model's workers. A task that requires labels
-// (labels = ["spark"]) may start only on a worker that offers every one of
-// them (pipec worker --label spark), so its story — visits, "every worker
-// exhausted", waiting — plays out among those workers alone: the live set
-// CanStart, Start and Waiting take, Limits.Workers and the simulator's
-// worker names are always the eligible ones (Eligible, EligibleNames). A
-// worker without the labels is not a worker for that task at all: it
-// neither takes a visit nor keeps the task from waiting.
-
+// Eligible reports whether a worker may run a task, by labels. A task that
+// requires labels (labels = ["spark"]) may start only on a worker that
+// offers every one of them (pipec worker --label spark), so its story —
+// visits, "every worker exhausted", waiting — plays out among those workers
+// alone: the live set CanStart, Start and Waiting take, Limits.Workers and
+// the simulator's worker names are always the eligible ones. A worker
+// without the labels is not a worker for that task at all: it neither
+// takes a visit nor keeps the task from waiting.
+//
 // Eligible reports whether a worker offering offered may run a task that
 // requires required: every required label is offered. A task without labels
 // runs on any worker. Stores filter claims by the same rule (PostgreSQL in

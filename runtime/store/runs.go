@@ -211,6 +211,30 @@ func (s *SQLite) RenewRunLease(ctx context.Context, id string, lease time.Durati
 	})
 }
 
+// RunLeases implements Store.
+func (s *SQLite) RunLeases(ctx context.Context, pipeline string) ([]RunLease, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT l.run, l.interval_key, l.host, l.pid, l.since, l.expiry, l.expiry_boot, l.expiry_until
+FROM run_leases l JOIN runs r ON r.id = l.run
+WHERE l.pipeline = ? AND r.state = 'running' ORDER BY l.interval_key`, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RunLease
+	for rows.Next() {
+		var l RunLease
+		var since, until, untilLease int64
+		var untilBoot string
+		if err := rows.Scan(&l.Run, &l.Interval, &l.Owner.Host, &l.Owner.PID, &since, &until, &untilBoot, &untilLease); err != nil {
+			return nil, err
+		}
+		l.Since, l.Expiry = timeOf(since), timeOf(until)
+		l.Live = !clock.Expired(clock.Reading{Boot: untilBoot, Nanos: untilLease}, s.lease())
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
 // AbandonRun implements Store.
 func (s *SQLite) AbandonRun(ctx context.Context, id, reason string) ([]Attempt, error) {
 	var out []Attempt

@@ -213,6 +213,18 @@ func (e *RunBusyError) Error() string {
 // Is makes errors.Is(err, ErrRunBusy) true.
 func (e *RunBusyError) Is(target error) bool { return target == ErrRunBusy }
 
+// RunLease is a run's lease on its interval, as RunLeases lists it.
+type RunLease struct {
+	Run      string
+	Interval string
+	Owner    RunOwner
+	// Since is when the run took the lease, Expiry when it ends unless
+	// renewed (the store's clock, for people); Live is the store's own
+	// judgement, the one CreateRun makes.
+	Since, Expiry time.Time
+	Live          bool
+}
+
 // RunFilter selects runs for ListRuns; empty fields match everything.
 type RunFilter struct {
 	Pipeline string
@@ -454,6 +466,12 @@ type Store interface {
 	// ErrLeaseLost when the run does not hold it any more (another run took
 	// it over after it expired, or the run finished).
 	RenewRunLease(ctx context.Context, id string, lease time.Duration) error
+	// RunLeases returns the leases that the pipeline's running runs hold
+	// on their intervals, ordered by interval, each judged live or expired
+	// on the store's clock as CreateRun judges it: what a scheduler needs
+	// to skip an interval that is being run and to name who runs it. A
+	// running run without a lease (one handed to workers) has none here.
+	RunLeases(ctx context.Context, pipeline string) ([]RunLease, error)
 	// AbandonRun is for a run whose pipec died (a rerun finds it still
 	// running): its queued and running attempts become unknown, whatever
 	// their leases say, and the run failed, with reason recorded in a

@@ -13,7 +13,6 @@ import (
 
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
 // steadyLease is the workers' lease in these tests: nothing here kills a
@@ -62,24 +61,26 @@ var labelsFiles = map[string]string{
 	"clean.sh":   "#!/bin/sh\ncp \"$PIPEC_INPUT_raw/data.csv\" \"$PIPEC_OUTPUT_clean/data.csv\"\nprintf 'clean,%s\\n' \"$PIPEC_WORKER\" >> \"$PIPEC_OUTPUT_clean/data.csv\"\n",
 }
 
-// TestLabelsPinTasksToWorkers: w1 offers a (and y), w2 offers b (and x,
+// TestLabelsPinTasksToWorkers (on PostgreSQL and on one SQLite file): w1 offers a (and y), w2 offers b (and x,
 // given comma-separated); each task runs on the worker with its label: the
 // published data says so (PIPEC_WORKER, written by the tasks), and so do the
 // run's claims and attempts. pipec workers lists the labels.
-func TestLabelsPinTasksToWorkers(t *testing.T) {
-	e := newEnv(t, labelsSpec, labelsFiles)
+func TestLabelsPinTasksToWorkers(t *testing.T) { onBoth(t, testLabelsPinTasksToWorkers) }
+
+func testLabelsPinTasksToWorkers(t *testing.T, b backend) {
+	e := newEnvOn(t, b, labelsSpec, labelsFiles)
 	e.worker("w1", "--label", "a", "--label", "y", "--lease", steadyLease)
 	e.worker("w2", "--label", "x,b", "--lease", steadyLease)
 	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
 	if code != 0 {
 		t.Fatalf("submit --wait: exit %d\n%s", code, out)
 	}
-	b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "step,worker\nextract,w1\nclean,w2\n"; string(b) != want {
-		t.Errorf("published data %q, want %q", b, want)
+	if want := "step,worker\nextract,w1\nclean,w2\n"; string(data) != want {
+		t.Errorf("published data %q, want %q", data, want)
 	}
 	run := "lab/2024-01-01/r1"
 	if s := e.starts(run, "extract"); !slices.Equal(s, []string{"w1"}) {
@@ -130,9 +131,11 @@ func (e *env) started(args ...string) *proc {
 // which offers it: the run waits, visibly (status, a run.waiting event,
 // submit --wait), naming the label; a worker offering spark that joins
 // takes the task, and the run succeeds.
-func TestWaitingForLabels(t *testing.T) {
+func TestWaitingForLabels(t *testing.T) { onBoth(t, testWaitingForLabels) }
+
+func testWaitingForLabels(t *testing.T, b backend) {
 	spec := strings.Replace(strings.Replace(labelsSpec, `labels  = ["a"]`, `labels  = ["spark"]`, 1), `labels  = ["b"]`, ``, 1)
-	e := newEnv(t, spec, labelsFiles)
+	e := newEnvOn(t, b, spec, labelsFiles)
 	e.worker("plain", "--lease", steadyLease)
 	e.worker("gpu", "--label", "gpu", "--lease", steadyLease)
 	wait := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
@@ -158,7 +161,7 @@ func TestWaitingForLabels(t *testing.T) {
 	}
 	var waited []string
 	for _, ev := range evs {
-		if ev.Kind == postgres.EventRunWaiting {
+		if ev.Kind == queue.EventRunWaiting {
 			var p struct{ Waiting string }
 			if err := json.Unmarshal(ev.Payload, &p); err != nil {
 				t.Fatal(err)
@@ -204,10 +207,12 @@ func TestWaitingForLabels(t *testing.T) {
 // throughout): it alternates between g1 and g2 only, and once both are
 // exhausted the run waits for a worker with gpu although n1, which never
 // ran it, is live.
-func TestFailoverAmongLabelledWorkers(t *testing.T) {
+func TestFailoverAmongLabelledWorkers(t *testing.T) { onBoth(t, testFailoverAmongLabelledWorkers) }
+
+func testFailoverAmongLabelledWorkers(t *testing.T, b backend) {
 	spec := strings.Replace(failingSpec(1, 4), `retry   = "pipeline"`, `retry   = "pipeline"
     labels  = ["gpu"]`, 1)
-	e := newEnv(t, spec, failFiles)
+	e := newEnvOn(t, b, spec, failFiles)
 	n1 := e.worker("n1", "--lease", steadyLease)
 	g1 := e.worker("g1", "--label", "gpu", "--lease", steadyLease)
 	g2 := e.worker("g2", "--label", "gpu,ssd", "--lease", steadyLease)

@@ -7,17 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pipec/pipec/runtime/queue/queuetest"
 	"github.com/pipec/pipec/runtime/store/postgres"
 )
-
-// TestQueueLabels runs the worker-label checks of the queue (claims filtered
-// by labels, failover among the eligible workers, the waiting messages) on
-// PostgreSQL.
-func TestQueueLabels(t *testing.T) {
-	srv := pg.Server(t)
-	queuetest.Labels(t, func(t *testing.T) queuetest.Store { return open(t, srv, nil) })
-}
 
 // TestLabelsMigration: workers registered before migration 5 kept their
 // labels comma-joined in text; the migration turns them into arrays, and

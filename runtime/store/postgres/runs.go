@@ -111,6 +111,28 @@ func (s *Store) RenewRunLease(ctx context.Context, id string, lease time.Duratio
 	})
 }
 
+// RunLeases implements store.Store, judged on the server's clock (in a
+// transaction, where a test's clock applies).
+func (s *Store) RunLeases(ctx context.Context, pipeline string) ([]store.RunLease, error) {
+	var out []store.RunLease
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT l.run, l.interval_key, l.host, l.pid, l.since, l.expiry, l.expiry > pipec_now()
+FROM run_leases l JOIN runs r ON r.id = l.run
+WHERE l.pipeline = $1 AND r.state = 'running' ORDER BY l.interval_key COLLATE "C"`, pipeline)
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, func(row pgx.Row) (store.RunLease, error) {
+			var l store.RunLease
+			err := row.Scan(&l.Run, &l.Interval, &l.Owner.Host, &l.Owner.PID, &l.Since, &l.Expiry, &l.Live)
+			l.Since, l.Expiry = l.Since.UTC(), l.Expiry.UTC()
+			return l, err
+		})
+		return err
+	})
+	return out, err
+}
+
 // nullTime stores the zero time as NULL.
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {

@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 		{"FenceAtGrant", testFenceAtGrant},
 		{"PipelineScope", testPipelineScope},
 		{"RunLease", testRunLease},
+		{"RunLeases", testRunLeases},
 		{"StateIDAndRaiseTokens", testStateIDAndRaiseTokens},
 		{"AttemptTransitions", testAttemptTransitions},
 		{"ProcessRecorded", testProcessRecorded},

@@ -1,0 +1,328 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/schedule"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// A batch runs the intervals a due run or a backfill decided to run
+// (schedule.Decision), in order, at most slots at a time, each locally
+// (runtime.Run) or handed to the workers (queue.Submit); it prints a
+// progress line as each interval starts (with an ETA from the mean of the
+// finished ones) and a result line as each ends. Run, submit and backfill
+// share it.
+type batch struct {
+	io    IO
+	plan  *compiler.Plan
+	slots int
+	// launch runs one interval to its end; started is called once its run
+	// exists (or it could not be created), so intervals start in order.
+	launch func(ctx context.Context, iv runtime.Interval, started func(run string)) outcome
+	// detach: return once the last interval is launched instead of when
+	// it ends (handed to workers without --wait).
+	detach bool
+}
+
+// outcome is how one interval's run ended.
+type outcome struct {
+	run   string
+	state string // "succeeded", "failed", "active" (another run holds it), "error"
+	why   string
+}
+
+// batchResult counts what a batch did.
+type batchResult struct {
+	total, succeeded, failed, blocked, active, detached int
+	interrupted                                         bool
+}
+
+// run executes the decisions to run; the others were printed already.
+func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
+	var res batchResult
+	for _, d := range ds {
+		if d.Action == schedule.Run {
+			res.total++
+		}
+	}
+	done := make([]chan struct{}, len(ds))
+	outs := make([]outcome, len(ds))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	var mu sync.Mutex
+	var durations time.Duration
+	finished := 0
+	closed := false // detached: the batch returned, nothing more is printed
+	sem := make(chan struct{}, max(b.slots, 1))
+	var wg sync.WaitGroup
+	n := 0
+	for i, d := range ds {
+		if d.Action != schedule.Run {
+			close(done[i])
+			continue
+		}
+		// An interval that reads an earlier one of this batch waits for it
+		// (before taking a slot) and is blocked when it did not succeed.
+		blocked := ""
+		for _, k := range d.Needs {
+			select {
+			case <-done[k]:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			if o := outs[k]; o.state != string(store.RunSucceeded) && blocked == "" {
+				blocked = fmt.Sprintf("reads interval %s, whose run %s", ds[k].Interval.Key, describeOutcome(o))
+			}
+		}
+		if ctx.Err() == nil && blocked == "" {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			res.interrupted = true
+			close(done[i])
+			break
+		}
+		n++
+		mu.Lock()
+		if blocked != "" {
+			res.blocked++
+			outs[i] = outcome{state: "blocked", why: blocked}
+			fmt.Fprintf(b.io.Stdout, "%s  blocked: %s\n", d.Interval.Key, blocked)
+			mu.Unlock()
+			close(done[i])
+			continue
+		}
+		line := fmt.Sprintf("interval %d of %d (%s), %d succeeded, %d failed", n, res.total, d.Interval.Key, res.succeeded, res.failed)
+		if finished > 0 {
+			mean := durations / time.Duration(finished)
+			left := res.total - finished - res.blocked
+			line += ", ETA " + roundDuration(mean*time.Duration(left)/time.Duration(max(b.slots, 1)))
+		}
+		fmt.Fprintln(b.io.Stdout, line)
+		mu.Unlock()
+		started := make(chan struct{})
+		var once sync.Once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			defer close(done[i])
+			t0 := time.Now()
+			o := b.launch(ctx, d.Interval, func(string) { once.Do(func() { close(started) }) })
+			once.Do(func() { close(started) })
+			mu.Lock()
+			defer mu.Unlock()
+			outs[i] = o
+			if o.state == "detached" || closed {
+				return
+			}
+			finished++
+			durations += time.Since(t0)
+			switch o.state {
+			case string(store.RunSucceeded):
+				res.succeeded++
+				fmt.Fprintf(b.io.Stdout, "%s  %s succeeded\n", d.Interval.Key, o.run)
+			case "active":
+				res.active++
+				fmt.Fprintf(b.io.Stdout, "%s  skipped: %s\n", d.Interval.Key, o.why)
+			case string(store.RunFailed):
+				res.failed++
+				fmt.Fprintf(b.io.Stdout, "%s  %s FAILED (pipec events %s)\n", d.Interval.Key, o.run, o.run)
+			default:
+				res.failed++
+				fmt.Fprintf(b.io.Stdout, "%s  error: %s\n", d.Interval.Key, o.why)
+			}
+		}()
+		<-started
+	}
+	if b.detach && !res.interrupted {
+		// Handed over: what is still running goes on with the workers.
+		mu.Lock()
+		closed = true
+		for i, d := range ds {
+			if d.Action == schedule.Run && outs[i].state == "" {
+				res.detached++
+			}
+		}
+		mu.Unlock()
+		return res
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		res.interrupted = true
+	}
+	return res
+}
+
+func describeOutcome(o outcome) string {
+	switch {
+	case o.state == "blocked":
+		return "was blocked"
+	case o.run == "":
+		return "did not start: " + o.why
+	case o.state == "active":
+		return o.run + " is another's, still in progress"
+	}
+	return o.run + " " + o.state
+}
+
+// localLaunch runs an interval in this process, as pipec run does; slots
+// are shared by every run of the batch (a pool bounds all of them).
+func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc store.Location, seed uint64, slots *runtime.Slots,
+	arts string) func(context.Context, runtime.Interval, func(string)) outcome {
+	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
+		sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
+			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts,
+			OnEvent: func(ev runtime.Event) {
+				if ev.Kind == store.EventRunCreated {
+					started(ev.Run)
+				}
+			}})
+		var busy *store.RunBusyError
+		switch {
+		case errors.As(err, &busy):
+			return outcome{run: busy.Run, state: "active", why: busyMessage(plan.Pipeline, iv.Key, busy)}
+		case err != nil && sum == nil:
+			return outcome{state: "error", why: err.Error()}
+		case err != nil:
+			return outcome{run: sum.Run.ID, state: "error", why: err.Error()}
+		case sum.Failed:
+			return outcome{run: sum.Run.ID, state: string(store.RunFailed)}
+		}
+		return outcome{run: sum.Run.ID, state: string(store.RunSucceeded)}
+	}
+}
+
+// submission is what pipec submit records for one interval: the run, its
+// plan, the spec's folder and its tasks (queue.PlanTasks).
+func submission(plan *compiler.Plan, base string, iv runtime.Interval, value string) queue.Submission {
+	return queue.Submission{
+		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
+			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest},
+		Plan: plan.Marshal(), BaseDir: base, Interval: value, Tasks: queue.PlanTasks(plan),
+	}
+}
+
+// submitLaunch hands an interval to the workers and follows its run
+// quietly (its end, and "waiting for a worker" when that changes); with
+// detach, the last interval of the batch is not followed.
+func submitLaunch(io IO, plan *compiler.Plan, base string, q queue.Queue, poll time.Duration) func(context.Context, runtime.Interval, func(string)) outcome {
+	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
+		run, err := q.Submit(ctx, submission(plan, base, iv, iv.Key))
+		var busy *store.RunBusyError
+		switch {
+		case errors.As(err, &busy):
+			return outcome{run: busy.Run, state: "active", why: busyMessage(plan.Pipeline, iv.Key, busy)}
+		case err != nil:
+			return outcome{state: "error", why: err.Error()}
+		}
+		fmt.Fprintf(io.Stdout, "%s  submitted %s (%d tasks)\n", iv.Key, run.ID, len(plan.Tasks))
+		started(run.ID)
+		waiting := ""
+		t := time.NewTicker(max(poll, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			rs, err := q.Status(ctx, run.ID)
+			if err != nil && ctx.Err() == nil {
+				return outcome{run: run.ID, state: "error", why: err.Error()}
+			}
+			if err == nil {
+				if rs.Waiting != waiting {
+					waiting = rs.Waiting
+					if waiting != "" {
+						fmt.Fprintf(io.Stdout, "%s  %s: %s\n", iv.Key, run.ID, waiting)
+					}
+				}
+				if rs.Run.State != store.RunRunning {
+					return outcome{run: run.ID, state: string(rs.Run.State)}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return outcome{run: run.ID, state: "detached"}
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// printDecisions prints what will not run, a stretch of like intervals
+// as one line ("skip 2024-01-01 to 2024-01-03 (3): complete at …"), an
+// active or blocked interval on a line of its own.
+func printDecisions(io IO, ds []schedule.Decision) {
+	for i := 0; i < len(ds); {
+		d := ds[i]
+		if d.Action == schedule.Run {
+			i++
+			continue
+		}
+		if d.Action != schedule.Skip {
+			fmt.Fprintf(io.Stdout, "  %s %s: %s\n", d.Action, d.Interval.Key, d.Why)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(ds) && ds[j].Action == schedule.Skip && ds[j].Kind == d.Kind {
+			j++
+		}
+		if j == i+1 {
+			fmt.Fprintf(io.Stdout, "  skip %s: %s\n", d.Interval.Key, d.Why)
+		} else {
+			fmt.Fprintf(io.Stdout, "  skip %s to %s (%d): %s\n", d.Interval.Key, ds[j-1].Interval.Key, j-i, d.Kind)
+		}
+		i = j
+	}
+}
+
+// count counts the decisions of an action.
+func count(ds []schedule.Decision, a schedule.Action) int {
+	n := 0
+	for _, d := range ds {
+		if d.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// summaryLine is the batch's last line: "backfill: 3 of 3 run(s)
+// succeeded; 2 skipped, 1 blocked".
+func (r batchResult) summaryLine(what string, skipped, blocked, active int) string {
+	s := fmt.Sprintf("%s: %d of %d run(s) succeeded", what, r.succeeded, r.total)
+	var more []string
+	if r.failed > 0 {
+		more = append(more, fmt.Sprintf("%d failed", r.failed))
+	}
+	if r.detached > 0 {
+		more = append(more, fmt.Sprintf("%d running on the workers", r.detached))
+	}
+	if skipped > 0 {
+		more = append(more, fmt.Sprintf("%d skipped", skipped))
+	}
+	if n := blocked + r.blocked; n > 0 {
+		more = append(more, fmt.Sprintf("%d blocked", n))
+	}
+	if n := active + r.active; n > 0 {
+		more = append(more, fmt.Sprintf("%d left to the run in progress", n))
+	}
+	if len(more) > 0 {
+		s += "; " + strings.Join(more, ", ")
+	}
+	return s
+}

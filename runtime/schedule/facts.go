@@ -1,0 +1,251 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Facts is what the store says of one pipeline's intervals, read once (a
+// few queries for the whole pipeline, one per visible version), so that
+// deciding 730 intervals does not cost 730 round trips per question.
+type Facts struct {
+	plan *compiler.Plan
+	st   store.Store
+	// succeeded: the latest succeeded run of each interval key; current:
+	// intervals with a succeeded run at the spec's code_version.
+	succeeded map[string]string
+	current   map[string]bool
+	// running lists, per interval key, its runs that are in progress.
+	running map[string]Running
+	// visible holds, per "sink\x00artifact\x00interval", the version a
+	// publish shows.
+	visible map[string]store.Version
+	// accepted caches AcceptedVersion lookups ("artifact\x00interval").
+	accepted map[string]bool
+}
+
+// Running is a run in progress, as a skipped or blocked interval names it.
+type Running struct {
+	Run      string
+	Interval string
+	// Owner and Since are set for a run that holds a live lease on its
+	// interval (a pipec run or backfill); a run handed to workers (pipec
+	// submit) has none: Workers is set instead.
+	Owner   store.RunOwner
+	Since   time.Time
+	Workers bool
+}
+
+// String names the run and who runs it.
+func (r Running) String() string {
+	if r.Workers {
+		return fmt.Sprintf("%s (submitted to the workers)", r.Run)
+	}
+	return fmt.Sprintf("%s (host %s, pid %d, since %s)", r.Run, r.Owner.Host, r.Owner.PID, r.Since.UTC().Format(time.RFC3339))
+}
+
+// Read reads the facts of plan's pipeline from st; a nil st is a state
+// where nothing ran yet (a dry run before the first run). q is st's queue,
+// the workers' side of it (nil for a store that serves no workers): it
+// tells a run handed to workers from a leftover.
+func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Plan) (*Facts, error) {
+	f := &Facts{plan: plan, st: st, succeeded: map[string]string{}, current: map[string]bool{}, running: map[string]Running{},
+		visible: map[string]store.Version{}, accepted: map[string]bool{}}
+	if st == nil {
+		return f, nil
+	}
+	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: plan.Pipeline})
+	if err != nil {
+		return nil, err
+	}
+	leases, err := st.RunLeases(ctx, plan.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	leaseOf := map[string]store.RunLease{}
+	for _, l := range leases {
+		leaseOf[l.Run] = l
+	}
+	for _, r := range runs { // oldest first: the last succeeded one wins
+		switch r.State {
+		case store.RunSucceeded:
+			f.succeeded[r.Interval] = r.ID
+			if r.CodeVersion == plan.CodeVersion {
+				f.current[r.Interval] = true
+			}
+		case store.RunRunning:
+			l, leased := leaseOf[r.ID]
+			switch {
+			case leased && l.Live:
+				f.running[r.Interval] = Running{Run: r.ID, Interval: r.Interval, Owner: l.Owner, Since: l.Since}
+			case !leased:
+				// No lease: a run handed to workers, which go on with it
+				// whoever submitted it, or a local run whose lease row a
+				// later run took before it too died.
+				sub, err := submitted(ctx, q, r.ID)
+				if err != nil {
+					return nil, err
+				}
+				if sub {
+					f.running[r.Interval] = Running{Run: r.ID, Interval: r.Interval, Workers: true}
+				}
+			}
+			// A lease that expired is a run whose pipec is gone: the next
+			// run of the interval takes it over, so it blocks nothing.
+		}
+	}
+	sinks := map[string]bool{}
+	for _, p := range plan.Publishes {
+		sinks[p.Sink] = true
+	}
+	for _, sk := range slices.Sorted(mapKeys(sinks)) {
+		ps, err := st.Pointers(ctx, plan.Pipeline, sk)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			v, err := st.GetVersion(ctx, p.Version)
+			if err != nil {
+				return nil, fmt.Errorf("the version %d that %s shows for %s@%s: %w", p.Version, sk, p.Artifact, p.Interval, err)
+			}
+			f.visible[sk+"\x00"+p.Artifact+"\x00"+p.Interval] = v
+		}
+	}
+	return f, nil
+}
+
+// submitted reports whether run was handed to workers (queue.Submit): a
+// store that serves no workers (q nil) has no such runs.
+func submitted(ctx context.Context, q queue.Queue, run string) (bool, error) {
+	if q == nil {
+		return false, nil
+	}
+	_, _, _, err := q.Submitted(ctx, run)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// State is what an interval's published versions are.
+type State string
+
+const (
+	// Complete: every publish shows a version of the spec's code_version
+	// (for a pipeline without publishes: a run of that code_version
+	// succeeded).
+	Complete State = "complete"
+	// Stale: something is visible, but some publish shows a version of
+	// another code_version (or shows nothing while others do).
+	Stale State = "stale"
+	// Missing: nothing is visible (or, without publishes, no run of the
+	// spec's code_version succeeded).
+	Missing State = "missing"
+)
+
+// Status is one interval as the store shows it.
+type Status struct {
+	State State
+	// Why says it: "complete at code_version 2024.06.1", "daily_totals
+	// shows code_version 2024.06.1, the spec's is 2024.07.1".
+	Why string
+	// Succeeded is the latest succeeded run of the interval ("" if none).
+	Succeeded string
+	// Running is the run in progress, if any.
+	Running *Running
+}
+
+// Status returns what the store shows of the interval.
+func (f *Facts) Status(iv runtime.Interval) Status {
+	s := Status{Succeeded: f.succeeded[iv.Key]}
+	if r, ok := f.running[iv.Key]; ok {
+		s.Running = &r
+	}
+	cv := f.plan.CodeVersion
+	if len(f.plan.Publishes) == 0 {
+		switch {
+		case f.current[iv.Key]:
+			s.State, s.Why = Complete, fmt.Sprintf("complete: a run at code_version %s succeeded", orNone(cv))
+		case s.Succeeded != "":
+			s.State, s.Why = Stale, fmt.Sprintf("stale: %s succeeded at another code_version than the spec's %s", s.Succeeded, orNone(cv))
+		default:
+			s.State, s.Why = Missing, "no run of it succeeded"
+		}
+		return s
+	}
+	var stale, missing []string
+	shown := 0
+	for _, p := range f.plan.Publishes {
+		v, ok := f.visible[p.Sink+"\x00"+p.Artifact+"\x00"+iv.Key]
+		switch {
+		case !ok:
+			missing = append(missing, p.Name)
+		case v.CodeVersion != cv:
+			shown++
+			stale = append(stale, fmt.Sprintf("%s shows code_version %s (%s)", p.Name, orNone(v.CodeVersion), v.Run))
+		default:
+			shown++
+		}
+	}
+	switch {
+	case len(stale) == 0 && len(missing) == 0:
+		s.State, s.Why = Complete, "complete at code_version "+orNone(cv)
+	case shown == 0:
+		s.State, s.Why = Missing, "not published"
+	case len(stale) > 0:
+		s.State, s.Why = Stale, fmt.Sprintf("stale: %s; the spec's is %s", strings.Join(stale, ", "), orNone(cv))
+	default:
+		s.State, s.Why = Stale, fmt.Sprintf("stale: %s not published", strings.Join(missing, ", "))
+	}
+	return s
+}
+
+// ActiveRuns lists the pipeline's runs in progress, by interval.
+func (f *Facts) ActiveRuns() []Running {
+	out := make([]Running, 0, len(f.running))
+	for _, k := range slices.Sorted(mapKeys(f.running)) {
+		out = append(out, f.running[k])
+	}
+	return out
+}
+
+// hasAccepted reports whether artifact has an accepted version for the
+// interval (what a task reading it there needs).
+func (f *Facts) hasAccepted(ctx context.Context, artifact, interval string) (bool, error) {
+	k := artifact + "\x00" + interval
+	if ok, seen := f.accepted[k]; seen || f.st == nil {
+		return ok, nil
+	}
+	_, err := f.st.AcceptedVersion(ctx, f.plan.Pipeline, artifact, interval)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	f.accepted[k] = err == nil
+	return err == nil, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
