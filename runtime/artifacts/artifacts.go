@@ -44,7 +44,9 @@ type Store interface {
 	// before it returns. The version is immutable once there: putting a key
 	// the store holds already changes nothing (the same key is the same
 	// bytes), so concurrent puts of one key are safe. dir's content must have
-	// k's digest.
+	// k's digest; a store may move dir rather than copy it, so the caller
+	// reads the version through Get afterwards, and removes dir if it is
+	// still there.
 	Put(ctx context.Context, k Key, dir string) error
 	// Get returns a folder on this machine holding k's files, to be read,
 	// never written. ErrNotFound when the store does not hold k.

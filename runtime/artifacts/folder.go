@@ -21,9 +21,11 @@ import (
 //	ROOT/<pipeline>/<artifact>/<hex digest>/   one version, files read-only
 //	ROOT/<pipeline>/<artifact>/.tmp-*/         a put in progress, or its crash leftover
 //
-// A put copies into a temporary folder beside the final one, fsyncs every
-// file and folder, renames it into place and fsyncs the parent (sink.Freeze),
-// so a version is either all there, durable, or not there at all: a reader
+// A put from another filesystem copies into a temporary folder beside the
+// final one, fsyncs every file and folder, renames it into place and fsyncs
+// the parent (sink.Freeze); from the same filesystem it renames the frozen
+// folder (durable already) into place and fsyncs the parent. Either way a
+// version is either all there, durable, or not there at all: a reader
 // never sees part of one, and a crash leaves only a .tmp- folder, which Get
 // and List ignore and pipec gc removes. Files are read-only (0444) and
 // nothing ever writes into a version folder again; the folders keep their
@@ -54,6 +56,9 @@ func (f *Folder) Path(k Key) string {
 
 // Put implements Store. dir may be k's own folder in this store already (a
 // local run freezes straight into its default store); then it is kept.
+// Otherwise a frozen folder on the store's filesystem is moved in with one
+// rename (its files and folders were fsynced when it was frozen), and one on
+// another filesystem is copied; either way dir is not to be used after Put.
 func (f *Folder) Put(ctx context.Context, k Key, dir string) error {
 	if err := k.check(); err != nil {
 		return err
@@ -69,6 +74,17 @@ func (f *Folder) Put(ctx context.Context, k Key, dir string) error {
 	if err := mkdirDurable(parent); err != nil {
 		return fmt.Errorf("artifact store %s: %w", f.Root, err)
 	}
+	if err := os.Rename(dir, final); err == nil {
+		if err := syncDir(parent); err != nil {
+			return fmt.Errorf("artifact store %s: put %s: %w", f.Root, k, err)
+		}
+		_ = syncDir(filepath.Dir(dir))
+		return nil
+	}
+	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
+		return nil // another writer of the same bytes renamed first
+	}
+	// Another filesystem (EXDEV), or a folder that cannot be moved: copy.
 	got, digest, err := sink.Freeze(dir, parent)
 	if err != nil {
 		return fmt.Errorf("artifact store %s: put %s: %w", f.Root, k, err)

@@ -17,6 +17,12 @@ import (
 // and its key, as the runtime has them after sink.Freeze.
 func frozen(t *testing.T, content string) (string, Key) {
 	t.Helper()
+	return frozenIn(t, t.TempDir(), content)
+}
+
+// frozenIn is frozen with the frozen folder under root.
+func frozenIn(t *testing.T, root, content string) (string, Key) {
+	t.Helper()
 	staging := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(staging, "part"), 0o755); err != nil {
 		t.Fatal(err)
@@ -26,7 +32,7 @@ func frozen(t *testing.T, content string) (string, Key) {
 			t.Fatal(err)
 		}
 	}
-	dir, digest, err := sink.Freeze(staging, filepath.Join(t.TempDir(), "local"))
+	dir, digest, err := sink.Freeze(staging, filepath.Join(root, "local"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +200,59 @@ func TestFolderCrashLeftover(t *testing.T) {
 	}
 }
 
-// TestFolderPutChecksDigest: a folder whose content is not the key's (it
-// changed after it was frozen) is refused, and the key stays absent.
+// otherFilesystem is a folder on another filesystem than the test's
+// temporary folders (/dev/shm), where a put must copy; the test is skipped
+// where there is none.
+func otherFilesystem(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "pipec-artifacts-")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	a, errA := os.Stat(dir)
+	b, errB := os.Stat(t.TempDir())
+	if errA != nil || errB != nil || sameDevice(a, b) {
+		t.Skip("/dev/shm is on the same filesystem as the temporary folder")
+	}
+	return dir
+}
+
+// TestFolderPutMoves: a frozen folder on the store's filesystem is moved in
+// (no second copy); one on another filesystem is copied, and stays.
+func TestFolderPutMoves(t *testing.T) {
+	ctx := context.Background()
+	f := newFolder(t)
+	dir, k := frozen(t, "id\n1\n")
+	if err := f.Put(ctx, k, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the frozen folder on the store's filesystem is still there: %v", err)
+	}
+	far, k2 := frozenIn(t, otherFilesystem(t), "id\n2\n")
+	if err := f.Put(ctx, k2, far); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Get(ctx, k2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := sink.Digest(got); err != nil || d != k2.Digest {
+		t.Errorf("copied digest = %s, %v; want %s", d, err, k2.Digest)
+	}
+	if _, err := os.Stat(far); err != nil {
+		t.Errorf("a copied folder was removed: %v", err)
+	}
+}
+
+// TestFolderPutChecksDigest: a folder copied in whose content is not the
+// key's (it changed after it was frozen) is refused, and the key stays
+// absent.
 func TestFolderPutChecksDigest(t *testing.T) {
 	ctx := context.Background()
 	f := newFolder(t)
-	dir, _ := frozen(t, "id\n1\n")
+	dir, _ := frozenIn(t, otherFilesystem(t), "id\n1\n")
 	_, other := frozen(t, "id\n2\n")
 	if err := f.Put(ctx, other, dir); err == nil || !strings.Contains(err.Error(), "digest") {
 		t.Fatalf("put under another digest = %v, want a digest error", err)
