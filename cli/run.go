@@ -176,18 +176,19 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		return err
 	}
 	sum, err := runtime.Run(ctx, runtime.Options{
-		Artifacts: arts,
-		Plan:      plan,
-		BaseDir:   filepath.Dir(path),
-		Interval:  opts.interval,
-		Store:     st,
-		StatePath: loc.Path,
-		Seed:      opts.seed,
-		Force:     opts.force,
-		Parallel:  opts.parallel,
-		Environ:   io.Environ(),
-		OnEvent:   pr.event,
-		Wait:      opts.wait,
+		Artifacts:   arts,
+		Plan:        plan,
+		BaseDir:     filepath.Dir(path),
+		Interval:    opts.interval,
+		Store:       st,
+		StatePath:   loc.Path,
+		ServerState: serverState(loc),
+		Seed:        opts.seed,
+		Force:       opts.force,
+		Parallel:    opts.parallel,
+		Environ:     io.Environ(),
+		OnEvent:     pr.event,
+		Wait:        opts.wait,
 		OnWait: func(b *store.RunBusyError) {
 			fmt.Fprintf(io.Stderr, "pipec: waiting: %s\n", busyMessage(plan.Pipeline, opts.interval, b))
 		},

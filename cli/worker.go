@@ -177,6 +177,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	err = worker.Run(ctx, worker.Config{
 		Artifacts:        arts,
 		DefaultArtifacts: shared,
+		ServerState:      serverState(loc),
 		Info:             queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
 		Store:            st,
 		Queue:            q,

@@ -273,7 +273,13 @@ CREATE TABLE work_signal (
 );
 INSERT INTO work_signal (id, n) VALUES (1, 0);
 `},
-	{8, "version locations", `
+	{8, "work by run and state", `
+-- Whether a run has any task left (or any failed) is asked on every finish
+-- of a task without dependents: with this index it is a probe, not a scan
+-- of the run's tasks (quadratic over a run of a thousand).
+CREATE INDEX work_run_state ON work (run, state);
+`},
+	{9, "version locations", `
 -- A version's files are in the pipeline's artifact store (runtime/artifacts),
 -- named by a location key "<pipeline>/<artifact>/<hex digest>", not by a path
 -- on the disk of the machine that produced them.

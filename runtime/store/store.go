@@ -187,6 +187,12 @@ type NewRun struct {
 	// caller knows its owner is gone (same host, process no longer exists).
 	// It is taken only if that run still holds the lease.
 	TakeOver string
+	// MaxActive, when positive, is the pipeline's max_active_runs: CreateRun
+	// (and a queue's Submit) refuses, with a *RunSlotsError, a run of a
+	// pipeline that already has MaxActive runs in progress, judged in the
+	// transaction that creates the run (see CheckRunSlots), so callers in
+	// any number of processes never exceed it together.
+	MaxActive int
 }
 
 // RunOwner is the process that holds a run's lease.
