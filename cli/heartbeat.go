@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -17,7 +20,10 @@ func newHeartbeatCmd(io IO) *cobra.Command {
 		Short: "Renew the lease of the task attempt that runs this command",
 		Long: "Heartbeat is for task scripts whose spec has a heartbeat block. Run it at least once per\n" +
 			"heartbeat period; it renews the attempt's lease in the state database, using the variables\n" +
-			"pipec gave the task: PIPEC_STATE, PIPEC_RUN_ID, PIPEC_TASK, PIPEC_ATTEMPT and PIPEC_TOKEN.\n\n" +
+			"pipec gave the task: PIPEC_STATE, PIPEC_RUN_ID, PIPEC_TASK, PIPEC_ATTEMPT and PIPEC_TOKEN.\n" +
+			"Under a database server's state (a worker, or pipec run --state postgres://…) it renews\n" +
+			"through the file PIPEC_HEARTBEAT instead, which the worker watches: tasks are never given\n" +
+			"the database's password.\n\n" +
 			"Exit code 1 when the lease is lost (the attempt was declared unknown and a newer attempt\n" +
 			"may be running): stop working, whatever this attempt publishes will be fenced.\n" +
 			"Touching the file named by PIPEC_HEARTBEAT renews the lease just as well.",
@@ -59,6 +65,9 @@ func runHeartbeat(ctx context.Context, io IO) error {
 	if err != nil {
 		return usageErr("heartbeat: %v", err)
 	}
+	if loc.Server {
+		return heartbeatFile(io, vals[2], attempt, token)
+	}
 	st, err := openState(ctx, loc, true)
 	if err != nil {
 		return err
@@ -74,4 +83,50 @@ func runHeartbeat(ctx context.Context, io IO) error {
 		return &exitError{code: ExitFindings, err: err}
 	}
 	return nil
+}
+
+// heartbeatFile renews through the heartbeat file (runtime.BeatFile): under a
+// server's state PIPEC_STATE has no password, and the process that holds
+// one (the worker, or pipec run) renews the lease as it sees the file move.
+func heartbeatFile(io IO, task string, attempt int, token int64) error {
+	path := io.Getenv("PIPEC_HEARTBEAT")
+	if path == "" {
+		return usageErr("heartbeat: PIPEC_HEARTBEAT is not set: under a database server's state, pipec heartbeat renews " +
+			"through the heartbeat file, which only a task with a heartbeat block gets (without one, pipec keeps the lease " +
+			"while the task runs)")
+	}
+	if err := runtime.BeatFile(path); err != nil {
+		if errors.Is(err, runtime.ErrBeatLost) {
+			fmt.Fprintf(io.Stderr, "pipec heartbeat: lease lost for %s attempt %d (token %d): stop; this attempt's output will be fenced\n",
+				task, attempt, token)
+			return silentExit(ExitFindings)
+		}
+		return &exitError{code: ExitFindings, err: err}
+	}
+	return nil
+}
+
+// serverState is what tasks get as PIPEC_STATE under a database server's
+// state: its URL without any password (user info or query parameter); ""
+// for a file.
+func serverState(loc store.Location) string {
+	if !loc.Server {
+		return ""
+	}
+	u, err := url.Parse(loc.Value)
+	if err != nil {
+		scheme, _, _ := strings.Cut(loc.Value, "://")
+		return scheme + "://"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "pass") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -171,17 +171,18 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		pr = &lineProgress{io: io}
 	}
 	sum, err := runtime.Run(ctx, runtime.Options{
-		Plan:      plan,
-		BaseDir:   filepath.Dir(path),
-		Interval:  opts.interval,
-		Store:     st,
-		StatePath: loc.Path,
-		Seed:      opts.seed,
-		Force:     opts.force,
-		Parallel:  opts.parallel,
-		Environ:   io.Environ(),
-		OnEvent:   pr.event,
-		Wait:      opts.wait,
+		Plan:        plan,
+		BaseDir:     filepath.Dir(path),
+		Interval:    opts.interval,
+		Store:       st,
+		StatePath:   loc.Path,
+		ServerState: serverState(loc),
+		Seed:        opts.seed,
+		Force:       opts.force,
+		Parallel:    opts.parallel,
+		Environ:     io.Environ(),
+		OnEvent:     pr.event,
+		Wait:        opts.wait,
 		OnWait: func(b *store.RunBusyError) {
 			fmt.Fprintf(io.Stderr, "pipec: waiting: %s\n", busyMessage(plan.Pipeline, opts.interval, b))
 		},

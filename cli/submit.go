@@ -92,6 +92,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 		return &exitError{code: ExitFindings, err: err}
 	}
 	fmt.Fprintf(io.Stdout, "submitted %s (%d tasks)\n", run.ID, len(sub.Tasks))
+	noteUnservedLabels(ctx, io, q, plan)
 	if !opts.wait {
 		return nil
 	}
@@ -156,10 +157,23 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
 }
 
+// startedOn is the worker of a task's latest start: the current visit's,
+// or, once it ended, the claim's (a success keeps it) or the one it left.
+func startedOn(ts queue.TaskStatus) string {
+	switch {
+	case ts.Failover.Worker != "":
+		return ts.Failover.Worker
+	case ts.Worker != "":
+		return ts.Worker
+	}
+	return ts.Failover.Last
+}
+
 // followRun prints each change of a submitted run's tasks and its waiting
 // state until the run ends; exit code 1 when it failed.
 func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.Duration) error {
 	seen := map[string]string{}
+	started := map[string]int{}
 	waiting := ""
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
@@ -169,10 +183,19 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 			return &exitError{code: ExitFindings, err: err}
 		}
 		for _, ts := range rs.Tasks {
+			// A start is told from the task's start count, not only from
+			// seeing it claimed: a task that ran between two looks (fast
+			// workers on one SQLite file) still shows where it started.
+			if n := ts.Failover.Starts; n != started[ts.Task] {
+				if on := startedOn(ts); n > started[ts.Task] && on != "" {
+					fmt.Fprintf(io.Stdout, "%s: start %d on %s (%s)\n", ts.Task, n, on, ts.Failover.Describe(ts.Limits, nil))
+				}
+				started[ts.Task] = n // lower after a hand-back: the next start is told again
+			}
 			line := ts.State
 			switch ts.State {
 			case queue.WorkClaimed:
-				line = fmt.Sprintf("start %d on %s (%s)", ts.Failover.Starts, ts.Worker, ts.Failover.Describe(ts.Limits, nil))
+				continue // told as its start
 			case queue.WorkFailed, queue.WorkNotRun:
 				line = ts.State + ": " + ts.Reason
 			case queue.WorkReady:

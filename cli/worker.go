@@ -138,19 +138,20 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if err := os.MkdirAll(workdir, 0o700); err != nil {
 		return usageErr("worker: --workdir: %v", err)
 	}
-	st, q, _, err := openQueue(ctx, io, &opts.state, "")
+	st, q, loc, err := openQueue(ctx, io, &opts.state, "")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	err = worker.Run(ctx, worker.Config{
-		Info:    queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
-		Store:   st,
-		Queue:   q,
-		Workdir: workdir,
-		Environ: io.Environ(),
-		Lease:   opts.lease,
-		Log:     io.Stderr,
+		ServerState: serverState(loc),
+		Info:        queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
+		Store:       st,
+		Queue:       q,
+		Workdir:     workdir,
+		Environ:     io.Environ(),
+		Lease:       opts.lease,
+		Log:         io.Stderr,
 	})
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -20,7 +21,13 @@ import (
 //     in the store each time it sees the file's modification time advance;
 //   - run `pipec heartbeat`, which reads PIPEC_STATE, PIPEC_RUN_ID,
 //     PIPEC_TASK, PIPEC_ATTEMPT and PIPEC_TOKEN and renews in the store
-//     directly (and fails once the lease is lost).
+//     directly (and fails once the lease is lost). Under a database server's
+//     state (a worker, or pipec run --state postgres://…) PIPEC_STATE is the
+//     server's URL without its password, and pipec heartbeat renews through
+//     the heartbeat file instead (BeatFile): the runtime renews the lease
+//     in the store as it sees the file advance, and writes "lost" into the
+//     file when the lease is lost, which the next pipec heartbeat reports.
+//     A task never needs the database's credentials to keep its lease.
 //
 // A task without a heartbeat block gets a lease of Options.DefaultLease that
 // the runtime renews while the process lives, so it expires only if pipec
@@ -91,6 +98,22 @@ func (w *leaseWatch) sweep(ctx context.Context) {
 	}
 	for _, a := range expired {
 		w.expire(a.AttemptRef)
+	}
+	if w.r.stopOnLeaseLoss {
+		// A visit shares its store with other workers, whose sweeps mark
+		// expired leases too: only the one that marked an attempt learns it
+		// from MarkUnknown, so look at this visit's own attempts.
+		w.mu.Lock()
+		refs := make([]store.AttemptRef, 0, len(w.waiting))
+		for ref := range w.waiting {
+			refs = append(refs, ref)
+		}
+		w.mu.Unlock()
+		for _, ref := range refs {
+			if a, err := w.r.st.GetAttempt(ctx, ref); err == nil && a.State == store.AttemptUnknown {
+				w.expire(ref)
+			}
+		}
 	}
 }
 
@@ -213,4 +236,42 @@ func (r *runner) drainZombies() {
 		}
 	}
 	<-done
+}
+
+// beatLost is what the heartbeat file holds once the attempt's lease is lost.
+const beatLost = "lost\n"
+
+// ErrBeatLost is BeatFile's answer for an attempt whose lease is lost.
+var ErrBeatLost = errors.New("the attempt's lease is lost")
+
+// markBeatLost tells the attempt's heartbeat file that its lease is lost.
+func markBeatLost(path string) {
+	_ = os.WriteFile(path, []byte(beatLost), 0o600)
+}
+
+// BeatFile is `pipec heartbeat` through the heartbeat file: it advances the
+// file's modification time, which the runtime watches, or returns
+// ErrBeatLost when the runtime marked the lease lost (or the file is gone:
+// the attempt is over). The file is only ever written by the runtime, so a
+// read that sees it empty and a touch that follows are no race: a lease
+// lost in between is refused in the store whatever the file says.
+func BeatFile(path string) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("heartbeat file %s is gone (the attempt is over): %w", path, ErrBeatLost)
+	}
+	if err != nil {
+		return err
+	}
+	if string(b) == beatLost {
+		return ErrBeatLost
+	}
+	now := time.Now()
+	if err := os.Chtimes(path, now, now); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("heartbeat file %s is gone (the attempt is over): %w", path, ErrBeatLost)
+		}
+		return err
+	}
+	return nil
 }

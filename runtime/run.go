@@ -92,6 +92,11 @@ type Options struct {
 	// StatePath is the store's database file. Logs, staging directories and
 	// heartbeat files live beside it; tasks get it as PIPEC_STATE.
 	StatePath string
+	// ServerState, for a store on a database server, is its URL without
+	// the password (store.Location.String): tasks get it as PIPEC_STATE
+	// instead of StatePath, and `pipec heartbeat` then renews through the
+	// heartbeat file (see lease.go), never with the database's credentials.
+	ServerState string
 	// Seed seeds the retry jitter.
 	Seed uint64
 	// Force reruns every task, even those a previous run of the interval
@@ -191,7 +196,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(o, iv)
+	r, err := newRunner(o, iv, "")
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +254,9 @@ type runner struct {
 	visitBase       int
 	stopOnLeaseLoss bool
 	leaseLost       atomic.Bool
+	// ends is a visit's attempt end left to the worker (visit.go); nil in
+	// a local run.
+	ends *visitEnds
 
 	mu     sync.Mutex // guards summary parts below and taskState fields
 	checks map[string]*CheckResult
@@ -269,7 +277,10 @@ type taskState struct {
 	res        TaskResult
 }
 
-func newRunner(o Options, iv Interval) (*runner, error) {
+// newRunner prepares a run of the plan's tasks, or of the task named only
+// (a visit: the other tasks' states would be built and never looked at, and
+// a worker builds a runner per task it runs, from plans of thousands).
+func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	if o.Parallel <= 0 {
 		o.Parallel = goruntime.GOMAXPROCS(0)
 	}
@@ -346,10 +357,16 @@ func newRunner(o Options, iv Interval) (*runner, error) {
 	}
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
+		if only != "" && t.Name != only {
+			continue
+		}
 		r.tasks[t.Name] = &taskState{t: t, state: taskPending, waiting: len(t.Needs),
 			res: TaskResult{Name: t.Name, State: taskPending}}
 	}
 	for i := range p.Tasks {
+		if only != "" {
+			break // a visit schedules nothing
+		}
 		for _, need := range p.Tasks[i].Needs {
 			if ns, ok := r.tasks[need]; ok {
 				ns.dependents = append(ns.dependents, p.Tasks[i].Name)

@@ -177,6 +177,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, d.Reason)
 			return
 		}
+		r.flushEnd(ctx) // the next attempt starts: this one's end is history
 		r.record(ctx, EventAttemptRetry, t.Name, out.number, map[string]any{"class": out.verdict.Class,
 			"delay_ms": d.Delay.Milliseconds(), "reason": d.Reason, "next_attempt": out.number + 1})
 		select {
@@ -253,7 +254,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			every = d
 		}
 	}
-	a, err := r.st.StartAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
+	a, err := r.startAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
 		Worker: r.o.Worker, Host: r.self.Host, Boot: r.self.Boot, Lease: lease, Queued: true})
 	if err != nil {
 		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: retry.Store}}
@@ -261,7 +262,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
 	failStart := func(err error) attemptOutcome {
 		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
-		_ = r.st.FinishAttempt(context.WithoutCancel(ctx), a.AttemptRef, o)
+		_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, o)
 		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error()})
 		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: "start", Deterministic: true}}
 	}
@@ -271,7 +272,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	}
 	if !r.acquire(ctx, t) {
 		err := errors.New("the run was cancelled before the attempt started")
-		_ = r.st.FinishAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
+		_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
 			Class: retry.Killed, ExitCode: -1, ErrorTail: err.Error()})
 		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.Killed}}
 	}
@@ -316,6 +317,9 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 				hb.tick(ctx)
 			}
 		case <-lost:
+			if t.Heartbeat != nil {
+				markBeatLost(r.heartbeatPath(a.AttemptRef))
+			}
 			if r.stopOnLeaseLoss {
 				// A worker's visit: the task is another worker's now.
 				r.leaseLost.Store(true)
@@ -375,6 +379,9 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	env["PIPEC_INTERVAL"] = r.iv.Key
 	env["PIPEC_CODE_VERSION"] = r.plan.CodeVersion
 	env["PIPEC_STATE"] = r.o.StatePath
+	if r.o.ServerState != "" {
+		env["PIPEC_STATE"] = r.o.ServerState
+	}
 	for _, out := range t.Outputs {
 		dir, err := sink.NewStaging(filepath.Join(r.stateDir, "staging"), r.runID, t.Name, a.Number, out)
 		if err != nil {
@@ -476,6 +483,13 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.tail = l.markErr.Error()
 		return out
 	}
+	if res.Success() && r.ends != nil {
+		// A visit: the attempt's end is recorded with the visit's, after
+		// the audit (see visitEnds).
+		r.produceThenEnd(ctx, ts, l)
+		out.succeeded = true
+		return out
+	}
 	if res.Success() {
 		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran}); err != nil {
 			out.verdict = retry.Verdict{Class: retry.Store}
@@ -497,7 +511,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.tail = res.Describe()
 	}
 	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail, Ran: l.ran}
-	_ = r.st.FinishAttempt(fctx, l.a.AttemptRef, o)
+	_ = r.endAttempt(fctx, l.a.AttemptRef, o)
 	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "failed", "class": out.verdict.Class,
 		"exit_code": res.ExitCode, "error": out.tail, "why": res.Describe()})
 	return out

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // Visit is one task's turn on one worker, for pipec worker: the worker has
@@ -27,6 +31,10 @@ type Visit struct {
 	// AttemptBase is how many attempts the task made in the run before
 	// this visit.
 	AttemptBase int
+	// Started is the visit's first attempt when the worker's claim started
+	// it (queue.AttemptStarter): the first attempt uses it instead of
+	// starting one.
+	Started *store.Attempt
 }
 
 // VisitResult is how a visit ended.
@@ -40,6 +48,120 @@ type VisitResult struct {
 	// Deterministic: the last failure is of a deterministic class (it would
 	// fail the same anywhere: no failover).
 	Deterministic bool
+	// End is the end of the visit's last attempt, not recorded yet: the
+	// worker hands it to queue.Queue.Finish (queue.Result.End), which
+	// records it in the transaction that ends the visit. Nil when the visit
+	// started no attempt.
+	End *queue.AttemptEnd
+	// Unused is Visit.Started when no attempt ran (the task was not run,
+	// or the visit stopped first): the worker hands it back
+	// (queue.Result.Unused).
+	Unused *store.AttemptRef
+}
+
+// visitEnds keeps a visit's last attempt's end for the worker's Finish.
+//
+// In a local run an attempt's end is recorded when its process ends, then
+// its outputs are audited and published. In a visit, the end of the last
+// attempt is recorded by the worker's Finish, in the transaction that also
+// ends the visit and advances the DAG, so a worker killed in between cannot
+// leave a succeeded attempt whose task runs again: either both are recorded
+// or neither is (then the claim expires and the task runs again under a new
+// token, fenced as any relaunch). A succeeded attempt's outputs are
+// therefore audited and published before its end is recorded; its lease is
+// renewed meanwhile, so a long check does not make it unknown. An attempt
+// followed by another (a retry on this worker) is recorded before the next
+// one starts.
+//
+// Only the visit's task goroutine uses it.
+type visitEnds struct {
+	pending *queue.AttemptEnd
+	// started is the claim's attempt; offered to the first attempt only,
+	// used once it took it.
+	started       *store.Attempt
+	offered, used bool
+}
+
+// startAttempt is the store's StartAttempt, except that a visit's first
+// attempt takes the one its claim started (queue.AttemptStarter).
+func (r *runner) startAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
+	if v := r.ends; v != nil && v.started != nil && !v.offered {
+		v.offered = true
+		a := *v.started
+		if a.Run == spec.Run && a.Task == spec.Task && a.Resource == spec.Resource && a.State == store.AttemptQueued {
+			v.used = true
+			return a, nil
+		}
+		// Not the attempt this one would start: the worker hands it back.
+	}
+	return r.st.StartAttempt(ctx, spec)
+}
+
+// unused is the claim's attempt when the visit did not run it.
+func (v *visitEnds) unused() *store.AttemptRef {
+	if v.started == nil || v.used {
+		return nil
+	}
+	ref := v.started.AttemptRef
+	return &ref
+}
+
+// endAttempt records an attempt's end, or, in a visit, keeps it for the
+// worker's Finish (recording the previous one first).
+func (r *runner) endAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
+	if r.ends == nil {
+		return r.st.FinishAttempt(ctx, ref, o)
+	}
+	r.flushEnd(ctx)
+	o.ErrorTail = r.red.String(o.ErrorTail) // as redactingStore would
+	r.ends.pending = &queue.AttemptEnd{Ref: ref, Outcome: o}
+	return nil
+}
+
+// flushEnd records a kept attempt end now: another attempt follows it.
+func (r *runner) flushEnd(ctx context.Context) {
+	if r.ends == nil || r.ends.pending == nil {
+		return
+	}
+	e := r.ends.pending
+	r.ends.pending = nil
+	_ = r.st.FinishAttempt(context.WithoutCancel(ctx), e.Ref, e.Outcome)
+}
+
+// produceThenEnd is a visit's succeeded attempt: its outputs are audited and
+// published under its lease, then its end is kept for the worker's Finish.
+func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched) {
+	stop := make(chan struct{})
+	renewed := make(chan struct{})
+	if l.ran == nil && len(ts.t.Outputs) > 0 {
+		// Marked running with a lease, and there is an audit to wait for.
+		go func() {
+			defer close(renewed)
+			lease := r.o.DefaultLease
+			if hb := ts.t.Heartbeat; hb != nil {
+				if d, err := time.ParseDuration(hb.Lease); err == nil && d > 0 {
+					lease = d
+				}
+			}
+			t := time.NewTicker(max(lease/3, 10*time.Millisecond))
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					_ = r.st.RenewLease(context.WithoutCancel(ctx), l.a.AttemptRef, l.a.Token, 0)
+				}
+			}
+		}()
+	} else {
+		close(renewed)
+	}
+	r.produce(ctx, ts.t, l, false)
+	close(stop)
+	<-renewed
+	_ = r.endAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran})
+	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
 }
 
 // RunVisit runs one visit. The error is for a visit that could not be
@@ -54,7 +176,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	if err != nil {
 		return VisitResult{}, err
 	}
-	r, err := newRunner(o, iv)
+	r, err := newRunner(o, iv, v.Task)
 	if err != nil {
 		return VisitResult{}, err
 	}
@@ -64,6 +186,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	}
 	r.runID, r.runCtx = v.Run, ctx
 	r.visitBase, r.stopOnLeaseLoss = v.AttemptBase, true
+	r.ends = &visitEnds{started: v.Started}
 	r.leases = newLeaseWatch(r)
 	leaseCtx, stopLeases := context.WithCancel(ctx)
 	leaseDone := make(chan struct{})
@@ -77,7 +200,9 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	<-leaseDone
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load()}
+	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused()}
 	res.Deterministic = r.classes.Deterministic(ts.res.Class)
+	// The worker writes these to the store: masked as everything else.
+	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)
 	return res, nil
 }

@@ -11,8 +11,10 @@ import (
 func main() {
 	tuneGC()
 	io, stop := cli.Interruptible(cli.Std(), os.Exit)
+	stopProfile := startProfile()
 	code := cli.Main(os.Args[1:], io)
 	stop()
+	stopProfile()
 	os.Exit(code)
 }
 

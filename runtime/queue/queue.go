@@ -102,6 +102,21 @@ type Claim struct {
 	AttemptBase int
 	Limits      failover.Limits
 	Failover    failover.State
+	// Attempt is the visit's first attempt, started (queued, with its
+	// token) in the claim's transaction by AttemptStarter.ClaimStarting;
+	// nil from Claim, and then the visit starts it.
+	Attempt *store.Attempt
+}
+
+// AttemptStarter is a Queue that can start the claimed task's first attempt
+// of the visit (as store.Store.StartAttempt, queued) in the claim's
+// transaction: a transaction fewer per task. spec gives the worker, host
+// and boot id; the run, task and resource are the claimed task's, and the
+// lease is recorded when the attempt runs (MarkRunningAs). A worker uses it
+// when its queue offers it, and hands back an attempt it did not use
+// (Result.Unused).
+type AttemptStarter interface {
+	ClaimStarting(ctx context.Context, worker string, lease time.Duration, spec store.AttemptSpec) (*Claim, error)
 }
 
 // Ending is how a visit ended.
@@ -119,6 +134,26 @@ type Result struct {
 	Ending        Ending
 	Deterministic bool
 	Reason        string
+	// End, when set, is the end of the visit's last attempt, not yet
+	// recorded: Finish records it exactly as store.Store.FinishAttempt
+	// would, in the transaction that ends the visit and advances the DAG.
+	// Both commit or neither does: a worker killed after the attempt's end
+	// was recorded but before the DAG moved would leave the claim to expire
+	// and the task to run again under a new token, although it succeeded.
+	// When the claim is no longer the worker's, the attempt's end is still
+	// recorded (its process did end) and Finish returns store.ErrLeaseLost.
+	End *AttemptEnd
+	// Unused is the claim's attempt (Claim.Attempt) when the visit never
+	// ran it (an input missing, the plan unreadable, the worker stopping):
+	// Finish removes it and its start event, since no process ever held
+	// its token. Only an AttemptStarter's claims have one.
+	Unused *store.AttemptRef
+}
+
+// AttemptEnd is an attempt's end as store.Store.FinishAttempt takes it.
+type AttemptEnd struct {
+	Ref     store.AttemptRef
+	Outcome store.Outcome
 }
 
 // Work states.
@@ -173,9 +208,10 @@ type Queue interface {
 	// Claim takes one ready task the model lets this worker start, or
 	// returns nil.
 	Claim(ctx context.Context, worker string, lease time.Duration) (*Claim, error)
-	// Finish records how the worker's visit ended and advances the DAG (and
-	// finishes the run when nothing is left) in one transaction.
-	// store.ErrLeaseLost when the worker no longer holds the claim.
+	// Finish records how the worker's visit ended (and its last attempt's
+	// end, Result.End) and advances the DAG (and finishes the run when
+	// nothing is left) in one transaction. store.ErrLeaseLost when the
+	// worker no longer holds the claim.
 	Finish(ctx context.Context, worker string, ref Ref, r Result) error
 	// Workers lists the workers, by name.
 	Workers(ctx context.Context) ([]WorkerRow, error)

@@ -287,38 +287,45 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 	if o.Ran != nil && o.Ran.Durable {
 		mode = durable
 	}
-	return s.write(ctx, mode, func(ctx context.Context, tx *wtx) error {
-		cur, err := getAttemptHead(ctx, tx, ref)
-		if err != nil {
+	return s.write(ctx, mode, func(ctx context.Context, tx *wtx) error { return s.finishAttempt(ctx, tx, ref, o) })
+}
+
+// finishAttempt is FinishAttempt inside a write transaction (the worker
+// queue's Finish records a visit's last attempt with it, Tx.FinishAttempt).
+func (s *SQLite) finishAttempt(ctx context.Context, tx *wtx, ref AttemptRef, o Outcome) error {
+	if !o.State.Finished() {
+		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	}
+	cur, err := getAttemptHead(ctx, tx, ref)
+	if err != nil {
+		return err
+	}
+	if cur.State.Finished() {
+		if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
+			return nil
+		}
+		return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, ErrConflict)
+	}
+	if o.Ran != nil && cur.State.CanBecome(AttemptRunning) {
+		// MarkRunningAs and FinishAttempt in one transaction: both or
+		// neither commit (see Outcome.Ran for why that is safe).
+		if _, err := s.markRunning(ctx, tx, ref, *o.Ran); err != nil {
 			return err
 		}
-		if cur.State.Finished() {
-			if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
-				return nil
-			}
-			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, ErrConflict)
-		}
-		if o.Ran != nil && cur.State.CanBecome(AttemptRunning) {
-			// MarkRunningAs and FinishAttempt in one transaction: both or
-			// neither commit (see Outcome.Ran for why that is safe).
-			if _, err := s.markRunning(ctx, tx, ref, *o.Ran); err != nil {
-				return err
-			}
-			cur.State = AttemptRunning
-		}
-		if !cur.State.CanBecome(o.State) {
-			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, ErrConflict)
-		}
-		now := s.now()
-		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
+		cur.State = AttemptRunning
+	}
+	if !cur.State.CanBecome(o.State) {
+		return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, ErrConflict)
+	}
+	now := s.now()
+	if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
 WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
-			ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
-			return fmt.Errorf("finish attempt %s: %w", ref, err)
-		}
-		return appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
-			map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-				"token": cur.Token, "was": string(cur.State)})
-	})
+		ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
+		return fmt.Errorf("finish attempt %s: %w", ref, err)
+	}
+	return appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
+			"token": cur.Token, "was": string(cur.State)})
 }
 
 // GetAttempt implements Store.

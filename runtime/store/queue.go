@@ -80,3 +80,10 @@ func (t *Tx) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
 func (t *Tx) AppendEvent(ctx context.Context, e Event, payload map[string]any) error {
 	return appendEvent(ctx, t.tx, t.now, e, payload)
 }
+
+// FinishAttempt is Store.FinishAttempt inside this transaction: the worker
+// queue records a visit's last attempt's end with the visit's
+// (queue.Result.End).
+func (t *Tx) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) error {
+	return t.s.finishAttempt(ctx, t.tx, ref, o)
+}

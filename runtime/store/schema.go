@@ -273,6 +273,12 @@ CREATE TABLE work_signal (
 );
 INSERT INTO work_signal (id, n) VALUES (1, 0);
 `},
+	{8, "work by run and state", `
+-- Whether a run has any task left (or any failed) is asked on every finish
+-- of a task without dependents: with this index it is a probe, not a scan
+-- of the run's tasks (quadratic over a run of a thousand).
+CREATE INDEX work_run_state ON work (run, state);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -1,10 +1,12 @@
 package worker_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -17,33 +19,17 @@ import (
 //
 //	go test -run x -bench Workers1k -benchtime 3x ./runtime/worker/
 func BenchmarkWorkers1k(b *testing.B) {
-	shared := os.Getenv("PIPEC_SHARED")
-	if shared == "" {
-		shared = filepath.Join("..", "..", "..", "shared")
-	}
-	gendag, err := filepath.Abs(filepath.Join(shared, "bench", "gendag.go"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := os.Stat(gendag); err != nil {
-		b.Skipf("no gendag.go (set PIPEC_SHARED): %v", err)
-	}
-	src := b.TempDir()
-	gen := exec.Command("go", "run", gendag, "-n", "1000", "-seed", "42", "-out", src)
-	gen.Dir = src
-	if out, err := gen.CombinedOutput(); err != nil {
-		b.Fatalf("gendag: %v\n%s", err, out)
-	}
-	spec, err := os.ReadFile(filepath.Join(src, "pipeline.hcl"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	spec := dag1k(b)
 	// PIPEC_BENCH_SLOTS sets each worker's --slots (1 by default: three
 	// tasks at once, as the local run's --parallel 3).
 	slots := os.Getenv("PIPEC_BENCH_SLOTS")
 	if slots == "" {
 		slots = "1"
 	}
+	// PIPEC_BENCH_PROFILE=DIR runs the workers from a test build of pipec
+	// that writes a CPU profile each (DIR/wN-i.pprof; go tool pprof -top
+	// DIR/*.pprof merges them).
+	profDir := os.Getenv("PIPEC_BENCH_PROFILE")
 	var local, workers time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -63,7 +49,13 @@ func BenchmarkWorkers1k(b *testing.B) {
 
 		// The same DAG through 3 workers on PostgreSQL.
 		e := newEnv(b, string(spec), nil)
+		var ws []*proc
 		for _, name := range []string{"w1", "w2", "w3"} {
+			if profDir != "" {
+				prof := filepath.Join(profDir, fmt.Sprintf("%s-%d.pprof", name, i))
+				ws = append(ws, e.workerWith(hookPipec(b), []string{"PIPEC_TEST_CPUPROFILE=" + prof}, name, "--slots", slots))
+				continue
+			}
 			e.worker(name, "--slots", slots)
 		}
 		before, _ := pg.Server(b).Psql(b.Context(), "", "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'")
@@ -76,6 +68,9 @@ func BenchmarkWorkers1k(b *testing.B) {
 		b.Logf("commits: %s -> %s", strings.TrimSpace(before), strings.TrimSpace(after))
 		if code != 0 {
 			b.Fatalf("submit --wait: exit %d\n%s", code, out)
+		}
+		for _, w := range ws {
+			w.signal(b, syscall.SIGTERM) // the profile is written as it exits
 		}
 	}
 	n := float64(b.N)

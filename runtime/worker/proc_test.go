@@ -192,7 +192,7 @@ func (e *env) worker(name string, extra ...string) *proc {
 }
 
 // stop sends sig and, unless it is SIGSTOP or SIGCONT, waits for the exit.
-func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)

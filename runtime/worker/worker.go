@@ -31,6 +31,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/spec"
@@ -48,6 +49,10 @@ type Config struct {
 	// Workdir is the worker's own scratch folder: logs, staging and
 	// heartbeat files of its attempts.
 	Workdir string
+	// ServerState is the shared state's URL without its password: tasks
+	// get it as PIPEC_STATE, and their `pipec heartbeat` renews through the
+	// heartbeat file this worker watches (runtime.Options.ServerState).
+	ServerState string
 	// Environ is the worker's environment; tasks get a filtered part of it
 	// (as in a local run) and PIPEC_WORKER.
 	Environ []string
@@ -62,6 +67,8 @@ type Config struct {
 	Log io.Writer
 
 	logMu *sync.Mutex
+	// self is this machine, recorded with the attempts its claims start.
+	self  exec.Identity
 	plans *planCache
 }
 
@@ -151,6 +158,7 @@ func Run(ctx context.Context, c Config) error {
 		c.Log = io.Discard
 	}
 	c.logMu = &sync.Mutex{}
+	c.self, _ = exec.Self() // as the runtime's own attempts record it
 	c.plans = &planCache{runs: map[string]*submitted{}}
 	bg := context.WithoutCancel(ctx)
 	if err := c.Queue.Register(bg, c.Info, c.Lease); err != nil {
@@ -258,7 +266,7 @@ func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref
 		if !free {
 			return
 		}
-		cl, err := c.Queue.Claim(ctx, c.Info.Name, c.Lease)
+		cl, err := c.claimOne(ctx)
 		if err != nil {
 			c.logf("claim: %v", err)
 			return
@@ -318,8 +326,18 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 func (c *Config) runVisit(ctx context.Context, v *visit) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
+	var end *queue.AttemptEnd // the last attempt's end, recorded by Finish
+	unused := (*store.AttemptRef)(nil)
+	if cl.Attempt != nil {
+		unused = &cl.Attempt.AttemptRef // until the visit says it ran it
+	}
 	finish := func(r queue.Result) {
-		err := c.Queue.Finish(bg, c.Info.Name, cl.Ref, r)
+		r.End, r.Unused = end, unused
+		c.hook(hookBeforeFinish, cl.Task)
+		err := c.finish(bg, cl.Ref, r)
+		if err == nil {
+			c.hook(hookAfterFinish, cl.Task)
+		}
 		switch {
 		case errors.Is(err, store.ErrLeaseLost):
 			c.logf("%s %s: its outcome is not this worker's to report any more (taken over)", cl.Run, cl.Task)
@@ -338,9 +356,13 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
-			StatePath: filepath.Join(c.Workdir, "state"), Environ: env, Worker: c.Info.Name,
+			StatePath: filepath.Join(c.Workdir, "state"), ServerState: c.ServerState, Environ: env, Worker: c.Info.Name,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
-		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase})
+		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt})
+	end, unused = res.End, res.Unused
+	if err != nil && cl.Attempt != nil {
+		unused = &cl.Attempt.AttemptRef // the visit could not even begin
+	}
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errShutdown):
@@ -367,8 +389,41 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	}
 }
 
+// claimOne claims a task, starting its first attempt in the claim's
+// transaction when the queue can (queue.AttemptStarter).
+func (c *Config) claimOne(ctx context.Context) (*queue.Claim, error) {
+	if qs, ok := c.Queue.(queue.AttemptStarter); ok {
+		return qs.ClaimStarting(ctx, c.Info.Name, c.Lease, store.AttemptSpec{Worker: c.Info.Name, Host: c.self.Host, Boot: c.self.Boot})
+	}
+	return c.Queue.Claim(ctx, c.Info.Name, c.Lease)
+}
+
+// finish is Queue.Finish, tried again while the store is unreachable (for
+// up to a lease: the claim is someone else's after that), so a brief outage
+// does not turn a finished task into a rerun. A commit whose answer was lost
+// is seen by the next try as a claim no longer held.
+func (c *Config) finish(ctx context.Context, ref queue.Ref, r queue.Result) error {
+	deadline := time.Now().Add(c.Lease)
+	for {
+		err := c.Queue.Finish(ctx, c.Info.Name, ref, r)
+		if err == nil || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrConflict) ||
+			errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
+			return err
+		}
+		c.logf("%s %s: finish: %v; trying again", ref.Run, ref.Task, err)
+		time.Sleep(c.Poll)
+	}
+}
+
 func (c *Config) logf(format string, args ...any) {
 	c.logMu.Lock()
 	defer c.logMu.Unlock()
 	fmt.Fprintf(c.Log, format+"\n", args...)
 }
+
+// Test hook points (hook.go): just before a visit's Finish, and just after
+// it committed.
+const (
+	hookBeforeFinish = "before-finish"
+	hookAfterFinish  = "after-finish"
+)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -94,7 +95,15 @@ func (s *Store) epochAlive(ctx context.Context, e int64) bool {
 // taken back by a crash or the token would reach past the newest epoch.
 const grantSQL = `g AS (
 	INSERT INTO tokens (resource, last) VALUES ($1, $2::bigint * ` + "1000000000" + `)
-	ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last + 1, $2::bigint * ` + "1000000000" + `)
+	` + grantConflictSQL
+
+// grantFromRSQL is grantSQL for the resource of the CTE "r" (column
+// resource) instead of $1: no row when r has none.
+const grantFromRSQL = `g AS (
+	INSERT INTO tokens (resource, last) SELECT resource, $2::bigint * ` + "1000000000" + ` FROM r
+	` + grantConflictSQL
+
+const grantConflictSQL = `ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last + 1, $2::bigint * ` + "1000000000" + `)
 	RETURNING last,
 		EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $2) AND last < ((SELECT epoch FROM epochs) + 1) * ` + "1000000000" + ` AS valid
 )`
@@ -260,29 +269,42 @@ func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run sto
 	return a, nil
 }
 
-// markRunning is MarkRunningAs inside a transaction, on cur as read with
-// its row locked (FinishAttempt uses it too, see store.Outcome.Ran).
-func markRunning(ctx context.Context, tx pgx.Tx, cur store.Attempt, run store.Running) (store.Attempt, error) {
+// markRunningSQL records an attempt's process and lease (markRunningArgs).
+const markRunningSQL = `UPDATE attempts SET state = 'running', started = COALESCE(started, n.now), pid = $4,
+	lease_ms = $5, lease_expiry = CASE WHEN $6::bigint <= 0 THEN NULL ELSE n.now + $6::bigint * interval '1 microsecond' END,
+	pgid = $7, proc_start = $8, host = $9, boot_id = $10
+FROM (SELECT pipec_now() AS now) n
+WHERE run = $1 AND task = $2 AND number = $3`
+
+func markRunningArgs(cur store.Attempt, run store.Running) []any {
 	p, lease, ref := run.Process, run.Lease, cur.AttemptRef
-	if !cur.State.CanBecome(store.AttemptRunning) {
-		return store.Attempt{}, fmt.Errorf("attempt %s is %s: %w", ref, cur.State, store.ErrConflict)
-	}
 	host, boot := cur.Host, cur.Boot
 	if p.Host != "" {
 		host, boot = p.Host, p.Boot
 	}
-	a, err := scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = 'running', started = COALESCE(started, n.now), pid = $4,
-	lease_ms = $5, lease_expiry = CASE WHEN $6::bigint <= 0 THEN NULL ELSE n.now + $6::bigint * interval '1 microsecond' END,
-	pgid = $7, proc_start = $8, host = $9, boot_id = $10
-FROM (SELECT pipec_now() AS now) n
-WHERE run = $1 AND task = $2 AND number = $3
-RETURNING `+attemptColumns, ref.Run, ref.Task, ref.Number, p.PID, lease.Milliseconds(), micros(lease), p.PGID, int64(p.Start), host, boot))
+	return []any{ref.Run, ref.Task, ref.Number, p.PID, lease.Milliseconds(), micros(lease), p.PGID, int64(p.Start), host, boot}
+}
+
+// runningEvent is the attempt.running event of a queued attempt's start.
+func runningEvent(cur store.Attempt, run store.Running) (store.Event, map[string]any) {
+	ref := cur.AttemptRef
+	return store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+		map[string]any{"token": cur.Token, "pid": run.Process.PID, "lease_ms": run.Lease.Milliseconds()}
+}
+
+// markRunning is MarkRunningAs inside a transaction, on cur as read with
+// its row locked (FinishAttempt uses it too, see store.Outcome.Ran).
+func markRunning(ctx context.Context, tx pgx.Tx, cur store.Attempt, run store.Running) (store.Attempt, error) {
+	if !cur.State.CanBecome(store.AttemptRunning) {
+		return store.Attempt{}, fmt.Errorf("attempt %s is %s: %w", cur.AttemptRef, cur.State, store.ErrConflict)
+	}
+	a, err := scanAttempt(tx.QueryRow(ctx, markRunningSQL+` RETURNING `+attemptColumns, markRunningArgs(cur, run)...))
 	if err != nil {
 		return store.Attempt{}, err
 	}
 	if cur.State == store.AttemptQueued {
-		if err := appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-			map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()}); err != nil {
+		ev, payload := runningEvent(cur, run)
+		if err := appendEvent(ctx, tx, ev, payload); err != nil {
 			return store.Attempt{}, err
 		}
 	}
@@ -388,35 +410,76 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 	if !o.State.Finished() {
 		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getAttempt(ctx, tx, ref, true)
-		if err != nil {
+	return s.tx(ctx, func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
+}
+
+// finishAttempt is FinishAttempt inside a transaction (Finish of the queue
+// records a visit's last attempt with it, see queue.Result.End).
+func finishAttempt(ctx context.Context, tx pgx.Tx, ref store.AttemptRef, o store.Outcome) error {
+	if !o.State.Finished() {
+		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	}
+	cur, err := getAttempt(ctx, tx, ref, true)
+	if err != nil {
+		return err
+	}
+	if cur.State.Finished() {
+		if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
+			return nil
+		}
+		return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
+	}
+	if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
+		// MarkRunningAs and FinishAttempt in one transaction: both or
+		// neither commit (see store.Outcome.Ran for why that is safe).
+		if cur, err = markRunning(ctx, tx, cur, *o.Ran); err != nil {
 			return err
 		}
-		if cur.State.Finished() {
-			if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
-				return nil
-			}
-			return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
-		}
-		if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
-			// MarkRunningAs and FinishAttempt in one transaction: both or
-			// neither commit (see store.Outcome.Ran for why that is safe).
-			if cur, err = markRunning(ctx, tx, cur, *o.Ran); err != nil {
-				return err
-			}
-		}
-		if !cur.State.CanBecome(o.State) {
-			return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
+	}
+	if !cur.State.CanBecome(o.State) {
+		return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
 WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail); err != nil {
-			return err
+		return err
+	}
+	return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
+			"token": cur.Token, "was": string(cur.State)})
+}
+
+// queueFinishAttempt is finishAttempt for cur, read with its row locked,
+// as writes queued on b: the same checks, statements and events, sent in
+// one round trip by the caller (Finish of the queue).
+func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome) error {
+	ref := cur.AttemptRef
+	if !o.State.Finished() {
+		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	}
+	if cur.State.Finished() {
+		if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
+			return nil
 		}
-		return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
-			map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-				"token": cur.Token, "was": string(cur.State)})
-	})
+		return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
+	}
+	was := cur.State
+	if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
+		b.Queue(markRunningSQL, markRunningArgs(cur, *o.Ran)...)
+		if cur.State == store.AttemptQueued {
+			ev, payload := runningEvent(cur, *o.Ran)
+			queueEvent(b, ev, payload)
+		}
+		was = store.AttemptRunning
+	}
+	if !was.CanBecome(o.State) {
+		return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, was, store.ErrConflict)
+	}
+	b.Queue(`UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
+WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail)
+	queueEvent(b, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
+			"token": cur.Token, "was": string(was)})
+	return nil
 }
 
 // GetAttempt implements store.Store.
@@ -478,4 +541,17 @@ ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last, excluded.last)
 		return appendEvent(ctx, tx, store.Event{Kind: store.EventTokensRaised}, map[string]any{
 			"resources": resources, "floor": floor, "reason": reason})
 	})
+}
+
+// queueEvent is appendEvent queued on a batch.
+func queueEvent(b *pgx.Batch, e store.Event, payload map[string]any) {
+	b.Queue(`INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5)`,
+		e.Run, e.Kind, e.Task, e.Attempt, eventText(payload))
+}
+
+func eventText(payload map[string]any) string {
+	if payload == nil {
+		return ""
+	}
+	return queue.JSON(payload)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -163,7 +164,41 @@ func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
 func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	var out *queue.Claim
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		out = nil
+		var err error
+		out, err = claim(ctx, tx, worker, lease, nil, 0)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+var _ queue.AttemptStarter = (*Store)(nil)
+
+// ClaimStarting implements queue.AttemptStarter: Claim, and the claimed
+// task's next attempt started (queued, its token granted as StartAttempt
+// grants it) in the same transaction.
+func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
+	var out *queue.Claim
+	err := s.granting(ctx, func(epoch int64) error {
+		return s.tx(ctx, func(tx pgx.Tx) error {
+			var err error
+			out, err = claim(ctx, tx, worker, lease, &spec, epoch)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+// claim is Claim in tx; with start, the claimed task's next attempt is
+// started too, with a token of epoch.
+func claim(ctx context.Context, tx pgx.Tx, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
+	var out *queue.Claim
+	err := func() error {
 		// The workers able to run each candidate ride along (one round trip):
 		// for a task without labels every live worker, computed once.
 		rows, err := tx.Query(ctx, `WITH me AS (
@@ -197,19 +232,62 @@ ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOC
 		if pick.Chosen >= 0 {
 			c := &cands[pick.Chosen]
 			cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
-			if err := tx.QueryRow(ctx, `UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
+			// The claim, its event and (start) the attempt: one round trip.
+			b := &pgx.Batch{}
+			b.Queue(`UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
 	claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
 RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2)`,
-				c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease)).Scan(&cl.AttemptBase); err != nil {
-				return err
-			}
+				c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease))
 			// The run waits no more for this task (a data-modifying CTE
 			// always runs), and the claim is logged, in one statement. A
 			// message about another task stays: that one still waits.
-			if _, err := tx.Exec(ctx, `WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
+			b.Queue(`WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
 INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
-				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task)); err != nil {
+				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
+			if start != nil {
+				// As StartAttempt, queued; the resource is the run's
+				// pipeline@interval, as the runtime names it (runtime.runner
+				// resource), and the claimed row keeps the run running.
+				b.Queue(`WITH r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
+`+grantFromRSQL+`, n AS (SELECT pipec_now() AS now)
+INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
+SELECT $3, $4, (SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $3 AND task = $4), r.resource, g.last, 'queued', NULL, 0,
+	NULL, $5, 0, $6, $7
+FROM g, n, r
+RETURNING `+attemptColumns+`, (SELECT valid FROM g)`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot)
+			}
+			br := tx.SendBatch(ctx, b)
+			err := br.QueryRow().Scan(&cl.AttemptBase)
+			if err == nil {
+				_, err = br.Exec()
+			}
+			var a store.Attempt
+			var valid bool
+			started := false
+			if err == nil && start != nil {
+				a, err = scanAttempt(validRow{br.QueryRow(), &valid})
+				started = err == nil
+				if errors.Is(err, pgx.ErrNoRows) {
+					err = nil // the run is not running: the visit's StartAttempt says so
+				}
+			}
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
 				return err
+			}
+			if started {
+				if !valid {
+					return errNewEpoch
+				}
+				if err := appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+					"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
+					"lease_ms": 0,
+				}); err != nil {
+					return err
+				}
+				cl.Attempt = &a
 			}
 			out = cl
 		} else {
@@ -232,11 +310,8 @@ WHERE run = $1 AND waiting <> $2 AND (waiting = '' OR left(waiting, length($3)) 
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return out, nil
+	}()
+	return out, err
 }
 
 // unservedLabels returns the ready labelled tasks that no live worker offers
@@ -259,19 +334,65 @@ ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $2`, worker, queue.ClaimCan
 }
 
 // Finish implements queue.Queue: queue.Finished decides, this writes it.
+// The attempt's end (Result.End) and the visit's are one transaction: the
+// claim and the submission are locked first, as in every decision about a
+// run's tasks, then the attempt's row, in one round trip; the attempt's end,
+// its events and the DAG's step go in another.
 func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
+	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
+		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
+	}
+	lost := false
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		// The submission's lock (every finish of the run after another) and
-		// the claim's, in one statement.
+		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
-		err := tx.QueryRow(ctx, `SELECT w.limits, w.failover, w.dependents FROM work w JOIN submissions s ON s.run = w.run
-WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w, s`, ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
+		reads := &pgx.Batch{}
+		reads.Queue(`SELECT w.limits, w.failover, w.dependents FROM work w JOIN submissions s ON s.run = w.run
+WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w, s`, ref.Run, ref.Task, worker)
+		if r.End != nil {
+			reads.Queue(`SELECT `+attemptColumns+` FROM attempts WHERE run = $1 AND task = $2 AND number = $3 FOR UPDATE`,
+				r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number)
 		}
-		if err != nil {
+		br := tx.SendBatch(ctx, reads)
+		err := br.QueryRow().Scan(&limits, &st, &deps)
+		var cur store.Attempt
+		if r.End != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+			var aerr error
+			cur, aerr = scanAttempt(br.QueryRow())
+			if errors.Is(aerr, pgx.ErrNoRows) {
+				aerr = fmt.Errorf("attempt %s: %w", r.End.Ref, store.ErrNotFound)
+			}
+			if aerr != nil {
+				br.Close()
+				return aerr
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
+		}
+		writes := &pgx.Batch{}
+		if r.End != nil {
+			if err := queueFinishAttempt(writes, cur, r.End.Outcome); err != nil {
+				return err
+			}
+		}
+		if u := r.Unused; u != nil && u.Run == ref.Run && u.Task == ref.Task {
+			// The claim's attempt that never ran (ClaimStarting): no
+			// process held its token, so it goes, with its start event.
+			writes.Queue(`DELETE FROM attempts WHERE run = $1 AND task = $2 AND number = $3 AND state = 'queued' AND pid = 0`, u.Run, u.Task, u.Number)
+			writes.Queue(`DELETE FROM events WHERE run = $1 AND task = $2 AND attempt = $3 AND kind = $4`, u.Run, u.Task, u.Number, store.EventAttemptStarted)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Not this worker's visit any more, but its attempt did end.
+			lost = true
+			if writes.Len() == 0 {
+				return nil
+			}
+			return tx.SendBatch(ctx, writes).Close()
 		}
 		if err := queue.DecodeWork(&w, limits, st, deps); err != nil {
 			return err
@@ -284,7 +405,7 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 			// The task's state, its event, its dependents one need fewer
 			// (ready at none), and a wakeup for idle workers when some became
 			// ready: one statement.
-			if _, err := tx.Exec(ctx, `WITH me AS (
+			writes.Queue(`WITH me AS (
 	UPDATE work SET state = $7, failover = $4, reason = '', claim_expiry = NULL WHERE run = $1 AND task = $2
 ), ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $5, $2, 0, $6)
@@ -294,9 +415,14 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 	WHERE run = $1 AND task = ANY($3) RETURNING state
 )
 SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+workChannel+`', '') END FROM deps`,
-				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State); err != nil {
+				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State)
+		}
+		if writes.Len() > 0 {
+			if err := tx.SendBatch(ctx, writes).Close(); err != nil {
 				return err
 			}
+		}
+		if c.Advance {
 			if len(w.Dependents) > 0 {
 				return nil // its dependents are still to run: the run goes on
 			}
@@ -310,6 +436,9 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+w
 		}
 		return maybeFinishRun(ctx, tx, ref.Run)
 	})
+	if err == nil && lost {
+		err = fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
+	}
 	if err != nil {
 		return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
 	}
@@ -405,6 +534,9 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 			if err := applyChange(ctx, tx, w, queue.Expired(w)); err != nil {
 				return err
 			}
+			if err := unknownAttempts(ctx, tx, w.Ref); err != nil {
+				return err
+			}
 			if err := maybeFinishRun(ctx, tx, w.Run); err != nil {
 				return err
 			}
@@ -419,6 +551,38 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 		return 0, fmt.Errorf("sweep: %w", err)
 	}
 	return n, nil
+}
+
+// unknownAttempts marks the task's unfinished attempts unknown when its
+// worker's claim expired: whatever that worker's process did is unknown
+// now, as the attempt of an expired lease is. Without it, an attempt still
+// queued (its process ended before its start was recorded, which its end
+// would have recorded: store.Outcome.Ran) would stay queued for good.
+func unknownAttempts(ctx context.Context, tx pgx.Tx, ref queue.Ref) error {
+	rows, err := tx.Query(ctx, `UPDATE attempts SET state = 'unknown', lease_expiry = NULL
+WHERE run = $1 AND task = $2 AND state IN ('queued', 'running') RETURNING number, token`, ref.Run, ref.Task)
+	if err != nil {
+		return err
+	}
+	type nt struct {
+		n   int
+		tok int64
+	}
+	marked, err := collect(rows, func(r pgx.Row) (nt, error) {
+		var x nt
+		return x, r.Scan(&x.n, &x.tok)
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(marked, func(i, j int) bool { return marked[i].n < marked[j].n })
+	for _, m := range marked {
+		if err := appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptUnknown, Task: ref.Task, Attempt: m.n},
+			map[string]any{"token": m.tok, "reason": "its worker's claim expired"}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Workers implements queue.Queue. It reads in a transaction, so that a

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// TestServerStateHasNoPassword: what tasks get as PIPEC_STATE under a
+// server's state keeps where the state is and drops every password.
+func TestServerStateHasNoPassword(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://pipec:s3cret@db.internal:5432/pipec?sslmode=require", "postgres://pipec@db.internal:5432/pipec?sslmode=require"},
+		{"postgresql://db/pipec?password=s3cret&sslpassword=s3cret&application_name=x", "postgresql://db/pipec?application_name=x"},
+		{"postgres://pipec@/pipec?host=/run/pg", "postgres://pipec@/pipec?host=%2Frun%2Fpg"},
+	} {
+		loc, err := store.ParseLocation(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := serverState(loc); got != c.want || strings.Contains(got, "s3cret") {
+			t.Errorf("serverState(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if got := serverState(store.Location{Value: "x/state.db", Path: "x/state.db"}); got != "" {
+		t.Errorf("a file state gave %q", got)
+	}
+}
+
+// TestHeartbeatThroughTheFile: under a server's state pipec heartbeat never
+// opens the database; it advances the heartbeat file, reports a lost lease
+// (exit 1) when the runtime marked the file, and is a usage error without
+// a heartbeat file.
+func TestHeartbeatThroughTheFile(t *testing.T) {
+	dir := t.TempDir()
+	hb := filepath.Join(dir, "1")
+	if err := os.WriteFile(hb, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(hb, old, old); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		// Nothing listens there: opening it would fail the command.
+		"PIPEC_STATE":  "postgres://pipec@127.0.0.1:1/none?connect_timeout=1",
+		"PIPEC_RUN_ID": "p/2024-01-01/r1", "PIPEC_TASK": "long", "PIPEC_ATTEMPT": "1", "PIPEC_TOKEN": "1000000001",
+		"PIPEC_HEARTBEAT": hb,
+	}
+	beat := func() (int, string) {
+		var stderr bytes.Buffer
+		io := IO{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(k string) string { return env[k] },
+			Environ: func() []string { return nil }}
+		code := Main([]string{"heartbeat"}, io)
+		return code, stderr.String()
+	}
+	if code, errs := beat(); code != 0 {
+		t.Fatalf("heartbeat: exit %d: %s", code, errs)
+	}
+	st, err := os.Stat(hb)
+	if err != nil || !st.ModTime().After(old.Add(time.Minute)) {
+		t.Fatalf("the heartbeat file did not advance: %v %v", st, err)
+	}
+	if err := os.WriteFile(hb, []byte("lost\n"), 0o600); err != nil { // as the runtime marks it
+		t.Fatal(err)
+	}
+	if code, errs := beat(); code != ExitFindings || !strings.Contains(errs, "lease lost for long attempt 1 (token 1000000001)") {
+		t.Fatalf("heartbeat of a lost lease: exit %d: %s", code, errs)
+	}
+	if err := os.Remove(hb); err != nil {
+		t.Fatal(err)
+	}
+	if code, errs := beat(); code != ExitFindings || !strings.Contains(errs, "lease lost") {
+		t.Fatalf("heartbeat without its file: exit %d: %s", code, errs)
+	}
+	delete(env, "PIPEC_HEARTBEAT")
+	if code, errs := beat(); code != ExitUsage || !strings.Contains(errs, "PIPEC_HEARTBEAT is not set") {
+		t.Fatalf("heartbeat without a heartbeat block: exit %d: %s", code, errs)
+	}
+}

@@ -1,0 +1,220 @@
+package worker_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
+)
+
+// hookBin is pipec built with -tags pipec_testhook (runtime/worker/hook_testhook.go):
+// a worker that kills itself with SIGKILL where PIPEC_TEST_HOOK says. Built
+// once, by the first test that needs it.
+var (
+	hookOnce sync.Once
+	hookBin  string
+	hookErr  error
+)
+
+func hookPipec(t testing.TB) string {
+	t.Helper()
+	hookOnce.Do(func() {
+		hookBin = filepath.Join(filepath.Dir(pipecBin), "pipec-testhook")
+		build := exec.Command("go", "build", "-tags", "pipec_testhook", "-o", hookBin, "./cmd/pipec")
+		build.Dir = filepath.Join("..", "..")
+		if out, err := build.CombinedOutput(); err != nil {
+			hookErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if hookErr != nil {
+		t.Fatalf("building pipec with the test hook: %v", hookErr)
+	}
+	return hookBin
+}
+
+// hookedWorker starts a worker of hookPipec with PIPEC_TEST_HOOK=hook.
+func (e *env) hookedWorker(t *testing.T, name, hook string) *proc {
+	t.Helper()
+	return e.workerWith(hookPipec(t), []string{"PIPEC_TEST_HOOK=" + hook}, name)
+}
+
+// workerWith starts `bin worker` as e.worker does, with more environment,
+// and waits until it registered (or died).
+func (e *env) workerWith(bin string, environ []string, name string, extra ...string) *proc {
+	e.t.Helper()
+	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
+		"--lease", "1s"}, extra...)
+	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Dir = e.dir
+	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE="), environ...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if e.t.Failed() {
+			e.t.Logf("worker %s output:\n%s", name, p.output())
+		}
+	})
+	registered := "worker " + name + " registered"
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), registered); {
+		select {
+		case <-p.done:
+			return p // a hook may kill it early; the test looks
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("worker %s did not register within 60s:\n%s", name, p.output())
+		}
+	}
+	return p
+}
+
+// waitKilled waits for the worker to die of its test hook's SIGKILL.
+func (p *proc) waitKilled(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("worker %s was not killed by its hook:\n%s", p.name, p.output())
+	}
+	ee, ok := p.err.(*exec.ExitError)
+	if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("worker %s ended with %v, not by SIGKILL:\n%s", p.name, p.err, p.output())
+	}
+}
+
+func (e *env) attempts(run, task string) []store.Attempt {
+	e.t.Helper()
+	as, err := e.st.Attempts(context.Background(), run)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []store.Attempt
+	for _, a := range as {
+		if a.Task == task {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (e *env) events(run, kind, task string) int {
+	e.t.Helper()
+	evs, err := e.st.Events(context.Background(), run)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == kind && ev.Task == task {
+			n++
+		}
+	}
+	return n
+}
+
+func taskState(rs queue.RunStatus, task string) string {
+	for _, ts := range rs.Tasks {
+		if ts.Task == task {
+			return ts.State
+		}
+	}
+	return ""
+}
+
+// TestKilledAfterTheEndIsNotRerun kills a real worker (SIGKILL, from its
+// test hook) at the first moment its extract's attempt's end is on record.
+// That end is recorded in the transaction that ends the visit and advances
+// the DAG (queue.Result.End), so the DAG moved too: a second worker runs
+// only clean; extract is not run again, its claim is not swept, and its one
+// attempt is the version the sink shows. (Before, the attempt's end was
+// recorded first, on its own: a worker killed there left extract claimed,
+// and after its claim expired it ran again under a new token.)
+func TestKilledAfterTheEndIsNotRerun(t *testing.T) {
+	e := newEnv(t, dagSpec, dagFiles)
+	w1 := e.hookedWorker(t, "w1", "after-finish:extract")
+	run := e.submit("2024-01-01")
+	w1.waitKilled(t)
+	if as := e.attempts(run, "extract"); len(as) != 1 || as[0].State != store.AttemptSucceeded {
+		t.Fatalf("extract's attempts when w1 died: %+v", as)
+	}
+	rs, err := e.st.Status(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := taskState(rs, "extract"); st != queue.WorkSucceeded {
+		t.Fatalf("extract is %s when w1 died with its attempt's end recorded", st)
+	}
+	e.worker("w2")
+	rs = e.until(run, "the run's end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s: %+v", rs.Run.State, rs.Tasks)
+	}
+	as := e.attempts(run, "extract")
+	if len(as) != 1 {
+		t.Fatalf("extract ran again: %d attempts %+v", len(as), as)
+	}
+	if got := e.starts(run, "extract"); strings.Join(got, " ") != "w1" {
+		t.Fatalf("extract's starts: %v, want [w1]", got)
+	}
+	if n := e.events(run, postgres.EventWorkLeaseLost, "extract"); n != 0 {
+		t.Fatalf("extract's claim was swept %d times", n)
+	}
+	if got := e.starts(run, "clean"); strings.Join(got, " ") != "w2" {
+		t.Fatalf("clean's starts: %v, want [w2]", got)
+	}
+	b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil || string(b) != "id,worker\n1,w1\n" {
+		t.Fatalf("published %q (%v), want w1's extract", b, err)
+	}
+}
+
+// TestKilledBeforeTheEndRunsAgain kills the worker just before that
+// transaction: nothing of the visit's end is on record (the attempt is not
+// succeeded although its process ended and its output was accepted), so the
+// claim expires, the sweep makes the attempt unknown, and the task runs
+// again under a higher token; the run still succeeds, with the second
+// attempt's data published.
+func TestKilledBeforeTheEndRunsAgain(t *testing.T) {
+	e := newEnv(t, dagSpec, dagFiles)
+	w1 := e.hookedWorker(t, "w1", "before-finish:extract")
+	run := e.submit("2024-01-01")
+	w1.waitKilled(t)
+	if as := e.attempts(run, "extract"); len(as) != 1 || as[0].State.Finished() {
+		t.Fatalf("extract's attempts when w1 died before its Finish: %+v", as)
+	}
+	e.worker("w2")
+	rs := e.until(run, "the run's end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s: %+v", rs.Run.State, rs.Tasks)
+	}
+	as := e.attempts(run, "extract")
+	if len(as) != 2 || as[0].State != store.AttemptUnknown || as[1].State != store.AttemptSucceeded || as[1].Token <= as[0].Token {
+		t.Fatalf("extract's attempts: %+v", as)
+	}
+	if got := e.starts(run, "extract"); strings.Join(got, " ") != "w1 w2" {
+		t.Fatalf("extract's starts: %v, want [w1 w2]", got)
+	}
+	b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil || string(b) != "id,worker\n1,w2\n" {
+		t.Fatalf("published %q (%v), want w2's extract", b, err)
+	}
+}

@@ -1,0 +1,96 @@
+package worker_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// beatSpec is one task with a heartbeat block whose lease (1s) is far
+// shorter than the task.
+const beatSpec = `
+pipeline "beat" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "long" {
+    command = ["./long.sh"]
+    timeout = "2m"
+    heartbeat {
+      every = "100ms"
+      lease = "1s"
+    }
+  }
+}
+`
+
+// withPassword is the test server's URL with a password in it (the server
+// trusts local connections, so it is never asked for): what a task is
+// given must not contain it.
+func withPassword(url string) string {
+	return strings.Replace(url, "postgres://postgres@", "postgres://postgres:sekrit-pw@", 1) + "&password=sekrit-q"
+}
+
+// TestHeartbeatCommandOnWorker: a task on a worker that runs `pipec
+// heartbeat` for three times its lease keeps its one attempt: under a
+// server's state the command renews through the heartbeat file the worker
+// watches, and PIPEC_STATE holds the server's URL without any password.
+func TestHeartbeatCommandOnWorker(t *testing.T) {
+	script := `#!/bin/sh
+printf '%s' "$PIPEC_STATE" > state.txt
+i=0
+while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sleep 0.1; i=$((i+1)); done
+`
+	e := newEnv(t, beatSpec, map[string]string{"long.sh": script})
+	e.worker("w1", "--state", withPassword(e.url))
+	run := e.submit("2024-01-01")
+	rs := e.until(run, "the run's end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		b, _ := os.ReadFile(filepath.Join(e.dir, "beat.err"))
+		t.Fatalf("run %s: %+v\nheartbeat said: %s", rs.Run.State, rs.Tasks, b)
+	}
+	if as := e.attempts(run, "long"); len(as) != 1 || as[0].State != store.AttemptSucceeded {
+		t.Fatalf("long's attempts: %+v", as)
+	}
+	if n := e.events(run, store.EventAttemptUnknown, "long"); n != 0 {
+		t.Fatalf("long's lease expired %d times although it ran pipec heartbeat", n)
+	}
+	b, err := os.ReadFile(filepath.Join(e.dir, "state.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := string(b); !strings.HasPrefix(st, "postgres://postgres@/") || strings.Contains(st, "sekrit") {
+		t.Fatalf("PIPEC_STATE of the task: %q", st)
+	}
+}
+
+// TestHeartbeatCommandOnWorkerLost: a task that stops renewing past its
+// lease loses it; the worker stops the task, and the task's pipec heartbeat
+// (from its SIGTERM trap) reports the lease lost with exit code 1.
+func TestHeartbeatCommandOnWorkerLost(t *testing.T) {
+	script := `#!/bin/sh
+trap '"` + pipecBin + `" heartbeat 2> lost.txt; echo $? > lost.code; exit 1' TERM
+"` + pipecBin + `" heartbeat || exit 3
+sleep 30 &
+wait
+`
+	e := newEnv(t, beatSpec, map[string]string{"long.sh": script})
+	e.worker("w1")
+	run := e.submit("2024-01-01")
+	e.waitFile("lost.code")
+	b, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))
+	if err != nil || !strings.Contains(string(b), "lease lost for long attempt 1") {
+		t.Fatalf("the stale attempt's heartbeat said %q (%v)", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.dir, "lost.code")); strings.TrimSpace(string(b)) != "1" {
+		t.Fatalf("pipec heartbeat exited %q, want 1", b)
+	}
+	if as := e.attempts(run, "long"); len(as) == 0 || as[0].State == store.AttemptSucceeded {
+		t.Fatalf("long's attempts: %+v", as)
+	}
+}
