@@ -79,9 +79,10 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 	closed := false // detached: the batch returned, nothing more is printed
 	sem := make(chan struct{}, max(b.slots, 1))
 	var wg sync.WaitGroup
-	// inflight counts the batch's launches that have not ended; ended
-	// receives a value as each ends (a refused one excepted).
-	inflight := 0
+	// inflight counts the batch's launches that have not ended; ends
+	// counts those that ended, and ended receives a value as each ends (a
+	// refused one excepted).
+	inflight, ends := 0, 0
 	ended := make(chan struct{}, len(ds))
 	n := 0
 	closeDone := func(k int) {
@@ -140,6 +141,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 		}
 		fmt.Fprintln(b.io.Stdout, line)
 		inflight++
+		seen := ends
 		mu.Unlock()
 		// launch starts the interval's run and returns once it exists; a
 		// refusal for want of a run slot is returned instead (its slot
@@ -169,6 +171,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 				mu.Lock()
 				defer mu.Unlock()
 				inflight--
+				ends++
 				outs[i] = o
 				if o.state == "detached" || closed {
 					return
@@ -196,16 +199,20 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 		refused := launch()
 		for refused != nil {
 			mu.Lock()
-			busy := inflight
+			busy, now := inflight, ends
 			mu.Unlock()
-			if busy == 0 {
-				break
-			}
-			// A run of this batch holds a slot: try again when one ends (a
-			// value left by one that ended before only costs a try).
-			select {
-			case <-ended:
-			case <-ctx.Done():
+			if now == seen {
+				// Nothing of the batch ended since this launch began: when
+				// none of its runs is going, the slots are others'.
+				if busy == 0 {
+					break
+				}
+				// Else try again when one ends (a value left by one that
+				// ended before only costs a try).
+				select {
+				case <-ended:
+				case <-ctx.Done():
+				}
 			}
 			if ctx.Err() == nil {
 				select {
@@ -218,6 +225,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 			}
 			mu.Lock()
 			inflight++
+			seen = ends
 			mu.Unlock()
 			refused = launch()
 		}
