@@ -23,8 +23,9 @@ type submitOptions struct {
 	wait     bool
 	poll     time.Duration
 	// due submits what the schedule says is due at now (see due.go).
-	due bool
-	now string
+	due       bool
+	now       string
+	artifacts artifactsFlag
 }
 
 func newSubmitCmd(io IO) *cobra.Command {
@@ -56,6 +57,8 @@ func newSubmitCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.due, "due", false, "instead of --interval: submit the intervals due now by the schedule (as pipec run --due), at most max_active_runs at once")
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
+	opts.artifacts.register(cmd, "the shared artifact store's folder, recorded with the run in place of the spec's artifacts "+
+		"(a worker's own --artifacts wins over it)")
 	return cmd
 }
 
@@ -86,6 +89,11 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	withArtifacts(plan, arts)
 	sub := submission(plan, base, iv, opts.interval)
 	run, err := submitWhenFree(ctx, io, q, sub, opts.wait, opts.poll)
 	if err != nil {
@@ -154,6 +162,11 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	withArtifacts(plan, arts)
 	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
 }
 

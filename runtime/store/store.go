@@ -338,8 +338,14 @@ type Version struct {
 	Attempt     int
 	Token       int64
 	CodeVersion string
-	StagingPath string
-	State       VersionState
+	// Location is where the version's files are in the pipeline's artifact
+	// store: the key "<pipeline>/<artifact>/<hex digest>" (package
+	// runtime/artifacts resolves it to a folder on the reading machine),
+	// never a path on the disk of the worker that produced it. A version
+	// recorded before the artifact store existed may hold an absolute path
+	// on the machine of its local run.
+	Location string
+	State    VersionState
 	// Reason says why a version was rejected.
 	Reason  string
 	Created time.Time
