@@ -278,8 +278,13 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 		}
 		return nil
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
 	b := &batch{io: io, plan: plan, slots: bp.slots}
 	if opts.submit {
+		withArtifacts(plan, arts)
 		base, err := filepath.Abs(filepath.Dir(path))
 		if err != nil {
 			return usageErr("%v", err)
@@ -288,7 +293,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	} else {
 		// One set of slots for every run: a pool (such as "backfill")
 		// bounds the whole backfill, not each run.
-		b.launch = localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel))
+		b.launch = localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts)
 	}
 	res := b.run(ctx, bp.decisions)
 	if res.interrupted {

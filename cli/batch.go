@@ -184,10 +184,11 @@ func describeOutcome(o outcome) string {
 
 // localLaunch runs an interval in this process, as pipec run does; slots
 // are shared by every run of the batch (a pool bounds all of them).
-func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc store.Location, seed uint64, slots *runtime.Slots) func(context.Context, runtime.Interval, func(string)) outcome {
+func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc store.Location, seed uint64, slots *runtime.Slots,
+	arts string) func(context.Context, runtime.Interval, func(string)) outcome {
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(),
+			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts,
 			OnEvent: func(ev runtime.Event) {
 				if ev.Kind == store.EventRunCreated {
 					started(ev.Run)

@@ -9,16 +9,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/gc"
 	"github.com/pipec/pipec/runtime/sink"
 )
 
 type gcOptions struct {
-	state  stateFlag
-	spec   string
-	keep   int
-	dryRun bool
-	json   bool
+	state     stateFlag
+	spec      string
+	keep      int
+	dryRun    bool
+	json      bool
+	artifacts artifactsFlag
 }
 
 func newGCCmd(io IO) *cobra.Command {
@@ -29,7 +31,10 @@ func newGCCmd(io IO) *cobra.Command {
 		Long: "Gc removes what no one needs any more: staging folders of finished attempts whose output is\n" +
 			"not the current accepted version of its interval, heartbeat files of attempts that are over,\n" +
 			"folders a crash left behind, and (with --spec, for the spec's directory sinks) every version\n" +
-			"of an interval beyond the newest N, never the visible one. Nothing of a running run, and no\n" +
+			"of an interval beyond the newest N, never the visible one. In the artifact store (versions/\n" +
+			"beside the state, and the shared one of --artifacts or the spec's artifacts) it removes the\n" +
+			"versions of this state's pipelines that are not the current accepted one of their interval,\n" +
+			"and puts a crash left unfinished. Nothing of a running run, and no\n" +
 			"staging of a queued, running or unknown attempt, is touched; while a run is running, no\n" +
 			"accepted version's staging is either. A reader still reading a superseded version folder\n" +
 			"loses it when it is removed: keep enough versions for the longest read.",
@@ -44,6 +49,7 @@ func newGCCmd(io IO) *cobra.Command {
 	f.IntVar(&opts.keep, "keep", gc.DefaultKeep, "versions kept per interval in each sink, newest first (the visible one always)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "say what would be removed, remove nothing")
 	f.BoolVar(&opts.json, "json", false, "print JSON")
+	opts.artifacts.register(cmd, "the shared artifact store to collect too (default: the spec's artifacts, with --spec)")
 	return cmd
 }
 
@@ -70,10 +76,23 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 		return usageErr("%v", err)
 	}
 	var sinks []*sink.Directory
+	artsDir, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
 	if opts.spec != "" {
 		plan, err := loadPlan(io, opts.spec)
 		if err != nil {
 			return err
+		}
+		if artsDir == "" && plan.ArtifactStore != "" {
+			artsDir = plan.ArtifactStore
+			if !filepath.IsAbs(artsDir) {
+				artsDir = filepath.Join(filepath.Dir(opts.spec), artsDir)
+			}
+			if artsDir, err = filepath.Abs(artsDir); err != nil {
+				return usageErr("%v", err)
+			}
 		}
 		for _, s := range plan.Sinks {
 			if s.Type != "directory" {
@@ -91,7 +110,14 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 			sinks = append(sinks, d)
 		}
 	}
-	rep, err := gc.Collect(ctx, gc.Options{Store: st, StateDir: stateDir, Sinks: sinks, Keep: opts.keep, DryRun: opts.dryRun})
+	var arts artifacts.Store
+	if artsDir != "" {
+		if arts, err = artifacts.Open(artsDir); err != nil {
+			return usageErr("gc: %v", err)
+		}
+	}
+	rep, err := gc.Collect(ctx, gc.Options{Store: st, StateDir: stateDir, Sinks: sinks, Artifacts: arts, Keep: opts.keep,
+		DryRun: opts.dryRun})
 	if rep != nil {
 		for i := range rep.Removed {
 			rep.Removed[i].Path = relToWD(rep.Removed[i].Path)

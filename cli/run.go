@@ -40,9 +40,10 @@ type runOptions struct {
 
 // execFlags are the flags of every command that executes runs (run, backfill).
 type execFlags struct {
-	state    stateFlag
-	seed     uint64
-	parallel int
+	state     stateFlag
+	seed      uint64
+	parallel  int
+	artifacts artifactsFlag
 }
 
 // register adds the flags; parallelHelp says what --parallel bounds.
@@ -51,6 +52,8 @@ func (e *execFlags) register(cmd *cobra.Command, parallelHelp string) {
 	e.state.register(cmd)
 	f.Uint64Var(&e.seed, "seed", 0, "seed of the retry jitter: each task's delay after each attempt derives from (seed, task, attempt) alone (random when not given)")
 	f.IntVar(&e.parallel, "parallel", 0, parallelHelp)
+	e.artifacts.register(cmd, "the folder of the shared artifact store accepted versions are put into and read from "+
+		"(wins over the spec's artifacts; default: versions/ beside the state)")
 }
 
 // resolveSeed picks a random jitter seed unless --seed was given.
@@ -168,7 +171,12 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	default:
 		pr = &lineProgress{io: io}
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
 	sum, err := runtime.Run(ctx, runtime.Options{
+		Artifacts:   arts,
 		Plan:        plan,
 		BaseDir:     filepath.Dir(path),
 		Interval:    opts.interval,
@@ -247,7 +255,11 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 		return err
 	}
 	defer st.Close()
-	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel)), false, false)
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts), false, false)
 }
 
 // busyMessage names the run that holds an interval and its owner.

@@ -22,8 +22,9 @@ type submitOptions struct {
 	wait     bool
 	poll     time.Duration
 	// due submits what the schedule says is due at now (see due.go).
-	due bool
-	now string
+	due       bool
+	now       string
+	artifacts artifactsFlag
 }
 
 func newSubmitCmd(io IO) *cobra.Command {
@@ -54,6 +55,8 @@ func newSubmitCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.due, "due", false, "instead of --interval: submit the intervals due now by the schedule (as pipec run --due), at most max_active_runs at once")
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
+	opts.artifacts.register(cmd, "the shared artifact store's folder, recorded with the run in place of the spec's artifacts "+
+		"(a worker's own --artifacts wins over it)")
 	return cmd
 }
 
@@ -84,12 +87,18 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	withArtifacts(plan, arts)
 	sub := submission(plan, base, iv, opts.interval)
 	run, err := q.Submit(ctx, sub)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
 	fmt.Fprintf(io.Stdout, "submitted %s (%d tasks)\n", run.ID, len(sub.Tasks))
+	noteUnservedLabels(ctx, io, q, plan)
 	if !opts.wait {
 		return nil
 	}
@@ -124,13 +133,31 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	withArtifacts(plan, arts)
 	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
+}
+
+// startedOn is the worker of a task's latest start: the current visit's,
+// or, once it ended, the claim's (a success keeps it) or the one it left.
+func startedOn(ts queue.TaskStatus) string {
+	switch {
+	case ts.Failover.Worker != "":
+		return ts.Failover.Worker
+	case ts.Worker != "":
+		return ts.Worker
+	}
+	return ts.Failover.Last
 }
 
 // followRun prints each change of a submitted run's tasks and its waiting
 // state until the run ends; exit code 1 when it failed.
 func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.Duration) error {
 	seen := map[string]string{}
+	started := map[string]int{}
 	waiting := ""
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
@@ -140,10 +167,19 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 			return &exitError{code: ExitFindings, err: err}
 		}
 		for _, ts := range rs.Tasks {
+			// A start is told from the task's start count, not only from
+			// seeing it claimed: a task that ran between two looks (fast
+			// workers on one SQLite file) still shows where it started.
+			if n := ts.Failover.Starts; n != started[ts.Task] {
+				if on := startedOn(ts); n > started[ts.Task] && on != "" {
+					fmt.Fprintf(io.Stdout, "%s: start %d on %s (%s)\n", ts.Task, n, on, ts.Failover.Describe(ts.Limits, nil))
+				}
+				started[ts.Task] = n // lower after a hand-back: the next start is told again
+			}
 			line := ts.State
 			switch ts.State {
 			case queue.WorkClaimed:
-				line = fmt.Sprintf("start %d on %s (%s)", ts.Failover.Starts, ts.Worker, ts.Failover.Describe(ts.Limits, nil))
+				continue // told as its start
 			case queue.WorkFailed, queue.WorkNotRun:
 				line = ts.State + ": " + ts.Reason
 			case queue.WorkReady:

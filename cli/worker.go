@@ -20,18 +20,19 @@ import (
 )
 
 type workerOptions struct {
-	state   stateFlag
-	name    string
-	slots   int
-	workdir string
-	lease   time.Duration
-	labels  []string
+	state     stateFlag
+	name      string
+	slots     int
+	workdir   string
+	lease     time.Duration
+	labels    []string
+	artifacts artifactsFlag
 }
 
 func newWorkerCmd(io IO) *cobra.Command {
 	opts := workerOptions{slots: 1}
 	cmd := &cobra.Command{
-		Use:   "worker --state URL|FILE [--name NAME] [--slots N] [--workdir DIR] [--label L]...",
+		Use:   "worker --state URL|FILE [--name NAME] [--slots N] [--workdir DIR] [--label L]... [--artifacts DIR]",
 		Short: "Claim and run tasks of submitted runs from a shared state",
 		Long: "worker registers in the shared state (a postgres:// URL, or an SQLite file that\n" +
 			"workers on this machine share; --state or PIPEC_STATE is required), heartbeats, and\n" +
@@ -42,6 +43,9 @@ func newWorkerCmd(io IO) *cobra.Command {
 			"--label offers worker labels (repeatable, or comma-separated: --label spark,gpu): a\n" +
 			"task with labels = [...] is claimed only by a worker offering all of them, and fails\n" +
 			"over only among such workers.\n\n" +
+			"Staging and logs stay in --workdir, on this machine. Accepted versions go into the\n" +
+			"pipeline's shared artifact store (--artifacts, else the spec's artifacts field), and\n" +
+			"tasks read their inputs from there, whichever worker produced them.\n\n" +
 			"SIGTERM or Ctrl-C stops gracefully: no more claims, running tasks are stopped and\n" +
 			"handed back without counting against the limits. A worker that stops renewing\n" +
 			"(SIGSTOP, SIGKILL) loses its claims after --lease; other workers relaunch them with\n" +
@@ -58,6 +62,8 @@ func newWorkerCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.workdir, "workdir", "", "local scratch for logs and staging (default: a folder under the system's temp folder)")
 	f.DurationVar(&opts.lease, "lease", worker.DefaultLease, "how long the worker's claims live without a heartbeat")
 	f.StringSliceVar(&opts.labels, "label", nil, "a label this worker offers (repeatable, or comma-separated); tasks requiring labels run only on workers offering them all")
+	opts.artifacts.register(cmd, "the shared artifact store's folder as this machine mounts it (wins over the spec's artifacts "+
+		"and submit's --artifacts); without any, tasks whose versions another worker reads are refused")
 	return cmd
 }
 
@@ -138,20 +144,47 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if err := os.MkdirAll(workdir, 0o700); err != nil {
 		return usageErr("worker: --workdir: %v", err)
 	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return err
+	}
+	if arts != "" {
+		// A shared folder that is not there is a share not mounted: putting
+		// versions into a fresh local folder of that name would hide them
+		// from every other worker.
+		if fi, err := os.Stat(arts); err != nil || !fi.IsDir() {
+			return usageErr("worker: --artifacts %s is not a folder on this machine (is the share mounted?)", arts)
+		}
+	}
 	st, q, loc, err := openQueue(ctx, io, &opts.state, "")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// Workers sharing an SQLite file are on its machine: versions/ beside
+	// it is a store they all see (and where pipec run on that state keeps
+	// its versions). A database server is no such place.
+	shared := ""
+	if !loc.Server {
+		if shared, err = filepath.Abs(filepath.Join(filepath.Dir(loc.Path), "versions")); err != nil {
+			return usageErr("worker: %v", err)
+		}
+	}
+	if arts == "" && shared == "" {
+		fmt.Fprintf(io.Stderr, "pipec: worker %s: no --artifacts: tasks whose versions other tasks read run only when "+
+			"their spec (or pipec submit --artifacts) names a shared artifact store; others are refused\n", name)
+	}
 	err = worker.Run(ctx, worker.Config{
-		ServerState: serverState(loc),
-		Info:        queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
-		Store:       st,
-		Queue:       q,
-		Workdir:     workdir,
-		Environ:     io.Environ(),
-		Lease:       opts.lease,
-		Log:         io.Stderr,
+		Artifacts:        arts,
+		DefaultArtifacts: shared,
+		ServerState:      serverState(loc),
+		Info:             queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
+		Store:            st,
+		Queue:            q,
+		Workdir:          workdir,
+		Environ:          io.Environ(),
+		Lease:            opts.lease,
+		Log:              io.Stderr,
 	})
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}

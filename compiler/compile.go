@@ -417,7 +417,8 @@ func durString(d time.Duration) string {
 func (c *compilation) plan(g *Graph) *Plan {
 	p := c.p
 	pl := &Plan{APIVersion: APIVersion, Pipeline: p.Name, CodeVersion: p.CodeVersion, Workers: p.Workers,
-		Pools: []PlanPool{}, Errors: []PlanError{}, Tasks: []PlanTask{}, Checks: []PlanCheck{},
+		ArtifactStore: p.Artifacts,
+		Pools:         []PlanPool{}, Errors: []PlanError{}, Tasks: []PlanTask{}, Checks: []PlanCheck{},
 		Sinks: []PlanSink{}, Publishes: []PlanPublish{}, Artifacts: []PlanArtifact{}, Order: g.Order}
 	if s := p.Schedule; s != nil {
 		pl.Schedule = &PlanSchedule{Every: durString(s.Every), Catchup: s.Catchup, MaxActiveRuns: s.MaxActiveRuns}

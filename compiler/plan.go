@@ -13,16 +13,20 @@ type Plan struct {
 	Digest      string `json:"digest"`
 	CodeVersion string `json:"code_version,omitempty"`
 	// Workers is the worker pool size the spec states (0: not stated).
-	Workers     int            `json:"workers,omitempty"`
-	Schedule    *PlanSchedule  `json:"schedule,omitempty"`
-	RetryBudget *PlanBudget    `json:"retry_budget,omitempty"`
-	Pools       []PlanPool     `json:"pools"`
-	Errors      []PlanError    `json:"error_classes"`
-	Tasks       []PlanTask     `json:"tasks"`
-	Checks      []PlanCheck    `json:"checks"`
-	Sinks       []PlanSink     `json:"sinks"`
-	Publishes   []PlanPublish  `json:"publishes"`
-	Artifacts   []PlanArtifact `json:"artifacts"`
+	Workers int `json:"workers,omitempty"`
+	// ArtifactStore is the spec's artifacts field as written: the folder of
+	// the shared artifact store (relative: to the spec's folder); "" when
+	// the spec does not say.
+	ArtifactStore string         `json:"artifact_store,omitempty"`
+	Schedule      *PlanSchedule  `json:"schedule,omitempty"`
+	RetryBudget   *PlanBudget    `json:"retry_budget,omitempty"`
+	Pools         []PlanPool     `json:"pools"`
+	Errors        []PlanError    `json:"error_classes"`
+	Tasks         []PlanTask     `json:"tasks"`
+	Checks        []PlanCheck    `json:"checks"`
+	Sinks         []PlanSink     `json:"sinks"`
+	Publishes     []PlanPublish  `json:"publishes"`
+	Artifacts     []PlanArtifact `json:"artifacts"`
 	// Order is a topological order of every node id (see NodeID), ties broken by id.
 	Order []string `json:"order"`
 }

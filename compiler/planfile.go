@@ -252,6 +252,10 @@ func (v *planValidator) pipeline(p *Plan) *spec.Pipeline {
 		sp.Workers = p.Workers
 		sp.Set("workers", r)
 	}
+	if p.ArtifactStore != "" {
+		sp.Artifacts = p.ArtifactStore
+		sp.Set("artifacts", r)
+	}
 	if s := p.Schedule; s != nil {
 		sch := &spec.Schedule{Range: v.rng(), Catchup: s.Catchup, MaxActiveRuns: s.MaxActiveRuns}
 		if s.Every != "" {

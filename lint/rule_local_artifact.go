@@ -15,18 +15,24 @@ var ruleLocalArtifact = Rule{
 
 A sink path, a command argument, an env value or a check command that points
 at worker-local storage: /tmp, /var/tmp, /dev/shm, or (for a sink) a relative
-path that escapes the workspace with "..".
+path that escapes the workspace with "..". The same for the pipeline's shared
+artifact store (artifacts = "..."), the folder every worker reads accepted
+versions from: on worker-local storage it is not shared at all. Paths inside
+the configured artifact store are not reported again (one mistake, one
+finding).
 
 A dependency is satisfied by an accepted artifact, never by a temporary path
 another worker cannot see: data written to /tmp on one worker is missing on the
 next (after a retry, a failover or a restart), and a path above the workspace
 depends on where the pipeline happens to be checked out. Write outputs to the
 staging directory pipec gives each attempt ($PIPEC_OUTPUT_<artifact>) and
-publish them through a sink inside the workspace or on shared storage.
+publish them through a sink inside the workspace or on shared storage; put
+the artifact store on a filesystem every worker mounts.
 
 Bad:
 
     pipeline "orders" {
+      artifacts = "/tmp/pipec/artifacts"
       task "extract" {
         command = ["./extract.sh", "--out", "/tmp/raw_orders.csv"]
       }
@@ -39,6 +45,7 @@ Bad:
 Fixed:
 
     pipeline "orders" {
+      artifacts = "/mnt/shared/pipec/artifacts"
       task "extract" {
         command = ["./extract.sh"]
         outputs = ["raw_orders"]
@@ -57,9 +64,28 @@ var localDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
 func runLocalArtifact(pass *Pass) error {
 	ix := pass.Index
+	p := pass.Spec
+	store := ""
+	if p.Artifacts != "" && !strings.Contains(p.Artifacts, "://") && !p.Refused("artifacts") {
+		store = path.Clean(p.Artifacts)
+		at := p.At("artifacts", p.Range)
+		if dir, ok := workerLocal(p.Artifacts); ok {
+			pass.Reportf(at, "the artifact store %q is under %s, on one worker's disk: a task on another worker cannot read the versions put there; use a folder on a filesystem every worker mounts", p.Artifacts, dir)
+		} else if escapesWorkspace(p.Artifacts) {
+			pass.Reportf(at, "the artifact store %q is outside the workspace (it climbs out with ..): where that lands depends on where each worker checks the pipeline out; use an absolute path on shared storage", p.Artifacts)
+		}
+	}
+	// inStore: a path inside the configured store is judged once, above.
+	inStore := func(v string) bool {
+		if store == "" || v == "" {
+			return false
+		}
+		c := path.Clean(v)
+		return c == store || strings.HasPrefix(c, strings.TrimSuffix(store, "/")+"/")
+	}
 	for i := range pass.Spec.Sinks {
 		s := &pass.Spec.Sinks[i]
-		if ix.Sinks[s.Name] != s || strings.Contains(s.Path, "://") {
+		if ix.Sinks[s.Name] != s || strings.Contains(s.Path, "://") || inStore(s.Path) {
 			continue
 		}
 		if dir, ok := workerLocal(s.Path); ok {
@@ -69,18 +95,18 @@ func runLocalArtifact(pass *Pass) error {
 		}
 	}
 	for _, t := range ix.TaskList {
-		if arg, dir, ok := firstLocal(t.Command); ok {
+		if arg, dir, ok := firstLocal(t.Command, inStore); ok {
 			pass.Reportf(t.At("command", t.Range), "task %q passes %q, under %s on one worker's disk: another worker cannot read it after a retry or failover; write outputs to $PIPEC_OUTPUT_<artifact> and declare them in outputs", t.Name, arg, dir)
 		}
 		for _, k := range sortedKeys(t.Env) {
-			if dir, ok := workerLocal(valuePath(t.Env[k])); ok {
+			if dir, ok := workerLocal(valuePath(t.Env[k])); ok && !inStore(valuePath(t.Env[k])) {
 				pass.Reportf(t.At("env."+k, t.At("env", t.Range)), "task %q sets %s to %q, under %s on one worker's disk: another worker cannot read it after a retry or failover; use $PIPEC_OUTPUT_<artifact> for outputs", t.Name, k, t.Env[k], dir)
 			}
 		}
 	}
 	for i := range pass.Spec.Checks {
 		c := &pass.Spec.Checks[i]
-		if arg, dir, ok := firstLocal(c.Command); ok {
+		if arg, dir, ok := firstLocal(c.Command, inStore); ok {
 			pass.Reportf(c.At("command", c.Range), "check %q passes %q, under %s on one worker's disk: the audit must read the artifact version it accepts, not a worker-local copy", c.Name, arg, dir)
 		}
 	}
@@ -113,9 +139,11 @@ func valuePath(arg string) string {
 	return arg
 }
 
-func firstLocal(args []string) (arg, dir string, ok bool) {
+// firstLocal is the first argument on worker-local storage, leaving out
+// those skip says are judged elsewhere.
+func firstLocal(args []string, skip func(string) bool) (arg, dir string, ok bool) {
 	for _, a := range args {
-		if d, ok := workerLocal(valuePath(a)); ok {
+		if d, ok := workerLocal(valuePath(a)); ok && !skip(valuePath(a)) {
 			return a, d, true
 		}
 	}

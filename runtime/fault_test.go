@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -242,6 +243,14 @@ func TestLostResponse(t *testing.T) {
 	d, err := sink.NewDirectory("wh", filepath.Join(f.dir, "warehouse/clean"), "token", f.st)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The run's artifact store: the default one, beside the state.
+	arts, err := artifacts.NewFolder(filepath.Join(filepath.Dir(f.state), "versions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Files = func(ctx context.Context, v store.Version) (string, error) {
+		return artifacts.Files(ctx, arts, v.Location)
 	}
 	res, err := d.Publish(ctx, v)
 	if err != nil || res.Outcome != store.Won {

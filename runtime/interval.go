@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/pipec/pipec/compiler"
@@ -26,8 +27,10 @@ type Interval struct {
 
 // ResolveInterval finds the interval that starts at s ("2024-01-01" or an RFC
 // 3339 time) in the plan's schedule (every = 24h without one). A time that is
-// not the start of an interval of the schedule, or that is before the
-// schedule's start, is an error that names the nearest interval.
+// not the start of an interval of the schedule is an error that names the
+// interval containing it and the next one; a time before the schedule's
+// start names the first interval. Both hold for any date time.Parse reads,
+// however far from the schedule's start (see offsetInto).
 func ResolveInterval(sched *compiler.PlanSchedule, s string) (Interval, error) {
 	start, err := parseIntervalStart(s)
 	if err != nil {
@@ -52,17 +55,30 @@ func ResolveInterval(sched *compiler.PlanSchedule, s string) (Interval, error) {
 	}
 	if !iv.First.IsZero() {
 		if start.Before(iv.First) {
-			return Interval{}, fmt.Errorf("interval %s is before the schedule's start %s", s, iv.First.Format(time.RFC3339))
+			return Interval{}, fmt.Errorf("interval %s is before the schedule's start %s: the first interval starts there",
+				s, iv.First.Format(time.RFC3339))
 		}
-		if off := start.Sub(iv.First) % iv.Every; off != 0 {
+		if off := offsetInto(iv.First, start, iv.Every); off != 0 {
 			near := start.Add(-off)
-			return Interval{}, fmt.Errorf("%s is not the start of an interval of the schedule (every %s from %s); the interval containing it starts at %s",
-				s, iv.Every, iv.First.Format(time.RFC3339), near.Format(time.RFC3339))
+			return Interval{}, fmt.Errorf("%s is not the start of an interval of the schedule (every %s from %s); the interval containing it starts at %s, the next at %s",
+				s, iv.Every, iv.First.Format(time.RFC3339), near.Format(time.RFC3339), near.Add(iv.Every).Format(time.RFC3339))
 		}
 	}
 	iv.End = start.Add(iv.Every)
 	iv.Key = intervalKey(start, iv.Every)
 	return iv, nil
+}
+
+// offsetInto is how far t lies into its interval of a schedule of every
+// from first (t not before first): (t − first) mod every. It is computed on
+// whole nanoseconds in a big integer because t.Sub(first) saturates at
+// about 292 years, which made the remainder (and the interval an error
+// named) wrong for dates far beyond the schedule's start.
+func offsetInto(first, t time.Time, every time.Duration) time.Duration {
+	d := big.NewInt(t.Unix() - first.Unix())
+	d.Mul(d, big.NewInt(int64(time.Second)))
+	d.Add(d, big.NewInt(int64(t.Nanosecond()-first.Nanosecond())))
+	return time.Duration(d.Mod(d, big.NewInt(int64(every))).Int64())
 }
 
 // Offset returns the interval n steps away (-1: the previous one). ok is false

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/audit"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
@@ -32,10 +33,11 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		if !ok {
 			continue // an adopted attempt's output that is already accepted
 		}
-		// Frozen before anything reads it: the audit, downstream tasks and
-		// the publish all read this immutable copy, never the staging
-		// directory something may still write into.
-		dir, digest, err := sink.Freeze(staging, r.frozenRoot(out))
+		// Frozen before anything reads it: the audit reads this immutable
+		// copy on this machine, never the staging directory something may
+		// still write into, and the artifact store gets these bytes.
+		frozen := r.frozenRoot(staging, out)
+		dir, digest, err := sink.Freeze(staging, frozen)
 		if err != nil {
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s cannot be read: %v", out, err), zombie)
 			continue
@@ -44,8 +46,13 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		// goes once its last output is frozen (Remove fails while not empty).
 		_ = os.RemoveAll(staging)
 		_ = os.Remove(filepath.Dir(staging))
+		key, err := artifacts.NewKey(r.plan.Pipeline, out, digest)
+		if err != nil {
+			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s: %v", out, err), zombie)
+			continue
+		}
 		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
-			Task: t.Name, Attempt: l.a.Number, StagingPath: dir})
+			Task: t.Name, Attempt: l.a.Number, Location: key.String()})
 		if err != nil {
 			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
@@ -81,6 +88,28 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			r.rejectOutput(ctx, t, l, out, &v, failed, zombie)
 			continue
 		}
+		// Into the shared artifact store, durably, before the version is
+		// accepted: nothing downstream (a task on any worker, a sink) reads
+		// a version before it is accepted, and then reads it from there.
+		if err := r.arts.Put(ctx, key, dir); err != nil {
+			// Not accepted, so nothing reads it: the version is rejected,
+			// with the reason, and the task's dependents are not run.
+			why := fmt.Sprintf("could not be put into the artifact store: %v", err)
+			if !zombie {
+				r.mu.Lock()
+				if r.artsErr == "" {
+					r.artsErr = fmt.Sprintf("output %s of %s#%d %s", out, t.Name, l.a.Number, why)
+				}
+				r.mu.Unlock()
+			}
+			r.rejectOutput(ctx, t, l, out, &v, why, zombie)
+			continue
+		}
+		if !r.artsLocal {
+			// This worker's frozen copy was only for the audit and the put.
+			_ = os.RemoveAll(frozen)
+			_ = os.Remove(filepath.Dir(frozen))
+		}
 		if err := r.st.AcceptVersion(ctx, v.ID); err != nil {
 			r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
@@ -95,10 +124,67 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 	}
 }
 
-// frozenRoot is where the frozen versions of an artifact live, beside the
-// state database: versions/<pipeline>/<artifact>/<digest>.
-func (r *runner) frozenRoot(artifact string) string {
-	return filepath.Join(r.stateDir, "versions", r.plan.Pipeline, artifact)
+// frozenRoot is where an output is frozen on this machine (sink.Freeze puts
+// it in <root>/<hex digest>). With the default artifact store, beside the
+// state, that is the version's folder in the store itself
+// (versions/<pipeline>/<artifact>/<digest>), and the put keeps it. With a
+// shared store it is a folder of the attempt's own, beside its staging
+// (one attempt removing its copy after the put cannot take away another
+// attempt's of the same bytes); a rejected output's copy stays there, and
+// pipec gc removes it with the attempt's staging.
+func (r *runner) frozenRoot(staging, artifact string) string {
+	if r.artsLocal {
+		return filepath.Join(r.stateDir, "versions", r.plan.Pipeline, artifact)
+	}
+	return filepath.Join(filepath.Dir(staging), ".frozen-"+artifact)
+}
+
+// openArtifacts opens the run's artifact store: the folder Options.Artifacts
+// names (--artifacts: a worker may mount the shared folder at its own path,
+// so its flag wins), else the plan's artifacts field (relative: to the
+// spec's folder), else Options.DefaultArtifacts, else versions/ beside the
+// state, where a local run always kept its versions; local is true then.
+func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, err error) {
+	root := o.Artifacts
+	if root == "" && o.Plan.ArtifactStore != "" {
+		root = o.Plan.ArtifactStore
+		if !filepath.IsAbs(root) && !strings.Contains(root, "://") {
+			root = filepath.Join(o.BaseDir, root)
+		}
+	}
+	if root == "" {
+		root = o.DefaultArtifacts
+	}
+	if root == "" {
+		root, local = filepath.Join(stateDir, "versions"), true
+	} else if !strings.Contains(root, "://") {
+		if root, err = filepath.Abs(root); err != nil {
+			return nil, false, err
+		}
+	}
+	s, err = artifacts.Open(root)
+	return s, local, err
+}
+
+// needsSharedArtifacts says why a worker's visit of t needs a shared
+// artifact store ("" when it does not): t reads inputs, which another worker
+// may have produced, or another task (on any worker, in this run or a
+// later one) reads one of its outputs. Checks and publishes of its outputs
+// run in the same visit, so they alone need none.
+func needsSharedArtifacts(p *compiler.Plan, t *compiler.PlanTask) string {
+	if len(t.Inputs) > 0 {
+		return fmt.Sprintf("task %s reads %s, which another worker may have produced", t.Name, inputName(t.Inputs[0]))
+	}
+	for i := range p.Tasks {
+		for _, in := range p.Tasks[i].Inputs {
+			for _, out := range t.Outputs {
+				if in.Artifact == out {
+					return fmt.Sprintf("task %s writes %s, which task %s reads, maybe on another worker", t.Name, out, p.Tasks[i].Name)
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // rejectOutput records why an output is not accepted; its publishes are not

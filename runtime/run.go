@@ -29,7 +29,8 @@
 //	PIPEC_OUTPUT_<artifact> a fresh, empty staging directory per output; write
 //	                        the data there (e.g. <artifact>.csv), nowhere else
 //	PIPEC_INPUT_<artifact>  the directory of the accepted version of an input
-//	                        for this run's interval; read only
+//	                        for this run's interval, in the pipeline's artifact
+//	                        store (package artifacts); read only
 //	PIPEC_INPUT_<artifact>_PREV (_PREV<n>, _NEXT<n>)
 //	                        an input at an offset ("raw@-1"); also set as
 //	                        PIPEC_INPUT_<artifact> when the task does not read
@@ -58,6 +59,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
@@ -123,6 +125,18 @@ type Options struct {
 	// RunLease is the lease the run holds on (pipeline, interval), renewed
 	// a third of it apart while the run lives; 0 means DefaultRunLease.
 	RunLease time.Duration
+
+	// Artifacts is the folder of the pipeline's shared artifact store
+	// (--artifacts); it wins over the plan's artifacts field. With neither,
+	// versions are kept beside the state (StatePath's folder, versions/);
+	// a worker's visit then refuses the tasks whose versions another worker
+	// may have to read (see RunVisit).
+	Artifacts string
+	// DefaultArtifacts, if set, is the store when neither Artifacts nor the
+	// plan names one, in place of versions/ beside the state, and is shared
+	// by whoever uses this state: workers sharing an SQLite file on one
+	// machine give versions/ beside that file.
+	DefaultArtifacts string
 
 	// LogLimit caps each attempt's log file (exec.DefaultLogLimit, 64 MiB,
 	// when 0); past it the output is dropped and a marker line says so.
@@ -203,10 +217,15 @@ type runner struct {
 	iv       Interval
 	st       store.Store
 	stateDir string
-	resource string
-	rand     *retry.Rand
-	budget   *retry.Budget
-	classes  *retry.Classifier
+	// arts is the pipeline's artifact store, where accepted versions are
+	// put and inputs and publishes read from; artsLocal: nothing configured
+	// it, it is versions/ beside the state (openArtifacts).
+	arts      artifacts.Store
+	artsLocal bool
+	resource  string
+	rand      *retry.Rand
+	budget    *retry.Budget
+	classes   *retry.Classifier
 
 	// baseEnv is what every task gets of pipec's environment; parentEnv is
 	// all of it, where secret_env names are looked up.
@@ -257,7 +276,10 @@ type runner struct {
 	// this run (by version id), for its lineage manifest.
 	acceptedBy map[int64][]sink.ManifestCheck
 	// storeErr is the first failure of the state database (storeFailed).
-	storeErr  string
+	storeErr string
+	// artsErr is the first output that could not be put into the
+	// artifact store, or input that could not be read from it.
+	artsErr   string
 	publishes []PublishResult
 	fenced    []FencedPublish
 }
@@ -324,6 +346,9 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 		blocked:    map[string]string{},
 		adopt:      map[string]store.Attempt{},
 	}
+	if r.arts, r.artsLocal, err = openArtifacts(o, r.stateDir); err != nil {
+		return nil, err
+	}
 	// Without /proc (not Linux) only the host is known: orphans can then
 	// not be found, and are fenced by tokens alone.
 	r.self, _ = exec.Self()
@@ -376,7 +401,10 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
-			Pipeline: p.Pipeline, Store: r.st, StatePath: o.StatePath, Lineage: r.lineage})
+			Pipeline: p.Pipeline, Store: r.st, StatePath: o.StatePath, Lineage: r.lineage,
+			Files: func(ctx context.Context, v store.Version) (string, error) {
+				return artifacts.Files(ctx, r.arts, v.Location)
+			}})
 		if err != nil {
 			r.sinkErr[s.Name] = err.Error()
 			continue

@@ -39,6 +39,11 @@ type Summary struct {
 	// when the run's end could not be recorded either, the next run of the
 	// interval takes it over and resumes.
 	StoreError string `json:"store_error,omitempty"`
+	// ArtifactsError says why an accepted output could not be put into the
+	// artifact store (its version is rejected; its dependents do not run),
+	// or an accepted input could not be read from it (the task failed with
+	// class ClassArtifacts).
+	ArtifactsError string `json:"artifacts_error,omitempty"`
 	// Failed is true when a task or check failed, or a publish errored.
 	Failed bool `json:"failed"`
 }
@@ -133,6 +138,10 @@ func (r *runner) summary(run store.Run) *Summary {
 		if c.State != CheckPassed {
 			s.Failed = true
 		}
+	}
+	if r.artsErr != "" {
+		s.ArtifactsError = r.artsErr
+		s.Failed = true
 	}
 	if s.StoreError == "" && r.storeErr != "" {
 		s.StoreError = StoreFailure(r.storeErr)
@@ -232,6 +241,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	if s.StoreError != "" {
 		fmt.Fprintf(&b, "  store   %s\n", s.StoreError)
+	}
+	if s.ArtifactsError != "" {
+		fmt.Fprintf(&b, "  artifacts %s\n", s.ArtifactsError)
 	}
 	for _, name := range s.AtLeastOnce {
 		fmt.Fprintf(&b, "  note    sink %s has fencing = \"none\": published at-least-once, a stale attempt can overwrite a newer one\n", name)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
@@ -77,11 +78,26 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 		if err != nil {
 			return nil, "", err
 		}
-		b.dir = v.StagingPath
+		// From the artifact store, never from the disk of the worker that
+		// produced it (it may be another machine, or gone).
+		if b.dir, err = artifacts.Files(ctx, r.arts, v.Location); err != nil {
+			return nil, "", &inputError{fmt.Errorf("input %s (%s): %w", inputName(in), v.Label(), err)}
+		}
 		out = append(out, b)
 	}
 	return out, "", nil
 }
+
+// ClassArtifacts is the class of a task failed because an accepted input is
+// not in the artifact store as this machine sees it.
+const ClassArtifacts = "artifacts"
+
+// inputError is an accepted input the artifact store cannot give: a broken
+// mount, a store folder this worker does not have, a version removed by hand.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
 
 // inputVars names the variables of an input. An input of this run's interval
 // is PIPEC_INPUT_<artifact>; one at an offset is PIPEC_INPUT_<artifact>_PREV
@@ -119,6 +135,17 @@ func inputName(in compiler.PlanInput) string {
 func (r *runner) runTask(ctx context.Context, ts *taskState) {
 	t := ts.t
 	inputs, why, err := r.resolveInputs(ctx, t)
+	if ie := (*inputError)(nil); errors.As(err, &ie) {
+		// Another worker, one that mounts the store, may read it: not a
+		// deterministic failure, so a worker's task fails over.
+		r.mu.Lock()
+		if r.artsErr == "" {
+			r.artsErr = "task " + t.Name + ": " + ie.Error()
+		}
+		r.mu.Unlock()
+		r.taskFailed(ctx, ts, ClassArtifacts, 0, ie.Error(), "an input could not be read from the artifact store "+r.arts.String())
+		return
+	}
 	if err != nil {
 		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")
 		return

@@ -185,6 +185,13 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 		return VisitResult{}, fmt.Errorf("runtime: the plan has no task %q", v.Task)
 	}
 	r.runID, r.runCtx = v.Run, ctx
+	if why := needsSharedArtifacts(o.Plan, ts.t); r.artsLocal && why != "" {
+		// A clear refusal rather than versions kept on this worker's disk,
+		// where another worker would look for them in vain.
+		r.taskFailed(ctx, ts, "", 0, "", "no shared artifact store: "+why+"; set artifacts in the spec or give the "+
+			"workers --artifacts DIR, a folder they all mount")
+		return VisitResult{Task: ts.res, Deterministic: true}, nil
+	}
 	r.visitBase, r.stopOnLeaseLoss = v.AttemptBase, true
 	r.ends = &visitEnds{started: v.Started}
 	r.leases = newLeaseWatch(r)

@@ -139,6 +139,7 @@ func Fields() map[string][]Field {
 		KindPipeline: {
 			{Name: "code_version", Value: ValString, set: func(t any, v *value) { t.(*Pipeline).CodeVersion = v.str }},
 			{Name: "workers", Value: ValInt, Min: 1, Max: math.MaxInt32, set: func(t any, v *value) { t.(*Pipeline).Workers = v.n }},
+			{Name: "artifacts", Value: ValString, set: func(t any, v *value) { t.(*Pipeline).Artifacts = v.str }},
 			{Name: "schedule", Nested: KindSchedule},
 			{Name: "retry_budget", Nested: KindRetryBudget},
 			{Name: "pool", Nested: KindPool, Labelled: true},

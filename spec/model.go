@@ -28,7 +28,11 @@ type Pipeline struct {
 	CodeVersion string
 	// Workers is the size of the worker pool the pipeline runs on, for
 	// failover-limits; 0 when the spec does not say.
-	Workers     int
+	Workers int
+	// Artifacts is the folder of the pipeline's shared artifact store, as
+	// written (a relative path is resolved against the spec's folder at run
+	// time); "" when the spec does not say.
+	Artifacts   string
 	Schedule    *Schedule
 	RetryBudget *RetryBudget
 	Pools       []Pool

@@ -1,15 +1,19 @@
 // Package gc removes what pipec leaves behind so that nothing grows without
 // bound: the staging folders of finished attempts whose output no reader
 // needs, heartbeat files of attempts that are over, crash leftovers (staging
-// and logs of runs the state does not know), frozen versions
-// (versions/<pipeline>/<artifact>/<digest>) that are not the current accepted
-// one (none while a run is running), and superseded versions in directory
-// sinks.
+// and logs of runs the state does not know), versions in the artifact store
+// (runtime/artifacts: <pipeline>/<artifact>/<digest>, versions/ beside the
+// state unless a shared store is configured) that are not the current
+// accepted one of their interval (none while a run is running, and only of
+// pipelines this state knows: a store shared with another state keeps that
+// state's versions), puts into it a crash left unfinished, and superseded
+// versions in directory sinks.
 //
 // What it never removes: anything of a run still running; the staging of an
 // attempt that is queued, running or unknown (an unknown attempt may still be
 // alive); the staging of each artifact's current accepted version for its
-// interval (downstream tasks of later runs and reruns read it); while any run
+// interval (downstream tasks of later runs and reruns read it), in staging and
+// in the artifact store; while any run
 // is running, the staging of any accepted version (an attempt started
 // earlier may still read one since superseded); and in a sink, the visible
 // version of an interval and the newest Keep versions.
@@ -33,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -51,6 +56,10 @@ type Options struct {
 	// Sinks are the directory sinks to prune (a spec's); none: only the
 	// state folder is collected.
 	Sinks []*sink.Directory
+	// Artifacts is the pipeline's shared artifact store, if one is
+	// configured; the default one, versions/ beside the state, is always
+	// collected (it holds the versions of runs without a shared store).
+	Artifacts artifacts.Store
 	// Keep and TmpAge: see sink.PruneOptions (DefaultKeep, DefaultTmpAge
 	// when zero).
 	Keep   int
@@ -98,9 +107,15 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	frozen, err := frozenDirs(filepath.Join(o.StateDir, "versions"))
+	stores, err := artifactStores(o)
 	if err != nil {
 		return nil, err
+	}
+	held := make([][]artifacts.Key, len(stores))
+	for i, s := range stores {
+		if held[i], err = s.List(ctx); err != nil {
+			return nil, fmt.Errorf("artifact store %s: %w", s, err)
+		}
 	}
 	logs, err := attemptDirs(filepath.Join(o.StateDir, "logs"))
 	if err != nil {
@@ -125,15 +140,35 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 			return rep, err
 		}
 	}
-	// Frozen versions (runtime: an output is frozen before its audit):
-	// while a run is running any of them may be read or about to be
-	// recorded; otherwise only the current accepted ones are needed.
+	// Versions in the artifact stores: while a run is running any of them
+	// may be read or about to be accepted; otherwise only the current
+	// accepted ones are needed.
 	if !k.anyActive {
-		for _, d := range frozen {
-			if k.frozenCurrent[d.key] {
-				continue
+		for i, s := range stores {
+			for _, key := range held[i] {
+				if k.frozenCurrent[key.String()] || !k.pipelines[key.Pipeline] {
+					continue
+				}
+				if err := rep.removeKey(ctx, s, key, "frozen copy of a version that is not the current accepted one", o.DryRun); err != nil {
+					return rep, err
+				}
 			}
-			if err := rep.remove(d.path, "frozen copy of a version that is not the current accepted one", o.DryRun); err != nil {
+		}
+	}
+	for _, s := range stores {
+		f, ok := s.(*artifacts.Folder)
+		if !ok {
+			continue
+		}
+		temps, err := f.Temps()
+		if err != nil {
+			return rep, err
+		}
+		for _, tmp := range temps {
+			if o.Now.Sub(tmp.Modified) < o.TmpAge {
+				continue // maybe a put in progress
+			}
+			if err := rep.remove(tmp.Path, "unfinished put into the artifact store, left by a crash", o.DryRun); err != nil {
 				return rep, err
 			}
 		}
@@ -174,6 +209,40 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// artifactStores are the artifact stores to collect: versions/ beside the
+// state, and the configured shared one when it is another.
+func artifactStores(o Options) ([]artifacts.Store, error) {
+	local, err := artifacts.NewFolder(filepath.Join(o.StateDir, "versions"))
+	if err != nil {
+		return nil, err
+	}
+	out := []artifacts.Store{local}
+	if f, ok := o.Artifacts.(*artifacts.Folder); ok && f.Root == local.Root {
+		return out, nil
+	}
+	if o.Artifacts != nil {
+		out = append(out, o.Artifacts)
+	}
+	return out, nil
+}
+
+// removeKey removes one version from an artifact store.
+func (rep *Report) removeKey(ctx context.Context, s artifacts.Store, k artifacts.Key, why string, dry bool) error {
+	it := Item{Path: s.String() + "/" + k.String(), Why: why}
+	if f, ok := s.(*artifacts.Folder); ok {
+		it.Path = f.Path(k)
+		it.Bytes = size(it.Path)
+	}
+	if !dry {
+		if err := s.Remove(ctx, k); err != nil {
+			return err
+		}
+	}
+	rep.Removed = append(rep.Removed, it)
+	rep.Bytes += it.Bytes
+	return nil
 }
 
 func (rep *Report) remove(path, why string, dry bool) error {
@@ -234,26 +303,7 @@ func walkDepth(root string, depth int, visit func(p string, parts []string, d fs
 	})
 }
 
-// frozenDir is ROOT/<pipeline>/<artifact>/<hex digest>: one frozen version
-// (see sink.Freeze); key is that relative path with slashes.
-type frozenDir struct {
-	path string
-	key  string
-}
-
-// frozenDirs lists the frozen versions under root; anything else is left
-// alone (a .tmp- folder is a freeze in progress).
-func frozenDirs(root string) ([]frozenDir, error) {
-	var out []frozenDir
-	err := walkDepth(root, 3, func(p string, parts []string, d fs.DirEntry) {
-		if d.IsDir() && len(parts[2]) == 64 && !strings.HasPrefix(parts[2], ".") {
-			out = append(out, frozenDir{path: p, key: strings.Join(parts, "/")})
-		}
-	})
-	return out, err
-}
-
-// frozenKey names the frozen folder of a version, as frozenDirs keys it.
+// frozenKey names a version in the artifact store (artifacts.Key's form).
 func frozenKey(v store.Version) string {
 	return v.Pipeline + "/" + v.Artifact + "/" + strings.TrimPrefix(v.Digest, "sha256:")
 }
@@ -265,19 +315,24 @@ type known struct {
 	versions  map[store.AttemptRef][]store.Version
 	current   map[int64]bool // the accepted version of its (pipeline, artifact, interval)
 	anyActive bool           // a run is running
+	// pipelines this state has runs of: the only ones whose versions gc
+	// may remove from an artifact store.
+	pipelines map[string]bool
 	// frozenCurrent: frozen folders a current accepted version is in.
 	frozenCurrent map[string]bool
 }
 
 func readStore(ctx context.Context, st store.Store) (*known, error) {
 	k := &known{runs: map[string]store.Run{}, attempts: map[store.AttemptRef]store.Attempt{},
-		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}, frozenCurrent: map[string]bool{}}
+		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}, frozenCurrent: map[string]bool{},
+		pipelines: map[string]bool{}}
 	runs, err := st.ListRuns(ctx, store.RunFilter{})
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range runs {
 		k.runs[r.ID] = r
+		k.pipelines[r.Pipeline] = true
 		if r.State == store.RunRunning {
 			k.anyActive = true
 		}

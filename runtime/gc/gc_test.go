@@ -60,7 +60,7 @@ func TestNothingLiveIsCollected(t *testing.T) {
 			t.Fatal(err)
 		}
 		v, err := st.RecordVersion(ctx, store.Version{Artifact: "rows", Interval: "2024-01-01", Digest: digest, Run: run.ID,
-			Task: task, Attempt: a.Number, StagingPath: out})
+			Task: task, Attempt: a.Number, Location: out})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -163,6 +163,17 @@ func (p *Pick) Unserved(ready []Work) {
 	}
 }
 
+// MergeWaiting adds to a the runs of b that a lacks (b being what Choose
+// decided of later candidates), sorted by run: Choose over candidates read
+// a page at a time decides what it would over all of them at once.
+func MergeWaiting(a, b []Waiting) []Waiting {
+	p := Pick{Waiting: a}
+	for _, w := range b {
+		p.wait(w.Run, w.Task, w.Message)
+	}
+	return p.Waiting
+}
+
 // wait records the run's first waiting task, keeping Waiting sorted by run.
 func (p *Pick) wait(run, task, msg string) {
 	i, found := slices.BinarySearchFunc(p.Waiting, run, func(w Waiting, run string) int { return strings.Compare(w.Run, run) })

@@ -214,3 +214,40 @@ func TestAttachWork(t *testing.T) {
 		t.Fatalf("workers %+v", ws)
 	}
 }
+
+// Choose over candidates a page at a time, merged, decides what Choose over
+// them all does.
+func TestChoosePagesMerge(t *testing.T) {
+	l := failover.Limits{Attempts: 1, PerWorker: 1, Global: 3}
+	waitingTask := func(run, task string) Work {
+		w := Work{Ref: Ref{Run: run, Task: task}, Limits: l, Live: []string{"w1"}}
+		_ = w.Failover.Start(l, "w1", w.Live)
+		w.Failover.Failed(l, false, false)
+		return w
+	}
+	all := []Work{waitingTask("r1", "a"), waitingTask("r3", "a"), waitingTask("r1", "b"), waitingTask("r2", "a"),
+		{Ref: Ref{Run: "r4", Task: "x"}, Limits: once, Live: []string{"w1"}}}
+	whole, err := Choose(append([]Work(nil), all...), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged []Waiting
+	chosen := -1
+	for i := 0; i < len(all) && chosen < 0; i += 2 {
+		page := all[i:min(i+2, len(all))]
+		p, err := Choose(page, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged = MergeWaiting(merged, p.Waiting)
+		if p.Chosen >= 0 {
+			chosen = i + p.Chosen
+		}
+	}
+	if chosen != whole.Chosen || !cmp.Equal(merged, whole.Waiting) {
+		t.Fatalf("pages chose %d waiting %+v; all at once %d %+v", chosen, merged, whole.Chosen, whole.Waiting)
+	}
+	if runs := []string{merged[0].Run, merged[1].Run, merged[2].Run}; !cmp.Equal(runs, []string{"r1", "r2", "r3"}) || merged[0].Task != "a" {
+		t.Fatalf("waiting %+v, want r1 (task a), r2, r3", merged)
+	}
+}

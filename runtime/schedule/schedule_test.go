@@ -67,7 +67,7 @@ func runOf(t testing.TB, s store.Store, p *compiler.Plan, key, codeVersion strin
 			t.Fatal(err)
 		}
 		v, err := s.RecordVersion(ctx, store.Version{Artifact: "totals", Interval: key, Digest: "sha256:" + key + codeVersion,
-			Run: r.ID, Task: "totals", Attempt: a.Number, StagingPath: "/staging"})
+			Run: r.ID, Task: "totals", Attempt: a.Number, Location: "/staging"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,7 +69,14 @@ type Directory struct {
 	// Lineage, if set, supplies the pipeline and the accepting checks for
 	// each version's manifest (see manifest.go).
 	Lineage Lineage
+	// Files, if set, is where this machine reads a version's files: the
+	// runtime's artifact store (runtime/artifacts), since the version's
+	// Location is a key in it. Nil: the Location is the folder itself.
+	Files Files
 }
+
+// Files returns the folder on this machine that holds v's files.
+type Files func(ctx context.Context, v store.Version) (string, error)
 
 var _ Sink = (*Directory)(nil)
 
@@ -179,7 +186,7 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 	copied := false
 	if rec, err := d.readRecord(v.Interval); err != nil || rec == nil ||
 		fence.Decide(rec.held(), v.Token, VersionName(v), fenced) != fence.Fenced {
-		if err := d.materialize(v); err != nil {
+		if err := d.materialize(ctx, v); err != nil {
 			return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
 		}
 		copied = true
@@ -236,7 +243,7 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 		return res, nil
 	}
 	if !copied {
-		if err := d.materialize(v); err != nil {
+		if err := d.materialize(ctx, v); err != nil {
 			return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, copy failed: %w", v.Label(), d.Name, err)
 		}
 	}
@@ -286,14 +293,15 @@ func (d *Directory) accept(v store.Version, stateID string) error {
 	return err
 }
 
-// materialize copies the version's staging directory into its immutable
-// folder, unless an earlier publish of the same content already did.
-func (d *Directory) materialize(v store.Version) error {
-	_, err := d.materializeDir(v)
+// materialize copies the version's files (from the artifact store) into its
+// immutable folder, unless an earlier publish of the same content already
+// did.
+func (d *Directory) materialize(ctx context.Context, v store.Version) error {
+	_, err := d.materializeDir(ctx, v)
 	return err
 }
 
-func (d *Directory) materializeDir(v store.Version) (string, error) {
+func (d *Directory) materializeDir(ctx context.Context, v store.Version) (string, error) {
 	versions := filepath.Join(d.Path, VersionsDir)
 	final := filepath.Join(versions, VersionName(v))
 	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
@@ -302,10 +310,17 @@ func (d *Directory) materializeDir(v store.Version) (string, error) {
 	if err := os.MkdirAll(versions, 0o755); err != nil {
 		return "", err
 	}
-	if v.StagingPath == "" {
-		return "", fmt.Errorf("version has no staging path")
+	if v.Location == "" {
+		return "", fmt.Errorf("version has no location")
 	}
-	if err := refuseReserved(v.StagingPath); err != nil {
+	src := v.Location
+	if d.Files != nil {
+		var err error
+		if src, err = d.Files(ctx, v); err != nil {
+			return "", err
+		}
+	}
+	if err := refuseReserved(src); err != nil {
 		return "", err
 	}
 	tmp, err := os.MkdirTemp(versions, ".tmp-")
@@ -316,10 +331,10 @@ func (d *Directory) materializeDir(v store.Version) (string, error) {
 		os.RemoveAll(tmp)
 		return "", err
 	}
-	digest, err := walkCopy(v.StagingPath, tmp)
+	digest, err := walkCopy(src, tmp)
 	if err != nil {
 		os.RemoveAll(tmp)
-		return "", fmt.Errorf("copy from staging: %w", err)
+		return "", fmt.Errorf("copy from %s: %w", src, err)
 	}
 	if digest != v.Digest {
 		os.RemoveAll(tmp)

@@ -176,7 +176,7 @@ func TestSinkHoldsOneArtifact(t *testing.T) {
 		t.Fatal(err)
 	}
 	ov, err := f.st.RecordVersion(ctx, store.Version{Artifact: "other", Interval: "2024-01-01", Digest: digest, Run: f.run.ID,
-		Task: "other", Attempt: a.Number, StagingPath: dir})
+		Task: "other", Attempt: a.Number, Location: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

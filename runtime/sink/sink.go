@@ -34,6 +34,8 @@ type Config struct {
 	// Lineage supplies each published version's manifest what the version
 	// record lacks (see manifest.go); nil writes the manifest without checks.
 	Lineage Lineage
+	// Files is where a version's files are read from (Directory.Files).
+	Files Files
 }
 
 // Types lists the sink types Open builds.
@@ -52,7 +54,7 @@ func Open(c Config) (Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Pipeline, d.StatePath, d.Lineage = c.Pipeline, c.StatePath, c.Lineage
+		d.Pipeline, d.StatePath, d.Lineage, d.Files = c.Pipeline, c.StatePath, c.Lineage, c.Files
 		return d, nil
 	}
 	return nil, fmt.Errorf("sink type %q is not supported by the local runtime (supported: %q)", c.Type, Types())

@@ -95,7 +95,7 @@ func (f *fixture) tryProduce(st store.Store, task, interval string, files map[st
 		return store.Version{}, err
 	}
 	v, err := st.RecordVersion(ctx, store.Version{Artifact: "orders_clean", Interval: interval, Digest: digest,
-		Run: f.run.ID, Task: task, Attempt: a.Number, StagingPath: dir})
+		Run: f.run.ID, Task: task, Attempt: a.Number, Location: dir})
 	if err != nil {
 		return store.Version{}, err
 	}
@@ -274,7 +274,7 @@ func TestPublishFencesAndIsIdempotent(t *testing.T) {
 	// Staging modified after the audit: the copy's digest differs, nothing is
 	// published.
 	late := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": "id\naudited\n"})
-	if err := os.WriteFile(filepath.Join(late.StagingPath, "data.csv"), []byte("id\nswapped after audit\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(late.Location, "data.csv"), []byte("id\nswapped after audit\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Publish(ctx, late); err == nil || !strings.Contains(err.Error(), "staging changed after the audit") {
@@ -312,7 +312,7 @@ func TestLostResponseReconciled(t *testing.T) {
 	for _, viaReconcile := range []bool{false, true} {
 		v := f.produce(t, f.st, "clean", "2024-01-01", map[string]string{"data.csv": fmt.Sprint("v2 ", viaReconcile)})
 		// Steps 1 and 2 of Publish, then the crash.
-		if err := d.materialize(v); err != nil {
+		if err := d.materialize(context.Background(), v); err != nil {
 			t.Fatal(err)
 		}
 		res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})

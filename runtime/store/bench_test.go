@@ -32,7 +32,7 @@ func seedVersions(b *testing.B, s *SQLite, run, interval string, n int) []Versio
 				return err
 			}
 			digest := fmt.Sprintf("sha256:%064x", tok)
-			res, err := tx.ExecContext(ctx, `INSERT INTO versions (artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
+			res, err := tx.ExecContext(ctx, `INSERT INTO versions (artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, created)
 VALUES ('orders_clean', ?, ?, ?, 'clean', ?, ?, '', '', 'accepted', 1)`, interval, digest, run, num, tok)
 			if err != nil {
 				return err

@@ -37,7 +37,13 @@ func CheckLocal(path string) error {
 	if err := unix.Statfs(filepath.Dir(path), &fs); err != nil {
 		return fmt.Errorf("state %s: %w", path, err)
 	}
-	if name, ok := networkFilesystems[int64(fs.Type)]; ok {
+	return localType(path, int64(fs.Type))
+}
+
+// localType refuses the filesystem type (a statfs magic) of path's folder
+// when it is a network filesystem.
+func localType(path string, fsType int64) error {
+	if name, ok := networkFilesystems[fsType]; ok {
 		return fmt.Errorf("state %s is on a network filesystem (%s): workers share an SQLite file on one machine only "+
 			"(give --state postgres://… for workers on several)", path, name)
 	}

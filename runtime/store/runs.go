@@ -54,6 +54,17 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
+		// The pipeline's run slots, judged under the same write lock: every
+		// creation of a run on this file is serialized by it.
+		if nr.MaxActive > 0 {
+			running, err := s.runningRuns(ctx, tx, nr.Pipeline)
+			if err != nil {
+				return err
+			}
+			if err := CheckRunSlots(nr, running); err != nil {
+				return err
+			}
+		}
 		var seq int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE pipeline = ? AND interval_key = ?`,
 			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
@@ -95,6 +106,32 @@ ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = ex
 		return appendEvent(ctx, tx, now, Event{Run: r.ID, Kind: EventRunCreated}, payload)
 	}()
 	return r, err
+}
+
+// runningRuns reads the pipeline's running runs with their leases and
+// submissions, for CheckRunSlots.
+func (s *SQLite) runningRuns(ctx context.Context, tx *wtx, pipeline string) ([]RunningRun, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.interval_key, l.run IS NOT NULL, COALESCE(l.host, ''), COALESCE(l.pid, 0),
+	COALESCE(l.since, 0), COALESCE(l.expiry_boot, ''), COALESCE(l.expiry_until, 0), s.run IS NOT NULL
+FROM runs r LEFT JOIN run_leases l ON l.run = r.id LEFT JOIN submissions s ON s.run = r.id
+WHERE r.pipeline = ? AND r.state = 'running'`, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RunningRun
+	for rows.Next() {
+		var r RunningRun
+		var since, untilLease int64
+		var untilBoot string
+		if err := rows.Scan(&r.Run, &r.Interval, &r.Leased, &r.Owner.Host, &r.Owner.PID, &since, &untilBoot, &untilLease, &r.Submitted); err != nil {
+			return nil, err
+		}
+		r.Since = timeOf(since)
+		r.Live = r.Leased && !clock.Expired(clock.Reading{Boot: untilBoot, Nanos: untilLease}, s.lease())
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished`

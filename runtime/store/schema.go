@@ -273,6 +273,25 @@ CREATE TABLE work_signal (
 );
 INSERT INTO work_signal (id, n) VALUES (1, 0);
 `},
+	{8, "work by run and state", `
+-- Whether a run has any task left (or any failed) is asked on every finish
+-- of a task without dependents: with this index it is a probe, not a scan
+-- of the run's tasks (quadratic over a run of a thousand).
+CREATE INDEX work_run_state ON work (run, state);
+`},
+	{9, "version locations", `
+-- A version's files are in the pipeline's artifact store (runtime/artifacts),
+-- named by a location key "<pipeline>/<artifact>/<hex digest>", not by a path
+-- on the disk of the machine that produced them.
+ALTER TABLE versions RENAME COLUMN staging_path TO location;
+-- Versions frozen before were at <state folder>/versions/<key>, which is a
+-- local run's default artifact store: they become keys in it. Any other path
+-- stays as it was and is read as a path on this machine.
+UPDATE versions SET location = pipeline || '/' || artifact || '/' || substr(digest, 8)
+WHERE pipeline <> '' AND digest LIKE 'sha256:%'
+AND substr(location, -length('/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8)))
+	= '/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

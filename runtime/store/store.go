@@ -187,6 +187,12 @@ type NewRun struct {
 	// caller knows its owner is gone (same host, process no longer exists).
 	// It is taken only if that run still holds the lease.
 	TakeOver string
+	// MaxActive, when positive, is the pipeline's max_active_runs: CreateRun
+	// (and a queue's Submit) refuses, with a *RunSlotsError, a run of a
+	// pipeline that already has MaxActive runs in progress, judged in the
+	// transaction that creates the run (see CheckRunSlots), so callers in
+	// any number of processes never exceed it together.
+	MaxActive int
 }
 
 // RunOwner is the process that holds a run's lease.
@@ -332,8 +338,14 @@ type Version struct {
 	Attempt     int
 	Token       int64
 	CodeVersion string
-	StagingPath string
-	State       VersionState
+	// Location is where the version's files are in the pipeline's artifact
+	// store: the key "<pipeline>/<artifact>/<hex digest>" (package
+	// runtime/artifacts resolves it to a folder on the reading machine),
+	// never a path on the disk of the worker that produced it. A version
+	// recorded before the artifact store existed may hold an absolute path
+	// on the machine of its local run.
+	Location string
+	State    VersionState
 	// Reason says why a version was rejected.
 	Reason  string
 	Created time.Time

@@ -8,14 +8,14 @@ import (
 	"strings"
 )
 
-const versionColumns = `id, pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, reason, created`
+const versionColumns = `id, pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, reason, created`
 
 func scanVersion(sc interface{ Scan(...any) error }) (Version, error) {
 	var v Version
 	var state string
 	var created int64
 	if err := sc.Scan(&v.ID, &v.Pipeline, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
-		&v.StagingPath, &state, &v.Reason, &created); err != nil {
+		&v.Location, &state, &v.Reason, &created); err != nil {
 		return Version{}, err
 	}
 	v.State = VersionState(state)
@@ -68,9 +68,9 @@ WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan
 			return err
 		}
 		now := s.now()
-		res, err := tx.ExecContext(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
+		res, err := tx.ExecContext(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, created)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'staged', ?)`,
-			pipeline, v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, token, codeVersion, v.StagingPath, now)
+			pipeline, v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, token, codeVersion, v.Location, now)
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'staged', ?)`,
 			return err
 		}
 		out = Version{ID: id, Pipeline: pipeline, Artifact: v.Artifact, Interval: v.Interval, Digest: v.Digest, Run: v.Run, Task: v.Task,
-			Attempt: v.Attempt, Token: token, CodeVersion: codeVersion, StagingPath: v.StagingPath, State: VersionStaged,
+			Attempt: v.Attempt, Token: token, CodeVersion: codeVersion, Location: v.Location, State: VersionStaged,
 			Created: timeOf(now)}
 		return appendEvent(ctx, tx, now, Event{Run: v.Run, Kind: EventVersionRecorded, Task: v.Task, Attempt: v.Attempt},
 			map[string]any{"version": id, "label": out.Label(), "token": token})

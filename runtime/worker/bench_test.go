@@ -19,27 +19,7 @@ import (
 //
 //	go test -run x -bench Workers1k -benchtime 3x ./runtime/worker/
 func BenchmarkWorkers1k(b *testing.B) {
-	shared := os.Getenv("PIPEC_SHARED")
-	if shared == "" {
-		shared = filepath.Join("..", "..", "..", "shared")
-	}
-	gendag, err := filepath.Abs(filepath.Join(shared, "bench", "gendag.go"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := os.Stat(gendag); err != nil {
-		b.Skipf("no gendag.go (set PIPEC_SHARED): %v", err)
-	}
-	src := b.TempDir()
-	gen := exec.Command("go", "run", gendag, "-n", "1000", "-seed", "42", "-out", src)
-	gen.Dir = src
-	if out, err := gen.CombinedOutput(); err != nil {
-		b.Fatalf("gendag: %v\n%s", err, out)
-	}
-	spec, err := os.ReadFile(filepath.Join(src, "pipeline.hcl"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	spec := dag1k(b)
 	// PIPEC_BENCH_SLOTS sets each worker's --slots (1 by default: three
 	// tasks at once, as the local run's --parallel 3).
 	slots := os.Getenv("PIPEC_BENCH_SLOTS")

@@ -54,6 +54,9 @@ func (e *env) workerWith(bin string, environ []string, name string, extra ...str
 	e.t.Helper()
 	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
 		"--lease", "1s"}, extra...)
+	if e.arts != "" {
+		args = append(args, "--artifacts", e.arts)
+	}
 	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Dir = e.dir
 	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE="), environ...)

@@ -75,6 +75,9 @@ func testLabelsPinTasksToWorkers(t *testing.T, b backend) {
 	if code != 0 {
 		t.Fatalf("submit --wait: exit %d\n%s", code, out)
 	}
+	if strings.Contains(out, "pipec: note:") {
+		t.Errorf("submit notes a label no live worker offers, though w1 and w2 offer them:\n%s", out)
+	}
 	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +192,10 @@ func testWaitingForLabels(t *testing.T, b backend) {
 	if wait.err != nil {
 		t.Fatalf("submit --wait: %v\n%s", wait.err, out)
 	}
-	for _, line := range []string{want, "extract: start 1 on spark", "run " + run + " succeeded"} {
+	note := "pipec: note: task extract requires labels spark, which no live worker offers: the run waits for a worker started with --label spark"
+	// (The claim itself may come and go between two of --wait's polls:
+	// the run's events say who ran the task.)
+	for _, line := range []string{note, want, "run " + run + " succeeded"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("submit --wait output lacks %q:\n%s", line, out)
 		}
@@ -240,5 +246,49 @@ func testFailoverAmongLabelledWorkers(t *testing.T, b backend) {
 	}
 	if strings.Contains(n1.output(), "start ") {
 		t.Errorf("n1 started something:\n%s", n1.output())
+	}
+}
+
+// TestLabelledTaskHandedBack: the only worker offering spark is stopped
+// with SIGTERM while it runs the task: the task is handed back (counted
+// nowhere), the idle worker without spark does not take it, the run waits
+// for a worker with spark, and one that joins runs it to the end.
+func TestLabelledTaskHandedBack(t *testing.T) { onBoth(t, testLabelledTaskHandedBack) }
+
+func testLabelledTaskHandedBack(t *testing.T, b backend) {
+	spec := strings.Replace(strings.Replace(labelsSpec, `labels  = ["a"]`, `labels  = ["spark"]`, 1), `labels  = ["b"]`, ``, 1)
+	files := map[string]string{
+		// On s1 the task runs until stopped; on s2 it finishes.
+		"extract.sh": "#!/bin/sh\nif [ \"$PIPEC_WORKER\" = s1 ]; then touch \"$PIPEC_WORKER.started\"; exec sleep 120; fi\n" +
+			"printf 'step,worker\\nextract,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_raw/data.csv\"\n",
+		"clean.sh": labelsFiles["clean.sh"],
+	}
+	e := newEnvOn(t, b, spec, files)
+	e.worker("plain", "--lease", steadyLease)
+	s1 := e.worker("s1", "--label", "spark", "--lease", steadyLease)
+	run := e.submit("2024-01-01")
+	e.until(run, "extract running on s1", func(queue.RunStatus) bool {
+		_, err := os.Stat(filepath.Join(e.dir, "s1.started"))
+		return err == nil
+	})
+	s1.signal(t, syscall.SIGTERM)
+	want := "task extract: waiting for a worker with labels spark (none is live)"
+	rs := e.until(run, "waiting for spark", func(rs queue.RunStatus) bool { return rs.Waiting == want })
+	for _, ts := range rs.Tasks {
+		if ts.Task == "extract" && (ts.State != queue.WorkReady || ts.Failover.Failovers != 0 || ts.Failover.Starts != 0) {
+			t.Fatalf("extract after the SIGTERM: %+v, want ready with nothing counted", ts)
+		}
+	}
+	e.worker("s2", "--label", "spark", "--lease", steadyLease)
+	rs = e.until(run, "the end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded", rs.Run.State)
+	}
+	if s := e.starts(run, "extract"); !slices.Equal(s, []string{"s1", "s2"}) {
+		t.Errorf("extract started on %v, want [s1 s2]", s)
+	}
+	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil || !strings.Contains(string(data), "extract,s2\n") {
+		t.Errorf("published data %q (%v), want extract's from s2", data, err)
 	}
 }

@@ -86,6 +86,9 @@ type env struct {
 	url string
 	dir string
 	st  handle
+	// arts is the shared artifact store every worker gets (--artifacts);
+	// "" starts workers without one.
+	arts string
 }
 
 // newEnv is newEnvOn PostgreSQL.
@@ -101,6 +104,10 @@ func newEnvOn(t testing.TB, b backend, spec string, files map[string]string) *en
 		e.url = pg.Server(t).NewSchema(t)
 	} else {
 		e.url = filepath.Join(e.dir, "state.db")
+	}
+	e.arts = filepath.Join(e.dir, "artifacts")
+	if err := os.Mkdir(e.arts, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "pipeline.hcl"), []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
@@ -154,6 +161,9 @@ func (e *env) worker(name string, extra ...string) *proc {
 	e.t.Helper()
 	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
 		"--lease", "1s"}, extra...)
+	if e.arts != "" {
+		args = append(args, "--artifacts", e.arts)
+	}
 	p := &proc{name: name, cmd: exec.Command(pipecBin, args...), done: make(chan struct{})}
 	p.cmd.Dir = e.dir
 	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=")

@@ -49,6 +49,15 @@ type Config struct {
 	// Workdir is the worker's own scratch folder: logs, staging and
 	// heartbeat files of its attempts.
 	Workdir string
+	// Artifacts is the folder of the shared artifact store as this machine
+	// mounts it (--artifacts); it wins over the plan's artifacts field (see
+	// runtime.Options.Artifacts).
+	Artifacts string
+	// DefaultArtifacts is the store when neither Artifacts nor the plan
+	// names one: versions/ beside a state file the workers of one machine
+	// share ("" for a database server: no default, see
+	// runtime.Options.DefaultArtifacts).
+	DefaultArtifacts string
 	// ServerState is the shared state's URL without its password: tasks
 	// get it as PIPEC_STATE, and their `pipec heartbeat` renews through the
 	// heartbeat file this worker watches (runtime.Options.ServerState).
@@ -356,7 +365,8 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
-			StatePath: filepath.Join(c.Workdir, "state"), ServerState: c.ServerState, Environ: env, Worker: c.Info.Name,
+			StatePath: filepath.Join(c.Workdir, "state"), ServerState: c.ServerState, Artifacts: c.Artifacts,
+			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt})
 	end, unused = res.End, res.Unused

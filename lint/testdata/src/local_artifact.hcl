@@ -1,4 +1,6 @@
 pipeline "la" {
+  # The shared artifact store on one worker's disk: reported once, here.
+  artifacts = "/tmp/pipec-artifacts" // want "local-artifact"
   task "extract" {
     command = ["./extract.sh", "--out", "/tmp/raw.csv"] // want "local-artifact"
   }
@@ -11,6 +13,13 @@ pipeline "la" {
   }
   task "flag" {
     command = ["./x.sh", "--out=/var/tmp/y"] // want "local-artifact"
+  }
+  # Inside the artifact store: its mistake is reported on artifacts alone.
+  task "store" {
+    command = ["./x.sh", "--in", "/tmp/pipec-artifacts/la/raw"]
+    env = {
+      ARTS = "/tmp/pipec-artifacts/"
+    }
   }
   # Near miss: /tmpfiles is not /tmp.
   task "ok" {

@@ -52,6 +52,7 @@ func Run(t *testing.T, open Opener) {
 		{"LeaseExpirySweep", testLeaseExpirySweep},
 		{"WaitingForAWorker", testWaitingForAWorker},
 		{"StoppingClaimsNothing", testStoppingClaimsNothing},
+		{"ClaimPastWaitingTasks", testClaimPastWaitingTasks},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"WorkerNameLiveElsewhere", testWorkerNameLiveElsewhere},
 		{"WorkersListed", testWorkersListed},
@@ -491,6 +492,29 @@ func testWaitingForAWorker(t *testing.T, open Opener) {
 	finish(t, h, "w3", cl, queue.Result{Ending: queue.Succeeded})
 	if rs, _ := status(t, h, run); rs.Run.State != store.RunSucceeded || rs.Waiting != "" {
 		t.Fatalf("run %s waiting %q", rs.Run.State, rs.Waiting)
+	}
+}
+
+// A lone worker whose ten first tasks (by name) all wait for another worker
+// still claims the eleventh, past them, and the run says it waits for the
+// first of them.
+func testClaimPastWaitingTasks(t *testing.T, open Opener) {
+	h := open(t, nil)(t)
+	l := failover.Limits{Attempts: 1, PerWorker: 1, Global: 5}
+	var ts []queue.Task
+	for i := range 10 {
+		ts = append(ts, task(fmt.Sprintf("t%02d", i), l))
+	}
+	run := submit(t, h, submission("2024-01-01", append(ts, task("t10", once))...))
+	register(t, h, "w1")
+	for i := range 10 {
+		cl := mustClaim(t, h, "w1", fmt.Sprintf("t%02d", i))
+		finish(t, h, "w1", cl, queue.Result{Ending: queue.Failed})
+	}
+	mustClaim(t, h, "w1", "t10")
+	want := "task t00: waiting for a worker: global count 0 of 5"
+	if rs, _ := status(t, h, run); rs.Waiting != want {
+		t.Fatalf("waiting %q, want %q", rs.Waiting, want)
 	}
 }
 

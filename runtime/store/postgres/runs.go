@@ -38,6 +38,15 @@ func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, erro
 // and its work in one).
 func createRun(ctx context.Context, tx pgx.Tx, nr store.NewRun) (store.Run, error) {
 	var r store.Run
+	if nr.MaxActive > 0 {
+		// Taken before the interval's counter row, always in this order:
+		// every creation of a run of the pipeline that counts its slots
+		// waits here for the one before it to commit, so the count below
+		// (a fresh snapshot under READ COMMITTED) sees it.
+		if err := lockKey(ctx, tx, "run-slots", nr.Pipeline); err != nil {
+			return r, err
+		}
+	}
 	var seq int
 	if err := tx.QueryRow(ctx, `INSERT INTO run_seqs (pipeline, interval_key, last) VALUES ($1, $2, 1)
 ON CONFLICT (pipeline, interval_key) DO UPDATE SET last = run_seqs.last + 1 RETURNING last`,
@@ -56,6 +65,15 @@ WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipel
 		return r, &store.RunBusyError{Run: holder, Owner: store.RunOwner{Host: host, PID: pid}, Since: since.UTC(), Expiry: until.UTC()}
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return r, err
+	}
+	if nr.MaxActive > 0 {
+		running, err := runningRuns(ctx, tx, nr.Pipeline)
+		if err != nil {
+			return r, err
+		}
+		if err := store.CheckRunSlots(nr, running); err != nil {
+			return r, err
+		}
 	}
 	r = store.Run{
 		ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
@@ -91,6 +109,25 @@ ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = ex
 		}
 	}
 	return r, appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: store.EventRunCreated}, payload)
+}
+
+// runningRuns reads the pipeline's running runs with their leases (judged
+// on the server's clock) and submissions, for store.CheckRunSlots.
+func runningRuns(ctx context.Context, tx pgx.Tx, pipeline string) ([]store.RunningRun, error) {
+	rows, err := tx.Query(ctx, `SELECT r.id, r.interval_key, l.run IS NOT NULL, COALESCE(l.host, ''), COALESCE(l.pid, 0),
+	l.since, COALESCE(l.expiry > pipec_now(), false), EXISTS (SELECT 1 FROM submissions s WHERE s.run = r.id)
+FROM runs r LEFT JOIN run_leases l ON l.run = r.id
+WHERE r.pipeline = $1 AND r.state = 'running'`, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(row pgx.Row) (store.RunningRun, error) {
+		var r store.RunningRun
+		var since *time.Time
+		err := row.Scan(&r.Run, &r.Interval, &r.Leased, &r.Owner.Host, &r.Owner.PID, &since, &r.Live, &r.Submitted)
+		r.Since = timeOf(since)
+		return r, err
+	})
 }
 
 // RenewRunLease implements store.Store: one conditional update, so a run

@@ -233,6 +233,19 @@ ALTER TABLE work ADD COLUMN labels text[] NOT NULL DEFAULT '{}';
 -- what the run waits for.
 CREATE INDEX work_labelled ON work (run, task) WHERE state = 'ready' AND cardinality(labels) > 0;
 `},
+	{6, "version locations", `
+-- A version's files are in the pipeline's artifact store (runtime/artifacts),
+-- named by a location key "<pipeline>/<artifact>/<hex digest>", not by a path
+-- on the disk of the machine that produced them.
+ALTER TABLE versions RENAME COLUMN staging_path TO location;
+-- Versions frozen before were at <state folder>/versions/<key>, where the
+-- default artifact store of a local run is: they become keys in it. Any
+-- other path stays as it was and is read as a path on this machine.
+UPDATE versions SET location = pipeline || '/' || artifact || '/' || substr(digest, 8)
+WHERE pipeline <> '' AND digest LIKE 'sha256:%'
+AND right(location, length('/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8)))
+	= '/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -12,14 +12,14 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-const versionColumns = `id, pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, reason, created`
+const versionColumns = `id, pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, reason, created`
 
 func scanVersion(sc pgx.Row) (store.Version, error) {
 	var v store.Version
 	var state string
 	var created time.Time
 	if err := sc.Scan(&v.ID, &v.Pipeline, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
-		&v.StagingPath, &state, &v.Reason, &created); err != nil {
+		&v.Location, &state, &v.Reason, &created); err != nil {
 		return store.Version{}, err
 	}
 	v.State = store.VersionState(state)
@@ -53,12 +53,12 @@ func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Versi
 	var out store.Version
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = scanVersion(tx.QueryRow(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, staging_path, state, created)
+		out, err = scanVersion(tx.QueryRow(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, created)
 SELECT r.pipeline, $1, $2, $3, a.run, a.task, a.number, a.token, r.code_version, $7, 'staged', pipec_now()
 FROM attempts a JOIN runs r ON r.id = a.run
 WHERE a.run = $4 AND a.task = $5 AND a.number = $6
 ON CONFLICT (artifact, interval_key, digest, run, task, attempt) DO NOTHING
-RETURNING `+versionColumns, v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, v.StagingPath))
+RETURNING `+versionColumns, v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, v.Location))
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Either the version exists already or the attempt does not.
 			existing, err := scanVersion(tx.QueryRow(ctx, `SELECT `+versionColumns+` FROM versions

@@ -24,7 +24,8 @@
 //   - Wakeups: there is no LISTEN/NOTIFY. Transactions that may make a task
 //     ready bump a counter (work_signal); Wakeups polls PRAGMA data_version,
 //     which changes when another connection commits and costs no read of
-//     the database, and reads the counter only then.
+//     the database, and reads the counter only then; the poll backs off
+//     while nothing commits.
 package sqlitequeue
 
 import (
@@ -50,8 +51,13 @@ type Queue struct {
 
 var _ queue.Queue = (*Queue)(nil)
 
-// DefaultWakeupPoll is how often Wakeups polls PRAGMA data_version.
-const DefaultWakeupPoll = 10 * time.Millisecond
+// DefaultWakeupPoll is how soon after a commit Wakeups polls PRAGMA
+// data_version again; MaxWakeupPoll how seldom it polls a file nobody
+// writes.
+const (
+	DefaultWakeupPoll = 10 * time.Millisecond
+	MaxWakeupPoll     = 160 * time.Millisecond
+)
 
 // New returns the queue on s.
 func New(s *store.SQLite) *Queue { return &Queue{s: s, poll: DefaultWakeupPoll} }
@@ -218,6 +224,9 @@ func (q *Queue) exists(ctx context.Context, query string, args ...any) (bool, er
 	return found, err
 }
 
+// claimPage is how many candidates a claim reads at a time.
+const claimPage = 8
+
 // offeredSQL is the condition "the task's labels (w.labels) are all among
 // those of the JSON array ?1" (failover.Eligible), for the candidates of a
 // claim.
@@ -263,17 +272,33 @@ func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (
 		if me < 0 {
 			return nil // not live (stopping, or its heartbeat lapsed): no claims
 		}
-		cands, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work w
-WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2`, queue.JSON(live[me].Labels), queue.ClaimCandidates))
-		if err != nil {
-			return err
-		}
-		for i := range cands {
-			cands[i].Live = queue.EligibleLive(cands[i].Labels, live)
-		}
-		pick, err := queue.Choose(cands, worker)
-		if err != nil {
-			return err
+		// The candidates are read a page at a time: Choose judges them in
+		// order and stops at the first it claims (usually the first of
+		// all), so decoding the rest would be wasted. Pages chosen from in
+		// turn decide exactly what one slice of them all would.
+		var cands []queue.Work
+		pick := queue.Pick{Chosen: -1}
+		for len(cands) < queue.ClaimCandidates && pick.Chosen < 0 {
+			page, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work w
+WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
+			if err != nil {
+				return err
+			}
+			for i := range page {
+				page[i].Live = queue.EligibleLive(page[i].Labels, live)
+			}
+			p, err := queue.Choose(page, worker)
+			if err != nil {
+				return err
+			}
+			pick.Waiting = queue.MergeWaiting(pick.Waiting, p.Waiting)
+			if p.Chosen >= 0 {
+				pick.Chosen = len(cands) + p.Chosen
+			}
+			cands = append(cands, page...)
+			if len(page) < claimPage {
+				break
+			}
 		}
 		if pick.Chosen >= 0 {
 			c := &cands[pick.Chosen]
@@ -430,9 +455,11 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 // maybeFinishRun finishes the run when none of its tasks is left to do
 // (queue.RunEnd).
 func maybeFinishRun(ctx context.Context, tx *store.Tx, run string) error {
+	// Two probes of the (run, state) index: whether any task is open, and
+	// whether any failed (queue.RunEnd needs no more than that).
 	var open, bad int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(SUM(state IN ('blocked', 'ready', 'claimed')), 0), COALESCE(SUM(state IN ('failed', 'not_run')), 0)
-FROM work WHERE run = ?`, run).Scan(&open, &bad); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM work WHERE run = ?1 AND state IN ('blocked', 'ready', 'claimed')),
+	EXISTS (SELECT 1 FROM work WHERE run = ?1 AND state IN ('failed', 'not_run'))`, run).Scan(&open, &bad); err != nil {
 		return err
 	}
 	state, over := queue.RunEnd(open, bad)
@@ -575,21 +602,30 @@ func (q *Queue) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	return rs, err
 }
 
-// Wakeups implements queue.Queue by polling, every poll, PRAGMA
-// data_version on one read connection held for ctx's lifetime (it changes
-// when another connection committed, and reads nothing of the file but
-// its shared-memory index), then the work signal when it did.
+// Wakeups implements queue.Queue by polling PRAGMA data_version on one
+// read connection held for ctx's lifetime (it changes when another
+// connection committed, and reads nothing of the file but its
+// shared-memory index), then the work signal when it did. The poll starts
+// at DefaultWakeupPoll after every change and doubles while nothing
+// commits, up to MaxWakeupPoll, so an idle worker costs next to nothing
+// and a busy file is watched closely.
 func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	conn, err := q.s.Reader().Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	read := func(query string) (n int64, err error) {
-		return n, conn.QueryRowContext(ctx, query).Scan(&n)
+	var dataVersion, signal *sql.Stmt
+	read := func(st *sql.Stmt) (n int64, err error) {
+		return n, st.QueryRowContext(ctx).Scan(&n)
 	}
-	const dataVersion, signal = `PRAGMA data_version`, `SELECT n FROM work_signal WHERE id = 1`
-	version, err := read(dataVersion)
-	var last int64
+	dataVersion, err = conn.PrepareContext(ctx, `PRAGMA data_version`)
+	if err == nil {
+		signal, err = conn.PrepareContext(ctx, `SELECT n FROM work_signal WHERE id = 1`)
+	}
+	var version, last int64
+	if err == nil {
+		version, err = read(dataVersion)
+	}
 	if err == nil {
 		last, err = read(signal)
 	}
@@ -601,7 +637,10 @@ func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	go func() {
 		defer close(ch)
 		defer conn.Close()
-		t := time.NewTicker(q.poll)
+		defer dataVersion.Close()
+		defer signal.Close()
+		delay := q.poll
+		t := time.NewTimer(delay)
 		defer t.Stop()
 		for {
 			select {
@@ -614,21 +653,23 @@ func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 				return // ctx ended, or the file is gone: the worker's poll goes on
 			}
 			if v == version {
+				delay = min(2*delay, MaxWakeupPoll)
+				t.Reset(delay)
 				continue
 			}
-			version = v
+			version, delay = v, q.poll
 			n, err := read(signal)
 			if err != nil {
 				return
 			}
-			if n == last {
-				continue
+			if n != last {
+				last = n
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
 			}
-			last = n
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+			t.Reset(delay)
 		}
 	}()
 	return ch, nil

@@ -77,7 +77,7 @@ func testPipelineScope(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	va, err := s.RecordVersion(ctx, store.Version{Artifact: "out", Interval: "2024-01-01", Digest: "sha256:aa", Run: ra.ID,
-		Task: "t", Attempt: aa.Number, StagingPath: "/a"})
+		Task: "t", Attempt: aa.Number, Location: "p/a/00"})
 	if err != nil || va.Pipeline != "a" {
 		t.Fatalf("RecordVersion = %+v, %v; want pipeline a", va, err)
 	}

@@ -211,7 +211,7 @@ func publishable(t testing.TB, s store.Store, run, task, artifact, interval, dig
 		t.Fatal(err)
 	}
 	v, err := s.RecordVersion(ctx, store.Version{Artifact: artifact, Interval: interval, Digest: digest, Run: run, Task: task,
-		Attempt: a.Number, StagingPath: "/staging"})
+		Attempt: a.Number, Location: "orders/orders_clean/00"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/compiler"
+)
+
+// artifactsFlag is --artifacts DIR on the commands that run or hand over
+// runs: the folder of the pipeline's shared artifact store, which wins over
+// the spec's artifacts field (a worker may mount the shared folder at its
+// own path). Relative to the working directory.
+type artifactsFlag struct{ dir string }
+
+func (a *artifactsFlag) register(cmd *cobra.Command, help string) {
+	cmd.Flags().StringVar(&a.dir, "artifacts", "", help)
+}
+
+// path is the flag's folder, absolute; "" when it was not given.
+func (a *artifactsFlag) path() (string, error) {
+	if a.dir == "" {
+		return "", nil
+	}
+	p, err := filepath.Abs(a.dir)
+	if err != nil {
+		return "", usageErr("--artifacts: %v", err)
+	}
+	return p, nil
+}
+
+// withArtifacts makes dir (when given) the artifact store of a plan handed
+// to the workers: the submitted plan is the one they run, in place of the
+// spec's artifacts field, and its digest says so.
+func withArtifacts(plan *compiler.Plan, dir string) {
+	if dir == "" {
+		return
+	}
+	plan.ArtifactStore = dir
+	plan.Digest = compiler.Digest(plan)
+}

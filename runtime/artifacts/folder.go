@@ -1,0 +1,252 @@
+package artifacts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pipec/pipec/runtime/sink"
+)
+
+// Folder is a Store in a directory, meant to be on a filesystem every worker
+// mounts (each at its own path, if need be: the state records keys, not
+// paths):
+//
+//	ROOT/<pipeline>/<artifact>/<hex digest>/   one version, files read-only
+//	ROOT/<pipeline>/<artifact>/.tmp-*/         a put in progress, or its crash leftover
+//
+// A put from another filesystem copies into a temporary folder beside the
+// final one, fsyncs every file and folder, renames it into place and fsyncs
+// the parent (sink.Freeze); from the same filesystem it renames the frozen
+// folder (durable already) into place and fsyncs the parent. Either way a
+// version is either all there, durable, or not there at all: a reader
+// never sees part of one, and a crash leaves only a .tmp- folder, which Get
+// and List ignore and pipec gc removes. Files are read-only (0444) and
+// nothing ever writes into a version folder again; the folders keep their
+// write bit so that removing a store (rm -r, gc) needs no chmod.
+type Folder struct {
+	// Root is the store's absolute path on this machine.
+	Root string
+}
+
+var _ Store = (*Folder)(nil)
+
+// NewFolder is the folder store at root, an absolute path (a spec's relative
+// one is resolved against the spec's folder before).
+func NewFolder(root string) (*Folder, error) {
+	if root == "" {
+		return nil, errors.New("artifact store: no folder given")
+	}
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("artifact store %q: the folder must be an absolute path", root)
+	}
+	return &Folder{Root: filepath.Clean(root)}, nil
+}
+
+// Path is where k's folder is in the store, whether or not it is there.
+func (f *Folder) Path(k Key) string {
+	return filepath.Join(f.Root, k.Pipeline, k.Artifact, k.hex())
+}
+
+// Put implements Store. dir may be k's own folder in this store already (a
+// local run freezes straight into its default store); then it is kept.
+// Otherwise a frozen folder on the store's filesystem is moved in with one
+// rename (its files and folders were fsynced when it was frozen), and one on
+// another filesystem is copied; either way dir is not to be used after Put.
+func (f *Folder) Put(ctx context.Context, k Key, dir string) error {
+	if err := k.check(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	final := f.Path(k)
+	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
+		return nil // content-addressed: the same key is the same bytes
+	}
+	parent := filepath.Dir(final)
+	if err := mkdirDurable(parent); err != nil {
+		return fmt.Errorf("artifact store %s: %w", f.Root, err)
+	}
+	if err := os.Rename(dir, final); err == nil {
+		if err := syncDir(parent); err != nil {
+			return fmt.Errorf("artifact store %s: put %s: %w", f.Root, k, err)
+		}
+		_ = syncDir(filepath.Dir(dir))
+		return nil
+	}
+	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
+		return nil // another writer of the same bytes renamed first
+	}
+	// Another filesystem (EXDEV), or a folder that cannot be moved: copy.
+	got, digest, err := sink.Freeze(dir, parent)
+	if err != nil {
+		return fmt.Errorf("artifact store %s: put %s: %w", f.Root, k, err)
+	}
+	if digest != k.Digest {
+		// Stored under its own digest, where nothing refers to it: gc
+		// removes it. The key's version is not there.
+		return fmt.Errorf("artifact store %s: put %s: %s has digest %s now, not the key's (changed after it was frozen)", f.Root, k, dir, digest)
+	}
+	if got != final {
+		return fmt.Errorf("artifact store %s: put %s: stored at %s", f.Root, k, got)
+	}
+	return nil
+}
+
+// Get implements Store.
+func (f *Folder) Get(_ context.Context, k Key) (string, error) {
+	if err := k.check(); err != nil {
+		return "", err
+	}
+	p := f.Path(k)
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir() {
+		return "", fmt.Errorf("version %s: %w %s", k, ErrNotFound, f.Root)
+	}
+	if err != nil {
+		return "", fmt.Errorf("artifact store %s: %w", f.Root, err)
+	}
+	return p, nil
+}
+
+// Remove implements Store. The folder is renamed out of the way first, so no
+// reader finds a version half removed.
+func (f *Folder) Remove(_ context.Context, k Key) error {
+	if err := k.check(); err != nil {
+		return err
+	}
+	p := f.Path(k)
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(p), ".tmp-rm-")
+	if err != nil {
+		return fmt.Errorf("artifact store %s: remove %s: %w", f.Root, k, err)
+	}
+	gone := filepath.Join(tmp, k.hex())
+	if err := os.Rename(p, gone); err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed meanwhile
+		}
+		return fmt.Errorf("artifact store %s: remove %s: %w", f.Root, k, err)
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("artifact store %s: remove %s: %w", f.Root, k, err)
+	}
+	return nil
+}
+
+// List implements Store.
+func (f *Folder) List(context.Context) ([]Key, error) {
+	var out []Key
+	err := walk3(f.Root, func(p string, parts []string, d fs.DirEntry) {
+		if !d.IsDir() || IsTemp(parts[2]) {
+			return
+		}
+		if k, err := NewKey(parts[0], parts[1], "sha256:"+parts[2]); err == nil {
+			out = append(out, k)
+		}
+	})
+	slices.SortFunc(out, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	return out, err
+}
+
+// Temp is an unfinished put (or a removal's leftover) in a folder store.
+type Temp struct {
+	Path     string
+	Modified time.Time
+}
+
+// Temps lists the unfinished puts and removals under the store's version
+// folders: those older than any put could still be running are crash
+// leftovers (pipec gc removes them).
+func (f *Folder) Temps() ([]Temp, error) {
+	var out []Temp
+	err := walk3(f.Root, func(p string, parts []string, d fs.DirEntry) {
+		if !IsTemp(parts[2]) {
+			return
+		}
+		if info, err := d.Info(); err == nil {
+			out = append(out, Temp{Path: p, Modified: info.ModTime()})
+		}
+	})
+	slices.SortFunc(out, func(a, b Temp) int { return strings.Compare(a.Path, b.Path) })
+	return out, err
+}
+
+func (f *Folder) String() string { return f.Root }
+
+// walk3 calls visit for every entry three levels below root
+// (pipeline/artifact/name) and descends no further; a missing root is empty.
+func walk3(root string, visit func(p string, parts []string, d fs.DirEntry)) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if len(parts) < 3 {
+			if !d.IsDir() || IsTemp(parts[len(parts)-1]) {
+				return skip(d)
+			}
+			return nil
+		}
+		visit(p, parts, d)
+		return skip(d)
+	})
+}
+
+func skip(d fs.DirEntry) error {
+	if d.IsDir() {
+		return filepath.SkipDir
+	}
+	return nil
+}
+
+// mkdirDurable makes dir and its missing parents, fsyncing the folder that
+// names each one it makes, so that a version renamed into dir is still
+// reachable after a crash.
+func mkdirDurable(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a folder", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirDurable(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
