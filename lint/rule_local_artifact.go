@@ -140,7 +140,7 @@ func reportNoSharedStore(pass *Pass) {
 			if prod == nil || prod == t {
 				continue
 			}
-			from, at := "the pool lint was given", p.NameRange
+			from, at := "from .pipec.yaml or --workers", p.NameRange
 			if p.Has("workers") && p.Workers == pass.Workers {
 				from, at = "its workers field", p.At("workers", p.NameRange)
 			}
