@@ -14,7 +14,7 @@ import (
 var ruleFailoverLimits = Rule{
 	ID:       "failover-limits",
 	Severity: diag.Warning,
-	Doc: `failover limits that can never be reached or that stop a job before every worker was tried
+	Doc: `failover limits that can never be reached or that stop a job before every worker was tried, or labels no declared worker offers
 
 Failover limits that can never be reached, or that stop a job before every
 worker was tried.

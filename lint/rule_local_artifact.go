@@ -11,7 +11,7 @@ import (
 var ruleLocalArtifact = Rule{
 	ID:       "local-artifact",
 	Severity: diag.Warning,
-	Doc: `an artifact or sink path on worker-local storage (/tmp, a relative path outside the workspace)
+	Doc: `an artifact or sink path on worker-local storage (/tmp, a relative path outside the workspace), or several workers without a shared artifact store
 
 A sink path, a command argument, an env value or a check command that points
 at worker-local storage: /tmp, /var/tmp, /dev/shm, or (for a sink) a relative
@@ -29,7 +29,9 @@ worker that made it, and the reader, claimed by another worker, cannot find
 it (workers on a database server refuse to run such tasks). The finding is
 at the pipeline's workers field, or its block when the pool comes from
 elsewhere; a single worker, a store that is set, or tasks that read no other
-task's output are fine.
+task's output are fine. Workers all started with --artifacts DIR have a
+store lint cannot see: set artifacts in the spec as well (each worker's flag
+still wins, for a share mounted at another path).
 
 A dependency is satisfied by an accepted artifact, never by a temporary path
 another worker cannot see: data written to /tmp on one worker is missing on the
