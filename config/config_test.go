@@ -174,7 +174,7 @@ func TestIgnored(t *testing.T) {
 }
 
 func TestParseNeverPanics(t *testing.T) {
-	for _, src := range []string{"", "~", "[]", "- a", "rules: [", "rules:\n  ? [a]\n  : b\n", "a: &x 1\nb: *x\n", "workers: 1e999", "workers: 99999999999999999999", "\x00\xff"} {
+	for _, src := range []string{"", "~", "[]", "- a", "rules: [", "rules:\n  ? [a]\n  : b\n", "a: &x 1\nb: *x\n", "workers: 1e999", "workers: 99999999999999999999", "workers: [~]", "workers: [{labels: ~}]", "workers: [{labels: [[a]]}]", "workers: [&a {labels: [x]}, *a]", "workers: [{labels: [x], labels: [y]}]", "workers: {labels: [x]}", "\x00\xff"} {
 		Parse("p.yaml", []byte(src))
 	}
 }
