@@ -155,10 +155,18 @@ type Result struct {
 	End *AttemptEnd
 	// Unused is the claim's attempt (Claim.Attempt) when the visit never
 	// ran it (an input missing, the plan unreadable, the worker stopping):
-	// Finish removes it and its start event, since no process ever held
-	// its token. Only an AttemptStarter's claims have one.
+	// Finish ends it failed, class ClassNotStarted, as an attempt that
+	// could not start; no process ever held its token. Only an
+	// AttemptStarter's claims have one.
 	Unused *store.AttemptRef
 }
+
+// ClassNotStarted is the class of a claim's attempt the visit never ran
+// (Result.Unused); UnusedReason its error.
+const (
+	ClassNotStarted = "not_started"
+	UnusedReason    = "the visit did not run it"
+)
 
 // AttemptEnd is an attempt's end as store.Store.FinishAttempt takes it.
 type AttemptEnd struct {

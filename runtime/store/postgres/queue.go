@@ -319,13 +319,25 @@ INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_n
 				// As StartAttempt, queued; the resource is the run's
 				// pipeline@interval, as the runtime names it (runtime.runner
 				// resource), and the claimed row keeps the run running.
+				// Its attempt.started event is written by the same statement,
+				// its payload as appendEvent would marshal it (sorted keys;
+				// the resource is pipeline@interval, plain ASCII, which
+				// to_json quotes as encoding/json does).
 				b.Queue(`WITH r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
-`+grantFromRSQL+`, n AS (SELECT pipec_now() AS now)
-INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
-SELECT $3, $4, (SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $3 AND task = $4), r.resource, g.last, 'queued', NULL, 0,
-	NULL, $5, 0, $6, $7
-FROM g, n, r
-RETURNING `+attemptColumns+`, (SELECT valid FROM g)`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot)
+`+grantFromRSQL+`, n AS (SELECT pipec_now() AS now), a AS (
+	INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
+	SELECT $3, $4, (SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $3 AND task = $4), r.resource, g.last, 'queued', NULL, 0,
+		NULL, $5, 0, $6, $7
+	FROM g, n, r
+	RETURNING `+attemptColumns+`
+), ev AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload)
+	SELECT a.run, n.now, $9, a.task, a.number,
+		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $8 || '}'
+	FROM a, n
+)
+SELECT `+attemptColumns+`, (SELECT valid FROM g) FROM a`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot,
+					queue.JSON(start.Worker), store.EventAttemptStarted)
 			}
 			br := tx.SendBatch(ctx, b)
 			err := br.QueryRow().Scan(&cl.AttemptBase)
@@ -351,12 +363,6 @@ RETURNING `+attemptColumns+`, (SELECT valid FROM g)`, c.Run, epoch, c.Run, c.Tas
 			if started {
 				if !valid {
 					return errNewEpoch
-				}
-				if err := appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
-					"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
-					"lease_ms": 0,
-				}); err != nil {
-					return err
 				}
 				cl.Attempt = &a
 			}
@@ -418,9 +424,13 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
+		// The claim's row only: a success whose dependents are still to
+		// run cannot end the run, so it need not wait behind the run's
+		// other finishes (the submission's lock, taken below by every
+		// change that may end the run: the run's hot row).
 		reads := &pgx.Batch{}
-		reads.Queue(`SELECT w.limits, w.failover, w.dependents FROM work w JOIN submissions s ON s.run = w.run
-WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w, s`, ref.Run, ref.Task, worker)
+		reads.Queue(`SELECT w.limits, w.failover, w.dependents FROM work w
+WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w`, ref.Run, ref.Task, worker)
 		if r.End != nil {
 			reads.Queue(`SELECT `+attemptColumns+` FROM attempts WHERE run = $1 AND task = $2 AND number = $3 FOR UPDATE`,
 				r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number)
@@ -451,11 +461,16 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 				return err
 			}
 		}
-		if u := r.Unused; u != nil && u.Run == ref.Run && u.Task == ref.Task {
-			// The claim's attempt that never ran (ClaimStarting): no
-			// process held its token, so it goes, with its start event.
-			writes.Queue(`DELETE FROM attempts WHERE run = $1 AND task = $2 AND number = $3 AND state = 'queued' AND pid = 0`, u.Run, u.Task, u.Number)
-			writes.Queue(`DELETE FROM events WHERE run = $1 AND task = $2 AND attempt = $3 AND kind = $4`, u.Run, u.Task, u.Number, store.EventAttemptStarted)
+		if u := r.Unused; u != nil && u.Run == ref.Run && u.Task == ref.Task && (r.End == nil || r.End.Ref != *u) {
+			// The claim's attempt that never ran (ClaimStarting): it ends
+			// failed, as an attempt that could not start does.
+			writes.Queue(`WITH a AS (
+	UPDATE attempts SET state = 'failed', class = $4, exit_code = -1, error_tail = $5, ended = pipec_now()
+	WHERE run = $1 AND task = $2 AND number = $3 AND state = 'queued' RETURNING token
+)
+INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_now(), $6, $2, $3, $7 || a.token || ',"was":"queued"}' FROM a`,
+				u.Run, u.Task, u.Number, queue.ClassNotStarted, queue.UnusedReason, store.EventAttemptFinished,
+				`{"class":`+queue.JSON(queue.ClassNotStarted)+`,"error_tail":`+queue.JSON(queue.UnusedReason)+`,"exit_code":-1,"state":"failed","token":`)
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not this worker's visit any more, but its attempt did end.
@@ -486,19 +501,43 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 	WHERE run = $1 AND task = ANY($3) RETURNING state
 )
 SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM work WHERE run = $1 AND task = $2) <> ''
-	THEN pg_notify('`+workChannel+`', '') END FROM deps`,
+	THEN pg_notify('`+workChannel+`', '') END,
+	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
 				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State)
+		}
+		if c.Advance {
+			br := tx.SendBatch(ctx, writes)
+			for range writes.Len() - 1 {
+				if _, err := br.Exec(); err != nil {
+					br.Close()
+					return err
+				}
+			}
+			var open int
+			err := br.QueryRow().Scan(nil, &open)
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if open > 0 {
+				return nil // its dependents are still to run: the run goes on
+			}
+			// No dependents, or all of them not run already (another of
+			// their needs failed): this may be the run's last task.
+			if err := lockSubmission(ctx, tx, ref.Run); err != nil {
+				return err
+			}
+			return maybeFinishRun(ctx, tx, ref.Run)
 		}
 		if writes.Len() > 0 {
 			if err := tx.SendBatch(ctx, writes).Close(); err != nil {
 				return err
 			}
 		}
-		if c.Advance {
-			if len(w.Dependents) > 0 {
-				return nil // its dependents are still to run: the run goes on
-			}
-			return maybeFinishRun(ctx, tx, ref.Run)
+		if err := lockSubmission(ctx, tx, ref.Run); err != nil {
+			return err
 		}
 		if err := applyChange(ctx, tx, &w, c); err != nil {
 			return err
@@ -603,10 +642,11 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 			if err := lockSubmission(ctx, tx, w.Run); err != nil {
 				return err
 			}
-			if err := applyChange(ctx, tx, w, queue.Expired(w)); err != nil {
+			c := queue.Expired(w)
+			if err := applyChange(ctx, tx, w, c); err != nil {
 				return err
 			}
-			if err := unknownAttempts(ctx, tx, w.Ref); err != nil {
+			if err := unknownAttempts(ctx, tx, w.Ref, c.Unknown); err != nil {
 				return err
 			}
 			if err := maybeFinishRun(ctx, tx, w.Run); err != nil {
@@ -625,12 +665,12 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 	return n, nil
 }
 
-// unknownAttempts marks the task's unfinished attempts unknown when its
-// worker's claim expired: whatever that worker's process did is unknown
-// now, as the attempt of an expired lease is. Without it, an attempt still
-// queued (its process ended before its start was recorded, which its end
-// would have recorded: store.Outcome.Ran) would stay queued for good.
-func unknownAttempts(ctx context.Context, tx pgx.Tx, ref queue.Ref) error {
+// unknownAttempts marks the task's unfinished attempts unknown, for reason
+// (queue.Change.Unknown; nothing when it is empty).
+func unknownAttempts(ctx context.Context, tx pgx.Tx, ref queue.Ref, reason string) error {
+	if reason == "" {
+		return nil
+	}
 	rows, err := tx.Query(ctx, `UPDATE attempts SET state = 'unknown', lease_expiry = NULL
 WHERE run = $1 AND task = $2 AND state IN ('queued', 'running') RETURNING number, token`, ref.Run, ref.Task)
 	if err != nil {
@@ -650,7 +690,7 @@ WHERE run = $1 AND task = $2 AND state IN ('queued', 'running') RETURNING number
 	sort.Slice(marked, func(i, j int) bool { return marked[i].n < marked[j].n })
 	for _, m := range marked {
 		if err := appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptUnknown, Task: ref.Task, Attempt: m.n},
-			map[string]any{"token": m.tok, "reason": "its worker's claim expired"}); err != nil {
+			queue.UnknownPayload(m.tok, reason)); err != nil {
 			return err
 		}
 	}
