@@ -282,7 +282,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	if err != nil {
 		return err
 	}
-	b := &batch{io: io, plan: plan, slots: bp.slots}
+	b := &batch{io: io, plan: plan, slots: bp.slots, later: "run the backfill again once a run ends"}
 	if opts.submit {
 		withArtifacts(plan, arts)
 		base, err := filepath.Abs(filepath.Dir(path))
@@ -304,7 +304,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	}
 	fmt.Fprintln(io.Stdout, res.summaryLine("backfill", count(bp.decisions, schedule.Skip), count(bp.decisions, schedule.Blocked),
 		count(bp.decisions, schedule.Active)))
-	if res.failed > 0 || res.blocked > 0 || count(bp.decisions, schedule.Blocked) > 0 {
+	// Intervals left for want of a run slot are not done, and nothing
+	// else will do them: a person (or CI) must run the backfill again.
+	if res.failed > 0 || res.blocked > 0 || res.noSlot > 0 || count(bp.decisions, schedule.Blocked) > 0 {
 		return silentExit(ExitFindings)
 	}
 	return nil

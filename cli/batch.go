@@ -32,22 +32,35 @@ type batch struct {
 	// detach: return once the last interval is launched instead of when
 	// it ends (handed to workers without --wait).
 	detach bool
+	// later says, on the line of the intervals left for want of a run
+	// slot, when they will run ("the next --due starts them").
+	later string
 }
 
 // outcome is how one interval's run ended.
 type outcome struct {
 	run   string
-	state string // "succeeded", "failed", "active" (another run holds it), "error"
+	state string // "succeeded", "failed", "active" (another run holds it), noSlot, "error"
 	why   string
 }
+
+// noSlot is the state of a launch the store refused for want of a run
+// slot (a *store.RunSlotsError); why is the error's Detail. No run exists.
+const noSlot = "noslot"
 
 // batchResult counts what a batch did.
 type batchResult struct {
 	total, succeeded, failed, blocked, active, detached int
-	interrupted                                         bool
+	// noSlot counts the intervals left for want of a run slot.
+	noSlot      int
+	interrupted bool
 }
 
-// run executes the decisions to run; the others were printed already.
+// run executes the decisions to run; the others were printed already. An
+// interval the store refuses for want of a run slot (the pipeline has
+// max_active_runs runs in progress, counting other processes') is tried
+// again when one of the batch's own runs ends; when none of them is
+// running, it and the rest are left, on one line, for later (b.later).
 func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 	var res batchResult
 	for _, d := range ds {
@@ -66,10 +79,22 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 	closed := false // detached: the batch returned, nothing more is printed
 	sem := make(chan struct{}, max(b.slots, 1))
 	var wg sync.WaitGroup
+	// inflight counts the batch's launches that have not ended; ends
+	// counts those that ended, and ended receives a value as each ends (a
+	// refused one excepted).
+	inflight, ends := 0, 0
+	ended := make(chan struct{}, len(ds))
 	n := 0
+	closeDone := func(k int) {
+		select {
+		case <-done[k]:
+		default:
+			close(done[k])
+		}
+	}
 	for i, d := range ds {
 		if d.Action != schedule.Run {
-			close(done[i])
+			closeDone(i)
 			continue
 		}
 		// An interval that reads an earlier one of this batch waits for it
@@ -95,7 +120,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 		}
 		if ctx.Err() != nil {
 			res.interrupted = true
-			close(done[i])
+			closeDone(i)
 			break
 		}
 		n++
@@ -105,7 +130,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 			outs[i] = outcome{state: "blocked", why: blocked}
 			fmt.Fprintf(b.io.Stdout, "%s  blocked: %s\n", d.Interval.Key, blocked)
 			mu.Unlock()
-			close(done[i])
+			closeDone(i)
 			continue
 		}
 		line := fmt.Sprintf("interval %d of %d (%s), %d succeeded, %d failed", n, res.total, d.Interval.Key, res.succeeded, res.failed)
@@ -115,41 +140,114 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 			line += ", ETA " + roundDuration(mean*time.Duration(left)/time.Duration(max(b.slots, 1)))
 		}
 		fmt.Fprintln(b.io.Stdout, line)
+		inflight++
+		seen := ends
 		mu.Unlock()
-		started := make(chan struct{})
-		var once sync.Once
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			defer close(done[i])
-			t0 := time.Now()
-			o := b.launch(ctx, d.Interval, func(string) { once.Do(func() { close(started) }) })
-			once.Do(func() { close(started) })
+		// launch starts the interval's run and returns once it exists; a
+		// refusal for want of a run slot is returned instead (its slot
+		// in sem is given back, and it does not count as ended).
+		launch := func() *outcome {
+			started := make(chan struct{})
+			var once sync.Once
+			var refusal *outcome
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				o := b.launch(ctx, d.Interval, func(string) { once.Do(func() { close(started) }) })
+				if o.state == noSlot {
+					mu.Lock()
+					inflight--
+					mu.Unlock()
+					<-sem
+					refusal = &o
+					once.Do(func() { close(started) })
+					return
+				}
+				defer func() { ended <- struct{}{} }()
+				defer func() { <-sem }()
+				defer closeDone(i)
+				once.Do(func() { close(started) })
+				mu.Lock()
+				defer mu.Unlock()
+				inflight--
+				ends++
+				outs[i] = o
+				if o.state == "detached" || closed {
+					return
+				}
+				finished++
+				durations += time.Since(t0)
+				switch o.state {
+				case string(store.RunSucceeded):
+					res.succeeded++
+					fmt.Fprintf(b.io.Stdout, "%s  %s succeeded\n", d.Interval.Key, o.run)
+				case "active":
+					res.active++
+					fmt.Fprintf(b.io.Stdout, "%s  skipped: %s\n", d.Interval.Key, o.why)
+				case string(store.RunFailed):
+					res.failed++
+					fmt.Fprintf(b.io.Stdout, "%s  %s FAILED (pipec events %s)\n", d.Interval.Key, o.run, o.run)
+				default:
+					res.failed++
+					fmt.Fprintf(b.io.Stdout, "%s  error: %s\n", d.Interval.Key, o.why)
+				}
+			}()
+			<-started
+			return refusal
+		}
+		refused := launch()
+		for refused != nil {
 			mu.Lock()
-			defer mu.Unlock()
-			outs[i] = o
-			if o.state == "detached" || closed {
-				return
+			busy, now := inflight, ends
+			mu.Unlock()
+			if now == seen {
+				// Nothing of the batch ended since this launch began: when
+				// none of its runs is going, the slots are others'.
+				if busy == 0 {
+					break
+				}
+				// Else try again when one ends (a value left by one that
+				// ended before only costs a try).
+				select {
+				case <-ended:
+				case <-ctx.Done():
+				}
 			}
-			finished++
-			durations += time.Since(t0)
-			switch o.state {
-			case string(store.RunSucceeded):
-				res.succeeded++
-				fmt.Fprintf(b.io.Stdout, "%s  %s succeeded\n", d.Interval.Key, o.run)
-			case "active":
-				res.active++
-				fmt.Fprintf(b.io.Stdout, "%s  skipped: %s\n", d.Interval.Key, o.why)
-			case string(store.RunFailed):
-				res.failed++
-				fmt.Fprintf(b.io.Stdout, "%s  %s FAILED (pipec events %s)\n", d.Interval.Key, o.run, o.run)
-			default:
-				res.failed++
-				fmt.Fprintf(b.io.Stdout, "%s  error: %s\n", d.Interval.Key, o.why)
+			if ctx.Err() == nil {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+				}
 			}
-		}()
-		<-started
+			if ctx.Err() != nil {
+				break
+			}
+			mu.Lock()
+			inflight++
+			seen = ends
+			mu.Unlock()
+			refused = launch()
+		}
+		if ctx.Err() != nil {
+			res.interrupted = true
+			closeDone(i)
+			break
+		}
+		if refused != nil {
+			// None of the batch's runs is going and the runs holding the
+			// slots are others': this interval and the rest wait for later.
+			mu.Lock()
+			res.noSlot = b.leaveForSlot(ds[i:], *refused)
+			for k := i; k < len(ds); k++ {
+				if ds[k].Action == schedule.Run {
+					outs[k] = outcome{state: noSlot, why: refused.why}
+				}
+				closeDone(k)
+			}
+			mu.Unlock()
+			break
+		}
 	}
 	if b.detach && !res.interrupted {
 		// Handed over: what is still running goes on with the workers.
@@ -170,6 +268,27 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 	return res
 }
 
+// leaveForSlot prints the line of the intervals to run in ds (the first
+// one refused for want of a run slot: refused says why) that the batch
+// leaves for later, and returns how many.
+func (b *batch) leaveForSlot(ds []schedule.Decision, refused outcome) int {
+	var keys []string
+	for _, d := range ds {
+		if d.Action == schedule.Run {
+			keys = append(keys, d.Interval.Key)
+		}
+	}
+	fmt.Fprintf(b.io.Stdout, "%s  skipped: no free run slot: %s; %s\n", keys[0], refused.why, b.later)
+	switch rest := keys[1:]; len(rest) {
+	case 0:
+	case 1:
+		fmt.Fprintf(b.io.Stdout, "%s  skipped: no free run slot\n", rest[0])
+	default:
+		fmt.Fprintf(b.io.Stdout, "%s to %s (%d)  skipped: no free run slot\n", rest[0], rest[len(rest)-1], len(rest))
+	}
+	return len(keys)
+}
+
 func describeOutcome(o outcome) string {
 	switch {
 	case o.state == "blocked":
@@ -188,16 +307,19 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 	arts string) func(context.Context, runtime.Interval, func(string)) outcome {
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts,
+			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
 			OnEvent: func(ev runtime.Event) {
 				if ev.Kind == store.EventRunCreated {
 					started(ev.Run)
 				}
 			}})
 		var busy *store.RunBusyError
+		var full *store.RunSlotsError
 		switch {
 		case errors.As(err, &busy):
 			return outcome{run: busy.Run, state: "active", why: busyMessage(plan.Pipeline, iv.Key, busy)}
+		case errors.As(err, &full):
+			return outcome{state: noSlot, why: full.Detail()}
 		case err != nil && sum == nil:
 			return outcome{state: "error", why: err.Error()}
 		case err != nil:
@@ -209,12 +331,24 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 	}
 }
 
+// maxActiveRuns is the bound the store holds a pipeline's runs to
+// (store.NewRun.MaxActive): the schedule's max_active_runs, 0 (none)
+// without one. Every run pipec creates passes it, so runs started by any
+// number of processes (two cron hosts' --due, a backfill, pipec submit)
+// never exceed it together.
+func maxActiveRuns(plan *compiler.Plan) int {
+	if plan.Schedule == nil {
+		return 0
+	}
+	return plan.Schedule.MaxActiveRuns
+}
+
 // submission is what pipec submit records for one interval: the run, its
 // plan, the spec's folder and its tasks (queue.PlanTasks).
 func submission(plan *compiler.Plan, base string, iv runtime.Interval, value string) queue.Submission {
 	return queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
-			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest},
+			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest, MaxActive: maxActiveRuns(plan)},
 		Plan: plan.Marshal(), BaseDir: base, Interval: value, Tasks: queue.PlanTasks(plan),
 	}
 }
@@ -226,9 +360,12 @@ func submitLaunch(io IO, plan *compiler.Plan, base string, q queue.Queue, poll t
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		run, err := q.Submit(ctx, submission(plan, base, iv, iv.Key))
 		var busy *store.RunBusyError
+		var full *store.RunSlotsError
 		switch {
 		case errors.As(err, &busy):
 			return outcome{run: busy.Run, state: "active", why: busyMessage(plan.Pipeline, iv.Key, busy)}
+		case errors.As(err, &full):
+			return outcome{state: noSlot, why: full.Detail()}
 		case err != nil:
 			return outcome{state: "error", why: err.Error()}
 		}
@@ -320,6 +457,9 @@ func (r batchResult) summaryLine(what string, skipped, blocked, active int) stri
 	}
 	if n := active + r.active; n > 0 {
 		more = append(more, fmt.Sprintf("%d left to the run in progress", n))
+	}
+	if r.noSlot > 0 {
+		more = append(more, fmt.Sprintf("%d left for want of a run slot", r.noSlot))
 	}
 	if len(more) > 0 {
 		s += "; " + strings.Join(more, ", ")

@@ -126,7 +126,7 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q q
 			}
 		}
 	}
-	b := &batch{io: io, plan: plan, slots: free, launch: launch, detach: detach}
+	b := &batch{io: io, plan: plan, slots: free, launch: launch, detach: detach, later: "the next --due starts it"}
 	res := b.run(ctx, d.Decisions)
 	if res.interrupted {
 		if onWorkers {

@@ -73,12 +73,14 @@ func newRunCmd(io IO) *cobra.Command {
 			"SPEC is a .hcl or .cue file; PLAN is a plan written by `pipec compile` (.json). Tasks run\n" +
 			"in the file's folder. A rerun of an interval reuses what the previous run completed.\n" +
 			"One run of an interval at a time: while another pipec runs it, run is refused (exit 1)\n" +
-			"naming that run and its owner; --wait waits for it instead. The state is\n" +
-			".pipec/state.db beside the file unless --state or PIPEC_STATE says otherwise.\n" +
+			"naming that run and its owner; --wait waits for it instead. So is a run beyond the\n" +
+			"schedule's max_active_runs, counting runs in progress in every process on the state.\n" +
+			"The state is .pipec/state.db beside the file unless --state or PIPEC_STATE says otherwise.\n" +
 			"--due (for cron or a CI schedule) runs instead the intervals due now: an interval is due once\n" +
 			"it is over; without catch-up the latest one, with catchup = true every one since the\n" +
 			"schedule's start that has no succeeded run; intervals in progress are skipped, at most\n" +
-			"max_active_runs run at once. Nothing due: exit 0, saying so.\n\n" +
+			"max_active_runs run at once (the state refuses more, whoever starts them). Nothing due:\n" +
+			"exit 0, saying so.\n\n" +
 			"Exit code 1 when a task, check or publish failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,7 +92,7 @@ func newRunCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.interval, "interval", "", "the interval's start: a date (2024-01-01) or an RFC 3339 time (required)")
 	f.BoolVar(&opts.force, "force", false, "rerun every task, even those a previous run of the interval completed")
 	f.BoolVar(&opts.json, "json", false, "write the event stream as JSON lines, then the summary")
-	f.BoolVar(&opts.wait, "wait", false, "wait for another live run of the interval to end instead of refusing")
+	f.BoolVar(&opts.wait, "wait", false, "wait for another live run of the interval to end (or, with max_active_runs, for a free run slot) instead of refusing")
 	f.BoolVar(&opts.due, "due", false, "instead of --interval: run the intervals due now by the schedule (the latest; every missed one with catchup = true), at most max_active_runs at once")
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
@@ -192,10 +194,17 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		OnWait: func(b *store.RunBusyError) {
 			fmt.Fprintf(io.Stderr, "pipec: waiting: %s\n", busyMessage(plan.Pipeline, opts.interval, b))
 		},
+		MaxActiveRuns: maxActiveRuns(plan),
+		OnWaitSlot: func(e *store.RunSlotsError) {
+			fmt.Fprintf(io.Stderr, "pipec: waiting for a free run slot: %s\n", e.Detail())
+		},
 	})
 	pr.done()
 	if busy := (*store.RunBusyError)(nil); errors.As(err, &busy) {
 		return &exitError{code: ExitFindings, err: fmt.Errorf("%s; wait for it with --wait, or stop it", busyMessage(plan.Pipeline, opts.interval, busy))}
+	}
+	if full := (*store.RunSlotsError)(nil); errors.As(err, &full) {
+		return &exitError{code: ExitFindings, err: fmt.Errorf("%v; wait for one with --wait", full)}
 	}
 	if err != nil && sum == nil {
 		return &exitError{code: ExitFindings, err: err}

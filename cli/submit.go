@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,7 +39,8 @@ func newSubmitCmd(io IO) *cobra.Command {
 			"worker`) claim its tasks, and the run goes on whether or not this process lives. With\n" +
 			"--wait it follows the run, task by task, including \"waiting for a worker\", and exits\n" +
 			"with its status (1 when it failed). Tasks run in the spec's folder, which the workers\n" +
-			"must see.\n" +
+			"must see. A run beyond the schedule's max_active_runs (runs in progress, whoever started\n" +
+			"them) is refused (exit 1); with --wait it waits for a free run slot first.\n" +
 			"--due submits instead the intervals due now (see pipec run --due), as many at once as\n" +
 			"max_active_runs leaves free, the next as one ends; it returns once the last is handed\n" +
 			"over (with --wait, once it ended). Nothing due: exit 0, saying so.",
@@ -93,7 +95,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	}
 	withArtifacts(plan, arts)
 	sub := submission(plan, base, iv, opts.interval)
-	run, err := q.Submit(ctx, sub)
+	run, err := submitWhenFree(ctx, io, q, sub, opts.wait, opts.poll)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
@@ -103,6 +105,33 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 		return nil
 	}
 	return followRun(ctx, io, q, run.ID, opts.poll)
+}
+
+// submitWhenFree submits sub; with wait, a refusal for want of a run slot
+// (max_active_runs runs of the pipeline in progress) is waited out,
+// saying so each time the runs holding the slots change, and submitted
+// again every poll until a slot is free.
+func submitWhenFree(ctx context.Context, io IO, q queue.Queue, sub queue.Submission, wait bool, poll time.Duration) (store.Run, error) {
+	told := ""
+	for {
+		run, err := q.Submit(ctx, sub)
+		var full *store.RunSlotsError
+		if !errors.As(err, &full) {
+			return run, err
+		}
+		if !wait {
+			return run, fmt.Errorf("%v; wait for one with --wait", full)
+		}
+		if d := full.Detail(); d != told {
+			told = d
+			fmt.Fprintf(io.Stdout, "waiting for a free run slot: %s\n", d)
+		}
+		select {
+		case <-ctx.Done():
+			return store.Run{}, fmt.Errorf("waiting for a free run slot: %w", ctx.Err())
+		case <-time.After(max(poll, 10*time.Millisecond)):
+		}
+	}
 }
 
 // runSubmitDue is pipec submit --due: the due intervals, handed to the

@@ -161,14 +161,21 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		return err
 	}
 	defer st.Close()
+	// Tasks get the shared state as PIPEC_STATE: a server's URL without
+	// its password (their pipec heartbeat renews through the heartbeat
+	// file), or the SQLite file's absolute path, in which their pipec
+	// heartbeat renews as under pipec run (the worker's own StatePath is
+	// its workdir, where logs and staging go).
+	taskState := serverState(loc)
 	// Workers sharing an SQLite file are on its machine: versions/ beside
 	// it is a store they all see (and where pipec run on that state keeps
 	// its versions). A database server is no such place.
 	shared := ""
 	if !loc.Server {
-		if shared, err = filepath.Abs(filepath.Join(filepath.Dir(loc.Path), "versions")); err != nil {
-			return usageErr("worker: %v", err)
+		if taskState, err = filepath.Abs(loc.Path); err != nil {
+			return usageErr("worker: --state: %v", err)
 		}
+		shared = filepath.Join(filepath.Dir(taskState), "versions")
 	}
 	if arts == "" && shared == "" {
 		fmt.Fprintf(io.Stderr, "pipec: worker %s: no --artifacts: tasks whose versions other tasks read run only when "+
@@ -177,7 +184,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	err = worker.Run(ctx, worker.Config{
 		Artifacts:        arts,
 		DefaultArtifacts: shared,
-		ServerState:      serverState(loc),
+		ServerState:      taskState,
 		Info:             queue.WorkerInfo{Name: name, Host: host, PID: os.Getpid(), Slots: opts.slots, Labels: queue.NormalLabels(opts.labels)},
 		Store:            st,
 		Queue:            q,

@@ -122,6 +122,13 @@ type Options struct {
 	// a *store.RunBusyError. OnWait, if set, is told once per holder.
 	Wait   bool
 	OnWait func(*store.RunBusyError)
+	// MaxActiveRuns, when positive, is passed to the store as
+	// NewRun.MaxActive: the run is refused (a *store.RunSlotsError) while
+	// the pipeline has that many runs in progress, in this process or any
+	// other; with Wait it waits for a slot instead, and OnWaitSlot, if
+	// set, is told each time the runs holding the slots change.
+	MaxActiveRuns int
+	OnWaitSlot    func(*store.RunSlotsError)
 	// RunLease is the lease the run holds on (pipeline, interval), renewed
 	// a third of it apart while the run lives; 0 means DefaultRunLease.
 	RunLease time.Duration
@@ -463,8 +470,24 @@ func (r *runner) createRun(ctx context.Context) (store.Run, error) {
 	for {
 		run, err := r.st.CreateRun(ctx, store.NewRun{Pipeline: r.plan.Pipeline, Interval: r.iv.Key,
 			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest,
-			Owner: store.RunOwner{Host: host, PID: os.Getpid()}, Lease: r.o.RunLease, TakeOver: takeOver})
+			Owner: store.RunOwner{Host: host, PID: os.Getpid()}, Lease: r.o.RunLease, TakeOver: takeOver, MaxActive: r.o.MaxActiveRuns})
 		var busy *store.RunBusyError
+		var full *store.RunSlotsError
+		if errors.As(err, &full) && r.o.Wait {
+			// No free run slot: wait for one of the runs holding them to end.
+			if d := full.Detail(); d != told {
+				told = d
+				if r.o.OnWaitSlot != nil {
+					r.o.OnWaitSlot(full)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return store.Run{}, fmt.Errorf("waiting for a free run slot: %w", ctx.Err())
+			case <-time.After(min(max(r.o.RunLease/10, 20*time.Millisecond), 500*time.Millisecond)):
+			}
+			continue
+		}
 		if !errors.As(err, &busy) {
 			return run, err
 		}

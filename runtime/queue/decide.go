@@ -216,14 +216,24 @@ const (
 // its task. The store writes State, Reason and the stepped Failover to the
 // task's row (clearing its worker when it is ready again), records Notes in
 // order, then, on Advance, lowers its dependents' counts (ready at none),
-// or, with Spread set, marks downstream not run (see Spread).
+// or, with Spread set, marks downstream not run (see Spread). With Unknown
+// set it also marks the task's unfinished (queued or running) attempts
+// unknown, with Unknown as the reason.
 type Change struct {
 	State   string
 	Reason  string
 	Notes   []Note
 	Advance bool
 	Spread  string
+	Unknown string
 }
+
+// UnknownClaimExpired is why a swept claim's unfinished attempts become
+// unknown: whatever its worker's process did is unknown now, as an attempt
+// whose lease expired is. An attempt still queued (its process ended before
+// its start was recorded, which its end would have recorded) would
+// otherwise stay queued for good.
+const UnknownClaimExpired = "its worker's claim expired"
 
 // Finished decides what a visit's end does to the task w (worker held its
 // claim); w.Failover is stepped.
@@ -251,6 +261,7 @@ func Expired(w *Work) Change {
 	reason := "the lease of " + w.Worker + " expired (no heartbeat): its attempt is unknown"
 	c := failedVisit(w, w.Worker, w.Failover.LeaseLost(w.Limits), reason)
 	c.Notes = append([]Note{{EventWorkLeaseLost, map[string]any{"worker": w.Worker}}}, c.Notes...)
+	c.Unknown = UnknownClaimExpired
 	return c
 }
 
@@ -306,6 +317,12 @@ func Spread(from string, dependents []string, how string, mark Marker) error {
 		}
 	}
 	return nil
+}
+
+// UnknownPayload is the attempt.unknown event of an attempt a Change with
+// Unknown marked.
+func UnknownPayload(token int64, reason string) map[string]any {
+	return map[string]any{"token": token, "reason": reason}
 }
 
 // NotRunPayload is the work.not_run event of a task Spread marked.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/pipec/pipec/runtime/clock"
@@ -31,6 +32,15 @@ type Tx struct {
 // and returns once it committed.
 func (s *SQLite) Update(ctx context.Context, fn func(context.Context, *Tx) error) error {
 	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		return fn(ctx, &Tx{s: s, tx: tx, now: s.now()})
+	})
+}
+
+// UpdateDurable is Update committed with synchronous=FULL: on stable
+// storage when it returns (a write that records what Outcome.Ran.Durable
+// asks to keep through a power cut).
+func (s *SQLite) UpdateDurable(ctx context.Context, fn func(context.Context, *Tx) error) error {
+	return s.write(ctx, durable, func(ctx context.Context, tx *wtx) error {
 		return fn(ctx, &Tx{s: s, tx: tx, now: s.now()})
 	})
 }
@@ -86,4 +96,39 @@ func (t *Tx) AppendEvent(ctx context.Context, e Event, payload map[string]any) e
 // (queue.Result.End).
 func (t *Tx) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) error {
 	return t.s.finishAttempt(ctx, t.tx, ref, o)
+}
+
+// UnknownAttempts marks the task's unfinished (queued or running) attempts
+// unknown in this transaction, in number order, each with an
+// attempt.unknown event carrying payload(its token).
+func (t *Tx) UnknownAttempts(ctx context.Context, run, task string, payload func(token int64) map[string]any) error {
+	rows, err := t.tx.QueryContext(ctx, `UPDATE attempts SET state = 'unknown', lease_expiry = 0, lease_boot = '', lease_until = 0
+WHERE run = ? AND task = ? AND state IN ('queued', 'running') RETURNING number, token`, run, task)
+	if err != nil {
+		return err
+	}
+	type marked struct {
+		n   int
+		tok int64
+	}
+	var ms []marked
+	for rows.Next() {
+		var m marked
+		if err := rows.Scan(&m.n, &m.tok); err != nil {
+			rows.Close()
+			return err
+		}
+		ms = append(ms, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	slices.SortFunc(ms, func(a, b marked) int { return a.n - b.n })
+	for _, m := range ms {
+		if err := t.AppendEvent(ctx, Event{Run: run, Kind: EventAttemptUnknown, Task: task, Attempt: m.n}, payload(m.tok)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

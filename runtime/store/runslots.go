@@ -42,12 +42,16 @@ func (r RunInProgress) String() string {
 	return fmt.Sprintf("%s (host %s, pid %d, since %s)", r.Run, r.Owner.Host, r.Owner.PID, r.Since.UTC().Format(time.RFC3339))
 }
 
-func (e *RunSlotsError) Error() string {
+func (e *RunSlotsError) Error() string { return "no free run slot: " + e.Detail() }
+
+// Detail is the error without its "no free run slot: " prefix, for a
+// caller that says it differently ("waiting for a free run slot: …").
+func (e *RunSlotsError) Detail() string {
 	names := make([]string, len(e.InProgress))
 	for i, r := range e.InProgress {
 		names[i] = r.String()
 	}
-	return fmt.Sprintf("no free run slot: %d of %d runs of %s are in progress (max_active_runs): %s",
+	return fmt.Sprintf("%d of %d runs of %s are in progress (max_active_runs): %s",
 		len(e.InProgress), e.Max, e.Pipeline, strings.Join(names, ", "))
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
 // hookBin is pipec built with -tags pipec_testhook (runtime/worker/hook_testhook.go):
@@ -151,8 +150,10 @@ func taskState(rs queue.RunStatus, task string) string {
 // attempt is the version the sink shows. (Before, the attempt's end was
 // recorded first, on its own: a worker killed there left extract claimed,
 // and after its claim expired it ran again under a new token.)
-func TestKilledAfterTheEndIsNotRerun(t *testing.T) {
-	e := newEnv(t, dagSpec, dagFiles)
+func TestKilledAfterTheEndIsNotRerun(t *testing.T) { onBoth(t, testKilledAfterTheEndIsNotRerun) }
+
+func testKilledAfterTheEndIsNotRerun(t *testing.T, b backend) {
+	e := newEnvOn(t, b, dagSpec, dagFiles)
 	w1 := e.hookedWorker(t, "w1", "after-finish:extract")
 	run := e.submit("2024-01-01")
 	w1.waitKilled(t)
@@ -178,15 +179,15 @@ func TestKilledAfterTheEndIsNotRerun(t *testing.T) {
 	if got := e.starts(run, "extract"); strings.Join(got, " ") != "w1" {
 		t.Fatalf("extract's starts: %v, want [w1]", got)
 	}
-	if n := e.events(run, postgres.EventWorkLeaseLost, "extract"); n != 0 {
+	if n := e.events(run, queue.EventWorkLeaseLost, "extract"); n != 0 {
 		t.Fatalf("extract's claim was swept %d times", n)
 	}
 	if got := e.starts(run, "clean"); strings.Join(got, " ") != "w2" {
 		t.Fatalf("clean's starts: %v, want [w2]", got)
 	}
-	b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
-	if err != nil || string(b) != "id,worker\n1,w1\n" {
-		t.Fatalf("published %q (%v), want w1's extract", b, err)
+	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil || string(data) != "id,worker\n1,w1\n" {
+		t.Fatalf("published %q (%v), want w1's extract", data, err)
 	}
 }
 
@@ -196,8 +197,10 @@ func TestKilledAfterTheEndIsNotRerun(t *testing.T) {
 // claim expires, the sweep makes the attempt unknown, and the task runs
 // again under a higher token; the run still succeeds, with the second
 // attempt's data published.
-func TestKilledBeforeTheEndRunsAgain(t *testing.T) {
-	e := newEnv(t, dagSpec, dagFiles)
+func TestKilledBeforeTheEndRunsAgain(t *testing.T) { onBoth(t, testKilledBeforeTheEndRunsAgain) }
+
+func testKilledBeforeTheEndRunsAgain(t *testing.T, b backend) {
+	e := newEnvOn(t, b, dagSpec, dagFiles)
 	w1 := e.hookedWorker(t, "w1", "before-finish:extract")
 	run := e.submit("2024-01-01")
 	w1.waitKilled(t)
@@ -216,8 +219,8 @@ func TestKilledBeforeTheEndRunsAgain(t *testing.T) {
 	if got := e.starts(run, "extract"); strings.Join(got, " ") != "w1 w2" {
 		t.Fatalf("extract's starts: %v, want [w1 w2]", got)
 	}
-	b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
-	if err != nil || string(b) != "id,worker\n1,w2\n" {
-		t.Fatalf("published %q (%v), want w2's extract", b, err)
+	data, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil || string(data) != "id,worker\n1,w2\n" {
+		t.Fatalf("published %q (%v), want w2's extract", data, err)
 	}
 }

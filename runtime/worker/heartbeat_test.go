@@ -37,22 +37,30 @@ func withPassword(url string) string {
 }
 
 // TestHeartbeatCommandOnWorker: a task on a worker that runs `pipec
-// heartbeat` for three times its lease keeps its one attempt: under a
+// heartbeat` for three times its lease keeps its one attempt. Under a
 // server's state the command renews through the heartbeat file the worker
-// watches, and PIPEC_STATE holds the server's URL without any password.
-func TestHeartbeatCommandOnWorker(t *testing.T) {
+// watches, and PIPEC_STATE holds the server's URL without any password; on
+// a worker sharing an SQLite file PIPEC_STATE is that file's absolute path,
+// and the command renews in it.
+func TestHeartbeatCommandOnWorker(t *testing.T) { onBoth(t, testHeartbeatCommandOnWorker) }
+
+func testHeartbeatCommandOnWorker(t *testing.T, b backend) {
 	script := `#!/bin/sh
 printf '%s' "$PIPEC_STATE" > state.txt
 i=0
 while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sleep 0.1; i=$((i+1)); done
 `
-	e := newEnv(t, beatSpec, map[string]string{"long.sh": script})
-	e.worker("w1", "--state", withPassword(e.url))
+	e := newEnvOn(t, b, beatSpec, map[string]string{"long.sh": script})
+	if b == onPostgres {
+		e.worker("w1", "--state", withPassword(e.url))
+	} else {
+		e.worker("w1")
+	}
 	run := e.submit("2024-01-01")
 	rs := e.until(run, "the run's end", finished)
 	if rs.Run.State != store.RunSucceeded {
-		b, _ := os.ReadFile(filepath.Join(e.dir, "beat.err"))
-		t.Fatalf("run %s: %+v\nheartbeat said: %s", rs.Run.State, rs.Tasks, b)
+		said, _ := os.ReadFile(filepath.Join(e.dir, "beat.err"))
+		t.Fatalf("run %s: %+v\nheartbeat said: %s", rs.Run.State, rs.Tasks, said)
 	}
 	if as := e.attempts(run, "long"); len(as) != 1 || as[0].State != store.AttemptSucceeded {
 		t.Fatalf("long's attempts: %+v", as)
@@ -60,11 +68,13 @@ while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sle
 	if n := e.events(run, store.EventAttemptUnknown, "long"); n != 0 {
 		t.Fatalf("long's lease expired %d times although it ran pipec heartbeat", n)
 	}
-	b, err := os.ReadFile(filepath.Join(e.dir, "state.txt"))
+	data, err := os.ReadFile(filepath.Join(e.dir, "state.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := string(b); !strings.HasPrefix(st, "postgres://postgres@/") || strings.Contains(st, "sekrit") {
+	st := string(data)
+	if b == onPostgres && (!strings.HasPrefix(st, "postgres://postgres@/") || strings.Contains(st, "sekrit")) ||
+		b == onSQLite && st != e.url {
 		t.Fatalf("PIPEC_STATE of the task: %q", st)
 	}
 }
@@ -72,20 +82,22 @@ while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sle
 // TestHeartbeatCommandOnWorkerLost: a task that stops renewing past its
 // lease loses it; the worker stops the task, and the task's pipec heartbeat
 // (from its SIGTERM trap) reports the lease lost with exit code 1.
-func TestHeartbeatCommandOnWorkerLost(t *testing.T) {
+func TestHeartbeatCommandOnWorkerLost(t *testing.T) { onBoth(t, testHeartbeatCommandOnWorkerLost) }
+
+func testHeartbeatCommandOnWorkerLost(t *testing.T, b backend) {
 	script := `#!/bin/sh
 trap '"` + pipecBin + `" heartbeat 2> lost.txt; echo $? > lost.code; exit 1' TERM
 "` + pipecBin + `" heartbeat || exit 3
 sleep 30 &
 wait
 `
-	e := newEnv(t, beatSpec, map[string]string{"long.sh": script})
+	e := newEnvOn(t, b, beatSpec, map[string]string{"long.sh": script})
 	e.worker("w1")
 	run := e.submit("2024-01-01")
 	e.waitFile("lost.code")
-	b, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))
-	if err != nil || !strings.Contains(string(b), "lease lost for long attempt 1") {
-		t.Fatalf("the stale attempt's heartbeat said %q (%v)", b, err)
+	said, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))
+	if err != nil || !strings.Contains(string(said), "lease lost for long attempt 1") {
+		t.Fatalf("the stale attempt's heartbeat said %q (%v)", said, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.dir, "lost.code")); strings.TrimSpace(string(b)) != "1" {
 		t.Fatalf("pipec heartbeat exited %q, want 1", b)

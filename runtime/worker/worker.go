@@ -58,9 +58,11 @@ type Config struct {
 	// share ("" for a database server: no default, see
 	// runtime.Options.DefaultArtifacts).
 	DefaultArtifacts string
-	// ServerState is the shared state's URL without its password: tasks
-	// get it as PIPEC_STATE, and their `pipec heartbeat` renews through the
-	// heartbeat file this worker watches (runtime.Options.ServerState).
+	// ServerState is the shared state as tasks get it in PIPEC_STATE
+	// (runtime.Options.ServerState): a server's URL without its password,
+	// and their `pipec heartbeat` renews through the heartbeat file this
+	// worker watches; or a shared SQLite file's absolute path, in which it
+	// renews directly.
 	ServerState string
 	// Environ is the worker's environment; tasks get a filtered part of it
 	// (as in a local run) and PIPEC_WORKER.

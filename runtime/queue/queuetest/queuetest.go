@@ -53,6 +53,9 @@ func Run(t *testing.T, open Opener) {
 		{"WaitingForAWorker", testWaitingForAWorker},
 		{"StoppingClaimsNothing", testStoppingClaimsNothing},
 		{"ClaimPastWaitingTasks", testClaimPastWaitingTasks},
+		{"FinishRecordsTheAttemptsEnd", testFinishRecordsTheAttemptsEnd},
+		{"FinishIsAtomic", testFinishIsAtomic},
+		{"FinishAfterTheClaimWasLost", testFinishAfterTheClaimWasLost},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"WorkerNameLiveElsewhere", testWorkerNameLiveElsewhere},
 		{"WorkersListed", testWorkersListed},
@@ -798,5 +801,109 @@ func testFailoverAmongLabelledWorkers(t *testing.T, open Opener) {
 	}
 	if rs, _ := status(t, h, run); rs.Waiting != "" {
 		t.Fatalf("waiting %q after g3 took fit", rs.Waiting)
+	}
+}
+
+// claimedAttempt submits a -> b, has w1 claim a and start its attempt
+// (queued, as a visit starts one).
+func claimedAttempt(t *testing.T, h Handle, l failover.Limits) (*queue.Claim, store.Attempt) {
+	t.Helper()
+	submit(t, h, submission("2024-01-01", task("a", l), task("b", once, "a")))
+	register(t, h, "w1")
+	cl := mustClaim(t, h, "w1", "a")
+	a, err := h.StartAttempt(context.Background(), store.AttemptSpec{Run: cl.Run, Task: "a", Resource: "orders@2024-01-01", Worker: "w1", Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, a
+}
+
+// Finish with Result.End records the attempt's end (and its process,
+// Outcome.Ran) and the DAG's step in one transaction.
+func testFinishRecordsTheAttemptsEnd(t *testing.T, open Opener) {
+	h := open(t, nil)(t)
+	ctx := context.Background()
+	cl, a := claimedAttempt(t, h, once)
+	ran := &store.Running{Process: store.Process{PID: 4242, PGID: 4242, Host: "host"}, Lease: time.Minute}
+	finish(t, h, "w1", cl, queue.Result{Ending: queue.Succeeded,
+		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}}})
+	got, err := h.GetAttempt(ctx, a.AttemptRef)
+	if err != nil || got.State != store.AttemptSucceeded || got.PID != 4242 || got.Ended.IsZero() {
+		t.Fatalf("attempt after Finish: %+v, %v", got, err)
+	}
+	if _, by := status(t, h, cl.Run); by["a"].State != queue.WorkSucceeded || by["b"].State != queue.WorkReady {
+		t.Fatalf("after Finish: %+v", by)
+	}
+}
+
+// When the attempt's end cannot be recorded (it was, with another outcome)
+// the DAG does not move either; the end of another task's attempt is
+// refused before anything.
+func testFinishIsAtomic(t *testing.T, open Opener) {
+	h := open(t, nil)(t)
+	ctx := context.Background()
+	cl, a := claimedAttempt(t, h, once)
+	if _, err := h.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "x", ExitCode: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err := h.Finish(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
+		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded}}})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Finish over a failed attempt: %v, want store.ErrConflict", err)
+	}
+	if _, by := status(t, h, cl.Run); by["a"].State != queue.WorkClaimed || by["b"].State != queue.WorkBlocked {
+		t.Fatalf("after a refused Finish: %+v", by)
+	}
+	other := a.AttemptRef
+	other.Task = "b"
+	if err := h.Finish(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
+		End: &queue.AttemptEnd{Ref: other, Outcome: store.Outcome{State: store.AttemptSucceeded}}}); err == nil {
+		t.Fatal("Finish accepted the end of another task's attempt")
+	}
+}
+
+// A claim that expired is swept with its unfinished attempts made unknown
+// (a queued one would stay queued for good otherwise); the worker whose
+// claim it was still records its attempt's end (its process did end) and
+// learns the claim is gone; the sweep's decision stands.
+func testFinishAfterTheClaimWasLost(t *testing.T, open Opener) {
+	clock := newFakeClock()
+	h := open(t, clock.Now)(t)
+	ctx := context.Background()
+	cl, a := claimedAttempt(t, h, failover.Limits{Attempts: 1, PerWorker: 1, Global: 0})
+	clock.Advance(lease)
+	if n, err := h.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v", n, err)
+	}
+	got, err := h.GetAttempt(ctx, a.AttemptRef)
+	if err != nil || got.State != store.AttemptUnknown {
+		t.Fatalf("the swept claim's queued attempt: %+v, %v; want unknown", got, err)
+	}
+	var reason string
+	evs, _ := h.Events(ctx, cl.Run)
+	for _, e := range evs {
+		if e.Kind == store.EventAttemptUnknown && e.Task == "a" && e.Attempt == a.Number {
+			var p struct{ Reason string }
+			_ = json.Unmarshal(e.Payload, &p)
+			reason = p.Reason
+		}
+	}
+	if reason != queue.UnknownClaimExpired {
+		t.Fatalf("attempt.unknown reason %q, want %q", reason, queue.UnknownClaimExpired)
+	}
+	err = h.Finish(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
+		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded}}})
+	if !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("Finish of a lost claim: %v, want store.ErrLeaseLost", err)
+	}
+	if got, err := h.GetAttempt(ctx, a.AttemptRef); err != nil || got.State != store.AttemptSucceeded {
+		t.Fatalf("the attempt's end was not recorded: %+v, %v", got, err)
+	}
+	// global = 0: no failover; the task failed and b is not run.
+	if _, by := status(t, h, cl.Run); by["a"].State != queue.WorkFailed || by["b"].State != queue.WorkNotRun {
+		t.Fatalf("after the sweep and the late Finish: %+v", by)
 	}
 }

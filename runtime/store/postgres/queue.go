@@ -591,10 +591,11 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 			if err := lockSubmission(ctx, tx, w.Run); err != nil {
 				return err
 			}
-			if err := applyChange(ctx, tx, w, queue.Expired(w)); err != nil {
+			c := queue.Expired(w)
+			if err := applyChange(ctx, tx, w, c); err != nil {
 				return err
 			}
-			if err := unknownAttempts(ctx, tx, w.Ref); err != nil {
+			if err := unknownAttempts(ctx, tx, w.Ref, c.Unknown); err != nil {
 				return err
 			}
 			if err := maybeFinishRun(ctx, tx, w.Run); err != nil {
@@ -613,12 +614,12 @@ WHERE state = 'claimed' AND claim_expiry <= pipec_now() ORDER BY run COLLATE "C"
 	return n, nil
 }
 
-// unknownAttempts marks the task's unfinished attempts unknown when its
-// worker's claim expired: whatever that worker's process did is unknown
-// now, as the attempt of an expired lease is. Without it, an attempt still
-// queued (its process ended before its start was recorded, which its end
-// would have recorded: store.Outcome.Ran) would stay queued for good.
-func unknownAttempts(ctx context.Context, tx pgx.Tx, ref queue.Ref) error {
+// unknownAttempts marks the task's unfinished attempts unknown, for reason
+// (queue.Change.Unknown; nothing when it is empty).
+func unknownAttempts(ctx context.Context, tx pgx.Tx, ref queue.Ref, reason string) error {
+	if reason == "" {
+		return nil
+	}
 	rows, err := tx.Query(ctx, `UPDATE attempts SET state = 'unknown', lease_expiry = NULL
 WHERE run = $1 AND task = $2 AND state IN ('queued', 'running') RETURNING number, token`, ref.Run, ref.Task)
 	if err != nil {
@@ -638,7 +639,7 @@ WHERE run = $1 AND task = $2 AND state IN ('queued', 'running') RETURNING number
 	sort.Slice(marked, func(i, j int) bool { return marked[i].n < marked[j].n })
 	for _, m := range marked {
 		if err := appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptUnknown, Task: ref.Task, Attempt: m.n},
-			map[string]any{"token": m.tok, "reason": "its worker's claim expired"}); err != nil {
+			queue.UnknownPayload(m.tok, reason)); err != nil {
 			return err
 		}
 	}

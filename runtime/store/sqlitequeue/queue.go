@@ -18,9 +18,10 @@
 //     (CLOCK_BOOTTIME with the boot id, package clock), like the attempts':
 //     a wall-clock step neither expires a live worker nor keeps a dead one
 //     live, and after a reboot every lease of the boot before has expired. A
-//     shared SQLite file is one machine by definition; Local refuses a file
-//     on a network filesystem, where neither SQLite's locks nor one boot's
-//     clock hold.
+//     shared SQLite file is one machine by definition; store.CheckLocal
+//     (which pipec worker, workers and submit call) refuses a file on a
+//     network filesystem, where neither SQLite's locks nor one boot's clock
+//     hold.
 //   - Wakeups: there is no LISTEN/NOTIFY. Transactions that may make a task
 //     ready bump a counter (work_signal); Wakeups polls PRAGMA data_version,
 //     which changes when another connection commits and costs no read of
@@ -45,7 +46,7 @@ import (
 // number of Queues, in any number of processes, may share a file.
 type Queue struct {
 	s *store.SQLite
-	// poll is how often Wakeups looks at the file.
+	// poll is how soon after a commit Wakeups looks at the file again.
 	poll time.Duration
 }
 
@@ -138,6 +139,9 @@ ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots
 
 // Heartbeat implements queue.Queue.
 func (q *Queue) Heartbeat(ctx context.Context, name string, lease time.Duration) ([]queue.Ref, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("heartbeat: the lease must be positive")
+	}
 	var held []queue.Ref
 	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
 		held = nil
@@ -247,6 +251,9 @@ ORDER BY w.run, w.task LIMIT ?3`
 // whose labelled tasks no live worker offers the labels of) say what they
 // wait for.
 func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("claim: the lease must be positive")
+	}
 	if ok, err := q.exists(ctx, `SELECT 1 FROM work WHERE state = 'ready'`); err != nil || !ok {
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
@@ -364,7 +371,11 @@ func (q *Queue) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
 	}
 	lost := false
-	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+	update := q.s.Update
+	if r.End != nil && r.End.Outcome.Ran != nil && r.End.Outcome.Ran.Durable {
+		update = q.s.UpdateDurable // as FinishAttempt would commit it
+	}
+	err := update(ctx, func(ctx context.Context, tx *store.Tx) error {
 		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
@@ -508,8 +519,14 @@ ORDER BY run, task`, now.Boot, now.Nanos))
 		}
 		for i := range expired {
 			w := &expired[i]
-			if err := applyChange(ctx, tx, w, queue.Expired(w)); err != nil {
+			c := queue.Expired(w)
+			if err := applyChange(ctx, tx, w, c); err != nil {
 				return err
+			}
+			if c.Unknown != "" {
+				if err := tx.UnknownAttempts(ctx, w.Run, w.Task, func(tok int64) map[string]any { return queue.UnknownPayload(tok, c.Unknown) }); err != nil {
+					return err
+				}
 			}
 			if err := maybeFinishRun(ctx, tx, w.Run); err != nil {
 				return err
