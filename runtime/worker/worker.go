@@ -338,7 +338,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
 	var end *queue.AttemptEnd // the last attempt's end, recorded by Finish
-	unused := (*store.AttemptRef)(nil)
+	var unused *store.AttemptRef // the claim's attempt
 	if cl.Attempt != nil {
 		unused = &cl.Attempt.AttemptRef // until the visit says it ran it
 	}
