@@ -137,6 +137,10 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if name == "" {
 		name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	if !validWorkerName(name) {
+		return usageErr("worker: invalid worker name %q: use a letter or digit followed by letters, digits, '_', '.' or '-' "+
+			"(at most 128 characters; from --name, else PIPEC_WORKER, else host-pid)", name)
+	}
 	workdir := opts.workdir
 	if workdir == "" {
 		workdir = filepath.Join(os.TempDir(), "pipec-worker-"+name)
@@ -257,4 +261,24 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 		}
 	}
 	return nil
+}
+
+// validWorkerName reports whether name may name a worker. The name is
+// printed on a line of its own kind (pipec workers, the workers' logs, the
+// failover counts "w1 1, w2 0"), handed to tasks as PIPEC_WORKER and part of
+// the default workdir's path, so it holds no space, comma, control
+// character or path separator and does not start with a dot.
+func validWorkerName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '_' || r == '.' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }

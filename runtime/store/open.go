@@ -77,13 +77,24 @@ func (l Location) Open(ctx context.Context, opt Options) (Store, error) {
 	return Open(ctx, l.Path, opt)
 }
 
-// redactURL masks the password of a URL ("postgres://u:xxxxx@host/db"); a
-// value that does not parse is shown as its scheme alone.
+// redactURL masks the password of a URL ("postgres://u:xxxxx@host/db"),
+// given in its user info or as a query parameter (libpq's password=, or
+// any parameter named like one, such as sslpassword=); a value that does
+// not parse is shown as its scheme alone.
 func redactURL(v string) string {
 	u, err := url.Parse(v)
 	if err != nil {
 		scheme, _, _ := strings.Cut(v, "://")
 		return scheme + "://(unparsable URL)"
 	}
+	// Parameter by parameter, so the rest reads as it was typed.
+	params := strings.Split(u.RawQuery, "&")
+	for i, p := range params {
+		k, _, ok := strings.Cut(p, "=")
+		if name, err := url.QueryUnescape(k); ok && (err != nil || strings.Contains(strings.ToLower(name), "pass")) {
+			params[i] = k + "=xxxxx"
+		}
+	}
+	u.RawQuery = strings.Join(params, "&")
 	return u.Redacted()
 }

@@ -234,3 +234,44 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 		t.Fatalf("next run %s on %q, want succeeded on w1", rs.Run.State, rs.Tasks[0].Worker)
 	}
 }
+
+// A worker resumed after its claim was taken over says so once, however
+// long its task takes to stop (here it ignores SIGTERM, so it lives out the
+// kill grace over many heartbeats), and a worker whose claims were never
+// taken over never says it, not even for a task whose finish commits while
+// a heartbeat is under way.
+func TestTakenOverSaidOnce(t *testing.T) {
+	e := newEnv(t, holdSpec(""), map[string]string{"hold.sh": `#!/bin/sh
+if [ "$PIPEC_WORKER" = w1 ]; then
+  trap '' TERM
+  echo $$ > w1.pid
+  touch started-w1
+  while :; do sleep 0.05; done
+fi
+printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
+`})
+	t.Cleanup(e.killTask)
+	w1 := e.worker("w1")
+	run := e.submit("2024-01-01")
+	e.waitFile("started-w1")
+	w1.signal(t, syscall.SIGSTOP)
+	w2 := e.worker("w2")
+	if rs := e.until(run, "w2 to finish the run", finished); rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s: %+v", rs.Run.State, rs.Tasks)
+	}
+	// More quick runs on w2 alone: each finish may commit during a beat.
+	for _, iv := range []string{"2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"} {
+		e.until(e.submit(iv), "run "+iv, finished)
+	}
+	w1.signal(t, syscall.SIGCONT)
+	e.until(run, "w1 to give the task up", func(queue.RunStatus) bool {
+		return strings.Contains(w1.output(), "another worker has it")
+	})
+	const lost = "lost its lease here"
+	if n := strings.Count(w1.output(), lost); n != 1 {
+		t.Errorf("w1 said %q %d times, want once:\n%s", lost, n, w1.output())
+	}
+	if strings.Contains(w2.output(), lost) {
+		t.Errorf("w2 lost no claim, yet said %q:\n%s", lost, w2.output())
+	}
+}

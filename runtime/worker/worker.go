@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pipec/pipec/compiler"
@@ -134,6 +135,14 @@ func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
 type visit struct {
 	cl     *queue.Claim
 	cancel context.CancelCauseFunc
+	// finishing is set before the visit's Finish: from then on a claim
+	// missing from a heartbeat is the visit's own end (or, if it was taken
+	// over, Finish says so), not a takeover to stop it for.
+	finishing atomic.Bool
+	// stopped is set (under the worker's visits lock) once a heartbeat
+	// found the claim taken over, so that is said and done once, however
+	// long the task takes to stop.
+	stopped bool
 }
 
 // errShutdown cancels visits when the worker stops gracefully; errTakenOver
@@ -253,7 +262,8 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 	}
 	mu.Lock()
 	for ref, v := range visits {
-		if !holds[ref] {
+		if !holds[ref] && !v.stopped && !v.finishing.Load() {
+			v.stopped = true
 			c.logf("%s %s: lost its lease here (taken over); stopping it", ref.Run, ref.Task)
 			v.cancel(errTakenOver)
 		}
@@ -337,13 +347,14 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 func (c *Config) runVisit(ctx context.Context, v *visit) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
-	var end *queue.AttemptEnd // the last attempt's end, recorded by Finish
+	var end *queue.AttemptEnd    // the last attempt's end, recorded by Finish
 	var unused *store.AttemptRef // the claim's attempt
 	if cl.Attempt != nil {
 		unused = &cl.Attempt.AttemptRef // until the visit says it ran it
 	}
 	finish := func(r queue.Result) {
 		r.End, r.Unused = end, unused
+		v.finishing.Store(true)
 		c.hook(hookBeforeFinish, cl.Task)
 		err := c.finish(bg, cl.Ref, r)
 		if err == nil {
