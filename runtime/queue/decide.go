@@ -47,6 +47,9 @@ type NewWork struct {
 	Limits     failover.Limits
 	// Labels are the worker labels it requires (NormalLabels).
 	Labels []string
+	// Pool is its pool's PoolKey ("" for none), PoolSlots its slots.
+	Pool      string
+	PoolSlots int
 }
 
 // Plan checks a submission's DAG and returns each task's first row, in the
@@ -84,7 +87,7 @@ func Plan(sub Submission) ([]NewWork, error) {
 			state = WorkReady
 		}
 		out[i] = NewWork{Task: t.Name, State: state, WaitingOn: len(t.Needs), Dependents: deps, Limits: t.Limits,
-			Labels: NormalLabels(t.Labels)}
+			Labels: NormalLabels(t.Labels), Pool: PoolKey(sub.Run.Pipeline, t.Pool), PoolSlots: t.PoolSlots}
 	}
 	return out, nil
 }
@@ -103,6 +106,15 @@ type Work struct {
 	// (failover.Eligible), by name: the workers the failover model reasons
 	// over for this task.
 	Live []string
+	// Pool is the task's PoolKey ("" for none) and PoolSlots its slots;
+	// for a claim, PoolBusy is how many of the pipeline's tasks in the
+	// pool are claimed now, and PoolLocked says another claim is deciding
+	// about the pool at this moment (PostgreSQL), so this one passes the
+	// task over as SKIP LOCKED passes over a locked row.
+	Pool       string
+	PoolSlots  int
+	PoolBusy   int
+	PoolLocked bool
 }
 
 // Waiting is what one run waits for: Message (WaitingMessage) is about
@@ -129,12 +141,18 @@ type Pick struct {
 // (by run, then task), the first the failover model lets worker start among
 // the candidate's Live workers. A candidate whose Live lacks worker (it does
 // not offer the task's labels, or is not live itself: stopping, or its
-// heartbeat lapsed) is passed over.
+// heartbeat lapsed) is passed over, and so is one whose pool has no free
+// slot (PoolFull: its run waits for a slot in the pool) or is locked by
+// another claim.
 func Choose(cands []Work, worker string) (Pick, error) {
 	p := Pick{Chosen: -1}
 	for i := range cands {
 		c := &cands[i]
-		if !slices.Contains(c.Live, worker) {
+		if !slices.Contains(c.Live, worker) || c.PoolLocked {
+			continue
+		}
+		if PoolFull(c) {
+			p.wait(c.Run, c.Task, PoolWaitingMessage(c))
 			continue
 		}
 		if !c.Failover.CanStart(c.Limits, worker, c.Live) {

@@ -64,6 +64,11 @@ type Task struct {
 	// (failover.Eligible) may claim
 	// it, and the failover model reasons over those workers alone.
 	Labels []string
+	// Pool is the plan's pool of the task ("" for none) and PoolSlots its
+	// slots: a claim takes the task only while fewer of the pipeline's
+	// tasks in that pool are claimed, across runs and workers (PoolFull).
+	Pool      string
+	PoolSlots int
 }
 
 // PlanTasks are the tasks of a compiled plan as Submit takes them: each
@@ -71,10 +76,15 @@ type Task struct {
 // submitting (pipec submit, backfills, due runs) builds them here, so none
 // forgets a field.
 func PlanTasks(p *compiler.Plan) []Task {
+	slots := make(map[string]int, len(p.Pools))
+	for _, pl := range p.Pools {
+		slots[pl.Name] = pl.Slots
+	}
 	out := make([]Task, 0, len(p.Tasks))
 	for i := range p.Tasks {
 		t := &p.Tasks[i]
-		out = append(out, Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels})
+		out = append(out, Task{Name: t.Name, Needs: t.Needs, Limits: failover.PlanLimits(t, 0), Labels: t.Labels,
+			Pool: t.Pool, PoolSlots: slots[t.Pool]})
 	}
 	return out
 }

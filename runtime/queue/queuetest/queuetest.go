@@ -62,6 +62,8 @@ func Run(t *testing.T, open Opener) {
 		{"Wakeups", testWakeups},
 		{"Labels", testLabels},
 		{"FailoverAmongLabelledWorkers", testFailoverAmongLabelledWorkers},
+		{"PoolSlotsAcrossRuns", testPoolSlotsAcrossRuns},
+		{"PoolConcurrentClaims", testPoolConcurrentClaims},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}

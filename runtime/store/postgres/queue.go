@@ -45,8 +45,9 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 			return err
 		}
 		for _, w := range rows {
-			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), w.Labels); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels, pool, pool_slots)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), w.Labels, w.Pool, w.PoolSlots); err != nil {
 				return err
 			}
 		}
@@ -142,6 +143,73 @@ func liveWorkers(ctx context.Context, tx pgx.Tx) ([]string, error) {
 	})
 }
 
+// poolsBusy fills in, for the candidates with a pool, how many of the
+// pool's tasks are claimed now. Each pool is locked first, with a
+// transaction-scoped advisory lock that is tried, never waited for: the
+// claims that may raise a pool's count take it one at a time, so the count
+// (a fresh snapshot under READ COMMITTED, after the lock) sees every claim
+// committed before, and two workers never both take its last slot. A pool
+// another claim holds is passed over (PoolLocked), as SKIP LOCKED passes
+// over a locked row; finishes and expiries only lower a count and take no
+// lock.
+func poolsBusy(ctx context.Context, tx pgx.Tx, cands []queue.Work) error {
+	keys := queue.Pools(cands)
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT k, pg_try_advisory_xact_lock(hashtextextended('pool' || chr(31) || k, 0)) FROM unnest($1::text[]) k`, keys)
+	if err != nil {
+		return err
+	}
+	locked := map[string]bool{}
+	type got struct {
+		key string
+		ok  bool
+	}
+	gs, err := collect(rows, func(r pgx.Row) (got, error) {
+		var g got
+		return g, r.Scan(&g.key, &g.ok)
+	})
+	if err != nil {
+		return err
+	}
+	var mine []string
+	for _, g := range gs {
+		if g.ok {
+			mine = append(mine, g.key)
+		} else {
+			locked[g.key] = true
+		}
+	}
+	busy := map[string]int{}
+	if len(mine) > 0 {
+		rows, err := tx.Query(ctx, `SELECT pool, count(*) FROM work WHERE state = 'claimed' AND pool = ANY($1::text[]) GROUP BY pool`, mine)
+		if err != nil {
+			return err
+		}
+		type n struct {
+			key string
+			n   int
+		}
+		ns, err := collect(rows, func(r pgx.Row) (n, error) {
+			var x n
+			return x, r.Scan(&x.key, &x.n)
+		})
+		if err != nil {
+			return err
+		}
+		for _, x := range ns {
+			busy[x.key] = x.n
+		}
+	}
+	for i := range cands {
+		if c := &cands[i]; c.Pool != "" && c.PoolSlots > 0 {
+			c.PoolLocked, c.PoolBusy = locked[c.Pool], busy[c.Pool]
+		}
+	}
+	return nil
+}
+
 // lockSubmission serializes the decisions that finish tasks of one run, so
 // the last one to finish sees every other and finishes the run.
 func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
@@ -204,7 +272,7 @@ func claim(ctx context.Context, tx pgx.Tx, worker string, lease time.Duration, s
 		rows, err := tx.Query(ctx, `WITH me AS (
 	SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()
 )
-SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels,
+SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels, w.pool, w.pool_slots,
 	CASE WHEN cardinality(w.labels) = 0
 		THEN ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
 		ELSE ARRAY(SELECT k.name FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels
@@ -217,12 +285,15 @@ ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOC
 		cands, err := collect(rows, func(r pgx.Row) (queue.Work, error) {
 			var w queue.Work
 			var limits, st, deps string
-			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Labels, &w.Live); err != nil {
+			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Labels, &w.Pool, &w.PoolSlots, &w.Live); err != nil {
 				return w, err
 			}
 			return w, queue.DecodeWork(&w, limits, st, deps)
 		})
 		if err != nil {
+			return err
+		}
+		if err := poolsBusy(ctx, tx, cands); err != nil {
 			return err
 		}
 		pick, err := queue.Choose(cands, worker)
@@ -429,7 +500,8 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_no
 		state = CASE WHEN waiting_on = 1 AND state = 'blocked' THEN 'ready' ELSE state END
 	WHERE run = $1 AND task = ANY($3) RETURNING state
 )
-SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 THEN pg_notify('`+workChannel+`', '') END,
+SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM work WHERE run = $1 AND task = $2) <> ''
+	THEN pg_notify('`+workChannel+`', '') END,
 	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
 				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State)
 		}

@@ -246,6 +246,13 @@ WHERE pipeline <> '' AND digest LIKE 'sha256:%'
 AND right(location, length('/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8)))
 	= '/versions/' || pipeline || '/' || artifact || '/' || substr(digest, 8);
 `},
+	{7, "work pools", `
+-- A task's pool, "<pipeline>/<pool>" (queue.PoolKey), and its slots: a claim
+-- counts the pool's claimed tasks across runs and workers.
+ALTER TABLE work ADD COLUMN pool text NOT NULL DEFAULT '';
+ALTER TABLE work ADD COLUMN pool_slots integer NOT NULL DEFAULT 0;
+CREATE INDEX work_pool_claimed ON work (pool) WHERE state = 'claimed' AND pool <> '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

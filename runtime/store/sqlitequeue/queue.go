@@ -86,8 +86,9 @@ func (q *Queue) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 			return err
 		}
 		for _, w := range rows {
-			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), queue.JSON(w.Labels)); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels, pool, pool_slots)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), queue.JSON(w.Labels), w.Pool, w.PoolSlots); err != nil {
 				return err
 			}
 		}
@@ -219,6 +220,42 @@ func scanWork(r *sql.Rows) (queue.Work, error) {
 	return w, queue.DecodeWork(&w, limits, st, deps)
 }
 
+// scanCandidate is scanWork with the task's pool and its slots after.
+func scanCandidate(r *sql.Rows) (queue.Work, error) {
+	var w queue.Work
+	var limits, st, deps, labels string
+	if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Worker, &labels, &w.Pool, &w.PoolSlots); err != nil {
+		return w, err
+	}
+	if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+		return w, fmt.Errorf("work %s %s: labels: %w", w.Run, w.Task, err)
+	}
+	return w, queue.DecodeWork(&w, limits, st, deps)
+}
+
+// poolsBusy fills in, for the candidates with a pool, how many of the
+// pool's tasks are claimed now (busy caches the counts of the claim's
+// earlier pages). The claim holds the file's write lock, so no other claim
+// raises a count before this one commits.
+func poolsBusy(ctx context.Context, tx *store.Tx, cands []queue.Work, busy map[string]int) error {
+	for _, k := range queue.Pools(cands) {
+		if _, ok := busy[k]; ok {
+			continue
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM work WHERE state = 'claimed' AND pool = ?`, k).Scan(&n); err != nil {
+			return err
+		}
+		busy[k] = n
+	}
+	for i := range cands {
+		if c := &cands[i]; c.Pool != "" {
+			c.PoolBusy = busy[c.Pool]
+		}
+	}
+	return nil
+}
+
 // exists reports, from a read that takes no lock, whether query finds a
 // row: a claim or sweep with nothing to do then never queues for the write
 // lock. A row that appears just after is found by the next poll or wakeup.
@@ -285,14 +322,18 @@ func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (
 		// turn decide exactly what one slice of them all would.
 		var cands []queue.Work
 		pick := queue.Pick{Chosen: -1}
+		busy := map[string]int{} // claimed tasks per pool, counted once per claim
 		for len(cands) < queue.ClaimCandidates && pick.Chosen < 0 {
-			page, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work w
+			page, err := collect(scanCandidate)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels, pool, pool_slots FROM work w
 WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
 			if err != nil {
 				return err
 			}
 			for i := range page {
 				page[i].Live = queue.EligibleLive(page[i].Labels, live)
+			}
+			if err := poolsBusy(ctx, tx, page, busy); err != nil {
+				return err
 			}
 			p, err := queue.Choose(page, worker)
 			if err != nil {
