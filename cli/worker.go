@@ -20,13 +20,16 @@ import (
 )
 
 type workerOptions struct {
-	state     stateFlag
-	name      string
-	slots     int
-	workdir   string
-	lease     time.Duration
-	labels    []string
-	artifacts artifactsFlag
+	state   stateFlag
+	name    string
+	slots   int
+	workdir string
+	lease   time.Duration
+	labels  []string
+	// labelGiven: --label was on the command line, so no label at all
+	// means it was given empty (--label ''), which pflag reads as none.
+	labelGiven bool
+	artifacts  artifactsFlag
 }
 
 func newWorkerCmd(io IO) *cobra.Command {
@@ -52,6 +55,7 @@ func newWorkerCmd(io IO) *cobra.Command {
 			"higher tokens, and its late publishes are fenced.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.labelGiven = cmd.Flags().Changed("label")
 			return runWorker(cmd.Context(), io, opts)
 		},
 	}
@@ -116,6 +120,9 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	}
 	if opts.lease < 100*time.Millisecond {
 		return usageErr("worker: --lease must be at least 100ms, not %s", opts.lease)
+	}
+	if opts.labelGiven && len(opts.labels) == 0 {
+		return usageErr("worker: --label: %s", spec.LabelError(""))
 	}
 	for _, l := range opts.labels {
 		if !spec.ValidLabel(l) {
