@@ -113,14 +113,9 @@ func runSimulate(io IO, path string, opts simulateOptions) error {
 	var ds diag.Diagnostics
 	ds = append(ds, c.Diags...)
 	if c.Result != nil {
-		// With --label each task has its own pool (the workers offering its
-		// labels), which lint's one worker count cannot express: it then
-		// judges only limits wrong for any pool size.
-		workers := opts.workers
-		if opts.offered != nil {
-			workers = 0
-		}
-		ds = append(ds, lint.Run(c.Result, c.Src, lint.Options{Workers: workers})...)
+		// With --label, lint judges each labelled task on the workers
+		// offering its labels, as the simulation below plays it.
+		ds = append(ds, lint.Run(c.Result, c.Src, lint.Options{Workers: opts.workers, WorkerLabels: opts.offered})...)
 	}
 	ds = ds.Sort()
 	printDiagsText(io, ds, c.sources())
