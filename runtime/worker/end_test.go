@@ -47,48 +47,6 @@ func (e *env) hookedWorker(t *testing.T, name, hook string) *proc {
 	return e.workerWith(hookPipec(t), []string{"PIPEC_TEST_HOOK=" + hook}, name)
 }
 
-// workerWith starts `bin worker` as e.worker does, with more environment,
-// and waits until it registered (or died).
-func (e *env) workerWith(bin string, environ []string, name string, extra ...string) *proc {
-	e.t.Helper()
-	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
-		"--lease", "1s"}, extra...)
-	if e.arts != "" {
-		args = append(args, "--artifacts", e.arts)
-	}
-	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Dir = e.dir
-	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE="), environ...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if e.t.Failed() {
-			e.t.Logf("worker %s output:\n%s", name, p.output())
-		}
-	})
-	registered := "worker " + name + " registered"
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), registered); {
-		select {
-		case <-p.done:
-			return p // a hook may kill it early; the test looks
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("worker %s did not register within 60s:\n%s", name, p.output())
-		}
-	}
-	return p
-}
-
 // waitKilled waits for the worker to die of its test hook's SIGKILL.
 func (p *proc) waitKilled(t *testing.T) {
 	t.Helper()

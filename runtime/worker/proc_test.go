@@ -156,17 +156,30 @@ func (p *proc) output() string {
 	return p.out.String()
 }
 
-// worker starts `pipec worker --name name` with a short lease.
+// worker starts `pipec worker --name name` with a short lease and waits
+// until it registered.
 func (e *env) worker(name string, extra ...string) *proc {
+	e.t.Helper()
+	p := e.workerWith(pipecBin, nil, name, extra...)
+	if !strings.Contains(p.output(), "worker "+name+" registered") {
+		<-p.done
+		e.t.Fatalf("worker %s exited before registering: %v\n%s", name, p.err, p.output())
+	}
+	return p
+}
+
+// workerWith starts `bin worker` with more environment and waits until it
+// registered or died (a test hook may kill it early; the caller looks).
+func (e *env) workerWith(bin string, environ []string, name string, extra ...string) *proc {
 	e.t.Helper()
 	args := append([]string{"worker", "--state", e.url, "--name", name, "--workdir", filepath.Join(e.dir, "work-"+name),
 		"--lease", "1s"}, extra...)
 	if e.arts != "" {
 		args = append(args, "--artifacts", e.arts)
 	}
-	p := &proc{name: name, cmd: exec.Command(pipecBin, args...), done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Dir = e.dir
-	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE="), environ...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -191,7 +204,7 @@ func (e *env) worker(name string, extra ...string) *proc {
 	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), registered); {
 		select {
 		case <-p.done:
-			e.t.Fatalf("worker %s exited before registering: %v\n%s", name, p.err, p.output())
+			return p
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
