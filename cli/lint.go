@@ -116,7 +116,8 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	lopts := cfg.Options()
 	lopts.Disable = append(lopts.Disable, opts.disable...)
 	if opts.workers > 0 {
-		lopts.Workers = opts.workers
+		// Another pool: the file's labels described its own workers.
+		lopts.Workers, lopts.WorkerLabels = opts.workers, nil
 	}
 	if err := lint.CheckOptions(lopts); err != nil {
 		return usageErr("lint: %v", err)

@@ -1,8 +1,9 @@
 // Package config reads pipec's configuration file, .pipec.yaml, found by
 // walking up from the working directory. It holds what a repository wants of
 // every lint run: rules turned off or given another severity, paths that are
-// not pipeline specs, the worker pool failover-limits should assume, and the
-// root SARIF paths are relative to.
+// not pipeline specs, the worker pool failover-limits should assume (its
+// size, or its workers with their labels), and the root SARIF paths are
+// relative to.
 //
 // The file is validated like a spec: every mistake is a diagnostic with
 // file:line:col (rule "config"), and the parts that are valid still apply.
@@ -25,6 +26,7 @@ import (
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/suggest"
 	"github.com/pipec/pipec/lint"
+	"github.com/pipec/pipec/spec"
 )
 
 // FileName is the configuration file's name.
@@ -49,6 +51,10 @@ type Config struct {
 	Ignore []string
 	// Workers is the worker pool failover-limits assumes; 0 means not stated.
 	Workers int
+	// WorkerLabels holds, when the file lists the workers, the labels each
+	// offers (entry i is worker w<i+1>, sorted); nil for a plain count.
+	// len(WorkerLabels) == Workers when set.
+	WorkerLabels [][]string
 	// SARIFRoot is the absolute folder SARIF paths are relative to; "" means
 	// not stated (the git root, else Dir, is used).
 	SARIFRoot string
@@ -134,9 +140,10 @@ func Parse(file string, src []byte) (*Config, diag.Diagnostics) {
 	return p.cfg, p.ds.Sort()
 }
 
-// Options turns the configuration into lint options: rules turned off, and
-// the worker count (0 when the file states none). Command-line flags are
-// applied on top by the caller.
+// Options turns the configuration into lint options: rules turned off, the
+// worker count (0 when the file states none) and, when the file lists the
+// workers, their labels. Command-line flags are applied on top by the
+// caller; one that replaces the worker count drops the labels too.
 func (c *Config) Options() lint.Options {
 	var o lint.Options
 	for _, r := range c.Rules {
@@ -145,6 +152,7 @@ func (c *Config) Options() lint.Options {
 		}
 	}
 	o.Workers = c.Workers
+	o.WorkerLabels = c.WorkerLabels
 	return o
 }
 
@@ -360,11 +368,20 @@ func (p *parser) ignore(n *yaml.Node) {
 	}
 }
 
-// workers reads the worker pool size: a whole number of at least 1.
+// workers reads the worker pool: either its size, a whole number of at
+// least 1 (`workers: 3`), or the workers one by one with the labels each
+// offers (`workers: [{labels: [spark]}, {labels: [spark, gpu]}, {}]`), so
+// failover-limits can judge a labelled task on the workers that may run it.
+// The list's workers are w1, w2, ... in order, as pipec simulate names
+// them.
 func (p *parser) workers(n *yaml.Node) {
+	if n.Kind == yaml.SequenceNode {
+		p.workerList(n)
+		return
+	}
 	var w int
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&w) != nil {
-		p.err(n, "workers: want a whole number of workers, not %s", describe(n))
+		p.err(n, "workers: want a whole number of workers, or a list of workers with their labels, not %s", describe(n))
 		return
 	}
 	if w < 1 {
@@ -372,6 +389,47 @@ func (p *parser) workers(n *yaml.Node) {
 		return
 	}
 	p.cfg.Workers = w
+}
+
+// workerList reads `workers: [{labels: [L, ...]}, ...]`. A worker with a
+// mistake still counts (it is one of the pool) but offers nothing, and the
+// file's findings stop pipec lint anyway. A worker's labels are kept
+// sorted and without repeats, as a worker's --label flags are.
+func (p *parser) workerList(n *yaml.Node) {
+	if len(n.Content) == 0 {
+		p.err(n, "workers: a pipeline needs at least 1 worker, not an empty list")
+		return
+	}
+	labels := make([][]string, 0, len(n.Content))
+	for i, e := range n.Content {
+		what := fmt.Sprintf("workers[%d]", i)
+		var offered []string
+		if e.Kind != yaml.MappingNode {
+			p.err(e, "%s: want a worker, a mapping such as {labels: [spark]} ({} for none), not %s", what, kindName(e))
+			labels = append(labels, nil)
+			continue
+		}
+		p.mapping(e, []string{"labels"}, func(_ string, _, v *yaml.Node) {
+			if v.Kind != yaml.SequenceNode {
+				p.err(v, "%s.labels: want a list of labels, not %s", what, kindName(v))
+				return
+			}
+			for _, l := range v.Content {
+				s, ok := p.str(l, what+".labels")
+				if !ok {
+					continue
+				}
+				if !spec.ValidLabel(s) {
+					p.err(l, "%s.labels: %q is not a valid label (a lowercase letter or digit, then lowercase letters, digits, _, . or -, at most %d characters)", what, s, spec.MaxLabelLen)
+					continue
+				}
+				offered = append(offered, s)
+			}
+		})
+		slices.Sort(offered)
+		labels = append(labels, slices.Compact(offered))
+	}
+	p.cfg.Workers, p.cfg.WorkerLabels = len(labels), labels
 }
 
 // str reads a string scalar (YAML's off/no are strings in YAML 1.2, which

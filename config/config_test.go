@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,10 +54,36 @@ sarif:
 	}
 }
 
+// TestParseWorkerList reads the pool worker by worker: each worker's labels
+// sorted and without repeats, a worker without labels offering none, and
+// the count and labels handed to lint together.
+func TestParseWorkerList(t *testing.T) {
+	src := "workers:\n  - labels: [spark]\n  - labels: [spark, gpu, spark]\n  - {}\n  - labels: []\n"
+	c, ds := Parse(".pipec.yaml", []byte(src))
+	if len(ds) != 0 {
+		t.Fatalf("findings on a valid file: %v", ds)
+	}
+	got := fmt.Sprint(c.WorkerLabels)
+	if c.Workers != 4 || got != "[[spark] [gpu spark] [] []]" {
+		t.Fatalf("workers %d, labels %s", c.Workers, got)
+	}
+	o := c.Options()
+	if o.Workers != 4 || len(o.WorkerLabels) != 4 {
+		t.Errorf("options %+v", o)
+	}
+	if err := lint.CheckOptions(o); err != nil {
+		t.Errorf("options from a valid list fail CheckOptions: %v", err)
+	}
+	// A plain count keeps meaning a pool without labels.
+	if c, _ := Parse(".pipec.yaml", []byte("workers: 2\n")); c.Workers != 2 || c.WorkerLabels != nil || c.Options().WorkerLabels != nil {
+		t.Errorf("a count: %+v", c)
+	}
+}
+
 // TestParseErrors checks every kind of mistake against a golden file of
 // findings with positions, in the text format a spec's findings use.
 func TestParseErrors(t *testing.T) {
-	for _, name := range []string{"bad.yaml", "syntax.yaml", "list.yaml"} {
+	for _, name := range []string{"bad.yaml", "syntax.yaml", "list.yaml", "workers.yaml", "workers_empty.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join("testdata", name)
 			src, err := os.ReadFile(file)
@@ -147,7 +174,7 @@ func TestIgnored(t *testing.T) {
 }
 
 func TestParseNeverPanics(t *testing.T) {
-	for _, src := range []string{"", "~", "[]", "- a", "rules: [", "rules:\n  ? [a]\n  : b\n", "a: &x 1\nb: *x\n", "workers: 1e999", "workers: 99999999999999999999", "\x00\xff"} {
+	for _, src := range []string{"", "~", "[]", "- a", "rules: [", "rules:\n  ? [a]\n  : b\n", "a: &x 1\nb: *x\n", "workers: 1e999", "workers: 99999999999999999999", "workers: [~]", "workers: [{labels: ~}]", "workers: [{labels: [[a]]}]", "workers: [&a {labels: [x]}, *a]", "workers: [{labels: [x], labels: [y]}]", "workers: {labels: [x]}", "\x00\xff"} {
 		Parse("p.yaml", []byte(src))
 	}
 }

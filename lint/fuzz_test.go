@@ -12,9 +12,11 @@ import (
 )
 
 // FuzzLint feeds arbitrary HCL through the loader, the compiler and every
-// rule: nothing may panic, and every finding must have a rule and a position
-// inside the file.
+// rule, on a pool described with its labels (so failover-limits judges
+// labelled tasks on their eligible workers too): nothing may panic, and
+// every finding must have a rule and a position inside the file.
 func FuzzLint(f *testing.F) {
+	fuzzPool := [][]string{{"spark"}, {"gpu", "spark"}, nil}
 	files, _ := filepath.Glob("testdata/src/*.hcl")
 	for _, file := range files {
 		if b, err := os.ReadFile(file); err == nil {
@@ -28,7 +30,7 @@ func FuzzLint(f *testing.F) {
 		}
 		res, _ := compiler.Compile(p)
 		lines := strings.Count(string(src), "\n") + 1
-		for _, d := range Run(res, src, Options{Now: fixedNow, Workers: 3}) {
+		for _, d := range Run(res, src, Options{Now: fixedNow, Workers: 3, WorkerLabels: fuzzPool}) {
 			if d.Rule == "" || d.Message == "" {
 				t.Fatalf("finding without rule or message: %+v", d)
 			}

@@ -65,6 +65,11 @@ type Pass struct {
 	// Options.Workers, else the spec's workers), or 0 when nobody said:
 	// failover rules then report only what is wrong for every pool size.
 	Workers int
+	// WorkerLabels holds the labels each worker of the pool offers, one
+	// entry per worker (w1, w2, ... in order), when the pool was declared
+	// with its labels (Options.WorkerLabels); nil otherwise. failover-limits
+	// then judges a labelled task on the workers that may run it.
+	WorkerLabels [][]string
 
 	report func(diag.Diagnostic)
 }
@@ -97,6 +102,13 @@ type Options struct {
 	// applies, and without one failover-limits reports only limits that are
 	// wrong whatever the pool size.
 	Workers int
+	// WorkerLabels describes the pool worker by worker: entry i holds the
+	// labels worker w<i+1> offers (the configuration file's workers list).
+	// When set, Workers must be its length (CheckOptions); a caller that
+	// replaces the worker count (pipec lint --workers) drops it, since the
+	// labels described another pool. nil means the labels are unknown, and
+	// every task is judged on the whole pool.
+	WorkerLabels [][]string
 }
 
 // DefaultWorkers is the worker count of the worked cases in DESIGN.md
@@ -137,6 +149,9 @@ func CheckOptions(opts Options) error {
 	if opts.Workers < 0 {
 		return fmt.Errorf("workers must be at least 1, not %d", opts.Workers)
 	}
+	if opts.WorkerLabels != nil && len(opts.WorkerLabels) != opts.Workers {
+		return fmt.Errorf("%d workers are described by their labels, but the pool has %d", len(opts.WorkerLabels), opts.Workers)
+	}
 	return nil
 }
 
@@ -160,6 +175,10 @@ func run(rules []*Rule, off map[string]bool, res *compiler.Result, src []byte, o
 	if workers <= 0 {
 		workers = res.Spec.Workers
 	}
+	var labels [][]string
+	if opts.WorkerLabels != nil && len(opts.WorkerLabels) == workers {
+		labels = opts.WorkerLabels
+	}
 	enabled := map[string]bool{}
 	for _, r := range rules {
 		enabled[r.ID] = r.Reported() && !off[r.ID]
@@ -178,7 +197,7 @@ func run(rules []*Rule, off map[string]bool, res *compiler.Result, src []byte, o
 		if !enabled[r.ID] {
 			continue
 		}
-		pass := &Pass{Rule: r, Spec: res.Spec, Result: res, Index: ix, Now: now.UTC(), Workers: workers,
+		pass := &Pass{Rule: r, Spec: res.Spec, Result: res, Index: ix, Now: now.UTC(), Workers: workers, WorkerLabels: labels,
 			report: func(d diag.Diagnostic) { found = append(found, d) }}
 		if err := runRule(r, pass); err != nil {
 			found = append(found, diag.Errorf(r.ID, res.Spec.NameRange, "internal error in rule %s: %v", r.ID, err))

@@ -11,7 +11,7 @@ import (
 var ruleLocalArtifact = Rule{
 	ID:       "local-artifact",
 	Severity: diag.Warning,
-	Doc: `an artifact or sink path on worker-local storage (/tmp, a relative path outside the workspace)
+	Doc: `an artifact or sink path on worker-local storage (/tmp, a relative path outside the workspace), or several workers without a shared artifact store
 
 A sink path, a command argument, an env value or a check command that points
 at worker-local storage: /tmp, /var/tmp, /dev/shm, or (for a sink) a relative
@@ -20,6 +20,18 @@ artifact store (artifacts = "..."), the folder every worker reads accepted
 versions from: on worker-local storage it is not shared at all. Paths inside
 the configured artifact store are not reported again (one mistake, one
 finding).
+
+A pipeline that runs on several workers (its workers = N above 1, or a pool
+of more than one worker from .pipec.yaml or pipec lint --workers) and has a
+task reading an artifact another task produces needs a shared artifact store:
+without artifacts = "...", each accepted version stays on the disk of the
+worker that made it, and the reader, claimed by another worker, cannot find
+it (workers on a database server refuse to run such tasks). The finding is
+at the pipeline's workers field, or its block when the pool comes from
+elsewhere; a single worker, a store that is set, or tasks that read no other
+task's output are fine. Workers all started with --artifacts DIR have a
+store lint cannot see: set artifacts in the spec as well (each worker's flag
+still wins, for a share mounted at another path).
 
 A dependency is satisfied by an accepted artifact, never by a temporary path
 another worker cannot see: data written to /tmp on one worker is missing on the
@@ -75,6 +87,7 @@ func runLocalArtifact(pass *Pass) error {
 			pass.Reportf(at, "the artifact store %q is outside the workspace (it climbs out with ..): where that lands depends on where each worker checks the pipeline out; use an absolute path on shared storage", p.Artifacts)
 		}
 	}
+	reportNoSharedStore(pass)
 	// inStore: a path inside the configured store is judged once, above.
 	inStore := func(v string) bool {
 		if store == "" || v == "" {
@@ -111,6 +124,33 @@ func runLocalArtifact(pass *Pass) error {
 		}
 	}
 	return nil
+}
+
+// reportNoSharedStore reports a pipeline meant for several workers whose
+// tasks hand artifacts to each other without a shared artifact store. The
+// pool is the one the linter was told of (Pass.Workers: the configuration,
+// the flag, else the spec's workers); the finding names the first reader
+// and producer, in spec order.
+func reportNoSharedStore(pass *Pass) {
+	p, ix := pass.Spec, pass.Index
+	if pass.Workers < 2 || p.Artifacts != "" || p.Refused("artifacts") {
+		return
+	}
+	for _, t := range ix.TaskList {
+		for _, in := range t.Inputs {
+			prod := ix.Producer[in.Artifact]
+			if prod == nil || prod == t {
+				continue
+			}
+			from, at := "from .pipec.yaml or --workers", p.NameRange
+			if p.Has("workers") && p.Workers == pass.Workers {
+				from, at = "its workers field", p.At("workers", p.NameRange)
+			}
+			pass.Reportf(at, "pipeline %q runs on %d workers (%s) but sets no shared artifact store: task %q reads %q, which task %q produces, and each accepted version would stay on the disk of the worker that made it; set artifacts to a folder on a filesystem every worker mounts (artifacts = \"/mnt/shared/pipec/artifacts\")",
+				p.Name, pass.Workers, from, t.Name, in.Artifact, prod.Name)
+			return
+		}
+	}
 }
 
 // workerLocal reports whether p is a worker-local temporary path and under

@@ -21,6 +21,11 @@ import (
 var (
 	wantComment = regexp.MustCompile(`(?://|#)\s*want((?:\s+"[^"]*")+)`)
 	wantID      = regexp.MustCompile(`"([^"]*)"`)
+	// lintWorkers declares the worker pool a spec is linted on, worker by
+	// worker, as the configuration file's workers list does: `lint-workers:
+	// spark spark,gpu -` is three workers, offering spark, spark and gpu,
+	// and nothing.
+	lintWorkers = regexp.MustCompile(`(?m)(?://|#)\s*lint-workers:((?:[ \t]+\S+)+)`)
 )
 
 // TestWant lints every spec under testdata/src, HCL and CUE alike, and
@@ -147,7 +152,18 @@ func lintFile(t testing.TB, f string) (diag.Diagnostics, []byte) {
 	}
 	res, cds := compiler.Compile(p)
 	ds = append(ds, cds...)
-	ds = append(ds, Run(res, src, Options{Now: fixedNow})...)
+	opts := Options{Now: fixedNow}
+	if m := lintWorkers.FindSubmatch(src); m != nil {
+		for _, w := range strings.Fields(string(m[1])) {
+			var labels []string
+			if w != "-" {
+				labels = strings.Split(w, ",")
+			}
+			opts.WorkerLabels = append(opts.WorkerLabels, labels)
+		}
+		opts.Workers = len(opts.WorkerLabels)
+	}
+	ds = append(ds, Run(res, src, opts)...)
 	return ds.Sort(), src
 }
 

@@ -240,7 +240,8 @@ func (s *Server) settings(path string) (lint.Options, *config.Config) {
 	opts := cfg.Options()
 	opts.Disable = append(opts.Disable, s.opts.Disable...)
 	if s.opts.Workers > 0 {
-		opts.Workers = s.opts.Workers
+		// Another pool: the file's labels described its own workers.
+		opts.Workers, opts.WorkerLabels = s.opts.Workers, nil
 	}
 	if lint.CheckOptions(opts) != nil {
 		// A rule name the configuration got wrong is among its findings;

@@ -347,8 +347,8 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 func (c *Config) runVisit(ctx context.Context, v *visit) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
-	var end *queue.AttemptEnd // the last attempt's end, recorded by Finish
-	unused := (*store.AttemptRef)(nil)
+	var end *queue.AttemptEnd    // the last attempt's end, recorded by Finish
+	var unused *store.AttemptRef // the claim's attempt
 	if cl.Attempt != nil {
 		unused = &cl.Attempt.AttemptRef // until the visit says it ran it
 	}

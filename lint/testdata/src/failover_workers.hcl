@@ -25,4 +25,16 @@ pipeline "fw" {
       global     = 3 // want "failover-limits: on 3 workers"
     }
   }
+  # Labels without a described pool: judged on all 3 workers (3 × 2 − 1),
+  # and no worker is assumed to lack tpu.
+  task "labelled" {
+    command = ["./x.sh"]
+    retry   = "once"
+    timeout = "1m"
+    labels  = ["tpu"]
+    failover {
+      per_worker = 2
+      global     = 5
+    }
+  }
 }

@@ -249,3 +249,82 @@ type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// txPipelined is tx for the workers' hot transactions (a claim, a visit's
+// end): the BEGIN (and a test clock) is not a round trip of its own but
+// rides at the head of fn's first batch, which fn hands to first before
+// sending it (first returns how many results to skip). Committed as tx
+// commits (asynchronously), retried as tx retries.
+func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, first func(*pgx.Batch) int) error) error {
+	for try := 0; ; try++ {
+		err := s.pipelinedOnce(ctx, fn)
+		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
+			continue
+		}
+		return err
+	}
+}
+
+func (s *Store) pipelinedOnce(ctx context.Context, fn func(tx pgx.Tx, first func(*pgx.Batch) int) error) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	begun := false
+	first := func(b *pgx.Batch) int {
+		head := []*pgx.QueuedQuery{{SQL: "BEGIN ISOLATION LEVEL READ COMMITTED"}}
+		if s.clock != nil {
+			head = append(head, &pgx.QueuedQuery{SQL: `SELECT set_config('pipec.now', $1, true)`,
+				Arguments: []any{s.clock().UTC().Format(time.RFC3339Nano)}})
+		}
+		b.QueuedQueries = append(head, b.QueuedQueries...)
+		begun = true
+		return len(head)
+	}
+	err = fn(connTx{c.Conn()}, first)
+	if !begun {
+		return err
+	}
+	if err != nil {
+		if _, rerr := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			_ = c.Conn().Close(context.WithoutCancel(ctx)) // not reusable in an unknown state
+		}
+		return err
+	}
+	tag, err := c.Exec(ctx, "COMMIT")
+	if err == nil && tag.String() != "COMMIT" {
+		err = pgx.ErrTxCommitRollback // the transaction had failed
+	}
+	return err
+}
+
+// connTx is a connection inside a transaction that txPipelined began and
+// ends; fn may not begin, commit or roll back itself.
+type connTx struct{ c *pgx.Conn }
+
+var errManagedTx = errors.New("postgres: the transaction is txPipelined's to end")
+
+func (t connTx) Begin(context.Context) (pgx.Tx, error) { return nil, errManagedTx }
+func (t connTx) Commit(context.Context) error          { return errManagedTx }
+func (t connTx) Rollback(context.Context) error        { return errManagedTx }
+func (t connTx) CopyFrom(ctx context.Context, name pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	return t.c.CopyFrom(ctx, name, cols, src)
+}
+func (t connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.c.SendBatch(ctx, b)
+}
+func (t connTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+func (t connTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return t.c.Prepare(ctx, name, sql)
+}
+func (t connTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.c.Exec(ctx, sql, args...)
+}
+func (t connTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.c.Query(ctx, sql, args...)
+}
+func (t connTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.c.QueryRow(ctx, sql, args...)
+}
+func (t connTx) Conn() *pgx.Conn { return t.c }

@@ -231,9 +231,9 @@ func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
 // labels of (queue.Pick.Unserved).
 func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	var out *queue.Claim
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txPipelined(ctx, func(tx pgx.Tx, first func(*pgx.Batch) int) error {
 		var err error
-		out, err = claim(ctx, tx, worker, lease, nil, 0)
+		out, err = claim(ctx, tx, first, worker, lease, nil, 0)
 		return err
 	})
 	if err != nil {
@@ -250,9 +250,9 @@ var _ queue.AttemptStarter = (*Store)(nil)
 func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
 	var out *queue.Claim
 	err := s.granting(ctx, func(epoch int64) error {
-		return s.tx(ctx, func(tx pgx.Tx) error {
+		return s.txPipelined(ctx, func(tx pgx.Tx, first func(*pgx.Batch) int) error {
 			var err error
-			out, err = claim(ctx, tx, worker, lease, &spec, epoch)
+			out, err = claim(ctx, tx, first, worker, lease, &spec, epoch)
 			return err
 		})
 	})
@@ -262,14 +262,16 @@ func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Dur
 	return out, nil
 }
 
-// claim is Claim in tx; with start, the claimed task's next attempt is
-// started too, with a token of epoch.
-func claim(ctx context.Context, tx pgx.Tx, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
+// claim is Claim in tx (txPipelined: its first batch goes through first);
+// with start, the claimed task's next attempt is started too, with a token
+// of epoch.
+func claim(ctx context.Context, tx pgx.Tx, first func(*pgx.Batch) int, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
 	var out *queue.Claim
 	err := func() error {
 		// The workers able to run each candidate ride along (one round trip):
 		// for a task without labels every live worker, computed once.
-		rows, err := tx.Query(ctx, `WITH me AS (
+		cb := &pgx.Batch{}
+		cb.Queue(`WITH me AS (
 	SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()
 )
 SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels, w.pool, w.pool_slots,
@@ -279,6 +281,15 @@ SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels, w.pool, w.po
 			ORDER BY k.name COLLATE "C") END
 FROM work w, me WHERE w.state = 'ready' AND w.labels <@ me.labels
 ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, queue.ClaimCandidates, worker)
+		skip := first(cb) // the BEGIN rides with the candidates
+		cbr := tx.SendBatch(ctx, cb)
+		defer cbr.Close()
+		for range skip {
+			if _, err := cbr.Exec(); err != nil {
+				return err
+			}
+		}
+		rows, err := cbr.Query()
 		if err != nil {
 			return err
 		}
@@ -291,6 +302,9 @@ ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOC
 			return w, queue.DecodeWork(&w, limits, st, deps)
 		})
 		if err != nil {
+			return err
+		}
+		if err := cbr.Close(); err != nil {
 			return err
 		}
 		if err := poolsBusy(ctx, tx, cands); err != nil {
@@ -420,7 +434,7 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
 	}
 	lost := false
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txPipelined(ctx, func(tx pgx.Tx, first func(*pgx.Batch) int) error {
 		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
@@ -435,7 +449,14 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 			reads.Queue(`SELECT `+attemptColumns+` FROM attempts WHERE run = $1 AND task = $2 AND number = $3 FOR UPDATE`,
 				r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number)
 		}
+		skip := first(reads) // the BEGIN rides with the locks
 		br := tx.SendBatch(ctx, reads)
+		for range skip {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
+		}
 		err := br.QueryRow().Scan(&limits, &st, &deps)
 		var cur store.Attempt
 		if r.End != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
