@@ -1,17 +1,21 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
@@ -104,7 +108,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	if !opts.wait {
 		return nil
 	}
-	return followRun(ctx, io, q, run.ID, opts.poll)
+	return followRun(ctx, io, q, run.ID, opts.poll, planTaskOrder(plan))
 }
 
 // submitWhenFree submits sub; with wait, a refusal for want of a run slot
@@ -182,9 +186,23 @@ func startedOn(ts queue.TaskStatus) string {
 	return ts.Failover.Last
 }
 
+// planTaskOrder is the rank of each task in the plan's order (a task comes
+// after every task it needs).
+func planTaskOrder(plan *compiler.Plan) map[string]int {
+	rank := map[string]int{}
+	for _, id := range plan.Order {
+		if name, ok := strings.CutPrefix(id, "task."); ok {
+			rank[name] = len(rank)
+		}
+	}
+	return rank
+}
+
 // followRun prints each change of a submitted run's tasks and its waiting
-// state until the run ends; exit code 1 when it failed.
-func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.Duration) error {
+// state until the run ends; exit code 1 when it failed. Changes seen in one
+// look are told in the plan's order (rank), so a task that ran between two
+// looks is never told before the task it read from.
+func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.Duration, rank map[string]int) error {
 	seen := map[string]string{}
 	started := map[string]int{}
 	waiting := ""
@@ -195,6 +213,7 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		if err != nil {
 			return &exitError{code: ExitFindings, err: err}
 		}
+		slices.SortStableFunc(rs.Tasks, func(a, b queue.TaskStatus) int { return cmp.Compare(rank[a.Task], rank[b.Task]) })
 		for _, ts := range rs.Tasks {
 			// A start is told from the task's start count, not only from
 			// seeing it claimed: a task that ran between two looks (fast
