@@ -56,14 +56,12 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 		}
 		// The pipeline's run slots, judged under the same write lock: every
 		// creation of a run on this file is serialized by it.
-		if nr.MaxActive > 0 {
-			running, err := s.runningRuns(ctx, tx, nr.Pipeline)
-			if err != nil {
-				return err
-			}
-			if err := CheckRunSlots(nr, running); err != nil {
-				return err
-			}
+		running, err := s.runningRuns(ctx, tx, nr.Pipeline)
+		if err != nil {
+			return err
+		}
+		if err := CheckRunSlots(nr, running); err != nil {
+			return err
 		}
 		var seq int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM runs WHERE pipeline = ? AND interval_key = ?`,

@@ -78,7 +78,16 @@ type RunningRun struct {
 // store must serialize the creations of a pipeline's runs around this
 // call (SQLite: its write lock; PostgreSQL: a lock on the pipeline), so
 // two creators never both take the last slot.
+//
+// It also keeps one run per interval for runs handed to workers: those hold
+// no lease on their interval, so a run of an interval with a submitted run
+// still running is refused with a *RunBusyError, as beside a live lease.
 func CheckRunSlots(nr NewRun, running []RunningRun) error {
+	for _, r := range running {
+		if r.Interval == nr.Interval && !r.Leased && r.Submitted && r.Run != nr.TakeOver {
+			return &RunBusyError{Run: r.Run, Submitted: true}
+		}
+	}
 	if nr.MaxActive <= 0 {
 		return nil
 	}

@@ -209,9 +209,15 @@ type RunBusyError struct {
 	// Since is when the holder took the lease, Expiry when it ends unless
 	// renewed (the store's clock).
 	Since, Expiry time.Time
+	// Submitted: the run was handed to workers (pipec submit); it holds no
+	// lease and goes on until the workers end it.
+	Submitted bool
 }
 
 func (e *RunBusyError) Error() string {
+	if e.Submitted {
+		return fmt.Sprintf("run %s is in progress (submitted to the workers)", e.Run)
+	}
 	return fmt.Sprintf("run %s is in progress (host %s, pid %d, since %s)", e.Run, e.Owner.Host, e.Owner.PID,
 		e.Since.UTC().Format(time.RFC3339))
 }

@@ -64,6 +64,7 @@ func Run(t *testing.T, open Opener) {
 		{"FailoverAmongLabelledWorkers", testFailoverAmongLabelledWorkers},
 		{"PoolSlotsAcrossRuns", testPoolSlotsAcrossRuns},
 		{"PoolConcurrentClaims", testPoolConcurrentClaims},
+		{"OneRunPerInterval", testOneRunPerInterval},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}

@@ -66,14 +66,12 @@ WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipel
 	case err != nil && !errors.Is(err, pgx.ErrNoRows):
 		return r, err
 	}
-	if nr.MaxActive > 0 {
-		running, err := runningRuns(ctx, tx, nr.Pipeline)
-		if err != nil {
-			return r, err
-		}
-		if err := store.CheckRunSlots(nr, running); err != nil {
-			return r, err
-		}
+	running, err := runningRuns(ctx, tx, nr.Pipeline)
+	if err != nil {
+		return r, err
+	}
+	if err := store.CheckRunSlots(nr, running); err != nil {
+		return r, err
 	}
 	r = store.Run{
 		ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
