@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/gc"
 	"github.com/pipec/pipec/runtime/sink"
@@ -146,6 +147,9 @@ func printGC(io IO, rep *gc.Report, asJSON bool) error {
 	fmt.Fprintf(&b, "%s %d item(s), %s\n", verb, len(rep.Removed), humanBytes(rep.Bytes))
 	for _, it := range rep.Removed {
 		fmt.Fprintf(&b, "  %s  (%s)\n", it.Path, it.Why)
+	}
+	if len(rep.Running) > 0 {
+		fmt.Fprintf(&b, "kept what running runs may read: %s\n", report.Escape(strings.Join(rep.Running, ", ")))
 	}
 	_, err := fmt.Fprint(io.Stdout, b.String())
 	return err

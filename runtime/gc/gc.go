@@ -81,6 +81,10 @@ type Report struct {
 	Removed []Item `json:"removed"`
 	Bytes   int64  `json:"bytes"`
 	DryRun  bool   `json:"dry_run"`
+	// Running names the runs still running, sorted: while any runs, gc
+	// keeps every version one of them may read, so a person seeing little
+	// removed knows why.
+	Running []string `json:"running,omitempty"`
 }
 
 // Collect removes what no one needs any more and says what it removed.
@@ -125,6 +129,12 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	for id, r := range k.runs {
+		if r.State == store.RunRunning {
+			rep.Running = append(rep.Running, id)
+		}
+	}
+	slices.Sort(rep.Running)
 	for _, d := range staging {
 		if why, ok := k.removableStaging(d); ok {
 			if err := rep.remove(d.path, why, o.DryRun); err != nil {

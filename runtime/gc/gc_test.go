@@ -99,6 +99,9 @@ func TestNothingLiveIsCollected(t *testing.T) {
 	if got := removed(rep); !slices.Equal(got, []string{rejected}) {
 		t.Errorf("with r2 running, removed %v; want only the rejected attempt %s", got, rejected)
 	}
+	if !slices.Equal(rep.Running, []string{r2.ID}) {
+		t.Errorf("the report names %v as running, want [%s]", rep.Running, r2.ID)
+	}
 	for _, p := range []string{old, cur, live} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("%s: %v", p, err)
@@ -114,6 +117,9 @@ func TestNothingLiveIsCollected(t *testing.T) {
 	rep, err = Collect(ctx, Options{Store: st, StateDir: dir})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rep.Running != nil {
+		t.Errorf("with no run running, the report names %v", rep.Running)
 	}
 	want := []string{old, live}
 	slices.Sort(want)
