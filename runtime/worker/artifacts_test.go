@@ -24,37 +24,7 @@ import (
 // was given (input-<worker>.txt, in the spec's folder) and, on the worker
 // named in the file stall-on, writes its pid to stalled and sleeps, to be
 // killed mid-task.
-const artSpec = `
-pipeline "arts" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "extract" {
-    command = ["./extract.sh"]
-    outputs = ["raw"]
-  }
-  task "clean" {
-    command = ["./clean.sh"]
-    inputs  = ["raw"]
-    outputs = ["clean"]
-  }
-  check "clean_ok" {
-    input         = "clean"
-    row_count_min = 1
-  }
-  sink "out" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "mart" {
-    artifact = "clean"
-    sink     = "out"
-  }
-}
-`
+var artSpec = pairSpec("arts", nil, nil)
 
 var artFiles = map[string]string{
 	"extract.sh": "#!/bin/sh\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_raw/data.csv\"\n",
@@ -129,9 +99,7 @@ func TestDifferentWorkers(t *testing.T) {
 }
 
 func testDifferentWorkers(t *testing.T, b backend) {
-	spec := strings.Replace(strings.Replace(artSpec, `outputs = ["raw"]`, `outputs = ["raw"]
-    labels  = ["a"]`, 1), `outputs = ["clean"]`, `outputs = ["clean"]
-    labels  = ["b"]`, 1)
+	spec := pairSpec("arts", []string{"a"}, []string{"b"})
 	e := newEnvOn(t, b, spec, artFiles)
 	arts := e.arts
 	if b == onSQLite {

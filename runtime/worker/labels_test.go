@@ -22,39 +22,7 @@ const steadyLease = "5s"
 
 // labelsSpec is a producer that only a worker offering "a" may run and its
 // consumer, only for "b". Each writes the PIPEC_WORKER it ran under.
-const labelsSpec = `
-pipeline "lab" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "extract" {
-    command = ["./extract.sh"]
-    outputs = ["raw"]
-    labels  = ["a"]
-  }
-  task "clean" {
-    command = ["./clean.sh"]
-    inputs  = ["raw"]
-    outputs = ["clean"]
-    labels  = ["b"]
-  }
-  check "clean_ok" {
-    input         = "clean"
-    row_count_min = 1
-  }
-  sink "out" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "mart" {
-    artifact = "clean"
-    sink     = "out"
-  }
-}
-`
+var labelsSpec = pairSpec("lab", []string{"a"}, []string{"b"})
 
 var labelsFiles = map[string]string{
 	"extract.sh": "#!/bin/sh\nprintf 'step,worker\\nextract,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_raw/data.csv\"\n",
@@ -137,7 +105,7 @@ func (e *env) started(args ...string) *proc {
 func TestWaitingForLabels(t *testing.T) { onBoth(t, testWaitingForLabels) }
 
 func testWaitingForLabels(t *testing.T, b backend) {
-	spec := strings.Replace(strings.Replace(labelsSpec, `labels  = ["a"]`, `labels  = ["spark"]`, 1), `labels  = ["b"]`, ``, 1)
+	spec := pairSpec("lab", []string{"spark"}, nil)
 	e := newEnvOn(t, b, spec, labelsFiles)
 	e.worker("plain", "--lease", steadyLease)
 	e.worker("gpu", "--label", "gpu", "--lease", steadyLease)
@@ -256,7 +224,7 @@ func testFailoverAmongLabelledWorkers(t *testing.T, b backend) {
 func TestLabelledTaskHandedBack(t *testing.T) { onBoth(t, testLabelledTaskHandedBack) }
 
 func testLabelledTaskHandedBack(t *testing.T, b backend) {
-	spec := strings.Replace(strings.Replace(labelsSpec, `labels  = ["a"]`, `labels  = ["spark"]`, 1), `labels  = ["b"]`, ``, 1)
+	spec := pairSpec("lab", []string{"spark"}, nil)
 	files := map[string]string{
 		// On s1 the task runs until stopped; on s2 it finishes.
 		"extract.sh": "#!/bin/sh\nif [ \"$PIPEC_WORKER\" = s1 ]; then touch \"$PIPEC_WORKER.started\"; exec sleep 120; fi\n" +

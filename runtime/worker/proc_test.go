@@ -304,8 +304,19 @@ func (e *env) starts(run, task string) []string {
 	return out
 }
 
-const dagSpec = `
-pipeline "dag" {
+// pairSpec is the pipeline the worker tests share: a producer (extract:
+// raw) and its consumer (clean: raw -> clean), checked and published to a
+// fenced directory sink. extract and clean are the tasks' labels (none when
+// empty).
+func pairSpec(pipeline string, extract, clean []string) string {
+	labels := func(ls []string) string {
+		if len(ls) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("\n    labels  = [%q]", strings.Join(ls, `", "`))
+	}
+	return fmt.Sprintf(`
+pipeline %q {
   code_version = "v1"
   schedule {
     every = "24h"
@@ -313,12 +324,12 @@ pipeline "dag" {
   }
   task "extract" {
     command = ["./extract.sh"]
-    outputs = ["raw"]
+    outputs = ["raw"]%s
   }
   task "clean" {
     command = ["./clean.sh"]
     inputs  = ["raw"]
-    outputs = ["clean"]
+    outputs = ["clean"]%s
   }
   check "clean_ok" {
     input         = "clean"
@@ -334,7 +345,10 @@ pipeline "dag" {
     sink     = "out"
   }
 }
-`
+`, pipeline, labels(extract), labels(clean))
+}
+
+var dagSpec = pairSpec("dag", nil, nil)
 
 var dagFiles = map[string]string{
 	"extract.sh": "#!/bin/sh\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_raw/data.csv\"\n",
