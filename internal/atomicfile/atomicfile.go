@@ -3,6 +3,7 @@
 package atomicfile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -37,6 +38,20 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
+	}
+	return nil
+}
+
+// SyncDir fsyncs a folder, so the names just created, renamed or removed in
+// it survive a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

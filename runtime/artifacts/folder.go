@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipec/pipec/internal/atomicfile"
+	"github.com/pipec/pipec/internal/fswalk"
 	"github.com/pipec/pipec/runtime/sink"
 )
 
@@ -75,10 +77,10 @@ func (f *Folder) Put(ctx context.Context, k Key, dir string) error {
 		return fmt.Errorf("artifact store %s: %w", f.Root, err)
 	}
 	if err := os.Rename(dir, final); err == nil {
-		if err := syncDir(parent); err != nil {
+		if err := atomicfile.SyncDir(parent); err != nil {
 			return fmt.Errorf("artifact store %s: put %s: %w", f.Root, k, err)
 		}
-		_ = syncDir(filepath.Dir(dir))
+		_ = atomicfile.SyncDir(filepath.Dir(dir))
 		return nil
 	}
 	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
@@ -147,7 +149,7 @@ func (f *Folder) Remove(_ context.Context, k Key) error {
 // List implements Store.
 func (f *Folder) List(context.Context) ([]Key, error) {
 	var out []Key
-	err := walk3(f.Root, func(p string, parts []string, d fs.DirEntry) {
+	err := fswalk.AtDepth(f.Root, 3, IsTemp, func(p string, parts []string, d fs.DirEntry) {
 		if !d.IsDir() || IsTemp(parts[2]) {
 			return
 		}
@@ -170,7 +172,7 @@ type Temp struct {
 // leftovers (pipec gc removes them).
 func (f *Folder) Temps() ([]Temp, error) {
 	var out []Temp
-	err := walk3(f.Root, func(p string, parts []string, d fs.DirEntry) {
+	err := fswalk.AtDepth(f.Root, 3, IsTemp, func(p string, parts []string, d fs.DirEntry) {
 		if !IsTemp(parts[2]) {
 			return
 		}
@@ -183,39 +185,6 @@ func (f *Folder) Temps() ([]Temp, error) {
 }
 
 func (f *Folder) String() string { return f.Root }
-
-// walk3 calls visit for every entry three levels below root
-// (pipeline/artifact/name) and descends no further; a missing root is empty.
-func walk3(root string, visit func(p string, parts []string, d fs.DirEntry)) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == root {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if len(parts) < 3 {
-			if !d.IsDir() || IsTemp(parts[len(parts)-1]) {
-				return skip(d)
-			}
-			return nil
-		}
-		visit(p, parts, d)
-		return skip(d)
-	})
-}
-
-func skip(d fs.DirEntry) error {
-	if d.IsDir() {
-		return filepath.SkipDir
-	}
-	return nil
-}
 
 // mkdirDurable makes dir and its missing parents, fsyncing the folder that
 // names each one it makes, so that a version renamed into dir is still
@@ -236,17 +205,5 @@ func mkdirDurable(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	return syncDir(parent)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.SyncDir(parent)
 }

@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipec/pipec/internal/fswalk"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
@@ -278,44 +279,12 @@ type attemptDir struct {
 // parts, pipeline/interval/rN); anything else at that depth is left alone.
 func attemptDirs(root string) ([]attemptDir, error) {
 	var out []attemptDir
-	err := walkDepth(root, 5, func(p string, parts []string, _ fs.DirEntry) {
+	err := fswalk.AtDepth(root, 5, nil, func(p string, parts []string, _ fs.DirEntry) {
 		if n, err := strconv.Atoi(strings.TrimSuffix(parts[4], ".log")); err == nil && n > 0 {
 			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: parts[3], Number: n}})
 		}
 	})
 	return out, err
-}
-
-// walkDepth calls visit for every entry depth levels below root (parts is
-// its path relative to root) and descends no further; a missing root is
-// empty.
-func walkDepth(root string, depth int, visit func(p string, parts []string, d fs.DirEntry)) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == root {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if len(parts) < depth {
-			return nil
-		}
-		visit(p, parts, d)
-		if d.IsDir() {
-			return filepath.SkipDir
-		}
-		return nil
-	})
-}
-
-// frozenKey names a version in the artifact store (artifacts.Key's form).
-func frozenKey(v store.Version) string {
-	return v.Pipeline + "/" + v.Artifact + "/" + strings.TrimPrefix(v.Digest, "sha256:")
 }
 
 // known is what the store says about every run, attempt and version.
@@ -377,7 +346,7 @@ func readStore(ctx context.Context, st store.Store) (*known, error) {
 				cur, err := st.AcceptedVersion(ctx, v.Pipeline, v.Artifact, v.Interval)
 				if err == nil && cur.ID == v.ID {
 					k.current[v.ID] = true
-					k.frozenCurrent[frozenKey(v)] = true
+					k.frozenCurrent[artifacts.Key{Pipeline: v.Pipeline, Artifact: v.Artifact, Digest: v.Digest}.String()] = true
 				}
 			}
 		}

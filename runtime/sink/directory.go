@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipec/pipec/internal/atomicfile"
 	"github.com/pipec/pipec/runtime/fence"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -346,7 +347,7 @@ func (d *Directory) materializeDir(ctx context.Context, v store.Version) (string
 		os.RemoveAll(tmp)
 		return "", err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := atomicfile.SyncDir(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return "", err
 	}
@@ -358,7 +359,7 @@ func (d *Directory) materializeDir(ctx context.Context, v store.Version) (string
 		}
 		return "", err
 	}
-	if err := syncDir(versions); err != nil {
+	if err := atomicfile.SyncDir(versions); err != nil {
 		return "", err
 	}
 	return final, nil
@@ -465,7 +466,7 @@ func (d *Directory) swapLink(interval, version string) (bool, error) {
 		os.Remove(tmp)
 		return false, err
 	}
-	if err := syncDir(d.Path); err != nil {
+	if err := atomicfile.SyncDir(d.Path); err != nil {
 		return true, err
 	}
 	return true, nil

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pipec/pipec/internal/atomicfile"
 )
 
 // Freeze copies a staging directory into an immutable, content-addressed
@@ -42,7 +44,7 @@ func Freeze(staging, root string) (dir, digest string, err error) {
 		}
 		return "", "", fmt.Errorf("freeze: %w", err)
 	}
-	if err := syncDir(root); err != nil {
+	if err := atomicfile.SyncDir(root); err != nil {
 		return "", "", fmt.Errorf("freeze: %w", err)
 	}
 	return final, digest, nil

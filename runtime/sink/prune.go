@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pipec/pipec/internal/atomicfile"
 )
 
 // Pruned is one folder Prune removed (or would remove, dry).
@@ -124,7 +126,7 @@ func (d *Directory) Prune(opts PruneOptions) ([]Pruned, error) {
 		}
 	}
 	if len(out) > 0 && !opts.DryRun {
-		if err := syncDir(versions); err != nil {
+		if err := atomicfile.SyncDir(versions); err != nil {
 			return out, err
 		}
 	}

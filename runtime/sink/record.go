@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/pipec/pipec/internal/atomicfile"
 )
 
 // FenceDir is the folder under a sink's path where the sink keeps its own
@@ -214,7 +216,7 @@ func writeJSONDurable(dir, name string, v any) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pipec/pipec/internal/atomicfile"
 )
 
 // StagingRoot is where attempts stage their outputs, relative to the state
@@ -173,7 +175,7 @@ func walkCopyExcept(src, dst, skip string) (string, error) {
 		// Children before parents, so each directory's entries are durable
 		// before the directory that names it is synced.
 		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := syncDir(dirs[i]); err != nil {
+			if err := atomicfile.SyncDir(dirs[i]); err != nil {
 				return "", err
 			}
 		}
@@ -221,19 +223,6 @@ func hashFile(h hash.Hash, path string, e entry, dst string) error {
 			return err
 		}
 		return out.Close()
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory so the names in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }
