@@ -313,13 +313,10 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 					started(ev.Run)
 				}
 			}})
-		var busy *store.RunBusyError
-		var full *store.RunSlotsError
+		if o, ok := refused(plan, iv, err); ok {
+			return o
+		}
 		switch {
-		case errors.As(err, &busy):
-			return outcome{run: busy.Run, state: "active", why: busyMessage(plan.Pipeline, iv.Key, busy)}
-		case errors.As(err, &full):
-			return outcome{state: noSlot, why: full.Detail()}
 		case err != nil && sum == nil:
 			return outcome{state: "error", why: err.Error()}
 		case err != nil:
@@ -329,6 +326,20 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 		}
 		return outcome{run: sum.Run.ID, state: string(store.RunSucceeded)}
 	}
+}
+
+// refused is the outcome of a run the store would not create: its interval
+// is another run's (active), or the pipeline has no free run slot.
+func refused(plan *compiler.Plan, iv runtime.Interval, err error) (outcome, bool) {
+	var busy *store.RunBusyError
+	var full *store.RunSlotsError
+	switch {
+	case errors.As(err, &busy):
+		return outcome{run: busy.Run, state: "active", why: busyMessage(plan.Pipeline, iv.Key, busy)}, true
+	case errors.As(err, &full):
+		return outcome{state: noSlot, why: full.Detail()}, true
+	}
+	return outcome{}, false
 }
 
 // maxActiveRuns is the bound the store holds a pipeline's runs to
@@ -359,14 +370,10 @@ func submission(plan *compiler.Plan, base string, iv runtime.Interval, value str
 func submitLaunch(io IO, plan *compiler.Plan, base string, q queue.Queue, poll time.Duration) func(context.Context, runtime.Interval, func(string)) outcome {
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		run, err := q.Submit(ctx, submission(plan, base, iv, iv.Key))
-		var busy *store.RunBusyError
-		var full *store.RunSlotsError
-		switch {
-		case errors.As(err, &busy):
-			return outcome{run: busy.Run, state: "active", why: busyMessage(plan.Pipeline, iv.Key, busy)}
-		case errors.As(err, &full):
-			return outcome{state: noSlot, why: full.Detail()}
-		case err != nil:
+		if o, ok := refused(plan, iv, err); ok {
+			return o
+		}
+		if err != nil {
 			return outcome{state: "error", why: err.Error()}
 		}
 		fmt.Fprintf(io.Stdout, "%s  submitted %s (%d tasks)\n", iv.Key, run.ID, len(plan.Tasks))

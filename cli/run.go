@@ -273,8 +273,7 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 
 // busyMessage names the run that holds an interval and its owner.
 func busyMessage(pipeline, interval string, b *store.RunBusyError) string {
-	return fmt.Sprintf("interval %s of pipeline %s is being run by %s (host %s, pid %d, since %s)", interval, pipeline,
-		b.Run, b.Owner.Host, b.Owner.PID, b.Since.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("interval %s of pipeline %s is being run by %s", interval, pipeline, b.Holder())
 }
 
 // relativize prints sink paths relative to the working directory when they

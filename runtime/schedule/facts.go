@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
@@ -33,25 +32,9 @@ type Facts struct {
 	accepted map[string]bool
 }
 
-// Running is a run in progress, as a skipped or blocked interval names it.
-type Running struct {
-	Run      string
-	Interval string
-	// Owner and Since are set for a run that holds a live lease on its
-	// interval (a pipec run or backfill); a run handed to workers (pipec
-	// submit) has none: Workers is set instead.
-	Owner   store.RunOwner
-	Since   time.Time
-	Workers bool
-}
-
-// String names the run and who runs it.
-func (r Running) String() string {
-	if r.Workers {
-		return fmt.Sprintf("%s (submitted to the workers)", r.Run)
-	}
-	return fmt.Sprintf("%s (host %s, pid %d, since %s)", r.Run, r.Owner.Host, r.Owner.PID, r.Since.UTC().Format(time.RFC3339))
-}
+// Running is a run in progress, as a skipped or blocked interval names it:
+// the store's description, which CreateRun's refusals use too.
+type Running = store.RunInProgress
 
 // Read reads the facts of plan's pipeline from st; a nil st is a state
 // where nothing ran yet (a dry run before the first run). q is st's queue,
@@ -96,7 +79,7 @@ func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Pla
 					return nil, err
 				}
 				if sub {
-					f.running[r.Interval] = Running{Run: r.ID, Interval: r.Interval, Workers: true}
+					f.running[r.Interval] = Running{Run: r.ID, Interval: r.Interval, Submitted: true}
 				}
 			}
 			// A lease that expired is a run whose pipec is gone: the next

@@ -35,11 +35,14 @@ type RunInProgress struct {
 }
 
 // String names the run and who runs it.
-func (r RunInProgress) String() string {
+func (r RunInProgress) String() string { return r.Run + " " + r.by() }
+
+// by says who runs it, in parentheses.
+func (r RunInProgress) by() string {
 	if r.Submitted {
-		return r.Run + " (submitted to the workers)"
+		return "(submitted to the workers)"
 	}
-	return fmt.Sprintf("%s (host %s, pid %d, since %s)", r.Run, r.Owner.Host, r.Owner.PID, r.Since.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("(host %s, pid %d, since %s)", r.Owner.Host, r.Owner.PID, r.Since.UTC().Format(time.RFC3339))
 }
 
 func (e *RunSlotsError) Error() string { return "no free run slot: " + e.Detail() }

@@ -80,7 +80,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/pipec/pipec/runtime/fence"
@@ -215,11 +214,12 @@ type RunBusyError struct {
 }
 
 func (e *RunBusyError) Error() string {
-	if e.Submitted {
-		return fmt.Sprintf("run %s is in progress (submitted to the workers)", e.Run)
-	}
-	return fmt.Sprintf("run %s is in progress (host %s, pid %d, since %s)", e.Run, e.Owner.Host, e.Owner.PID,
-		e.Since.UTC().Format(time.RFC3339))
+	return "run " + e.Run + " is in progress " + e.Holder().by()
+}
+
+// Holder is the run holding the interval, as a run in progress.
+func (e *RunBusyError) Holder() RunInProgress {
+	return RunInProgress{Run: e.Run, Owner: e.Owner, Since: e.Since, Submitted: e.Submitted}
 }
 
 // Is makes errors.Is(err, ErrRunBusy) true.
