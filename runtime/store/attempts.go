@@ -280,8 +280,8 @@ WHERE run = ? AND task = ? AND number = ? AND state = 'running' AND token = ?`, 
 
 // FinishAttempt implements Store.
 func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) error {
-	if !o.State.Finished() {
-		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	if !o.State.Recordable() {
+		return fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
 	}
 	mode := normal
 	if o.Ran != nil && o.Ran.Durable {
@@ -293,29 +293,21 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 // finishAttempt is FinishAttempt inside a write transaction (the worker
 // queue's Finish records a visit's last attempt with it, Tx.FinishAttempt).
 func (s *SQLite) finishAttempt(ctx context.Context, tx *wtx, ref AttemptRef, o Outcome) error {
-	if !o.State.Finished() {
-		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
-	}
 	cur, err := getAttemptHead(ctx, tx, ref)
 	if err != nil {
 		return err
 	}
-	if cur.State.Finished() {
-		if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
-			return nil
-		}
-		return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, ErrConflict)
+	ran := o.Ran != nil && cur.State.CanBecome(AttemptRunning)
+	if noop, err := CheckFinish(cur, o, ran); noop || err != nil {
+		return err
 	}
-	if o.Ran != nil && cur.State.CanBecome(AttemptRunning) {
+	if ran {
 		// MarkRunningAs and FinishAttempt in one transaction: both or
 		// neither commit (see Outcome.Ran for why that is safe).
 		if _, err := s.markRunning(ctx, tx, ref, *o.Ran); err != nil {
 			return err
 		}
 		cur.State = AttemptRunning
-	}
-	if !cur.State.CanBecome(o.State) {
-		return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, ErrConflict)
 	}
 	now := s.now()
 	if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
@@ -336,6 +328,24 @@ func (s *SQLite) GetAttempt(ctx context.Context, ref AttemptRef) (Attempt, error
 // Attempts implements Store.
 func (s *SQLite) Attempts(ctx context.Context, run string) ([]Attempt, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? ORDER BY task, number`, run)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// TaskAttempts implements Store.
+func (s *SQLite) TaskAttempts(ctx context.Context, resource, task string) ([]Attempt, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`, resource, task)
 	if err != nil {
 		return nil, err
 	}

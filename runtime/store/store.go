@@ -80,6 +80,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pipec/pipec/runtime/fence"
@@ -130,6 +131,40 @@ const (
 
 // Finished reports whether the state is terminal (succeeded or failed).
 func (s AttemptState) Finished() bool { return fence.State(s).Finished() }
+
+// Recordable reports whether FinishAttempt records the state as an
+// attempt's end: succeeded, failed, or unknown (the attempt's process
+// ended, but how it ended says nothing of whether its effect happened: a
+// non-idempotent attempt interrupted by pipec or killed by someone else).
+func (s AttemptState) Recordable() bool { return s.Finished() || s == AttemptUnknown }
+
+// CheckFinish is FinishAttempt's judgement of recording o on cur, written
+// once for every store: noop when cur already holds exactly that end (a
+// retried write), ErrConflict when the state machine forbids it. wasRunning
+// says Outcome.Ran moves cur to running first.
+func CheckFinish(cur Attempt, o Outcome, wasRunning bool) (noop bool, err error) {
+	ref := cur.AttemptRef
+	if !o.State.Recordable() {
+		return false, fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
+	}
+	if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
+		return true, nil
+	}
+	if o.State == AttemptUnknown && cur.State == AttemptUnknown {
+		return true, nil // unknown already, whoever said so first
+	}
+	if cur.State.Finished() {
+		return false, fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, ErrConflict)
+	}
+	from := cur.State
+	if wasRunning {
+		from = AttemptRunning
+	}
+	if !from.CanBecome(o.State) {
+		return false, fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, from, ErrConflict)
+	}
+	return false, nil
+}
 
 // CanBecome reports whether the state machine (fence.CanTransition) allows
 // moving to next.
@@ -312,7 +347,7 @@ func FenceResource(pipeline, interval string) string { return pipeline + "@" + i
 
 // Outcome is how an attempt ended, for FinishAttempt.
 type Outcome struct {
-	State     AttemptState // AttemptSucceeded or AttemptFailed
+	State     AttemptState // AttemptSucceeded, AttemptFailed or AttemptUnknown (Recordable)
 	Class     string
 	ExitCode  int
 	ErrorTail string
@@ -526,6 +561,12 @@ type Store interface {
 	GetAttempt(ctx context.Context, ref AttemptRef) (Attempt, error)
 	// Attempts returns a run's attempts ordered by task, then number.
 	Attempts(ctx context.Context, run string) ([]Attempt, error)
+	// TaskAttempts returns one task's attempts in every run that drew
+	// tokens from resource (its pipeline's interval, AttemptSpec.Resource),
+	// ordered by token: what a task's visit reads to learn whether the task
+	// ran before (reuse, orphans, an unknown effect) without reading the
+	// run's other tasks.
+	TaskAttempts(ctx context.Context, resource, task string) ([]Attempt, error)
 
 	// RecordVersion records a staged version produced by an attempt; Run, Task
 	// and Attempt must name an existing attempt, whose token and the run's

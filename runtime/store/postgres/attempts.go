@@ -407,8 +407,8 @@ WHERE state = 'running' AND lease_expiry <= pipec_now() RETURNING `+attemptColum
 
 // FinishAttempt implements store.Store.
 func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
-	if !o.State.Finished() {
-		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
+	if !o.State.Recordable() {
+		return fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
 }
@@ -416,28 +416,20 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 // finishAttempt is FinishAttempt inside a transaction (Finish of the queue
 // records a visit's last attempt with it, see queue.Result.End).
 func finishAttempt(ctx context.Context, tx pgx.Tx, ref store.AttemptRef, o store.Outcome) error {
-	if !o.State.Finished() {
-		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
-	}
 	cur, err := getAttempt(ctx, tx, ref, true)
 	if err != nil {
 		return err
 	}
-	if cur.State.Finished() {
-		if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
-			return nil
-		}
-		return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
+	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
+	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
+		return err
 	}
-	if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
+	if ran {
 		// MarkRunningAs and FinishAttempt in one transaction: both or
 		// neither commit (see store.Outcome.Ran for why that is safe).
 		if cur, err = markRunning(ctx, tx, cur, *o.Ran); err != nil {
 			return err
 		}
-	}
-	if !cur.State.CanBecome(o.State) {
-		return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, cur.State, store.ErrConflict)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
 WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail); err != nil {
@@ -453,26 +445,18 @@ WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, st
 // one round trip by the caller (Finish of the queue).
 func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome) error {
 	ref := cur.AttemptRef
-	if !o.State.Finished() {
-		return fmt.Errorf("finish attempt %s: state %q is not final", ref, o.State)
-	}
-	if cur.State.Finished() {
-		if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
-			return nil
-		}
-		return fmt.Errorf("finish attempt %s as %s: already %s: %w", ref, o.State, cur.State, store.ErrConflict)
-	}
 	was := cur.State
-	if o.Ran != nil && cur.State.CanBecome(store.AttemptRunning) {
+	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
+	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
+		return err
+	}
+	if ran {
 		b.Queue(markRunningSQL, markRunningArgs(cur, *o.Ran)...)
 		if cur.State == store.AttemptQueued {
 			ev, payload := runningEvent(cur, *o.Ran)
 			queueEvent(b, ev, payload)
 		}
 		was = store.AttemptRunning
-	}
-	if !was.CanBecome(o.State) {
-		return fmt.Errorf("finish attempt %s as %s: it is %s: %w", ref, o.State, was, store.ErrConflict)
 	}
 	b.Queue(`UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
 WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail)
@@ -490,6 +474,15 @@ func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Att
 // Attempts implements store.Store.
 func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = $1 ORDER BY task COLLATE "C", number`, run)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanAttempt)
+}
+
+// TaskAttempts implements store.Store.
+func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]store.Attempt, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = $1 AND task = $2 ORDER BY token`, resource, task)
 	if err != nil {
 		return nil, err
 	}

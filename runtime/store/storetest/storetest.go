@@ -44,6 +44,8 @@ func Run(t *testing.T, open Opener) {
 		{"ProcessRecorded", testProcessRecorded},
 		{"ResolveAttempt", testResolveAttempt},
 		{"FinishRecordsProcess", testFinishRecordsProcess},
+		{"FinishUnknown", testFinishUnknown},
+		{"TaskAttempts", testTaskAttempts},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -473,5 +475,76 @@ func testConcurrentSwaps(t *testing.T, open Opener) {
 			t.Fatalf("round %d: pointer token %d after %d", round, p.Token, last)
 		}
 		last = p.Token
+	}
+}
+
+// An attempt whose process ended without showing whether its effect
+// happened is recorded unknown; recording unknown again is a no-op, and a
+// succeeded or failed attempt cannot become unknown.
+func testFinishUnknown(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	r := newRun(t, s, "2024-01-01")
+	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "charge", Resource: "orders@2024-01-01", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := store.Outcome{State: store.AttemptUnknown, Class: "killed", ExitCode: -1, ErrorTail: "interrupted"}
+	if err := s.FinishAttempt(ctx, a.AttemptRef, o); err != nil {
+		t.Fatalf("running -> unknown: %v", err)
+	}
+	if got, _ := s.GetAttempt(ctx, a.AttemptRef); got.State != store.AttemptUnknown {
+		t.Fatalf("attempt is %s, want unknown", got.State)
+	}
+	if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptUnknown, Class: "lease_expired"}); err != nil {
+		t.Errorf("unknown -> unknown again: %v, want a no-op", err)
+	}
+	b, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "charge", Resource: "orders@2024-01-01", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishAttempt(ctx, b.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishAttempt(ctx, b.AttemptRef, o); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("succeeded -> unknown: %v, want store.ErrConflict", err)
+	}
+	if err := s.FinishAttempt(ctx, b.AttemptRef, store.Outcome{State: store.AttemptRunning}); err == nil {
+		t.Errorf("finishing as running was accepted")
+	}
+}
+
+// TaskAttempts returns one task's attempts across the runs of an interval,
+// by token, and nothing of other tasks or intervals.
+func testTaskAttempts(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	r1 := newRun(t, s, "2024-01-01")
+	res := "orders@2024-01-01"
+	start := func(run, task, resource string) store.Attempt {
+		a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run, Task: task, Resource: resource, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a1 := start(r1.ID, "charge", res)
+	start(r1.ID, "other", res)
+	if err := s.FinishRun(ctx, r1.ID, store.RunFailed); err != nil {
+		t.Fatal(err)
+	}
+	r2 := newRun(t, s, "2024-01-01")
+	a2 := start(r2.ID, "charge", res)
+	r3 := newRun(t, s, "2024-01-02")
+	start(r3.ID, "charge", "orders@2024-01-02")
+	got, err := s.TaskAttempts(ctx, res, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].AttemptRef != a1.AttemptRef || got[1].AttemptRef != a2.AttemptRef {
+		t.Fatalf("TaskAttempts = %+v, want %s then %s", got, a1.AttemptRef, a2.AttemptRef)
+	}
+	if none, err := s.TaskAttempts(ctx, res, "nope"); err != nil || len(none) != 0 {
+		t.Errorf("TaskAttempts of a task that never ran = %v, %v", none, err)
 	}
 }
