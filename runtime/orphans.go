@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 
-	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -49,77 +48,31 @@ const (
 )
 
 // settleOrphans ends the orphans of every unfinished attempt of the earlier
-// runs of the interval and decides what the non-idempotent tasks among them
-// may do: blocked (an unknown outcome) or adopted (resolved as succeeded).
+// runs of the interval, then lets each non-idempotent task's attempts decide
+// what it may do (settlePrior).
 func (r *runner) settleOrphans(ctx context.Context, prior []store.Run) error {
-	type open struct {
-		a      store.Attempt
-		strict bool // a non-idempotent task of this plan
-	}
-	var opens []open
-	var targets []exec.Target
-	latest := map[string]store.Attempt{} // non-idempotent task -> its newest attempt
+	byTask := map[string][]store.Attempt{}
+	var open []store.Attempt
 	for _, pr := range prior {
 		as, err := r.st.Attempts(ctx, pr.ID)
 		if err != nil {
 			return err
 		}
 		for _, a := range as {
-			ts := r.tasks[a.Task]
-			strict := ts != nil && !ts.t.Idempotent
-			if strict {
-				if cur, ok := latest[a.Task]; !ok || a.Token > cur.Token {
-					latest[a.Task] = a
-				}
+			byTask[a.Task] = append(byTask[a.Task], a)
+			if !a.State.Finished() {
+				open = append(open, a)
 			}
-			if a.State.Finished() {
-				continue
-			}
-			opens = append(opens, open{a: a, strict: strict})
-			p := a.Process()
-			targets = append(targets, exec.Target{
-				ID:     exec.Identity{Host: p.Host, Boot: p.Boot, PID: p.PID, PGID: p.PGID, Start: p.Start},
-				Marker: exec.Marker{"PIPEC_RUN_ID=" + a.Run, "PIPEC_TOKEN=" + strconv.FormatInt(a.Token, 10)},
-			})
 		}
 	}
-	if len(targets) > 0 {
-		found, err := exec.EndOrphans(ctx, targets, r.o.KillGrace)
-		for i, f := range found {
-			if f.Found > 0 {
-				a := opens[i].a
-				r.record(ctx, EventOrphansEnded, a.Task, a.Number, map[string]any{"run_of_attempt": a.Run,
-					"processes": f.Found, "killed": f.Killed, "token": a.Token})
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("ending the processes an earlier run left behind: %w (nothing was started)", err)
-		}
+	if err := r.endOrphans(ctx, open); err != nil {
+		return err
 	}
-	for _, o := range opens {
-		a := o.a
-		if !o.strict {
-			continue // abandoned by the caller; the rerun's higher tokens fence it
-		}
-		if a.State == store.AttemptQueued {
-			// No launch intent: its process never started.
-			if err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "abandoned",
-				ErrorTail: "never started: its pipec stopped before launching it"}); err != nil {
+	for _, task := range slices.Sorted(mapKeys(byTask)) {
+		if ts := r.tasks[task]; ts != nil {
+			if err := r.settlePrior(ctx, ts, byTask[task]); err != nil {
 				return err
 			}
-			continue
-		}
-		if _, ok := r.blocked[a.Task]; !ok {
-			r.blocked[a.Task] = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: its pipec stopped while it ran "+
-				"and nobody saw how it ended; settle it with: pipec resolve %s %s --as succeeded|failed --reason TEXT",
-				a.Number, a.Run, a.Token, a.Run, a.Task)
-		}
-	}
-	// A non-idempotent task that succeeded for the interval (or was resolved
-	// as succeeded) is not run again, whatever happened upstream.
-	for task, a := range latest {
-		if _, ok := r.blocked[task]; !ok && a.State == store.AttemptSucceeded && !r.o.Force {
-			r.adopt[task] = a
 		}
 	}
 	return nil

@@ -267,6 +267,9 @@ type runner struct {
 	// succeeded attempt in an earlier run (not run again).
 	blocked map[string]string
 	adopt   map[string]store.Attempt
+	// hasPrior: an earlier run touched the interval, so a task may be
+	// reused (reusable); a first run asks nothing.
+	hasPrior bool
 
 	// A visit (visit.go): the attempts made before it, for the retry
 	// policy; an expired lease stops the task instead of relaunching it.
@@ -452,14 +455,14 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	prior = slices.DeleteFunc(prior, func(pr store.Run) bool { return pr.ID == run.ID })
 	r.emitStore(store.EventRunCreated, "", 0, map[string]any{"interval": r.iv.String(), "code_version": r.plan.CodeVersion,
 		"plan_digest": r.plan.Digest})
-	reused, err := r.takeOver(ctx, prior)
-	if err != nil {
+	r.hasPrior = len(prior) > 0
+	if err := r.takeOver(ctx, prior); err != nil {
 		// The run cannot go on; say so in the store rather than leave it
 		// running for the next run to abandon.
 		_ = r.st.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunFailed)
 		return nil, err
 	}
-	return r.execute(ctx, run, reused)
+	return r.execute(ctx, run)
 }
 
 // createRun creates the run with its lease on the interval; with
@@ -491,7 +494,7 @@ func (r *runner) createRun(ctx context.Context) (store.Run, error) {
 		if !errors.As(err, &busy) {
 			return run, err
 		}
-		if busy.Owner.Host == host && busy.Run != takeOver && !processAlive(busy.Owner.PID) {
+		if busy.Owner.Host == host && busy.Run != takeOver && !exec.Alive(busy.Owner.PID) {
 			// Its pipec died on this host (kill -9): no need to wait for
 			// its lease to run out.
 			takeOver = busy.Run
@@ -534,12 +537,12 @@ func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struc
 }
 
 // takeOver makes the interval this run's: runs of it that never finished are
-// abandoned (their attempts fenced by this run's tokens), sinks are
-// reconciled with the store, and what earlier runs completed is found.
-func (r *runner) takeOver(ctx context.Context, prior []store.Run) (map[string]string, error) {
+// abandoned (their attempts fenced by this run's tokens) and sinks are
+// reconciled with the store.
+func (r *runner) takeOver(ctx context.Context, prior []store.Run) error {
 	// No task starts beside a process an earlier run left behind.
 	if err := r.settleOrphans(ctx, prior); err != nil {
-		return nil, err
+		return err
 	}
 	for _, pr := range prior {
 		if pr.State == store.RunRunning {
@@ -547,7 +550,7 @@ func (r *runner) takeOver(ctx context.Context, prior []store.Run) (map[string]st
 			// (or still runs elsewhere, and is fenced by this run's tokens).
 			r.record(ctx, EventRunSuperseded, "", 0, map[string]any{"superseded": pr.ID})
 			if _, err := r.st.AbandonRun(ctx, pr.ID, "superseded by "+r.runID+": its pipec stopped before the run finished"); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -560,18 +563,18 @@ func (r *runner) takeOver(ctx context.Context, prior []store.Run) (map[string]st
 			r.record(ctx, EventSinkReconciled, "", 0, map[string]any{"sink": name, "links_repaired": n})
 		}
 	}
-	return r.findReusable(ctx, prior)
+	return nil
 }
 
 // execute runs the tasks with the lease watch beside them, waits for the
 // zombies, and records the run's end.
-func (r *runner) execute(ctx context.Context, run store.Run, reused map[string]string) (*Summary, error) {
+func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 	r.leases = newLeaseWatch(r)
 	leaseCtx, stopLeases := context.WithCancel(ctx)
 	leaseDone := make(chan struct{})
 	go func() { r.leases.loop(leaseCtx); close(leaseDone) }()
 
-	r.schedule(ctx, reused)
+	r.schedule(ctx)
 	r.drainZombies()
 	stopLeases()
 	<-leaseDone
@@ -599,75 +602,9 @@ func (r *runner) execute(ctx context.Context, run store.Run, reused map[string]s
 	return sum, nil
 }
 
-// findReusable decides which tasks a previous run of this interval already
-// did: a task with outputs when each output has an accepted version of this
-// interval made by this code_version, a task without outputs when an attempt
-// of it succeeded; and in both cases only if every task it needs is reused
-// too (new upstream data makes old results stale).
-func (r *runner) findReusable(ctx context.Context, prior []store.Run) (map[string]string, error) {
-	reused := map[string]string{}
-	if r.o.Force {
-		return reused, nil
-	}
-	succeeded := map[string]string{}
-	for _, pr := range prior {
-		as, err := r.st.Attempts(ctx, pr.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range as {
-			if a.State == store.AttemptSucceeded {
-				succeeded[a.Task] = pr.ID
-			}
-		}
-	}
-	for _, id := range r.plan.Order {
-		name, ok := cutKind(id, compiler.KindTask)
-		if !ok {
-			continue
-		}
-		ts := r.tasks[name]
-		if ts == nil {
-			continue
-		}
-		upstreamReused := true
-		for _, n := range ts.t.Needs {
-			if _, ok := reused[n]; !ok {
-				upstreamReused = false
-			}
-		}
-		if !upstreamReused {
-			continue
-		}
-		if len(ts.t.Outputs) == 0 {
-			if run, ok := succeeded[name]; ok {
-				reused[name] = "succeeded in " + run
-			}
-			continue
-		}
-		from := ""
-		all := true
-		for _, out := range ts.t.Outputs {
-			v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && v.CodeVersion != r.plan.CodeVersion) {
-				all = false
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			from = v.Run
-		}
-		if all {
-			reused[name] = "accepted outputs from " + from
-		}
-	}
-	return reused, nil
-}
-
 // schedule runs every task, each once its needs are done, until all are
 // resolved. Failure spreads to dependents only.
-func (r *runner) schedule(ctx context.Context, reused map[string]string) {
+func (r *runner) schedule(ctx context.Context) {
 	done := make(chan string)
 	running := 0
 	start := func(name string) {
@@ -677,15 +614,7 @@ func (r *runner) schedule(ctx context.Context, reused map[string]string) {
 		r.mu.Unlock()
 		running++
 		go func() {
-			if why, ok := r.blocked[name]; ok {
-				r.blockTask(ctx, ts, why)
-			} else if a, ok := r.adopt[name]; ok {
-				r.adoptTask(ctx, ts, a)
-			} else if why, ok := reused[name]; ok {
-				r.reuseTask(ctx, ts, why)
-			} else {
-				r.runTask(ctx, ts)
-			}
+			r.runOne(ctx, ts)
 			done <- name
 		}()
 	}

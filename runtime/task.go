@@ -13,10 +13,14 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
+
+// interrupted is why a task the run reached but never started was not run.
+const interrupted = "the run was interrupted"
 
 // errorTailLines and errorTailBytes bound the output kept in the store.
 const (
@@ -154,6 +158,10 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		r.notRun(ctx, ts, why)
 		return
 	}
+	if ctx.Err() != nil {
+		r.notRun(ctx, ts, interrupted)
+		return
+	}
 	pol := policyOf(t.Retry)
 	r.budget.FirstAttempt()
 	var first time.Time
@@ -162,6 +170,10 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 			first = time.Now()
 		}
 		out := r.attempt(ctx, ts, inputs)
+		if out.interrupted {
+			r.notRun(ctx, ts, interrupted)
+			return
+		}
 		r.mu.Lock()
 		ts.res.Attempts = out.number
 		r.mu.Unlock()
@@ -186,6 +198,10 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		}
 		if out.signaled && ctx.Err() == nil {
 			r.killedByOther(ctx)
+		}
+		if out.unknown != "" {
+			r.blockTask(ctx, ts, out.unknown)
+			return
 		}
 		if ctx.Err() != nil {
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, cancelReason(ctx))
@@ -243,6 +259,12 @@ type attemptOutcome struct {
 	ending   string
 	// signaled: a signal pipec did not send ended the process.
 	signaled bool
+	// unknown, when set, says why the attempt's effect is unknown
+	// (unseenEnd): the task is not retried and ends unknown.
+	unknown string
+	// interrupted: the run was cancelled before the attempt's process
+	// started.
+	interrupted bool
 	tail     string
 	startErr error
 }
@@ -298,10 +320,11 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		return failStart(err)
 	}
 	if !r.acquire(ctx, t) {
-		err := errors.New("the run was cancelled before the attempt started")
+		// Interrupted while waiting for a slot: the attempt never started
+		// (its token was taken early, see above), so the task was not run.
 		_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
-			Class: retry.Killed, ExitCode: -1, ErrorTail: err.Error()})
-		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.Killed}}
+			Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: "never started: " + interrupted})
+		return attemptOutcome{number: a.Number, interrupted: true}
 	}
 	held := true
 	defer func() {
@@ -538,10 +561,27 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.tail = res.Describe()
 	}
 	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail, Ran: l.ran}
+	if unseenEnd(ts.t.Idempotent, res) {
+		o.State = store.AttemptUnknown
+		out.unknown = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: it was stopped while it ran (%s); "+
+			"settle it with: pipec resolve %s %s --as succeeded|failed --reason TEXT",
+			l.a.Number, l.a.Run, l.a.Token, res.Describe(), l.a.Run, ts.t.Name)
+	}
 	_ = r.endAttempt(fctx, l.a.AttemptRef, o)
-	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "failed", "class": out.verdict.Class,
+	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": string(o.State), "class": out.verdict.Class,
 		"exit_code": res.ExitCode, "error": out.tail, "why": res.Describe()})
 	return out
+}
+
+// unseenEnd says whether an attempt's end leaves its effect unknown: a
+// non-idempotent task's process that did not end on its own (pipec stopped
+// it, on Ctrl-C, a lost lease, a worker's shutdown or its timeout, or a
+// signal from someone else ended it) may have done its effect or not, and
+// stays unknown until a person settles it with pipec resolve, whoever
+// stopped it. An idempotent task's is simply failed: running it again is
+// safe.
+func unseenEnd(idempotent bool, res exec.Result) bool {
+	return !idempotent && (res.Stopped || res.TimedOut || res.Signal != 0)
 }
 
 func (r *runner) logPath(ref store.AttemptRef) string {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -164,6 +167,64 @@ func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched)
 	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
 }
 
+// settleVisit asks the task's earlier attempts, in earlier runs of the
+// interval and earlier visits of this run (the claim's own attempt,
+// started, aside), what a local run asks them at its start: their orphans
+// on this machine are ended, and a non-idempotent task's unseen or
+// succeeded attempt decides it (settlePrior).
+func (r *runner) settleVisit(ctx context.Context, ts *taskState, started *store.Attempt) error {
+	as, err := r.st.TaskAttempts(ctx, r.resource, ts.t.Name)
+	if err != nil {
+		return err
+	}
+	as = slices.DeleteFunc(as, func(a store.Attempt) bool { return started != nil && a.AttemptRef == started.AttemptRef })
+	r.hasPrior = len(as) > 0
+	var open []store.Attempt
+	for _, a := range as {
+		if !a.State.Finished() {
+			open = append(open, a)
+		}
+	}
+	if err := r.endOrphans(ctx, open); err != nil {
+		return err
+	}
+	return r.settlePrior(ctx, ts, as)
+}
+
+// Classes of a task whose process succeeded but whose outputs were not
+// made visible (outputsFailed).
+const (
+	ClassCheck   = "check"
+	ClassPublish = "publish"
+)
+
+// outputsFailed says why the task's outputs are not visible although it
+// ran ("" when they are): a check failed, the artifact store or the state
+// refused a version, a publish errored or was not made.
+func (r *runner) outputsFailed(t *compiler.PlanTask) (class, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, out := range t.Outputs {
+		for _, c := range r.checksOf[out] {
+			if cr := r.checks[c.Name]; cr != nil && cr.State != CheckPassed {
+				return ClassCheck, fmt.Sprintf("check %s of %s: %s", c.Name, out, cr.Reason)
+			}
+		}
+	}
+	if r.artsErr != "" {
+		return ClassArtifacts, r.artsErr
+	}
+	if r.storeErr != "" {
+		return retry.Store, r.storeErr
+	}
+	for _, p := range r.publishes {
+		if slices.Contains(t.Outputs, p.Artifact) && (p.Outcome == PublishError || p.Outcome == PublishNotRun) {
+			return ClassPublish, fmt.Sprintf("publish %s to sink %s: %s", p.Name, p.Sink, p.Error)
+		}
+	}
+	return "", ""
+}
+
 // RunVisit runs one visit. The error is for a visit that could not be
 // carried out at all (unknown task, bad interval); task failures are in the
 // result.
@@ -201,14 +262,27 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	r.mu.Lock()
 	ts.state = taskRunning
 	r.mu.Unlock()
-	r.runTask(ctx, ts)
+	if err := r.settleVisit(ctx, ts, v.Started); err != nil {
+		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "its earlier attempts could not be settled")
+	} else {
+		r.runOne(ctx, ts)
+	}
 	r.drainZombies()
 	stopLeases()
 	<-leaseDone
+	deterministic := false
+	if st := ts.state; st == TaskSucceeded || st == TaskReused {
+		// Ran, but what it made is not visible: the task failed, as a
+		// local run's summary fails the run for the same reasons.
+		if class, why := r.outputsFailed(ts.t); why != "" {
+			r.taskFailed(ctx, ts, class, 0, why, "its outputs were not published")
+			deterministic = class == ClassCheck || class == ClassPublish
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused()}
-	res.Deterministic = r.classes.Deterministic(ts.res.Class)
+	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.state == TaskUnknown
 	// The worker writes these to the store: masked as everything else.
 	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)
 	return res, nil

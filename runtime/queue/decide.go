@@ -268,6 +268,8 @@ func Finished(w *Work, worker string, r Result) (Change, error) {
 			Notes: []Note{{EventWorkHandedBack, map[string]any{"worker": worker, "counts": w.Failover.Describe(w.Limits, nil)}}}}, nil
 	case Failed:
 		return failedVisit(w, worker, w.Failover.Failed(w.Limits, false, r.Deterministic), r.Reason), nil
+	case LeaseLost:
+		return lostLease(w, worker, "the lease of "+worker+" expired while it ran the task (paused or cut off from the store)"), nil
 	}
 	return Change{}, fmt.Errorf("finish: unknown ending %d", r.Ending)
 }
@@ -276,10 +278,18 @@ func Finished(w *Work, worker string, r Result) (Change, error) {
 // renewing (SIGSTOP, SIGKILL, a partition), which the model sees as a lost
 // lease; w.Failover is stepped.
 func Expired(w *Work) Change {
-	reason := "the lease of " + w.Worker + " expired (no heartbeat): its attempt is unknown"
-	c := failedVisit(w, w.Worker, w.Failover.LeaseLost(w.Limits), reason)
-	c.Notes = append([]Note{{EventWorkLeaseLost, map[string]any{"worker": w.Worker}}}, c.Notes...)
+	c := lostLease(w, w.Worker, "the lease of "+w.Worker+" expired (no heartbeat): its attempt is unknown")
 	c.Unknown = UnknownClaimExpired
+	return c
+}
+
+// lostLease is what a lease lost by worker does to w, whoever noticed it
+// (another worker's sweep, or the worker itself on waking up): the
+// worker's failure, not the task's, counted as the failover model counts a
+// lost lease (failover.State.LeaseLost).
+func lostLease(w *Work, worker, reason string) Change {
+	c := failedVisit(w, worker, w.Failover.LeaseLost(w.Limits), reason)
+	c.Notes = append([]Note{{EventWorkLeaseLost, map[string]any{"worker": worker}}}, c.Notes...)
 	return c
 }
 

@@ -12,6 +12,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -28,6 +29,37 @@ type WorkerInfo struct {
 	PID    int
 	Slots  int
 	Labels []string
+	// Replaces is the pid of an earlier process of this name on this host
+	// that the registering process saw is gone (a WorkerLiveError named
+	// it): its registration is taken over without waiting for its lease.
+	Replaces int
+}
+
+// WorkerLiveError is Register's refusal of a name a live worker holds.
+type WorkerLiveError struct {
+	Name, Host string
+	PID        int
+}
+
+func (e *WorkerLiveError) Error() string {
+	return fmt.Sprintf("register: worker %s is live already (host %s, pid %d): give another --name", e.Name, e.Host, e.PID)
+}
+
+// Registering decides a registration of w over the name's current row
+// (found: there is one; host, pid and live as it says): refused while
+// another live process holds the name, unless w replaces it; replacing says
+// the claims held under the name belong to another process (the earlier
+// one, killed or gone), so they expire now rather than be renewed by this
+// process's heartbeat: a claim is its process's, not its name's.
+func Registering(w WorkerInfo, found bool, host string, pid int, live bool) (replacing bool, err error) {
+	if !found {
+		return false, nil
+	}
+	other := host != w.Host || pid != w.PID
+	if live && other && !(host == w.Host && w.Replaces != 0 && pid == w.Replaces) {
+		return false, &WorkerLiveError{Name: w.Name, Host: host, PID: pid}
+	}
+	return other, nil
 }
 
 // Worker states.
@@ -137,6 +169,11 @@ const (
 	Failed            // the visit's attempts failed (the failover model decides what follows)
 	HandedBack        // the worker is shutting down gracefully; counts nowhere
 	NotRun            // an input has no accepted version: the task cannot run anywhere
+	// LeaseLost: the worker's lease on the task expired while it ran it
+	// (it was paused, or cut off from the store) and it stopped the task:
+	// the worker's failure, counted as a lost lease, as when another
+	// worker's sweep finds the claim expired (Expired).
+	LeaseLost
 )
 
 // Result is a visit's outcome for Finish.

@@ -79,6 +79,8 @@ type Config struct {
 	Log io.Writer
 
 	logMu *sync.Mutex
+	// outage: the last heartbeat failed (said once, and once when it ends).
+	outage bool
 	// self is this machine, recorded with the attempts its claims start.
 	self  exec.Identity
 	plans *planCache
@@ -153,8 +155,8 @@ var (
 )
 
 // Run runs the worker until ctx is cancelled (a graceful stop: running tasks
-// are stopped and handed back, uncounted) or the store fails for longer
-// than a lease.
+// are stopped and handed back, uncounted). A store unreachable for longer
+// than a lease stops the worker's tasks, not the worker.
 func Run(ctx context.Context, c Config) error {
 	if c.Info.Name == "" || c.Store == nil || c.Queue == nil || c.Workdir == "" {
 		return errors.New("worker: a name, a store, a queue and a workdir are required")
@@ -181,7 +183,7 @@ func Run(ctx context.Context, c Config) error {
 	c.self, _ = exec.Self() // as the runtime's own attempts record it
 	c.plans = &planCache{runs: map[string]*submitted{}}
 	bg := context.WithoutCancel(ctx)
-	if err := c.Queue.Register(bg, c.Info, c.Lease); err != nil {
+	if err := c.register(bg); err != nil {
 		return err
 	}
 	labels := "none"
@@ -208,12 +210,7 @@ func Run(ctx context.Context, c Config) error {
 		healthy := true
 		if due {
 			due = false
-			var err error
-			healthy, err = c.beat(bg, &mu, visits, &lastOK)
-			if err != nil {
-				wg.Wait()
-				return err
-			}
+			healthy = c.beat(bg, &mu, visits, &lastOK)
 		}
 		if healthy && ctx.Err() == nil {
 			c.claim(bg, &mu, visits, &wg, ended)
@@ -234,26 +231,38 @@ func Run(ctx context.Context, c Config) error {
 
 // beat heartbeats (stopping the visits whose claims were taken over), then
 // sweeps expired claims and leases. healthy is false while the store is
-// unreachable; the error ends the worker once that lasted a lease.
-func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, lastOK *time.Time) (bool, error) {
+// unreachable; once that lasted a lease, the worker's tasks are stopped.
+func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, lastOK *time.Time) bool {
 	held, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
 	if errors.Is(err, store.ErrNotFound) {
 		// Deregistered under us (a name reused after we stopped): again.
-		err = c.Queue.Register(ctx, c.Info, c.Lease)
+		err = c.register(ctx)
 		held = nil
 	}
 	if err != nil {
-		c.logf("heartbeat: %v", err)
+		if !c.outage {
+			c.outage = true
+			c.logf("heartbeat: %v; the store is unreachable, trying again every %s", err, c.Poll)
+		}
 		if time.Since(*lastOK) > c.Lease {
-			// The claims are someone else's by now; stop everything.
+			// The claims are someone else's by now: stop their tasks (a
+			// lost lease), but stay up and go on claiming once the store
+			// is back.
 			mu.Lock()
-			for _, v := range visits {
-				v.cancel(errTakenOver)
+			for ref, v := range visits {
+				if !v.stopped {
+					v.stopped = true
+					c.logf("%s %s: the store was unreachable for longer than the lease; stopping it", ref.Run, ref.Task)
+					v.cancel(errTakenOver)
+				}
 			}
 			mu.Unlock()
-			return false, fmt.Errorf("worker %s: the store is unreachable: %w", c.Info.Name, err)
 		}
-		return false, nil
+		return false
+	}
+	if c.outage {
+		c.outage = false
+		c.logf("the store is reachable again")
 	}
 	*lastOK = time.Now()
 	holds := map[queue.Ref]bool{}
@@ -275,7 +284,22 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 	if _, err := c.Store.MarkUnknown(ctx); err != nil {
 		c.logf("mark unknown: %v", err)
 	}
-	return true, nil
+	return true
+}
+
+// register registers the worker. A live registration of its name by an
+// earlier process on this host that is gone (killed, and restarted by a
+// supervisor under the same name) is taken over at once: its claims expire
+// and are failed over as any lost worker's.
+func (c *Config) register(ctx context.Context) error {
+	err := c.Queue.Register(ctx, c.Info, c.Lease)
+	var live *queue.WorkerLiveError
+	if errors.As(err, &live) && live.Host == c.Info.Host && live.PID != c.Info.PID && !exec.Alive(live.PID) {
+		c.logf("worker %s: its earlier process (pid %d) is gone; taking its name over", c.Info.Name, live.PID)
+		c.Info.Replaces = live.PID
+		err = c.Queue.Register(ctx, c.Info, c.Lease)
+	}
+	return err
 }
 
 // claim takes ready tasks while slots are free and starts their visits.
@@ -392,13 +416,16 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 		c.logf("%s %s: handed back", cl.Run, cl.Task)
 		finish(queue.Result{Ending: queue.HandedBack})
 	case errors.Is(cause, errTakenOver) || res.LeaseLost:
-		c.logf("%s %s: stopped here, another worker has it", cl.Run, cl.Task)
-		finish(queue.Result{Ending: queue.Failed, Reason: "its lease expired"}) // refused unless still ours
+		c.logf("%s %s: stopped here: this worker's lease on it expired", cl.Run, cl.Task)
+		finish(queue.Result{Ending: queue.LeaseLost}) // refused when another worker has it already
 	case err != nil:
 		finish(queue.Result{Ending: queue.Failed, Deterministic: true, Reason: err.Error()})
-	case res.Task.State == runtime.TaskSucceeded:
-		c.logf("%s %s: succeeded on %s", cl.Run, cl.Task, c.Info.Name)
+	case res.Task.State == runtime.TaskSucceeded || res.Task.State == runtime.TaskReused:
+		c.logf("%s %s: %s on %s", cl.Run, cl.Task, res.Task.State, c.Info.Name)
 		finish(queue.Result{Ending: queue.Succeeded})
+	case res.Task.State == runtime.TaskUnknown:
+		c.logf("%s %s: not run: %s", cl.Run, cl.Task, res.Task.Reason)
+		finish(queue.Result{Ending: queue.Failed, Deterministic: true, Reason: "unknown: " + res.Task.Reason})
 	case res.Task.State == runtime.TaskNotRun:
 		c.logf("%s %s: not run: %s", cl.Run, cl.Task, res.Task.Reason)
 		finish(queue.Result{Ending: queue.NotRun, Reason: res.Task.Reason})

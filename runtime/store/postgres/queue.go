@@ -73,11 +73,17 @@ func (s *Store) Register(ctx context.Context, w queue.WorkerInfo, lease time.Dur
 		var live bool
 		err := tx.QueryRow(ctx, `SELECT host, pid, state = 'live' AND expiry > pipec_now() FROM workers WHERE name = $1 FOR UPDATE`,
 			w.Name).Scan(&host, &pid, &live)
-		if err == nil && live && (host != w.Host || pid != w.PID) {
-			return fmt.Errorf("register: worker %s is live already (host %s, pid %d): give another --name", w.Name, host, pid)
-		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
+		}
+		replacing, err := queue.Registering(w, err == nil, host, pid, live)
+		if err != nil {
+			return err
+		}
+		if replacing {
+			if _, err := tx.Exec(ctx, `UPDATE work SET claim_expiry = pipec_now() WHERE worker = $1 AND state = 'claimed'`, w.Name); err != nil {
+				return err
+			}
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO workers (name, host, pid, slots, labels, state, started, last_seen, expiry)
 SELECT $1, $2, $3, $4, $5, 'live', n.now, n.now, n.now + $6::bigint * interval '1 microsecond' FROM (SELECT pipec_now() AS now) n
@@ -101,8 +107,10 @@ WHERE name = $1 AND state <> 'stopped'`, name, micros(lease))
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("heartbeat: worker %s is not registered: %w", name, store.ErrNotFound)
 		}
+		// Only claims still live: one that expired (this worker was paused
+		// or cut off) is lost, whether or not a sweep saw it yet.
 		rows, err := tx.Query(ctx, `UPDATE work SET claim_expiry = pipec_now() + $2::bigint * interval '1 microsecond'
-WHERE worker = $1 AND state = 'claimed' RETURNING run, task`, name, micros(lease))
+WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now() RETURNING run, task`, name, micros(lease))
 		if err != nil {
 			return err
 		}

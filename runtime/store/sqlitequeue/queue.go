@@ -121,11 +121,17 @@ func (q *Queue) Register(ctx context.Context, w queue.WorkerInfo, lease time.Dur
 		var pid int
 		var live bool
 		err := tx.QueryRow(ctx, `SELECT host, pid, `+liveSQL+` FROM workers WHERE name = ?3`, now.Boot, now.Nanos, w.Name).Scan(&host, &pid, &live)
-		if err == nil && live && (host != w.Host || pid != w.PID) {
-			return fmt.Errorf("register: worker %s is live already (host %s, pid %d): give another --name", w.Name, host, pid)
-		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
+		}
+		replacing, err := queue.Registering(w, err == nil, host, pid, live)
+		if err != nil {
+			return err
+		}
+		if replacing {
+			if _, err := tx.Exec(ctx, `UPDATE work SET claim_until = 0 WHERE worker = ? AND state = 'claimed'`, w.Name); err != nil {
+				return err
+			}
 		}
 		until := tx.LeaseUntil(lease)
 		_, err = tx.Exec(ctx, `INSERT INTO workers (name, host, pid, slots, labels, state, started, last_seen, expiry_boot, expiry_until)
@@ -157,14 +163,18 @@ func (q *Queue) Heartbeat(ctx context.Context, name string, lease time.Duration)
 		} else if n == 0 {
 			return fmt.Errorf("heartbeat: worker %s is not registered: %w", name, store.ErrNotFound)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE work SET claim_boot = ?2, claim_until = ?3 WHERE worker = ?1 AND state = 'claimed'`,
-			name, until.Boot, until.Nanos); err != nil {
+		// Only claims still live: one that expired (this worker was paused
+		// or cut off) is lost, whether or not a sweep saw it yet.
+		now := q.s.LeaseNow()
+		if _, err := tx.Exec(ctx, `UPDATE work SET claim_boot = ?2, claim_until = ?3 WHERE worker = ?1 AND state = 'claimed'
+	AND claim_boot = ?4 AND claim_until > ?5`, name, until.Boot, until.Nanos, now.Boot, now.Nanos); err != nil {
 			return err
 		}
 		held, err = collect(func(r *sql.Rows) (queue.Ref, error) {
 			var ref queue.Ref
 			return ref, r.Scan(&ref.Run, &ref.Task)
-		})(tx.Query(ctx, `SELECT run, task FROM work WHERE worker = ? AND state = 'claimed' ORDER BY run, task`, name))
+		})(tx.Query(ctx, `SELECT run, task FROM work WHERE worker = ?1 AND state = 'claimed' AND claim_boot = ?2 AND claim_until = ?3
+ORDER BY run, task`, name, until.Boot, until.Nanos))
 		return err
 	})
 	return held, err

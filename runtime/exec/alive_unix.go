@@ -1,17 +1,17 @@
 //go:build unix
 
-package runtime
+package exec
 
 import (
 	"errors"
 	"syscall"
 )
 
-// processAlive reports whether a process with pid exists on this host. Only
+// Alive reports whether a process with pid exists on this host. Only
 // a definite "no such process" says no: a pid that exists (even reused by
 // another program) or cannot be probed counts as alive, so the caller waits
 // for the lease rather than take a live run's interval.
-func processAlive(pid int) bool {
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return true
 	}

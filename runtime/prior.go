@@ -1,0 +1,171 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/retry"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Before a task runs: what its earlier attempts decide
+//
+// Whoever dispatches a task (a local run's scheduler, a worker's visit), the
+// same questions are asked of its earlier attempts in the interval, here and
+// only here:
+//
+//   - does a process of an unfinished attempt still run on this machine?
+//     It is ended first (endOrphans): no task starts beside its own orphan;
+//   - did a non-idempotent attempt start whose end nobody saw (running, or
+//     unknown)? Then its effect may have happened: the task is not run
+//     (blocked) until `pipec resolve` settles it (settlePrior);
+//   - did a non-idempotent attempt succeed (or was it resolved so)? It is
+//     not run again (adopted);
+//   - are the task's results current (reusable)? An idempotent task whose
+//     outputs have accepted versions of this code_version, made after the
+//     newest success of every task it needs, is reused, not rerun.
+
+// runOne runs one task as every dispatcher does: not at all while an
+// earlier attempt's effect is unknown, adopted, reused, or run.
+func (r *runner) runOne(ctx context.Context, ts *taskState) {
+	name := ts.t.Name
+	if why, ok := r.blocked[name]; ok {
+		r.blockTask(ctx, ts, why)
+		return
+	}
+	if a, ok := r.adopt[name]; ok {
+		r.adoptTask(ctx, ts, a)
+		return
+	}
+	if r.hasPrior {
+		why, err := r.reusable(ctx, ts)
+		if err != nil {
+			r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")
+			return
+		}
+		if why != "" {
+			r.reuseTask(ctx, ts, why)
+			return
+		}
+	}
+	r.runTask(ctx, ts)
+}
+
+// endOrphans ends, on this machine, every live process of the unfinished
+// attempts given (exec.EndOrphans) and waits until they are gone; an error
+// means one could not be ended, and nothing may start.
+func (r *runner) endOrphans(ctx context.Context, open []store.Attempt) error {
+	if len(open) == 0 {
+		return nil
+	}
+	targets := make([]exec.Target, len(open))
+	for i, a := range open {
+		p := a.Process()
+		targets[i] = exec.Target{
+			ID:     exec.Identity{Host: p.Host, Boot: p.Boot, PID: p.PID, PGID: p.PGID, Start: p.Start},
+			Marker: exec.Marker{"PIPEC_RUN_ID=" + a.Run, "PIPEC_TOKEN=" + fmt.Sprint(a.Token)},
+		}
+	}
+	found, err := exec.EndOrphans(ctx, targets, r.o.KillGrace)
+	for i, f := range found {
+		if f.Found > 0 {
+			a := open[i]
+			r.record(ctx, EventOrphansEnded, a.Task, a.Number, map[string]any{"run_of_attempt": a.Run,
+				"processes": f.Found, "killed": f.Killed, "token": a.Token})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ending the processes an earlier attempt left behind: %w (nothing was started)", err)
+	}
+	return nil
+}
+
+// settlePrior decides what a non-idempotent task's earlier attempts (as,
+// any order) allow: blocked (r.blocked) when one may have taken effect
+// unseen, adopted (r.adopt) when the newest succeeded. An attempt still
+// queued never started (a non-idempotent attempt records its launch
+// durably before its process starts): it is ended failed, and blocks
+// nothing.
+func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Attempt) error {
+	if ts.t.Idempotent || len(as) == 0 {
+		return nil
+	}
+	as = slices.Clone(as)
+	slices.SortFunc(as, func(a, b store.Attempt) int { return int(a.Token - b.Token) })
+	for _, a := range as {
+		switch {
+		case a.State == store.AttemptQueued:
+			err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "abandoned",
+				ErrorTail: "never started: it was stopped before launching it"})
+			if err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		case !a.State.Finished():
+			if _, ok := r.blocked[ts.t.Name]; !ok {
+				r.blocked[ts.t.Name] = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: it was stopped "+
+					"while it ran and nobody saw how it ended; settle it with: pipec resolve %s %s --as succeeded|failed --reason TEXT",
+					a.Number, a.Run, a.Token, a.Run, a.Task)
+			}
+		}
+	}
+	latest := as[len(as)-1]
+	if _, ok := r.blocked[ts.t.Name]; !ok && latest.State == store.AttemptSucceeded && !r.o.Force {
+		r.adopt[ts.t.Name] = latest
+	}
+	return nil
+}
+
+// reusable says why a task need not run again (and "" when it must): its
+// outputs have accepted versions of this interval made by this
+// code_version (a task without outputs: an attempt succeeded), newer than
+// the newest success of each task it needs, so nothing upstream changed
+// since. Tokens of an interval only grow, so they order all of this.
+func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
+	if r.o.Force || !ts.t.Idempotent {
+		return "", nil
+	}
+	var made int64 // the oldest of the results reused
+	from := ""
+	if len(ts.t.Outputs) == 0 {
+		as, err := r.st.TaskAttempts(ctx, r.resource, ts.t.Name)
+		if err != nil {
+			return "", err
+		}
+		for _, a := range as {
+			if a.State == store.AttemptSucceeded && a.Run != r.runID {
+				made, from = a.Token, "succeeded in "+a.Run
+			}
+		}
+		if made == 0 {
+			return "", nil
+		}
+	}
+	for _, out := range ts.t.Outputs {
+		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (v.CodeVersion != r.plan.CodeVersion || v.Run == r.runID)) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if made == 0 || v.Token < made {
+			made = v.Token
+		}
+		from = "accepted outputs from " + v.Run
+	}
+	for _, need := range ts.t.Needs {
+		as, err := r.st.TaskAttempts(ctx, r.resource, need)
+		if err != nil {
+			return "", err
+		}
+		for _, a := range as {
+			if a.State == store.AttemptSucceeded && a.Token > made {
+				return "", nil // upstream ran again since: new data
+			}
+		}
+	}
+	return from, nil
+}
