@@ -117,6 +117,9 @@ type Options struct {
 	OnEvent func(Event)
 	// Worker names this runtime in attempts (host:pid when empty).
 	Worker string
+	// Self is this machine as attempts record it, where a later run or
+	// visit looks for their orphans (exec.Self when zero).
+	Self exec.Identity
 	// Wait makes a run whose interval another live run holds wait for it
 	// to end (or for its lease to expire) instead of failing at once with
 	// a *store.RunBusyError. OnWait, if set, is told once per holder.
@@ -361,7 +364,10 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	}
 	// Without /proc (not Linux) only the host is known: orphans can then
 	// not be found, and are fenced by tokens alone.
-	r.self, _ = exec.Self()
+	r.self = o.Self
+	if r.self.Host == "" {
+		r.self, _ = exec.Self()
+	}
 	if b := p.RetryBudget; b != nil {
 		r.budget = retry.NewBudget(b.Ratio, b.Min)
 	}

@@ -5,6 +5,8 @@ package worker
 import (
 	"os"
 	"syscall"
+
+	"github.com/pipec/pipec/runtime/exec"
 )
 
 // hook kills this worker with SIGKILL at a point of a visit, for tests
@@ -18,4 +20,15 @@ func (c *Config) hook(point, task string) {
 	c.logf("test hook %s:%s: killing this worker", point, task)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the signal is on its way
+}
+
+// testIdentity records this worker's attempts as another machine's when
+// PIPEC_TEST_HOST is set, so a test on one machine can have a worker whose
+// processes no other worker may end (as on a real second machine): the
+// torn-partition case, where a paused worker's task outlives its claim.
+func (c *Config) testIdentity(self exec.Identity) exec.Identity {
+	if h := os.Getenv("PIPEC_TEST_HOST"); h != "" {
+		self.Host = h
+	}
+	return self
 }

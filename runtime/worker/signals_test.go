@@ -177,7 +177,7 @@ func testSIGKILLMidTask(t *testing.T, b backend) {
 func TestSIGSTOPGrayFailure(t *testing.T) {
 	e := newEnv(t, holdSpec(""), holdFiles)
 	t.Cleanup(e.killTask)
-	w1 := e.worker("w1")
+	w1 := e.elsewhere("w1") // its task outlives its claim, as on another machine
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
 	w1.signal(t, syscall.SIGSTOP)
@@ -193,7 +193,7 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 	e.waitFile("ended-w1")
 	w1.signal(t, syscall.SIGCONT)
 	e.until(run, "w1 to notice", func(queue.RunStatus) bool {
-		return strings.Contains(w1.output(), "another worker has it") || strings.Contains(w1.output(), "not this worker's to report")
+		return strings.Contains(w1.output(), "this worker's lease on it expired") || strings.Contains(w1.output(), "not this worker's to report")
 	})
 
 	as, err := e.st.Attempts(t.Context(), run)
@@ -251,7 +251,7 @@ fi
 printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 `})
 	t.Cleanup(e.killTask)
-	w1 := e.worker("w1")
+	w1 := e.elsewhere("w1") // its task outlives its claim, as on another machine
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
 	w1.signal(t, syscall.SIGSTOP)
@@ -265,7 +265,7 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 	}
 	w1.signal(t, syscall.SIGCONT)
 	e.until(run, "w1 to give the task up", func(queue.RunStatus) bool {
-		return strings.Contains(w1.output(), "another worker has it")
+		return strings.Contains(w1.output(), "this worker's lease on it expired")
 	})
 	const lost = "lost its lease here"
 	if n := strings.Count(w1.output(), lost); n != 1 {
@@ -274,4 +274,17 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 	if strings.Contains(w2.output(), lost) {
 		t.Errorf("w2 lost no claim, yet said %q:\n%s", lost, w2.output())
 	}
+}
+
+// elsewhere starts a worker whose attempts are recorded as another
+// machine's (PIPEC_TEST_HOST, in the test-hook build): a worker on this
+// machine then cannot end its task's process, as it could not on a real
+// second machine, and must rely on fencing alone.
+func (e *env) elsewhere(name string) *proc {
+	e.t.Helper()
+	p := e.workerWith(hookPipec(e.t.(*testing.T)), []string{"PIPEC_TEST_HOST=elsewhere.test"}, name)
+	if !strings.Contains(p.output(), "worker "+name+" registered") {
+		e.t.Fatalf("worker %s did not register:\n%s", name, p.output())
+	}
+	return p
 }

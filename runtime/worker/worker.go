@@ -181,6 +181,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	c.logMu = &sync.Mutex{}
 	c.self, _ = exec.Self() // as the runtime's own attempts record it
+	c.self = c.testIdentity(c.self)
 	c.plans = &planCache{runs: map[string]*submitted{}}
 	bg := context.WithoutCancel(ctx)
 	if err := c.register(bg); err != nil {
@@ -403,7 +404,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
 			StatePath: filepath.Join(c.Workdir, "state"), ServerState: c.ServerState, Artifacts: c.Artifacts,
-			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name,
+			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt})
 	end, unused = res.End, res.Unused
