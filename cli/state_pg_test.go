@@ -9,6 +9,7 @@ import (
 
 	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/tracked"
 )
 
 // pipecIn runs pipec in-process with PIPEC_STATE unset and returns its exit
@@ -30,9 +31,7 @@ func TestRunOnPostgres(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.NewSchema(t)
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
-		t.Fatal(err)
-	}
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir)
 	spec := filepath.Join(dir, "pipeline.hcl")
 	code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url)
 	if code != 0 {
@@ -59,9 +58,7 @@ func TestRunOnPostgres(t *testing.T) {
 // message.
 func TestStateURLPasswordHidden(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
-		t.Fatal(err)
-	}
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir)
 	url := "postgres://pipec:s3cretpw@/db?host=" + filepath.Join(dir, "nosocket") + "&connect_timeout=2"
 	code, out, errs := pipecIn(t, nil, "run", filepath.Join(dir, "pipeline.hcl"), "--interval", "2024-01-01", "--state", url)
 	if code != 2 || strings.Contains(out+errs, "s3cretpw") {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/mod/modfile"
 
+	"github.com/pipec/pipec/internal/tracked"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -56,9 +57,7 @@ func section(t *testing.T, readme, heading string) []string {
 func TestReadmeTourRunsAsWritten(t *testing.T) {
 	lines := section(t, readRepoFile(t, "README.md"), "## A five-minute tour")
 	dir := t.TempDir()
-	if out, err := exec.Command("cp", "-r", filepath.Join(repoRoot, "examples"), dir).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	tracked.Copy(t, filepath.Join(repoRoot, "examples"), filepath.Join(dir, "examples"))
 	bin := filepath.Join(dir, "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -142,8 +141,7 @@ func TestSpecReferenceIsComplete(t *testing.T) {
 func TestShippedExamplesAreFormatted(t *testing.T) {
 	var files []string
 	for _, pat := range []string{"examples/*/*.hcl", "examples/*/*.cue"} {
-		m, _ := filepath.Glob(filepath.Join(repoRoot, pat))
-		files = append(files, m...)
+		files = append(files, tracked.Glob(t, repoRoot, pat)...)
 	}
 	if len(files) == 0 {
 		t.Fatal("no examples found")
