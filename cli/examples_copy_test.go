@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,18 +14,9 @@ import (
 // left beside the spec; a run of the copy on a state of its own publishes
 // (a copied warehouse/ would be bound to the main job's state and refuse).
 func TestExampleCopyAfterMainJob(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
 	clone := t.TempDir()
 	tracked.Copy(t, filepath.Join("..", "examples", "orders"), filepath.Join(clone, "examples", "orders"))
-	for _, args := range [][]string{{"init", "-q"}, {"add", "."}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = clone
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	tracked.InitRepo(t, clone)
 	// The main job, in the clone.
 	mainSpec := filepath.Join(clone, "examples", "orders", "pipeline.hcl")
 	if code, out, errs := pipecIn(t, nil, "run", mainSpec, "--interval", "2024-01-01"); code != 0 {

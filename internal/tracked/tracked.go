@@ -38,15 +38,12 @@ func gitFiles(dir string) ([]string, bool) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, false
 	}
-	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--", ".")
-	cmd.Dir = dir
-	cmd.Stderr = io.Discard
-	out, err := cmd.Output()
+	out, err := Git(dir, "ls-files", "-z", "--cached", "--", ".")
 	if err != nil {
 		return nil, false
 	}
 	var files []string
-	for _, name := range strings.Split(string(bytes.TrimRight(out, "\x00")), "\x00") {
+	for _, name := range strings.Split(strings.TrimRight(out, "\x00"), "\x00") {
 		if name == "" {
 			continue
 		}
@@ -171,4 +168,39 @@ func copyFile(src, dst string) error {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	return out.Close()
+}
+
+// InitRepo makes dir a git repository with every file now in it added (not
+// committed), for tests that need a checkout of their own. The commands run
+// without the caller's GIT_* variables, so a test run from a git hook never
+// touches the repository the hook runs for. It skips the test without git.
+func InitRepo(t testing.TB, dir string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}} {
+		if out, err := Git(dir, args...); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// Git runs git in dir without the caller's GIT_* variables and returns its
+// standard output.
+func Git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return stderr.String(), err
+	}
+	return string(out), nil
 }

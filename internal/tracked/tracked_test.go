@@ -2,7 +2,6 @@ package tracked
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -26,29 +25,16 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-func git(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
-
 // TestFilesInCheckout: in a git checkout only tracked files count: not the
 // state, sink data and graph a run and the tour leave, nor an untracked
 // scratch file; a tracked file deleted from the working tree is skipped.
 func TestFilesInCheckout(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
-	}
 	repo := t.TempDir()
-	git(t, repo, "init", "-q")
 	write(t, filepath.Join(repo, "examples/orders/pipeline.hcl"), "pipeline")
 	write(t, filepath.Join(repo, "examples/orders/extract.sh"), "#!/bin/sh")
 	write(t, filepath.Join(repo, "examples/orders/gone.sh"), "#!/bin/sh")
 	write(t, filepath.Join(repo, "examples/orders/sub/data.csv"), "a,b")
-	git(t, repo, "add", ".")
+	InitRepo(t, repo)
 	os.Remove(filepath.Join(repo, "examples/orders/gone.sh"))
 	leftovers(t, filepath.Join(repo, "examples/orders"))
 	write(t, filepath.Join(repo, "examples/orders/scratch.hcl"), "mine")
@@ -80,11 +66,8 @@ func TestFilesInCheckout(t *testing.T) {
 // tour write.
 func TestFilesOutsideCheckout(t *testing.T) {
 	dir := t.TempDir()
-	if cmd := exec.Command("git", "rev-parse", "--git-dir"); true {
-		cmd.Dir = dir
-		if cmd.Run() == nil {
-			t.Skip("the temporary folder is inside a git checkout")
-		}
+	if _, err := Git(dir, "rev-parse", "--git-dir"); err == nil {
+		t.Skip("the temporary folder is inside a git checkout")
 	}
 	write(t, filepath.Join(dir, "pipeline.hcl"), "pipeline")
 	write(t, filepath.Join(dir, "extract.sh"), "#!/bin/sh")
