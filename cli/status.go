@@ -29,9 +29,8 @@ func newStatusCmd(io IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [SPEC|PLAN]",
 		Short: "List runs and their tasks' states",
-		Long: "Status lists the runs in the state: the one beside SPEC (.pipec/state.db in its folder) when\n" +
-			"given, else --state, PIPEC_STATE or .pipec/state.db here.",
-		Args: cobra.MaximumNArgs(1),
+		Long:  "Status lists the runs in the state.\n" + stateOrder,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
 			if len(args) == 1 {
@@ -40,7 +39,7 @@ func newStatusCmd(io IO) *cobra.Command {
 			return runStatus(cmd.Context(), io, spec, opts)
 		},
 	}
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateBesideSpecOrHere)
 	cmd.Flags().StringVar(&opts.pipeline, "pipeline", "", "only this pipeline's runs")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
 	return cmd
