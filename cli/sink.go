@@ -18,7 +18,7 @@ func newSinkCmd(io IO) *cobra.Command {
 		Long: "A sink keeps its own fencing record (the highest token it accepted per interval, and the\n" +
 			"state that issued it) and is bound to the one state that first published to it. A publish\n" +
 			"from any other state is refused; `pipec sink adopt` moves the binding, on the record.",
-		Args: exactArgs(0),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return usageErr("sink: give a subcommand (adopt, show)") },
 	}
 	cmd.AddCommand(newSinkAdoptCmd(io), newSinkShowCmd(io))
