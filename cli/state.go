@@ -26,16 +26,16 @@ type stateFlag struct {
 // location and openQueue); each says what the code does.
 const (
 	// stateBesideSpec: the command takes a spec or plan file.
-	stateBesideSpec = "the state: an SQLite file or a postgres:// URL (default: " + stateEnv +
+	stateBesideSpec = "the state: an SQLite file, or PostgreSQL as a postgres:// URL or 'host=… dbname=…' (default: " + stateEnv +
 		" if set, else .pipec/state.db beside the spec or plan file)"
 	// stateBesideSpecOrHere: the spec is optional (status, events, resolve).
-	stateBesideSpecOrHere = "the state: an SQLite file or a postgres:// URL (default: " + stateEnv +
+	stateBesideSpecOrHere = "the state: an SQLite file, or PostgreSQL as a postgres:// URL or 'host=… dbname=…' (default: " + stateEnv +
 		" if set, else .pipec/state.db beside SPEC, or in the working directory without SPEC)"
 	// stateBesideSpecFlag: gc, whose spec is the optional --spec.
-	stateBesideSpecFlag = "the state: an SQLite file or a postgres:// URL (default: " + stateEnv +
+	stateBesideSpecFlag = "the state: an SQLite file, or PostgreSQL as a postgres:// URL or 'host=… dbname=…' (default: " + stateEnv +
 		" if set, else .pipec/state.db beside --spec's file, or in the working directory without --spec)"
 	// stateShared: workers have no default state.
-	stateShared = "the shared state: an SQLite file (workers on this machine) or a postgres:// URL; " +
+	stateShared = "the shared state: an SQLite file (workers on this machine), or PostgreSQL as a postgres:// URL or 'host=… dbname=…'; " +
 		"required unless " + stateEnv + " is set (there is no default)"
 )
 
@@ -106,7 +106,8 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 	if l.Server {
 		st, err := postgres.Open(ctx, l.Value, postgres.Options{})
 		if err != nil {
-			return nil, usageErr("state %s: %v", l, err)
+			// The driver's messages may quote the connection string.
+			return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
 		}
 		return st, nil
 	}
