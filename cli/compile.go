@@ -2,8 +2,6 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
-
-	"github.com/pipec/pipec/internal/atomicfile"
 )
 
 type compileOptions struct {
@@ -20,7 +18,7 @@ func newCompileCmd(io IO) *cobra.Command {
 			return runCompile(io, args[0], opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write the plan to this file instead of stdout")
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "", "write the plan to this file instead of stdout (a file is replaced atomically; a device or pipe is written to)")
 	return cmd
 }
 
@@ -40,10 +38,7 @@ func runCompile(io IO, path string, opts compileOptions) error {
 		_, err := io.Stdout.Write(b)
 		return err
 	}
-	if err := atomicfile.Write(opts.output, b, 0o644); err != nil {
-		return usageErr("%v", err)
-	}
-	return nil
+	return writeUserFile(opts.output, b, 0o644)
 }
 
 // exactArgs is cobra.ExactArgs with a usage exit code.

@@ -28,7 +28,7 @@ func newEventsCmd(io IO) *cobra.Command {
 		Long: "Events shows what happened in one run (an id such as orders/2024-01-01/r1, as pipec status\n" +
 			"lists them): every attempt with its token, state, error class, exit code and the tail of its\n" +
 			"output (secrets redacted), then the run's event log, fenced publishes included.\n" +
-			"The state is the one beside SPEC when given, else --state, PIPEC_STATE or .pipec/state.db here.",
+			stateOrder,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
@@ -38,7 +38,7 @@ func newEventsCmd(io IO) *cobra.Command {
 			return runEvents(cmd.Context(), io, args[0], spec, opts)
 		},
 	}
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateBesideSpecOrHere)
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print the event log as JSON lines (schema/events.schema.json), as pipec run --json does")
 	return cmd
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/diag"
-	"github.com/pipec/pipec/internal/atomicfile"
 	"github.com/pipec/pipec/internal/specfmt"
 	"github.com/pipec/pipec/report"
 )
@@ -81,12 +80,8 @@ func runFmt(io IO, paths []string, opts fmtOptions) error {
 			code = ExitFindings
 			continue
 		}
-		st, err := os.Stat(f)
-		if err != nil {
-			return usageErr("%v", unwrapPathError(err))
-		}
-		if err := atomicfile.Write(f, out, st.Mode().Perm()); err != nil {
-			return usageErr("%v", err)
+		if err := writeUserFile(f, out, 0o644); err != nil {
+			return err
 		}
 	}
 	return silentExit(code)

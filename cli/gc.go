@@ -44,7 +44,7 @@ func newGCCmd(io IO) *cobra.Command {
 			return runGC(cmd.Context(), io, opts)
 		},
 	}
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateBesideSpecFlag)
 	f := cmd.Flags()
 	f.StringVar(&opts.spec, "spec", "", "the spec or plan whose directory sinks are pruned too")
 	f.IntVar(&opts.keep, "keep", gc.DefaultKeep, "versions kept per interval in each sink, newest first (the visible one always)")

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -107,26 +105,6 @@ func heartbeatFile(io IO, task string, attempt int, token int64) error {
 }
 
 // serverState is what tasks get as PIPEC_STATE under a database server's
-// state: its URL without any password (user info or query parameter); ""
-// for a file.
-func serverState(loc store.Location) string {
-	if !loc.Server {
-		return ""
-	}
-	u, err := url.Parse(loc.Value)
-	if err != nil {
-		scheme, _, _ := strings.Cut(loc.Value, "://")
-		return scheme + "://"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "pass") {
-			q.Del(k)
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// state: its URL or keyword/value string without any password; "" for a
+// file.
+func serverState(loc store.Location) string { return loc.WithoutPassword() }

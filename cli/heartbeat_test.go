@@ -18,6 +18,8 @@ func TestServerStateHasNoPassword(t *testing.T) {
 		{"postgres://pipec:s3cret@db.internal:5432/pipec?sslmode=require", "postgres://pipec@db.internal:5432/pipec?sslmode=require"},
 		{"postgresql://db/pipec?password=s3cret&sslpassword=s3cret&application_name=x", "postgresql://db/pipec?application_name=x"},
 		{"postgres://pipec@/pipec?host=/run/pg", "postgres://pipec@/pipec?host=%2Frun%2Fpg"},
+		{"host=/run/pg user=u password=s3cret dbname=d", "host=/run/pg user=u dbname=d"},
+		{"host = db port=5432 password='s3cret s3cret' sslpassword=s3cret dbname='my db'", "host=db port=5432 dbname='my db'"},
 	} {
 		loc, err := store.ParseLocation(c.in)
 		if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	stdio "io"
 	"os"
 	"path/filepath"
@@ -134,6 +135,8 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 
 	var results []lintResult
 	var files []string
+	// hint is said on stderr after the findings (stdin read as the wrong syntax).
+	var hint string
 	stdin := len(paths) == 1 && paths[0] == "-"
 	switch {
 	case stdin:
@@ -154,6 +157,11 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 		} else {
 			files = []string{name}
 			results = []lintResult{lintSource(loadSource(syn, name, src), lopts)}
+			if opts.stdinFilename == "" && hasRule(results[0].diags, spec.RuleSyntax) &&
+				isPipelineSpec(spec.SyntaxCUE, src) && !isPipelineSpec(spec.SyntaxHCL, src) {
+				hint = "standard input was read as HCL, but it looks like a CUE spec: " +
+					"name it with --stdin-filename (pipec lint - --stdin-filename x.cue)"
+			}
 		}
 	case len(paths) > 1 && contains(paths, "-"):
 		return usageErr("lint: `-` (standard input) cannot be mixed with paths")
@@ -191,6 +199,9 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 	}
 	if err != nil {
 		return err
+	}
+	if hint != "" {
+		fmt.Fprintln(io.Stderr, "pipec: hint:", hint)
 	}
 	if all.HasErrors() || (opts.strict && all.Count(diag.Warning) > 0) {
 		return silentExit(ExitFindings)

@@ -33,7 +33,7 @@ func newResolveCmd(io IO) *cobra.Command {
 			"--as succeeded: its effect happened; the next run does not run the task again and audits and\n" +
 			"publishes its staged outputs, if any. --as failed: it did not; the next run runs the task again.\n" +
 			"The decision, the reason and who gave it are recorded in the run's events (attempt.resolved).\n" +
-			"The state is the one beside SPEC when given, else --state, PIPEC_STATE or .pipec/state.db here.",
+			stateOrder,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
@@ -43,7 +43,7 @@ func newResolveCmd(io IO) *cobra.Command {
 			return runResolve(cmd.Context(), io, args[0], args[1], spec, opts)
 		},
 	}
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateBesideSpecOrHere)
 	cmd.Flags().StringVar(&opts.as, "as", "", "succeeded or failed")
 	cmd.Flags().StringVar(&opts.reason, "reason", "", "why (recorded with the decision)")
 	cmd.Flags().IntVar(&opts.attempt, "attempt", 0, "the attempt number (default: the task's unknown attempt)")

@@ -146,7 +146,7 @@ func Main(args []string, io IO) int {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if errors.Is(context.Cause(ctx), ErrInterrupted) {
 		fmt.Fprintln(io.Stderr, "pipec: interrupted")
 		return ExitInterrupted
@@ -162,8 +162,9 @@ func Main(args []string, io IO) int {
 		}
 		return ee.code
 	}
-	// Anything else comes from cobra itself: unknown command or flag, bad arguments.
-	fmt.Fprintln(io.Stderr, "pipec:", report.Escape(err.Error()))
+	// Anything else comes from cobra itself: an unknown command (hinted
+	// here), bad arguments.
+	fmt.Fprintln(io.Stderr, "pipec:", report.Escape(rewriteUnknownCommand(cmd, err).Error()))
 	return ExitUsage
 }
 
@@ -206,10 +207,11 @@ func newRoot(io IO) *cobra.Command {
 	root.SetIn(io.Stdin)
 	root.SetOut(io.Stdout)
 	root.SetErr(io.Stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.SetFlagErrorFunc(flagError)
 	for _, cmd := range commands(io) {
 		root.AddCommand(cmd)
 	}
 	addCompletions(root)
+	checkSubcommands(root)
 	return root
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/pipec/pipec/cli"
+	"github.com/pipec/pipec/internal/tracked"
 )
 
 // TestMain lets testscript run `pipec` as a real subprocess built from this
@@ -28,13 +29,12 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs cli/testdata/script/*.txtar: each shows a command, its
-// exit code and its exact output. $EXAMPLES is the repository's examples/
-// folder; scripts copy from it so printed paths stay relative.
+// exit code and its exact output. $EXAMPLES is a copy of the repository's
+// files under examples/ (not what a run or a user left there); scripts copy
+// from it so printed paths stay relative.
 func TestScripts(t *testing.T) {
-	examples, err := filepath.Abs(filepath.Join("..", "examples"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	examples := filepath.Join(t.TempDir(), "examples")
+	tracked.Copy(t, filepath.Join("..", "examples"), examples)
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("testdata", "script"),
 		RequireExplicitExec: true,

@@ -18,7 +18,7 @@ func newSinkCmd(io IO) *cobra.Command {
 		Long: "A sink keeps its own fencing record (the highest token it accepted per interval, and the\n" +
 			"state that issued it) and is bound to the one state that first published to it. A publish\n" +
 			"from any other state is refused; `pipec sink adopt` moves the binding, on the record.",
-		Args: exactArgs(0),
+		Args: subcommandArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return usageErr("sink: give a subcommand (adopt, show)") },
 	}
 	cmd.AddCommand(newSinkAdoptCmd(io), newSinkShowCmd(io))
@@ -39,7 +39,8 @@ func newSinkAdoptCmd(io IO) *cobra.Command {
 			"SPEC). First it raises that state's tokens, durably, above every token the sink's records hold,\n" +
 			"so every later publish from it is above what the sink has seen; then it rebinds the sink. The\n" +
 			"adoption is recorded in the sink (.fence/.binding.json, with its history) and in the state's\n" +
-			"event log. The previously bound state's publishes are refused from then on.\n\n" +
+			"event log. The previously bound state's publishes are refused from then on. The state must\n" +
+			"exist (a run on it makes it): adopt never creates one.\n\n" +
 			"Use it when the state moved (a new database, a restored backup) or a second state must\n" +
 			"take over a sink; not to share a sink between two states at once.",
 		Args: exactArgs(2),
@@ -52,7 +53,8 @@ func newSinkAdoptCmd(io IO) *cobra.Command {
 	return cmd
 }
 
-// directorySink builds a spec's sink for the sink commands.
+// directorySink builds a spec's sink for the sink commands, on a state that
+// exists.
 func directorySink(ctx context.Context, io IO, specPath, name string, opts sinkOptions) (*sink.Directory, func(), error) {
 	plan, err := loadPlan(io, specPath)
 	if err != nil {
@@ -66,7 +68,9 @@ func directorySink(ctx context.Context, io IO, specPath, name string, opts sinkO
 		if ps.Name != name {
 			continue
 		}
-		st, err := openState(ctx, loc, false)
+		// Like status and events, never create a state: adopting into a
+		// mistyped --state would bind the sink to a new, empty one.
+		st, err := openState(ctx, loc, true)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -22,10 +22,35 @@ type stateFlag struct {
 	cmd   *cobra.Command
 }
 
-func (s *stateFlag) register(cmd *cobra.Command) {
+// The --state flag's help, by what the command does without it (see
+// location and openQueue); each says what the code does.
+const (
+	// stateBesideSpec: the command takes a spec or plan file.
+	stateBesideSpec = "the state: an SQLite file, or PostgreSQL as a postgres:// URL or 'host=… dbname=…' (default: " + stateEnv +
+		" if set, else .pipec/state.db beside the spec or plan file)"
+	// stateBesideSpecOrHere: the spec is optional (status, events, resolve).
+	stateBesideSpecOrHere = "the state: an SQLite file, or PostgreSQL as a postgres:// URL or 'host=… dbname=…' (default: " + stateEnv +
+		" if set, else .pipec/state.db beside SPEC, or in the working directory without SPEC)"
+	// stateBesideSpecFlag: gc, whose spec is the optional --spec.
+	stateBesideSpecFlag = "the state: an SQLite file, or PostgreSQL as a postgres:// URL or 'host=… dbname=…' (default: " + stateEnv +
+		" if set, else .pipec/state.db beside --spec's file, or in the working directory without --spec)"
+	// stateShared: workers have no default state.
+	stateShared = "the shared state: an SQLite file (workers on this machine), or PostgreSQL as a postgres:// URL or 'host=… dbname=…'; " +
+		"required unless " + stateEnv + " is set (there is no default)"
+)
+
+// stateOrder is the sentence the long help of a command with an optional
+// SPEC gives: --state, then PIPEC_STATE, then the state beside SPEC.
+const stateOrder = "The state is --state if given, else " + stateEnv + " if set, else .pipec/state.db beside SPEC\n" +
+	"(or in the working directory without SPEC)."
+
+// register adds --state with the help of a command that takes a spec.
+func (s *stateFlag) register(cmd *cobra.Command) { s.registerHelp(cmd, stateBesideSpec) }
+
+// registerHelp adds --state with the given help (one of the state* texts).
+func (s *stateFlag) registerHelp(cmd *cobra.Command, help string) {
 	s.cmd = cmd
-	cmd.Flags().StringVar(&s.value, "state", "",
-		"the state database (default: .pipec/state.db beside the spec or plan file; "+stateEnv+" overrides the default)")
+	cmd.Flags().StringVar(&s.value, "state", "", help)
 }
 
 // location decides which state a command uses: --state, else PIPEC_STATE,
@@ -81,7 +106,8 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 	if l.Server {
 		st, err := postgres.Open(ctx, l.Value, postgres.Options{})
 		if err != nil {
-			return nil, usageErr("state %s: %v", l, err)
+			// The driver's messages may quote the connection string.
+			return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
 		}
 		return st, nil
 	}

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/tracked"
 )
 
 // pipecIn runs pipec in-process with PIPEC_STATE unset and returns its exit
@@ -30,9 +32,7 @@ func TestRunOnPostgres(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.NewSchema(t)
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
-		t.Fatal(err)
-	}
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir)
 	spec := filepath.Join(dir, "pipeline.hcl")
 	code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url)
 	if code != 0 {
@@ -59,9 +59,7 @@ func TestRunOnPostgres(t *testing.T) {
 // message.
 func TestStateURLPasswordHidden(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
-		t.Fatal(err)
-	}
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir)
 	url := "postgres://pipec:s3cretpw@/db?host=" + filepath.Join(dir, "nosocket") + "&connect_timeout=2"
 	code, out, errs := pipecIn(t, nil, "run", filepath.Join(dir, "pipeline.hcl"), "--interval", "2024-01-01", "--state", url)
 	if code != 2 || strings.Contains(out+errs, "s3cretpw") {
@@ -75,4 +73,67 @@ func TestStateURLPasswordHidden(t *testing.T) {
 func schemaOf(url string) string {
 	i := strings.Index(url, "search_path=")
 	return strings.SplitN(url[i+len("search_path="):], "&", 2)[0]
+}
+
+// TestRunOnPostgresKeywordValue: a libpq keyword/value string given as the
+// state (--state or PIPEC_STATE) is the PostgreSQL server it names, not the
+// name of an SQLite file, and its password shows in no message.
+func TestRunOnPostgresKeywordValue(t *testing.T) {
+	srv := pgtest.Start(t)
+	schema := schemaOf(srv.NewSchema(t))
+	dsn := fmt.Sprintf("host=%s port=%d user=postgres password='s3cret pw' dbname=postgres sslmode=disable search_path=%s",
+		srv.SocketDir, srv.Port, schema)
+	dir := t.TempDir()
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir)
+	t.Chdir(dir) // a state taken for a file name would be made here
+	code, out, errs := pipecIn(t, nil, "run", "pipeline.hcl", "--interval", "2024-01-01", "--state", dsn)
+	if code != 0 || strings.Contains(out+errs, "s3cret") {
+		t.Fatalf("run: exit %d, or the password shows:\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = pipecIn(t, map[string]string{"PIPEC_STATE": dsn}, "status", "pipeline.hcl")
+	if code != 0 || !strings.Contains(out, "orders/2024-01-01/r1  succeeded") || strings.Contains(out+errs, "s3cret") {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errs)
+	}
+	n, err := srv.Psql(t.Context(), "", "SELECT count(*) FROM "+schema+".runs")
+	if err != nil || strings.TrimSpace(n) != "1" {
+		t.Fatalf("runs in PostgreSQL: %q, %v", n, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "=") {
+			t.Errorf("a file named after the connection string: %q", e.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".pipec", "state.db")); !os.IsNotExist(err) {
+		t.Errorf("an SQLite state was made beside the spec: %v", err)
+	}
+}
+
+// TestStateKeywordValuePasswordHidden: a keyword/value state whose server
+// cannot be reached is a usage error naming the state with its password
+// masked; nothing is made in the working directory.
+func TestStateKeywordValuePasswordHidden(t *testing.T) {
+	dir := t.TempDir()
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir)
+	t.Chdir(dir)
+	dsn := "host=" + filepath.Join(dir, "nosocket") + " user=pipec password=s3cretpw dbname=pipec connect_timeout=2"
+	for _, args := range [][]string{
+		{"run", "pipeline.hcl", "--interval", "2024-01-01", "--state", dsn},
+		{"status", "--state", dsn},
+		{"workers", "--state", dsn},
+	} {
+		code, out, errs := pipecIn(t, nil, args...)
+		if code != 2 || strings.Contains(out+errs, "s3cretpw") {
+			t.Errorf("%s: exit %d, or the password shows:\n%s\n%s", args[0], code, out, errs)
+		}
+		if !strings.Contains(errs, "password=xxxxx") {
+			t.Errorf("%s: the state is not named (masked) in the message:\n%s", args[0], errs)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "=") || e.Name() == ".pipec" {
+			t.Errorf("made in the working directory: %q", e.Name())
+		}
+	}
 }

@@ -5,17 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pipec/pipec/report"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/sqlitequeue"
+	"github.com/pipec/pipec/spec"
 )
 
 type statusOptions struct {
@@ -29,9 +33,8 @@ func newStatusCmd(io IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [SPEC|PLAN]",
 		Short: "List runs and their tasks' states",
-		Long: "Status lists the runs in the state: the one beside SPEC (.pipec/state.db in its folder) when\n" +
-			"given, else --state, PIPEC_STATE or .pipec/state.db here.",
-		Args: cobra.MaximumNArgs(1),
+		Long:  "Status lists the runs in the state.\n" + stateOrder,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
 			if len(args) == 1 {
@@ -40,8 +43,8 @@ func newStatusCmd(io IO) *cobra.Command {
 			return runStatus(cmd.Context(), io, spec, opts)
 		},
 	}
-	opts.state.register(cmd)
-	cmd.Flags().StringVar(&opts.pipeline, "pipeline", "", "only this pipeline's runs")
+	opts.state.registerHelp(cmd, stateBesideSpecOrHere)
+	cmd.Flags().StringVar(&opts.pipeline, "pipeline", "", "only this pipeline's runs (with SPEC: SPEC's pipeline, the default)")
 	cmd.Flags().BoolVar(&opts.json, "json", false, "print JSON")
 	return cmd
 }
@@ -132,6 +135,19 @@ func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
 }
 
 func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) error {
+	// With SPEC, the runs of its pipeline: a state may hold several
+	// pipelines (the specs of one folder share the state beside them).
+	pipeline := opts.pipeline
+	if spec != "" {
+		name, err := specPipeline(io, spec)
+		if err != nil {
+			return err
+		}
+		if pipeline != "" && pipeline != name {
+			return usageErr("status: --pipeline %s, but %s is pipeline %s", pipeline, spec, name)
+		}
+		pipeline = name
+	}
 	loc, err := opts.state.location(io, spec)
 	if err != nil {
 		return err
@@ -144,7 +160,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: opts.pipeline})
+	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: pipeline})
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
@@ -231,4 +247,32 @@ func waitingOf(ctx context.Context, st store.Store, run string) (string, error) 
 		return "", nil
 	}
 	return rs.Waiting, err
+}
+
+// specPipeline names the pipeline of a spec or plan file, for a command that
+// only needs to know which pipeline it is: a spec with error findings in its
+// tasks still names its pipeline (status while it is being edited); one
+// that names none (it does not parse) is refused with its findings, exit 1.
+func specPipeline(io IO, path string) (string, error) {
+	if filepath.Ext(path) == ".json" {
+		p, err := compiler.LoadPlan(path)
+		if err != nil {
+			return "", usageErr("%v", err)
+		}
+		return p.Pipeline, nil
+	}
+	if st, err := os.Stat(path); err != nil {
+		return "", usageErr("%v", unwrapPathError(err))
+	} else if st.IsDir() {
+		return "", usageErr("%s is a folder; give a spec file (.hcl or .cue)", path)
+	}
+	p, src, ds, err := spec.LoadFile(path)
+	if err != nil {
+		return "", usageErr("%v", unwrapPathError(err))
+	}
+	if p == nil || p.Name == "" {
+		printDiagsText(io, ds.Sort(), report.Sources{path: src})
+		return "", &exitError{code: ExitFindings, err: fmt.Errorf("%s names no pipeline (give --pipeline NAME instead)", path)}
+	}
+	return p.Name, nil
 }

@@ -60,7 +60,7 @@ func newWorkerCmd(io IO) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateShared)
 	f.StringVar(&opts.name, "name", "", "the worker's name (default: PIPEC_WORKER, else host-pid)")
 	f.IntVar(&opts.slots, "slots", opts.slots, "tasks this worker runs at once")
 	f.StringVar(&opts.workdir, "workdir", "", "local scratch for logs and staging (default: a folder under the system's temp folder)")
@@ -227,7 +227,7 @@ func newWorkersCmd(io IO) *cobra.Command {
 			return runWorkers(cmd.Context(), io, opts)
 		},
 	}
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateShared)
 	return cmd
 }
 

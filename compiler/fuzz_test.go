@@ -3,11 +3,11 @@ package compiler_test
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/internal/tracked"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -15,7 +15,7 @@ import (
 // nothing may panic, every finding must have a position, and a plan from a
 // spec without errors must be valid JSON whose digest matches.
 func fuzzLoadAndCompile(f *testing.F, syn spec.Syntax, glob string) {
-	seeds, _ := filepath.Glob(filepath.Join("..", "examples", "*", glob))
+	seeds := tracked.Glob(f, "..", "examples/*/"+glob)
 	for _, s := range seeds {
 		if b, err := os.ReadFile(s); err == nil {
 			f.Add(b)

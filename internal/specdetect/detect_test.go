@@ -2,9 +2,9 @@ package specdetect
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/pipec/pipec/internal/tracked"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -48,8 +48,8 @@ func TestIsPipelineSpec(t *testing.T) {
 // TestShippedExamplesAreSpecs keeps detection honest on real files: every
 // example is found.
 func TestShippedExamplesAreSpecs(t *testing.T) {
-	files, _ := filepath.Glob("../../examples/*/*.hcl")
-	cues, _ := filepath.Glob("../../examples/*/*.cue")
+	files := tracked.Glob(t, "../..", "examples/*/*.hcl")
+	cues := tracked.Glob(t, "../..", "examples/*/*.cue")
 	for _, f := range append(files, cues...) {
 		src, err := os.ReadFile(f)
 		if err != nil {

@@ -29,3 +29,54 @@ func TestLocationStringHidesPasswords(t *testing.T) {
 		t.Errorf("an unknown scheme: %v", err)
 	}
 }
+
+// TestLocationKeywordValue: a libpq keyword/value string is a PostgreSQL
+// server, never the name of an SQLite file, and its password never shows
+// (String masks it, WithoutPassword drops it, Hide masks it in a driver's
+// message); a file name with "=" in it is still a file.
+func TestLocationKeywordValue(t *testing.T) {
+	for _, c := range []struct{ in, str, bare string }{
+		{"host=/run/pg user=u password=s3cret dbname=d", "host=/run/pg user=u password=xxxxx dbname=d", "host=/run/pg user=u dbname=d"},
+		{"  dbname = pipec   password = 's3cret \\'s3cret'  search_path=t1 ", "dbname=pipec password=xxxxx search_path=t1", "dbname=pipec search_path=t1"},
+		{"host=db sslpassword=s3cret application_name='a b'", "host=db sslpassword=xxxxx application_name='a b'", "host=db application_name='a b'"},
+		{"service=prod", "service=prod", "service=prod"},
+	} {
+		loc, err := ParseLocation(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !loc.Server || loc.Path != "" {
+			t.Errorf("%q: not a server location: %+v", c.in, loc)
+			continue
+		}
+		if got := loc.String(); got != c.str || strings.Contains(got, "s3cret") {
+			t.Errorf("Location(%q).String() = %q, want %q", c.in, got, c.str)
+		}
+		if got := loc.WithoutPassword(); got != c.bare {
+			t.Errorf("Location(%q).WithoutPassword() = %q, want %q", c.in, got, c.bare)
+		}
+		if got := loc.Hide("cannot parse `" + c.in + "`"); strings.Contains(got, "s3cret") {
+			t.Errorf("Hide left the password: %q", got)
+		}
+	}
+	for _, file := range []string{"state.db", ".pipec/state.db", "a=b.db", "./host=x.db", "dir/dbname=x", "odd=1 host='unterminated"} {
+		loc, err := ParseLocation(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loc.Server || loc.Path != file {
+			t.Errorf("%q: want a file, got %+v", file, loc)
+		}
+	}
+}
+
+// TestLocationURLHide: a URL's passwords are masked in a driver's message.
+func TestLocationURLHide(t *testing.T) {
+	loc, err := ParseLocation("postgres://u:s3cret@db/pipec?sslpassword=0ther")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loc.Hide("failed: postgres://u:s3cret@db/pipec?sslpassword=0ther"); strings.Contains(got, "s3cret") || strings.Contains(got, "0ther") {
+		t.Errorf("Hide = %q", got)
+	}
+}

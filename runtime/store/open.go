@@ -11,17 +11,20 @@ import (
 )
 
 // Location is where a state lives, parsed from a --state value (or
-// PIPEC_STATE): today a path to an SQLite file. A server URL is one more
-// case here, and nothing else in pipec changes.
+// PIPEC_STATE): a path to an SQLite file, or a PostgreSQL server given as a
+// URL (postgres://…) or as a libpq keyword/value string (host=… dbname=…).
 type Location struct {
 	// Value is what was given.
 	Value string
 	// Path is the SQLite database file; empty for a server.
 	Path string
-	// Server is true for a database server's URL (postgres://…), which
-	// Value holds and runtime/store/postgres opens (that package imports
-	// this one, so the opening itself is the caller's: cli.openState).
+	// Server is true for a database server's URL (postgres://…) or
+	// keyword/value string, which Value holds and runtime/store/postgres
+	// opens (that package imports this one, so the opening itself is the
+	// caller's: cli.openState).
 	Server bool
+	// dsn is Value's pairs when it is a keyword/value string.
+	dsn []dsnPair
 }
 
 // serverSchemes are the URL schemes of database servers pipec has a store
@@ -29,7 +32,8 @@ type Location struct {
 var serverSchemes = []string{"postgres", "postgresql"}
 
 // ParseLocation reads a --state value. A URL with a scheme this build has
-// no store for is refused with a message, never read as a file name.
+// no store for is refused with a message, never read as a file name; a
+// libpq keyword/value string (parseDSN) is a PostgreSQL server.
 func ParseLocation(value string) (Location, error) {
 	if value == "" {
 		return Location{}, errors.New("no state given")
@@ -42,6 +46,9 @@ func ParseLocation(value string) (Location, error) {
 		}
 		return Location{}, fmt.Errorf("state %q: this pipec has no store for %s:// URLs (give the path of an SQLite file or a postgres:// URL)",
 			redactURL(value), scheme)
+	}
+	if pairs, ok := parseDSN(value); ok {
+		return Location{Value: value, Server: true, dsn: pairs}, nil
 	}
 	return Location{Value: value, Path: value}, nil
 }
@@ -59,13 +66,80 @@ func (l Location) Exists() (bool, error) {
 	return err == nil, err
 }
 
-// String is the location as a person typed it, a URL's password masked:
-// it is printed in messages and recorded in sinks.
+// String is the location as a person typed it, a password masked (a URL's,
+// or a keyword/value string's): it is printed in messages and recorded in
+// sinks.
 func (l Location) String() string {
-	if l.Server {
+	switch {
+	case l.dsn != nil:
+		return formatDSN(l.dsn, "xxxxx")
+	case l.Server:
 		return redactURL(l.Value)
 	}
 	return l.Value
+}
+
+// WithoutPassword is a server location with no password at all (a URL's
+// user info and password parameters, a keyword/value string's password
+// pairs left out): what tasks get as PIPEC_STATE. "" for a file.
+func (l Location) WithoutPassword() string {
+	switch {
+	case l.dsn != nil:
+		return formatDSN(l.dsn, "")
+	case !l.Server:
+		return ""
+	}
+	u, err := url.Parse(l.Value)
+	if err != nil {
+		scheme, _, _ := strings.Cut(l.Value, "://")
+		return scheme + "://"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	q := u.Query()
+	for k := range q {
+		if secretKey(k) {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Hide masks the location's secrets (the passwords it holds) in a message
+// that may quote them, such as a driver's error about the connection
+// string.
+func (l Location) Hide(msg string) string {
+	for _, s := range l.secrets() {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// secrets are the passwords in a server location.
+func (l Location) secrets() []string {
+	var out []string
+	for _, p := range l.dsn {
+		if secretKey(p.key) {
+			out = append(out, p.raw, p.value) // the longer, as typed, first
+		}
+	}
+	if l.dsn == nil && l.Server {
+		if u, err := url.Parse(l.Value); err == nil {
+			if pw, ok := u.User.Password(); ok {
+				out = append(out, pw)
+			}
+			for k, vs := range u.Query() {
+				if secretKey(k) {
+					out = append(out, vs...)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Open opens (creating if needed) the SQLite store at the location. A

@@ -122,7 +122,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's parse errors redact the password; say no more than that.
-		return nil, fmt.Errorf("state URL: %w", err)
+		return nil, fmt.Errorf("connection string: %w", err)
 	}
 	cfg.MaxConns = 8
 	if opt.MaxConns > 0 {
