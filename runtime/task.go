@@ -265,8 +265,8 @@ type attemptOutcome struct {
 	// interrupted: the run was cancelled before the attempt's process
 	// started.
 	interrupted bool
-	tail     string
-	startErr error
+	tail        string
+	startErr    error
 }
 
 // launched is a started attempt: its store record, process and staging.
