@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -118,12 +119,8 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q q
 		}
 		if perRun > 0 {
 			e := compiler.EstimateRuns(plan, int64(toRun), int64(free), perRun)
-			if e.ByPool {
-				fmt.Fprintf(io.Stdout, "  estimate:     ≈ %s (pool %q: %d slots, its tasks' timeouts %s per run, bound it)\n",
-					roundDuration(e.Total), e.Pool, e.PoolSlots, roundDuration(e.PoolTime))
-			} else {
-				fmt.Fprintf(io.Stdout, "  estimate:     ≈ %s (%s per run: %s)\n", roundDuration(e.Total), roundDuration(perRun), perRunWhy)
-			}
+			fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %s × %s ≈ %s (bound: %s; time per run: %s)\n", toRun,
+				plural(fmtAtOnce(e.AtOnce), "slot"), roundDuration(perRun), roundDuration(e.Total), dueBound(e), perRunWhy)
 		}
 	}
 	b := &batch{io: io, plan: plan, slots: free, launch: launch, detach: detach, later: "the next --due starts it"}
@@ -139,4 +136,17 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q q
 		return silentExit(ExitFindings)
 	}
 	return nil
+}
+
+// dueBound names the bound a catch-up's estimate used: the pool's, or the
+// free run slots (the to-run line says why there are that many).
+func dueBound(e compiler.Estimate) string {
+	if e.ByPool {
+		return fmt.Sprintf("pool %q: %s, its tasks' timeouts %s of a run's %s along the longest path", e.Pool,
+			plural(strconv.Itoa(e.PoolSlots), "slot"), roundDuration(e.PoolTime), roundDuration(e.Path))
+	}
+	if e.Pool != "" {
+		return fmt.Sprintf("the run slots; pool %q allows %s", e.Pool, fmtAtOnce(e.PoolAtOnce))
+	}
+	return "the run slots"
 }
