@@ -467,37 +467,47 @@ func describeEventText(ev runtime.Event) string {
 		if str("state") == "succeeded" {
 			return fmt.Sprintf("%s succeeded%s", who, late)
 		}
-		return fmt.Sprintf("%s failed%s: class %s, %s", who, late, str("class"), str("why"))
+		why := str("why")
+		if why == "" {
+			// Recorded without one (an attempt that could not start, by an
+			// older pipec): the first line of its error says why.
+			why, _, _ = strings.Cut(strings.TrimSpace(str("error")), "\n")
+		}
+		return fmt.Sprintf("%s failed%s%s", who, late, after(": ", list(", ", labelled("class ", str("class")), why)))
 	case store.EventAttemptUnknown:
 		if d["relaunch"] == true {
 			return fmt.Sprintf("%s unknown: lease expired (token %s); relaunching without waiting for it", who, str("token"))
 		}
-		return fmt.Sprintf("%s unknown: lease expired (token %s); %s", who, str("token"), str("reason"))
+		return fmt.Sprintf("%s unknown: lease expired%s%s", who, paren(labelled("token ", str("token"))), after("; ", str("reason")))
 	case runtime.EventAttemptRetry:
-		return fmt.Sprintf("%s will retry in %s (class %s; attempt %s next)", who,
-			(time.Duration(toInt64(d["delay_ms"])) * time.Millisecond).String(), str("class"), str("next_attempt"))
+		next := str("next_attempt")
+		if next != "" {
+			next = "attempt " + next + " next"
+		}
+		return fmt.Sprintf("%s will retry in %s%s", who,
+			(time.Duration(toInt64(d["delay_ms"])) * time.Millisecond).String(), paren(list("; ", labelled("class ", str("class")), next)))
 	case runtime.EventAttemptLease:
-		return fmt.Sprintf("%s relaunching: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s relaunching%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventZombieKilled:
-		return fmt.Sprintf("%s killed: %s", who, str("reason"))
+		return fmt.Sprintf("%s killed%s", who, after(": ", str("reason")))
 	case runtime.EventTaskSucceeded:
 		return fmt.Sprintf("%s done", ev.Task)
 	case runtime.EventTaskReused:
-		return fmt.Sprintf("%s reused (%s)", ev.Task, str("reason"))
+		return fmt.Sprintf("%s reused%s", ev.Task, paren(str("reason")))
 	case runtime.EventTaskFailed:
-		return fmt.Sprintf("%s FAILED: class %s (%s)", ev.Task, orDash(str("class")), str("reason"))
+		return fmt.Sprintf("%s FAILED: class %s%s", ev.Task, orDash(str("class")), paren(str("reason")))
 	case runtime.EventTaskNotRun:
-		return fmt.Sprintf("%s not run: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s not run%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventOrphansEnded:
 		return fmt.Sprintf("%s of %s: ended %s process(es) it left running when its pipec died", who, str("run_of_attempt"), str("processes"))
 	case runtime.EventAttemptBlocked:
-		return fmt.Sprintf("%s UNKNOWN: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s UNKNOWN%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventAttemptAdopted:
-		return fmt.Sprintf("%s not run again: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s not run again%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventCheckPassed:
 		return fmt.Sprintf("check %s passed on %s", str("check"), str("label"))
 	case runtime.EventCheckFailed:
-		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("label"), str("reason"))
+		return fmt.Sprintf("check %s FAILED on %s%s", str("check"), str("label"), after(": ", str("reason")))
 	case store.EventPublishWon, store.EventPublishIdempotent:
 		return fmt.Sprintf("publish %s -> %s: %s (%s, token %s)", str("publish"), str("sink"), strings.TrimPrefix(ev.Kind, "publish."),
 			str("label"), str("token"))
@@ -513,7 +523,7 @@ func describeEventText(ev runtime.Event) string {
 		return fmt.Sprintf("publish %s -> %s: FENCED, %s token %s is older than the pointer's %s", str("publish"), str("sink"),
 			who, str("token"), str("pointer_token"))
 	case runtime.EventPublishFailed:
-		return fmt.Sprintf("publish %s FAILED: %s", str("publish"), str("error"))
+		return fmt.Sprintf("publish %s FAILED%s", str("publish"), after(": ", str("error")))
 	}
 	return ""
 }
@@ -528,6 +538,37 @@ func toInt64(v any) int64 {
 		return int64(n)
 	}
 	return 0
+}
+
+// list joins the parts that are not empty with sep: a field an event was
+// recorded without prints as nothing, never as an empty item ("class start, ").
+func list(sep string, parts ...string) string {
+	kept := parts[:0:0]
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, sep)
+}
+
+// labelled is label+v ("class start"), or "" when v is empty.
+func labelled(label, v string) string {
+	if v == "" {
+		return ""
+	}
+	return label + v
+}
+
+// after is sep+s (": reason"), or "" when s is empty.
+func after(sep, s string) string { return labelled(sep, s) }
+
+// paren is " (s)", or "" when s is empty.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 func orDash(s string) string {
