@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -320,6 +319,7 @@ func (p *lineProgress) done() {}
 // state changes that matter above it.
 type liveProgress struct {
 	io       IO
+	plan     *compiler.Plan
 	mu       sync.Mutex
 	total    int
 	running  map[string]bool
@@ -331,7 +331,7 @@ type liveProgress struct {
 }
 
 func newLiveProgress(io IO, plan *compiler.Plan) *liveProgress {
-	p := &liveProgress{io: io, total: len(plan.Tasks), running: map[string]bool{}, retrying: map[string]time.Time{},
+	p := &liveProgress{io: io, plan: plan, total: len(plan.Tasks), running: map[string]bool{}, retrying: map[string]time.Time{},
 		ticker: time.NewTicker(200 * time.Millisecond), stop: make(chan struct{})}
 	go func() {
 		for {
@@ -375,13 +375,11 @@ func (p *liveProgress) event(ev runtime.Event) {
 }
 
 func (p *liveProgress) redraw() {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range p.running {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	var names []string
+	for n := range p.running {
+		names = append(names, n)
+	}
+	sortTasks(p.plan, names)
 	line := fmt.Sprintf("%d/%d done, %d failed, %d running", p.done_, p.total, p.failed, len(names))
 	if len(names) > 0 {
 		shown := names
