@@ -35,6 +35,8 @@ type runOptions struct {
 	// due runs what the schedule says is due at now (see due.go).
 	due bool
 	now string
+	// dryRun, with due, prints what would be launched and launches nothing.
+	dryRun bool
 }
 
 // execFlags are the flags of every command that executes runs (run, backfill).
@@ -79,7 +81,8 @@ func newRunCmd(io IO) *cobra.Command {
 			"it is over; without catch-up the latest one, with catchup = true every one since the\n" +
 			"schedule's start that has no succeeded run; intervals in progress are skipped, at most\n" +
 			"max_active_runs run at once (the state refuses more, whoever starts them). Nothing due:\n" +
-			"exit 0, saying so.\n\n" +
+			"exit 0, saying so. --due --dry-run prints what --due would run and launches nothing: no run\n" +
+			"is created, and no state is made where there is none.\n\n" +
 			"Exit code 1 when a task, check or publish failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -95,6 +98,7 @@ func newRunCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.due, "due", false, "instead of --interval: run the intervals due now by the schedule (the latest; every missed one with catchup = true), at most max_active_runs at once")
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "with --due: print what would be run, and launch nothing")
 	opts.register(cmd, "tasks running at once (default: the number of CPUs)")
 	return cmd
 }
@@ -130,6 +134,9 @@ func loadPlan(io IO, path string) (*compiler.Plan, error) {
 func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	if opts.due {
 		return runRunDue(ctx, io, path, opts)
+	}
+	if opts.dryRun {
+		return usageErr("run: --dry-run previews --due (pipec backfill --dry-run previews a range of intervals)")
 	}
 	if opts.interval == "" {
 		return usageErr("run: --interval is required (the interval's start, such as --interval 2024-01-01), or --due")
@@ -258,6 +265,16 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.dryRun {
+		st, err := openIfExists(ctx, loc)
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			defer st.Close()
+		}
+		return dueRun(ctx, io, plan, st, workQueue(st), now, nil, false, false, true)
+	}
 	st, err := openState(ctx, loc, false)
 	if err != nil {
 		return err
@@ -267,7 +284,7 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts), false, false)
+	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts), false, false, false)
 }
 
 // busyMessage names the run that holds an interval and its owner.
