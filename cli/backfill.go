@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,8 +47,11 @@ func newBackfillCmd(io IO) *cobra.Command {
 			"slots: a pool's slots and --parallel bound the whole backfill. A line per interval says\n" +
 			"how far it got, with an ETA from the mean of the finished intervals.\n" +
 			"--dry-run launches nothing and prints what would run and the estimate: runs ÷ slots × time\n" +
-			"per run, the time per run taken from this pipeline's finished runs in the state, else from\n" +
-			"the task timeouts along the longest path; exit code 1 when an interval is blocked.\n" +
+			"per run, with the slots and the time per run it prints. The slots are the smaller bound of\n" +
+			"the run slots and the busiest pool (its slots over the share of a run its tasks' timeouts\n" +
+			"take), and the estimate names the bound; the time per run is the mean of this pipeline's\n" +
+			"finished runs in the state, else the task timeouts along the longest path. Exit code 1\n" +
+			"when an interval is blocked.\n" +
 			"--submit hands each interval to the workers of a shared state (as pipec submit), as many at\n" +
 			"once as the slots allow, and returns once the last is handed over; with --wait it follows\n" +
 			"them to the end and exits 1 when one failed.",
@@ -182,21 +187,59 @@ func (bp *backfillPlan) print(io IO, pipeline string) {
 		return
 	}
 	n = bp.toRun
-	fmt.Fprintf(io.Stdout, "  slots:        %d (%s)\n", bp.slots, bp.slotsWhy)
+	// One estimate for backfills and the catchup-stampede rule: the
+	// smallest bound on the runs at once (the run slots or the busiest
+	// pool), times the time per run printed above it.
+	e := compiler.EstimateRuns(bp.plan, int64(n), int64(bp.slots), bp.perRun)
+	fmt.Fprintf(io.Stdout, "  slots:        %s\n", slotsLine(e, bp.slotsWhy))
 	if bp.perRun == 0 {
 		fmt.Fprintf(io.Stdout, "  time per run: %s\n", bp.perRunWhy)
-		fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %d slots = %d waves of unknown length\n", n, bp.slots, (n+bp.slots-1)/bp.slots)
+		fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %s = %s of unknown length (bound: %s)\n", n, plural(fmtAtOnce(e.AtOnce), "slot"),
+			plural(fmtAtOnce(math.Ceil(float64(n)/e.AtOnce)), "wave"), boundName(e))
 		return
 	}
-	// One estimate for backfills and the catchup-stampede rule.
-	e := compiler.EstimateRuns(bp.plan, int64(n), int64(bp.slots), bp.perRun)
 	fmt.Fprintf(io.Stdout, "  time per run: %s (%s)\n", roundDuration(bp.perRun), bp.perRunWhy)
+	fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %s × %s ≈ %s (bound: %s)\n", n, plural(fmtAtOnce(e.AtOnce), "slot"),
+		roundDuration(bp.perRun), roundDuration(e.Total), boundName(e))
+}
+
+// slotsLine says how many runs go at once and why: the smaller of the run
+// slots (why) and what the busiest pool allows, naming the other bound.
+func slotsLine(e compiler.Estimate, why string) string {
 	if e.ByPool {
-		fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %d slots of pool %q × %s ≈ %s (the pool, not the %d run slots, bounds it)\n",
-			n, e.PoolSlots, e.Pool, roundDuration(e.PoolTime), roundDuration(e.Total), bp.slots)
-		return
+		s := fmt.Sprintf("%s (pool %q: %s; its tasks' timeouts take %s of a run's %s along the longest path", fmtAtOnce(e.AtOnce), e.Pool,
+			plural(strconv.Itoa(e.PoolSlots), "slot"), roundDuration(e.PoolTime), roundDuration(e.Path))
+		if e.Slots > 0 {
+			s += fmt.Sprintf("; the run slots allow %d: %s", e.Slots, why)
+		}
+		return s + ")"
 	}
-	fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %d slots × %s ≈ %s\n", n, bp.slots, roundDuration(bp.perRun), roundDuration(e.Total))
+	s := fmt.Sprintf("%d (%s", e.Slots, why)
+	if e.Pool != "" {
+		s += fmt.Sprintf("; pool %q allows %s", e.Pool, fmtAtOnce(e.PoolAtOnce))
+	}
+	return s + ")"
+}
+
+// boundName names the bound an estimate used.
+func boundName(e compiler.Estimate) string {
+	if e.ByPool {
+		return fmt.Sprintf("pool %q", e.Pool)
+	}
+	return "the run slots"
+}
+
+// fmtAtOnce writes a number of runs at once: "2", "1.5".
+func fmtAtOnce(x float64) string {
+	return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64)
+}
+
+// plural is "1 slot", "2 slots", "1.5 slots".
+func plural(n, word string) string {
+	if n == "1" {
+		return n + " " + word
+	}
+	return n + " " + word + "s"
 }
 
 // roundDuration prints a duration for a person: "61h", "20m", "1m30s".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,9 +55,11 @@ func workQueue(st store.Store) queue.Queue {
 // once as max_active_runs leaves free beside the runs already in progress.
 // onWorkers says launch hands intervals to workers; detach, that it
 // returns once the last is handed over. Nothing due is exit code 0 with a
-// line saying so; an interval blocked or a run failed is 1.
+// line saying so; an interval blocked or a run failed is 1. dryRun prints
+// what would be launched and launches nothing (st may then be nil: no
+// state yet, which a dry run does not make).
 func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q queue.Queue, now time.Time,
-	launch func(context.Context, runtime.Interval, func(string)) outcome, onWorkers, detach bool) error {
+	launch func(context.Context, runtime.Interval, func(string)) outcome, onWorkers, detach, dryRun bool) error {
 	if plan.Schedule == nil {
 		return usageErr("--due: pipeline %s has no schedule block, so nothing is ever due; run an interval with --interval", plan.Pipeline)
 	}
@@ -118,13 +121,27 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q q
 		}
 		if perRun > 0 {
 			e := compiler.EstimateRuns(plan, int64(toRun), int64(free), perRun)
-			if e.ByPool {
-				fmt.Fprintf(io.Stdout, "  estimate:     ≈ %s (pool %q: %d slots, its tasks' timeouts %s per run, bound it)\n",
-					roundDuration(e.Total), e.Pool, e.PoolSlots, roundDuration(e.PoolTime))
-			} else {
-				fmt.Fprintf(io.Stdout, "  estimate:     ≈ %s (%s per run: %s)\n", roundDuration(e.Total), roundDuration(perRun), perRunWhy)
+			fmt.Fprintf(io.Stdout, "  estimate:     %d runs ÷ %s × %s ≈ %s (bound: %s; time per run: %s)\n", toRun,
+				plural(fmtAtOnce(e.AtOnce), "slot"), roundDuration(perRun), roundDuration(e.Total), dueBound(e), perRunWhy)
+		}
+	}
+	if dryRun {
+		var keys []string
+		for _, d := range d.Decisions {
+			if d.Action == schedule.Run {
+				keys = append(keys, d.Interval.Key)
 			}
 		}
+		how := "run here"
+		if onWorkers {
+			how = "hand to the workers"
+		}
+		fmt.Fprintf(io.Stdout, "dry run: would %s %d interval(s), %d at once: %s; nothing launched, the state is unchanged\n",
+			how, toRun, free, strings.Join(keys, ", "))
+		if blocked > 0 {
+			return silentExit(ExitFindings)
+		}
+		return nil
 	}
 	b := &batch{io: io, plan: plan, slots: free, launch: launch, detach: detach, later: "the next --due starts it"}
 	res := b.run(ctx, d.Decisions)
@@ -139,4 +156,17 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q q
 		return silentExit(ExitFindings)
 	}
 	return nil
+}
+
+// dueBound names the bound a catch-up's estimate used: the pool's, or the
+// free run slots (the to-run line says why there are that many).
+func dueBound(e compiler.Estimate) string {
+	if e.ByPool {
+		return fmt.Sprintf("pool %q: %s, its tasks' timeouts %s of a run's %s along the longest path", e.Pool,
+			plural(strconv.Itoa(e.PoolSlots), "slot"), roundDuration(e.PoolTime), roundDuration(e.Path))
+	}
+	if e.Pool != "" {
+		return fmt.Sprintf("the run slots; pool %q allows %s", e.Pool, fmtAtOnce(e.PoolAtOnce))
+	}
+	return "the run slots"
 }

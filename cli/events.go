@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/pipec/pipec/report"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +30,9 @@ func newEventsCmd(io IO) *cobra.Command {
 		Long: "Events shows what happened in one run (an id such as orders/2024-01-01/r1, as pipec status\n" +
 			"lists them): every attempt with its token, state, error class, exit code and the tail of its\n" +
 			"output (secrets redacted), then the run's event log, fenced publishes included.\n" +
-			stateOrder,
+			stateOrder + "\n" +
+			"Attempts are listed by task in the plan's order when SPEC is given and is the run's pipeline,\n" +
+			"else in the order the tasks started (and the output says so).",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
@@ -80,6 +84,10 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
+	order, how := taskOrder(planForOrder(io, spec), run.Pipeline, evs)
+	slices.SortStableFunc(as, func(x, y store.Attempt) int {
+		return cmp.Or(order(x.Task, y.Task), cmp.Compare(x.Number, y.Number))
+	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "run %s  %s  interval %s/%s  code_version %s\n", run.ID, run.State,
 		run.IntervalStart.Format(time.RFC3339), run.IntervalEnd.Format(time.RFC3339), orDash(run.CodeVersion))
@@ -87,8 +95,12 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 	if len(as) == 0 {
 		b.WriteString("  none\n")
 	}
+	attW := 0
 	for _, a := range as {
-		line := fmt.Sprintf("  %s#%d  token %d  %s", a.Task, a.Number, a.Token, a.State)
+		attW = max(attW, len(fmt.Sprintf("%s#%d", a.Task, a.Number)))
+	}
+	for _, a := range as {
+		line := fmt.Sprintf("  %-*s  token %d  %s", attW, fmt.Sprintf("%s#%d", a.Task, a.Number), a.Token, a.State)
 		if a.Class != "" {
 			line += "  class " + a.Class
 		}
@@ -132,12 +144,19 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 		b.WriteString("fenced publishes:\n" + strings.Join(fenced, "\n") + "\n")
 	}
 	b.WriteString("events:\n")
-	for _, ev := range evs {
-		who := ev.Task
+	// Columns as wide as their longest entry shown: kind, then who.
+	whoOf := func(ev store.Event) string {
 		if ev.Attempt > 0 {
-			who = fmt.Sprintf("%s#%d", ev.Task, ev.Attempt)
+			return fmt.Sprintf("%s#%d", ev.Task, ev.Attempt)
 		}
-		line := fmt.Sprintf("  %6d  %s  %-20s %s", ev.Seq, ev.Time.UTC().Format("15:04:05.000"), ev.Kind, who)
+		return ev.Task
+	}
+	kindW, whoW := 0, 0
+	for _, ev := range evs {
+		kindW, whoW = max(kindW, len(ev.Kind)), max(whoW, len(whoOf(ev)))
+	}
+	for _, ev := range evs {
+		line := fmt.Sprintf("  %6d  %s  %-*s  %-*s", ev.Seq, ev.Time.UTC().Format("15:04:05.000"), kindW, ev.Kind, whoW, whoOf(ev))
 		if len(ev.Payload) > 0 && string(ev.Payload) != "{}" && string(ev.Payload) != "null" {
 			line += "  " + string(ev.Payload)
 		}
@@ -145,6 +164,9 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 			line += "  <- FENCED"
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	if how != orderPlan {
+		b.WriteString("(attempts in the order their tasks started: give the SPEC for the plan's order)\n")
 	}
 	// Reasons and error tails quote task output: escaped, like every text output.
 	_, err = fmt.Fprint(io.Stdout, report.Escape(b.String()))

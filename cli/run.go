@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,6 +35,8 @@ type runOptions struct {
 	// due runs what the schedule says is due at now (see due.go).
 	due bool
 	now string
+	// dryRun, with due, prints what would be launched and launches nothing.
+	dryRun bool
 }
 
 // execFlags are the flags of every command that executes runs (run, backfill).
@@ -80,7 +81,8 @@ func newRunCmd(io IO) *cobra.Command {
 			"it is over; without catch-up the latest one, with catchup = true every one since the\n" +
 			"schedule's start that has no succeeded run; intervals in progress are skipped, at most\n" +
 			"max_active_runs run at once (the state refuses more, whoever starts them). Nothing due:\n" +
-			"exit 0, saying so.\n\n" +
+			"exit 0, saying so. --due --dry-run prints what --due would run and launches nothing: no run\n" +
+			"is created, and no state is made where there is none.\n\n" +
 			"Exit code 1 when a task, check or publish failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,6 +98,7 @@ func newRunCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.due, "due", false, "instead of --interval: run the intervals due now by the schedule (the latest; every missed one with catchup = true), at most max_active_runs at once")
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "with --due: print what would be run, and launch nothing")
 	opts.register(cmd, "tasks running at once (default: the number of CPUs)")
 	return cmd
 }
@@ -131,6 +134,9 @@ func loadPlan(io IO, path string) (*compiler.Plan, error) {
 func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	if opts.due {
 		return runRunDue(ctx, io, path, opts)
+	}
+	if opts.dryRun {
+		return usageErr("run: --dry-run previews --due (pipec backfill --dry-run previews a range of intervals)")
 	}
 	if opts.interval == "" {
 		return usageErr("run: --interval is required (the interval's start, such as --interval 2024-01-01), or --due")
@@ -259,6 +265,16 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.dryRun {
+		st, err := openIfExists(ctx, loc)
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			defer st.Close()
+		}
+		return dueRun(ctx, io, plan, st, workQueue(st), now, nil, false, false, true)
+	}
 	st, err := openState(ctx, loc, false)
 	if err != nil {
 		return err
@@ -268,7 +284,7 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts), false, false)
+	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts), false, false, false)
 }
 
 // busyMessage names the run that holds an interval and its owner.
@@ -320,6 +336,7 @@ func (p *lineProgress) done() {}
 // state changes that matter above it.
 type liveProgress struct {
 	io       IO
+	plan     *compiler.Plan
 	mu       sync.Mutex
 	total    int
 	running  map[string]bool
@@ -331,7 +348,7 @@ type liveProgress struct {
 }
 
 func newLiveProgress(io IO, plan *compiler.Plan) *liveProgress {
-	p := &liveProgress{io: io, total: len(plan.Tasks), running: map[string]bool{}, retrying: map[string]time.Time{},
+	p := &liveProgress{io: io, plan: plan, total: len(plan.Tasks), running: map[string]bool{}, retrying: map[string]time.Time{},
 		ticker: time.NewTicker(200 * time.Millisecond), stop: make(chan struct{})}
 	go func() {
 		for {
@@ -375,13 +392,11 @@ func (p *liveProgress) event(ev runtime.Event) {
 }
 
 func (p *liveProgress) redraw() {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range p.running {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	var names []string
+	for n := range p.running {
+		names = append(names, n)
+	}
+	sortTasks(p.plan, names)
 	line := fmt.Sprintf("%d/%d done, %d failed, %d running", p.done_, p.total, p.failed, len(names))
 	if len(names) > 0 {
 		shown := names
@@ -467,37 +482,47 @@ func describeEventText(ev runtime.Event) string {
 		if str("state") == "succeeded" {
 			return fmt.Sprintf("%s succeeded%s", who, late)
 		}
-		return fmt.Sprintf("%s failed%s: class %s, %s", who, late, str("class"), str("why"))
+		why := str("why")
+		if why == "" {
+			// Recorded without one (an attempt that could not start, by an
+			// older pipec): the first line of its error says why.
+			why, _, _ = strings.Cut(strings.TrimSpace(str("error")), "\n")
+		}
+		return fmt.Sprintf("%s failed%s%s", who, late, after(": ", list(", ", labelled("class ", str("class")), why)))
 	case store.EventAttemptUnknown:
 		if d["relaunch"] == true {
 			return fmt.Sprintf("%s unknown: lease expired (token %s); relaunching without waiting for it", who, str("token"))
 		}
-		return fmt.Sprintf("%s unknown: lease expired (token %s); %s", who, str("token"), str("reason"))
+		return fmt.Sprintf("%s unknown: lease expired%s%s", who, paren(labelled("token ", str("token"))), after("; ", str("reason")))
 	case runtime.EventAttemptRetry:
-		return fmt.Sprintf("%s will retry in %s (class %s; attempt %s next)", who,
-			(time.Duration(toInt64(d["delay_ms"])) * time.Millisecond).String(), str("class"), str("next_attempt"))
+		next := str("next_attempt")
+		if next != "" {
+			next = "attempt " + next + " next"
+		}
+		return fmt.Sprintf("%s will retry in %s%s", who,
+			(time.Duration(toInt64(d["delay_ms"])) * time.Millisecond).String(), paren(list("; ", labelled("class ", str("class")), next)))
 	case runtime.EventAttemptLease:
-		return fmt.Sprintf("%s relaunching: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s relaunching%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventZombieKilled:
-		return fmt.Sprintf("%s killed: %s", who, str("reason"))
+		return fmt.Sprintf("%s killed%s", who, after(": ", str("reason")))
 	case runtime.EventTaskSucceeded:
 		return fmt.Sprintf("%s done", ev.Task)
 	case runtime.EventTaskReused:
-		return fmt.Sprintf("%s reused (%s)", ev.Task, str("reason"))
+		return fmt.Sprintf("%s reused%s", ev.Task, paren(str("reason")))
 	case runtime.EventTaskFailed:
-		return fmt.Sprintf("%s FAILED: class %s (%s)", ev.Task, orDash(str("class")), str("reason"))
+		return fmt.Sprintf("%s FAILED: class %s%s", ev.Task, orDash(str("class")), paren(str("reason")))
 	case runtime.EventTaskNotRun:
-		return fmt.Sprintf("%s not run: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s not run%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventOrphansEnded:
 		return fmt.Sprintf("%s of %s: ended %s process(es) it left running when its pipec died", who, str("run_of_attempt"), str("processes"))
 	case runtime.EventAttemptBlocked:
-		return fmt.Sprintf("%s UNKNOWN: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s UNKNOWN%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventAttemptAdopted:
-		return fmt.Sprintf("%s not run again: %s", ev.Task, str("reason"))
+		return fmt.Sprintf("%s not run again%s", ev.Task, after(": ", str("reason")))
 	case runtime.EventCheckPassed:
 		return fmt.Sprintf("check %s passed on %s", str("check"), str("label"))
 	case runtime.EventCheckFailed:
-		return fmt.Sprintf("check %s FAILED on %s: %s", str("check"), str("label"), str("reason"))
+		return fmt.Sprintf("check %s FAILED on %s%s", str("check"), str("label"), after(": ", str("reason")))
 	case store.EventPublishWon, store.EventPublishIdempotent:
 		return fmt.Sprintf("publish %s -> %s: %s (%s, token %s)", str("publish"), str("sink"), strings.TrimPrefix(ev.Kind, "publish."),
 			str("label"), str("token"))
@@ -513,7 +538,7 @@ func describeEventText(ev runtime.Event) string {
 		return fmt.Sprintf("publish %s -> %s: FENCED, %s token %s is older than the pointer's %s", str("publish"), str("sink"),
 			who, str("token"), str("pointer_token"))
 	case runtime.EventPublishFailed:
-		return fmt.Sprintf("publish %s FAILED: %s", str("publish"), str("error"))
+		return fmt.Sprintf("publish %s FAILED%s", str("publish"), after(": ", str("error")))
 	}
 	return ""
 }
@@ -528,6 +553,37 @@ func toInt64(v any) int64 {
 		return int64(n)
 	}
 	return 0
+}
+
+// list joins the parts that are not empty with sep: a field an event was
+// recorded without prints as nothing, never as an empty item ("class start, ").
+func list(sep string, parts ...string) string {
+	kept := parts[:0:0]
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, sep)
+}
+
+// labelled is label+v ("class start"), or "" when v is empty.
+func labelled(label, v string) string {
+	if v == "" {
+		return ""
+	}
+	return label + v
+}
+
+// after is sep+s (": reason"), or "" when s is empty.
+func after(sep, s string) string { return labelled(sep, s) }
+
+// paren is " (s)", or "" when s is empty.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 func orDash(s string) string {

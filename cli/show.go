@@ -189,7 +189,16 @@ func writeShown(io IO, artifact string, out []shown) {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "%s@%s  (publish %s -> sink %s)\n", s.Artifact, s.Interval, s.Publish, s.Sink)
-		fmt.Fprintf(&b, "  visible       %s\n", s.Visible)
+		switch {
+		case s.Path != "":
+			fmt.Fprintf(&b, "  visible       %s\n", s.Visible)
+		case s.Visible == "":
+			// A sink pipec cannot read: the error says why.
+			b.WriteString("  visible       unknown\n")
+		default:
+			// The link names no version: say so, not "visible PATH".
+			fmt.Fprintf(&b, "  visible       nothing (no version at %s)\n", s.Visible)
+		}
 		if s.Path != "" {
 			fmt.Fprintf(&b, "  path          %s\n", s.Path)
 		}

@@ -121,3 +121,16 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 	}
 	return st, nil
 }
+
+// openIfExists opens the state at l when there is one, and nil when there
+// is none: a dry run reads the state and never makes one.
+func openIfExists(ctx context.Context, l store.Location) (store.Store, error) {
+	ok, err := l.Exists()
+	if err != nil {
+		return nil, usageErr("state %s: %v", l, unwrapPathError(err))
+	}
+	if !ok {
+		return nil, nil
+	}
+	return openState(ctx, l, false)
+}

@@ -33,8 +33,10 @@ func newStatusCmd(io IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [SPEC|PLAN]",
 		Short: "List runs and their tasks' states",
-		Long:  "Status lists the runs in the state.\n" + stateOrder,
-		Args:  cobra.MaximumNArgs(1),
+		Long: "Status lists the runs in the state (with SPEC, that spec's pipeline's only).\n" + stateOrder + "\n" +
+			"A run's tasks are listed in the plan's order (upstream first) when SPEC is given and is the\n" +
+			"run's pipeline, else in the order they started (and the output says so).",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
 			if len(args) == 1 {
@@ -70,13 +72,17 @@ type runStatusJSON struct {
 	// waiting for a worker with labels spark (none is live)"), if anything.
 	Waiting string       `json:"waiting,omitempty"`
 	Tasks   []taskStatus `json:"tasks"`
+	// TaskOrder is the order of Tasks: "plan" (the SPEC's plan) or
+	// "started" (the order they first appear in the run's events).
+	TaskOrder string `json:"task_order"`
 }
 
 // taskStates folds a run's attempts and events into one state per task: the
 // runtime's verdict (task.succeeded, .failed, .not_run, .reused, .unknown,
 // .adopted) when it recorded one, else the last attempt's state (a run that
 // crashed).
-func taskStates(as []store.Attempt, evs []store.Event) []taskStatus {
+// Tasks are in the order order gives (taskOrder).
+func taskStates(as []store.Attempt, evs []store.Event, order func(a, b string) int) []taskStatus {
 	by := map[string]*taskStatus{}
 	get := func(name string) *taskStatus {
 		if by[name] == nil {
@@ -118,7 +124,7 @@ func taskStates(as []store.Attempt, evs []store.Event) []taskStatus {
 		}
 	}
 	var out []taskStatus
-	for _, name := range slices.Sorted(mapKeysOf(by)) {
+	for _, name := range slices.SortedFunc(mapKeysOf(by), order) {
 		out = append(out, *by[name])
 	}
 	return out
@@ -164,7 +170,9 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
+	plan := planForOrder(io, spec)
 	var out []runStatusJSON
+	var orders []string
 	for _, r := range runs {
 		as, err := st.Attempts(ctx, r.ID)
 		if err != nil {
@@ -174,8 +182,10 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 		if err != nil {
 			return &exitError{code: ExitFindings, err: err}
 		}
+		order, how := taskOrder(plan, r.Pipeline, evs)
+		orders = append(orders, how)
 		rs := runStatusJSON{ID: r.ID, Pipeline: r.Pipeline, Interval: r.Interval, State: string(r.State), Created: r.Created,
-			Tasks: taskStates(as, evs)}
+			Tasks: taskStates(as, evs, order), TaskOrder: how}
 		if !r.Finished.IsZero() {
 			f := r.Finished
 			rs.Finished = &f
@@ -223,6 +233,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 			b.WriteString(strings.TrimRight(line, " ") + "\n")
 		}
 	}
+	b.WriteString(orderNote(orders))
 	// Reasons and error tails quote task output: escaped, like every text output.
 	_, err = fmt.Fprint(io.Stdout, report.Escape(b.String()))
 	return err

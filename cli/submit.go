@@ -29,6 +29,7 @@ type submitOptions struct {
 	// due submits what the schedule says is due at now (see due.go).
 	due       bool
 	now       string
+	dryRun    bool
 	artifacts artifactsFlag
 }
 
@@ -47,7 +48,9 @@ func newSubmitCmd(io IO) *cobra.Command {
 			"them) is refused (exit 1); with --wait it waits for a free run slot first.\n" +
 			"--due submits instead the intervals due now (see pipec run --due), as many at once as\n" +
 			"max_active_runs leaves free, the next as one ends; it returns once the last is handed\n" +
-			"over (with --wait, once it ended). Nothing due: exit 0, saying so.",
+			"over (with --wait, once it ended). Nothing due: exit 0, saying so. --due --dry-run prints\n" +
+			"what --due would hand over and submits nothing: no run is created, and no state is made\n" +
+			"where there is none.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSubmit(cmd.Context(), io, args[0], opts)
@@ -61,6 +64,7 @@ func newSubmitCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.due, "due", false, "instead of --interval: submit the intervals due now by the schedule (as pipec run --due), at most max_active_runs at once")
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "with --due: print what would be submitted, and submit nothing")
 	opts.artifacts.register(cmd, "the shared artifact store's folder, recorded with the run in place of the spec's artifacts "+
 		"(a worker's own --artifacts wins over it)")
 	return cmd
@@ -69,6 +73,9 @@ func newSubmitCmd(io IO) *cobra.Command {
 func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) error {
 	if opts.due {
 		return runSubmitDue(ctx, io, path, opts)
+	}
+	if opts.dryRun {
+		return usageErr("submit: --dry-run previews --due")
 	}
 	if opts.interval == "" {
 		return usageErr("submit: --interval is required (the interval's start, such as --interval 2024-01-01), or --due")
@@ -157,6 +164,23 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if opts.dryRun {
+		if opts.wait {
+			return usageErr("submit: --dry-run launches nothing for --wait to follow")
+		}
+		loc, err := opts.state.location(io, path)
+		if err != nil {
+			return err
+		}
+		st, err := openIfExists(ctx, loc)
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			defer st.Close()
+		}
+		return dueRun(ctx, io, plan, st, workQueue(st), now, nil, true, true, true)
+	}
 	st, q, _, err := openQueue(ctx, io, &opts.state, path)
 	if err != nil {
 		return err
@@ -171,7 +195,7 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 		return err
 	}
 	withArtifacts(plan, arts)
-	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait)
+	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait, false)
 }
 
 // startedOn is the worker of a task's latest start: the current visit's,

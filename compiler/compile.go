@@ -28,7 +28,7 @@ const (
 	RuleMissingDependency = "missing-dependency"
 	RuleMissingArtifact   = "missing-artifact"
 	RuleDuplicateProducer = "duplicate-producer"
-	// RuleSinkConflict is in sinks.go.
+	// RuleSinkConflict is in sinks.go, RuleInputVariable in inputvars.go.
 	RuleSchema = spec.RuleSchema
 )
 
@@ -130,6 +130,7 @@ func compile(p *spec.Pipeline) (*Result, *compilation, diag.Diagnostics) {
 	c.index()
 	c.edges = make([]edge, 0, c.edgeEstimate())
 	c.link()
+	c.checkInputVars()
 	c.resolveClasses()
 	c.checkSinks()
 	c.checkNumbers()

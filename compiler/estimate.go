@@ -13,10 +13,14 @@ import (
 // estimate pipec makes: `pipec backfill --dry-run` prints it, and the
 // catchup-stampede rule quotes it for the runs a catch-up would launch.
 //
-// Two bounds, the larger wins:
-//   - waves: Runs ÷ Slots runs at a time, each taking PerRun;
-//   - the busiest pool: Runs × the time its tasks take per run ÷ its slots,
-//     since a pool shared by every run serialises them whatever Slots is.
+// The estimate is Runs ÷ AtOnce × PerRun, AtOnce being the smallest of two
+// bounds on how many runs go at once:
+//   - the run slots (Slots);
+//   - the busiest pool: a pool shared by every run serialises them whatever
+//     Slots is. It lets PoolSlots × (a run's longest path of task timeouts)
+//     ÷ (its tasks' summed timeouts per run) runs go at once: the share of a
+//     run its tasks take, so the bound holds whatever PerRun is (measured or
+//     the timeouts).
 type Estimate struct {
 	Runs int64
 	// Slots is how many runs go at once; 0 means all of them.
@@ -24,18 +28,26 @@ type Estimate struct {
 	// PerRun is one run's duration; 0 when unknown.
 	PerRun time.Duration
 	// Pool is the busiest pool ("" when no timed task uses a pool), with its
-	// slots and its tasks' summed timeouts per run; PoolUntimed is set when
-	// some of its tasks have no timeout (the pool's time is then a lower
-	// bound).
+	// slots, its tasks' summed timeouts per run and the runs it lets go at
+	// once; PoolUntimed is set when some of its tasks have no timeout (the
+	// pool's time is then a lower bound).
 	Pool        string
 	PoolSlots   int
 	PoolTime    time.Duration
+	PoolAtOnce  float64
 	PoolUntimed bool
-	// Total is the estimate: the larger bound, saturating instead of
+	// Path is the longest path of task timeouts (TimeoutPath) the pool's
+	// share of a run is measured against.
+	Path time.Duration
+	// AtOnce is how many runs go at once: the smaller of Slots and
+	// PoolAtOnce (0: unbounded, Slots is 0 and no pool bounds the runs).
+	AtOnce float64
+	// ByPool is set when the busiest pool, not Slots, gives AtOnce.
+	ByPool bool
+	// Total is the estimate: Waves × PerRun when the run slots bound it,
+	// Runs ÷ PoolAtOnce × PerRun when the pool does; saturating instead of
 	// overflowing on hostile numbers.
 	Total time.Duration
-	// ByPool is set when the busiest pool, not the waves, gives Total.
-	ByPool bool
 }
 
 // Waves is how many rounds of Slots runs the runs take.
@@ -49,9 +61,10 @@ func (e Estimate) Waves() int64 {
 // EstimateRuns estimates runs runs of p, slots at a time (0: all at once),
 // each taking perRun (0: unknown; see TimeoutPath for a bound).
 func EstimateRuns(p *Plan, runs, slots int64, perRun time.Duration) Estimate {
-	e := Estimate{Runs: runs, Slots: slots, PerRun: perRun}
-	wavesTime := mulDuration(perRun, float64(e.Waves()))
-	e.Total = wavesTime
+	e := Estimate{Runs: runs, Slots: slots, PerRun: perRun, AtOnce: float64(max(slots, 0))}
+	e.Total = mulDuration(perRun, float64(e.Waves()))
+	path, _ := TimeoutPath(p)
+	e.Path = path
 	perPool := map[string]time.Duration{}
 	untimed := map[string]bool{}
 	for _, t := range p.Tasks {
@@ -65,19 +78,22 @@ func EstimateRuns(p *Plan, runs, slots int64, perRun time.Duration) Estimate {
 		}
 		perPool[t.Pool] = satAdd(perPool[t.Pool], d)
 	}
-	best := -1.0
+	if path <= 0 {
+		// No timeouts along the path: a pool's share of a run is unknown.
+		return e
+	}
 	for _, pool := range slices.SortedFunc(slices.Values(p.Pools), func(a, b PlanPool) int { return cmp.Compare(a.Name, b.Name) }) {
 		if pool.Slots <= 0 || perPool[pool.Name] <= 0 {
 			continue
 		}
-		load := float64(runs) / float64(pool.Slots) * float64(perPool[pool.Name])
-		if load > best {
-			best = load
-			e.Pool, e.PoolSlots, e.PoolTime, e.PoolUntimed = pool.Name, pool.Slots, perPool[pool.Name], untimed[pool.Name]
+		atOnce := float64(pool.Slots) * float64(path) / float64(perPool[pool.Name])
+		if e.Pool == "" || atOnce < e.PoolAtOnce {
+			e.Pool, e.PoolSlots, e.PoolTime, e.PoolAtOnce, e.PoolUntimed = pool.Name, pool.Slots, perPool[pool.Name], atOnce, untimed[pool.Name]
 		}
 	}
-	if e.Pool != "" && best >= float64(wavesTime) {
-		e.Total, e.ByPool = mulDuration(1, best), true
+	if e.Pool != "" && (slots <= 0 || e.PoolAtOnce < float64(slots)) {
+		e.AtOnce, e.ByPool = e.PoolAtOnce, true
+		e.Total = mulDuration(perRun, float64(runs)/e.PoolAtOnce)
 	}
 	return e
 }

@@ -54,3 +54,27 @@ func TestEstimateSaturates(t *testing.T) {
 		t.Fatalf("overflowed: %+v", e)
 	}
 }
+
+// A measured time per run is what the estimate multiplies, whichever bound
+// holds: the pool's share of a run (from the timeouts) turns its slots into
+// runs at once, never into the pool's timeouts.
+func TestEstimateMeasuredPerRun(t *testing.T) {
+	p := &Plan{
+		Pools: []PlanPool{{Name: "backfill", Slots: 2}},
+		Tasks: []PlanTask{
+			{Name: "events", Pool: "backfill", Timeout: "10m"},
+			{Name: "totals", Pool: "backfill", Needs: []string{"events"}, Timeout: "10m"},
+		},
+		Order: []string{"task.events", "task.totals"},
+	}
+	// One run at a time (an input at offset -1): the run slots bound it.
+	e := EstimateRuns(p, 17, 1, 24*time.Millisecond)
+	if e.ByPool || e.AtOnce != 1 || e.Total != 17*24*time.Millisecond || e.PoolAtOnce != 2 {
+		t.Fatalf("got %+v, want 17 × 24ms by the run slots", e)
+	}
+	// Four run slots: the pool's two (busy the whole run) bound it.
+	e = EstimateRuns(p, 17, 4, 24*time.Millisecond)
+	if !e.ByPool || e.AtOnce != 2 || e.Total != 204*time.Millisecond {
+		t.Fatalf("got %+v, want 17 ÷ 2 × 24ms by the pool", e)
+	}
+}

@@ -10,6 +10,7 @@ var catalogue = []*Rule{
 	&ruleMissingArtifact,
 	&ruleDuplicateProducer,
 	&ruleSinkConflict,
+	&ruleInputVariableCollision,
 	&ruleBypassedValidation,
 	&ruleEmptyCheck,
 	&ruleRetryDeterministic,

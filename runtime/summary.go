@@ -201,7 +201,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 				line += "  (" + t.Reason + ")"
 			}
 		case TaskNotRun, TaskReused, TaskUnknown:
-			line += "  (" + t.Reason + ")"
+			if t.Reason != "" {
+				line += "  (" + t.Reason + ")"
+			}
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 		if t.State == TaskFailed && t.Error != "" {
@@ -220,7 +222,11 @@ func (s *Summary) WriteText(w io.Writer) error {
 	for _, p := range s.Publish {
 		switch p.Outcome {
 		case PublishNotRun, PublishError:
-			fmt.Fprintf(&b, "  publish %s -> %s: %s (%s)\n", p.Name, p.Sink, p.Outcome, p.Error)
+			line := fmt.Sprintf("  publish %s -> %s: %s", p.Name, p.Sink, p.Outcome)
+			if p.Error != "" {
+				line += " (" + p.Error + ")"
+			}
+			b.WriteString(line + "\n")
 		default:
 			fmt.Fprintf(&b, "  publish %s -> %s: %s, token %d, %s\n", p.Name, p.Sink, p.Outcome, p.Token, ShortLabel(p.Version))
 			if p.Visible != "" {

@@ -312,7 +312,8 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	failStart := func(err error) attemptOutcome {
 		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
 		_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, o)
-		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error()})
+		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error(),
+			"why": "could not start: " + err.Error()})
 		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: "start", Deterministic: true}}
 	}
 	l, spec, err := r.prepare(t, a, inputs, every)
