@@ -73,7 +73,6 @@ func clip(s string, n int) string {
 const (
 	tlLabel = 190  // task name column
 	tlWidth = 1000 // time axis
-	tlRow   = 26
 	tlBar   = 16
 	tlTop   = 24 // axis labels
 )
@@ -88,7 +87,7 @@ type TimelineView struct {
 // TLRow is one task's row.
 type TLRow struct {
 	Task, State string
-	Y, TextY    int
+	Y, H, TextY int
 	Waits       []TLSeg
 	Bars        []TLBar
 	Marks       []TLMark
@@ -105,10 +104,11 @@ type TLSeg struct {
 type TLBar struct {
 	A          *AttemptView
 	X, W, Y, H int
-	// UX is where the attempt became unknown (0: it did not).
-	UX    int
-	Label string
-	Title string
+	// UX is where the attempt became unknown (0: it did not), UW how
+	// long the bar goes on after that.
+	UX, UW int
+	Label  string
+	Title  string
 }
 
 // TLMark is an event on a row.
@@ -154,35 +154,22 @@ func (v *RunView) Timeline() TimelineView {
 		d := t.Sub(t0)
 		return tlLabel + int(int64(d)*tlWidth/int64(span))
 	}
-	tv := TimelineView{W: tlLabel + tlWidth + 40, H: tlTop + len(v.Tasks)*tlRow + 8}
+	tv := TimelineView{W: tlLabel + tlWidth + 40}
 	for i := 0; i <= 5; i++ {
 		d := time.Duration(int64(span) * int64(i) / 5)
 		tv.Ticks = append(tv.Ticks, TLTick{X: tlLabel + tlWidth*i/5, Label: "+" + roundDur(d)})
 	}
-	for i, t := range v.Tasks {
-		y := tlTop + i*tlRow
-		row := TLRow{Task: t.Name, State: t.State, Y: y, TextY: y + tlRow/2 + 4}
-		by := y + (tlRow-tlBar)/2
+	y := tlTop
+	for _, t := range v.Tasks {
+		row := TLRow{Task: t.Name, State: t.State, Y: y}
+		// Attempts that overlap on the screen (a relaunch beside its
+		// unknown predecessor, still running) get lanes of their own.
+		var lanes []int // right edge of each lane
 		var prevEnd time.Time
 		for _, a := range t.Attempts {
-			if !prevEnd.IsZero() && !a.Queued.IsZero() && a.Queued.After(prevEnd) {
-				row.Waits = append(row.Waits, TLSeg{X: x(prevEnd), W: max(x(a.Queued)-x(prevEnd), 1), Y: by + 3, Why: "waiting to retry"})
-			}
 			start := a.Started
-			if !a.Queued.IsZero() {
-				end := start
-				if end.IsZero() {
-					end = a.Ended
-				}
-				if end.IsZero() {
-					end = v.End
-				}
-				if end.After(a.Queued) {
-					row.Waits = append(row.Waits, TLSeg{X: x(a.Queued), W: max(x(end)-x(a.Queued), 1), Y: by + 3, Why: "queued: waiting to start"})
-				}
-			}
 			if start.IsZero() {
-				start = a.Ended
+				start = cmp0(a.Queued, a.Ended)
 			}
 			end := a.Ended
 			if end.IsZero() {
@@ -192,11 +179,32 @@ func (v *RunView) Timeline() TimelineView {
 				}
 			}
 			if start.IsZero() {
-				start = cmp0(a.Queued, end)
+				start = end
 			}
-			bar := TLBar{A: a, X: x(start), W: max(x(end)-x(start), 3), Y: by, H: tlBar}
+			wx := x(cmp0(a.Queued, start))
+			if !prevEnd.IsZero() && !a.Queued.IsZero() && a.Queued.After(prevEnd) {
+				wx = x(prevEnd)
+			}
+			bx, bw := x(start), max(x(end)-x(start), 3)
+			lane := 0
+			for lane < len(lanes) && lanes[lane] > min(wx, bx) {
+				lane++
+			}
+			if lane == len(lanes) {
+				lanes = append(lanes, 0)
+			}
+			lanes[lane] = bx + bw + 2
+			by := y + 5 + lane*(tlBar+4)
+			if !prevEnd.IsZero() && !a.Queued.IsZero() && a.Queued.After(prevEnd) {
+				row.Waits = append(row.Waits, TLSeg{X: x(prevEnd), W: max(x(a.Queued)-x(prevEnd), 1), Y: by + 3, Why: "waiting to retry"})
+			}
+			if !a.Queued.IsZero() && start.After(a.Queued) {
+				row.Waits = append(row.Waits, TLSeg{X: x(a.Queued), W: max(x(start)-x(a.Queued), 1), Y: by + 3, Why: "queued: waiting to start"})
+			}
+			bar := TLBar{A: a, X: bx, W: bw, Y: by, H: tlBar}
 			if !a.Unknown.IsZero() {
 				bar.UX = x(a.Unknown)
+				bar.UW = max(bx+bw-bar.UX, 0)
 			}
 			bar.Label = fmt.Sprintf("#%d t%d", a.Number, a.Token)
 			if bar.W < 7*len(bar.Label) {
@@ -204,16 +212,22 @@ func (v *RunView) Timeline() TimelineView {
 			}
 			bar.Title = attemptTitle(a)
 			row.Bars = append(row.Bars, bar)
-			prevEnd = end
+			if a.Ended.IsZero() || end.After(prevEnd) {
+				prevEnd = end
+			}
 			for _, m := range a.Marks {
-				row.Marks = append(row.Marks, TLMark{Kind: m.Kind, Text: m.Text, Sym: symbol(m.Kind), X: x(m.Time), Y: y + 4, Attempt: m.Attempt})
+				row.Marks = append(row.Marks, TLMark{Kind: m.Kind, Text: m.Text, Sym: symbol(m.Kind), X: x(m.Time), Y: by - 1, Attempt: m.Attempt})
 			}
 		}
 		for _, m := range t.Waiting {
 			row.Marks = append(row.Marks, TLMark{Kind: m.Kind, Text: m.Text, Sym: symbol(m.Kind), X: x(m.Time), Y: y + 4})
 		}
+		row.H = max(len(lanes), 1)*(tlBar+4) + 6
+		row.TextY = y + 5 + tlBar - 3
+		y += row.H
 		tv.Rows = append(tv.Rows, row)
 	}
+	tv.H = y + 8
 	return tv
 }
 
