@@ -187,19 +187,27 @@ func (v *RunView) Timeline() TimelineView {
 			}
 			bx, bw := x(start), max(x(end)-x(start), 3)
 			lane := 0
-			for lane < len(lanes) && lanes[lane] > min(wx, bx) {
+			for lane < len(lanes) && lanes[lane] > bx {
 				lane++
 			}
 			if lane == len(lanes) {
 				lanes = append(lanes, 0)
 			}
+			// Waiting is drawn where the lane is free.
+			free := lanes[lane]
 			lanes[lane] = bx + bw + 2
 			by := y + 5 + lane*(tlBar+4)
+			seg := func(from, to int, why string) {
+				from = max(from, free)
+				if to > from {
+					row.Waits = append(row.Waits, TLSeg{X: from, W: to - from, Y: by + 3, Why: why})
+				}
+			}
 			if !prevEnd.IsZero() && !a.Queued.IsZero() && a.Queued.After(prevEnd) {
-				row.Waits = append(row.Waits, TLSeg{X: x(prevEnd), W: max(x(a.Queued)-x(prevEnd), 1), Y: by + 3, Why: "waiting to retry"})
+				seg(wx, x(a.Queued), "waiting to retry")
 			}
 			if !a.Queued.IsZero() && start.After(a.Queued) {
-				row.Waits = append(row.Waits, TLSeg{X: x(a.Queued), W: max(x(start)-x(a.Queued), 1), Y: by + 3, Why: "queued: waiting to start"})
+				seg(x(a.Queued), bx, "queued: waiting to start")
 			}
 			bar := TLBar{A: a, X: bx, W: bw, Y: by, H: tlBar}
 			if !a.Unknown.IsZero() {
