@@ -375,6 +375,9 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 			if av != nil {
 				av.Queued = e.Time
 			}
+			delete(final, e.Task) // a new attempt: whatever ended before is not the end
+		case queue.EventWorkClaimed:
+			delete(final, e.Task)
 		case store.EventAttemptUnknown:
 			if av != nil {
 				av.Unknown = e.Time
@@ -403,6 +406,7 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 				mark("fenced", fmt.Sprintf("publish of %s to %s lost a race (conflict)", pv.Artifact, pv.Sink))
 			}
 		case queue.EventWorkFailover:
+			delete(final, e.Task) // the task goes on elsewhere
 			mark("failover", "failover from "+str(p, "from")+withReason(str(p, "reason"))+" ("+str(p, "counts")+")")
 		case queue.EventWorkLeaseLost:
 			mark("lease_lost", "worker "+str(p, "worker")+" lost its lease")

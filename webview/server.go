@@ -11,6 +11,7 @@ import (
 	"log"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -180,7 +181,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	p := runPage(s.base("Run "+v.ID), v)
 	if v.Running() {
-		p.LiveURL = "/run/live?id=" + url.QueryEscape(v.Run.ID)
+		p.LiveURL = "/run/live?id=" + url.QueryEscape(v.Run.ID) + "&seq=" + strconv.FormatInt(v.LastSeq, 10)
 		p.LiveSeq = v.LastSeq
 	}
 	s.render(w, "run", p, http.StatusOK)
@@ -192,32 +193,47 @@ func runPage(p *page, v *RunView) *page {
 }
 
 // live answers the run page's refresh script: the run's state and the
-// sequence number of its last event.
+// sequence number of its last event. The page sends the number it shows
+// (seq), so a store that can tail its log reads only what is new.
 func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
+	seq, _ := strconv.ParseInt(r.URL.Query().Get("seq"), 10, 64)
 	run, err := s.Src.Store.GetRun(r.Context(), id)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	seq, err := lastSeq(r.Context(), s.Src.Store, id)
+	evs, err := eventsAfter(r.Context(), s.Src.Store, id, seq)
 	if err != nil {
 		s.fail(w, err)
 		return
+	}
+	if len(evs) > 0 {
+		seq = evs[len(evs)-1].Seq
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"state": run.State, "seq": seq})
 }
 
-// lastSeq is the sequence number of a run's last event; a store that can
-// tail its log (EventsAfter) is asked for only what is new since the last
-// call would be better, but one read per poll of one run is cheap.
-func lastSeq(ctx context.Context, st store.Store, run string) (int64, error) {
-	evs, err := st.Events(ctx, run)
-	if err != nil || len(evs) == 0 {
-		return 0, err
+// tailer is what a store offers to follow a run's log cheaply (the SQLite
+// store's EventsAfter); a store without it is read whole and filtered.
+type tailer interface {
+	EventsAfter(ctx context.Context, run string, seq int64) ([]store.Event, error)
+}
+
+func eventsAfter(ctx context.Context, st store.Store, run string, seq int64) ([]store.Event, error) {
+	if t, ok := st.(tailer); ok {
+		return t.EventsAfter(ctx, run, seq)
 	}
-	return evs[len(evs)-1].Seq, nil
+	evs, err := st.Events(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(evs) && evs[i].Seq <= seq {
+		i++
+	}
+	return evs[i:], nil
 }
 
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
