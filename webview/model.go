@@ -274,6 +274,15 @@ type PublishView struct {
 	Time                                           time.Time
 }
 
+// RunVersion is an output an attempt of the run staged, and its audit.
+type RunVersion struct {
+	ID                      int64
+	Artifact, Label, Task   string
+	Attempt                 int
+	Token                   int64
+	State, Reason, Pipeline string
+}
+
 // RunView is everything the run page shows.
 type RunView struct {
 	Run      store.Run
@@ -286,6 +295,7 @@ type RunView struct {
 	Tasks    []*TaskView
 	Marks    []Mark
 	Publish  []PublishView
+	Versions []RunVersion
 	DAGNote  string
 	HasPlan  bool
 	LastSeq  int64
@@ -378,6 +388,18 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 			delete(final, e.Task) // a new attempt: whatever ended before is not the end
 		case queue.EventWorkClaimed:
 			delete(final, e.Task)
+		case store.EventVersionRecorded:
+			label := str(p, "label")
+			art, _, _ := strings.Cut(label, "@")
+			v.Versions = append(v.Versions, RunVersion{ID: num(p, "version"), Artifact: s.text(art), Label: s.text(label),
+				Task: s.text(e.Task), Attempt: e.Attempt, Token: num(p, "token"), State: string(store.VersionStaged), Pipeline: v.Pipeline})
+		case store.EventVersionAccepted, store.EventVersionRejected:
+			for i := range v.Versions {
+				if v.Versions[i].ID == num(p, "version") {
+					v.Versions[i].State = strings.TrimPrefix(e.Kind, "version.")
+					v.Versions[i].Reason = s.text(str(p, "reason"))
+				}
+			}
 		case store.EventAttemptUnknown:
 			if av != nil {
 				av.Unknown = e.Time

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -39,9 +40,9 @@ func init() {
 		"clip":  clip,
 		"sym":   symbol,
 		"join":  strings.Join,
-		// text is only a marker for ids shown as text: they were masked
-		// and escaped where they are shown (see page.text).
-		"text": func(s string) string { return s },
+		// text escapes control characters of a raw id shown as text (its
+		// href uses it raw: html/template escapes it for the URL).
+		"text": report.Escape,
 	}).ParseFS(assets, "assets/pages.html"))
 }
 
@@ -179,7 +180,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	p := runPage(s.base("Run "+v.ID), v)
+	p := runPage(s.base("Run "+report.Escape(v.ID)), v)
 	if v.Running() {
 		p.LiveURL = "/run/live?id=" + url.QueryEscape(v.Run.ID) + "&seq=" + strconv.FormatInt(v.LastSeq, 10)
 		p.LiveSeq = v.LastSeq
@@ -267,7 +268,7 @@ func Report(ctx context.Context, w io.Writer, src *Source, stateName, run string
 	if err != nil {
 		return err
 	}
-	p := &page{Title: "Run " + v.ID, State: src.text(stateName), CSS: template.CSS(css), Report: true, Generated: src.now()}
+	p := &page{Title: "Run " + report.Escape(v.ID), State: src.text(stateName), CSS: template.CSS(css), Report: true, Generated: src.now()}
 	return render(w, src, "run", runPage(p, v))
 }
 

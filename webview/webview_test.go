@@ -181,7 +181,7 @@ func TestRunPage(t *testing.T) {
 		}
 	}
 	for _, want := range []string{`class="mark m-fenced"`, `class="mark m-unknown"`, `class="mark m-relaunch"`, `class="mark m-retry"`,
-		`data-outcome="fenced"`, `class="bar o-failed"`, "exit code 75", "&lt;script&gt;alert", `\x1b[31mred\u202e`, "***"} {
+		`data-outcome="fenced"`, `class="bar o-failed"`, `href="/artifact?pipeline=demo&amp;name=part"`, "exit code 75", "&lt;script&gt;alert", `\x1b[31mred\u202e`, "***"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("run page lacks %q", want)
 		}
