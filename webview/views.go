@@ -164,7 +164,8 @@ func (v *RunView) Timeline() TimelineView {
 		row := TLRow{Task: t.Name, State: t.State, Y: y}
 		// Attempts that overlap on the screen (a relaunch beside its
 		// unknown predecessor, still running) get lanes of their own.
-		var lanes []int // right edge of each lane
+		var lanes []int         // right edge of each lane
+		var laneEnd []time.Time // when its last attempt ended
 		var prevEnd time.Time
 		for _, a := range t.Attempts {
 			start := a.Started
@@ -186,17 +187,20 @@ func (v *RunView) Timeline() TimelineView {
 				wx = x(prevEnd)
 			}
 			bx, bw := x(start), max(x(end)-x(start), 3)
+			// An attempt that starts before another of the lane ended
+			// (judged on time, so a retry stays in line however short
+			// its bars are drawn) takes the next lane.
 			lane := 0
-			for lane < len(lanes) && lanes[lane] > bx {
+			for lane < len(lanes) && laneEnd[lane].After(start) {
 				lane++
 			}
 			if lane == len(lanes) {
-				lanes = append(lanes, 0)
+				lanes, laneEnd = append(lanes, 0), append(laneEnd, time.Time{})
 			}
 			// Waiting is drawn where the lane is free.
 			free := lanes[lane]
-			lanes[lane] = bx + bw + 2
-			by := y + 5 + lane*(tlBar+4)
+			lanes[lane], laneEnd[lane] = bx+bw+1, end
+			by := y + 16 + lane*(tlBar+16)
 			seg := func(from, to int, why string) {
 				from = max(from, free)
 				if to > from {
@@ -224,14 +228,14 @@ func (v *RunView) Timeline() TimelineView {
 				prevEnd = end
 			}
 			for _, m := range a.Marks {
-				row.Marks = append(row.Marks, TLMark{Kind: m.Kind, Text: m.Text, Sym: symbol(m.Kind), X: x(m.Time), Y: by - 1, Attempt: m.Attempt})
+				row.Marks = append(row.Marks, TLMark{Kind: m.Kind, Text: m.Text, Sym: symbol(m.Kind), X: x(m.Time), Y: by - 15, Attempt: m.Attempt})
 			}
 		}
 		for _, m := range t.Waiting {
-			row.Marks = append(row.Marks, TLMark{Kind: m.Kind, Text: m.Text, Sym: symbol(m.Kind), X: x(m.Time), Y: y + 4})
+			row.Marks = append(row.Marks, TLMark{Kind: m.Kind, Text: m.Text, Sym: symbol(m.Kind), X: x(m.Time), Y: y + 1})
 		}
-		row.H = max(len(lanes), 1)*(tlBar+4) + 6
-		row.TextY = y + 5 + tlBar - 3
+		row.H = max(len(lanes), 1)*(tlBar+16) + 4
+		row.TextY = y + 16 + tlBar - 4
 		y += row.H
 		tv.Rows = append(tv.Rows, row)
 	}
