@@ -159,6 +159,26 @@ func (v *RunView) Timeline() TimelineView {
 		d := time.Duration(int64(span) * int64(i) / 5)
 		tv.Ticks = append(tv.Ticks, TLTick{X: tlLabel + tlWidth*i/5, Label: "+" + roundDur(d)})
 	}
+	// When each task could start: the run's start, or when the last of the
+	// tasks it needs ended. Until its first attempt got a token it waited
+	// (for a worker, a pool slot or a run slot).
+	byName := make(map[string]*TaskView, len(v.Tasks))
+	for _, t := range v.Tasks {
+		byName[t.Name] = t
+	}
+	readyAt := func(t *TaskView) time.Time {
+		at := v.Run.Created
+		for _, n := range t.Needs {
+			u := byName[n]
+			if u == nil || len(u.Attempts) == 0 {
+				return time.Time{} // never ran, or reused: unknown
+			}
+			if e := u.Attempts[len(u.Attempts)-1].Ended; e.After(at) {
+				at = e
+			}
+		}
+		return at
+	}
 	y := tlTop
 	for _, t := range v.Tasks {
 		row := TLRow{Task: t.Name, State: t.State, Y: y}
@@ -209,6 +229,11 @@ func (v *RunView) Timeline() TimelineView {
 			}
 			if !prevEnd.IsZero() && !a.Queued.IsZero() && a.Queued.After(prevEnd) {
 				seg(wx, x(a.Queued), "waiting to retry")
+			}
+			if a == t.Attempts[0] && !a.Queued.IsZero() {
+				if r := readyAt(t); !r.IsZero() && a.Queued.Sub(r) > span/200 {
+					seg(x(r), x(a.Queued), "ready, waiting for a worker or a slot")
+				}
 			}
 			if !a.Queued.IsZero() && start.After(a.Queued) {
 				seg(x(a.Queued), bx, "queued: waiting to start")

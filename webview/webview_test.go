@@ -384,3 +384,35 @@ func BenchmarkRunPage1000(b *testing.B) {
 		}
 	}
 }
+
+// The live endpoint tells the page whether anything happened since the
+// event it shows.
+func TestLive(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	r, err := f.st.CreateRun(ctx, store.NewRun{Pipeline: "live", Interval: "2024-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := f.st.Events(ctx, r.ID)
+	last := evs[len(evs)-1].Seq
+	_, page := f.get(t, "/run?id="+url.QueryEscape(r.ID))
+	if !strings.Contains(page, fmt.Sprintf(`var url = "/run/live?id=live%%2F2024-01-01%%2Fr1\u0026seq=%d", seq =  %d ;`, last, last)) {
+		t.Fatalf("no refresh script for seq %d:\n%s", last, page)
+	}
+	q := fmt.Sprintf("/run/live?id=%s&seq=%d", url.QueryEscape(r.ID), last)
+	if _, b := f.get(t, q); b != fmt.Sprintf(`{"seq":%d,"state":"running"}`+"\n", last) {
+		t.Errorf("nothing new: %s", b)
+	}
+	seq, err := f.st.AppendEvent(ctx, store.Event{Run: r.ID, Kind: "task.note"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, b := f.get(t, q); b != fmt.Sprintf(`{"seq":%d,"state":"running"}`+"\n", seq) {
+		t.Errorf("after an event: %s", b)
+	}
+	f.st.FinishRun(ctx, r.ID, store.RunSucceeded)
+	if _, b := f.get(t, q); !strings.Contains(b, `"state":"succeeded"`) {
+		t.Errorf("after the end: %s", b)
+	}
+}
