@@ -410,7 +410,7 @@ func TestBrowserRealRun(t *testing.T) {
 			t.Errorf("handoff page: no bar for move#%d on %s", a.Number, a.Worker)
 		}
 	}
-	if !strings.Contains(hdom, `class="mark m-failover"`) {
+	if !strings.Contains(hdom, `<g class="mark m-failover" data-kind="failover" data-attempt="1">`) {
 		t.Error("handoff page: the failover is not marked")
 	}
 	hpng := filepath.Join(shots, "failover.png")

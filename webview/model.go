@@ -367,12 +367,21 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 		t.Attempts = append(t.Attempts, av)
 	}
 	final := map[string]string{}
+	latest := map[string]*AttemptView{}
 	for _, e := range evs {
 		v.LastSeq = max(v.LastSeq, e.Seq)
 		p := payload(e)
 		av := byRef[store.AttemptRef{Run: id, Task: e.Task, Number: e.Attempt}]
+		if av == nil && (e.Kind == queue.EventWorkFailover || e.Kind == queue.EventWorkLeaseLost || e.Kind == queue.EventWorkStopped) {
+			// A worker's visit ended: it is about the task's latest attempt.
+			av = latest[e.Task]
+		}
 		mark := func(kind, text string) {
-			m := Mark{Kind: kind, Task: s.text(e.Task), Attempt: e.Attempt, Time: e.Time, Text: s.text(text)}
+			n := e.Attempt
+			if av != nil {
+				n = av.Number
+			}
+			m := Mark{Kind: kind, Task: s.text(e.Task), Attempt: n, Time: e.Time, Text: s.text(text)}
 			v.Marks = append(v.Marks, m)
 			if av != nil {
 				av.Marks = append(av.Marks, m)
@@ -384,6 +393,7 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 		case store.EventAttemptStarted:
 			if av != nil {
 				av.Queued = e.Time
+				latest[e.Task] = av
 			}
 			delete(final, e.Task) // a new attempt: whatever ended before is not the end
 		case queue.EventWorkClaimed:
