@@ -67,40 +67,33 @@ func (s *Source) LoadArtifact(ctx context.Context, pipeline, artifact string) (*
 	checks := map[int64][]string{}
 	sinks := map[string]bool{}
 	for _, r := range runs {
-		evs, err := s.Store.Events(ctx, r.ID)
+		f, err := s.facts(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range evs {
-			p := payload(e)
-			switch e.Kind {
-			case store.EventVersionRecorded:
-				if !strings.HasPrefix(str(p, "label"), artifact+"@") {
-					continue
-				}
-				id := num(p, "version")
-				if _, ok := versions[id]; ok {
-					continue
-				}
-				v, err := s.Store.GetVersion(ctx, id)
-				if errors.Is(err, store.ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					return nil, err
-				}
-				if v.Artifact == artifact && v.Pipeline == pipeline {
-					versions[id] = v
-				}
-			case "check.passed":
-				if str(p, "artifact") == artifact {
-					id := num(p, "version")
-					checks[id] = append(checks[id], s.text(str(p, "check"))+" (in "+s.text(r.ID)+")")
-				}
-			case store.EventPublishWon, store.EventPublishFenced, store.EventPublishIdempotent:
-				if str(p, "artifact") == artifact {
-					sinks[str(p, "sink")] = true
-				}
+		for _, rec := range f.versions {
+			if _, ok := versions[rec.id]; ok || rec.artifact != artifact {
+				continue
+			}
+			v, err := s.Store.GetVersion(ctx, rec.id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if v.Artifact == artifact && v.Pipeline == pipeline {
+				versions[rec.id] = v
+			}
+		}
+		for _, c := range f.checks {
+			if c.artifact == artifact {
+				checks[c.version] = append(checks[c.version], s.text(c.check)+" (in "+s.text(r.ID)+")")
+			}
+		}
+		for _, p := range f.sinks {
+			if p.artifact == artifact {
+				sinks[p.sink] = true
 			}
 		}
 	}

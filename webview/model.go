@@ -54,6 +54,8 @@ type Source struct {
 	Redactor *exec.Redactor
 	// Now is the clock for "running for"; nil is time.Now.
 	Now func() time.Time
+
+	cache factsCache
 }
 
 func (s *Source) now() time.Time {
@@ -212,7 +214,7 @@ func (s *Source) Runs(ctx context.Context, f RunFilter) (rows []RunRow, pipeline
 			more = true
 			break
 		}
-		evs, err := s.Store.Events(ctx, r.ID)
+		f, err := s.facts(ctx, r)
 		if err != nil {
 			return nil, nil, false, err
 		}
@@ -221,7 +223,7 @@ func (s *Source) Runs(ctx context.Context, f RunFilter) (rows []RunRow, pipeline
 			end = s.now()
 		}
 		rows = append(rows, RunRow{ID: r.ID, Pipeline: s.text(r.Pipeline), Interval: s.text(r.Interval), State: string(r.State),
-			Who: s.who(evs[:min(len(evs), 4)]), Started: r.Created, Duration: duration(r.Created, end)})
+			Who: f.who, Started: r.Created, Duration: duration(r.Created, end)})
 	}
 	return rows, pipelines, more, nil
 }
