@@ -416,3 +416,45 @@ func TestLive(t *testing.T) {
 		t.Errorf("after the end: %s", b)
 	}
 }
+
+// The runs list of a state with 300 finished runs of 20 attempts each:
+// the first request reads every listed run's log, later ones do not.
+func BenchmarkRunsPage(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "state.db"), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	for i := 0; i < 300; i++ {
+		run, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p" + strconv.Itoa(i%3), Interval: fmt.Sprintf("2024-01-%02d", i%28+1),
+			Owner: store.RunOwner{Host: "h", PID: i}, Lease: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k := 0; k < 20; k++ {
+			a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "t" + strconv.Itoa(k), Resource: "r" + run.ID})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded})
+		}
+		st.FinishRun(ctx, run.ID, store.RunSucceeded)
+	}
+	srv := (&Server{Src: &Source{Store: st}}).Handler()
+	get := func() {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
+	}
+	start := time.Now()
+	get()
+	first := time.Since(start)
+	b.ResetTimer()
+	for b.Loop() {
+		get()
+	}
+	b.ReportMetric(float64(first.Microseconds())/1000, "first-ms")
+}
