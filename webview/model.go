@@ -433,7 +433,17 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 			v.Publish = append(v.Publish, pv)
 			switch outcome {
 			case "fenced":
-				mark("fenced", fmt.Sprintf("publish of %s to %s fenced: token %d < %d", pv.Artifact, pv.Sink, pv.Token, pv.HeldBy))
+				held := ""
+				if pv.HeldBy > 0 {
+					held = fmt.Sprintf(", not above %d", pv.HeldBy)
+				}
+				switch str(p, "fenced_by") {
+				case "sink":
+					held += " (the sink's own record)"
+				case "grant":
+					held += " (a newer attempt was granted a token)"
+				}
+				mark("fenced", fmt.Sprintf("publish of %s to %s fenced: token %d%s", pv.Artifact, pv.Sink, pv.Token, held))
 			case "won":
 				mark("published", fmt.Sprintf("published %s to %s with token %d", pv.Artifact, pv.Sink, pv.Token))
 			case "conflict":
