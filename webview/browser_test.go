@@ -297,6 +297,39 @@ func TestBrowserRealRun(t *testing.T) {
 		_, err := os.Readlink(filepath.Join(dir, "out", "2024-01-01"))
 		return err == nil
 	})
+	// pipec ui on a free loopback port, started while the run runs: its
+	// page is live, write#1 is unknown and write#2 published.
+	ui := exec.Command(bin, "ui", "--state", state, "--spec", "demo.hcl", "--listen", "127.0.0.1:0")
+	ui.Dir, ui.Env = dir, env
+	uiOut, err := ui.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui.Stderr = io.Discard
+	if err := ui.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ui.Process.Signal(syscall.SIGTERM); ui.Wait() }()
+	line, err := bufio.NewReader(uiOut).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`http://[0-9.:]+/`).FindString(line)
+	if m == "" {
+		t.Fatalf("pipec ui said %q", line)
+	}
+	base := strings.TrimSuffix(m, "/")
+
+	const demoRun, handoffRun = "demo/2024-01-01/r1", "handoff/2024-01-01/r1"
+	runURL := base + "/run?id=" + url.QueryEscape(demoRun)
+	live := browse(t, browser, "--dump-dom", runURL)
+	for _, want := range []string{`<span class="badge s-running">running</span>`, `var url = "/run/live?id=demo%2F2024-01-01%2Fr1`,
+		`data-task="write" data-attempt="1"`, `data-state="unknown"`, `<g class="mark m-relaunch"`} {
+		if !strings.Contains(live, want) {
+			t.Errorf("the running run's page lacks %q", want)
+		}
+	}
+
 	syscall.Kill(-pid, syscall.SIGCONT)
 	stopped = false
 	select {
@@ -360,36 +393,12 @@ func TestBrowserRealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	const demoRun, handoffRun = "demo/2024-01-01/r1", "handoff/2024-01-01/r1"
 	atts, err := st.Attempts(context.Background(), demoRun)
 	if err != nil || len(atts) != 4 {
 		t.Fatalf("%s attempts %v, %v", demoRun, atts, err)
 	}
 
-	// pipec ui on a free loopback port.
-	ui := exec.Command(bin, "ui", "--state", state, "--spec", "demo.hcl", "--listen", "127.0.0.1:0")
-	ui.Dir, ui.Env = dir, env
-	uiOut, err := ui.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ui.Stderr = io.Discard
-	if err := ui.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { ui.Process.Signal(syscall.SIGTERM); ui.Wait() }()
-	line, err := bufio.NewReader(uiOut).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`http://[0-9.:]+/`).FindString(line)
-	if m == "" {
-		t.Fatalf("pipec ui said %q", line)
-	}
-	base := strings.TrimSuffix(m, "/")
-
 	shots := t.TempDir()
-	runURL := base + "/run?id=" + url.QueryEscape(demoRun)
 	dom := browse(t, browser, "--dump-dom", runURL)
 	checkRunDOM(t, "run page", dom, atts)
 	png := filepath.Join(shots, "run.png")
