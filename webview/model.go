@@ -418,7 +418,7 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 			}
 			mark("unknown", "lease expired: attempt "+fmt.Sprint(e.Attempt)+" unknown (token "+str(p, "token")+")")
 		case "attempt.relaunch":
-			mark("relaunch", "relaunched after its lease expired"+withReason(str(p, "reason")))
+			mark("relaunch", cmp.Or(str(p, "reason"), "relaunched with a new token"))
 		case "attempt.retry":
 			mark("retry", fmt.Sprintf("retry as attempt %s in %sms (class %s)", str(p, "next_attempt"), str(p, "delay_ms"), str(p, "class")))
 		case "attempt.resolved":
