@@ -80,6 +80,7 @@ const (
 // TimelineView is the timeline laid out for SVG.
 type TimelineView struct {
 	W, H  int
+	Axis  int // x of the time axis's start
 	Rows  []TLRow
 	Ticks []TLTick
 }
@@ -154,7 +155,7 @@ func (v *RunView) Timeline() TimelineView {
 		d := t.Sub(t0)
 		return tlLabel + int(int64(d)*tlWidth/int64(span))
 	}
-	tv := TimelineView{W: tlLabel + tlWidth + 40}
+	tv := TimelineView{W: tlLabel + tlWidth + 40, Axis: tlLabel}
 	for i := 0; i <= 5; i++ {
 		d := time.Duration(int64(span) * int64(i) / 5)
 		tv.Ticks = append(tv.Ticks, TLTick{X: tlLabel + tlWidth*i/5, Label: "+" + roundDur(d)})
