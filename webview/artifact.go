@@ -97,9 +97,17 @@ func (s *Source) LoadArtifact(ctx context.Context, pipeline, artifact string) (*
 			}
 		}
 	}
-	// Sink folders, from the plans known here.
+	// Sink folders, from the plans known here: the specs given, else the
+	// plan of the pipeline's newest run when it was submitted (the state
+	// keeps it with its spec's folder).
 	folders := map[string]string{}
-	for _, sp := range s.Specs {
+	specs := s.Specs
+	if !slices.ContainsFunc(specs, func(sp Spec) bool { return sp.Plan.Pipeline == pipeline }) && len(runs) > 0 {
+		if p, dir, _ := s.planOf(ctx, runs[len(runs)-1]); p != nil && dir != "" {
+			specs = []Spec{{Plan: p, Dir: dir}}
+		}
+	}
+	for _, sp := range specs {
 		if sp.Plan.Pipeline != pipeline {
 			continue
 		}
