@@ -151,6 +151,15 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// TestMain removes the pipec binary the browser tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
 var (
 	buildOnce sync.Once
 	builtBin  string
