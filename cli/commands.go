@@ -26,5 +26,7 @@ func commands(io IO) []*cobra.Command {
 		newWorkerCmd(io),
 		newWorkersCmd(io),
 		newSubmitCmd(io),
+		newUICmd(io),
+		newReportCmd(io),
 	}
 }

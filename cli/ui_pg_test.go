@@ -1,0 +1,42 @@
+package cli_test
+
+import (
+	neturl "net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipec/pipec/internal/pgtest"
+)
+
+// TestReportOnPostgres: pipec report reads a run from a PostgreSQL state
+// as from an SQLite one, and its page names the state without the URL's
+// password.
+func TestReportOnPostgres(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.NewSchema(t)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "pipeline.hcl")
+	if code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url); code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs := pipecIn(t, nil, "report", "orders/2024-01-01/r1", "--spec", spec, "--state", url, "-o", "-")
+	if code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, errs)
+	}
+	for _, want := range []string{`data-task="extract" data-attempt="1"`, `data-task="clean" data-attempt="1"`,
+		`data-from="extract" data-to="clean"`, `data-outcome="won"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if u, err := neturl.Parse(url); err == nil {
+		if pw, ok := u.User.Password(); ok && strings.Contains(out, pw) {
+			t.Error("the report shows the state URL's password")
+		}
+	}
+}
