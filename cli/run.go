@@ -488,7 +488,11 @@ func describeEventText(ev runtime.Event) string {
 			// older pipec): the first line of its error says why.
 			why, _, _ = strings.Cut(strings.TrimSpace(str("error")), "\n")
 		}
-		return fmt.Sprintf("%s failed%s%s", who, late, after(": ", list(", ", labelled("class ", str("class")), why)))
+		ended := "failed"
+		if str("state") == "unknown" {
+			ended = "ended unknown (its effect may have happened)"
+		}
+		return fmt.Sprintf("%s %s%s%s", who, ended, late, after(": ", list(", ", labelled("class ", str("class")), why)))
 	case store.EventAttemptUnknown:
 		if d["relaunch"] == true {
 			return fmt.Sprintf("%s unknown: lease expired (token %s); relaunching without waiting for it", who, str("token"))
