@@ -275,7 +275,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 		// Ran, but what it made is not visible: the task failed, as a
 		// local run's summary fails the run for the same reasons.
 		if class, why := r.outputsFailed(ts.t); why != "" {
-			r.taskFailed(ctx, ts, class, 0, why, "its outputs were not published")
+			r.taskFailed(ctx, ts, class, 0, why, "its outputs were not published: "+why)
 			deterministic = class == ClassCheck || class == ClassPublish
 		}
 	}

@@ -1,0 +1,224 @@
+package worker_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// The promises of a local run, kept by the workers too (issue 14): each
+// test failed before the worker's visit went through the runtime's one
+// decision of what a task's earlier attempts allow (runtime/prior.go).
+
+// paySpec is a non-idempotent charge (one line in the ledger per effect)
+// and what needs it. On w1 the first charge holds until "release" exists.
+const paySpec = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+  }
+  check "receipt_ok" {
+    input         = "receipt"
+    row_count_min = 1
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+var payFiles = map[string]string{
+	"charge.sh": `#!/bin/sh
+echo "charge $PIPEC_RUN_ID $PIPEC_WORKER" >> ledger
+if [ "$PIPEC_WORKER" = w1 ] && [ ! -f release ]; then
+  touch started-w1
+  while [ ! -f release ]; do sleep 0.05; done
+fi
+printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
+`,
+	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+}
+
+func (e *env) lines(name, prefix string) int {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.dir, name))
+	if err != nil && !os.IsNotExist(err) {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// Defect 1: a worker stopped (SIGTERM) while its non-idempotent task ran
+// hands the task back, but another worker does not charge again: the
+// stopped attempt is unknown, the run fails and names pipec resolve.
+func TestNonIdempotentNotRunTwice(t *testing.T) { onBoth(t, testNonIdempotentNotRunTwice) }
+
+func testNonIdempotentNotRunTwice(t *testing.T, b backend) {
+	e := newEnvOn(t, b, paySpec, payFiles)
+	w1 := e.worker("w1")
+	run := e.submit("2024-01-01")
+	e.waitFile("started-w1")
+	e.worker("w2")
+	w1.signal(t, syscall.SIGTERM)
+	rs := e.until(run, "the run to end", finished)
+	if rs.Run.State != store.RunFailed {
+		t.Fatalf("run %s, want failed: %+v", rs.Run.State, rs.Tasks)
+	}
+	if n := e.lines("ledger", "charge"); n != 1 {
+		t.Fatalf("%d charges in the ledger, want 1", n)
+	}
+	if st := taskState(rs, "charge"); st != queue.WorkFailed {
+		t.Fatalf("charge is %s, want failed", st)
+	}
+	for _, ts := range rs.Tasks {
+		if ts.Task == "charge" && !strings.Contains(ts.Reason, "pipec resolve "+run+" charge") {
+			t.Fatalf("charge's reason does not say how to settle it: %q", ts.Reason)
+		}
+	}
+	as := e.attempts(run, "charge")
+	if len(as) == 0 || as[0].State != store.AttemptUnknown {
+		t.Fatalf("charge's attempts %+v: want the stopped one unknown", as)
+	}
+}
+
+// Defect 2: submitting an interval that succeeded again reuses what it
+// made: the charge is not repeated (adopted), the idempotent consumer is
+// reused, nothing runs.
+func TestResubmitReuses(t *testing.T) { onBoth(t, testResubmitReuses) }
+
+func testResubmitReuses(t *testing.T, b backend) {
+	e := newEnvOn(t, b, paySpec, payFiles)
+	e.worker("w2")
+	for i, want := range []string{"run pay/2024-01-01/r1 succeeded", "run pay/2024-01-01/r2 succeeded"} {
+		code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("submit %d: exit %d\n%s", i+1, code, out)
+		}
+	}
+	if n := e.lines("ledger", "charge"); n != 1 {
+		t.Fatalf("%d charges in the ledger, want 1", n)
+	}
+	if n := e.lines("mails", "mail"); n != 1 {
+		t.Fatalf("mail ran %d times, want once (reused the second time)", n)
+	}
+	for _, task := range []string{"charge", "mail"} {
+		for _, a := range e.attempts("pay/2024-01-01/r2", task) {
+			if a.State == store.AttemptSucceeded || a.State == store.AttemptRunning {
+				t.Fatalf("%s ran again in r2: %+v", task, a)
+			}
+		}
+	}
+	if e.events("pay/2024-01-01/r2", "task.adopted", "charge") != 1 || e.events("pay/2024-01-01/r2", "task.reused", "mail") != 1 {
+		t.Fatalf("r2 does not say charge was adopted and mail reused")
+	}
+}
+
+// Defect 3: a check that fails on a worker fails the task and the run;
+// submit --wait says so and exits non-zero, and nothing is published.
+func TestFailedCheckFailsSubmittedRun(t *testing.T) { onBoth(t, testFailedCheckFailsSubmittedRun) }
+
+func testFailedCheckFailsSubmittedRun(t *testing.T, b backend) {
+	spec := strings.Replace(dagSpec, "row_count_min = 1", "row_count_min = 5", 1)
+	e := newEnvOn(t, b, spec, dagFiles)
+	e.worker("w1")
+	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
+	if code == 0 || !strings.Contains(out, "failed") || strings.Contains(out, "dag/2024-01-01/r1 succeeded") {
+		t.Fatalf("submit --wait: exit %d, want a failed run\n%s", code, out)
+	}
+	rs := e.until("dag/2024-01-01/r1", "the run", finished)
+	if rs.Run.State != store.RunFailed {
+		t.Fatalf("run %s, want failed", rs.Run.State)
+	}
+	for _, ts := range rs.Tasks {
+		if ts.Task == "clean" && (ts.State != queue.WorkFailed || !strings.Contains(ts.Reason, "check clean_ok")) {
+			t.Fatalf("clean: %s (%s), want failed naming the check", ts.State, ts.Reason)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01")); err == nil {
+		t.Fatalf("something was published")
+	}
+}
+
+// Defect 4: the only worker, paused past its lease and resumed, loses its
+// lease, not the task: the task starts again (on it, as nobody else is
+// live) and the run succeeds.
+//
+// On PostgreSQL only, as TestSIGSTOPGrayFailure (a worker stopped inside
+// an SQLite write transaction holds the file's lock until it resumes).
+func TestPausedWorkerLosesLeaseNotTask(t *testing.T) {
+	e := newEnv(t, holdSpec(""), map[string]string{"hold.sh": `#!/bin/sh
+if [ "$PIPEC_ATTEMPT" = 1 ]; then
+  touch started-w1
+  while :; do sleep 0.05; done
+fi
+printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
+`})
+	w1 := e.worker("w1")
+	run := e.submit("2024-01-01")
+	e.waitFile("started-w1")
+	w1.signal(t, syscall.SIGSTOP)
+	time.Sleep(3 * time.Second) // three leases
+	w1.signal(t, syscall.SIGCONT)
+	rs := e.until(run, "the run to end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded: %+v\n%s", rs.Run.State, rs.Tasks, w1.output())
+	}
+	if got := e.published(); got != "id,worker\n1,w1\n" {
+		t.Fatalf("published %q", got)
+	}
+}
+
+// Defect 5: a worker killed mid-task and started again under its own name
+// (as a supervisor does) does not hang the run: its dead process's
+// registration and claims are taken over, and the task runs again.
+func TestRestartedUnderOwnName(t *testing.T) { onBoth(t, testRestartedUnderOwnName) }
+
+func testRestartedUnderOwnName(t *testing.T, b backend) {
+	e := newEnvOn(t, b, holdSpec(""), holdFiles)
+	t.Cleanup(e.killTask)
+	w1 := e.worker("w1")
+	run := e.submit("2024-01-01")
+	e.waitFile("started-w1")
+	w1.signal(t, syscall.SIGKILL)
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := e.worker("w1")
+	rs := e.until(run, "the run to end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded: %+v\n%s", rs.Run.State, rs.Tasks, again.output())
+	}
+	if as := e.attempts(run, "load"); len(as) < 2 {
+		t.Fatalf("attempts %+v: want the killed one and its relaunch", as)
+	}
+}
