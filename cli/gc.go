@@ -13,6 +13,7 @@ import (
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/gc"
 	"github.com/pipec/pipec/runtime/sink"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 type gcOptions struct {
@@ -72,7 +73,7 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 	defer st.Close()
 	// Staging and heartbeats live beside the state database (for a server,
 	// in .pipec beside the spec), as the runtime keeps them.
-	stateDir, err := filepath.Abs(filepath.Dir(loc.Path))
+	stateDir, err := filepath.Abs(store.ScratchDir(loc.Path))
 	if err != nil {
 		return usageErr("%v", err)
 	}

@@ -34,7 +34,7 @@ func newReportCmd(io IO) *cobra.Command {
 			return runReport(cmd.Context(), io, args[0], opts)
 		},
 	}
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateBesideSpecFlag)
 	cmd.Flags().StringVarP(&opts.out, "output", "o", "", "the file to write (required; - for stdout)")
 	cmd.Flags().StringArrayVar(&opts.specs, "spec", nil, "the pipeline's spec or plan file: draws the DAG of a local run")
 	return cmd

@@ -50,7 +50,7 @@ func newUICmd(io IO) *cobra.Command {
 			return runUI(cmd.Context(), io, opts, cmd.Flags().Changed("listen"))
 		},
 	}
-	opts.state.register(cmd)
+	opts.state.registerHelp(cmd, stateBesideSpecFlag)
 	cmd.Flags().StringVar(&opts.listen, "listen", defaultListen, "the address to serve on; a non-loopback one must be given explicitly")
 	cmd.Flags().StringArrayVar(&opts.specs, "spec", nil, "a pipeline's spec or plan file: draws the DAG of its local runs (repeatable)")
 	return cmd

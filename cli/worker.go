@@ -186,7 +186,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		if taskState, err = filepath.Abs(loc.Path); err != nil {
 			return usageErr("worker: --state: %v", err)
 		}
-		shared = filepath.Join(filepath.Dir(taskState), "versions")
+		shared = filepath.Join(store.ScratchDir(taskState), "versions")
 	}
 	if arts == "" && shared == "" {
 		fmt.Fprintf(io.Stderr, "pipec: worker %s: no --artifacts: tasks whose versions other tasks read run only when "+

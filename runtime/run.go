@@ -47,6 +47,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,9 +92,14 @@ type Options struct {
 	// Interval is the interval's start: "2024-01-01" or an RFC 3339 time.
 	Interval string
 	Store    store.Store
-	// StatePath is the store's database file. Logs, staging directories and
-	// heartbeat files live beside it; tasks get it as PIPEC_STATE.
+	// StatePath is the store's database file; tasks get it as PIPEC_STATE.
+	// Logs, staging directories and heartbeat files live in its
+	// store.ScratchDir unless Scratch names another folder.
 	StatePath string
+	// Scratch, if set, is the folder for this process's logs, staging and
+	// heartbeat files (a worker's --workdir) instead of the state's
+	// ScratchDir.
+	Scratch string
 	// ServerState, for a store on a database server, is its URL without
 	// the password (store.Location.String): tasks get it as PIPEC_STATE
 	// instead of StatePath, and `pipec heartbeat` then renews through the
@@ -342,7 +348,7 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	p := o.Plan
 	r := &runner{
 		o: o, plan: p, iv: iv, st: o.Store,
-		stateDir:   filepath.Dir(statePath),
+		stateDir:   cmp.Or(o.Scratch, store.ScratchDir(statePath)),
 		resource:   p.Pipeline + "@" + iv.Key,
 		rand:       retry.NewRand(o.Seed),
 		tasks:      map[string]*taskState{},
@@ -417,7 +423,7 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
-			Pipeline: p.Pipeline, Store: r.st, StatePath: o.StatePath, Lineage: r.lineage,
+			Pipeline: p.Pipeline, Store: r.st, StatePath: cmp.Or(o.ServerState, o.StatePath), Lineage: r.lineage,
 			Files: func(ctx context.Context, v store.Version) (string, error) {
 				return artifacts.Files(ctx, r.arts, v.Location)
 			}})

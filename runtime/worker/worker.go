@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -403,7 +402,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
-			StatePath: filepath.Join(c.Workdir, "state"), ServerState: c.ServerState, Artifacts: c.Artifacts,
+			Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
 			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt})
