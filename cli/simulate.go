@@ -33,7 +33,7 @@ func newSimulateCmd(io IO) *cobra.Command {
 		Use:   "simulate SPEC",
 		Short: "Show what retries and failover will do, start by start, without running anything",
 		Long: "simulate steps the same failover model the linter and pipec worker use\n" +
-			"(DESIGN.md section 6) for failing tasks on workers w1..wN, and prints one line\n" +
+			"(docs/design.md section 6) for failing tasks on workers w1..wN, and prints one line\n" +
 			"per start, then how the story ends: stopped (failed), waiting for a worker,\n" +
 			"retrying forever on one worker, or succeeded.\n\n" +
 			"A simulated failure is a run error that the task's retry policy retries.\n" +

@@ -1,4 +1,4 @@
-// Package lint runs pipec's rule catalogue (DESIGN.md section 5) over a
+// Package lint runs pipec's rule catalogue (docs/design.md section 5) over a
 // compiled pipeline.
 //
 // A rule is a value in the style of golang.org/x/tools/go/analysis: an id, a
@@ -111,8 +111,8 @@ type Options struct {
 	WorkerLabels [][]string
 }
 
-// DefaultWorkers is the worker count of the worked cases in DESIGN.md
-// section 6. Lint does not assume it: callers that want the worked cases'
+// DefaultWorkers is the worker count of the worked cases in
+// docs/design.md section 6. Lint does not assume it: callers that want the worked cases'
 // pool pass it in Options.Workers.
 const DefaultWorkers = 2
 
