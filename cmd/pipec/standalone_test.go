@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // outside are references to documents that are not in a clone: the design
@@ -63,4 +66,75 @@ func TestDesignDocHasTheCitedSections(t *testing.T) {
 			t.Errorf("%q: docs/design.md has no section %s", cite, n)
 		}
 	}
+}
+
+// TestDocLinksResolve: every relative link in a tracked Markdown file names
+// a file of the repository and, with #anchor, a heading of that file (as
+// GitHub makes heading anchors), so the docs can be read from a clone.
+func TestDocLinksResolve(t *testing.T) {
+	out, err := exec.Command("git", "-C", repoRoot, "ls-files", "-z", "*.md").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (or no git): %v", err)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]*)\)`)
+	for _, name := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(repoRoot, name))
+		if err != nil {
+			continue
+		}
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			target, anchor, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, ":") || (target == "" && anchor == "") {
+				continue // a URL, or not a link
+			}
+			file := name
+			if target != "" {
+				file = filepath.Join(filepath.Dir(name), target)
+				if _, err := os.Stat(filepath.Join(repoRoot, file)); err != nil {
+					t.Errorf("%s links %s, which is not in the repository", name, m[1])
+					continue
+				}
+			}
+			if anchor == "" || !strings.HasSuffix(file, ".md") {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(repoRoot, file))
+			if err != nil {
+				continue // a folder
+			}
+			if !slices.Contains(headingAnchors(string(b)), anchor) {
+				t.Errorf("%s links %s: %s has no heading with the anchor #%s", name, m[1], file, anchor)
+			}
+		}
+	}
+}
+
+// headingAnchors are the anchors GitHub gives a Markdown file's headings:
+// lower case, punctuation dropped, spaces as hyphens.
+func headingAnchors(text string) []string {
+	var out []string
+	inCode := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
