@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run1k.sh is the issue-7 figure alone: `pipec run` of the 1,000-task
-# DAG from ../shared/bench/gendag.go against `make -j2` on the same DAG, side
+# DAG from bench/gendag against `make -j2` on the same DAG, side
 # by side in one run (alternating, so both see the same machine load), best
 # of RUNS wall times each, and the ratio against the target of 1.5×. Each
 # pipec run gets a fresh folder and state (nothing is resumed). A benchmark,
@@ -16,11 +16,10 @@
 set -uo pipefail
 main() {
 root=$(cd "$(dirname "$0")/.." && pwd)
-shared=${PIPEC_SHARED:-$(cd "$root/.." && pwd)/shared}
 runs=${RUNS:-7}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$work" && go run "$shared/bench/gendag.go" -n 1000 -seed 42 -out "$work/dag" >/dev/null) || exit 2
+(cd "$root" && go run ./bench/gendag -n 1000 -seed 42 -out "$work/dag") || exit 2
 if [[ -n ${PIPEC:-} ]]; then
 	cp "$PIPEC" "$work/pipec" || exit 2 # another build, e.g. an older commit's, for comparison
 else

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -45,10 +44,6 @@ func explainRule(io IO, id string) error {
 	if r == nil {
 		return usageErr("explain: unknown rule %q%s (pipec explain lists them)", id, suggest.Hint(id, lint.IDs()))
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s)\n\n", r.ID, r.Severity)
-	b.WriteString(strings.TrimSpace(r.Doc))
-	b.WriteByte('\n')
-	_, err := io.Stdout.Write([]byte(b.String()))
+	_, err := io.Stdout.Write([]byte(lint.Explanation(r)))
 	return err
 }

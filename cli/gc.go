@@ -30,16 +30,20 @@ func newGCCmd(io IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc [--spec SPEC] [--keep N]",
 		Short: "Remove finished staging, superseded versions and crash leftovers",
-		Long: "Gc removes what no one needs any more: staging folders of finished attempts whose output is\n" +
-			"not the current accepted version of its interval, heartbeat files of attempts that are over,\n" +
-			"folders a crash left behind, and (with --spec, for the spec's directory sinks) every version\n" +
-			"of an interval beyond the newest N, never the visible one. In the artifact store (versions/\n" +
-			"beside the state, and the shared one of --artifacts or the spec's artifacts) it removes the\n" +
-			"versions of this state's pipelines that are not the current accepted one of their interval,\n" +
-			"and puts a crash left unfinished. Nothing of a running run, and no\n" +
-			"staging of a queued, running or unknown attempt, is touched; while a run is running, no\n" +
-			"accepted version's staging is either. A reader still reading a superseded version folder\n" +
-			"loses it when it is removed: keep enough versions for the longest read.",
+		Long: "Gc removes what no run needs any more:\n" +
+			"  - the staging folders of finished attempts whose output is not the current accepted\n" +
+			"    version of its interval, and staging and logs of runs the state does not know;\n" +
+			"  - the heartbeat files of attempts that are over;\n" +
+			"  - in the artifact store (versions/ beside the state, and the shared one of --artifacts or\n" +
+			"    of the spec's artifacts field), the versions of this state's pipelines that are not the\n" +
+			"    current accepted one of their interval, and the unfinished copies a crash left there\n" +
+			"    (older than an hour, so a copy in progress is kept);\n" +
+			"  - with --spec, in each of the spec's directory sinks, the versions of an interval beyond\n" +
+			"    the newest N (--keep), never the visible one, and the unfinished copies a crash left.\n" +
+			"Nothing of a running run is touched, nor the staging of a queued, running or unknown\n" +
+			"attempt; while any run is running, no accepted version's staging and no artifact store\n" +
+			"version is removed either. A reader still reading a superseded version folder loses it\n" +
+			"when it is removed: keep enough versions for the longest read.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGC(cmd.Context(), io, opts)

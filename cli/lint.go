@@ -325,7 +325,7 @@ func reportRules() []report.Rule {
 	rules := lint.All()
 	out := make([]report.Rule, 0, len(rules))
 	for _, r := range rules {
-		out = append(out, report.Rule{ID: r.ID, Severity: r.Severity, Summary: r.Summary, Help: r.Doc,
+		out = append(out, report.Rule{ID: r.ID, Severity: r.Severity, Summary: r.Summary, Help: r.Details(),
 			HelpURI: lint.DocURL(r.ID)})
 	}
 	return out

@@ -17,7 +17,7 @@ import (
 	"github.com/pipec/pipec/report"
 )
 
-// Exit codes, the same for every command (DESIGN.md section 4).
+// Exit codes, the same for every command (docs/design.md section 4).
 const (
 	ExitOK       = 0
 	ExitFindings = 1 // error findings, or the run failed

@@ -33,9 +33,9 @@ func newSimulateCmd(io IO) *cobra.Command {
 		Use:   "simulate SPEC",
 		Short: "Show what retries and failover will do, start by start, without running anything",
 		Long: "simulate steps the same failover model the linter and pipec worker use\n" +
-			"(DESIGN.md section 6) for failing tasks on workers w1..wN, and prints one line\n" +
-			"per start, then how the story ends: stopped (failed), waiting for a worker,\n" +
-			"retrying forever on one worker, or succeeded.\n\n" +
+			"(docs/design.md section 6) for failing tasks on workers w1..wN, and prints\n" +
+			"one line per start, then how the story ends: stopped (failed), waiting for a\n" +
+			"worker, retrying forever on one worker, or succeeded.\n\n" +
 			"A simulated failure is a run error that the task's retry policy retries.\n" +
 			"--fail TASK:always fails every start, TASK:once the first only,\n" +
 			"TASK:transient:K the first K. Without --fail, every task with a failover\n" +

@@ -42,7 +42,7 @@ func newWorkerCmd(io IO) *cobra.Command {
 			"claims ready tasks of runs handed over by `pipec submit`, up to --slots at once. Each task\n" +
 			"runs as in `pipec run` (in its spec's folder, fenced, audited, published); tasks get\n" +
 			"PIPEC_WORKER. Retries stay on this worker; failover follows the task's per_worker and\n" +
-			"global limits (DESIGN.md section 6).\n\n" +
+			"global limits (docs/design.md section 6).\n\n" +
 			"--label offers worker labels (repeatable, or comma-separated: --label spark,gpu): a\n" +
 			"task with labels = [...] is claimed only by a worker offering all of them, and fails\n" +
 			"over only among such workers.\n\n" +

@@ -22,7 +22,7 @@ import (
 	"github.com/pipec/pipec/spec"
 )
 
-// Rule ids reported by the compiler (DESIGN.md section 5).
+// Rule ids reported by the compiler (docs/design.md section 5).
 const (
 	RuleCycle             = "cycle"
 	RuleMissingDependency = "missing-dependency"

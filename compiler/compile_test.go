@@ -132,7 +132,7 @@ func TestUndefinedPolicyPoolAndClass(t *testing.T) {
 }
 
 // chain builds n tasks where task i depends on up to three earlier ones, the
-// shape of ../shared/bench/gendag.go, without parsing.
+// shape of the benchmark DAG (internal/gendag), without parsing.
 func chain(n int) *spec.Pipeline {
 	p := &spec.Pipeline{Name: "big"}
 	for i := range n {

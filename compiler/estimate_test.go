@@ -25,7 +25,7 @@ func TestTimeoutPath(t *testing.T) {
 	}
 }
 
-// DESIGN.md section 1: 730 runs ÷ 2 slots × 10 min ≈ 61 h, when every run
+// docs/design.md section 1: 730 runs ÷ 2 slots × 10 min ≈ 61 h, when every run
 // goes at once and the pool bounds them.
 func TestEstimateBoundedByPool(t *testing.T) {
 	e := EstimateRuns(estimatePlan(), 730, 0, 15*time.Minute)

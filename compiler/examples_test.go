@@ -35,8 +35,8 @@ func compileFile(t *testing.T, path string) *compiler.Plan {
 	return res.Plan
 }
 
-// TestHCLAndCUEGiveIdenticalPlans is the equivalence promise of DESIGN.md
-// section 3: one pipeline, two syntaxes, the same bytes.
+// TestHCLAndCUEGiveIdenticalPlans is the equivalence promise of
+// docs/design.md section 3: one pipeline, two syntaxes, the same bytes.
 func TestHCLAndCUEGiveIdenticalPlans(t *testing.T) {
 	for _, ex := range examples {
 		cuePath := filepath.Join("..", "examples", ex, "pipeline.cue")

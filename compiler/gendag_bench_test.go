@@ -2,30 +2,28 @@ package compiler_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/internal/gendag"
 	"github.com/pipec/pipec/spec"
 )
 
 // BenchmarkLoadAndCompileGendag measures what `pipec compile` does on the
-// shared benchmark DAG (../shared/bench/gendag.go): load the HCL spec, then
+// benchmark DAG (internal/gendag, seed 42): load the spec, HCL and CUE, then
 // compile it, at 1k, 10k and 100k tasks.
 //
 //	go test -run x -bench LoadAndCompileGendag -benchtime 3x ./compiler/
 func BenchmarkLoadAndCompileGendag(b *testing.B) {
-	gen := filepath.Join("..", "..", "shared", "bench", "gendag.go")
-	if _, err := os.Stat(gen); err != nil {
-		b.Skipf("no %s beside the repository", gen)
-	}
 	for _, n := range []int{1000, 10000, 100000} {
-		dir := b.TempDir()
-		out, err := exec.Command("go", "run", gen, "-n", fmt.Sprint(n), "-out", dir).CombinedOutput()
+		d, err := gendag.Generate(n, 42)
 		if err != nil {
-			b.Fatalf("gendag: %v\n%s", err, out)
+			b.Fatal(err)
+		}
+		dir := b.TempDir()
+		if err := d.WriteFiles(dir); err != nil {
+			b.Fatal(err)
 		}
 		for _, file := range []string{"pipeline.hcl", "pipeline.cue"} {
 			path := filepath.Join(dir, file)

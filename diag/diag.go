@@ -95,7 +95,7 @@ func (d Diagnostic) String() string {
 	return fmt.Sprintf("%s: %s: %s [%s]", d.Range, d.Severity, d.Message, d.Rule)
 }
 
-// MarshalJSON writes the flat form of DESIGN.md section 4. Messages are
+// MarshalJSON writes the flat form of docs/design.md section 4. Messages are
 // written as is: "a -> b" stays readable instead of becoming "a -\u003e b"
 // (the output is never embedded in HTML).
 func (d Diagnostic) MarshalJSON() ([]byte, error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/pipec/pipec/spec"
 )
 
-// benchPipeline builds, in memory, the shape of ../shared/bench/gendag.go: task
+// benchPipeline builds, in memory, the shape of internal/gendag's DAG: task
 // i depends on 1 to 3 random earlier tasks, every 10th task outputs an
 // artifact a later one may read, every 7th is retried, the last output is
 // checked and published. Building it directly keeps the benchmark about lint,
@@ -94,7 +94,7 @@ func BenchmarkLint(b *testing.B) {
 }
 
 // BenchmarkLintFile lints a spec file named by PIPEC_BENCH_SPEC (for example
-// the output of go run ../shared/bench/gendag.go -n 10000 -out DIR), timing
+// the output of go run ./bench/gendag -n 10000 -out DIR), timing
 // the load, the compile and the rules separately.
 func BenchmarkLintFile(b *testing.B) {
 	file := os.Getenv("PIPEC_BENCH_SPEC")

@@ -1,4 +1,4 @@
-// Package lint runs pipec's rule catalogue (DESIGN.md section 5) over a
+// Package lint runs pipec's rule catalogue (docs/design.md section 5) over a
 // compiled pipeline.
 //
 // A rule is a value in the style of golang.org/x/tools/go/analysis: an id, a
@@ -111,8 +111,8 @@ type Options struct {
 	WorkerLabels [][]string
 }
 
-// DefaultWorkers is the worker count of the worked cases in DESIGN.md
-// section 6. Lint does not assume it: callers that want the worked cases'
+// DefaultWorkers is the worker count of the worked cases in
+// docs/design.md section 6. Lint does not assume it: callers that want the worked cases'
 // pool pass it in Options.Workers.
 const DefaultWorkers = 2
 
@@ -262,4 +262,41 @@ func withSummary(r *Rule) *Rule {
 func Title(doc string) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(doc), "\n")
 	return first
+}
+
+// Details is the rule's doc after its summary line: what exactly it catches,
+// why it matters, and the bad and fixed examples. Whatever shows a rule shows
+// its summary once and then this, so the summary is never stated twice.
+func (r *Rule) Details() string {
+	_, rest, _ := strings.Cut(strings.TrimSpace(r.Doc), "\n")
+	return strings.TrimSpace(rest)
+}
+
+// Sentence is a summary line as a sentence: a capital first letter and a
+// full stop. A summary that starts with a field name (depends_on, catchup =)
+// keeps its case, as the spec spells it.
+func Sentence(summary string) string {
+	s := strings.TrimSpace(summary)
+	if s == "" {
+		return s
+	}
+	first, rest, _ := strings.Cut(s, " ")
+	if !strings.Contains(first, "_") && !strings.HasPrefix(rest, "= ") {
+		s = strings.ToUpper(s[:1]) + s[1:]
+	}
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
+
+// Explanation is what `pipec explain RULE` prints (and the language server
+// shows on a finding): the id and default severity, the summary as a
+// sentence, then the details.
+func Explanation(r *Rule) string {
+	summary := r.Summary
+	if summary == "" {
+		summary = Title(r.Doc)
+	}
+	return fmt.Sprintf("%s (%s)\n\n%s\n\n%s\n", r.ID, r.Severity, Sentence(summary), r.Details())
 }

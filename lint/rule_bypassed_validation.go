@@ -14,8 +14,6 @@ var ruleBypassedValidation = Rule{
 	Severity: diag.Error,
 	Doc: `a publish of artifact A can happen without a check on A having accepted it
 
-A publish of artifact A can happen without a check on A having accepted it.
-
 For each publish, every path in the DAG from A's producer to the publish must
 pass through a check whose input is A, and at least one of those checks must
 assert something. A publish with no check on A, whose only checks on A assert

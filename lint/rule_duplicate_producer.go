@@ -8,8 +8,6 @@ var ruleDuplicateProducer = Rule{
 	Severity: diag.Error,
 	Doc: `two tasks output the same artifact (concurrent writers)
 
-Two tasks declare the same output artifact.
-
 Two writers of one artifact race each other: which version a reader gets depends
 on timing, and neither can be fenced against the other. Give each task its own
 output. The finding points at the second declaration and names the first.

@@ -19,10 +19,11 @@ var ruleEmptyCheck = Rule{
 	Severity: diag.Error,
 	Doc: `a check asserts nothing (flipping a status is not validation)
 
-A check that asserts nothing: no row count bound, no unique, not_null or
-columns list, and no command; or only assertions that hold for any data:
-row_count_min = 0, a row_count_max no artifact can reach (2^50 rows or more),
-empty unique, not_null or columns lists.
+The assertions that count: row_count_min above 0, a row_count_max an artifact
+can reach (below 2^50 rows), a non-empty unique, not_null or columns list, a
+command, and a code_version_column. A check with none of them, or only with
+forms that hold for any data (row_count_min = 0, a row_count_max of 2^50 rows
+or more, empty unique, not_null or columns lists), is reported.
 
 Such a check always accepts, so the publish it gates looks validated while
 nothing was verified. Flipping a status is not validation.
@@ -69,7 +70,7 @@ Fixed:
 					c.Name, strings.Join(v, " and "), holds(len(v)), c.Input.Name)
 				continue
 			}
-			pass.Reportf(c.NameRange, "check %q asserts nothing about %q, so it accepts any data: add row_count_min, row_count_max, unique, not_null, columns or command",
+			pass.Reportf(c.NameRange, "check %q asserts nothing about %q, so it accepts any data: add row_count_min, row_count_max, unique, not_null, columns, command or code_version_column",
 				c.Name, c.Input.Name)
 		}
 		return nil

@@ -16,22 +16,19 @@ var ruleFailoverLimits = Rule{
 	Severity: diag.Warning,
 	Doc: `failover limits that can never be reached or that stop a job before every worker was tried, or labels no declared worker offers
 
-Failover limits that can never be reached, or that stop a job before every
-worker was tried.
-
 A task retries on its worker (its retry policy), then fails over to the next
 worker. per_worker is how many starts one worker gets (the first start
 counts); global is how many failovers are allowed before the job stops. With
 W workers, a failing task has W × per_worker starts, so W × per_worker − 1
 failovers:
 
-  - global larger than that is never reached: every worker is exhausted first
-    and the job waits, active and in error, for a new worker instead of failing
-    (with 2 workers and per_worker = 2, global = 4 gives w1, w2, w1, w2, then
-    waiting);
-  - global smaller than that stops the job before every worker had its starts
-    (global = 2 gives w1, w2, w1, then stopped: w2 got one start, not two), or
-    before some worker was tried at all.
+- global larger than that is never reached: every worker is exhausted first
+  and the job waits, active and in error, for a new worker instead of failing
+  (with 2 workers and per_worker = 2, global = 4 gives w1, w2, w1, w2, then
+  waiting);
+- global smaller than that stops the job before every worker had its starts
+  (global = 2 gives w1, w2, w1, then stopped: w2 got one start, not two), or
+  before some worker was tried at all.
 
 The worker count comes from pipec lint --workers N (or the configuration
 file's workers), else from the pipeline's own workers = N. Without either the

@@ -9,9 +9,6 @@ var ruleHeartbeatLease = Rule{
 	Severity: diag.Warning,
 	Doc: `a lease not longer than twice the heartbeat period, or a retried task with no timeout
 
-A heartbeat lease that is not longer than twice the heartbeat period, or a task
-that is retried but has no timeout.
-
 A lease must survive one late or lost heartbeat: with lease <= 2 × every, a
 single delayed renewal (a GC pause, a slow network) expires the lease, the
 attempt becomes unknown and a second attempt is launched beside a healthy first

@@ -12,9 +12,6 @@ var ruleIntervalMismatch = Rule{
 	Severity: diag.Error,
 	Doc: `an input binds an interval the schedule cannot provide, or a dependency satisfied only from another interval
 
-An input that binds a data interval the schedule cannot provide, or a
-dependency that is satisfied only from another interval.
-
 A dependency is satisfied by an accepted artifact of a known interval. An
 input at a positive offset ("raw@+1") reads a future interval, which no run has
 produced when this one runs: the task would wait forever. Any offset needs a

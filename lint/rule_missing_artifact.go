@@ -8,10 +8,9 @@ var ruleMissingArtifact = Rule{
 	Severity: diag.Error,
 	Doc: `an input, check or publish names an artifact nothing produces
 
-An input, a check or a publish names an artifact that no task outputs.
-
-Such a task can never start (its input never gets an accepted version), a check
-has nothing to audit, and a publish has nothing to publish. The message
+A task reading such an artifact can never start (its input never gets an
+accepted version), a check of it has nothing to audit, and a publish of it has
+nothing to publish. The message
 suggests the closest artifact name.
 
 Reported by the compiler; it cannot be disabled or suppressed.

@@ -12,9 +12,9 @@ var ruleRetryDeterministic = Rule{
 	Severity: diag.Error,
 	Doc: `a retry policy retries a class marked deterministic; warning when it retries every failure
 
-A retry policy that retries an error class marked deterministic (an error),
-or that has no "on" filter and so retries every failure, deterministic ones
-included (a warning).
+Naming a deterministic class in "on" is an error. A policy with no "on"
+filter at all gets a warning: it retries every failure, the deterministic ones
+included.
 
 A deterministic failure (a schema error, a bad argument) fails identically on
 every attempt: retrying it costs N times the resources and N times the delay

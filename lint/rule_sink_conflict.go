@@ -8,9 +8,6 @@ var ruleSinkConflict = Rule{
 	Severity: diag.Error,
 	Doc: `two publishes write the same place (one directory sink, or two sinks with one path)
 
-Two publishes write the same place: two publishes into one directory sink,
-or two directory sinks whose paths are one folder.
-
 A directory sink makes data visible as one link per interval in its folder
 (PATH/2024-01-01 -> .versions/...). Two publishes into that folder swap the
 same link: each is fenced against its own earlier attempts, not against the

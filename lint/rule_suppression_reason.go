@@ -8,9 +8,8 @@ var ruleSuppressionReason = Rule{
 	Severity: diag.Warning,
 	Doc: `a pipec:ignore comment that gives no reason
 
-A "pipec:ignore RULE" comment with no reason after the rule id.
-
-The comment still suppresses the finding: refusing it would only show the same
+The reason is the text after the rule id ("pipec:ignore RULE reason"). The
+comment still suppresses the finding: refusing it would only show the same
 problem twice. But a suppression is a decision someone must be able to review
 later, and the reason is the review. Write why the finding does not apply.
 

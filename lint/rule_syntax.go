@@ -8,8 +8,6 @@ var ruleSyntax = Rule{
 	Severity: diag.Error,
 	Doc: `the file does not parse (HCL) or does not evaluate (CUE)
 
-The file does not parse (HCL) or does not evaluate (CUE).
-
 Nothing else can be checked until the file parses, so pipec reports the parser's
 own message at the place it stopped. In CUE this includes conflicting values
 (a field given two different concrete values) and references that do not

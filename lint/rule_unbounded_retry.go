@@ -16,7 +16,7 @@ with failover whose retries never end.
 A task that keeps failing is then retried forever: the run never fails, nobody is
 alerted, and the task holds a slot for good. With failover configured it is
 worse than it looks: the task retries on its first worker forever and never
-fails over, so the failover limits are dead settings (DESIGN.md section 6,
+fails over, so the failover limits are dead settings (docs/design.md section 6,
 first worked case). A failover block with neither per_worker nor global moves
 the task between workers forever.
 

@@ -10,13 +10,15 @@ import (
 	"testing"
 
 	"go.lsp.dev/protocol"
+
+	"github.com/pipec/pipec/internal/gendag"
 )
 
 // BenchmarkChangeToDiagnostics measures, through the protocol, the time from
 // a didChange to the publishDiagnostics of that version, with the default
 // debounce, on a real `pipec lsp` child process (its stdio, its GC
 // settings): the orders example (HCL and CUE) and the 10,000-task spec of
-// ../shared/bench/gendag.go.
+// the benchmark DAG (internal/gendag).
 //
 //	go test -run x -bench ChangeToDiagnostics -benchtime 20x ./lsp/
 func BenchmarkChangeToDiagnostics(b *testing.B) {
@@ -25,9 +27,8 @@ func BenchmarkChangeToDiagnostics(b *testing.B) {
 		{"orders.hcl", "../examples/orders/pipeline.hcl"},
 		{"orders.cue", "../examples/orders/pipeline.cue"},
 	}
-	if dir, ok := gendag(b, 10000); ok {
-		inputs = append(inputs, input{"gendag10k.hcl", filepath.Join(dir, "pipeline.hcl")}, input{"gendag10k.cue", filepath.Join(dir, "pipeline.cue")})
-	}
+	dir := gendagDir(b, 10000)
+	inputs = append(inputs, input{"gendag10k.hcl", filepath.Join(dir, "pipeline.hcl")}, input{"gendag10k.cue", filepath.Join(dir, "pipeline.cue")})
 	bin := buildPipec(b)
 	for _, in := range inputs {
 		src := readFile(b, in.path)
@@ -64,10 +65,7 @@ func BenchmarkChangeToDiagnostics(b *testing.B) {
 //
 //	go test -run x -bench ServerMemory10k -benchtime 1x ./lsp/
 func BenchmarkServerMemory10k(b *testing.B) {
-	dir, ok := gendag(b, 10000)
-	if !ok {
-		b.Skip("no ../shared/bench/gendag.go beside the repository")
-	}
+	dir := gendagDir(b, 10000)
 	bin := buildPipec(b)
 	for _, file := range []string{"pipeline.hcl", "pipeline.cue"} {
 		b.Run(file, func(b *testing.B) {
@@ -146,15 +144,15 @@ func buildPipec(b *testing.B) string {
 	return bin
 }
 
-// gendag writes the shared benchmark DAG of n tasks, if the generator is there.
-func gendag(b *testing.B, n int) (string, bool) {
-	gen := filepath.Join("..", "..", "shared", "bench", "gendag.go")
-	if _, err := os.Stat(gen); err != nil {
-		return "", false
+// gendagDir writes the benchmark DAG of n tasks (seed 42) into a new folder.
+func gendagDir(b *testing.B, n int) string {
+	d, err := gendag.Generate(n, 42)
+	if err != nil {
+		b.Fatal(err)
 	}
 	dir := b.TempDir()
-	if out, err := exec.Command("go", "run", gen, "-n", strconv.Itoa(n), "-out", dir).CombinedOutput(); err != nil {
-		b.Fatalf("gendag: %v\n%s", err, out)
+	if err := d.WriteFiles(dir); err != nil {
+		b.Fatal(err)
 	}
-	return dir, true
+	return dir
 }

@@ -25,7 +25,7 @@ func Explain(rule string) (text string, ok bool) {
 	if r == nil {
 		return "", false
 	}
-	return fmt.Sprintf("%s (%s)\n\n%s\n", r.ID, r.Severity, strings.TrimSpace(r.Doc)), true
+	return lint.Explanation(r), true
 }
 
 // hover shows, at a position: the findings there with their rule's

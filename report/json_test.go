@@ -24,7 +24,7 @@ func TestJSONEmptyIsAnEmptyArray(t *testing.T) {
 	}
 }
 
-// TestJSONFieldsAndRoundTrip checks the fields DESIGN.md section 4 promises,
+// TestJSONFieldsAndRoundTrip checks the fields docs/design.md section 4 promises,
 // and that a consumer reading them back gets the findings printed.
 func TestJSONFieldsAndRoundTrip(t *testing.T) {
 	ds := fixtureDiagnostics()

@@ -19,8 +19,8 @@ type Rule struct {
 	Severity diag.Severity
 	// Summary is one line saying what the rule catches.
 	Summary string
-	// Help is the rule's documentation (what, why, a bad and a fixed example),
-	// plain text that also reads as Markdown.
+	// Help is the rule's documentation after its summary (what exactly, why,
+	// a bad and a fixed example), plain text that also reads as Markdown.
 	Help string
 	// HelpURI points at the rule's documentation online, if any.
 	HelpURI string

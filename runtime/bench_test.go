@@ -12,7 +12,7 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// dagHCL is a random DAG shaped like ../shared/bench/gendag.go's: task i
+// dagHCL is a random DAG shaped like internal/gendag's: task i
 // depends on 1 to 3 earlier tasks, every task runs `true`, the last one writes
 // the artifact a check accepts and a publish makes visible.
 func dagHCL(n int) string {

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// cueGenSpec writes an n-task pipeline in the shape of
-// ../shared/bench/gendag.go: every task on one line, 1 to 3 dependencies on
+// cueGenSpec writes an n-task pipeline in the shape of the benchmark DAG
+// (internal/gendag), without its check and publish: every task on one line, 1 to 3 dependencies on
 // earlier tasks, every 10th task producing an artifact a later one reads.
 func cueGenSpec(n int) []byte {
 	r := rand.New(rand.NewSource(42))

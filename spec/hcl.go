@@ -228,7 +228,7 @@ func (l *hclLoader) rng(r hcl.Range) diag.Range {
 	}
 }
 
-// Schemas of the grammar (DESIGN.md section 3), read-only, derived from
+// Schemas of the grammar (docs/design.md section 3), read-only, derived from
 // spec.Fields. Attribute order there is the order values are decoded in,
 // which keeps decoding deterministic.
 var (

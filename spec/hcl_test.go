@@ -324,7 +324,7 @@ func TestLoadHCLMessages(t *testing.T) {
 	}
 }
 
-// genHCL writes a spec with n tasks shaped like ../shared/bench/gendag.go's,
+// genHCL writes a spec with n tasks shaped like internal/gendag's,
 // plus the fields gendag leaves out, so benchmarks and the chunking test need
 // no external program.
 func genHCL(n int) []byte {

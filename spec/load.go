@@ -8,7 +8,7 @@ import (
 	"github.com/pipec/pipec/diag"
 )
 
-// Rule ids the loaders report under (DESIGN.md section 5).
+// Rule ids the loaders report under (docs/design.md section 5).
 const (
 	RuleSyntax = "syntax"
 	RuleSchema = "schema"

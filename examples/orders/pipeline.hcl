@@ -1,5 +1,6 @@
-# orders: the DESIGN.md example, end to end: extract a day of orders, clean them,
-# audit the result and publish it to a fenced directory sink.
+# orders: the reference example of docs/design.md section 3, end to end:
+# extract a day of orders, clean them, audit the result and publish it to a
+# fenced directory sink.
 pipeline "orders" {
   code_version = "2024.06.1"
 

@@ -1,5 +1,5 @@
 // Package failover is a small model of how a task that keeps failing moves
-// across workers (DESIGN.md section 6). The linter uses it to explain, before
+// across workers (docs/design.md section 6). The linter uses it to explain, before
 // anything runs, where a task's failover limits lead: retried forever on one
 // worker, stopped, or waiting for a worker.
 //
@@ -100,7 +100,7 @@ type Trace struct {
 	Unvisited, Short int
 }
 
-// String writes the trace as in DESIGN.md: "w1, w2, w1, w2, then stopped".
+// String writes the trace as in docs/design.md section 6: "w1, w2, w1, w2, then stopped".
 func (t Trace) String() string {
 	var b strings.Builder
 	for i, w := range t.Workers {

@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The four worked cases of DESIGN.md section 6: a task that always ends in a
+// The four worked cases of docs/design.md section 6: a task that always ends in a
 // run error, on two workers, per_worker = 2.
 func TestWorkedCases(t *testing.T) {
 	tests := []struct {

@@ -15,8 +15,8 @@ import (
 // Header marks a generated page, so a reader knows not to edit it.
 const Header = "<!-- Generated from the rule's Doc in lint/ by `PIPEC_UPDATE_GOLDEN=1 go test ./internal/ruledocs`. Do not edit. -->\n"
 
-// Markdown is the page of one rule: its id and severity, its summary, then its
-// doc with the indented examples as fenced HCL blocks.
+// Markdown is the page of one rule: its id, severity and summary (stated
+// once), then the rest of its doc with the examples as fenced HCL blocks.
 func Markdown(r *lint.Rule) []byte {
 	var b strings.Builder
 	b.WriteString(Header)
@@ -25,7 +25,7 @@ func Markdown(r *lint.Rule) []byte {
 	if !r.Reported() {
 		b.WriteString("Found by the loaders or the compiler, not by a lint pass.\n\n")
 	}
-	b.WriteString(body(r.Doc))
+	b.WriteString(body(r.Details()))
 	b.WriteString("\nSee also: `pipec explain " + r.ID + "`, and the [rule index](README.md).\n")
 	return []byte(b.String())
 }
@@ -50,14 +50,7 @@ func summary(r *lint.Rule) string {
 	if s == "" {
 		s = lint.Title(r.Doc)
 	}
-	if s == "" {
-		return s
-	}
-	s = strings.ToUpper(s[:1]) + s[1:]
-	if !strings.HasSuffix(s, ".") {
-		s += "."
-	}
-	return s
+	return lint.Sentence(s)
 }
 
 // body turns the doc text into Markdown: "Bad:" and "Fixed:" become headings

@@ -62,3 +62,34 @@ func TestBodyFencesExamples(t *testing.T) {
 		t.Errorf("body:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestPagesStateSummaryOnce: a page states its rule's summary once (in the
+// severity line), and its only code blocks are the bad and fixed examples,
+// so prose indented in a doc (a list's continuation lines) is never shown as
+// HCL.
+func TestPagesStateSummaryOnce(t *testing.T) {
+	for _, r := range lint.All() {
+		page := string(Markdown(r))
+		summary := strings.ToLower(strings.TrimSuffix(lint.Sentence(r.Summary), "."))
+		if n := strings.Count(strings.ToLower(page), summary); n != 1 {
+			t.Errorf("%s.md states the summary %q %d times", r.ID, r.Summary, n)
+		}
+		bad, fixed := lint.Examples(r)
+		var blocks []string
+		for _, part := range strings.Split(page, "```hcl\n")[1:] {
+			code, _, _ := strings.Cut(part, "```\n")
+			blocks = append(blocks, code)
+		}
+		if want := []string{bad, fixed}; !slices.Equal(blocks, want) {
+			t.Errorf("%s.md: its HCL blocks are not exactly the bad and fixed examples:\n%q", r.ID, blocks)
+		}
+	}
+}
+
+// TestEmptyCheckPageNamesCodeVersionColumn: code_version_column makes a
+// check assert something, and the page says so.
+func TestEmptyCheckPageNamesCodeVersionColumn(t *testing.T) {
+	if page := string(Markdown(lint.Lookup("empty-check"))); !strings.Contains(page, "code_version_column") {
+		t.Error("empty-check.md does not name code_version_column among the assertions that count")
+	}
+}

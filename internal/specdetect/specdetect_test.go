@@ -2,12 +2,11 @@ package specdetect
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pipec/pipec/internal/gendag"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -49,23 +48,17 @@ func TestFastPathAgreesWithFullParse(t *testing.T) {
 	}
 }
 
-// BenchmarkIsPipeline judges the 10,000-task spec of ../shared/bench/gendag.go.
+// BenchmarkIsPipeline judges the 10,000-task benchmark DAG (internal/gendag).
 //
 //	go test -run x -bench IsPipeline ./internal/specdetect/
 func BenchmarkIsPipeline(b *testing.B) {
-	gen := filepath.Join("..", "..", "..", "shared", "bench", "gendag.go")
-	if _, err := os.Stat(gen); err != nil {
-		b.Skipf("no %s", gen)
+	d, err := gendag.Generate(10000, 42)
+	if err != nil {
+		b.Fatal(err)
 	}
-	dir := b.TempDir()
-	if out, err := exec.Command("go", "run", gen, "-n", "10000", "-out", dir).CombinedOutput(); err != nil {
-		b.Fatalf("gendag: %v\n%s", err, out)
-	}
+	files := d.Files()
 	for _, f := range []string{"pipeline.hcl", "pipeline.cue"} {
-		src, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			b.Fatal(err)
-		}
+		src := files[f]
 		syn, _ := spec.SyntaxOf(f)
 		b.Run(strings.TrimPrefix(filepath.Ext(f), "."), func(b *testing.B) {
 			for b.Loop() {

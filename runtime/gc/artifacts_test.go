@@ -15,9 +15,10 @@ import (
 
 // TestArtifactStoreCollected: in a shared artifact store, gc removes the
 // versions of this state's pipelines that are not the current accepted one
-// and puts a crash left unfinished long ago; it keeps the current accepted
-// version, every version of a pipeline this state does not know (another
-// state sharing the store), and a put that may be in progress.
+// and the puts (copies into the store) a crash left unfinished long ago; it
+// keeps the current accepted version, every version of a pipeline this state
+// does not know (another state sharing the store), and a put that may be in
+// progress.
 func TestArtifactStoreCollected(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -6,8 +6,8 @@
 // state unless a shared store is configured) that are not the current
 // accepted one of their interval (none while a run is running, and only of
 // pipelines this state knows: a store shared with another state keeps that
-// state's versions), puts into it a crash left unfinished, and superseded
-// versions in directory sinks.
+// state's versions), copies into it that a crash left unfinished, and
+// superseded versions in directory sinks.
 //
 // What it never removes: anything of a run still running; the staging of an
 // attempt that is queued, running or unknown (an unknown attempt may still be

@@ -1,39 +1,21 @@
 package worker_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pipec/pipec/internal/gendag"
 )
 
-// dag1k is the spec of the 1,000-task DAG of ../shared/bench/gendag.go
-// (seed 42), or skips the benchmark without it.
+// dag1k is the spec of the 1,000-task benchmark DAG (internal/gendag, seed
+// 42), the one bench/run1k.sh measures.
 func dag1k(b *testing.B) []byte {
 	b.Helper()
-	shared := os.Getenv("PIPEC_SHARED")
-	if shared == "" {
-		shared = filepath.Join("..", "..", "..", "shared")
-	}
-	gendag, err := filepath.Abs(filepath.Join(shared, "bench", "gendag.go"))
+	d, err := gendag.Generate(1000, 42)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := os.Stat(gendag); err != nil {
-		b.Skipf("no gendag.go (set PIPEC_SHARED): %v", err)
-	}
-	src := b.TempDir()
-	gen := exec.Command("go", "run", gendag, "-n", "1000", "-seed", "42", "-out", src)
-	gen.Dir = src
-	if out, err := gen.CombinedOutput(); err != nil {
-		b.Fatalf("gendag: %v\n%s", err, out)
-	}
-	spec, err := os.ReadFile(filepath.Join(src, "pipeline.hcl"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return spec
+	return d.HCL()
 }
 
 // BenchmarkWorkers1kSQLite runs the same DAG as BenchmarkWorkers1k through

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// BenchmarkWorkers1k runs the 1,000-task DAG of ../shared/bench/gendag.go
+// BenchmarkWorkers1k runs the 1,000-task DAG of internal/gendag
 // through 3 pipec worker processes on PostgreSQL (one slot each) and, side
 // by side in each iteration, a local pipec run of the same DAG on SQLite
 // with --parallel 3. It reports both walls, their ratio (the target

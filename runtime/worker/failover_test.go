@@ -59,7 +59,7 @@ func alternating(t *testing.T, starts []string, n int) {
 	}
 }
 
-// The worked cases of DESIGN.md section 6 with real workers w1, w2
+// The worked cases of docs/design.md section 6 with real workers w1, w2
 // (whichever starts first): global = 3 stops after w1 w2 w1 w2, global = 2
 // after w1 w2 w1.
 func TestWorkedCasesStopped(t *testing.T) { onBoth(t, testWorkedCasesStopped) }

@@ -1,4 +1,4 @@
-# The four worked cases of DESIGN.md section 6, on the 2 workers the spec states.
+# The four worked cases of docs/design.md section 6, on the 2 workers the spec states.
 pipeline "fl" {
   workers = 2
   retry "unlimited" {
