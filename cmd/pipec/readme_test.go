@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/modfile"
 
@@ -80,12 +81,33 @@ func TestReadmeTourRunsAsWritten(t *testing.T) {
 		tracked.InitRepo(t, dir)
 	}
 	for _, line := range lines {
+		server := strings.HasPrefix(line, "pipec ui ")
+		if server {
+			// A server runs until stopped: on a free port, it must still
+			// be serving after a moment, and is then stopped.
+			line = "exec " + line + " --listen 127.0.0.1:0"
+		}
 		cmd := exec.Command("sh", "-ec", line)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "PIPEC_TEST_MAIN=1", "NO_COLOR=1", "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		cmd.Stdout = new(bytes.Buffer)
+		if server {
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				t.Errorf("%s: exited (%v) instead of serving; stderr:\n%s", line, err, stderr.String())
+			case <-time.After(2 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			continue
+		}
 		code := exitCode(t, cmd.Run())
 		want := 0
 		if strings.HasPrefix(line, "pipec lint ") && (strings.Contains(line, "examples/broken") || strings.HasSuffix(line, " examples/")) {
