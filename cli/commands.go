@@ -18,6 +18,7 @@ func commands(io IO) []*cobra.Command {
 		newHeartbeatCmd(io),
 		newBackfillCmd(io),
 		newResolveCmd(io),
+		newCancelCmd(io),
 		newShowCmd(io),
 		newGCCmd(io),
 		newSinkCmd(io),

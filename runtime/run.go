@@ -541,6 +541,10 @@ func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struc
 		case <-t.C:
 			err := r.st.RenewRunLease(context.WithoutCancel(ctx), id, r.o.RunLease)
 			if errors.Is(err, store.ErrLeaseLost) {
+				if got, gerr := r.st.GetRun(context.WithoutCancel(ctx), id); gerr == nil && got.State == store.RunCancelled {
+					lost(fmt.Errorf("run %s was cancelled %s", id, got.Cancelled))
+					return
+				}
 				lost(fmt.Errorf("run %s lost its lease on interval %s: another run took it over", id, r.iv.Key))
 				return
 			}
@@ -598,6 +602,13 @@ func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 	}
 	// The run's end is recorded even when ctx was cancelled (Ctrl-C).
 	fctx := context.WithoutCancel(ctx)
+	if got, err := r.st.GetRun(fctx, run.ID); err == nil && got.State.Ended() {
+		// Ended by someone else: cancelled (pipec cancel), or abandoned
+		// by a run that took the interval over. Not a store failure.
+		sum.Failed = true
+		sum.Run, sum.RunID, sum.State = got, got.ID, string(got.State)
+		return sum, nil
+	}
 	if err := r.st.FinishRun(fctx, run.ID, state); err != nil {
 		sum.Failed = true
 		sum.RunID, sum.State = run.ID, string(store.RunFailed)

@@ -176,7 +176,10 @@ func (r *runner) summary(run store.Run) *Summary {
 func (s *Summary) WriteText(w io.Writer) error {
 	var b strings.Builder
 	state := "succeeded"
-	if s.Failed {
+	switch {
+	case s.Run.State == store.RunCancelled:
+		state = "CANCELLED " + s.Run.Cancelled
+	case s.Failed:
 		state = "FAILED"
 	}
 	fmt.Fprintf(&b, "run %s %s\n", s.Run.ID, state)

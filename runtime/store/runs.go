@@ -132,17 +132,20 @@ WHERE r.pipeline = ? AND r.state = 'running'`, pipeline)
 	return out, rows.Err()
 }
 
-const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished`
+const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled`
 
 func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
 	var r Run
 	var start, end, created, finished int64
 	var state string
-	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished); err != nil {
+	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled); err != nil {
 		return Run{}, err
 	}
 	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)
 	r.State = RunState(state)
+	if r.Cancelled != "" {
+		r.State = RunCancelled
+	}
 	r.Created, r.Finished = timeOf(created), timeOf(finished)
 	return r, nil
 }
@@ -222,6 +225,48 @@ func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error
 		}
 		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunFinished}, map[string]any{"state": string(state)})
 	})
+}
+
+// CancelRun implements Store.
+func (s *SQLite) CancelRun(ctx context.Context, id, reason, by string) (Run, error) {
+	why := CancelledBy(by, reason)
+	err := s.write(ctx, durable, func(ctx context.Context, tx *wtx) error {
+		now := s.now()
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'failed', finished = ?, cancelled = ? WHERE id = ? AND state = 'running'`, now, why, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return runNotRunning(ctx, tx, id)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM run_leases WHERE run = ?`, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE work SET state = 'not_run', reason = ?, worker = '', claim_boot = '', claim_until = 0
+WHERE run = ? AND state IN ('blocked', 'ready', 'claimed')`, "the run was cancelled "+why, id); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunCancelled}, map[string]any{"by": by, "reason": reason})
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("cancel run %q: %w", id, err)
+	}
+	return s.GetRun(ctx, id)
+}
+
+// runNotRunning says why a run that should be running is not.
+func runNotRunning(ctx context.Context, tx *wtx, id string) error {
+	var cur string
+	err := tx.QueryRowContext(ctx, `SELECT CASE WHEN cancelled <> '' THEN 'cancelled' ELSE state END FROM runs WHERE id = ?`, id).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("run %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("run %q is %s already: %w", id, cur, ErrConflict)
 }
 
 // RenewRunLease implements Store: one conditional update, so a run whose

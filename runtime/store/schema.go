@@ -299,6 +299,11 @@ ALTER TABLE work ADD COLUMN pool TEXT NOT NULL DEFAULT '';
 ALTER TABLE work ADD COLUMN pool_slots INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX work_pool_claimed ON work (pool) WHERE state = 'claimed' AND pool <> '';
 `},
+	{11, "cancelled runs", `
+-- A cancelled run (pipec cancel) is failed, with why and by whom here: a
+-- pipec that does not know cancellation sees a failed run.
+ALTER TABLE runs ADD COLUMN cancelled TEXT NOT NULL DEFAULT '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

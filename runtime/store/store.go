@@ -114,7 +114,18 @@ const (
 	RunRunning   RunState = "running"
 	RunSucceeded RunState = "succeeded"
 	RunFailed    RunState = "failed"
+	// RunCancelled: ended by pipec cancel (Run.Cancelled says who and why).
+	// Stored as failed, so it is failed to everything that asks for
+	// failed runs.
+	RunCancelled RunState = "cancelled"
 )
+
+// CancelledBy is how a cancellation is recorded (Run.Cancelled): "by WHO:
+// REASON".
+func CancelledBy(by, reason string) string { return "by " + by + ": " + reason }
+
+// Ended reports whether the run is over (any state but running).
+func (s RunState) Ended() bool { return s != RunRunning }
 
 // AttemptState is the state of one attempt. queued -> running -> succeeded |
 // failed, plus unknown: running in the store but its lease expired. An unknown
@@ -198,6 +209,8 @@ type Run struct {
 	Created       time.Time
 	// Finished is zero while the run is running.
 	Finished time.Time
+	// Cancelled, for a cancelled run, is who cancelled it and why.
+	Cancelled string
 }
 
 // NewRun is what CreateRun needs; the store allocates the id.
@@ -479,6 +492,7 @@ const (
 	EventPublishFenced     = "publish.fenced"
 	EventPublishConflict   = "publish.conflict"
 	EventTokensRaised      = "tokens.raised"
+	EventRunCancelled      = "run.cancelled"
 )
 
 // Event is one entry of the append-only log.
@@ -519,6 +533,14 @@ type Store interface {
 	// to skip an interval that is being run and to name who runs it. A
 	// running run without a lease (one handed to workers) has none here.
 	RunLeases(ctx context.Context, pipeline string) ([]RunLease, error)
+	// CancelRun ends a running run as cancelled (pipec cancel): recorded
+	// as failed with the cancellation ("by WHO: REASON") and a
+	// "run.cancelled" event, its lease on the interval released and, for a
+	// run handed to workers, its tasks not started yet marked not run and
+	// its claims taken away (their workers stop them at their next
+	// heartbeat). A local run learns it when renewing its lease. Cancelling
+	// a run that ended is ErrConflict.
+	CancelRun(ctx context.Context, id, reason, by string) (Run, error)
 	// AbandonRun is for a run whose pipec died (a rerun finds it still
 	// running): its queued and running attempts become unknown, whatever
 	// their leases say, and the run failed, with reason recorded in a

@@ -222,3 +222,41 @@ func testRestartedUnderOwnName(t *testing.T, b backend) {
 		t.Fatalf("attempts %+v: want the killed one and its relaunch", as)
 	}
 }
+
+// pipec cancel of a run handed to workers: the run is cancelled at once,
+// its worker stops the running task at its next heartbeat, nothing is
+// published, and the interval can be submitted again.
+func TestCancelSubmittedRun(t *testing.T) { onBoth(t, testCancelSubmittedRun) }
+
+func testCancelSubmittedRun(t *testing.T, b backend) {
+	e := newEnvOn(t, b, holdSpec(""), holdFiles)
+	t.Cleanup(e.killTask)
+	w1 := e.worker("w1")
+	run := e.submit("2024-01-01")
+	e.waitFile("started-w1")
+	code, out := e.pipec("cancel", run, "--state", e.url, "--reason", "wrong input")
+	if code != 0 || !strings.Contains(out, "cancelled "+run+" by ") {
+		t.Fatalf("cancel: exit %d\n%s", code, out)
+	}
+	rs := e.until(run, "the run to be cancelled", finished)
+	if rs.Run.State != store.RunCancelled || !strings.HasSuffix(rs.Run.Cancelled, ": wrong input") {
+		t.Fatalf("run %s (%q), want cancelled", rs.Run.State, rs.Run.Cancelled)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(w1.output(), "stopping it") {
+		if time.Now().After(deadline) {
+			t.Fatalf("w1 did not stop the task:\n%s", w1.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	next := e.submit("2024-01-01")
+	if rs := e.until(next, "the next run", finished); rs.Run.State != store.RunSucceeded {
+		t.Fatalf("the next run %s", rs.Run.State)
+	}
+	if n := e.events(run, "publish.won", "load"); n != 0 {
+		t.Fatalf("the cancelled run published")
+	}
+}

@@ -267,7 +267,7 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 	e.until(run, "w1 to give the task up", func(queue.RunStatus) bool {
 		return strings.Contains(w1.output(), "this worker's lease on it expired")
 	})
-	const lost = "lost its lease here"
+	const lost = "lost its claim here"
 	if n := strings.Count(w1.output(), lost); n != 1 {
 		t.Errorf("w1 said %q %d times, want once:\n%s", lost, n, w1.output())
 	}

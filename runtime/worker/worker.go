@@ -273,7 +273,7 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 	for ref, v := range visits {
 		if !holds[ref] && !v.stopped && !v.finishing.Load() {
 			v.stopped = true
-			c.logf("%s %s: lost its lease here (taken over); stopping it", ref.Run, ref.Task)
+			c.logf("%s %s: lost its claim here (taken over, or its run was cancelled); stopping it", ref.Run, ref.Task)
 			v.cancel(errTakenOver)
 		}
 	}

@@ -177,18 +177,21 @@ func nullTime(t time.Time) *time.Time {
 	return &u
 }
 
-const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished`
+const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled`
 
 func scanRun(sc pgx.Row) (store.Run, error) {
 	var r store.Run
 	var start, end, finished *time.Time
 	var created time.Time
 	var state string
-	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished); err != nil {
+	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled); err != nil {
 		return store.Run{}, err
 	}
 	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)
 	r.State = store.RunState(state)
+	if r.Cancelled != "" {
+		r.State = store.RunCancelled
+	}
 	r.Created, r.Finished = created.UTC(), timeOf(finished)
 	return r, nil
 }
@@ -279,6 +282,35 @@ func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) 
 		}
 		return appendEvent(ctx, tx, store.Event{Run: id, Kind: store.EventRunFinished}, map[string]any{"state": string(state)})
 	})
+}
+
+// CancelRun implements store.Store.
+func (s *Store) CancelRun(ctx context.Context, id, reason, by string) (store.Run, error) {
+	why := store.CancelledBy(by, reason)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := lockRun(ctx, tx, id, false)
+		if err != nil {
+			return err
+		}
+		if cur != store.RunRunning {
+			return fmt.Errorf("run %q is %s already: %w", id, cur, store.ErrConflict)
+		}
+		if err := changed(tx.Exec(ctx, `UPDATE runs SET state = 'failed', finished = pipec_now(), cancelled = $2 WHERE id = $1 AND state = 'running'`, id, why)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM run_leases WHERE run = $1`, id); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE work SET state = 'not_run', reason = $2, worker = '', claim_expiry = NULL
+WHERE run = $1 AND state IN ('blocked', 'ready', 'claimed')`, id, "the run was cancelled "+why); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, store.Event{Run: id, Kind: store.EventRunCancelled}, map[string]any{"by": by, "reason": reason})
+	})
+	if err != nil {
+		return store.Run{}, fmt.Errorf("cancel run %q: %w", id, err)
+	}
+	return s.GetRun(ctx, id)
 }
 
 // AbandonRun implements store.Store.

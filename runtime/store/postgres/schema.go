@@ -253,6 +253,11 @@ ALTER TABLE work ADD COLUMN pool text NOT NULL DEFAULT '';
 ALTER TABLE work ADD COLUMN pool_slots integer NOT NULL DEFAULT 0;
 CREATE INDEX work_pool_claimed ON work (pool) WHERE state = 'claimed' AND pool <> '';
 `},
+	{8, "cancelled runs", `
+-- A cancelled run (pipec cancel) is failed, with why and by whom here: a
+-- pipec that does not know cancellation sees a failed run.
+ALTER TABLE runs ADD COLUMN cancelled text NOT NULL DEFAULT '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

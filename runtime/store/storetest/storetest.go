@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"FinishRecordsProcess", testFinishRecordsProcess},
 		{"FinishUnknown", testFinishUnknown},
 		{"TaskAttempts", testTaskAttempts},
+		{"CancelRun", testCancelRun},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -546,5 +547,45 @@ func testTaskAttempts(t *testing.T, open Opener) {
 	}
 	if none, err := s.TaskAttempts(ctx, res, "nope"); err != nil || len(none) != 0 {
 		t.Errorf("TaskAttempts of a task that never ran = %v, %v", none, err)
+	}
+}
+
+// A cancelled run is over at once, says who and why, holds its interval no
+// more, and cannot be cancelled or finished again.
+func testCancelRun(t *testing.T, open Opener) {
+	s := open(t, nil)
+	ctx := context.Background()
+	r, err := s.CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01", Lease: time.Minute,
+		Owner: store.RunOwner{Host: "h", PID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.CancelRun(ctx, r.ID, "wrong input", "ann@host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.RunCancelled || got.Cancelled != "by ann@host: wrong input" || got.Finished.IsZero() {
+		t.Fatalf("cancelled run = %+v", got)
+	}
+	if err := s.RenewRunLease(ctx, r.ID, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("renewing a cancelled run's lease: %v, want store.ErrLeaseLost", err)
+	}
+	if _, err := s.CancelRun(ctx, r.ID, "again", "bob"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("cancelling it again: %v, want store.ErrConflict", err)
+	}
+	if err := s.FinishRun(ctx, r.ID, store.RunSucceeded); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("finishing a cancelled run as succeeded: %v, want store.ErrConflict", err)
+	}
+	if _, err := s.CancelRun(ctx, "orders/2024-01-01/r9", "x", "y"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("cancelling a run that does not exist: %v, want store.ErrNotFound", err)
+	}
+	runs, err := s.ListRuns(ctx, store.RunFilter{})
+	if err != nil || len(runs) != 1 || runs[0].State != store.RunCancelled {
+		t.Fatalf("ListRuns = %+v, %v", runs, err)
+	}
+	next, err := s.CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01", Lease: time.Minute,
+		Owner: store.RunOwner{Host: "h", PID: 2}})
+	if err != nil || next.ID != "orders/2024-01-01/r2" {
+		t.Fatalf("the next run of the interval: %+v, %v", next, err)
 	}
 }
