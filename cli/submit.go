@@ -111,6 +111,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 		return &exitError{code: ExitFindings, err: err}
 	}
 	fmt.Fprintf(io.Stdout, "submitted %s (%d tasks)\n", run.ID, len(sub.Tasks))
+	noteNoWorker(ctx, io, q)
 	noteUnservedLabels(ctx, io, q, plan)
 	if !opts.wait {
 		return nil
@@ -286,4 +287,19 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		case <-t.C:
 		}
 	}
+}
+
+// noteNoWorker says so when no worker is live: the run waits until one
+// starts.
+func noteNoWorker(ctx context.Context, io IO, q queue.Queue) {
+	ws, err := q.Workers(ctx)
+	if err != nil {
+		return
+	}
+	for _, w := range ws {
+		if w.Live && w.State == queue.WorkerLive {
+			return
+		}
+	}
+	fmt.Fprintln(io.Stderr, "pipec: no worker is live: the run waits until one starts (pipec worker --state …)")
 }

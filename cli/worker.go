@@ -212,7 +212,12 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 
 type workersOptions struct {
 	state stateFlag
+	all   bool
 }
+
+// goneFor is how long a worker that is not live stays in pipec workers
+// without --all.
+const goneFor = time.Hour
 
 func newWorkersCmd(io IO) *cobra.Command {
 	var opts workersOptions
@@ -221,13 +226,15 @@ func newWorkersCmd(io IO) *cobra.Command {
 		Short: "List the workers of a shared state",
 		Long: "workers lists every worker that registered in the shared state: name, host, pid,\n" +
 			"slots, labels, state (live, stopping, stopped, or lost when its heartbeat lapsed), the tasks\n" +
-			"it runs, when it was last seen, and its failover counts per task of unfinished runs.",
+			"it runs, when it was last seen, and its failover counts per task of unfinished runs.\n" +
+			"Workers not live and last seen more than an hour ago are left out unless --all.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runWorkers(cmd.Context(), io, opts)
 		},
 	}
 	opts.state.registerHelp(cmd, stateShared)
+	cmd.Flags().BoolVar(&opts.all, "all", false, "also list workers gone for more than an hour")
 	return cmd
 }
 
@@ -248,7 +255,12 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 		fmt.Fprintln(io.Stdout, "no workers registered")
 		return nil
 	}
+	hidden := 0
 	for _, w := range ws {
+		if !opts.all && !w.Live && w.Ago > goneFor {
+			hidden++
+			continue
+		}
 		state := w.State
 		if state == queue.WorkerLive && !w.Live {
 			state = "lost"
@@ -266,6 +278,9 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 		for _, f := range w.Failover {
 			fmt.Fprintf(io.Stdout, "    failover %s\n", f)
 		}
+	}
+	if hidden > 0 {
+		fmt.Fprintf(io.Stdout, "(%d worker(s) gone for more than an hour not shown: --all lists them)\n", hidden)
 	}
 	return nil
 }
