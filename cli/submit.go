@@ -233,10 +233,31 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 	waiting := ""
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
+	outage := false
 	for {
 		rs, err := q.Status(ctx, run)
-		if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
 			return &exitError{code: ExitFindings, err: err}
+		}
+		if err != nil {
+			// The state blinked (a database restart, a network cut): the
+			// run goes on with the workers, so follow it again once the
+			// state answers, saying so once each way.
+			if !outage {
+				outage = true
+				fmt.Fprintf(io.Stderr, "pipec: the state does not answer (%v); still following %s, trying again\n", err, run)
+			}
+			select {
+			case <-ctx.Done():
+				fmt.Fprintf(io.Stderr, "pipec: stopped following %s; it goes on with the workers\n", run)
+				return &exitError{code: ExitFindings}
+			case <-t.C:
+			}
+			continue
+		}
+		if outage {
+			outage = false
+			fmt.Fprintln(io.Stderr, "pipec: the state answers again")
 		}
 		slices.SortStableFunc(rs.Tasks, func(a, b queue.TaskStatus) int { return cmp.Compare(rank[a.Task], rank[b.Task]) })
 		for _, ts := range rs.Tasks {
@@ -273,9 +294,9 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 				fmt.Fprintf(io.Stdout, "%s\n", waiting)
 			}
 		}
-		if rs.Run.State != store.RunRunning {
-			fmt.Fprintf(io.Stdout, "run %s %s\n", run, rs.Run.State)
-			if rs.Run.State == store.RunFailed {
+		if rs.Run.State.Ended() {
+			fmt.Fprintf(io.Stdout, "run %s %s\n", run, strings.TrimSpace(string(rs.Run.State)+" "+rs.Run.Cancelled))
+			if rs.Run.State != store.RunSucceeded {
 				return silentExit(ExitFindings)
 			}
 			return nil

@@ -217,6 +217,18 @@ func (s *Server) Crash() error {
 	return s.start()
 }
 
+// Restart stops the server with a fast shutdown, keeps it down for down
+// (clients see refused connections), and starts it again on the same data:
+// a database restart or a short outage.
+func (s *Server) Restart(down time.Duration) error {
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		return err
+	}
+	<-s.exited
+	time.Sleep(down)
+	return s.start()
+}
+
 // pgEnv is the servers' environment: enough to run, nothing of the test's
 // (no PG* variables that would redirect initdb).
 func pgEnv() []string {

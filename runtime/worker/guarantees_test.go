@@ -1,13 +1,16 @@
 package worker_test
 
 import (
+	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -258,5 +261,66 @@ func testCancelSubmittedRun(t *testing.T, b backend) {
 	}
 	if n := e.events(run, "publish.won", "load"); n != 0 {
 		t.Fatalf("the cancelled run published")
+	}
+}
+
+// chainSpec is n tasks in a chain, each a short sleep: a run long enough
+// for the state to go away under it.
+func chainSpec(n int) string {
+	var b strings.Builder
+	b.WriteString("pipeline \"chain\" {\n  code_version = \"v1\"\n  schedule {\n    every = \"24h\"\n    start = \"2024-01-01T00:00:00Z\"\n  }\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  task \"t%d\" {\n    command = [\"sleep\", \"0.3\"]\n", i)
+		if i > 0 {
+			fmt.Fprintf(&b, "    depends_on = [\"t%d\"]\n", i-1)
+		}
+		b.WriteString("  }\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// Defect 6: PostgreSQL restarted mid-run, down for longer than the
+// workers' lease: the workers stop the tasks they held (their leases are
+// gone), stay up, and go on once it is back; submit --wait rides it out;
+// the run succeeds.
+func TestStoreRestartMidRun(t *testing.T) {
+	srv := pgtest.Start(t)
+	e := newEnvAt(t, srv.NewSchema(t), chainSpec(8), nil)
+	w1, w2 := e.worker("w1"), e.worker("w2")
+	follow := &proc{name: "submit", done: make(chan struct{})}
+	follow.cmd = osexec.Command(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
+	follow.cmd.Dir, follow.cmd.Env = e.dir, append(os.Environ(), "PIPEC_STATE=")
+	follow.cmd.Stdout, follow.cmd.Stderr = follow, follow
+	if err := follow.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { follow.err = follow.cmd.Wait(); close(follow.done) }()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(follow.output(), "t2: start"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not get going:\n%s", follow.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := srv.Restart(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-follow.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("submit --wait did not end:\n%s", follow.output())
+	}
+	if follow.err != nil || !strings.Contains(follow.output(), "run chain/2024-01-01/r1 succeeded") {
+		t.Fatalf("submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s", follow.err, follow.output(), w1.output(), w2.output())
+	}
+	for _, w := range []*proc{w1, w2} {
+		select {
+		case <-w.done:
+			t.Fatalf("worker %s exited: %v\n%s", w.name, w.err, w.output())
+		default:
+		}
+		if n := strings.Count(w.output(), "the store is unreachable"); n > 1 {
+			t.Errorf("worker %s said the store is unreachable %d times, want at most once:\n%s", w.name, n, w.output())
+		}
 	}
 }

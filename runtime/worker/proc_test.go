@@ -99,11 +99,21 @@ func newEnv(t testing.TB, spec string, files map[string]string) *env {
 
 func newEnvOn(t testing.TB, b backend, spec string, files map[string]string) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir()}
+	url := ""
 	if b == onPostgres {
-		e.url = pg.Server(t).NewSchema(t)
-	} else {
-		e.url = filepath.Join(e.dir, "state.db")
+		url = pg.Server(t).NewSchema(t)
+	}
+	return newEnvAt(t, url, spec, files)
+}
+
+// newEnvAt is newEnvOn with the workers' state at url: a PostgreSQL URL,
+// or "" for an SQLite file in the test's folder.
+func newEnvAt(t testing.TB, url string, spec string, files map[string]string) *env {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), url: url}
+	b := onPostgres
+	if url == "" {
+		b, e.url = onSQLite, filepath.Join(e.dir, "state.db")
 	}
 	e.arts = filepath.Join(e.dir, "artifacts")
 	if err := os.Mkdir(e.arts, 0o755); err != nil {
