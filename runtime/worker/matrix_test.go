@@ -1,0 +1,329 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// The guarantee matrix: each promise of README.md, docs/runtime.md,
+// docs/processes.md and docs/lineage.md, run against every dispatcher with
+// real processes and real signals. A dispatcher is a column: a local
+// `pipec run`, workers on one SQLite file, workers on PostgreSQL. Another
+// dispatcher (an engine such as Temporal) is one more column.
+
+// dispatcher runs an interval of the test's spec one way.
+type dispatcher struct {
+	name    string
+	backend backend
+	// local: pipec run; else pipec worker processes and pipec submit.
+	local bool
+}
+
+var dispatchers = []dispatcher{
+	{"local", onSQLite, true},
+	{"workers-sqlite", onSQLite, false},
+	{"workers-postgres", onPostgres, false},
+}
+
+// eachDispatcher runs promise as one subtest per dispatcher.
+func eachDispatcher(t *testing.T, promise func(*testing.T, dispatcher)) {
+	for _, d := range dispatchers {
+		t.Run(d.name, func(t *testing.T) { promise(t, d) })
+	}
+}
+
+// run runs the interval to its end (for workers: submits it, a worker
+// being started when none is, and follows it) and returns pipec's exit
+// code and output.
+func (d dispatcher) run(e *env, interval string) (int, string) {
+	e.t.Helper()
+	if d.local {
+		return e.pipec("run", "pipeline.hcl", "--interval", interval, "--state", e.url)
+	}
+	return e.pipec("submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", "20ms")
+}
+
+// start starts running the interval in the background: the process that
+// runs its tasks (pipec run, or the worker that claims them) is returned,
+// to be interrupted.
+func (d dispatcher) start(e *env, interval string) *proc {
+	e.t.Helper()
+	if !d.local {
+		w := e.worker("w1")
+		e.submit(interval)
+		return w
+	}
+	p := &proc{name: "run", done: make(chan struct{})}
+	p.cmd = osexec.Command(pipecBin, "run", "pipeline.hcl", "--interval", interval, "--state", e.url)
+	p.cmd.Dir, p.cmd.Env = e.dir, append(os.Environ(), "PIPEC_STATE=")
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// interrupt stops the process running the tasks the way a person or a
+// supervisor does (Ctrl-C for pipec run, SIGTERM for a worker) and, for
+// workers, starts another worker to go on.
+func (d dispatcher) interrupt(e *env, p *proc) {
+	e.t.Helper()
+	if d.local {
+		p.signal(e.t, syscall.SIGINT)
+		return
+	}
+	p.signal(e.t, syscall.SIGTERM)
+	e.worker("w2")
+}
+
+// matrixSpec is a non-idempotent charge (one ledger line per effect; the
+// first one holds until "release" exists) whose receipt is checked and
+// published, and a consumer of the receipt; charge declares a secret it
+// prints.
+const matrixSpec = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+    secret_env = ["PIPEC_TEST_SECRET"]
+  }
+  check "receipt_ok" {
+    input         = "receipt"
+    row_count_min = ROWS
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+var matrixFiles = map[string]string{
+	"charge.sh": `#!/bin/sh
+echo "charge $PIPEC_RUN_ID" >> ledger
+echo "paying with $PIPEC_TEST_SECRET"
+if [ -f hold ] && [ ! -f held ]; then
+  touch held
+  while [ ! -f release ]; do sleep 0.05; done
+fi
+printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
+`,
+	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+}
+
+const matrixSecret = "hunter2-matrix-secret"
+
+func matrixEnv(t *testing.T, d dispatcher, rows string) *env {
+	t.Setenv("PIPEC_TEST_SECRET", matrixSecret)
+	e := newEnvOn(t, d.backend, strings.Replace(matrixSpec, "ROWS", rows, 1), matrixFiles)
+	if !d.local {
+		e.worker("w0")
+	}
+	return e
+}
+
+// A non-idempotent task interrupted while it runs is never run a second
+// time: its attempt is unknown, the run fails naming pipec resolve, and the
+// ledger holds one charge, however the run goes on.
+func TestMatrixNonIdempotentInterrupted(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		t.Setenv("PIPEC_TEST_SECRET", matrixSecret)
+		e := newEnvOn(t, d.backend, strings.Replace(matrixSpec, "ROWS", "1", 1), matrixFiles)
+		if err := os.WriteFile(filepath.Join(e.dir, "hold"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := d.start(e, "2024-01-01")
+		waitFor(e, "held")
+		d.interrupt(e, p)
+		if d.local {
+			if !strings.Contains(p.output(), "pipec resolve") {
+				t.Fatalf("the interrupted run does not name pipec resolve:\n%s", p.output())
+			}
+		} else {
+			rs := e.until(e.anyRun(), "the run", finished)
+			if rs.Run.State != store.RunFailed {
+				t.Fatalf("run %s, want failed", rs.Run.State)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out := d.run(e, "2024-01-01")
+		if code == 0 || !strings.Contains(out, "pipec resolve") {
+			t.Fatalf("the next run: exit %d, want a failure naming pipec resolve\n%s", code, out)
+		}
+		if n := e.lines("ledger", "charge"); n != 1 {
+			t.Fatalf("%d charges in the ledger, want 1", n)
+		}
+	})
+}
+
+// A second run of an interval reuses what the first completed: the
+// non-idempotent charge is not repeated, the consumer is not rerun.
+func TestMatrixRerunReuses(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		e := matrixEnv(t, d, "1")
+		for i := range 2 {
+			if code, out := d.run(e, "2024-01-01"); code != 0 {
+				t.Fatalf("run %d: exit %d\n%s", i+1, code, out)
+			}
+		}
+		if n := e.lines("ledger", "charge"); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+		if n := e.lines("mails", "mail"); n != 1 {
+			t.Fatalf("mail ran %d times, want once", n)
+		}
+	})
+}
+
+// A check that fails fails the run, and nothing is published.
+func TestMatrixFailedCheckFailsRun(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		e := matrixEnv(t, d, "5")
+		code, out := d.run(e, "2024-01-01")
+		if code == 0 || !strings.Contains(out, "receipt_ok") {
+			t.Fatalf("exit %d, want a failed run naming the check\n%s", code, out)
+		}
+		if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01")); err == nil {
+			t.Fatalf("something was published")
+		}
+	})
+}
+
+// A secret_env value is in no output of pipec, no event, no log.
+func TestMatrixSecretsMasked(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		e := matrixEnv(t, d, "1")
+		code, out := d.run(e, "2024-01-01")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, out)
+		}
+		_, events := e.pipec("events", e.anyRun(), "--state", e.url, "--json")
+		logs := ""
+		_ = filepath.WalkDir(e.dir, func(path string, de os.DirEntry, err error) error {
+			if err == nil && !de.IsDir() && strings.HasSuffix(path, ".log") {
+				b, _ := os.ReadFile(path)
+				logs += string(b)
+			}
+			return nil
+		})
+		for what, text := range map[string]string{"output": out, "events": events, "logs": logs} {
+			if strings.Contains(text, matrixSecret) {
+				t.Errorf("the secret is in the %s", what)
+			}
+		}
+		if !strings.Contains(logs, "paying with ***") {
+			t.Errorf("the task's log does not show the masked secret:\n%s", logs)
+		}
+	})
+}
+
+// The visible version carries its lineage (_pipec.json: run, task,
+// attempt, token, checks), and pipec show names it.
+func TestMatrixLineage(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		e := matrixEnv(t, d, "1")
+		if code, out := d.run(e, "2024-01-01"); code != 0 {
+			t.Fatalf("exit %d\n%s", code, out)
+		}
+		b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "_pipec.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Run, Task string
+			Attempt   int
+			Token     int64
+			Checks    []struct{ Name string }
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		run := e.anyRun()
+		if m.Run != run || m.Task != "charge" || m.Attempt < 1 || m.Token <= 0 || len(m.Checks) != 1 || m.Checks[0].Name != "receipt_ok" {
+			t.Fatalf("lineage %+v, want run %s, task charge, a token and receipt_ok", m, run)
+		}
+		code, out := e.pipec("show", "receipt@2024-01-01", "--spec", "pipeline.hcl", "--state", e.url)
+		if code != 0 || !strings.Contains(out, run) {
+			t.Fatalf("pipec show: exit %d, want %s named\n%s", code, run, out)
+		}
+	})
+}
+
+// Two runs of one interval at once: one runs it; the other is refused, or
+// (with workers) is the same run.
+func TestMatrixOneRunPerInterval(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		t.Setenv("PIPEC_TEST_SECRET", matrixSecret)
+		e := newEnvOn(t, d.backend, strings.Replace(matrixSpec, "ROWS", "1", 1), matrixFiles)
+		if err := os.WriteFile(filepath.Join(e.dir, "hold"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := d.start(e, "2024-01-01")
+		waitFor(e, "held")
+		code, out := d.run(e, "2024-01-01")
+		if code == 0 || !strings.Contains(out, "2024-01-01/r1") {
+			t.Fatalf("a second run of the interval: exit %d, want refused naming r1\n%s", code, out)
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if d.local {
+			<-p.done
+		} else {
+			e.until(e.anyRun(), "the run", finished)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := e.lines("ledger", "charge"); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+	})
+}
+
+// waitFor waits until the file exists in the test's folder (whoever
+// dispatches the run).
+func waitFor(e *env, name string) {
+	e.t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(e.dir, name)); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("gave up waiting for file %s", name)
+		}
+	}
+}
