@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -303,4 +304,42 @@ func FuzzAssertions(f *testing.F) {
 			t.Fatalf("accepted %v with reasons %q", r1.Accepted, r1.Reasons)
 		}
 	})
+}
+
+// A CSV field longer than the record bound (a hostile output) rejects the
+// version with a reason instead of being held whole in memory: the audit's
+// heap stays within a few times the bound, not a multiple of the field.
+func TestHugeFieldBounded(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "big.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("id,blob\n1,\""); err != nil {
+		t.Fatal(err)
+	}
+	chunk := strings.Repeat("x", 1<<20)
+	for range 100 { // a 100 MiB field
+		if _, err := f.WriteString(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.WriteString("\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	res, err := Run(context.Background(), compiler.PlanCheck{Name: "count", RowCountMin: intp(1)}, dir, Options{})
+	goruntime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Accepted || !strings.Contains(strings.Join(res.Reasons, "\n"), "longer than") {
+		t.Fatalf("result %+v, want rejected for a record too long", res)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 10*maxRecord {
+		t.Fatalf("the audit allocated %d MiB for one 100 MiB field, want at most %d MiB", grew>>20, 10*maxRecord>>20)
+	}
 }

@@ -185,9 +185,11 @@ func (t *table) place(loc uint64) string {
 // readCSV reads one CSV file whose first record is the header. The error is
 // for I/O only; a malformed file becomes a reason.
 func (t *table) readCSV(file int, name string, r io.Reader) error {
-	cr := csv.NewReader(bufio.NewReader(r))
+	lim := &recordLimit{r: r, limit: maxRecord}
+	cr := csv.NewReader(bufio.NewReader(lim))
 	cr.ReuseRecord = true
 	header, err := cr.Read()
+	lim.n = 0
 	if err == io.EOF {
 		header, err = nil, nil // an empty file: no columns, no rows
 	}
@@ -214,6 +216,7 @@ func (t *table) readCSV(file int, name string, r io.Reader) error {
 	}
 	for {
 		rec, err := cr.Read()
+		lim.n = 0
 		if err == io.EOF {
 			return nil
 		}
@@ -231,8 +234,40 @@ func (t *table) readCSV(file int, name string, r io.Reader) error {
 	}
 }
 
+// maxRecord bounds one CSV record (its fields may hold newlines), so one
+// hostile field cannot make the audit hold more than this in memory: a
+// 100 MB field took 582 MB before.
+const maxRecord = 16 << 20
+
+// recordLimit fails a read once more than limit bytes were read since the
+// caller last set n to 0 (after each record): what the CSV reader buffers
+// for one record stays within limit, plus its read-ahead.
+type recordLimit struct {
+	r        io.Reader
+	n, limit int
+}
+
+var errRecordTooLong = fmt.Errorf("a record longer than %d bytes", maxRecord)
+
+func (l *recordLimit) Read(p []byte) (int, error) {
+	if l.n > l.limit {
+		return 0, errRecordTooLong
+	}
+	if room := l.limit - l.n + 1; len(p) > room {
+		p = p[:room]
+	}
+	n, err := l.r.Read(p)
+	l.n += n
+	return n, err
+}
+
 // parseError turns a malformed file into a reason; I/O errors stay errors.
 func (t *table) parseError(name string, err error) error {
+	if errors.Is(err, errRecordTooLong) {
+		t.broken = true
+		t.reasons = append(t.reasons, fmt.Sprintf("%s: %v", name, err))
+		return nil
+	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
 		t.broken = true
