@@ -135,10 +135,18 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 			Label        string `json:"label"`
 			Token        int64  `json:"token"`
 			CurrentToken int64  `json:"current_token"`
+			GrantedToken int64  `json:"granted_token"`
+			FencedBy     string `json:"fenced_by"`
 		}
 		_ = json.Unmarshal(ev.Payload, &p)
-		fenced = append(fenced, fmt.Sprintf("  %s#%d  token %d  refused by sink %s, whose pointer holds token %d  (%s)",
-			ev.Task, ev.Attempt, p.Token, p.Sink, p.CurrentToken, runtime.ShortLabel(p.Label)))
+		why := fmt.Sprintf("whose pointer holds token %d", p.CurrentToken)
+		if p.FencedBy == "grant" {
+			// The pointer may be older (or empty): what fenced it is a newer
+			// attempt of the same task, granted token GrantedToken.
+			why = fmt.Sprintf("as a newer attempt of the task holds token %d", p.GrantedToken)
+		}
+		fenced = append(fenced, fmt.Sprintf("  %s#%d  token %d  refused by sink %s, %s  (%s)",
+			ev.Task, ev.Attempt, p.Token, p.Sink, why, runtime.ShortLabel(p.Label)))
 	}
 	if len(fenced) > 0 {
 		b.WriteString("fenced publishes:\n" + strings.Join(fenced, "\n") + "\n")
