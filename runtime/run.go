@@ -304,11 +304,9 @@ type runner struct {
 }
 
 type taskState struct {
-	t          *compiler.PlanTask
-	state      string
-	waiting    int
-	dependents []string
-	res        TaskResult
+	t     *compiler.PlanTask
+	state string
+	res   TaskResult
 }
 
 // newRunner prepares a run of the plan's tasks, or of the task named only
@@ -400,18 +398,7 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 		if only != "" && t.Name != only {
 			continue
 		}
-		r.tasks[t.Name] = &taskState{t: t, state: taskPending, waiting: len(t.Needs),
-			res: TaskResult{Name: t.Name, State: taskPending}}
-	}
-	for i := range p.Tasks {
-		if only != "" {
-			break // a visit schedules nothing
-		}
-		for _, need := range p.Tasks[i].Needs {
-			if ns, ok := r.tasks[need]; ok {
-				ns.dependents = append(ns.dependents, p.Tasks[i].Name)
-			}
-		}
+		r.tasks[t.Name] = &taskState{t: t, state: taskPending, res: TaskResult{Name: t.Name, State: taskPending}}
 	}
 	for _, c := range p.Checks {
 		r.checksOf[c.Input] = append(r.checksOf[c.Input], c)
@@ -625,77 +612,25 @@ func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 	return sum, nil
 }
 
-// schedule runs every task, each once its needs are done, until all are
-// resolved. Failure spreads to dependents only.
+// schedule runs the plan's DAG (dag.go), each task through the task
+// engine (runOne).
 func (r *runner) schedule(ctx context.Context) {
-	done := make(chan string)
-	running := 0
-	start := func(name string) {
-		ts := r.tasks[name]
-		r.mu.Lock()
-		ts.state = taskRunning
-		r.mu.Unlock()
-		running++
-		go func() {
-			r.runOne(ctx, ts)
-			done <- name
-		}()
-	}
-	var finish func(name string)
-	finish = func(name string) {
-		ts := r.tasks[name]
-		r.mu.Lock()
-		ok := ts.state == TaskSucceeded || ts.state == TaskReused
-		state, class := ts.state, ts.res.Class
-		r.mu.Unlock()
-		for _, dn := range ts.dependents {
-			d := r.tasks[dn]
+	newDAG(r.plan).run(engine{
+		start: func(name string) {
+			ts := r.tasks[name]
 			r.mu.Lock()
-			pending := d.state == taskPending
+			ts.state = taskRunning
 			r.mu.Unlock()
-			if !pending {
-				continue
-			}
-			if !ok {
-				why := fmt.Sprintf("needs %s, which was not run", name)
-				if state == TaskUnknown {
-					why = fmt.Sprintf("needs %s, whose outcome is unknown", name)
-				}
-				if state == TaskFailed {
-					why = fmt.Sprintf("needs %s, which failed", name)
-					if class != "" {
-						why += " (" + class + ")"
-					}
-				}
-				r.notRun(ctx, d, why)
-				finish(dn)
-				continue
-			}
-			d.waiting--
-			if d.waiting == 0 {
-				start(dn)
-			}
-		}
-	}
-	for _, id := range r.plan.Order {
-		if name, ok := cutKind(id, compiler.KindTask); ok {
-			if ts := r.tasks[name]; ts != nil && ts.waiting == 0 && ts.state == taskPending {
-				start(name)
-			}
-		}
-	}
-	for running > 0 {
-		name := <-done
-		running--
-		finish(name)
-	}
-	// Tasks never reached (only possible with a plan whose needs name
-	// missing tasks) are not run.
-	for _, name := range slices.Sorted(mapKeys(r.tasks)) {
-		if r.tasks[name].state == taskPending {
-			r.notRun(ctx, r.tasks[name], "its needs were never satisfied")
-		}
-	}
+			r.runOne(ctx, ts)
+		},
+		notRun: func(name, why string) { r.notRun(ctx, r.tasks[name], why) },
+		ended: func(name string) (string, string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			ts := r.tasks[name]
+			return ts.state, ts.res.Class
+		},
+	})
 }
 
 func (r *runner) notRun(ctx context.Context, ts *taskState, why string) {
