@@ -99,7 +99,7 @@ func (w *leaseWatch) sweep(ctx context.Context) {
 	for _, a := range expired {
 		w.expire(a.AttemptRef)
 	}
-	if w.r.stopOnLeaseLoss {
+	if w.r.visiting() {
 		// A visit shares its store with other workers, whose sweeps mark
 		// expired leases too: only the one that marked an attempt learns it
 		// from MarkUnknown, so look at this visit's own attempts.

@@ -281,12 +281,12 @@ type runner struct {
 	hasPrior bool
 
 	// A visit (visit.go): the attempts made before it, for the retry
-	// policy; an expired lease stops the task instead of relaunching it.
-	visitBase       int
-	stopOnLeaseLoss bool
-	leaseLost       atomic.Bool
+	// policy, and whether an attempt's lease expired (which stops the task
+	// instead of relaunching it: the task is another worker's).
+	visitBase int
+	leaseLost atomic.Bool
 	// ends is a visit's attempt end left to the worker (visit.go); nil in
-	// a local run.
+	// a local run, which is how the engine tells the two apart (visiting).
 	ends *visitEnds
 
 	mu     sync.Mutex // guards summary parts below and taskState fields

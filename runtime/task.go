@@ -371,7 +371,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			if t.Heartbeat != nil {
 				markBeatLost(r.heartbeatPath(a.AttemptRef))
 			}
-			if r.stopOnLeaseLoss {
+			if r.visiting() {
 				// A worker's visit: the task is another worker's now.
 				r.leaseLost.Store(true)
 				r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
@@ -419,7 +419,7 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 		env[name] = v
 	}
 	env["PIPEC_RUN_ID"] = r.runID
-	if r.stopOnLeaseLoss {
+	if r.visiting() {
 		env["PIPEC_WORKER"] = r.o.Worker // a visit: the worker's name
 	}
 	env["PIPEC_TASK"] = t.Name

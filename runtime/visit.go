@@ -85,6 +85,10 @@ type visitEnds struct {
 	offered, used bool
 }
 
+// visiting reports whether the engine runs a worker's visit (RunVisit)
+// rather than a task of a local run.
+func (r *runner) visiting() bool { return r.ends != nil }
+
 // startAttempt is the store's StartAttempt, except that a visit's first
 // attempt takes the one its claim started (queue.AttemptStarter).
 func (r *runner) startAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
@@ -253,7 +257,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 			"workers --artifacts DIR, a folder they all mount")
 		return VisitResult{Task: ts.res, Deterministic: true}, nil
 	}
-	r.visitBase, r.stopOnLeaseLoss = v.AttemptBase, true
+	r.visitBase = v.AttemptBase
 	r.ends = &visitEnds{started: v.Started}
 	r.leases = newLeaseWatch(r)
 	leaseCtx, stopLeases := context.WithCancel(ctx)
