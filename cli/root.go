@@ -123,6 +123,8 @@ func (e *exitError) Error() string {
 	return e.err.Error()
 }
 
+func (e *exitError) Unwrap() error { return e.err }
+
 // usageErr makes an exit-code-2 error.
 func usageErr(format string, args ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}

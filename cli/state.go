@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -105,6 +106,10 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 	}
 	if l.Server {
 		st, err := postgres.Open(ctx, l.Value, postgres.Options{})
+		if errors.Is(err, store.ErrUnreachable) {
+			// Not a usage error: the server is down or restarting.
+			return nil, &exitError{code: ExitFindings, err: unreachableError(fmt.Sprintf("state %s: %s", l, l.Hide(err.Error())))}
+		}
 		if err != nil {
 			// The driver's messages may quote the connection string.
 			return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
@@ -121,6 +126,13 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 	}
 	return st, nil
 }
+
+// unreachableError is a state whose server does not answer, its message
+// without the connection's password; errors.Is(err, store.ErrUnreachable).
+type unreachableError string
+
+func (e unreachableError) Error() string { return string(e) }
+func (e unreachableError) Unwrap() error { return store.ErrUnreachable }
 
 // openIfExists opens the state at l when there is one, and nil when there
 // is none: a dry run reads the state and never makes one.

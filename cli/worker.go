@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -168,6 +169,20 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		}
 	}
 	st, q, loc, err := openQueue(ctx, io, &opts.state, "")
+	for told := false; errors.Is(err, store.ErrUnreachable); {
+		// Started while the database server is down (a supervisor
+		// restarting everything at once): wait for it rather than exit.
+		if !told {
+			told = true
+			fmt.Fprintf(io.Stderr, "pipec: worker %s: %v; trying again every %s\n", name, err, stateRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return &exitError{code: ExitInterrupted, err: fmt.Errorf("worker %s: stopped while waiting for the state", name)}
+		case <-time.After(stateRetry):
+		}
+		st, q, loc, err = openQueue(ctx, io, &opts.state, "")
+	}
 	if err != nil {
 		return err
 	}
@@ -214,6 +229,10 @@ type workersOptions struct {
 	state stateFlag
 	all   bool
 }
+
+// stateRetry is how often a worker started while its state's server is
+// down tries again.
+const stateRetry = 2 * time.Second
 
 // goneFor is how long a worker that is not live stays in pipec workers
 // without --all.

@@ -105,6 +105,9 @@ var (
 	// ErrRunBusy: another run of the pipeline's interval holds a live lease
 	// (see RunBusyError for who).
 	ErrRunBusy = errors.New("another run of the interval is in progress")
+	// ErrUnreachable: the state's database server does not answer (down,
+	// restarting, cut off): worth trying again, unlike a wrong address.
+	ErrUnreachable = errors.New("the state database does not answer")
 )
 
 // RunState is the state of a run.

@@ -324,3 +324,25 @@ func TestStoreRestartMidRun(t *testing.T) {
 		}
 	}
 }
+
+// Defect 6, the other half: a worker started while its PostgreSQL server
+// is down (a supervisor restarting everything at once) waits for it,
+// saying so once, instead of exiting with a usage error.
+func TestWorkerStartsWhileStoreDown(t *testing.T) {
+	srv := pgtest.Start(t)
+	e := newEnvAt(t, srv.NewSchema(t), dagSpec, dagFiles)
+	restarted := make(chan error, 1)
+	go func() { restarted <- srv.Restart(3 * time.Second) }()
+	time.Sleep(500 * time.Millisecond) // down now
+	w1 := e.worker("w1")
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(w1.output(), "trying again"); n != 1 {
+		t.Fatalf("w1 said it waits for the state %d times, want once:\n%s", n, w1.output())
+	}
+	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
+	if code != 0 {
+		t.Fatalf("submit --wait: exit %d\n%s", code, out)
+	}
+}

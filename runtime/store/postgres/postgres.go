@@ -144,6 +144,9 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	s := &Store{pool: pool, clock: opt.Clock}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
+		if ce := (*pgconn.ConnectError)(nil); errors.As(err, &ce) {
+			return nil, fmt.Errorf("state database %s: %w: %w", redacted(cfg), store.ErrUnreachable, err)
+		}
 		return nil, fmt.Errorf("state database %s: %w", redacted(cfg), err)
 	}
 	return s, nil
