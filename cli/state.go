@@ -9,7 +9,7 @@ import (
 
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/postgres"
+	"github.com/pipec/pipec/runtime/store/backend"
 )
 
 // stateEnv overrides the default state location; --state overrides it.
@@ -88,9 +88,10 @@ func (s *stateFlag) location(io IO, specPath string) (store.Location, error) {
 	return l, nil
 }
 
-// openState is the one way a command opens its state. mustExist is for
-// commands that only read (status, events): they never create a state.
-func openState(ctx context.Context, l store.Location, mustExist bool) (store.Store, error) {
+// openState is the one way a command opens its state: the store and the
+// workers' queue on it. mustExist is for commands that only read (status,
+// events): they never create a state.
+func openState(ctx context.Context, l store.Location, mustExist bool) (backend.Handle, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -103,15 +104,11 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 			return nil, usageErr("no state at %s: nothing has run here yet (or give --state, or set %s)", l, stateEnv)
 		}
 	}
-	if l.Server {
-		st, err := postgres.Open(ctx, l.Value, postgres.Options{})
-		if err != nil {
-			// The driver's messages may quote the connection string.
-			return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
-		}
-		return st, nil
+	st, err := backend.Open(ctx, l, backend.Options{})
+	if err != nil && l.Server {
+		// The driver's messages may quote the connection string.
+		return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
 	}
-	st, err := l.Open(ctx, store.Options{})
 	if err != nil {
 		if runtime.DiskFailure(err.Error()) {
 			// A store failure, not a usage error: exit 1.
@@ -124,7 +121,7 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 
 // openIfExists opens the state at l when there is one, and nil when there
 // is none: a dry run reads the state and never makes one.
-func openIfExists(ctx context.Context, l store.Location) (store.Store, error) {
+func openIfExists(ctx context.Context, l store.Location) (backend.Handle, error) {
 	ok, err := l.Exists()
 	if err != nil {
 		return nil, usageErr("state %s: %v", l, unwrapPathError(err))

@@ -5,7 +5,7 @@
 // expired claim is swept to the model as a lost lease, a run no live worker
 // may go on with says it waits for a worker, two claimers never get the same
 // task, and a worker's name live in another process is refused. The SQLite
-// queue (runtime/store/sqlitequeue) and the PostgreSQL one
+// queue (runtime/store/sqlite) and the PostgreSQL one
 // (runtime/store/postgres) run it.
 package queuetest
 

@@ -31,7 +31,7 @@
 // asynchronous commit: atomic and at once visible to every session, but a
 // server crash may take back the last few hundred milliseconds of them.
 // That is safe for the same reasons as the SQLite store's NORMAL commits
-// (see package store): recovery keeps a prefix of the WAL, including every
+// (see package runtime/store/sqlite): recovery keeps a prefix of the WAL, including every
 // synchronous commit, and what it took back returns the state to one the
 // runtime handles — an attempt finished looks running and is fenced by a
 // successor's higher token, a claim lost is claimed again, a finished task

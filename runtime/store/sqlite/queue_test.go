@@ -1,4 +1,4 @@
-package sqlitequeue_test
+package sqlite_test
 
 import (
 	"context"
@@ -8,27 +8,27 @@ import (
 	pclock "github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/queue/queuetest"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestConformance runs the queue's contract against SQLite: every handle
 // of a check opens the same file, as workers in separate processes do.
-func TestConformance(t *testing.T) {
+func TestQueueConformance(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T, clock store.Clock) func(*testing.T) queuetest.Handle {
 		path := filepath.Join(t.TempDir(), "state.db")
 		return func(t *testing.T) queuetest.Handle {
 			// The suite drives leases with its fake clock: here it is the
 			// lease clock too (in production, CLOCK_BOOTTIME).
-			opt := store.Options{Clock: clock}
+			opt := sqlite.Options{Clock: clock}
 			if clock != nil {
 				opt.LeaseClock = pclock.Wall(clock)
 			}
-			s, err := store.Open(context.Background(), path, opt)
+			s, err := sqlite.Open(context.Background(), path, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			return queuetest.Handle{Store: s, Queue: sqlitequeue.New(s)}
+			return queuetest.Handle{Store: s, Queue: s}
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	pclock "github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 	"github.com/pipec/pipec/runtime/store/storetest"
 )
 
@@ -17,16 +17,16 @@ func TestRunSlots(t *testing.T) {
 	storetest.RunSlots(t, func(t *testing.T, clock store.Clock) func(*testing.T) storetest.Handle {
 		path := filepath.Join(t.TempDir(), "state.db")
 		return func(t *testing.T) storetest.Handle {
-			opt := store.Options{Clock: clock}
+			opt := sqlite.Options{Clock: clock}
 			if clock != nil {
 				opt.LeaseClock = pclock.Wall(clock)
 			}
-			s, err := store.Open(context.Background(), path, opt)
+			s, err := sqlite.Open(context.Background(), path, opt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			return storetest.Handle{Store: s, Queue: sqlitequeue.New(s)}
+			return storetest.Handle{Store: s, Queue: s}
 		}
 	})
 }

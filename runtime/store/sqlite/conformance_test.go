@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	pclock "github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 	"github.com/pipec/pipec/runtime/store/storetest"
 )
 
@@ -15,11 +16,11 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clock store.Clock) store.Store {
 		// The suite drives leases with its fake clock: here it is the lease
 		// clock too (in production the lease clock is CLOCK_BOOTTIME).
-		opt := store.Options{Clock: clock}
+		opt := sqlite.Options{Clock: clock}
 		if clock != nil {
 			opt.LeaseClock = pclock.Wall(clock)
 		}
-		s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), opt)
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), opt)
 		if err != nil {
 			t.Fatal(err)
 		}
