@@ -583,3 +583,13 @@ type Store interface {
 	// Close releases the store's connections.
 	Close() error
 }
+
+// EventTailer is an optional capability of a Store: reading a run's log
+// from a sequence number on, so a reader following it (pipec run --json,
+// pipec ui) pays for what it has not seen yet only. A Store without it is
+// read whole (Events) and filtered.
+type EventTailer interface {
+	// EventsAfter returns the run's events with a sequence number above
+	// seq, in sequence order.
+	EventsAfter(ctx context.Context, run string, seq int64) ([]Event, error)
+}

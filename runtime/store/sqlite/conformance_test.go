@@ -11,20 +11,25 @@ import (
 	"github.com/pipec/pipec/runtime/store/storetest"
 )
 
-// TestConformance runs the contract every Store must keep against SQLite.
+// TestConformance runs the backends' conformance suite (the store, run
+// slots, the queue and the capabilities) against SQLite: every handle of a
+// check opens the same file, as workers in separate processes do.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, clock store.Clock) store.Store {
-		// The suite drives leases with its fake clock: here it is the lease
-		// clock too (in production the lease clock is CLOCK_BOOTTIME).
-		opt := sqlite.Options{Clock: clock}
-		if clock != nil {
-			opt.LeaseClock = pclock.Wall(clock)
+	storetest.Run(t, func(t *testing.T, clock store.Clock) func(*testing.T) storetest.Handle {
+		path := filepath.Join(t.TempDir(), "state.db")
+		return func(t *testing.T) storetest.Handle {
+			// The suite drives leases with its fake clock: here it is the
+			// lease clock too (in production, CLOCK_BOOTTIME).
+			opt := sqlite.Options{Clock: clock}
+			if clock != nil {
+				opt.LeaseClock = pclock.Wall(clock)
+			}
+			s, err := sqlite.Open(context.Background(), path, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
 		}
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
 	})
 }

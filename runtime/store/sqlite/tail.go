@@ -7,9 +7,12 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// EventsAfter returns the run's events with a sequence number above seq, in
-// order: what a reader following the log (pipec run --json) has not seen yet.
-// The log's index on (run, seq) makes each call cost what it returns.
+var _ store.EventTailer = (*Store)(nil)
+
+// EventsAfter implements store.EventTailer: the run's events with a
+// sequence number above seq, in order, what a reader following the log
+// (pipec run --json) has not seen yet. The log's index on (run, seq) makes
+// each call cost what it returns.
 func (s *Store) EventsAfter(ctx context.Context, run string, seq int64) ([]store.Event, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = ? AND seq > ? ORDER BY seq`, run, seq)
 	if err != nil {
