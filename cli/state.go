@@ -110,7 +110,7 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (backend.H
 		return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
 	}
 	if err != nil {
-		if runtime.DiskFailure(err.Error()) {
+		if runtime.DiskFailure(err) {
 			// A store failure, not a usage error: exit 1.
 			return nil, &exitError{code: ExitFindings, err: fmt.Errorf("state %s: %v (disk full, a file size limit or a read-only file?); nothing was run", l, err)}
 		}

@@ -63,6 +63,13 @@ var (
 	// ErrRunBusy: another run of the pipeline's interval holds a live lease
 	// (see RunBusyError for who).
 	ErrRunBusy = errors.New("another run of the interval is in progress")
+	// ErrDiskFull: the disk under the store refused a write: full, over a
+	// file size limit or a quota, failing, or read-only. Each backend
+	// tells it by its database's own codes, never by a message's words
+	// (SQLite: the SQLITE_FULL, SQLITE_IOERR and SQLITE_READONLY result
+	// codes; PostgreSQL: SQLSTATE 53100, disk_full). Nothing the caller
+	// gave is wrong: the disk needs fixing, and a rerun resumes.
+	ErrDiskFull = errors.New("disk full or not writable")
 )
 
 // RunState is the state of a run.

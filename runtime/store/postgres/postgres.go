@@ -144,7 +144,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	s := &Store{pool: pool, clock: opt.Clock}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("state database %s: %w", redacted(cfg), err)
+		return nil, fmt.Errorf("state database %s: %w", redacted(cfg), diskFull(err))
 	}
 	return s, nil
 }
@@ -195,7 +195,7 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
 			continue
 		}
-		return err
+		return diskFull(err)
 	}
 }
 
@@ -208,6 +208,16 @@ var errRetry = errors.New("retry the transaction")
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// diskFull marks err as store.ErrDiskFull (errors.Is) when the server
+// reported SQLSTATE 53100, disk_full; any other err is returned as it is.
+func diskFull(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "53100" && !errors.Is(err, store.ErrDiskFull) {
+		return fmt.Errorf("%w: %w", store.ErrDiskFull, err)
+	}
+	return err
 }
 
 // isUnique reports a unique_violation.
@@ -261,7 +271,7 @@ func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, first func(*
 		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
 			continue
 		}
-		return err
+		return diskFull(err)
 	}
 }
 

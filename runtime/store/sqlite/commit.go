@@ -37,7 +37,8 @@ type writeReq struct {
 
 // write runs fn in a write transaction and returns once that transaction
 // committed (or failed), with the durability mode asks for (see the package
-// doc for which writes need which).
+// doc for which writes need which). A write the disk refused is
+// store.ErrDiskFull (diskFull).
 //
 // Group commit, leader style: a write that finds no batch running runs one
 // itself, on its own goroutine; writes that arrive meanwhile queue, and when
@@ -57,7 +58,7 @@ func (s *Store) write(ctx context.Context, mode commitMode, fn func(context.Cont
 	for {
 		err := s.submit(ctx, mode, fn)
 		if !errors.Is(err, errEpochSpent) {
-			return err
+			return diskFull(err)
 		}
 		// The spent epoch was dropped; the retry's batch records a new one
 		// durably.

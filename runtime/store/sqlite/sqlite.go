@@ -81,6 +81,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	msqlite "modernc.org/sqlite" // registers the "sqlite" driver
@@ -159,13 +160,13 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		opt.BusyTimeout = 30 * time.Second
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, fmt.Errorf("state directory: %w", diskFull(err))
 	}
 	// Create the file ourselves so its mode is 0600; SQLite gives the -wal and
 	// -shm files the mode of the database file.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("state database: %w", err)
+		return nil, fmt.Errorf("state database: %w", diskFull(err))
 	}
 	f.Close()
 
@@ -227,7 +228,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, diskFull(err))
 	}
 	return s, nil
 }
@@ -324,6 +325,31 @@ func (s *Store) retryBusy(ctx context.Context, fn func() error) error {
 		}
 		pause = min(2*pause, 500*time.Microsecond)
 	}
+}
+
+// diskFull marks err as store.ErrDiskFull (errors.Is) when it is the
+// disk's refusal: SQLite's SQLITE_FULL, SQLITE_IOERR or SQLITE_READONLY
+// result code (any extended code), or, before SQLite has the file, the
+// system's ENOSPC, EDQUOT, EFBIG or EROFS. Any other err is returned as it
+// is.
+func diskFull(err error) error {
+	if err == nil || errors.Is(err, store.ErrDiskFull) {
+		return err
+	}
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY:
+			return fmt.Errorf("%w: %w", store.ErrDiskFull, err)
+		}
+		return err
+	}
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG, syscall.EROFS} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", store.ErrDiskFull, err)
+		}
+	}
+	return err
 }
 
 // isBusy reports SQLITE_BUSY (any extended code): another connection holds
