@@ -13,7 +13,6 @@ import (
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/schedule"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 )
 
 // nowEnv overrides the wall clock of --due, as --now does (tests, and
@@ -41,13 +40,8 @@ func dueNow(io IO, flag string) (time.Time, error) {
 // tells a run handed to workers, in progress though it holds no lease,
 // from a leftover.
 func workQueue(st store.Store) queue.Queue {
-	switch s := st.(type) {
-	case queue.Queue:
-		return s
-	case *store.SQLite:
-		return sqlitequeue.New(s)
-	}
-	return nil
+	q, _ := st.(queue.Queue)
+	return q
 }
 
 // dueRun is pipec run --due and pipec submit --due: what is due at now

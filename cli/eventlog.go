@@ -33,15 +33,9 @@ func toLogEvent(e store.Event) logEvent {
 	return logEvent{Seq: e.Seq, Time: e.Time.UTC(), Run: e.Run, Kind: e.Kind, Task: e.Task, Attempt: e.Attempt, Data: data}
 }
 
-// eventsAfter is what a store offers to follow a run's log cheaply; a
-// store without it is read whole and filtered.
-type eventsAfter interface {
-	EventsAfter(ctx context.Context, run string, seq int64) ([]store.Event, error)
-}
-
 // readAfter returns the run's events past seq.
 func readAfter(ctx context.Context, st store.Store, run string, seq int64) ([]store.Event, error) {
-	if ea, ok := st.(eventsAfter); ok {
+	if ea, ok := st.(store.EventTailer); ok {
 		return ea.EventsAfter(ctx, run, seq)
 	}
 	evs, err := st.Events(ctx, run)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // A publish fenced at grant (a newer attempt of the task holds a higher
@@ -18,7 +19,7 @@ import (
 func TestEventsFencedAtGrant(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := store.Open(ctx, path, store.Options{})
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/postgres"
+	"github.com/pipec/pipec/runtime/store/backend"
 )
 
 // stateEnv overrides the default state location; --state overrides it.
@@ -89,9 +89,10 @@ func (s *stateFlag) location(io IO, specPath string) (store.Location, error) {
 	return l, nil
 }
 
-// openState is the one way a command opens its state. mustExist is for
-// commands that only read (status, events): they never create a state.
-func openState(ctx context.Context, l store.Location, mustExist bool) (store.Store, error) {
+// openState is the one way a command opens its state: the store and the
+// workers' queue on it. mustExist is for commands that only read (status,
+// events): they never create a state.
+func openState(ctx context.Context, l store.Location, mustExist bool) (backend.Handle, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -104,21 +105,17 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (store.Sto
 			return nil, usageErr("no state at %s: nothing has run here yet (or give --state, or set %s)", l, stateEnv)
 		}
 	}
-	if l.Server {
-		st, err := postgres.Open(ctx, l.Value, postgres.Options{})
-		if errors.Is(err, store.ErrUnreachable) {
-			// Not a usage error: the server is down or restarting.
-			return nil, &exitError{code: ExitFindings, err: unreachableError(fmt.Sprintf("state %s: %s", l, l.Hide(err.Error())))}
-		}
-		if err != nil {
-			// The driver's messages may quote the connection string.
-			return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
-		}
-		return st, nil
+	st, err := backend.Open(ctx, l, backend.Options{})
+	if errors.Is(err, store.ErrUnreachable) {
+		// Not a usage error: the server is down or restarting.
+		return nil, &exitError{code: ExitFindings, err: unreachableError(fmt.Sprintf("state %s: %s", l, l.Hide(err.Error())))}
 	}
-	st, err := l.Open(ctx, store.Options{})
+	if err != nil && l.Server {
+		// The driver's messages may quote the connection string.
+		return nil, usageErr("state %s: %s", l, l.Hide(err.Error()))
+	}
 	if err != nil {
-		if runtime.DiskFailure(err.Error()) {
+		if runtime.DiskFailure(err) {
 			// A store failure, not a usage error: exit 1.
 			return nil, &exitError{code: ExitFindings, err: fmt.Errorf("state %s: %v (disk full, a file size limit or a read-only file?); nothing was run", l, err)}
 		}
@@ -136,7 +133,7 @@ func (e unreachableError) Unwrap() error { return store.ErrUnreachable }
 
 // openIfExists opens the state at l when there is one, and nil when there
 // is none: a dry run reads the state and never makes one.
-func openIfExists(ctx context.Context, l store.Location) (store.Store, error) {
+func openIfExists(ctx context.Context, l store.Location) (backend.Handle, error) {
 	ok, err := l.Exists()
 	if err != nil {
 		return nil, usageErr("state %s: %v", l, unwrapPathError(err))

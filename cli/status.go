@@ -18,7 +18,6 @@ import (
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -244,13 +243,8 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 // own, or an SQLite file's. A run executed locally was not submitted and
 // waits for no worker.
 func waitingOf(ctx context.Context, st store.Store, run string) (string, error) {
-	var q queue.Queue
-	switch s := st.(type) {
-	case queue.Queue:
-		q = s
-	case *store.SQLite:
-		q = sqlitequeue.New(s)
-	default:
+	q, ok := st.(queue.Queue)
+	if !ok {
 		return "", nil
 	}
 	rs, err := q.Status(ctx, run)

@@ -13,9 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/compiler"
-	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
 	"github.com/pipec/pipec/webview"
 )
 
@@ -102,13 +100,7 @@ func viewSource(ctx context.Context, io IO, sf *stateFlag, specs []string) (*web
 	if err != nil {
 		return nil, loc, nil, err
 	}
-	src := &webview.Source{Store: st, Specs: given, Redactor: webview.SecretsOf(plans, io.Getenv)}
-	switch q := st.(type) {
-	case queue.Queue:
-		src.Queue = q
-	case *store.SQLite:
-		src.Queue = sqlitequeue.New(q)
-	}
+	src := &webview.Source{Store: st, Queue: st, Specs: given, Redactor: webview.SecretsOf(plans, io.Getenv)}
 	return src, loc, func() { st.Close() }, nil
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
+	"github.com/pipec/pipec/runtime/store/backend"
 	"github.com/pipec/pipec/runtime/worker"
 	"github.com/pipec/pipec/spec"
 )
@@ -92,18 +92,11 @@ func openQueue(ctx context.Context, io IO, sf *stateFlag, spec string) (store.St
 	if err != nil {
 		return nil, nil, loc, err
 	}
-	switch q := st.(type) {
-	case queue.Queue:
-		return st, q, loc, nil
-	case *store.SQLite:
-		if err := store.CheckLocal(q.Path()); err != nil {
-			st.Close()
-			return nil, nil, loc, usageErr("%v", err)
-		}
-		return st, sqlitequeue.New(q), loc, nil
+	if err := backend.CheckShared(loc); err != nil {
+		st.Close()
+		return nil, nil, loc, usageErr("%v", err)
 	}
-	st.Close()
-	return nil, nil, loc, usageErr("state %s cannot serve workers", loc)
+	return st, st, loc, nil
 }
 
 // given reports whether the command was given a state (--state or

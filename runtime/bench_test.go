@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // dagHCL is a random DAG shaped like internal/gendag's: task i
@@ -63,7 +63,7 @@ func BenchmarkRunDAG(b *testing.B) {
 		// bound to the state that first published to it).
 		base := filepath.Join(dir, fmt.Sprint(i))
 		state := filepath.Join(base, "state.db")
-		st, err := store.Open(context.Background(), state, store.Options{})
+		st, err := sqlite.Open(context.Background(), state, sqlite.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

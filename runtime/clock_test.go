@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestWallClockStepsDoNotExpireLeases: the store's wall clock (injected)
@@ -33,7 +34,7 @@ func TestWallClockStepsDoNotExpireLeases(t *testing.T) {
 	var skew atomic.Int64
 	stepping := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	path := filepath.Join(f.dir, "steps.db")
-	st, err := store.Open(context.Background(), path, store.Options{Clock: stepping})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: stepping})
 	if err != nil {
 		t.Fatal(err)
 	}

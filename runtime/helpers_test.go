@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
-	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -20,7 +20,7 @@ type fixture struct {
 	dir   string
 	state string
 	plan  *compiler.Plan
-	st    *store.SQLite
+	st    *sqlite.Store
 }
 
 // newFixture writes pipeline.hcl and executable scripts (name -> body, a
@@ -61,7 +61,7 @@ func compilePlan(t *testing.T, path string) *compiler.Plan {
 
 func (f *fixture) open() {
 	f.t.Helper()
-	st, err := store.Open(context.Background(), f.state, store.Options{})
+	st, err := sqlite.Open(context.Background(), f.state, sqlite.Options{})
 	if err != nil {
 		f.t.Fatal(err)
 	}

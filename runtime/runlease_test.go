@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 const leaseHCL = `
@@ -51,7 +52,7 @@ while [ ! -e release ]; do sleep 0.02; done`})
 
 	// An hour ahead on the lease clock too (leases are judged on it).
 	hourAhead := func() time.Time { return time.Now().Add(time.Hour) }
-	later, err := store.Open(context.Background(), f.state, store.Options{Clock: hourAhead, LeaseClock: clock.Wall(hourAhead)})
+	later, err := sqlite.Open(context.Background(), f.state, sqlite.Options{Clock: hourAhead, LeaseClock: clock.Wall(hourAhead)})
 	if err != nil {
 		t.Fatal(err)
 	}

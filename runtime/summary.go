@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -272,28 +273,23 @@ func ShortLabel(label string) string {
 }
 
 // StoreFailure describes a failure of the state database for a person: the
-// error, what it likely is, and what happens next.
+// error, what it likely is, and what happens next. what is the failure as
+// the run recorded it (a task's error, a step's message): a disk the store
+// refused to write to is named by the store's own store.ErrDiskFull, whose
+// text the message then carries, never by a driver's wording.
 func StoreFailure(what string) string {
 	hint := ""
-	if DiskFailure(what) {
+	if strings.Contains(what, store.ErrDiskFull.Error()) {
 		hint = " (disk full, a file size limit or a read-only file?)"
 	}
 	return "the state database failed" + hint + ": " + what +
 		"; nothing it did not record was published; fix the disk and run the interval again to resume"
 }
 
-// DiskFailure reports whether an error message is one of a database the disk
-// refuses to write (full, over a file size limit, read-only): a failure of
-// the store, not a usage error.
-func DiskFailure(msg string) bool {
-	low := strings.ToLower(msg)
-	for _, k := range []string{"disk i/o error", "disk is full", "no space left", "file too large", "read-only", "readonly"} {
-		if strings.Contains(low, k) {
-			return true
-		}
-	}
-	return false
-}
+// DiskFailure reports whether err is the store's refusal to write to its
+// disk (store.ErrDiskFull: full, over a file size limit, read-only): a
+// failure of the store, not a usage error.
+func DiskFailure(err error) bool { return errors.Is(err, store.ErrDiskFull) }
 
 func orDash(s string) string {
 	if s == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 const tornHCL = `
@@ -361,7 +362,7 @@ func TestLeaseJudgedOnStoreClock(t *testing.T) {
 }`, nil)
 	var skew atomic.Int64
 	skewed := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	st, err := store.Open(context.Background(), filepath.Join(f.dir, "clock.db"), store.Options{
+	st, err := sqlite.Open(context.Background(), filepath.Join(f.dir, "clock.db"), sqlite.Options{
 		Clock: skewed, LeaseClock: clock.Wall(skewed)})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // The browser tests run real pipec processes (the binary built here), make
@@ -397,7 +398,7 @@ func TestBrowserRealRun(t *testing.T) {
 		t.Fatalf("pipec submit: %v\n%s", err, out)
 	}
 
-	st, err := store.Open(context.Background(), state, store.Options{})
+	st, err := sqlite.Open(context.Background(), state, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -216,14 +216,10 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"state": run.State, "seq": seq})
 }
 
-// tailer is what a store offers to follow a run's log cheaply (the SQLite
-// store's EventsAfter); a store without it is read whole and filtered.
-type tailer interface {
-	EventsAfter(ctx context.Context, run string, seq int64) ([]store.Event, error)
-}
-
+// eventsAfter follows a run's log cheaply on a store that can
+// (store.EventTailer); a store without it is read whole and filtered.
 func eventsAfter(ctx context.Context, st store.Store, run string, seq int64) ([]store.Event, error) {
-	if t, ok := st.(tailer); ok {
+	if t, ok := st.(store.EventTailer); ok {
 		return t.EventsAfter(ctx, run, seq)
 	}
 	evs, err := st.Events(ctx, run)

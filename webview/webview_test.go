@@ -19,7 +19,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // fakeClock advances by a step on every reading, so events and attempts of
@@ -43,7 +43,7 @@ const (
 )
 
 type fixture struct {
-	st  *store.SQLite
+	st  *sqlite.Store
 	src *Source
 	run string
 }
@@ -56,7 +56,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Date(2024, 1, 2, 3, 0, 0, 0, time.UTC)}
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "state.db"), store.Options{Clock: clk.now})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"), sqlite.Options{Clock: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func newFixture(t testing.TB) *fixture {
 	if err := st.FinishRun(ctx, run.ID, store.RunFailed); err != nil {
 		t.Fatal(err)
 	}
-	src := &Source{Store: st, Queue: sqlitequeue.New(st), Redactor: exec.NewRedactor([]string{secret}), Now: clk.now}
+	src := &Source{Store: st, Queue: st, Redactor: exec.NewRedactor([]string{secret}), Now: clk.now}
 	return &fixture{st: st, src: src, run: run.ID}
 }
 
@@ -333,7 +333,7 @@ func TestReportSelfContained(t *testing.T) {
 // run page (the figure is in docs/ui.md).
 func BenchmarkRunPage1000(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "state.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "state.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestLive(t *testing.T) {
 // the first request reads every listed run's log, later ones do not.
 func BenchmarkRunsPage(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "state.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "state.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

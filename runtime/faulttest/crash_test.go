@@ -19,6 +19,7 @@ import (
 
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 var pipecBin string
@@ -149,7 +150,7 @@ func TestCrashAndResume(t *testing.T) {
 	if killedMidRun < 10 {
 		t.Errorf("only %d of 20 kills landed before the run ended; the test does not test much", killedMidRun)
 	}
-	st, err := store.Open(context.Background(), filepath.Join(dir, ".pipec", "state.db"), store.Options{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, ".pipec", "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

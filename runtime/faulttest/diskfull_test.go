@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/pipec/pipec/runtime/sink"
-	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // chainHCL is a chain of n tasks, each with an output, a check and a publish
@@ -149,7 +149,7 @@ func checkWhole(t *testing.T, dir, day string, n int) int {
 // checkPointers requires the store's pointers to name what the links show.
 func checkPointers(t *testing.T, db, dir, day string, n int) {
 	t.Helper()
-	st, err := store.Open(context.Background(), db, store.Options{})
+	st, err := sqlite.Open(context.Background(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestArtifactStoreCollected: in a shared artifact store, gc removes the
@@ -22,7 +23,7 @@ import (
 func TestArtifactStoreCollected(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

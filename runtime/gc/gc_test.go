@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestNothingLiveIsCollected: with a run running, gc touches none of its
@@ -20,7 +21,7 @@ import (
 func TestNothingLiveIsCollected(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // dailyPlan is examples/backfill's shape: daily from 2024-01-01, totals
@@ -31,9 +31,9 @@ func dailyPlan(codeVersion string, catchup bool, maxActive int) *compiler.Plan {
 	}
 }
 
-func openStore(t testing.TB) *store.SQLite {
+func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), store.Options{})
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +92,8 @@ func runOf(t testing.TB, s store.Store, p *compiler.Plan, key, codeVersion strin
 
 // queueOf is the workers' side of s, as pipec opens it.
 func queueOf(s store.Store) queue.Queue {
-	switch s := s.(type) {
-	case queue.Queue:
-		return s
-	case *store.SQLite:
-		return sqlitequeue.New(s)
-	}
-	return nil
+	q, _ := s.(queue.Queue)
+	return q
 }
 
 func read(t testing.TB, s store.Store, p *compiler.Plan) *Facts {
@@ -263,7 +258,7 @@ func TestActiveRunsAreSkippedAndNamed(t *testing.T) {
 	// Handed to workers (a real submission of the SQLite queue): no lease,
 	// in progress until the workers finish it.
 	iv3 := interval(t, p, "2024-01-03")
-	sub, err := sqlitequeue.New(s).Submit(ctx, queue.Submission{Run: store.NewRun{Pipeline: "daily", Interval: iv3.Key,
+	sub, err := s.Submit(ctx, queue.Submission{Run: store.NewRun{Pipeline: "daily", Interval: iv3.Key,
 		IntervalStart: iv3.Start, IntervalEnd: iv3.End}, Plan: []byte("{}"), BaseDir: "/spec", Interval: iv3.Key,
 		Tasks: []queue.Task{{Name: "events"}}})
 	if err != nil {

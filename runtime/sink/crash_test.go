@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // childEnv makes the test binary a publisher process (see TestMain).
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 func publishForever(dir string) int {
 	ctx := context.Background()
 	f := &fixture{dir: dir, db: filepath.Join(dir, ".pipec", "state.db")}
-	st, err := store.Open(ctx, f.db, store.Options{})
+	st, err := sqlite.Open(ctx, f.db, sqlite.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

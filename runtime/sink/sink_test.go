@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // fixture is a work directory with a state database and one running run.
 type fixture struct {
 	dir string
 	db  string
-	st  *store.SQLite
+	st  *sqlite.Store
 	run store.Run
 }
 
@@ -39,9 +40,9 @@ func newFixture(t testing.TB) *fixture {
 }
 
 // open opens another handle on the fixture's database.
-func (f *fixture) open(t testing.TB) *store.SQLite {
+func (f *fixture) open(t testing.TB) *sqlite.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), f.db, store.Options{})
+	st, err := sqlite.Open(context.Background(), f.db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,8 +19,8 @@ type Location struct {
 	Path string
 	// Server is true for a database server's URL (postgres://…) or
 	// keyword/value string, which Value holds and runtime/store/postgres
-	// opens (that package imports this one, so the opening itself is the
-	// caller's: cli.openState).
+	// opens (that package imports this one, so the opening itself is
+	// runtime/store/backend's).
 	Server bool
 	// dsn is Value's pairs when it is a keyword/value string.
 	dsn []dsnPair
@@ -140,15 +139,6 @@ func (l Location) secrets() []string {
 		}
 	}
 	return out
-}
-
-// Open opens (creating if needed) the SQLite store at the location. A
-// server location is opened by its driver (see Server).
-func (l Location) Open(ctx context.Context, opt Options) (Store, error) {
-	if l.Server {
-		return nil, fmt.Errorf("state %s is a database server: open it with its driver", l)
-	}
-	return Open(ctx, l.Path, opt)
 }
 
 // redactURL masks the password of a URL ("postgres://u:xxxxx@host/db"),

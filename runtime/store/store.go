@@ -9,65 +9,23 @@
 //
 // # Durability
 //
-// The embedded implementation ([SQLite]) runs SQLite in WAL mode. Two things
-// must never be lost, not even to an OS crash or a power cut: a fencing token
-// once granted (else the same token could be handed out twice, and a sink
-// that saw the first holder's token would accept the second's writes as
-// equal), and a pointer once swapped (else a reader who saw the new version
-// could later see the old one again).
+// Two things must never be lost, not even to an OS crash or a power cut: a
+// fencing token once granted (else the same token could be handed out
+// twice, and a sink that saw the first holder's token would accept the
+// second's writes as equal), and a pointer once swapped (else a reader who
+// saw the new version could later see the old one again). Every backend
+// keeps both, each in its own way (a durable token epoch, and swaps on
+// stable storage before they return: see runtime/store/sqlite and
+// runtime/store/postgres). Any other write may be lost to a crash only in
+// ways a rerun already handles.
 //
-// Pointer swaps ([Store.CompareAndSwapPointer]) commit with PRAGMA
-// synchronous=FULL: the WAL is fsynced before COMMIT returns, so the swap is
-// on stable storage before the sink's link can show it.
+// # Implementations
 //
-// Token grants ([Store.NextToken], [Store.StartAttempt]) use a durable epoch
-// folded into every token instead of an fsync per grant: a token is
-// epoch*1e9 + n (epoch 3, 17th grant: 3000000017). Before a store handle
-// grants its first token it records a new epoch, one higher than any before,
-// with synchronous=FULL; later grants of that handle commit with NORMAL. A
-// grant is max(last token of the resource + 1, epoch*1e9), so tokens strictly
-// increase per resource across handles, processes and restarts. An OS crash
-// may roll back the last NORMAL grants, and with them the counter; but every
-// process dies with the OS, and any handle opened afterwards records a higher
-// epoch before granting, so every token it hands out exceeds every token
-// granted before the crash, lost or not. A handle never grants past its epoch's
-// 1e9 tokens without durably recording a new epoch first. The cost is one
-// fsync per store handle, not one per task attempt.
-//
-// Every other write commits with synchronous=NORMAL: atomic, and it survives a
-// kill -9 of any process (the WAL is in the OS page cache), but the last
-// commits may roll back after an OS crash or power loss. That is safe because
-//
-//   - the WAL is one append-only log and recovery keeps a prefix of it: after
-//     a crash the database is exactly as it was at some earlier moment, never
-//     a mix, and that moment is no earlier than the last FULL commit (its
-//     fsync covers every frame before it). A pointer swap thus always keeps
-//     the version record and the acceptance it depends on;
-//   - what a crash can take back only returns the state to one a rerun
-//     already handles: an attempt finished or marked unknown looks running
-//     again and is fenced by the rerun's higher tokens; a lease renewal is
-//     lost (shorter, never longer); a version or its acceptance is lost, and
-//     the rerun produces and audits it again. The processes that acted on
-//     the lost writes died with the OS, and what they left outside the store
-//     (staged data, unpublished copies in a sink) is never visible.
-//
-// Each handle runs its writes with group commit: writes waiting at the same
-// moment share one transaction (each in its own savepoint) and one fsync,
-// FULL if any of them needs it. A write returns only after its own
-// transaction committed, so batching changes throughput, never the guarantee.
-// One publisher alone is bound by the disk's fsync latency; concurrent
-// publishers in one process share fsyncs (see BenchmarkFencedPublish).
-//
-// # Concurrency
-//
-// A Store is safe for concurrent use by several goroutines. Several Store
-// handles, in one process or in several processes, may share one database
-// file: writes take SQLite's write lock up front (BEGIN IMMEDIATE) and retry
-// for up to the busy timeout while another handle holds it; reads see a
-// consistent snapshot and never block writers. Before BEGIN, writers queue
-// on an flock of "<db>-lock", so a waiting process wakes the moment the
-// writer before it is done instead of polling; SQLite's lock alone decides
-// correctness.
+// runtime/store/sqlite (an embedded SQLite file, the default) and
+// runtime/store/postgres (a PostgreSQL server); runtime/store/backend
+// opens a [Location] with the one it names. Each also implements the
+// workers' queue (runtime/queue); runtime/store/storetest is the
+// conformance suite every backend runs.
 //
 // # Clock
 //
@@ -108,6 +66,13 @@ var (
 	// ErrUnreachable: the state's database server does not answer (down,
 	// restarting, cut off): worth trying again, unlike a wrong address.
 	ErrUnreachable = errors.New("the state database does not answer")
+	// ErrDiskFull: the disk under the store refused a write: full, over a
+	// file size limit or a quota, failing, or read-only. Each backend
+	// tells it by its database's own codes, never by a message's words
+	// (SQLite: the SQLITE_FULL, SQLITE_IOERR and SQLITE_READONLY result
+	// codes; PostgreSQL: SQLSTATE 53100, disk_full). Nothing the caller
+	// gave is wrong: the disk needs fixing, and a rerun resumes.
+	ErrDiskFull = errors.New("disk full or not writable")
 )
 
 // RunState is the state of a run.
@@ -300,6 +265,9 @@ type AttemptRef struct {
 	Task   string
 	Number int
 }
+
+// String is "run task#number".
+func (r AttemptRef) String() string { return fmt.Sprintf("%s %s#%d", r.Run, r.Task, r.Number) }
 
 // Attempt is one launch of one task in one run.
 type Attempt struct {
@@ -512,8 +480,8 @@ type Event struct {
 	Payload json.RawMessage
 }
 
-// Store is the runtime's state. Implementations: SQLite (embedded, default);
-// a PostgreSQL one may follow behind the same interface. Every mutating method
+// Store is the runtime's state. Implementations: runtime/store/sqlite
+// (embedded, default) and runtime/store/postgres. Every mutating method
 // commits before it returns; see the package doc for durability.
 type Store interface {
 	// CreateRun allocates the next run id for (Pipeline, Interval) and records
@@ -620,8 +588,8 @@ type Store interface {
 	// granted a higher token (fence.FencedAtGrant; CASResult.GrantedToken).
 	// With s.Expect set, a pointer that moved since is Conflict.
 	// s.Version must be accepted, of the same pipeline, artifact and
-	// interval, and carry s.Token (ErrConflict otherwise). Durable
-	// (synchronous=FULL).
+	// interval, and carry s.Token (ErrConflict otherwise). Durable: on
+	// stable storage before it returns.
 	CompareAndSwapPointer(ctx context.Context, s Swap) (CASResult, error)
 	// Pointer returns the current pointer or ErrNotFound.
 	Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (Pointer, error)
@@ -646,4 +614,14 @@ type Store interface {
 
 	// Close releases the store's connections.
 	Close() error
+}
+
+// EventTailer is an optional capability of a Store: reading a run's log
+// from a sequence number on, so a reader following it (pipec run --json,
+// pipec ui) pays for what it has not seen yet only. A Store without it is
+// read whole (Events) and filtered.
+type EventTailer interface {
+	// EventsAfter returns the run's events with a sequence number above
+	// seq, in sequence order.
+	EventsAfter(ctx context.Context, run string, seq int64) ([]Event, error)
 }

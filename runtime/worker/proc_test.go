@@ -18,7 +18,7 @@ import (
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
-	"github.com/pipec/pipec/runtime/store/sqlitequeue"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // These tests run real `pipec worker` processes (built once in TestMain)
@@ -69,12 +69,6 @@ func onBoth(t *testing.T, test func(*testing.T, backend)) {
 type handle interface {
 	store.Store
 	queue.Queue
-}
-
-// sqliteHandle is an SQLite store with its queue.
-type sqliteHandle struct {
-	*store.SQLite
-	*sqlitequeue.Queue
 }
 
 // env is one test's world: a shared state (a schema on the server, or an
@@ -134,11 +128,11 @@ func newEnvAt(t testing.TB, url string, spec string, files map[string]string) *e
 		}
 		e.st = st
 	} else {
-		st, err := store.Open(context.Background(), e.url, store.Options{})
+		st, err := sqlite.Open(context.Background(), e.url, sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.st = sqliteHandle{st, sqlitequeue.New(st)}
+		e.st = st
 	}
 	t.Cleanup(func() { e.st.Close() })
 	return e

@@ -3,8 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -150,82 +148,5 @@ func TestFinishAfterTheClaimWasLost(t *testing.T) {
 	}
 	if st := workState(t, s, ref.Run, "b"); st != queue.WorkNotRun {
 		t.Fatalf("b is %s, want not_run", st)
-	}
-}
-
-// TestClaimStarting: the claim starts the task's first attempt of the visit
-// in its transaction (queued, a token of the run's pipeline@interval, the
-// next number), logged exactly as StartAttempt logs it; an attempt the
-// visit never ran is removed with its event by Finish (Result.Unused).
-func TestClaimStarting(t *testing.T) {
-	s := open(t, pg.Server(t), nil)
-	ctx := context.Background()
-	run, err := s.Submit(ctx, queue.Submission{
-		Run:  store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"},
-		Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01",
-		Tasks: []queue.Task{{Name: "a"}, {Name: "b"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Register(ctx, queue.WorkerInfo{Name: "w<1>", Host: "h", PID: 1, Slots: 2}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	spec := store.AttemptSpec{Worker: "w<1>", Host: "h", Boot: "boot-1"}
-	cl, err := s.ClaimStarting(ctx, "w<1>", time.Minute, spec)
-	if err != nil || cl == nil || cl.Attempt == nil {
-		t.Fatalf("claim: %+v, %v", cl, err)
-	}
-	a := *cl.Attempt
-	if a.Run != run.ID || a.Task != cl.Task || a.Number != cl.AttemptBase+1 || a.State != store.AttemptQueued ||
-		a.Resource != "p@2024-01-01" || a.Token <= 0 || a.Worker != "w<1>" || a.Host != "h" || a.Boot != "boot-1" {
-		t.Fatalf("the claim's attempt: %+v (base %d)", a, cl.AttemptBase)
-	}
-	// The same as StartAttempt would have logged.
-	other, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "b", Resource: "p@2024-01-01", Worker: "w<1>", Queued: true})
-	if err != nil || other.Token <= a.Token {
-		t.Fatalf("a later grant: %+v, %v", other, err)
-	}
-	evs, err := s.Events(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got, want string
-	for _, ev := range evs {
-		if ev.Kind == store.EventAttemptStarted && ev.Task == a.Task {
-			got = string(ev.Payload)
-		}
-		if ev.Kind == store.EventAttemptStarted && ev.Task == "b" {
-			want = strings.Replace(string(ev.Payload), fmt.Sprint(other.Token), fmt.Sprint(a.Token), 1)
-		}
-	}
-	if got != want || got == "" {
-		t.Fatalf("the claim's attempt.started payload\n%s\nwant (as StartAttempt)\n%s", got, want)
-	}
-	// The visit did not run it: Finish ends it failed, logged as
-	// FinishAttempt logs an end.
-	if err := s.Finish(ctx, "w<1>", cl.Ref, queue.Result{Ending: queue.NotRun, Reason: "input missing", Unused: &a.AttemptRef}); err != nil {
-		t.Fatal(err)
-	}
-	end, err := s.GetAttempt(ctx, a.AttemptRef)
-	if err != nil || end.State != store.AttemptFailed || end.Class != queue.ClassNotStarted || end.ExitCode != -1 {
-		t.Fatalf("the unused attempt: %+v, %v", end, err)
-	}
-	if err := s.FinishAttempt(ctx, other.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: queue.ClassNotStarted,
-		ExitCode: -1, ErrorTail: queue.UnusedReason}); err != nil {
-		t.Fatal(err)
-	}
-	evs, _ = s.Events(ctx, run.ID)
-	got, want = "", ""
-	for _, ev := range evs {
-		if ev.Kind == store.EventAttemptFinished && ev.Task == a.Task {
-			got = string(ev.Payload)
-		}
-		if ev.Kind == store.EventAttemptFinished && ev.Task == "b" {
-			want = strings.Replace(string(ev.Payload), fmt.Sprint(other.Token), fmt.Sprint(a.Token), 1)
-		}
-	}
-	if got != want || got == "" {
-		t.Fatalf("the unused attempt's end payload\n%s\nwant (as FinishAttempt)\n%s", got, want)
 	}
 }

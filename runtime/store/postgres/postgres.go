@@ -31,7 +31,7 @@
 // asynchronous commit: atomic and at once visible to every session, but a
 // server crash may take back the last few hundred milliseconds of them.
 // That is safe for the same reasons as the SQLite store's NORMAL commits
-// (see package store): recovery keeps a prefix of the WAL, including every
+// (see package runtime/store/sqlite): recovery keeps a prefix of the WAL, including every
 // synchronous commit, and what it took back returns the state to one the
 // runtime handles — an attempt finished looks running and is fenced by a
 // successor's higher token, a claim lost is claimed again, a finished task
@@ -147,7 +147,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		if ce := (*pgconn.ConnectError)(nil); errors.As(err, &ce) {
 			return nil, fmt.Errorf("state database %s: %w: %w", redacted(cfg), store.ErrUnreachable, err)
 		}
-		return nil, fmt.Errorf("state database %s: %w", redacted(cfg), err)
+		return nil, fmt.Errorf("state database %s: %w", redacted(cfg), diskFull(err))
 	}
 	return s, nil
 }
@@ -198,7 +198,7 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
 			continue
 		}
-		return err
+		return diskFull(err)
 	}
 }
 
@@ -211,6 +211,16 @@ var errRetry = errors.New("retry the transaction")
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// diskFull marks err as store.ErrDiskFull (errors.Is) when the server
+// reported SQLSTATE 53100, disk_full; any other err is returned as it is.
+func diskFull(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "53100" && !errors.Is(err, store.ErrDiskFull) {
+		return fmt.Errorf("%w: %w", store.ErrDiskFull, err)
+	}
+	return err
 }
 
 // isUnique reports a unique_violation.
@@ -264,7 +274,7 @@ func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, first func(*
 		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
 			continue
 		}
-		return err
+		return diskFull(err)
 	}
 }
 

@@ -32,12 +32,22 @@ func open(t testing.TB, srv *pgtest.Server, clock store.Clock) *postgres.Store {
 	return s
 }
 
-// TestConformance runs the contract every Store must keep against a real
-// PostgreSQL server, each check on its own schema.
+// TestConformance runs the backends' conformance suite (the store, run
+// slots, the queue and the capabilities) against a real PostgreSQL server,
+// each check on its own schema; every handle of a check has its own
+// connection pool, as workers on several machines do.
 func TestConformance(t *testing.T) {
 	srv := pg.Server(t)
-	storetest.Run(t, func(t *testing.T, clock store.Clock) store.Store {
-		return open(t, srv, clock)
+	storetest.Run(t, func(t *testing.T, clock store.Clock) func(*testing.T) storetest.Handle {
+		url := srv.NewSchema(t)
+		return func(t *testing.T) storetest.Handle {
+			s, err := postgres.Open(context.Background(), url, postgres.Options{Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
 	})
 }
 

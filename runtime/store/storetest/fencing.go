@@ -13,7 +13,7 @@ import (
 // the run lease on an interval, the state's identity, raised tokens and the
 // attempt state machine enforced by conditional updates.
 
-func testFenceAtGrant(t *testing.T, open Opener) {
+func testFenceAtGrant(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	r := newRun(t, s, "2024-01-01")
@@ -58,7 +58,7 @@ func testFenceAtGrant(t *testing.T, open Opener) {
 	}
 }
 
-func testPipelineScope(t *testing.T, open Opener) {
+func testPipelineScope(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	mk := func(pipeline string) store.Run {
@@ -106,7 +106,7 @@ func testPipelineScope(t *testing.T, open Opener) {
 	}
 }
 
-func testRunLease(t *testing.T, open Opener) {
+func testRunLease(t *testing.T, open single) {
 	clock := newFakeClock()
 	s := open(t, clock.Now)
 	ctx := context.Background()
@@ -170,7 +170,7 @@ func testRunLease(t *testing.T, open Opener) {
 	}
 }
 
-func testStateIDAndRaiseTokens(t *testing.T, open Opener) {
+func testStateIDAndRaiseTokens(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	id, err := s.StateID(ctx)
@@ -204,7 +204,7 @@ func testStateIDAndRaiseTokens(t *testing.T, open Opener) {
 	}
 }
 
-func testAttemptTransitions(t *testing.T, open Opener) {
+func testAttemptTransitions(t *testing.T, open single) {
 	clock := newFakeClock()
 	s := open(t, clock.Now)
 	ctx := context.Background()

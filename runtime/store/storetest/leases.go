@@ -11,7 +11,7 @@ import (
 // testRunLeases: RunLeases lists the leases of the pipeline's running runs,
 // live or expired on the store's clock, and forgets a run once it finished;
 // a run created without a lease (one handed to workers) has none.
-func testRunLeases(t *testing.T, open Opener) {
+func testRunLeases(t *testing.T, open single) {
 	clock := newFakeClock()
 	s := open(t, clock.Now)
 	ctx := context.Background()

@@ -13,7 +13,7 @@ import (
 // testProcessRecorded: the whole process identity is recorded and read back;
 // a launch intent (pid 0, durable) moves a queued attempt to running before
 // its process exists.
-func testProcessRecorded(t *testing.T, open Opener) {
+func testProcessRecorded(t *testing.T, open single) {
 	ctx := context.Background()
 	s := open(t, nil)
 	run := newRun(t, s, "2024-01-01")
@@ -39,7 +39,7 @@ func testProcessRecorded(t *testing.T, open Opener) {
 
 // testResolveAttempt: only an unknown attempt can be resolved, once; the
 // decision is recorded with who and why.
-func testResolveAttempt(t *testing.T, open Opener) {
+func testResolveAttempt(t *testing.T, open single) {
 	ctx := context.Background()
 	s := open(t, nil)
 	run := newRun(t, s, "2024-01-01")
@@ -78,7 +78,7 @@ func testResolveAttempt(t *testing.T, open Opener) {
 // was recorded finishes in one write that records both (Outcome.Ran): the
 // row and the events are those of MarkRunningAs then FinishAttempt, and
 // repeating the write changes nothing.
-func testFinishRecordsProcess(t *testing.T, open Opener) {
+func testFinishRecordsProcess(t *testing.T, open single) {
 	ctx := context.Background()
 	s := open(t, nil)
 	run := newRun(t, s, "2024-01-01")

@@ -14,29 +14,16 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// Handle is one connection to a shared state: its store and, for a store
-// that serves workers, its queue (nil otherwise).
-type Handle struct {
-	store.Store
-	Queue queue.Queue
-}
-
-// Shared makes a new, empty state whose clock (the one leases are judged
-// on too) is clock (time.Now when nil), and returns how to open handles on
-// it: each call opens another handle on the same state, as another
-// process would, closed when the test ends.
-type Shared func(t *testing.T, clock store.Clock) func(t *testing.T) Handle
-
-// RunSlots checks NewRun.MaxActive, the pipeline's max_active_runs held by
+// runSlots checks NewRun.MaxActive, the pipeline's max_active_runs held by
 // the store: CreateRun and a queue's Submit refuse a run beyond it with a
 // *RunSlotsError naming the runs in progress; a finished run, an expired
 // lease and a run taken over free their slot; a run handed to workers
 // holds one; and callers on separate handles creating runs at once never
 // exceed it together.
-func RunSlots(t *testing.T, open Shared) {
+func runSlots(t *testing.T, open Opener) {
 	for _, c := range []struct {
 		name string
-		fn   func(*testing.T, Shared)
+		fn   func(*testing.T, Opener)
 	}{
 		{"RefusedBeyondMaxActive", testRunSlotsRefused},
 		{"SubmittedRunsHoldSlots", testRunSlotsSubmitted},
@@ -64,7 +51,7 @@ func refusedSlots(t *testing.T, err error, what string) *store.RunSlotsError {
 	return e
 }
 
-func testRunSlotsRefused(t *testing.T, open Shared) {
+func testRunSlotsRefused(t *testing.T, open Opener) {
 	clock := newFakeClock()
 	s := open(t, clock.Now)(t)
 	ctx := context.Background()
@@ -134,17 +121,14 @@ func testRunSlotsRefused(t *testing.T, open Shared) {
 	}
 }
 
-func testRunSlotsSubmitted(t *testing.T, open Shared) {
+func testRunSlotsSubmitted(t *testing.T, open Opener) {
 	clock := newFakeClock()
 	h := open(t, clock.Now)(t)
-	if h.Queue == nil {
-		t.Skip("the store serves no workers")
-	}
 	ctx := context.Background()
 	sub := func(day int) (store.Run, error) {
 		nr := slotRun("orders", day, 0, 2, 0)
 		nr.Owner = store.RunOwner{}
-		return h.Queue.Submit(ctx, queue.Submission{Run: nr, Plan: []byte(`{"pipeline":"orders"}`), BaseDir: "/specs/orders",
+		return h.Submit(ctx, queue.Submission{Run: nr, Plan: []byte(`{"pipeline":"orders"}`), BaseDir: "/specs/orders",
 			Interval: nr.Interval, Tasks: []queue.Task{{Name: "a"}}})
 	}
 	s1, err := sub(1)
@@ -171,7 +155,7 @@ func testRunSlotsSubmitted(t *testing.T, open Shared) {
 	if _, err := h.CreateRun(ctx, slotRun("orders", 4, 104, 2, 10*time.Second)); err == nil {
 		t.Fatal("a local run beside a submitted one and a leased one, max 2, was created")
 	}
-	if st, err := h.Queue.Status(ctx, "orders/2024-01-03/r1"); err == nil {
+	if st, err := h.Status(ctx, "orders/2024-01-03/r1"); err == nil {
 		t.Fatalf("the refused submission was recorded: %+v", st)
 	}
 	if err := h.FinishRun(ctx, s1.ID, store.RunSucceeded); err != nil {
@@ -189,7 +173,7 @@ func testRunSlotsSubmitted(t *testing.T, open Shared) {
 // returned until just before FinishRun, so the count is never more than
 // the store's own: it must never exceed 3. Every interval is created in
 // the end (a refused caller tries again), and some callers were refused.
-func testRunSlotsConcurrent(t *testing.T, open Shared) {
+func testRunSlotsConcurrent(t *testing.T, open Opener) {
 	handle := open(t, nil)
 	const handles, callers, intervals, slots = 4, 3, 24, 3
 	hs := make([]Handle, handles)
@@ -220,9 +204,9 @@ func testRunSlotsConcurrent(t *testing.T, open Shared) {
 				for {
 					var err error
 					nr := slotRun("orders", day, 1000+c, slots, time.Minute)
-					if h.Queue != nil && day%2 == 0 {
+					if day%2 == 0 {
 						nr.Lease, nr.Owner = 0, store.RunOwner{}
-						r, err = h.Queue.Submit(ctx, queue.Submission{Run: nr, Plan: []byte(`{"pipeline":"orders"}`),
+						r, err = h.Submit(ctx, queue.Submission{Run: nr, Plan: []byte(`{"pipeline":"orders"}`),
 							BaseDir: "/specs/orders", Interval: nr.Interval, Tasks: []queue.Task{{Name: "a"}}})
 					} else {
 						r, err = h.CreateRun(ctx, nr)

@@ -1,9 +1,20 @@
-// Package storetest checks that an implementation of store.Store keeps the
-// guarantees the interface documents: run ids, tokens that only grow, attempt
-// states and leases judged on the store's clock, accepted versions per
-// interval, compare-and-swap outcomes, and the event log. An
-// implementation's tests call Run with a constructor; the SQLite store does,
-// and a PostgreSQL one must.
+// Package storetest is the conformance suite of a state backend: one suite,
+// with one fake clock, that every backend (runtime/store/sqlite,
+// runtime/store/postgres) runs with one call of Run from its tests.
+//
+// It checks that the backend's store.Store keeps the guarantees the
+// interface documents: run ids, tokens that only grow, attempt states and
+// leases judged on the store's clock, accepted versions per interval,
+// compare-and-swap outcomes, and the event log; that it holds a pipeline's
+// max_active_runs (NewRun.MaxActive) across handles; that its queue.Queue
+// keeps what that interface documents and the failover model decides: a
+// submitted DAG advances as tasks finish, the last task to finish ends the
+// run, a failure spreads "not run" downstream, a graceful hand-back counts
+// nowhere, an expired claim is swept to the model as a lost lease, a run no
+// live worker may go on with says it waits for a worker, two claimers never
+// get the same task, and a worker's name live in another process is
+// refused; and that the optional capabilities it has (queue.AttemptStarter,
+// store.EventTailer) keep theirs.
 package storetest
 
 import (
@@ -15,18 +26,45 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// Opener returns a new, empty store whose clock is clock (time.Now when nil),
-// closed when the test ends.
-type Opener func(t *testing.T, clock store.Clock) store.Store
+// Handle is one connection to a shared state: its store and the workers'
+// queue on it, one value (as runtime/store/backend opens it), on which the
+// optional capabilities are found by a type assertion.
+type Handle interface {
+	store.Store
+	queue.Queue
+}
 
-// Run runs every check as a subtest.
+// Opener makes a new, empty shared state whose clock (the one leases are
+// judged on too) is clock (time.Now when nil), and returns how to open
+// handles on it: each call opens another handle on the same state, as
+// another process would, closed when the test ends.
+type Opener func(t *testing.T, clock store.Clock) func(t *testing.T) Handle
+
+// Run runs every check of the suite as a subtest: the store's, the run
+// slots', the queue's and those of the optional capabilities the backend
+// has (the others are skipped, saying so).
 func Run(t *testing.T, open Opener) {
+	t.Run("Store", func(t *testing.T) {
+		runStore(t, func(t *testing.T, clock store.Clock) store.Store { return open(t, clock)(t) })
+	})
+	t.Run("RunSlots", func(t *testing.T) { runSlots(t, open) })
+	t.Run("Queue", func(t *testing.T) { runQueue(t, open) })
+	t.Run("Capabilities", func(t *testing.T) { runCapabilities(t, open) })
+}
+
+// single opens a new, empty state and one handle on it, as the store's
+// checks need: its clock is clock (time.Now when nil).
+type single func(t *testing.T, clock store.Clock) store.Store
+
+// runStore runs the store's checks (store.Store) as subtests.
+func runStore(t *testing.T, open single) {
 	for _, c := range []struct {
 		name string
-		fn   func(*testing.T, Opener)
+		fn   func(*testing.T, single)
 	}{
 		{"RunIDsCountPerInterval", testRunIDsCountPerInterval},
 		{"AttemptsLeasesAndUnknown", testAttemptsLeasesAndUnknown},
@@ -52,7 +90,8 @@ func Run(t *testing.T, open Opener) {
 	}
 }
 
-// fakeClock is a store clock the test moves by hand.
+// fakeClock is the suite's clock, which a check moves by hand: the store's
+// clock, and the one its leases are judged on.
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -88,7 +127,7 @@ func newRun(t testing.TB, s store.Store, interval string) store.Run {
 	return r
 }
 
-func testRunIDsCountPerInterval(t *testing.T, open Opener) {
+func testRunIDsCountPerInterval(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	a := newRun(t, s, "2024-01-01")
@@ -115,7 +154,7 @@ func testRunIDsCountPerInterval(t *testing.T, open Opener) {
 	}
 }
 
-func testAttemptsLeasesAndUnknown(t *testing.T, open Opener) {
+func testAttemptsLeasesAndUnknown(t *testing.T, open single) {
 	clock := newFakeClock()
 	s := open(t, clock.Now)
 	ctx := context.Background()
@@ -225,7 +264,7 @@ func publishable(t testing.TB, s store.Store, run, task, artifact, interval, dig
 	return v
 }
 
-func testVersionsAcceptedPerInterval(t *testing.T, open Opener) {
+func testVersionsAcceptedPerInterval(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	r := newRun(t, s, "2024-01-01")
@@ -267,7 +306,7 @@ func testVersionsAcceptedPerInterval(t *testing.T, open Opener) {
 	}
 }
 
-func testCompareAndSwapPointer(t *testing.T, open Opener) {
+func testCompareAndSwapPointer(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	r := newRun(t, s, "2024-01-01")
@@ -335,7 +374,7 @@ func testCompareAndSwapPointer(t *testing.T, open Opener) {
 	}
 }
 
-func testAbandonRun(t *testing.T, open Opener) {
+func testAbandonRun(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	crashed := newRun(t, s, "2024-01-01")
@@ -384,7 +423,7 @@ func testAbandonRun(t *testing.T, open Opener) {
 
 // testConcurrentTokens grants tokens of one resource from many goroutines:
 // all distinct, and each goroutine's strictly increasing.
-func testConcurrentTokens(t *testing.T, open Opener) {
+func testConcurrentTokens(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	const workers, each = 8, 50
@@ -428,7 +467,7 @@ func testConcurrentTokens(t *testing.T, open Opener) {
 
 // testConcurrentSwaps races 8 swaps from one base (Expect) per round: exactly
 // one wins, and the pointer's token strictly increases.
-func testConcurrentSwaps(t *testing.T, open Opener) {
+func testConcurrentSwaps(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	r := newRun(t, s, "2024-01-01")
@@ -482,7 +521,7 @@ func testConcurrentSwaps(t *testing.T, open Opener) {
 // An attempt whose process ended without showing whether its effect
 // happened is recorded unknown; recording unknown again is a no-op, and a
 // succeeded or failed attempt cannot become unknown.
-func testFinishUnknown(t *testing.T, open Opener) {
+func testFinishUnknown(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	r := newRun(t, s, "2024-01-01")
@@ -517,7 +556,7 @@ func testFinishUnknown(t *testing.T, open Opener) {
 
 // TaskAttempts returns one task's attempts across the runs of an interval,
 // by token, and nothing of other tasks or intervals.
-func testTaskAttempts(t *testing.T, open Opener) {
+func testTaskAttempts(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	r1 := newRun(t, s, "2024-01-01")
@@ -552,7 +591,7 @@ func testTaskAttempts(t *testing.T, open Opener) {
 
 // A cancelled run is over at once, says who and why, holds its interval no
 // more, and cannot be cancelled or finished again.
-func testCancelRun(t *testing.T, open Opener) {
+func testCancelRun(t *testing.T, open single) {
 	s := open(t, nil)
 	ctx := context.Background()
 	r, err := s.CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-01", Lease: time.Minute,

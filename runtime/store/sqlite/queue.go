@@ -1,6 +1,8 @@
-// Package sqlitequeue is the worker queue (queue.Queue) on the SQLite
-// store: several pipec worker processes on one machine sharing one state
-// file, with pipec submit and pipec workers beside them.
+package sqlite
+
+// The worker queue (queue.Queue) on the SQLite store: several pipec worker
+// processes on one machine sharing one state file, with pipec submit and
+// pipec workers beside them.
 //
 // It makes the same decisions as the PostgreSQL queue, through the same
 // functions (runtime/queue: queue.Choose, queue.Finished, queue.Expired,
@@ -8,7 +10,7 @@
 //
 //   - Locking: SQLite has no row locks and no SKIP LOCKED. Every claim,
 //     finish and sweep is one write transaction of the store (BEGIN
-//     IMMEDIATE, store.SQLite.Update), so they run one after another across
+//     IMMEDIATE, update), so they run one after another across
 //     every handle and process of the file; a claim judges all ready tasks
 //     with nothing changing under it. The lock is held for a few statements,
 //     never while a task runs. A claim or sweep first asks a read-only
@@ -18,7 +20,7 @@
 //     (CLOCK_BOOTTIME with the boot id, package clock), like the attempts':
 //     a wall-clock step neither expires a live worker nor keeps a dead one
 //     live, and after a reboot every lease of the boot before has expired. A
-//     shared SQLite file is one machine by definition; store.CheckLocal
+//     shared SQLite file is one machine by definition; CheckLocal
 //     (which pipec worker, workers and submit call) refuses a file on a
 //     network filesystem, where neither SQLite's locks nor one boot's clock
 //     hold.
@@ -27,7 +29,6 @@
 //     which changes when another connection commits and costs no read of
 //     the database, and reads the counter only then; the poll backs off
 //     while nothing commits.
-package sqlitequeue
 
 import (
 	"context"
@@ -42,15 +43,7 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// Queue is queue.Queue on an SQLite store. It holds nothing of its own: any
-// number of Queues, in any number of processes, may share a file.
-type Queue struct {
-	s *store.SQLite
-	// poll is how soon after a commit Wakeups looks at the file again.
-	poll time.Duration
-}
-
-var _ queue.Queue = (*Queue)(nil)
+var _ queue.Queue = (*Store)(nil)
 
 // DefaultWakeupPoll is how soon after a commit Wakeups polls PRAGMA
 // data_version again; MaxWakeupPoll how seldom it polls a file nobody
@@ -60,23 +53,20 @@ const (
 	MaxWakeupPoll     = 160 * time.Millisecond
 )
 
-// New returns the queue on s.
-func New(s *store.SQLite) *Queue { return &Queue{s: s, poll: DefaultWakeupPoll} }
-
 // bumpSignal tells idle workers (Wakeups) that tasks may have become ready.
-func bumpSignal(ctx context.Context, tx *store.Tx) error {
+func bumpSignal(ctx context.Context, tx *queueTx) error {
 	_, err := tx.Exec(ctx, `UPDATE work_signal SET n = n + 1 WHERE id = 1`)
 	return err
 }
 
 // Submit implements queue.Queue.
-func (q *Queue) Submit(ctx context.Context, sub queue.Submission) (store.Run, error) {
+func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, error) {
 	rows, err := queue.Plan(sub)
 	if err != nil {
 		return store.Run{}, err
 	}
 	var r store.Run
-	err = q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+	err = s.update(ctx, func(ctx context.Context, tx *queueTx) error {
 		var err error
 		if r, err = tx.CreateRun(ctx, sub.Run); err != nil {
 			return err
@@ -108,15 +98,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 const liveSQL = `state = 'live' AND expiry_boot = ?1 AND expiry_until > ?2`
 
 // Register implements queue.Queue.
-func (q *Queue) Register(ctx context.Context, w queue.WorkerInfo, lease time.Duration) error {
+func (s *Store) Register(ctx context.Context, w queue.WorkerInfo, lease time.Duration) error {
 	if w.Name == "" {
 		return fmt.Errorf("register: a worker needs a name")
 	}
 	if lease <= 0 {
 		return fmt.Errorf("register: the lease must be positive")
 	}
-	return q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
-		now := q.s.LeaseNow()
+	return s.update(ctx, func(ctx context.Context, tx *queueTx) error {
+		now := s.lease()
 		var host string
 		var pid int
 		var live bool
@@ -145,12 +135,12 @@ ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots
 }
 
 // Heartbeat implements queue.Queue.
-func (q *Queue) Heartbeat(ctx context.Context, name string, lease time.Duration) ([]queue.Ref, error) {
+func (s *Store) Heartbeat(ctx context.Context, name string, lease time.Duration) ([]queue.Ref, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("heartbeat: the lease must be positive")
 	}
 	var held []queue.Ref
-	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+	err := s.update(ctx, func(ctx context.Context, tx *queueTx) error {
 		held = nil
 		until := tx.LeaseUntil(lease)
 		res, err := tx.Exec(ctx, `UPDATE workers SET last_seen = ?2, expiry_boot = ?3, expiry_until = ?4 WHERE name = ?1 AND state <> 'stopped'`,
@@ -165,7 +155,7 @@ func (q *Queue) Heartbeat(ctx context.Context, name string, lease time.Duration)
 		}
 		// Only claims still live: one that expired (this worker was paused
 		// or cut off) is lost, whether or not a sweep saw it yet.
-		now := q.s.LeaseNow()
+		now := s.lease()
 		if _, err := tx.Exec(ctx, `UPDATE work SET claim_boot = ?2, claim_until = ?3 WHERE worker = ?1 AND state = 'claimed'
 	AND claim_boot = ?4 AND claim_until > ?5`, name, until.Boot, until.Nanos, now.Boot, now.Nanos); err != nil {
 			return err
@@ -181,16 +171,16 @@ ORDER BY run, task`, name, until.Boot, until.Nanos))
 }
 
 // Stopping implements queue.Queue.
-func (q *Queue) Stopping(ctx context.Context, name string) error {
-	return q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+func (s *Store) Stopping(ctx context.Context, name string) error {
+	return s.update(ctx, func(ctx context.Context, tx *queueTx) error {
 		_, err := tx.Exec(ctx, `UPDATE workers SET state = 'stopping' WHERE name = ? AND state = 'live'`, name)
 		return err
 	})
 }
 
 // Deregister implements queue.Queue.
-func (q *Queue) Deregister(ctx context.Context, name string) error {
-	return q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+func (s *Store) Deregister(ctx context.Context, name string) error {
+	return s.update(ctx, func(ctx context.Context, tx *queueTx) error {
 		_, err := tx.Exec(ctx, `UPDATE workers SET state = 'stopped', last_seen = ? WHERE name = ?`, tx.Now(), name)
 		return err
 	})
@@ -247,7 +237,7 @@ func scanCandidate(r *sql.Rows) (queue.Work, error) {
 // pool's tasks are claimed now (busy caches the counts of the claim's
 // earlier pages). The claim holds the file's write lock, so no other claim
 // raises a count before this one commits.
-func poolsBusy(ctx context.Context, tx *store.Tx, cands []queue.Work, busy map[string]int) error {
+func poolsBusy(ctx context.Context, tx *queueTx, cands []queue.Work, busy map[string]int) error {
 	for _, k := range queue.Pools(cands) {
 		if _, ok := busy[k]; ok {
 			continue
@@ -269,9 +259,9 @@ func poolsBusy(ctx context.Context, tx *store.Tx, cands []queue.Work, busy map[s
 // exists reports, from a read that takes no lock, whether query finds a
 // row: a claim or sweep with nothing to do then never queues for the write
 // lock. A row that appears just after is found by the next poll or wakeup.
-func (q *Queue) exists(ctx context.Context, query string, args ...any) (bool, error) {
+func (s *Store) exists(ctx context.Context, query string, args ...any) (bool, error) {
 	var found bool
-	err := q.s.Reader().QueryRowContext(ctx, `SELECT EXISTS (`+query+`)`, args...).Scan(&found)
+	err := s.r.QueryRowContext(ctx, `SELECT EXISTS (`+query+`)`, args...).Scan(&found)
 	return found, err
 }
 
@@ -297,20 +287,20 @@ ORDER BY w.run, w.task LIMIT ?3`
 // runs whose tasks no live worker may start (or, when nothing was claimed,
 // whose labelled tasks no live worker offers the labels of) say what they
 // wait for.
-func (q *Queue) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
+func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("claim: the lease must be positive")
 	}
-	if ok, err := q.exists(ctx, `SELECT 1 FROM work WHERE state = 'ready'`); err != nil || !ok {
+	if ok, err := s.exists(ctx, `SELECT 1 FROM work WHERE state = 'ready'`); err != nil || !ok {
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
 		return nil, nil
 	}
 	var out *queue.Claim
-	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+	err := s.update(ctx, func(ctx context.Context, tx *queueTx) error {
 		out = nil
-		now := q.s.LeaseNow()
+		now := s.lease()
 		live, err := collect(func(r *sql.Rows) (queue.WorkerInfo, error) {
 			var w queue.WorkerInfo
 			var labels string
@@ -417,16 +407,16 @@ WHERE run = ?1 AND waiting <> ?2 AND (waiting = '' OR substr(waiting, 1, length(
 }
 
 // Finish implements queue.Queue: queue.Finished decides, this writes it.
-func (q *Queue) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
+func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
 	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
 		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
 	}
 	lost := false
-	update := q.s.Update
+	update := s.update
 	if r.End != nil && r.End.Outcome.Ran != nil && r.End.Outcome.Ran.Durable {
-		update = q.s.UpdateDurable // as FinishAttempt would commit it
+		update = s.updateDurable // as FinishAttempt would commit it
 	}
-	err := update(ctx, func(ctx context.Context, tx *store.Tx) error {
+	err := update(ctx, func(ctx context.Context, tx *queueTx) error {
 		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
@@ -473,7 +463,7 @@ func (q *Queue) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 // applyChange writes what a visit's end (or its claim's expiry) decided:
 // the task's row and events, then its dependents' counts or the spread of
 // its failure, and a wakeup.
-func applyChange(ctx context.Context, tx *store.Tx, w *queue.Work, c queue.Change) error {
+func applyChange(ctx context.Context, tx *queueTx, w *queue.Work, c queue.Change) error {
 	if _, err := tx.Exec(ctx, `UPDATE work SET state = ?3, failover = ?4, reason = ?5, worker = CASE WHEN ?3 = 'ready' THEN '' ELSE worker END,
 	claim_boot = '', claim_until = 0 WHERE run = ?1 AND task = ?2`, w.Run, w.Task, c.State, queue.JSON(w.Failover), c.Reason); err != nil {
 		return err
@@ -516,7 +506,7 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 
 // maybeFinishRun finishes the run when none of its tasks is left to do
 // (queue.RunEnd).
-func maybeFinishRun(ctx context.Context, tx *store.Tx, run string) error {
+func maybeFinishRun(ctx context.Context, tx *queueTx, run string) error {
 	// Two probes of the (run, state) index: whether any task is open, and
 	// whether any failed (queue.RunEnd needs no more than that).
 	var open, bad int
@@ -551,18 +541,18 @@ const expiredSQL = `state = 'claimed' AND (claim_boot <> ?1 OR claim_until <= ?2
 // Sweep implements queue.Queue: a claim whose lease expired belongs to a
 // worker that stopped renewing (SIGSTOP, SIGKILL); the model treats it as a
 // lost lease (queue.Expired).
-func (q *Queue) Sweep(ctx context.Context) (int, error) {
-	now := q.s.LeaseNow()
-	if ok, err := q.exists(ctx, `SELECT 1 FROM work WHERE `+expiredSQL, now.Boot, now.Nanos); err != nil || !ok {
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	now := s.lease()
+	if ok, err := s.exists(ctx, `SELECT 1 FROM work WHERE `+expiredSQL, now.Boot, now.Nanos); err != nil || !ok {
 		if err != nil {
 			return 0, fmt.Errorf("sweep: %w", err)
 		}
 		return 0, nil
 	}
 	n := 0
-	err := q.s.Update(ctx, func(ctx context.Context, tx *store.Tx) error {
+	err := s.update(ctx, func(ctx context.Context, tx *queueTx) error {
 		n = 0
-		now := q.s.LeaseNow()
+		now := s.lease()
 		expired, err := collect(scanWork)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels FROM work WHERE `+expiredSQL+`
 ORDER BY run, task`, now.Boot, now.Nanos))
 		if err != nil {
@@ -593,9 +583,9 @@ ORDER BY run, task`, now.Boot, now.Nanos))
 }
 
 // Workers implements queue.Queue.
-func (q *Queue) Workers(ctx context.Context) ([]queue.WorkerRow, error) {
-	db := q.s.Reader()
-	now, wall := q.s.LeaseNow(), q.s.Now()
+func (s *Store) Workers(ctx context.Context) ([]queue.WorkerRow, error) {
+	db := s.r
+	now, wall := s.lease(), s.now()
 	ws, err := collect(func(r *sql.Rows) (queue.WorkerRow, error) {
 		var w queue.WorkerRow
 		var labels string
@@ -634,9 +624,9 @@ WHERE r.state = 'running' ORDER BY w.run, w.task`))
 }
 
 // Submitted implements queue.Queue.
-func (q *Queue) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
+func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
 	var plan, base, iv string
-	err := q.s.Reader().QueryRowContext(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = ?`, run).Scan(&plan, &base, &iv)
+	err := s.r.QueryRowContext(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = ?`, run).Scan(&plan, &base, &iv)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", "", fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
 	}
@@ -644,14 +634,14 @@ func (q *Queue) Submitted(ctx context.Context, run string) ([]byte, string, stri
 }
 
 // Status implements queue.Queue.
-func (q *Queue) Status(ctx context.Context, run string) (queue.RunStatus, error) {
+func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error) {
 	var rs queue.RunStatus
-	r, err := q.s.GetRun(ctx, run)
+	r, err := s.GetRun(ctx, run)
 	if err != nil {
 		return rs, err
 	}
 	rs.Run = r
-	db := q.s.Reader()
+	db := s.r
 	err = db.QueryRowContext(ctx, `SELECT waiting FROM submissions WHERE run = ?`, run).Scan(&rs.Waiting)
 	if errors.Is(err, sql.ErrNoRows) {
 		return rs, fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
@@ -677,8 +667,8 @@ func (q *Queue) Status(ctx context.Context, run string) (queue.RunStatus, error)
 // at DefaultWakeupPoll after every change and doubles while nothing
 // commits, up to MaxWakeupPoll, so an idle worker costs next to nothing
 // and a busy file is watched closely.
-func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
-	conn, err := q.s.Reader().Conn(ctx)
+func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+	conn, err := s.r.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -707,7 +697,7 @@ func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 		defer conn.Close()
 		defer dataVersion.Close()
 		defer signal.Close()
-		delay := q.poll
+		delay := s.poll
 		t := time.NewTimer(delay)
 		defer t.Stop()
 		for {
@@ -725,7 +715,7 @@ func (q *Queue) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 				t.Reset(delay)
 				continue
 			}
-			version, delay = v, q.poll
+			version, delay = v, s.poll
 			n, err := read(signal)
 			if err != nil {
 				return

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	pclock "github.com/pipec/pipec/runtime/clock"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // childEnv makes the test binary act as a second process on a database (see
@@ -78,7 +79,7 @@ func rawDB(t testing.TB, path string) *sql.DB {
 	return db
 }
 
-func openTest(t testing.TB, path string, clock Clock) *SQLite {
+func openTest(t testing.TB, path string, clock store.Clock) *Store {
 	t.Helper()
 	opt := Options{Clock: clock}
 	if clock != nil {
@@ -92,9 +93,9 @@ func openTest(t testing.TB, path string, clock Clock) *SQLite {
 	return s
 }
 
-func newRun(t testing.TB, s Store, interval string) Run {
+func newRun(t testing.TB, s store.Store, interval string) store.Run {
 	t.Helper()
-	r, err := s.CreateRun(context.Background(), NewRun{
+	r, err := s.CreateRun(context.Background(), store.NewRun{
 		Pipeline: "orders", Interval: interval,
 		IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
 		IntervalEnd:   time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC),
@@ -162,7 +163,7 @@ func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != "orders/2024-01-01/r1" || got.State != RunRunning || got.CodeVersion != "2024.06.1" ||
+	if got.ID != "orders/2024-01-01/r1" || got.State != store.RunRunning || got.CodeVersion != "2024.06.1" ||
 		!got.IntervalStart.Equal(r.IntervalStart) || !got.Created.Equal(r.Created) {
 		t.Errorf("reopened run = %+v, want %+v", got, r)
 	}
@@ -324,21 +325,21 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if i%2 == 0 {
-				var a Attempt
-				a, errs[i] = s.StartAttempt(ctx, AttemptSpec{Run: r.ID, Task: "t", Resource: "res"})
+				var a store.Attempt
+				a, errs[i] = s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "t", Resource: "res"})
 				toks[i] = a.Token
 				return
 			}
 			// Fails inside the transaction, after the event insert would
 			// have happened for a real run.
-			_, errs[i] = s.StartAttempt(ctx, AttemptSpec{Run: "missing/run/r1", Task: "t", Resource: "res"})
+			_, errs[i] = s.StartAttempt(ctx, store.AttemptSpec{Run: "missing/run/r1", Task: "t", Resource: "res"})
 		}()
 	}
 	wg.Wait()
 	seen := map[int64]bool{}
 	for i := 0; i < n; i++ {
 		if i%2 == 1 {
-			if !errors.Is(errs[i], ErrNotFound) {
+			if !errors.Is(errs[i], store.ErrNotFound) {
 				t.Errorf("write %d: %v, want ErrNotFound", i, errs[i])
 			}
 			continue

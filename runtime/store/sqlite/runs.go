@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -10,29 +10,30 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/clock"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // CreateRun implements Store.
-func (s *SQLite) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
+func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, error) {
 	if nr.Pipeline == "" || nr.Interval == "" {
-		return Run{}, fmt.Errorf("create run: pipeline and interval are required")
+		return store.Run{}, fmt.Errorf("create run: pipeline and interval are required")
 	}
-	var r Run
+	var r store.Run
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		var err error
 		r, err = s.createRun(ctx, tx, nr)
 		return err
 	})
 	if err != nil {
-		return Run{}, fmt.Errorf("create run: %w", err)
+		return store.Run{}, fmt.Errorf("create run: %w", err)
 	}
 	return r, nil
 }
 
 // createRun is CreateRun inside a write transaction (also the queue's
 // Submit, which records the run and its work in one).
-func (s *SQLite) createRun(ctx context.Context, tx *wtx, nr NewRun) (Run, error) {
-	var r Run
+func (s *Store) createRun(ctx context.Context, tx *wtx, nr store.NewRun) (store.Run, error) {
+	var r store.Run
 	err := func() error {
 		now := s.now()
 		// The interval's lease, judged and taken in this transaction: of two
@@ -50,7 +51,7 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 		live := err == nil && !clock.Expired(clock.Reading{Boot: untilBoot, Nanos: untilLease}, s.lease())
 		switch {
 		case live && !(nr.TakeOver != "" && nr.TakeOver == holder):
-			return &RunBusyError{Run: holder, Owner: RunOwner{Host: host, PID: pid}, Since: timeOf(since), Expiry: timeOf(until)}
+			return &store.RunBusyError{Run: holder, Owner: store.RunOwner{Host: host, PID: pid}, Since: timeOf(since), Expiry: timeOf(until)}
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
@@ -60,7 +61,7 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 		if err != nil {
 			return err
 		}
-		if err := CheckRunSlots(nr, running); err != nil {
+		if err := store.CheckRunSlots(nr, running); err != nil {
 			return err
 		}
 		var seq int
@@ -68,7 +69,7 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 			nr.Pipeline, nr.Interval).Scan(&seq); err != nil {
 			return err
 		}
-		r = Run{
+		r = store.Run{
 			ID:            fmt.Sprintf("%s/%s/r%d", nr.Pipeline, nr.Interval, seq),
 			Pipeline:      nr.Pipeline,
 			Interval:      nr.Interval,
@@ -76,7 +77,7 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 			IntervalEnd:   nr.IntervalEnd.UTC(),
 			CodeVersion:   nr.CodeVersion,
 			PlanDigest:    nr.PlanDigest,
-			State:         RunRunning,
+			State:         store.RunRunning,
 			Created:       timeOf(now),
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, state, created)
@@ -101,14 +102,14 @@ ON CONFLICT (pipeline, interval_key) DO UPDATE SET run = excluded.run, host = ex
 				payload["took_over"] = holder // its lease had expired
 			}
 		}
-		return appendEvent(ctx, tx, now, Event{Run: r.ID, Kind: EventRunCreated}, payload)
+		return appendEvent(ctx, tx, now, store.Event{Run: r.ID, Kind: store.EventRunCreated}, payload)
 	}()
 	return r, err
 }
 
 // runningRuns reads the pipeline's running runs with their leases and
 // submissions, for CheckRunSlots.
-func (s *SQLite) runningRuns(ctx context.Context, tx *wtx, pipeline string) ([]RunningRun, error) {
+func (s *Store) runningRuns(ctx context.Context, tx *wtx, pipeline string) ([]store.RunningRun, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT r.id, r.interval_key, l.run IS NOT NULL, COALESCE(l.host, ''), COALESCE(l.pid, 0),
 	COALESCE(l.since, 0), COALESCE(l.expiry_boot, ''), COALESCE(l.expiry_until, 0), s.run IS NOT NULL
 FROM runs r LEFT JOIN run_leases l ON l.run = r.id LEFT JOIN submissions s ON s.run = r.id
@@ -117,9 +118,9 @@ WHERE r.pipeline = ? AND r.state = 'running'`, pipeline)
 		return nil, err
 	}
 	defer rows.Close()
-	var out []RunningRun
+	var out []store.RunningRun
 	for rows.Next() {
-		var r RunningRun
+		var r store.RunningRun
 		var since, untilLease int64
 		var untilBoot string
 		if err := rows.Scan(&r.Run, &r.Interval, &r.Leased, &r.Owner.Host, &r.Owner.PID, &since, &untilBoot, &untilLease, &r.Submitted); err != nil {
@@ -134,33 +135,33 @@ WHERE r.pipeline = ? AND r.state = 'running'`, pipeline)
 
 const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled`
 
-func scanRun(sc interface{ Scan(...any) error }) (Run, error) {
-	var r Run
+func scanRun(sc interface{ Scan(...any) error }) (store.Run, error) {
+	var r store.Run
 	var start, end, created, finished int64
 	var state string
 	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled); err != nil {
-		return Run{}, err
+		return store.Run{}, err
 	}
 	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)
-	r.State = RunState(state)
+	r.State = store.RunState(state)
 	if r.Cancelled != "" {
-		r.State = RunCancelled
+		r.State = store.RunCancelled
 	}
 	r.Created, r.Finished = timeOf(created), timeOf(finished)
 	return r, nil
 }
 
 // GetRun implements Store.
-func (s *SQLite) GetRun(ctx context.Context, id string) (Run, error) {
+func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Run{}, fmt.Errorf("run %q: %w", id, ErrNotFound)
+		return store.Run{}, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
 	}
 	return r, err
 }
 
 // ListRuns implements Store.
-func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
 	var where []string
 	var args []any
 	if f.Pipeline != "" {
@@ -181,7 +182,7 @@ func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Run
+	var out []store.Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
@@ -193,24 +194,24 @@ func (s *SQLite) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 }
 
 // FinishRun implements Store.
-func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error {
-	if state != RunSucceeded && state != RunFailed {
+func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) error {
+	if state != store.RunSucceeded && state != store.RunFailed {
 		return fmt.Errorf("finish run %q: state %q is not final", id, state)
 	}
 	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("run %q: %w", id, ErrNotFound)
+			return fmt.Errorf("run %q: %w", id, store.ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		if RunState(cur) == state {
+		if store.RunState(cur) == state {
 			return nil
 		}
-		if RunState(cur) != RunRunning {
-			return fmt.Errorf("finish run %q as %s: already %s: %w", id, state, cur, ErrConflict)
+		if store.RunState(cur) != store.RunRunning {
+			return fmt.Errorf("finish run %q as %s: already %s: %w", id, state, cur, store.ErrConflict)
 		}
 		now := s.now()
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET state = ?, finished = ? WHERE id = ? AND state = 'running'`, string(state), now, id)
@@ -218,18 +219,18 @@ func (s *SQLite) FinishRun(ctx context.Context, id string, state RunState) error
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("finish run %q: it changed under the update (%v): %w", id, err, ErrConflict)
+			return fmt.Errorf("finish run %q: it changed under the update (%v): %w", id, err, store.ErrConflict)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM run_leases WHERE run = ?`, id); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunFinished}, map[string]any{"state": string(state)})
+		return appendEvent(ctx, tx, now, store.Event{Run: id, Kind: store.EventRunFinished}, map[string]any{"state": string(state)})
 	})
 }
 
 // CancelRun implements Store.
-func (s *SQLite) CancelRun(ctx context.Context, id, reason, by string) (Run, error) {
-	why := CancelledBy(by, reason)
+func (s *Store) CancelRun(ctx context.Context, id, reason, by string) (store.Run, error) {
+	why := store.CancelledBy(by, reason)
 	err := s.write(ctx, durable, func(ctx context.Context, tx *wtx) error {
 		now := s.now()
 		res, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'failed', finished = ?, cancelled = ? WHERE id = ? AND state = 'running'`, now, why, id)
@@ -248,10 +249,10 @@ func (s *SQLite) CancelRun(ctx context.Context, id, reason, by string) (Run, err
 WHERE run = ? AND state IN ('blocked', 'ready', 'claimed')`, "the run was cancelled "+why, id); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunCancelled}, map[string]any{"by": by, "reason": reason})
+		return appendEvent(ctx, tx, now, store.Event{Run: id, Kind: store.EventRunCancelled}, map[string]any{"by": by, "reason": reason})
 	})
 	if err != nil {
-		return Run{}, fmt.Errorf("cancel run %q: %w", id, err)
+		return store.Run{}, fmt.Errorf("cancel run %q: %w", id, err)
 	}
 	return s.GetRun(ctx, id)
 }
@@ -261,17 +262,17 @@ func runNotRunning(ctx context.Context, tx *wtx, id string) error {
 	var cur string
 	err := tx.QueryRowContext(ctx, `SELECT CASE WHEN cancelled <> '' THEN 'cancelled' ELSE state END FROM runs WHERE id = ?`, id).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("run %q: %w", id, ErrNotFound)
+		return fmt.Errorf("run %q: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("run %q is %s already: %w", id, cur, ErrConflict)
+	return fmt.Errorf("run %q is %s already: %w", id, cur, store.ErrConflict)
 }
 
 // RenewRunLease implements Store: one conditional update, so a run whose
 // lease was taken over can never extend the new holder's.
-func (s *SQLite) RenewRunLease(ctx context.Context, id string, lease time.Duration) error {
+func (s *Store) RenewRunLease(ctx context.Context, id string, lease time.Duration) error {
 	if lease <= 0 {
 		return fmt.Errorf("renew run lease of %q: lease must be positive", id)
 	}
@@ -285,14 +286,14 @@ func (s *SQLite) RenewRunLease(ctx context.Context, id string, lease time.Durati
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return fmt.Errorf("renew run lease of %q: the run no longer holds its interval: %w", id, ErrLeaseLost)
+			return fmt.Errorf("renew run lease of %q: the run no longer holds its interval: %w", id, store.ErrLeaseLost)
 		}
 		return nil
 	})
 }
 
 // RunLeases implements Store.
-func (s *SQLite) RunLeases(ctx context.Context, pipeline string) ([]RunLease, error) {
+func (s *Store) RunLeases(ctx context.Context, pipeline string) ([]store.RunLease, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT l.run, l.interval_key, l.host, l.pid, l.since, l.expiry, l.expiry_boot, l.expiry_until
 FROM run_leases l JOIN runs r ON r.id = l.run
 WHERE l.pipeline = ? AND r.state = 'running' ORDER BY l.interval_key`, pipeline)
@@ -300,9 +301,9 @@ WHERE l.pipeline = ? AND r.state = 'running' ORDER BY l.interval_key`, pipeline)
 		return nil, err
 	}
 	defer rows.Close()
-	var out []RunLease
+	var out []store.RunLease
 	for rows.Next() {
-		var l RunLease
+		var l store.RunLease
 		var since, until, untilLease int64
 		var untilBoot string
 		if err := rows.Scan(&l.Run, &l.Interval, &l.Owner.Host, &l.Owner.PID, &since, &until, &untilBoot, &untilLease); err != nil {
@@ -316,14 +317,14 @@ WHERE l.pipeline = ? AND r.state = 'running' ORDER BY l.interval_key`, pipeline)
 }
 
 // AbandonRun implements Store.
-func (s *SQLite) AbandonRun(ctx context.Context, id, reason string) ([]Attempt, error) {
-	var out []Attempt
+func (s *Store) AbandonRun(ctx context.Context, id, reason string) ([]store.Attempt, error) {
+	var out []store.Attempt
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		out = nil
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM runs WHERE id = ?`, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("run %q: %w", id, ErrNotFound)
+			return fmt.Errorf("run %q: %w", id, store.ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -351,13 +352,13 @@ WHERE run = ? AND state IN ('queued', 'running') ORDER BY task, number`, id)
 				a.Run, a.Task, a.Number, string(a.State)); err != nil {
 				return err
 			}
-			if err := appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
+			if err := appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
 				map[string]any{"token": a.Token, "reason": reason}); err != nil {
 				return err
 			}
-			out[i].State = AttemptUnknown
+			out[i].State = store.AttemptUnknown
 		}
-		if RunState(cur) == RunRunning {
+		if store.RunState(cur) == store.RunRunning {
 			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = 'failed', finished = ? WHERE id = ? AND state = 'running'`, now, id); err != nil {
 				return err
 			}
@@ -365,7 +366,7 @@ WHERE run = ? AND state IN ('queued', 'running') ORDER BY task, number`, id)
 		if _, err := tx.ExecContext(ctx, `DELETE FROM run_leases WHERE run = ?`, id); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, now, Event{Run: id, Kind: EventRunAbandoned}, map[string]any{"reason": reason, "was": cur})
+		return appendEvent(ctx, tx, now, store.Event{Run: id, Kind: store.EventRunAbandoned}, map[string]any{"reason": reason, "was": cur})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("abandon run: %w", err)
@@ -374,7 +375,7 @@ WHERE run = ? AND state IN ('queued', 'running') ORDER BY task, number`, id)
 }
 
 // AppendEvent implements Store.
-func (s *SQLite) AppendEvent(ctx context.Context, e Event) (int64, error) {
+func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 	if e.Kind == "" {
 		return 0, fmt.Errorf("append event: kind is required")
 	}
@@ -396,7 +397,7 @@ func (s *SQLite) AppendEvent(ctx context.Context, e Event) (int64, error) {
 
 // appendEvent records an event inside a transaction; payload is marshalled
 // (encoding/json sorts map keys, so the stored text is deterministic).
-func appendEvent(ctx context.Context, tx *wtx, now int64, e Event, payload map[string]any) error {
+func appendEvent(ctx context.Context, tx *wtx, now int64, e store.Event, payload map[string]any) error {
 	var text string
 	if payload != nil {
 		b, err := json.Marshal(payload)
@@ -412,6 +413,6 @@ func appendEvent(ctx context.Context, tx *wtx, now int64, e Event, payload map[s
 
 // Events implements Store: the whole log, which is the log after seq 0 (seq
 // is the rowid, so the first event has seq 1).
-func (s *SQLite) Events(ctx context.Context, run string) ([]Event, error) {
+func (s *Store) Events(ctx context.Context, run string) ([]store.Event, error) {
 	return s.EventsAfter(ctx, run, 0)
 }

@@ -1,4 +1,75 @@
-package store
+// Package sqlite is the embedded store.Store, and the workers' queue.Queue
+// on it: one SQLite database file in WAL mode, shared by every pipec
+// process on the machine that names it.
+//
+// # Durability
+//
+// The store runs SQLite in WAL mode. Two things
+// must never be lost, not even to an OS crash or a power cut: a fencing token
+// once granted (else the same token could be handed out twice, and a sink
+// that saw the first holder's token would accept the second's writes as
+// equal), and a pointer once swapped (else a reader who saw the new version
+// could later see the old one again).
+//
+// Pointer swaps ([store.Store.CompareAndSwapPointer]) commit with PRAGMA
+// synchronous=FULL: the WAL is fsynced before COMMIT returns, so the swap is
+// on stable storage before the sink's link can show it.
+//
+// Token grants ([store.Store.NextToken], [store.Store.StartAttempt]) use a durable epoch
+// folded into every token instead of an fsync per grant: a token is
+// epoch*1e9 + n (epoch 3, 17th grant: 3000000017). Before a store handle
+// grants its first token it records a new epoch, one higher than any before,
+// with synchronous=FULL; later grants of that handle commit with NORMAL. A
+// grant is max(last token of the resource + 1, epoch*1e9), so tokens strictly
+// increase per resource across handles, processes and restarts. An OS crash
+// may roll back the last NORMAL grants, and with them the counter; but every
+// process dies with the OS, and any handle opened afterwards records a higher
+// epoch before granting, so every token it hands out exceeds every token
+// granted before the crash, lost or not. A handle never grants past its epoch's
+// 1e9 tokens without durably recording a new epoch first. The cost is one
+// fsync per store handle, not one per task attempt.
+//
+// Every other write commits with synchronous=NORMAL: atomic, and it survives a
+// kill -9 of any process (the WAL is in the OS page cache), but the last
+// commits may roll back after an OS crash or power loss. That is safe because
+//
+//   - the WAL is one append-only log and recovery keeps a prefix of it: after
+//     a crash the database is exactly as it was at some earlier moment, never
+//     a mix, and that moment is no earlier than the last FULL commit (its
+//     fsync covers every frame before it). A pointer swap thus always keeps
+//     the version record and the acceptance it depends on;
+//   - what a crash can take back only returns the state to one a rerun
+//     already handles: an attempt finished or marked unknown looks running
+//     again and is fenced by the rerun's higher tokens; a lease renewal is
+//     lost (shorter, never longer); a version or its acceptance is lost, and
+//     the rerun produces and audits it again. The processes that acted on
+//     the lost writes died with the OS, and what they left outside the store
+//     (staged data, unpublished copies in a sink) is never visible.
+//
+// Each handle runs its writes with group commit: writes waiting at the same
+// moment share one transaction (each in its own savepoint) and one fsync,
+// FULL if any of them needs it. A write returns only after its own
+// transaction committed, so batching changes throughput, never the guarantee.
+// One publisher alone is bound by the disk's fsync latency; concurrent
+// publishers in one process share fsyncs (see BenchmarkFencedPublish).
+//
+// # Concurrency
+//
+// A [Store] is safe for concurrent use by several goroutines. Several Store
+// handles, in one process or in several processes, may share one database
+// file: writes take SQLite's write lock up front (BEGIN IMMEDIATE) and retry
+// for up to the busy timeout while another handle holds it; reads see a
+// consistent snapshot and never block writers. Before BEGIN, writers queue
+// on an flock of "<db>-lock", so a waiting process wakes the moment the
+// writer before it is done instead of polling; SQLite's lock alone decides
+// correctness.
+//
+// # Clock
+//
+// Times the store records come from Options.Clock; leases are judged on
+// Options.LeaseClock (CLOCK_BOOTTIME with the boot id): a wall-clock step
+// neither expires a live lease nor keeps a dead one live.
+package sqlite
 
 import (
 	"context"
@@ -10,36 +81,21 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
-	"modernc.org/sqlite" // registers the "sqlite" driver
+	msqlite "modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/pipec/pipec/runtime/clock"
+	"github.com/pipec/pipec/runtime/store"
 )
-
-// DefaultPath is where pipec keeps its state, relative to the working
-// directory.
-const DefaultPath = ".pipec/state.db"
-
-// ScratchDir is the folder where the users of a state file keep what they
-// write beside it: attempts' logs, staging and heartbeat files, and the
-// default artifact store (versions/). A state named state.db (the default,
-// .pipec/state.db) has its folder to itself and uses it; any other name
-// gets <name>.d beside it, so two states in one folder never share their
-// scratch (nor does one's pipec gc remove the other's versions).
-func ScratchDir(statePath string) string {
-	if filepath.Base(statePath) == filepath.Base(DefaultPath) {
-		return filepath.Dir(statePath)
-	}
-	return statePath + ".d"
-}
 
 // Options tune an SQLite store; the zero value is the production setting.
 type Options struct {
 	// Clock is the store's clock for the times it records (created,
 	// started, event times); nil means time.Now.
-	Clock Clock
+	Clock store.Clock
 	// LeaseClock judges leases (attempts' and runs'): nil means
 	// clock.Boottime, which never steps and names its boot. Tests that drive
 	// leases by hand pass clock.Wall of their fake clock.
@@ -49,14 +105,14 @@ type Options struct {
 	BusyTimeout time.Duration
 }
 
-// SQLite is the embedded Store: one SQLite database file in WAL mode.
+// Store is the embedded store.Store: one SQLite database file in WAL mode.
 //
 // Each handle keeps one write connection, on which the handle's writes run
 // with group commit (see write), and a small pool of read-only connections. Several handles and several processes may open the
 // same file.
-type SQLite struct {
+type Store struct {
 	path        string
-	clock       Clock
+	clock       store.Clock
 	lease       clock.Lease
 	busyTimeout time.Duration
 
@@ -81,17 +137,21 @@ type SQLite struct {
 	// batches is where leaders hand their batch to the batch goroutine (see
 	// lead); closed by Close.
 	batches chan batchJob
+
+	// poll is how soon after a commit the queue's Wakeups looks at the file
+	// again (queue.go).
+	poll time.Duration
 }
 
-var _ Store = (*SQLite)(nil)
+var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the state database at path and migrates its
 // schema. A new file is created with mode 0600 and a missing directory with
 // 0700: the state names commands, paths and errors that are nobody else's
 // business.
-func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
+func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if path == "" {
-		path = DefaultPath
+		path = store.DefaultPath
 	}
 	if opt.Clock == nil {
 		opt.Clock = time.Now
@@ -100,13 +160,13 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 		opt.BusyTimeout = 30 * time.Second
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, fmt.Errorf("state directory: %w", diskFull(err))
 	}
 	// Create the file ourselves so its mode is 0600; SQLite gives the -wal and
 	// -shm files the mode of the database file.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("state database: %w", err)
+		return nil, fmt.Errorf("state database: %w", diskFull(err))
 	}
 	f.Close()
 
@@ -148,8 +208,8 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	if opt.LeaseClock == nil {
 		opt.LeaseClock = clock.Boottime
 	}
-	s := &SQLite{path: path, clock: opt.Clock, lease: opt.LeaseClock, busyTimeout: opt.BusyTimeout, w: w, r: r, wlock: wl,
-		wc: &writeConn{db: w}}
+	s := &Store{path: path, clock: opt.Clock, lease: opt.LeaseClock, busyTimeout: opt.BusyTimeout, w: w, r: r, wlock: wl,
+		wc: &writeConn{db: w}, poll: DefaultWakeupPoll}
 	s.idle = sync.NewCond(&s.cmu)
 	s.batches = make(chan batchJob)
 	go s.batchLoop()
@@ -168,7 +228,7 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, diskFull(err))
 	}
 	return s, nil
 }
@@ -177,18 +237,18 @@ func Open(ctx context.Context, path string, opt Options) (*SQLite, error) {
 // opening an up-to-date database (pipec status, every run after the first)
 // takes no write lock and no fsync. Anything else, including a newer schema,
 // goes through migrate, which decides under the write lock.
-func (s *SQLite) schemaCurrent(ctx context.Context) bool {
+func (s *Store) schemaCurrent(ctx context.Context) bool {
 	var v int
 	err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v)
 	return err == nil && v == SchemaVersion()
 }
 
 // Path is the database file.
-func (s *SQLite) Path() string { return s.path }
+func (s *Store) Path() string { return s.path }
 
 // Close waits for the writes already queued, then closes the connections.
 // Writes after Close fail with ErrClosed.
-func (s *SQLite) Close() error {
+func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.cmu.Lock()
@@ -206,7 +266,7 @@ func (s *SQLite) Close() error {
 
 // IntegrityCheck runs PRAGMA integrity_check and returns an error listing the
 // problems, if any.
-func (s *SQLite) IntegrityCheck(ctx context.Context) error {
+func (s *Store) IntegrityCheck(ctx context.Context) error {
 	rows, err := s.r.QueryContext(ctx, `PRAGMA integrity_check`)
 	if err != nil {
 		return err
@@ -232,11 +292,11 @@ func (s *SQLite) IntegrityCheck(ctx context.Context) error {
 }
 
 // now is the store's clock in the unit the schema stores.
-func (s *SQLite) now() int64 { return s.clock().UnixNano() }
+func (s *Store) now() int64 { return s.clock().UnixNano() }
 
 // leaseUntil is the lease clock's reading lease from now (the boot, and 0
 // for no lease).
-func (s *SQLite) leaseUntil(lease time.Duration) (string, int64) {
+func (s *Store) leaseUntil(lease time.Duration) (string, int64) {
 	if lease <= 0 {
 		return "", 0
 	}
@@ -248,7 +308,7 @@ func (s *SQLite) leaseUntil(lease time.Duration) (string, int64) {
 // jittered, doubling 20µs..500µs between tries, for at most the busy timeout.
 // Only statements that take a lock before doing anything (BEGIN IMMEDIATE,
 // the journal mode switch) go through it, so retrying cannot repeat work.
-func (s *SQLite) retryBusy(ctx context.Context, fn func() error) error {
+func (s *Store) retryBusy(ctx context.Context, fn func() error) error {
 	deadline := time.Now().Add(s.busyTimeout)
 	pause := 20 * time.Microsecond
 	for {
@@ -267,10 +327,35 @@ func (s *SQLite) retryBusy(ctx context.Context, fn func() error) error {
 	}
 }
 
+// diskFull marks err as store.ErrDiskFull (errors.Is) when it is the
+// disk's refusal: SQLite's SQLITE_FULL, SQLITE_IOERR or SQLITE_READONLY
+// result code (any extended code), or, before SQLite has the file, the
+// system's ENOSPC, EDQUOT, EFBIG or EROFS. Any other err is returned as it
+// is.
+func diskFull(err error) error {
+	if err == nil || errors.Is(err, store.ErrDiskFull) {
+		return err
+	}
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY:
+			return fmt.Errorf("%w: %w", store.ErrDiskFull, err)
+		}
+		return err
+	}
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG, syscall.EROFS} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", store.ErrDiskFull, err)
+		}
+	}
+	return err
+}
+
 // isBusy reports SQLITE_BUSY (any extended code): another connection holds
 // the lock.
 func isBusy(err error) bool {
-	var se *sqlite.Error
+	var se *msqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 

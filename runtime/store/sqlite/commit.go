@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -37,7 +37,8 @@ type writeReq struct {
 
 // write runs fn in a write transaction and returns once that transaction
 // committed (or failed), with the durability mode asks for (see the package
-// doc for which writes need which).
+// doc for which writes need which). A write the disk refused is
+// store.ErrDiskFull (diskFull).
 //
 // Group commit, leader style: a write that finds no batch running runs one
 // itself, on its own goroutine; writes that arrive meanwhile queue, and when
@@ -53,18 +54,18 @@ type writeReq struct {
 // results; it runs once, or not at all when ctx is done before its turn. Its
 // statements run with ctx's values but not its cancellation: interrupting one
 // statement would roll back the whole shared transaction.
-func (s *SQLite) write(ctx context.Context, mode commitMode, fn func(context.Context, *wtx) error) error {
+func (s *Store) write(ctx context.Context, mode commitMode, fn func(context.Context, *wtx) error) error {
 	for {
 		err := s.submit(ctx, mode, fn)
 		if !errors.Is(err, errEpochSpent) {
-			return err
+			return diskFull(err)
 		}
 		// The spent epoch was dropped; the retry's batch records a new one
 		// durably.
 	}
 }
 
-func (s *SQLite) submit(ctx context.Context, mode commitMode, fn func(context.Context, *wtx) error) error {
+func (s *Store) submit(ctx context.Context, mode commitMode, fn func(context.Context, *wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func (s *SQLite) submit(ctx context.Context, mode commitMode, fn func(context.Co
 
 // lead runs one batch, the leader's own write first, then hands the lead to
 // the oldest write still queued, or steps down when none is.
-func (s *SQLite) lead() {
+func (s *Store) lead() {
 	s.cmu.Lock()
 	n := min(len(s.queue), maxBatch)
 	batch := s.queue[:n:n]
@@ -121,13 +122,13 @@ type batchJob struct {
 // small goroutine, every write paid for growing and copying its stack (7% of
 // a 1,000-task run's profile). One goroutine grows it once. The hand-over is
 // a channel send per batch, not per write.
-func (s *SQLite) batchLoop() {
+func (s *Store) batchLoop() {
 	for job := range s.batches {
 		job.done <- s.runJob(job)
 	}
 }
 
-func (s *SQLite) runJob(job batchJob) (p any) {
+func (s *Store) runJob(job batchJob) (p any) {
 	defer func() { p = recover() }()
 	s.commitBatch(s.wc, job.batch)
 	return nil
@@ -135,7 +136,7 @@ func (s *SQLite) runJob(job batchJob) (p any) {
 
 // handOff passes the lead to the oldest queued write, or steps down. It runs
 // deferred, so even a panicking batch leaves the handle usable.
-func (s *SQLite) handOff() {
+func (s *Store) handOff() {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if len(s.queue) > 0 {
@@ -147,7 +148,7 @@ func (s *SQLite) handOff() {
 }
 
 // commitBatch runs a batch in one transaction and answers every request.
-func (s *SQLite) commitBatch(wc *writeConn, batch []*writeReq) {
+func (s *Store) commitBatch(wc *writeConn, batch []*writeReq) {
 	defer func() {
 		if p := recover(); p != nil {
 			// A bug in a write: fail the whole batch, drop the connection
@@ -175,7 +176,7 @@ func (s *SQLite) commitBatch(wc *writeConn, batch []*writeReq) {
 
 // runBatch returns an error that fails every write of the batch (BEGIN or
 // COMMIT failed); results holds each write's own error.
-func (s *SQLite) runBatch(wc *writeConn, batch []*writeReq, results []error) error {
+func (s *Store) runBatch(wc *writeConn, batch []*writeReq, results []error) error {
 	ctx := context.Background()
 	full, granting := false, false
 	live := 0

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // TestMigrateFromVersion2: a state written before the pipeline scope (schema
@@ -52,7 +54,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if id, err := s.StateID(ctx); err != nil || len(id) != 32 {
 		t.Errorf("state id = %q, %v", id, err)
 	}
-	seq, err := s.AppendEvent(ctx, Event{Run: "orders/2024-01-01/r1", Kind: "x"})
+	seq, err := s.AppendEvent(ctx, store.Event{Run: "orders/2024-01-01/r1", Kind: "x"})
 	if err != nil || seq != 3 {
 		t.Errorf("the next event's seq = %d, %v; want 3", seq, err)
 	}

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/clock"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // fakeLease is a lease clock a test moves and reboots by hand.
@@ -44,11 +45,11 @@ func TestLeasesFollowTheLeaseClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	run, err := s.CreateRun(ctx, NewRun{Pipeline: "p", Interval: "2024-01-01", Lease: time.Minute, Owner: RunOwner{Host: "h", PID: 1}})
+	run, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", Lease: time.Minute, Owner: store.RunOwner{Host: "h", PID: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.StartAttempt(ctx, AttemptSpec{Run: run.ID, Task: "t", Resource: FenceResource("p", "2024-01-01"), Lease: time.Second})
+	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "t", Resource: store.FenceResource("p", "2024-01-01"), Lease: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestLeasesFollowTheLeaseClock(t *testing.T) {
 	if got, err := s.MarkUnknown(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("a wall step expired %+v, %v", got, err)
 	}
-	if _, err := s.CreateRun(ctx, NewRun{Pipeline: "p", Interval: "2024-01-01", Lease: time.Minute}); err == nil {
+	if _, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", Lease: time.Minute}); err == nil {
 		t.Fatal("a wall step expired the run lease")
 	}
 	lc.set("b1", 1000+int64(time.Second)) // the lease clock reaches the expiry
@@ -66,7 +67,7 @@ func TestLeasesFollowTheLeaseClock(t *testing.T) {
 		t.Fatalf("MarkUnknown at expiry = %+v, %v", got, err)
 	}
 	// A reboot: a small reading of another boot, yet every lease of b1 is gone.
-	a2, err := s.StartAttempt(ctx, AttemptSpec{Run: run.ID, Task: "t", Resource: FenceResource("p", "2024-01-01"), Lease: time.Hour})
+	a2, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "t", Resource: store.FenceResource("p", "2024-01-01"), Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestLeasesFollowTheLeaseClock(t *testing.T) {
 	if got, err := s.MarkUnknown(ctx); err != nil || len(got) != 1 || got[0].AttemptRef != a2.AttemptRef {
 		t.Fatalf("MarkUnknown after a reboot = %+v, %v", got, err)
 	}
-	if _, err := s.CreateRun(ctx, NewRun{Pipeline: "p", Interval: "2024-01-01", Lease: time.Minute}); err != nil {
+	if _, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", Lease: time.Minute}); err != nil {
 		t.Fatalf("the run lease of the old boot held: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // epochSpan is how many tokens one epoch holds: a token is
@@ -22,7 +24,7 @@ var errEpochSpent = errors.New("token epoch spent")
 // every token granted before, by any handle, in any epoch. The counter update
 // itself is not fsynced (see the package doc: the epoch is), and the UPSERT
 // runs under the write lock, so no two grants ever see the same value.
-func (s *SQLite) grantToken(ctx context.Context, tx *wtx, resource string) (int64, error) {
+func (s *Store) grantToken(ctx context.Context, tx *wtx, resource string) (int64, error) {
 	if resource == "" {
 		return 0, fmt.Errorf("token: resource is required")
 	}
@@ -47,7 +49,7 @@ ON CONFLICT (resource) DO UPDATE SET last = excluded.last`, resource, tok)
 
 // NextToken implements Store. See the package doc for why it survives power
 // loss without an fsync of its own.
-func (s *SQLite) NextToken(ctx context.Context, resource string) (int64, error) {
+func (s *Store) NextToken(ctx context.Context, resource string) (int64, error) {
 	var tok int64
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
 		var err error
@@ -63,24 +65,24 @@ func (s *SQLite) NextToken(ctx context.Context, resource string) (int64, error) 
 const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid,
 host, boot_id, pgid, proc_start`
 
-func scanAttempt(sc interface{ Scan(...any) error }) (Attempt, error) {
-	var a Attempt
+func scanAttempt(sc interface{ Scan(...any) error }) (store.Attempt, error) {
+	var a store.Attempt
 	var state string
 	var started, ended, expiry int64
 	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
 		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &a.ProcStart); err != nil {
-		return Attempt{}, err
+		return store.Attempt{}, err
 	}
-	a.State = AttemptState(state)
+	a.State = store.AttemptState(state)
 	a.Started, a.Ended, a.LeaseExpiry = timeOf(started), timeOf(ended), timeOf(expiry)
 	return a, nil
 }
 
-func getAttempt(ctx context.Context, q rowQuerier, ref AttemptRef) (Attempt, error) {
+func getAttempt(ctx context.Context, q rowQuerier, ref store.AttemptRef) (store.Attempt, error) {
 	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? AND task = ? AND number = ?`,
 		ref.Run, ref.Task, ref.Number))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Attempt{}, fmt.Errorf("attempt %s: %w", ref, ErrNotFound)
+		return store.Attempt{}, fmt.Errorf("attempt %s: %w", ref, store.ErrNotFound)
 	}
 	return a, err
 }
@@ -88,22 +90,19 @@ func getAttempt(ctx context.Context, q rowQuerier, ref AttemptRef) (Attempt, err
 // getAttemptHead reads what the state changes decide on (every column but
 // ended, lease and pid), on the path of every task: a queued or running
 // attempt has no end, and the changes set lease and pid themselves.
-func getAttemptHead(ctx context.Context, q rowQuerier, ref AttemptRef) (Attempt, error) {
-	a := Attempt{AttemptRef: ref}
+func getAttemptHead(ctx context.Context, q rowQuerier, ref store.AttemptRef) (store.Attempt, error) {
+	a := store.Attempt{AttemptRef: ref}
 	var state string
 	var started int64
 	err := q.QueryRowContext(ctx, `SELECT resource, token, state, class, exit_code, error_tail, started, worker FROM attempts
 WHERE run = ? AND task = ? AND number = ?`, ref.Run, ref.Task, ref.Number).Scan(&a.Resource, &a.Token, &state, &a.Class,
 		&a.ExitCode, &a.ErrorTail, &started, &a.Worker)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Attempt{}, fmt.Errorf("attempt %s: %w", ref, ErrNotFound)
+		return store.Attempt{}, fmt.Errorf("attempt %s: %w", ref, store.ErrNotFound)
 	}
-	a.State, a.Started = AttemptState(state), timeOf(started)
+	a.State, a.Started = store.AttemptState(state), timeOf(started)
 	return a, err
 }
-
-// String is "run task#number".
-func (r AttemptRef) String() string { return fmt.Sprintf("%s %s#%d", r.Run, r.Task, r.Number) }
 
 // expiry is the lease expiry for a lease starting at now; 0 for no lease.
 func expiry(now int64, lease time.Duration) int64 {
@@ -114,11 +113,11 @@ func expiry(now int64, lease time.Duration) int64 {
 }
 
 // StartAttempt implements Store. It grants a token (see NextToken).
-func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, error) {
+func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
 	if spec.Run == "" || spec.Task == "" {
-		return Attempt{}, fmt.Errorf("start attempt: run and task are required")
+		return store.Attempt{}, fmt.Errorf("start attempt: run and task are required")
 	}
-	var a Attempt
+	var a store.Attempt
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
 		// The run's state and the task's next attempt number in one
 		// statement (this is on the path of every task).
@@ -130,28 +129,28 @@ func (s *SQLite) StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, e
 			return err
 		}
 		if !runState.Valid {
-			return fmt.Errorf("run %q: %w", spec.Run, ErrNotFound)
+			return fmt.Errorf("run %q: %w", spec.Run, store.ErrNotFound)
 		}
-		if RunState(runState.String) != RunRunning {
-			return fmt.Errorf("run %q is %s: %w", spec.Run, runState.String, ErrConflict)
+		if store.RunState(runState.String) != store.RunRunning {
+			return fmt.Errorf("run %q is %s: %w", spec.Run, runState.String, store.ErrConflict)
 		}
 		tok, err := s.grantToken(ctx, tx, spec.Resource)
 		if err != nil {
 			return err
 		}
 		now := s.now()
-		a = Attempt{
-			AttemptRef: AttemptRef{Run: spec.Run, Task: spec.Task, Number: n},
+		a = store.Attempt{
+			AttemptRef: store.AttemptRef{Run: spec.Run, Task: spec.Task, Number: n},
 			Resource:   spec.Resource,
 			Token:      tok,
-			State:      AttemptRunning,
+			State:      store.AttemptRunning,
 			Worker:     spec.Worker,
 			PID:        spec.PID,
 			Host:       spec.Host,
 			Boot:       spec.Boot,
 		}
 		if spec.Queued {
-			a.State = AttemptQueued
+			a.State = store.AttemptQueued
 		} else {
 			a.Started = timeOf(now)
 			a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
@@ -168,26 +167,26 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+		return appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
 			"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
 			"lease_ms": spec.Lease.Milliseconds(),
 		})
 	})
 	if err != nil {
-		return Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
+		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
 	}
 	return a, nil
 }
 
 // MarkRunning implements Store: MarkRunningAs with only a pid (its own group).
-func (s *SQLite) MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error) {
-	return s.MarkRunningAs(ctx, ref, Running{Process: Process{PID: pid, PGID: pid}, Lease: lease})
+func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, lease time.Duration) (store.Attempt, error) {
+	return s.MarkRunningAs(ctx, ref, store.Running{Process: store.Process{PID: pid, PGID: pid}, Lease: lease})
 }
 
 // RenewLease implements Store. A lease of 0 renews by the attempt's own lease
 // duration (the one given to StartAttempt or MarkRunning), so a heartbeat
 // command need not know it.
-func (s *SQLite) RenewLease(ctx context.Context, ref AttemptRef, token int64, lease time.Duration) error {
+func (s *Store) RenewLease(ctx context.Context, ref store.AttemptRef, token int64, lease time.Duration) error {
 	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		// One conditional update: the WHERE is the safety (an attempt marked
 		// unknown, finished or re-granted is never extended), not a read
@@ -214,7 +213,7 @@ WHERE run = ?3 AND task = ?4 AND number = ?5 AND state = 'running' AND token = ?
 		if err != nil {
 			return fmt.Errorf("renew lease of %s: %w", ref, err)
 		}
-		return fmt.Errorf("renew lease of %s (token %d): attempt is %s with token %d: %w", ref, token, cur.State, cur.Token, ErrLeaseLost)
+		return fmt.Errorf("renew lease of %s (token %d): attempt is %s with token %d: %w", ref, token, cur.State, cur.Token, store.ErrLeaseLost)
 	})
 }
 
@@ -229,14 +228,14 @@ func changed(res sql.Result, err error) error {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("changed concurrently: %w", ErrConflict)
+		return fmt.Errorf("changed concurrently: %w", store.ErrConflict)
 	}
 	return nil
 }
 
 // MarkUnknown implements Store.
-func (s *SQLite) MarkUnknown(ctx context.Context) ([]Attempt, error) {
-	var out []Attempt
+func (s *Store) MarkUnknown(ctx context.Context) ([]store.Attempt, error) {
+	var out []store.Attempt
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		out = nil
 		now, lc := s.now(), s.lease()
@@ -245,7 +244,7 @@ WHERE state = 'running' AND lease_expiry > 0 AND (lease_boot != ? OR lease_until
 		if err != nil {
 			return err
 		}
-		var expired []Attempt
+		var expired []store.Attempt
 		for rows.Next() {
 			a, err := scanAttempt(rows)
 			if err != nil {
@@ -263,11 +262,11 @@ WHERE state = 'running' AND lease_expiry > 0 AND (lease_boot != ? OR lease_until
 WHERE run = ? AND task = ? AND number = ? AND state = 'running' AND token = ?`, a.Run, a.Task, a.Number, a.Token)); err != nil {
 				return err
 			}
-			if err := appendEvent(ctx, tx, now, Event{Run: a.Run, Kind: EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
+			if err := appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
 				map[string]any{"token": a.Token, "lease_expiry": a.LeaseExpiry.Format(time.RFC3339Nano)}); err != nil {
 				return err
 			}
-			a.State = AttemptUnknown
+			a.State = store.AttemptUnknown
 			out = append(out, a)
 		}
 		return nil
@@ -279,7 +278,7 @@ WHERE run = ? AND task = ? AND number = ? AND state = 'running' AND token = ?`, 
 }
 
 // FinishAttempt implements Store.
-func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) error {
+func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
 	if !o.State.Recordable() {
 		return fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
 	}
@@ -292,13 +291,13 @@ func (s *SQLite) FinishAttempt(ctx context.Context, ref AttemptRef, o Outcome) e
 
 // finishAttempt is FinishAttempt inside a write transaction (the worker
 // queue's Finish records a visit's last attempt with it, Tx.FinishAttempt).
-func (s *SQLite) finishAttempt(ctx context.Context, tx *wtx, ref AttemptRef, o Outcome) error {
+func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef, o store.Outcome) error {
 	cur, err := getAttemptHead(ctx, tx, ref)
 	if err != nil {
 		return err
 	}
-	ran := o.Ran != nil && cur.State.CanBecome(AttemptRunning)
-	if noop, err := CheckFinish(cur, o, ran); noop || err != nil {
+	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
+	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
 		return err
 	}
 	if ran {
@@ -307,7 +306,7 @@ func (s *SQLite) finishAttempt(ctx context.Context, tx *wtx, ref AttemptRef, o O
 		if _, err := s.markRunning(ctx, tx, ref, *o.Ran); err != nil {
 			return err
 		}
-		cur.State = AttemptRunning
+		cur.State = store.AttemptRunning
 	}
 	now := s.now()
 	if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
@@ -315,24 +314,24 @@ WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o
 		ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
 		return fmt.Errorf("finish attempt %s: %w", ref, err)
 	}
-	return appendEvent(ctx, tx, now, Event{Run: ref.Run, Kind: EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+	return appendEvent(ctx, tx, now, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
 		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
 			"token": cur.Token, "was": string(cur.State)})
 }
 
 // GetAttempt implements Store.
-func (s *SQLite) GetAttempt(ctx context.Context, ref AttemptRef) (Attempt, error) {
+func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Attempt, error) {
 	return getAttempt(ctx, s.r, ref)
 }
 
 // Attempts implements Store.
-func (s *SQLite) Attempts(ctx context.Context, run string) ([]Attempt, error) {
+func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? ORDER BY task, number`, run)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Attempt
+	var out []store.Attempt
 	for rows.Next() {
 		a, err := scanAttempt(rows)
 		if err != nil {
@@ -344,13 +343,13 @@ func (s *SQLite) Attempts(ctx context.Context, run string) ([]Attempt, error) {
 }
 
 // TaskAttempts implements Store.
-func (s *SQLite) TaskAttempts(ctx context.Context, resource, task string) ([]Attempt, error) {
+func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]store.Attempt, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`, resource, task)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Attempt
+	var out []store.Attempt
 	for rows.Next() {
 		a, err := scanAttempt(rows)
 		if err != nil {
@@ -362,7 +361,7 @@ func (s *SQLite) TaskAttempts(ctx context.Context, resource, task string) ([]Att
 }
 
 // StateID implements Store.
-func (s *SQLite) StateID(ctx context.Context) (string, error) {
+func (s *Store) StateID(ctx context.Context) (string, error) {
 	var id string
 	if err := s.r.QueryRowContext(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
 		return "", fmt.Errorf("state id: %w", err)
@@ -373,7 +372,7 @@ func (s *SQLite) StateID(ctx context.Context) (string, error) {
 // RaiseTokens implements Store. Durable: a sink adopted by this state
 // refuses every token not above floor, so a raise lost to a power cut would
 // make the state's next grants useless there.
-func (s *SQLite) RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error {
+func (s *Store) RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error {
 	if floor <= 0 || len(resources) == 0 {
 		return nil
 	}
@@ -393,7 +392,100 @@ ON CONFLICT (resource) DO UPDATE SET last = MAX(last, excluded.last)`, res, floo
 		if _, err := tx.ExecContext(ctx, `UPDATE epochs SET epoch = MAX(epoch, ?)`, floor/epochSpan); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, s.now(), Event{Kind: EventTokensRaised}, map[string]any{
+		return appendEvent(ctx, tx, s.now(), store.Event{Kind: store.EventTokensRaised}, map[string]any{
 			"resources": resources, "floor": floor, "reason": reason})
 	})
+}
+
+// MarkRunningAs implements Store.
+func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
+	mode := normal
+	if run.Durable {
+		mode = durable
+	}
+	var a store.Attempt
+	err := s.write(ctx, mode, func(ctx context.Context, tx *wtx) error {
+		var err error
+		a, err = s.markRunning(ctx, tx, ref, run)
+		return err
+	})
+	if err != nil {
+		return store.Attempt{}, fmt.Errorf("mark running: %w", err)
+	}
+	return a, nil
+}
+
+// markRunning is MarkRunningAs inside a write (FinishAttempt uses it too,
+// see Outcome.Ran).
+func (s *Store) markRunning(ctx context.Context, tx *wtx, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
+	p, lease := run.Process, run.Lease
+	cur, err := getAttempt(ctx, tx, ref)
+	if err != nil {
+		return store.Attempt{}, err
+	}
+	if !cur.State.CanBecome(store.AttemptRunning) {
+		return store.Attempt{}, fmt.Errorf("attempt %s is %s: %w", ref, cur.State, store.ErrConflict)
+	}
+	now := s.now()
+	started := nanos(cur.Started)
+	if cur.State == store.AttemptQueued {
+		started = now
+	}
+	host, boot := cur.Host, cur.Boot
+	if p.Host != "" {
+		host, boot = p.Host, p.Boot
+	}
+	// Conditional on the state and token read above: the WHERE is the
+	// safety, not the read.
+	leaseBoot, leaseUntil := s.leaseUntil(lease)
+	if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = 'running', started = ?, pid = ?, pgid = ?, proc_start = ?,
+host = ?, boot_id = ?, lease_ms = ?, lease_expiry = ?, lease_boot = ?, lease_until = ?
+WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started, p.PID, p.PGID, int64(p.Start), host, boot,
+		lease.Milliseconds(), expiry(now, lease), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
+		return store.Attempt{}, fmt.Errorf("attempt %s: %w", ref, err)
+	}
+	if cur.State == store.AttemptQueued {
+		if err := appendEvent(ctx, tx, now, store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+			map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()}); err != nil {
+			return store.Attempt{}, err
+		}
+	}
+	// The update's values, without reading the row back.
+	a := cur
+	a.State, a.Started, a.LeaseExpiry = store.AttemptRunning, timeOf(started), timeOf(expiry(now, lease))
+	a.PID, a.PGID, a.ProcStart, a.Host, a.Boot = p.PID, p.PGID, p.Start, host, boot
+	return a, nil
+}
+
+// ResolveAttempt implements Store. The attempt's class becomes "resolved"
+// and its error tail the reason; the event keeps who, why and as what.
+func (s *Store) ResolveAttempt(ctx context.Context, ref store.AttemptRef, as store.AttemptState, reason, by string) (store.Attempt, error) {
+	if !as.Finished() {
+		return store.Attempt{}, fmt.Errorf("resolve %s: %q is not succeeded or failed", ref, as)
+	}
+	var a store.Attempt
+	err := s.write(ctx, durable, func(ctx context.Context, tx *wtx) error {
+		cur, err := getAttempt(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		if cur.State != store.AttemptUnknown {
+			return fmt.Errorf("resolve %s: the attempt is %s, only an unknown attempt can be resolved: %w", ref, cur.State, store.ErrConflict)
+		}
+		now := s.now()
+		if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = 0, error_tail = ?, ended = ?, lease_expiry = 0
+WHERE run = ? AND task = ? AND number = ? AND state = 'unknown'`, string(as), store.ClassResolved, reason, now, ref.Run, ref.Task, ref.Number)); err != nil {
+			return fmt.Errorf("resolve %s: %w", ref, err)
+		}
+		if err := appendEvent(ctx, tx, now, store.Event{Run: ref.Run, Kind: store.EventAttemptResolved, Task: ref.Task, Attempt: ref.Number},
+			map[string]any{"as": string(as), "reason": reason, "by": by, "token": cur.Token}); err != nil {
+			return err
+		}
+		a, err = getAttempt(ctx, tx, ref)
+		return err
+	})
+	if err != nil {
+		return store.Attempt{}, err
+	}
+	return a, nil
 }

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -8,14 +8,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // seedVersions records n accepted versions of orders_clean@interval, each
 // from its own attempt with the next token, in one transaction (setup, not
 // what is measured), and returns them in token order.
-func seedVersions(b *testing.B, s *SQLite, run, interval string, n int) []Version {
+func seedVersions(b *testing.B, s *Store, run, interval string, n int) []store.Version {
 	b.Helper()
-	out := make([]Version, 0, n)
+	out := make([]store.Version, 0, n)
 	err := s.write(context.Background(), grants, func(ctx context.Context, tx *wtx) error {
 		var first int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ? AND task = 'clean'`, run).Scan(&first); err != nil {
@@ -38,7 +40,7 @@ VALUES ('orders_clean', ?, ?, ?, 'clean', ?, ?, '', '', 'accepted', 1)`, interva
 				return err
 			}
 			id, _ := res.LastInsertId()
-			out = append(out, Version{ID: id, Artifact: "orders_clean", Interval: interval, Token: tok})
+			out = append(out, store.Version{ID: id, Artifact: "orders_clean", Interval: interval, Token: tok})
 		}
 		return nil
 	})
@@ -63,7 +65,7 @@ func BenchmarkFencedPublish(b *testing.B) {
 		ctx := context.Background()
 		b.ResetTimer()
 		var elapsed time.Duration // the swaps only, not the seeding
-		var pool []Version
+		var pool []store.Version
 		for i := 0; i < b.N; i++ {
 			if len(pool) == 0 {
 				b.StopTimer()
@@ -73,9 +75,9 @@ func BenchmarkFencedPublish(b *testing.B) {
 			v := pool[0]
 			pool = pool[1:]
 			t0 := time.Now()
-			res, err := s.CompareAndSwapPointer(ctx, Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+			res, err := s.CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
 			elapsed += time.Since(t0)
-			if err != nil || res.Outcome != Won {
+			if err != nil || res.Outcome != store.Won {
 				b.Fatalf("swap %d: %+v, %v", i, res, err)
 			}
 		}
@@ -93,8 +95,8 @@ func concurrentPublish(b *testing.B, publishers int, shared bool) {
 	s := openTest(b, path, nil)
 	run := newRun(b, s, "2024-01-01")
 	per := b.N/publishers + 1
-	pools := make([][]Version, publishers)
-	handles := make([]*SQLite, publishers)
+	pools := make([][]store.Version, publishers)
+	handles := make([]*Store, publishers)
 	for p := range pools {
 		pools[p] = seedVersions(b, s, run.ID, fmt.Sprintf("2024-01-%02d", p+1), per)
 		handles[p] = s
@@ -112,8 +114,8 @@ func concurrentPublish(b *testing.B, publishers int, shared bool) {
 		go func() {
 			defer wg.Done()
 			for _, v := range pools[p] {
-				res, err := handles[p].CompareAndSwapPointer(ctx, Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
-				if err == nil && res.Outcome != Won {
+				res, err := handles[p].CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+				if err == nil && res.Outcome != store.Won {
 					err = fmt.Errorf("outcome %s", res.Outcome)
 				}
 				if err != nil {
@@ -139,22 +141,22 @@ func BenchmarkAttemptLifecycle(b *testing.B) {
 	s := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
 	run := newRun(b, s, "2024-01-01")
 	ctx := context.Background()
-	res := FenceResource("orders", "2024-01-01")
+	res := store.FenceResource("orders", "2024-01-01")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		task := fmt.Sprintf("t%d", i)
-		a, err := s.StartAttempt(ctx, AttemptSpec{Run: run.ID, Task: task, Resource: res, Lease: time.Minute})
+		a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: task, Resource: res, Lease: time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}
-		v, err := s.RecordVersion(ctx, Version{Artifact: task, Interval: "2024-01-01", Digest: "sha256:00", Run: run.ID, Task: task, Attempt: a.Number})
+		v, err := s.RecordVersion(ctx, store.Version{Artifact: task, Interval: "2024-01-01", Digest: "sha256:00", Run: run.ID, Task: task, Attempt: a.Number})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := s.AcceptVersion(ctx, v.ID); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.FinishAttempt(ctx, a.AttemptRef, Outcome{State: AttemptSucceeded}); err != nil {
+		if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -7,25 +7,26 @@ import (
 	"fmt"
 
 	"github.com/pipec/pipec/runtime/fence"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 const pointerColumns = `pipeline, sink, artifact, interval_key, version, token, unfenced, updated`
 
-func scanPointer(sc interface{ Scan(...any) error }) (Pointer, error) {
-	var p Pointer
+func scanPointer(sc interface{ Scan(...any) error }) (store.Pointer, error) {
+	var p store.Pointer
 	var updated int64
 	if err := sc.Scan(&p.Pipeline, &p.Sink, &p.Artifact, &p.Interval, &p.Version, &p.Token, &p.Unfenced, &updated); err != nil {
-		return Pointer{}, err
+		return store.Pointer{}, err
 	}
 	p.Updated = timeOf(updated)
 	return p, nil
 }
 
-func getPointer(ctx context.Context, q rowQuerier, pipeline, sink, artifact, interval string) (Pointer, error) {
+func getPointer(ctx context.Context, q rowQuerier, pipeline, sink, artifact, interval string) (store.Pointer, error) {
 	p, err := scanPointer(q.QueryRowContext(ctx, `SELECT `+pointerColumns+` FROM pointers
 WHERE pipeline = ? AND sink = ? AND artifact = ? AND interval_key = ?`, pipeline, sink, artifact, interval))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Pointer{}, fmt.Errorf("pointer %s:%s/%s@%s: %w", pipeline, sink, artifact, interval, ErrNotFound)
+		return store.Pointer{}, fmt.Errorf("pointer %s:%s/%s@%s: %w", pipeline, sink, artifact, interval, store.ErrNotFound)
 	}
 	return p, err
 }
@@ -38,9 +39,9 @@ WHERE pipeline = ? AND sink = ? AND artifact = ? AND interval_key = ?`, pipeline
 // IMMEDIATE), which every process takes before reading the pointer, so of
 // several publishers racing with distinct tokens at most one wins against any
 // given pointer value, and the pointer's token only grows.
-func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult, error) {
+func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store.CASResult, error) {
 	if sw.Pipeline == "" || sw.Sink == "" || sw.Artifact == "" || sw.Interval == "" {
-		return CASResult{}, fmt.Errorf("compare-and-swap: pipeline, sink, artifact and interval are required")
+		return store.CASResult{}, fmt.Errorf("compare-and-swap: pipeline, sink, artifact and interval are required")
 	}
 	// A fenced, conflicting or idempotent publish changes no pointer, only the
 	// event log, and needs no fsync. When a (lock-free, maybe stale) read of
@@ -55,14 +56,14 @@ func (s *SQLite) CompareAndSwapPointer(ctx context.Context, sw Swap) (CASResult,
 		res, err = s.cas(ctx, durable, sw)
 	}
 	if err != nil {
-		return CASResult{}, fmt.Errorf("compare-and-swap %s/%s@%s: %w", sw.Sink, sw.Artifact, sw.Interval, err)
+		return store.CASResult{}, fmt.Errorf("compare-and-swap %s/%s@%s: %w", sw.Sink, sw.Artifact, sw.Interval, err)
 	}
 	return res, nil
 }
 
 // predictNoSwap reads the pointer outside the write lock and reports
 // whether the swap would certainly change nothing.
-func (s *SQLite) predictNoSwap(ctx context.Context, sw Swap) bool {
+func (s *Store) predictNoSwap(ctx context.Context, sw store.Swap) bool {
 	cur, err := getPointer(ctx, s.r, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
 	if err != nil {
 		return false
@@ -76,10 +77,10 @@ var errSwapNeedsFull = errors.New("swap needs a durable commit")
 
 // cas is one compare-and-swap transaction; at any mode but durable it stops
 // with errSwapNeedsFull, changing nothing, where it would swap.
-func (s *SQLite) cas(ctx context.Context, mode commitMode, sw Swap) (CASResult, error) {
-	var res CASResult
+func (s *Store) cas(ctx context.Context, mode commitMode, sw store.Swap) (store.CASResult, error) {
+	var res store.CASResult
 	err := s.write(ctx, mode, func(ctx context.Context, tx *wtx) error {
-		res = CASResult{}
+		res = store.CASResult{}
 		v, err := getVersion(ctx, tx, sw.Version)
 		if err != nil {
 			return err
@@ -87,20 +88,20 @@ func (s *SQLite) cas(ctx context.Context, mode commitMode, sw Swap) (CASResult, 
 		switch {
 		case v.Pipeline != sw.Pipeline || v.Artifact != sw.Artifact || v.Interval != sw.Interval:
 			return fmt.Errorf("version %s of pipeline %s is not of %s@%s in pipeline %s: %w", v.Label(), v.Pipeline,
-				sw.Artifact, sw.Interval, sw.Pipeline, ErrConflict)
-		case v.State != VersionAccepted:
-			return fmt.Errorf("version %s is %s, only an accepted version is published: %w", v.Label(), v.State, ErrConflict)
+				sw.Artifact, sw.Interval, sw.Pipeline, store.ErrConflict)
+		case v.State != store.VersionAccepted:
+			return fmt.Errorf("version %s is %s, only an accepted version is published: %w", v.Label(), v.State, store.ErrConflict)
 		case v.Token != sw.Token:
-			return fmt.Errorf("version %s was produced with token %d, not %d: %w", v.Label(), v.Token, sw.Token, ErrConflict)
+			return fmt.Errorf("version %s was produced with token %d, not %d: %w", v.Label(), v.Token, sw.Token, store.ErrConflict)
 		}
 		now := s.now()
 		cur, err := getPointer(ctx, tx, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
 		exists := err == nil
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		res.Previous = cur
-		next := Pointer{Pipeline: sw.Pipeline, Sink: sw.Sink, Artifact: sw.Artifact, Interval: sw.Interval, Version: sw.Version,
+		next := store.Pointer{Pipeline: sw.Pipeline, Sink: sw.Sink, Artifact: sw.Artifact, Interval: sw.Interval, Version: sw.Version,
 			Token: sw.Token, Unfenced: sw.Unfenced, Updated: timeOf(now)}
 		payload := map[string]any{
 			"sink": sw.Sink, "artifact": sw.Artifact, "interval": sw.Interval,
@@ -113,7 +114,7 @@ func (s *SQLite) cas(ctx context.Context, mode commitMode, sw Swap) (CASResult, 
 			payload["current_version"] = cur.Version
 			payload["current_token"] = cur.Token
 		}
-		ev := Event{Run: v.Run, Task: v.Task, Attempt: v.Attempt}
+		ev := store.Event{Run: v.Run, Task: v.Task, Attempt: v.Attempt}
 		decision := fence.Decide(held(cur), sw.Token, fmt.Sprint(sw.Version), !sw.Unfenced)
 		if decision == fence.Accept && !sw.Unfenced {
 			// Fence at grant: the producing task's newest attempt in the
@@ -133,17 +134,17 @@ WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan
 		}
 		switch {
 		case decision == fence.Idempotent:
-			res.Outcome, res.Pointer = Idempotent, cur
-			ev.Kind = EventPublishIdempotent
+			res.Outcome, res.Pointer = store.Idempotent, cur
+			ev.Kind = store.EventPublishIdempotent
 			return appendEvent(ctx, tx, now, ev, payload)
 		case decision == fence.Fenced:
-			res.Outcome, res.Pointer = Fenced, cur
-			ev.Kind = EventPublishFenced
+			res.Outcome, res.Pointer = store.Fenced, cur
+			ev.Kind = store.EventPublishFenced
 			return appendEvent(ctx, tx, now, ev, payload)
 		case sw.Expect != nil && *sw.Expect != cur.Token:
-			res.Outcome, res.Pointer = Conflict, cur
+			res.Outcome, res.Pointer = store.Conflict, cur
 			payload["expected_token"] = *sw.Expect
-			ev.Kind = EventPublishConflict
+			ev.Kind = store.EventPublishConflict
 			return appendEvent(ctx, tx, now, ev, payload)
 		}
 		if mode != durable {
@@ -156,33 +157,33 @@ ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = exc
 			sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced, now); err != nil {
 			return err
 		}
-		res.Outcome, res.Pointer = Won, next
-		ev.Kind = EventPublishWon
+		res.Outcome, res.Pointer = store.Won, next
+		ev.Kind = store.EventPublishWon
 		return appendEvent(ctx, tx, now, ev, payload)
 	})
 	return res, err
 }
 
 // Pointer implements Store.
-func (s *SQLite) Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (Pointer, error) {
+func (s *Store) Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (store.Pointer, error) {
 	return getPointer(ctx, s.r, pipeline, sink, artifact, interval)
 }
 
 // held is a pointer as the fencing rule sees it (a version is named by its
 // id in the store).
-func held(p Pointer) fence.Held {
+func held(p store.Pointer) fence.Held {
 	return fence.Held{Exists: p.Version != 0, Token: p.Token, Version: fmt.Sprint(p.Version)}
 }
 
 // Pointers implements Store.
-func (s *SQLite) Pointers(ctx context.Context, pipeline, sink string) ([]Pointer, error) {
+func (s *Store) Pointers(ctx context.Context, pipeline, sink string) ([]store.Pointer, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = ? AND sink = ? ORDER BY artifact, interval_key`,
 		pipeline, sink)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Pointer
+	var out []store.Pointer
 	for rows.Next() {
 		p, err := scanPointer(rows)
 		if err != nil {

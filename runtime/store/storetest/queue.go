@@ -1,13 +1,4 @@
-// Package queuetest checks that an implementation of queue.Queue keeps what
-// the interface documents and the failover model decides: a submitted DAG
-// advances as tasks finish, the last task to finish ends the run, a failure
-// spreads "not run" downstream, a graceful hand-back counts nowhere, an
-// expired claim is swept to the model as a lost lease, a run no live worker
-// may go on with says it waits for a worker, two claimers never get the same
-// task, and a worker's name live in another process is refused. The SQLite
-// queue (runtime/store/sqlitequeue) and the PostgreSQL one
-// (runtime/store/postgres) run it.
-package queuetest
+package storetest
 
 import (
 	"context"
@@ -26,20 +17,8 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// Handle is one connection to a shared state: its store and its queue.
-type Handle struct {
-	store.Store
-	queue.Queue
-}
-
-// Opener makes a new, empty shared state whose clock (the one leases are
-// judged on too) is clock, and returns how to open handles on it: each call
-// opens another handle on the same state (as another process would),
-// closed when the test ends.
-type Opener func(t *testing.T, clock store.Clock) func(t *testing.T) Handle
-
-// Run runs every check as a subtest.
-func Run(t *testing.T, open Opener) {
+// runQueue runs the queue's checks (queue.Queue) as subtests.
+func runQueue(t *testing.T, open Opener) {
 	for _, c := range []struct {
 		name string
 		fn   func(*testing.T, Opener)
@@ -68,28 +47,6 @@ func Run(t *testing.T, open Opener) {
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
-}
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2024, 1, 2, 3, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 const lease = 10 * time.Second

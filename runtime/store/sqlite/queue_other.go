@@ -1,6 +1,6 @@
 //go:build !linux
 
-package store
+package sqlite
 
 // CheckLocal cannot tell a network filesystem here; it accepts every path
 // (docs/workers.md: a shared SQLite file is for workers on one machine).

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,19 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/pipec/pipec/runtime/store"
 )
 
 const versionColumns = `id, pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, reason, created`
 
-func scanVersion(sc interface{ Scan(...any) error }) (Version, error) {
-	var v Version
+func scanVersion(sc interface{ Scan(...any) error }) (store.Version, error) {
+	var v store.Version
 	var state string
 	var created int64
 	if err := sc.Scan(&v.ID, &v.Pipeline, &v.Artifact, &v.Interval, &v.Digest, &v.Run, &v.Task, &v.Attempt, &v.Token, &v.CodeVersion,
 		&v.Location, &state, &v.Reason, &created); err != nil {
-		return Version{}, err
+		return store.Version{}, err
 	}
-	v.State = VersionState(state)
+	v.State = store.VersionState(state)
 	v.Created = timeOf(created)
 	return v, nil
 }
@@ -27,10 +29,10 @@ type rowQuerier interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
-func getVersion(ctx context.Context, q rowQuerier, id int64) (Version, error) {
+func getVersion(ctx context.Context, q rowQuerier, id int64) (store.Version, error) {
 	v, err := scanVersion(q.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Version{}, fmt.Errorf("version %d: %w", id, ErrNotFound)
+		return store.Version{}, fmt.Errorf("version %d: %w", id, store.ErrNotFound)
 	}
 	return v, err
 }
@@ -38,14 +40,14 @@ func getVersion(ctx context.Context, q rowQuerier, id int64) (Version, error) {
 // RecordVersion implements Store. The token and code_version are taken from
 // the store (the attempt and its run), not from v, so a version always carries
 // the token of the attempt that produced it.
-func (s *SQLite) RecordVersion(ctx context.Context, v Version) (Version, error) {
+func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Version, error) {
 	if v.Artifact == "" || v.Interval == "" || v.Run == "" || v.Task == "" || v.Attempt <= 0 {
-		return Version{}, fmt.Errorf("record version: artifact, interval, run, task and attempt are required")
+		return store.Version{}, fmt.Errorf("record version: artifact, interval, run, task and attempt are required")
 	}
 	if !strings.HasPrefix(v.Digest, "sha256:") {
-		return Version{}, fmt.Errorf("record version: digest %q is not sha256:<hex>", v.Digest)
+		return store.Version{}, fmt.Errorf("record version: digest %q is not sha256:<hex>", v.Digest)
 	}
-	var out Version
+	var out store.Version
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		existing, err := scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE artifact = ? AND interval_key = ? AND digest = ? AND run = ? AND task = ? AND attempt = ?`,
@@ -62,7 +64,7 @@ WHERE artifact = ? AND interval_key = ? AND digest = ? AND run = ? AND task = ? 
 		err = tx.QueryRowContext(ctx, `SELECT a.token, r.code_version, r.pipeline FROM attempts a JOIN runs r ON r.id = a.run
 WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&token, &codeVersion, &pipeline)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("attempt %s: %w", AttemptRef{v.Run, v.Task, v.Attempt}, ErrNotFound)
+			return fmt.Errorf("attempt %s: %w", store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt}, store.ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -78,30 +80,30 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'staged', ?)`,
 		if err != nil {
 			return err
 		}
-		out = Version{ID: id, Pipeline: pipeline, Artifact: v.Artifact, Interval: v.Interval, Digest: v.Digest, Run: v.Run, Task: v.Task,
-			Attempt: v.Attempt, Token: token, CodeVersion: codeVersion, Location: v.Location, State: VersionStaged,
+		out = store.Version{ID: id, Pipeline: pipeline, Artifact: v.Artifact, Interval: v.Interval, Digest: v.Digest, Run: v.Run, Task: v.Task,
+			Attempt: v.Attempt, Token: token, CodeVersion: codeVersion, Location: v.Location, State: store.VersionStaged,
 			Created: timeOf(now)}
-		return appendEvent(ctx, tx, now, Event{Run: v.Run, Kind: EventVersionRecorded, Task: v.Task, Attempt: v.Attempt},
+		return appendEvent(ctx, tx, now, store.Event{Run: v.Run, Kind: store.EventVersionRecorded, Task: v.Task, Attempt: v.Attempt},
 			map[string]any{"version": id, "label": out.Label(), "token": token})
 	})
 	if err != nil {
-		return Version{}, fmt.Errorf("record version: %w", err)
+		return store.Version{}, fmt.Errorf("record version: %w", err)
 	}
 	return out, nil
 }
 
 // AcceptVersion implements Store.
-func (s *SQLite) AcceptVersion(ctx context.Context, id int64) error {
-	return s.audit(ctx, id, VersionAccepted, "")
+func (s *Store) AcceptVersion(ctx context.Context, id int64) error {
+	return s.audit(ctx, id, store.VersionAccepted, "")
 }
 
 // RejectVersion implements Store.
-func (s *SQLite) RejectVersion(ctx context.Context, id int64, reason string) error {
-	return s.audit(ctx, id, VersionRejected, reason)
+func (s *Store) RejectVersion(ctx context.Context, id int64, reason string) error {
+	return s.audit(ctx, id, store.VersionRejected, reason)
 }
 
 // audit moves a staged version to its audit verdict; a verdict is final.
-func (s *SQLite) audit(ctx context.Context, id int64, to VersionState, reason string) error {
+func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reason string) error {
 	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
 		v, err := getVersion(ctx, tx, id)
 		if err != nil {
@@ -110,37 +112,37 @@ func (s *SQLite) audit(ctx context.Context, id int64, to VersionState, reason st
 		if v.State == to {
 			return nil
 		}
-		if v.State != VersionStaged {
-			return fmt.Errorf("version %s is %s, cannot become %s: %w", v.Label(), v.State, to, ErrConflict)
+		if v.State != store.VersionStaged {
+			return fmt.Errorf("version %s is %s, cannot become %s: %w", v.Label(), v.State, to, store.ErrConflict)
 		}
 		if err := changed(tx.ExecContext(ctx, `UPDATE versions SET state = ?, reason = ? WHERE id = ? AND state = 'staged'`,
 			string(to), reason, id)); err != nil {
 			return fmt.Errorf("version %s: %w", v.Label(), err)
 		}
-		kind := EventVersionAccepted
-		if to == VersionRejected {
-			kind = EventVersionRejected
+		kind := store.EventVersionAccepted
+		if to == store.VersionRejected {
+			kind = store.EventVersionRejected
 		}
 		payload := map[string]any{"version": id, "label": v.Label(), "token": v.Token}
 		if reason != "" {
 			payload["reason"] = reason
 		}
-		return appendEvent(ctx, tx, s.now(), Event{Run: v.Run, Kind: kind, Task: v.Task, Attempt: v.Attempt}, payload)
+		return appendEvent(ctx, tx, s.now(), store.Event{Run: v.Run, Kind: kind, Task: v.Task, Attempt: v.Attempt}, payload)
 	})
 }
 
 // GetVersion implements Store.
-func (s *SQLite) GetVersion(ctx context.Context, id int64) (Version, error) {
+func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error) {
 	return getVersion(ctx, s.r, id)
 }
 
 // AcceptedVersion implements Store.
-func (s *SQLite) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (Version, error) {
+func (s *Store) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (store.Version, error) {
 	v, err := scanVersion(s.r.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE pipeline = ? AND artifact = ? AND interval_key = ? AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`,
 		pipeline, artifact, interval))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Version{}, fmt.Errorf("accepted version of %s@%s in pipeline %s: %w", artifact, interval, pipeline, ErrNotFound)
+		return store.Version{}, fmt.Errorf("accepted version of %s@%s in pipeline %s: %w", artifact, interval, pipeline, store.ErrNotFound)
 	}
 	return v, err
 }

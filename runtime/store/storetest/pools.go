@@ -1,4 +1,4 @@
-package queuetest
+package storetest
 
 import (
 	"context"
