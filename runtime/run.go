@@ -720,5 +720,5 @@ func cancelReason(ctx context.Context) string {
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
 		return "the run was stopped: " + c.Error()
 	}
-	return "the run was cancelled"
+	return interrupted
 }

@@ -226,7 +226,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		select {
 		case <-time.After(d.Delay):
 		case <-ctx.Done():
-			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, "the run was cancelled while waiting to retry")
+			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, interrupted+" while waiting to retry")
 			return
 		}
 	}
