@@ -48,8 +48,27 @@ type Binding struct {
 	State string `json:"state"`
 	// StatePath is where that state was when it bound or adopted the sink:
 	// a hint for the person told to use it, not an identity.
-	StatePath string     `json:"state_path,omitempty"`
+	StatePath string `json:"state_path,omitempty"`
+	// Pipeline and Artifact are what the sink holds, for every interval:
+	// one publication place, one artifact of one pipeline. Empty in a
+	// binding written before they were recorded (then the sink's records
+	// say it, and the next publish records them).
+	Pipeline  string     `json:"pipeline,omitempty"`
+	Artifact  string     `json:"artifact,omitempty"`
 	Adoptions []Adoption `json:"adoptions,omitempty"`
+}
+
+// holder is the pipeline and artifact a sink holds, from its binding or,
+// for a binding that does not record them, from any of its interval
+// records (ok false when it holds nothing yet).
+func holder(b *Binding, records []Record) (held Record, ok bool) {
+	if b != nil && b.Pipeline != "" {
+		return Record{Pipeline: b.Pipeline, Artifact: b.Artifact}, true
+	}
+	if len(records) > 0 {
+		return records[0], true
+	}
+	return Record{}, false
 }
 
 // Adoption is one recorded move of a sink to another state.
@@ -100,9 +119,13 @@ type OtherArtifactError struct {
 }
 
 func (e *OtherArtifactError) Error() string {
-	return fmt.Sprintf("sink %s (%s) holds %s of pipeline %s at interval %s; it cannot also take %s of pipeline %s "+
-		"(one publication place, one artifact: give the publish its own sink path)",
-		e.Sink, e.Path, e.Held.Artifact, e.Held.Pipeline, e.Held.Interval, e.Artifact, e.Pipeline)
+	at := ""
+	if e.Held.Interval != "" {
+		at = " at interval " + e.Held.Interval
+	}
+	return fmt.Sprintf("sink %s (%s) holds %s of pipeline %s%s; it cannot also take %s of pipeline %s "+
+		"(one publication place, one artifact of one pipeline, for every interval: give the publish its own sink path)",
+		e.Sink, e.Path, e.Held.Artifact, e.Held.Pipeline, at, e.Artifact, e.Pipeline)
 }
 
 func (d *Directory) fenceDir() string { return filepath.Join(d.Path, FenceDir) }
