@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/retry"
+	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -168,4 +169,47 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 		}
 	}
 	return from, nil
+}
+
+// fenceRecorder is a sink that keeps a fence record per interval.
+type fenceRecorder interface {
+	Record(interval string) (*sink.Record, error)
+}
+
+// raiseAboveSinks makes this interval's next tokens exceed every token a
+// sink bound to this state accepted for it that the state itself does not
+// know of: a state restored from a backup has forgotten the tokens it
+// granted after the backup, which its sinks have seen, and would grant them
+// again, every publish fenced until its epoch climbed past the lost
+// history. A sink's record holds the tokens of accepted versions only, so
+// on a state that lost nothing this finds nothing and writes nothing.
+func (r *runner) raiseAboveSinks(ctx context.Context) error {
+	stateID, err := r.st.StateID(ctx)
+	if err != nil {
+		return err
+	}
+	var floor int64
+	from := ""
+	for _, name := range slices.Sorted(mapKeys(r.sinks)) {
+		fr, ok := r.sinks[name].(fenceRecorder)
+		if !ok {
+			continue
+		}
+		rec, err := fr.Record(r.iv.Key)
+		if err != nil || rec == nil || rec.State != stateID || rec.Pipeline != r.plan.Pipeline || rec.Token <= floor {
+			continue
+		}
+		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, rec.Artifact, r.iv.Key)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err != nil || v.Token < rec.Token {
+			floor, from = rec.Token, name
+		}
+	}
+	if floor == 0 {
+		return nil
+	}
+	return r.st.RaiseTokens(ctx, []string{r.resource}, floor, fmt.Sprintf(
+		"sink %s accepted token %d for %s, which this state does not know of (was it restored from a backup?)", from, floor, r.iv.Key))
 }

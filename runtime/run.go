@@ -557,6 +557,9 @@ func (r *runner) takeOver(ctx context.Context, prior []store.Run) error {
 			}
 		}
 	}
+	if err := r.raiseAboveSinks(ctx); err != nil {
+		return err
+	}
 	// Complete publishes that won in the store but crashed before their link
 	// swap (a lost response), so the sink shows what the store says.
 	for _, name := range slices.Sorted(mapKeys(r.sinks)) {

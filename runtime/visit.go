@@ -192,6 +192,11 @@ func (r *runner) settleVisit(ctx context.Context, ts *taskState, started *store.
 	if err := r.endOrphans(ctx, open); err != nil {
 		return err
 	}
+	if len(r.pubsOf) > 0 {
+		if err := r.raiseAboveSinks(ctx); err != nil {
+			return err
+		}
+	}
 	return r.settlePrior(ctx, ts, as)
 }
 

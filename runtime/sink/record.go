@@ -147,6 +147,10 @@ func (d *Directory) writeBinding(b Binding) error {
 	return writeJSONDurable(d.fenceDir(), bindingFile, b)
 }
 
+// Record returns the fence record of one interval (the highest token the
+// sink accepted there, and from which state), nil when it has none.
+func (d *Directory) Record(interval string) (*Record, error) { return d.readRecord(interval) }
+
 // readRecord returns the interval's record, nil when the sink never accepted
 // anything for it.
 func (d *Directory) readRecord(interval string) (*Record, error) {
