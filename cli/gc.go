@@ -89,11 +89,13 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 		}
 		if artsDir == "" && plan.ArtifactStore != "" {
 			artsDir = plan.ArtifactStore
-			if !filepath.IsAbs(artsDir) {
+			if !filepath.IsAbs(artsDir) && !strings.Contains(artsDir, "://") {
 				artsDir = filepath.Join(filepath.Dir(opts.spec), artsDir)
 			}
-			if artsDir, err = filepath.Abs(artsDir); err != nil {
-				return usageErr("%v", err)
+			if !strings.Contains(artsDir, "://") {
+				if artsDir, err = filepath.Abs(artsDir); err != nil {
+					return usageErr("%v", err)
+				}
 			}
 		}
 		for _, s := range plan.Sinks {
