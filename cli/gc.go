@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,7 @@ func newGCCmd(io IO) *cobra.Command {
 		Short: "Remove finished staging, superseded versions and crash leftovers",
 		Long: "Gc removes what no one needs any more: staging folders of finished attempts whose output is\n" +
 			"not the current accepted version of its interval, heartbeat files of attempts that are over,\n" +
-			"folders a crash left behind, and (with --spec, for the spec's directory sinks) every version\n" +
+			"folders a crash left behind, and (with --spec, for the spec's directory and s3 sinks) every version\n" +
 			"of an interval beyond the newest N, never the visible one. In the artifact store (versions/\n" +
 			"beside the state, and the shared one of --artifacts or the spec's artifacts) it removes the\n" +
 			"versions of this state's pipelines that are not the current accepted one of their interval,\n" +
@@ -47,7 +48,7 @@ func newGCCmd(io IO) *cobra.Command {
 	}
 	opts.state.registerHelp(cmd, stateBesideSpecFlag)
 	f := cmd.Flags()
-	f.StringVar(&opts.spec, "spec", "", "the spec or plan whose directory sinks are pruned too")
+	f.StringVar(&opts.spec, "spec", "", "the spec or plan whose sinks (directory, s3) are pruned too")
 	f.IntVar(&opts.keep, "keep", gc.DefaultKeep, "versions kept per interval in each sink, newest first (the visible one always)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "say what would be removed, remove nothing")
 	f.BoolVar(&opts.json, "json", false, "print JSON")
@@ -77,7 +78,7 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	var sinks []*sink.Directory
+	var sinks []sink.Managed
 	artsDir, err := opts.artifacts.path()
 	if err != nil {
 		return err
@@ -99,18 +100,14 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 			}
 		}
 		for _, s := range plan.Sinks {
-			if s.Type != "directory" {
+			if !slices.Contains(sink.Types(), s.Type) {
 				continue
 			}
-			path := s.Path
-			if !filepath.IsAbs(path) {
-				path = filepath.Join(filepath.Dir(opts.spec), path)
-			}
-			d, err := sink.NewDirectory(s.Name, path, s.Fencing, st)
+			d, err := sink.OpenManaged(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing,
+				BaseDir: filepath.Dir(opts.spec), Pipeline: plan.Pipeline, Store: st})
 			if err != nil {
 				return &exitError{code: ExitFindings, err: err}
 			}
-			d.Pipeline = plan.Pipeline
 			sinks = append(sinks, d)
 		}
 	}
