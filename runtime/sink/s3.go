@@ -84,8 +84,8 @@ func NewS3(ctx context.Context, name, url, fencing string, st store.Store) (*S3,
 }
 
 func (s *S3) pointerKey(interval string) string { return s.URL.Key(interval) }
-func (s *S3) versionKey(name string) string    { return s.URL.Key(VersionsDir, name) + "/" }
-func (s *S3) bindingKey() string               { return s.URL.Key(FenceDir, bindingFile) }
+func (s *S3) versionKey(name string) string     { return s.URL.Key(VersionsDir, name) + "/" }
+func (s *S3) bindingKey() string                { return s.URL.Key(FenceDir, bindingFile) }
 
 // Place implements Managed.
 func (s *S3) Place() string { return s.URL.String() }
