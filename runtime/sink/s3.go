@@ -63,6 +63,10 @@ type S3 struct {
 
 var _ Managed = (*S3)(nil)
 
+// beforeSwap, set by tests only, runs when a publish has uploaded its
+// version, judged it and won in the store, just before it swaps the pointer.
+var beforeSwap func()
+
 // NewS3 checks an s3 sink's settings and builds it; the client comes from
 // the AWS configuration of the environment.
 func NewS3(ctx context.Context, name, url, fencing string, st store.Store) (*S3, error) {
@@ -297,6 +301,9 @@ func (s *S3) Publish(ctx context.Context, v store.Version) (Result, error) {
 		}
 		if decision == fence.Idempotent {
 			return res, nil
+		}
+		if beforeSwap != nil {
+			beforeSwap()
 		}
 		next := Record{Pipeline: v.Pipeline, Artifact: v.Artifact, Interval: v.Interval, Token: v.Token, Version: name,
 			Digest: v.Digest, State: stateID, Run: v.Run, Attempt: v.Attempt, URL: res.VersionDir}
