@@ -1,0 +1,108 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipec/pipec/internal/s3test"
+	"github.com/pipec/pipec/internal/tracked"
+	"github.com/pipec/pipec/runtime/objstore"
+)
+
+// s3Orders copies the orders example into a folder with its artifact store
+// and its sink on S3.
+func s3Orders(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir)
+	spec := filepath.Join(dir, "pipeline.hcl")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(b), `code_version = "2024.06.1"`, `code_version = "2024.06.1"
+  artifacts    = "s3://arts/pipec"`, 1)
+	s = strings.Replace(s, `    type    = "directory"
+    path    = "warehouse/orders"`, `    type    = "s3"
+    path    = "s3://lake/marts/orders"`, 1)
+	if s == string(b) || !strings.Contains(s, "s3://lake") {
+		t.Fatal("the example's spec changed: s3Orders cannot rewrite it")
+	}
+	if err := os.WriteFile(spec, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestS3RunShowGC: pipec run with the artifact store and the sink on S3
+// (versitygw): the versions are in the bucket, not beside the state; show
+// names the visible version's immutable prefix as an s3:// URL with its
+// lineage; sink show reads the fence record; a forced rerun publishes a
+// newer version and gc --keep 1 prunes the older one; the secret access
+// key is in no output and not in the state.
+func TestS3RunShowGC(t *testing.T) {
+	s3test.Start(t, "arts", "lake")
+	spec := s3Orders(t)
+	dir := filepath.Dir(spec)
+	var all strings.Builder
+	pipec := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errs := pipecIn(t, nil, args...)
+		all.WriteString(out + errs)
+		if code != want {
+			t.Fatalf("pipec %s: exit %d, want %d\n%s\n%s", strings.Join(args, " "), code, want, out, errs)
+		}
+		return out + errs
+	}
+	out := pipec(0, "run", spec, "--interval", "2024-01-01")
+	if !strings.Contains(out, "s3://lake/marts/orders/2024-01-01") {
+		t.Errorf("run does not say where the version is visible:\n%s", out)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, ".pipec", "versions")); len(ents) != 0 {
+		t.Errorf("versions kept beside the state: %v", ents)
+	}
+	c, err := objstore.New(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, _, err := c.List(context.Background(), "arts", "pipec/.committed/orders/", "")
+	if err != nil || len(objs) != 2 {
+		t.Fatalf("committed versions in the artifact store: %v, %v; want raw_orders and orders_clean", objs, err)
+	}
+	out = pipec(0, "show", "orders_clean@2024-01-01", "--spec", spec)
+	for _, want := range []string{"visible       s3://lake/marts/orders/2024-01-01",
+		"path          s3://lake/marts/orders/.versions/orders_clean@2024-01-01#sha256-", "code_version  2024.06.1",
+		"orders_clean_ok (in orders/2024-01-01/r1)", "state         agrees"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out = pipec(0, "sink", "show", spec, "warehouse")
+	if !strings.Contains(out, "bound to this state") || !strings.Contains(out, "2024-01-01  orders_clean  token") {
+		t.Errorf("sink show:\n%s", out)
+	}
+	pipec(0, "run", spec, "--interval", "2024-01-01", "--force")
+	out = pipec(0, "gc", "--spec", spec, "--keep", "1")
+	if !strings.Contains(out, "s3://lake/marts/orders/.versions/orders_clean@2024-01-01#") ||
+		!strings.Contains(out, "sink warehouse: superseded version of 2024-01-01") {
+		t.Errorf("gc did not prune the superseded version:\n%s", out)
+	}
+	out = pipec(0, "show", "orders_clean@2024-01-01", "--spec", spec)
+	if !strings.Contains(out, "run           orders/2024-01-01/r2") || !strings.Contains(out, "state         agrees") {
+		t.Errorf("show after the rerun and gc:\n%s", out)
+	}
+	pipec(0, "events", "orders/2024-01-01/r2", "--state", filepath.Join(dir, ".pipec", "state.db"), "--json")
+	if strings.Contains(all.String(), s3test.SecretKey) {
+		t.Error("the secret access key was printed")
+	}
+	db, err := os.ReadFile(filepath.Join(dir, ".pipec", "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(db), s3test.SecretKey) {
+		t.Error("the secret access key is in the state")
+	}
+}
