@@ -3,10 +3,12 @@ package artifacts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipec/pipec/internal/s3test"
 	"github.com/pipec/pipec/runtime/artifacts"
@@ -102,5 +104,58 @@ func TestS3Store(t *testing.T) {
 	fresh, _ := artifacts.OpenIn("s3://arts/pipec", filepath.Join(t.TempDir(), "cache-c"))
 	if _, err := fresh.Get(ctx, k); !errors.Is(err, artifacts.ErrNotFound) {
 		t.Fatalf("get after remove: %v, want ErrNotFound", err)
+	}
+}
+
+// TestS3StoreServerStoppedMidPut: the server is stopped while a put uploads
+// a version of many files, and started again: the version is not in the
+// store (no marker: List and Get do not see it, Uncommitted does), and the
+// put again completes it.
+func TestS3StoreServerStoppedMidPut(t *testing.T) {
+	srv := s3test.Start(t, "arts")
+	ctx := context.Background()
+	staging := t.TempDir()
+	for i := range 400 {
+		os.WriteFile(filepath.Join(staging, fmt.Sprintf("part-%03d.csv", i)), []byte(strings.Repeat("y", 4096)), 0o644)
+	}
+	dir, digest, err := sink.Freeze(staging, filepath.Join(t.TempDir(), "frozen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := artifacts.NewKey("orders", "raw", digest)
+	s, err := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := s.Client.RoundTrips()
+	done := make(chan error, 1)
+	go func() { done <- s.Put(ctx, k, dir) }()
+	for s.Client.RoundTrips() < start+40 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Stop()
+	if err := <-done; err == nil {
+		t.Fatal("the put succeeded with the server stopped mid-upload")
+	}
+	srv.Restart()
+	if keys, err := s.List(ctx); err != nil || len(keys) != 0 {
+		t.Fatalf("list after the cut put: %v %v", keys, err)
+	}
+	if _, err := s.Get(ctx, k); !errors.Is(err, artifacts.ErrNotFound) {
+		t.Fatalf("get after the cut put: %v", err)
+	}
+	if unc, err := s.Uncommitted(ctx); err != nil || len(unc) != 1 {
+		t.Fatalf("uncommitted: %v %v", unc, err)
+	}
+	if err := s.Put(ctx, k, dir); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache2"))
+	got, err := other.Get(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := sink.Digest(got); err != nil || d != digest {
+		t.Fatalf("digest %s %v", d, err)
 	}
 }

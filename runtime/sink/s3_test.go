@@ -459,3 +459,56 @@ func TestS3ProbeRefusesUnconditionalServer(t *testing.T) {
 		t.Fatalf("pointer %s, %v", b, err)
 	}
 }
+
+// TestS3ServerStoppedMidUpload: the server is stopped while a publish
+// uploads a version of many files, and started again. The publish fails;
+// the version visible before stays visible, whole; nothing names the half
+// upload; the same publish again completes it.
+func TestS3ServerStoppedMidUpload(t *testing.T) {
+	srv := s3test.Start(t, "lake")
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.s3sink(t, f.st, FencingToken)
+	v1 := f.produce(t, f.st, "clean", "2024-01-01", filesOf("before\n"))
+	if res, err := s.Publish(ctx, v1); err != nil || res.Outcome != store.Won {
+		t.Fatalf("first publish = %+v, %v", res, err)
+	}
+	many := filesOf("after\n")
+	for i := range 400 {
+		many[fmt.Sprintf("extra/part-%03d.csv", i)] = strings.Repeat("x", 4096)
+	}
+	v2 := f.produce(t, f.st, "clean", "2024-01-01", many)
+	start := s.Client.RoundTrips()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Publish(ctx, v2)
+		done <- err
+	}()
+	for s.Client.RoundTrips() < start+40 {
+		time.Sleep(time.Millisecond)
+	}
+	srv.Stop()
+	if err := <-done; err == nil {
+		t.Fatal("the publish succeeded with the server stopped mid-upload")
+	}
+	srv.Restart()
+	tok, files, err := readS3(ctx, s, "2024-01-01")
+	if err != nil || tok != v1.Token || files[0] != "before\n" || files[1] != "before\n" {
+		t.Fatalf("after the failed publish: token %d %q %v, want the first version", tok, files, err)
+	}
+	if vis, err := s.VisibleVersion(ctx, "2024-01-01"); err != nil || vis.Manifest.Token != v1.Token {
+		t.Fatalf("visible = %+v, %v", vis, err)
+	}
+	res, err := s.Publish(ctx, v2)
+	if err != nil || res.Outcome != store.Won {
+		t.Fatalf("the publish again = %+v, %v", res, err)
+	}
+	dir := t.TempDir()
+	rec, err := s.Download(ctx, "2024-01-01", dir)
+	if err != nil || rec.Token != v2.Token {
+		t.Fatalf("download: %+v %v", rec, err)
+	}
+	if d, err := ContentDigest(dir); err != nil || d != v2.Digest {
+		t.Fatalf("the visible version's digest %s %v, want %s", d, err, v2.Digest)
+	}
+}
