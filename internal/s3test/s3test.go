@@ -65,7 +65,7 @@ func Binary(t testing.TB) string {
 // Start starts a server for the test, with one bucket per name in buckets,
 // and sets the test's environment (t.Setenv) so that objstore clients built
 // in this process use it. It is stopped when the test ends.
-func Start(t *testing.T, buckets ...string) *Server {
+func Start(t testing.TB, buckets ...string) *Server {
 	t.Helper()
 	s := &Server{bin: Binary(t), Dir: t.TempDir(), t: t}
 	s.port = freePort(t)

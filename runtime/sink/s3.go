@@ -248,7 +248,7 @@ func (s *S3) Publish(ctx context.Context, v store.Version) (Result, error) {
 	if err := s.bind(ctx, stateID); err != nil {
 		return Result{}, fmt.Errorf("publish %s: %w", v.Label(), err)
 	}
-	rec, _, err := s.readRecord(ctx, v.Interval)
+	rec, etag, err := s.readRecord(ctx, v.Interval)
 	if err != nil {
 		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), s.Name, err)
 	}
@@ -264,9 +264,12 @@ func (s *S3) Publish(ctx context.Context, v store.Version) (Result, error) {
 	}
 	storeDone := false
 	for round := 0; ; round++ {
-		rec, etag, err := s.readRecord(ctx, v.Interval)
-		if err != nil {
-			return res, fmt.Errorf("publish %s to %s: %w", v.Label(), s.Name, err)
+		// The pointer read before the upload is judged first: if it moved
+		// meanwhile, the swap's If-Match is refused and it is read again.
+		if round > 0 {
+			if rec, etag, err = s.readRecord(ctx, v.Interval); err != nil {
+				return res, fmt.Errorf("publish %s to %s: %w", v.Label(), s.Name, err)
+			}
 		}
 		decision := fence.Decide(rec.held(), v.Token, name, fenced)
 		if decision == fence.Fenced {
