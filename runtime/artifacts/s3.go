@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pipec/pipec/internal/atomicfile"
 	"github.com/pipec/pipec/runtime/objstore"
@@ -337,36 +338,48 @@ func (s *S3) List(ctx context.Context) ([]Key, error) {
 	return out, nil
 }
 
+// Uncommitted is a version prefix that holds objects but no marker.
+type Uncommitted struct {
+	Key Key
+	// Modified is its newest object's time; Bytes their sizes.
+	Modified time.Time
+	Bytes    int64
+}
+
 // Uncommitted lists the version prefixes that hold objects but no marker:
-// puts in progress, or cut off (pipec gc may remove those older than any
-// put could still be running, with RemoveUncommitted).
-func (s *S3) Uncommitted(ctx context.Context) ([]Key, error) {
+// puts in progress, or cut off (pipec gc removes those older than any put
+// could still be running, with Remove).
+func (s *S3) Uncommitted(ctx context.Context) ([]Uncommitted, error) {
 	committed, err := s.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	root := s.URL.Key() + "/"
-	if s.URL.Prefix == "" {
-		root = ""
-	}
+	root := s.URL.Key("")
 	objs, _, err := s.Client.List(ctx, s.URL.Bucket, root, "")
 	if err != nil {
 		return nil, err
 	}
-	seen := map[Key]bool{}
-	var out []Key
+	at := map[Key]int{}
+	var out []Uncommitted
 	for _, o := range objs {
-		rel := strings.TrimPrefix(o.Key, root)
-		parts := strings.SplitN(rel, "/", 4)
+		parts := strings.SplitN(strings.TrimPrefix(o.Key, root), "/", 4)
 		if len(parts) < 4 || strings.HasPrefix(parts[0], ".") {
 			continue
 		}
 		k, err := NewKey(parts[0], parts[1], "sha256:"+parts[2])
-		if err != nil || seen[k] || slices.Contains(committed, k) {
+		if err != nil || slices.Contains(committed, k) {
 			continue
 		}
-		seen[k] = true
-		out = append(out, k)
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, Uncommitted{Key: k})
+		}
+		out[i].Bytes += o.Size
+		if o.Modified.After(out[i].Modified) {
+			out[i].Modified = o.Modified
+		}
 	}
 	return out, nil
 }

@@ -92,7 +92,7 @@ func TestS3Store(t *testing.T) {
 		t.Fatalf("get of an uncommitted version: %v, want ErrNotFound", err)
 	}
 	unc, err := a.(*artifacts.S3).Uncommitted(ctx)
-	if err != nil || len(unc) != 1 || unc[0] != k3 {
+	if err != nil || len(unc) != 1 || unc[0].Key != k3 || unc[0].Bytes == 0 {
 		t.Fatalf("uncommitted: %v %v, want %s", unc, err, k3)
 	}
 	if err := a.Remove(ctx, k); err != nil {

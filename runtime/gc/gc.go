@@ -167,6 +167,26 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	for _, s := range stores {
+		if s3, ok := s.(*artifacts.S3); ok {
+			unc, err := s3.Uncommitted(ctx)
+			if err != nil {
+				return rep, err
+			}
+			for _, u := range unc {
+				if o.Now.Sub(u.Modified) < o.TmpAge {
+					continue // maybe a put in progress
+				}
+				it := Item{Path: s3.String() + "/" + u.Key.String(), Why: "unfinished put into the artifact store (no marker), left by a crash", Bytes: u.Bytes}
+				if !o.DryRun {
+					if err := s3.Remove(ctx, u.Key); err != nil {
+						return rep, err
+					}
+				}
+				rep.Removed = append(rep.Removed, it)
+				rep.Bytes += it.Bytes
+			}
+			continue
+		}
 		f, ok := s.(*artifacts.Folder)
 		if !ok {
 			continue
