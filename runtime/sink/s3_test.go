@@ -152,6 +152,18 @@ func TestS3SinkFencesAndAdopts(t *testing.T) {
 	if n := versionPrefixes(t, sb); n != 2 {
 		t.Errorf("%d versions left, want 2", n)
 	}
+	// Fenced at grant: a newer attempt of the producing task holds a higher
+	// token, published or not.
+	late := b.produce(t, b.st, "clean", "2024-01-01", filesOf("late\n"))
+	if _, err := b.st.StartAttempt(ctx, store.AttemptSpec{Run: b.run.ID, Task: "clean", Resource: store.FenceResource("orders", "2024-01-01")}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.Publish(ctx, late); err != nil || res.Outcome != store.Fenced || res.FencedBy != "grant" {
+		t.Fatalf("publish after a newer grant = %+v, %v; want fenced at grant", res, err)
+	}
+	if _, files, err := readS3(ctx, sb, "2024-01-01"); err != nil || files[0] != "b 2\n" {
+		t.Fatalf("visible after the fenced publish: %q %v", files, err)
+	}
 }
 
 // TestS3RacingPublishers: 8 publishers, each with its own store handle on
