@@ -308,6 +308,20 @@ func (s *S3) Publish(ctx context.Context, v store.Version) (Result, error) {
 		if beforeSwap != nil {
 			beforeSwap()
 		}
+		// The binding again, right before the swap: an adoption that
+		// completed while this publish uploaded refuses it here (one round
+		// trip; what remains is the moment between this read and the swap,
+		// where the directory sink holds its lock).
+		if b, _, err := s.readBinding(ctx); err != nil {
+			return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, sink not yet: %w", v.Label(), s.Name, err)
+		} else if b == nil || b.State != stateID {
+			bound := Binding{}
+			if b != nil {
+				bound = *b
+			}
+			return res, fmt.Errorf("publish %s: pointer swapped in the store, sink not: %w", v.Label(),
+				&ForeignStateError{Sink: s.Name, Path: s.URL.String(), Bound: bound, State: stateID, StatePath: s.StatePath})
+		}
 		next := Record{Pipeline: v.Pipeline, Artifact: v.Artifact, Interval: v.Interval, Token: v.Token, Version: name,
 			Digest: v.Digest, State: stateID, Run: v.Run, Attempt: v.Attempt, URL: res.VersionDir}
 		err = s.writeJSONObject(ctx, s.pointerKey(v.Interval), etag, next)

@@ -524,3 +524,34 @@ func TestS3ServerStoppedMidUpload(t *testing.T) {
 		t.Fatalf("the visible version's digest %s %v, want %s", d, err, v2.Digest)
 	}
 }
+
+// TestS3AdoptedDuringPublish: another state adopts the sink while a publish
+// of the bound state is between its upload and its pointer swap: the
+// publish is refused (the binding is read again before the swap), and the
+// visible version stays the one before.
+func TestS3AdoptedDuringPublish(t *testing.T) {
+	s3test.Start(t, "lake")
+	ctx := context.Background()
+	a, b := newFixture(t), newFixture(t)
+	sa, sb := a.s3sink(t, a.st, FencingToken), b.s3sink(t, b.st, FencingToken)
+	v1 := a.produce(t, a.st, "clean", "2024-01-01", filesOf("one\n"))
+	if res, err := sa.Publish(ctx, v1); err != nil || res.Outcome != store.Won {
+		t.Fatalf("publish = %+v, %v", res, err)
+	}
+	v2 := a.produce(t, a.st, "clean", "2024-01-01", filesOf("two\n"))
+	beforeSwap = func() {
+		beforeSwap = nil
+		if _, err := sb.Adopt(ctx, "moved", time.Now()); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { beforeSwap = nil }()
+	_, err := sa.Publish(ctx, v2)
+	var foreign *ForeignStateError
+	if !errors.As(err, &foreign) {
+		t.Fatalf("publish across an adoption = %v, want refused", err)
+	}
+	if tok, files, err := readS3(ctx, sa, "2024-01-01"); err != nil || tok != v1.Token || files[0] != "one\n" {
+		t.Fatalf("visible: %d %q %v", tok, files, err)
+	}
+}
