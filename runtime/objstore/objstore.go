@@ -98,6 +98,11 @@ var ErrNotFound = errors.New("no such object")
 // key (409 ConditionalRequestConflict). Nothing was written.
 var ErrPrecondition = errors.New("precondition failed")
 
+// ErrNotImplemented is returned when the server refuses a request for a
+// feature it does not have (501, or the NotImplemented error code: some
+// servers answer a conditional PutObject so).
+var ErrNotImplemented = errors.New("not implemented by the server")
+
 // Client is an S3 client with the calls pipec makes.
 type Client struct {
 	s3 *s3.Client
@@ -383,6 +388,9 @@ func (c *Client) Probe(ctx context.Context, u URL, key string) error {
 	case err == nil:
 		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
 			What: "a write with If-None-Match: * over an existing key was accepted"}
+	case errors.Is(err, ErrNotImplemented):
+		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
+			What: "a write with If-None-Match: * was refused as not implemented"}
 	case !errors.Is(err, ErrPrecondition):
 		return err
 	}
@@ -391,6 +399,9 @@ func (c *Client) Probe(ctx context.Context, u URL, key string) error {
 	case err == nil:
 		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
 			What: "a write with If-Match on a wrong ETag was accepted"}
+	case errors.Is(err, ErrNotImplemented):
+		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
+			What: "a write with If-Match was refused as not implemented"}
 	case !errors.Is(err, ErrPrecondition):
 		return err
 	}
@@ -415,6 +426,8 @@ func (c *Client) wrap(op, bucket, key string, err error) error {
 	case status == http.StatusPreconditionFailed || code == "PreconditionFailed" ||
 		status == http.StatusConflict && code == "ConditionalRequestConflict":
 		return fmt.Errorf("%s %s: %w", op, what, ErrPrecondition)
+	case status == http.StatusNotImplemented || code == "NotImplemented":
+		return fmt.Errorf("%s %s at %s: %w: %v", op, what, c.Endpoint, ErrNotImplemented, err)
 	case code == "NoSuchBucket":
 		return fmt.Errorf("%s %s at %s: the bucket does not exist", op, what, c.Endpoint)
 	case status == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":

@@ -418,11 +418,25 @@ func TestS3StoppedWriterIsRefused(t *testing.T) {
 // look like a server without conditional writes: a write refused for its
 // precondition is answered 200 OK (as a server that ignores If-None-Match
 // and If-Match would, having written it).
-func ignoringServer(t *testing.T, srv *s3test.Server) string {
+func ignoringServer(t *testing.T, srv *s3test.Server) string { return proxyConditional(t, srv, false) }
+
+// proxyConditional is ignoringServer, or with notImplemented a server that
+// answers every conditional write 501 NotImplemented (as some do).
+func proxyConditional(t *testing.T, srv *s3test.Server, notImplemented bool) string {
 	u, _ := url.Parse(srv.Endpoint)
 	p := httputil.NewSingleHostReverseProxy(u)
 	p.ModifyResponse = func(r *http.Response) error {
 		conditional := r.Request.Header.Get("If-None-Match") != "" || r.Request.Header.Get("If-Match") != ""
+		if notImplemented && r.Request.Method == http.MethodPut && conditional {
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			body := "<Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented.</Message></Error>"
+			r.StatusCode, r.Status = http.StatusNotImplemented, "501 Not Implemented"
+			r.Body = io.NopCloser(strings.NewReader(body))
+			r.ContentLength = int64(len(body))
+			r.Header = http.Header{"Content-Type": {"application/xml"}, "Content-Length": {strconv.Itoa(len(body))}}
+			return nil
+		}
 		if r.Request.Method == http.MethodPut && conditional && r.StatusCode == http.StatusPreconditionFailed {
 			io.Copy(io.Discard, r.Body)
 			r.Body.Close()
@@ -553,5 +567,23 @@ func TestS3AdoptedDuringPublish(t *testing.T) {
 	}
 	if tok, files, err := readS3(ctx, sa, "2024-01-01"); err != nil || tok != v1.Token || files[0] != "one\n" {
 		t.Fatalf("visible: %d %q %v", tok, files, err)
+	}
+}
+
+// TestS3ProbeRefusesNotImplemented: a server that answers conditional
+// writes "not implemented" is refused the same way, before any upload.
+func TestS3ProbeRefusesNotImplemented(t *testing.T) {
+	srv := s3test.Start(t, "lake")
+	t.Setenv("AWS_ENDPOINT_URL", proxyConditional(t, srv, true))
+	f := newFixture(t)
+	s := f.s3sink(t, f.st, FencingToken)
+	v := f.produce(t, f.st, "clean", "2024-01-01", filesOf("one\n"))
+	_, err := s.Publish(context.Background(), v)
+	var nc *NoConditionalWritesError
+	if !errors.As(err, &nc) || !strings.Contains(err.Error(), "not implemented") {
+		t.Fatalf("publish = %v, want a refusal", err)
+	}
+	if n := versionPrefixes(t, s); n != 0 {
+		t.Errorf("%d versions uploaded before the refusal", n)
 	}
 }
