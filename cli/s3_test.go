@@ -41,8 +41,10 @@ func s3Orders(t *testing.T) string {
 // (versitygw): the versions are in the bucket, not beside the state; show
 // names the visible version's immutable prefix as an s3:// URL with its
 // lineage; sink show reads the fence record; a forced rerun publishes a
-// newer version and gc --keep 1 prunes the older one; the secret access
-// key is in no output and not in the state.
+// newer version and gc --keep 1 prunes the older one; a run on a second
+// state is refused before it uploads anything, and publishes once that
+// state adopted the sink; the secret access key is in no output and not in
+// the state.
 func TestS3RunShowGC(t *testing.T) {
 	s3test.Start(t, "arts", "lake")
 	spec := s3Orders(t)
@@ -93,6 +95,37 @@ func TestS3RunShowGC(t *testing.T) {
 	out = pipec(0, "show", "orders_clean@2024-01-01", "--spec", spec)
 	if !strings.Contains(out, "run           orders/2024-01-01/r2") || !strings.Contains(out, "state         agrees") {
 		t.Errorf("show after the rerun and gc:\n%s", out)
+	}
+	// A second state is refused before it uploads anything, until it
+	// adopts the sink.
+	other := filepath.Join(dir, "other.db")
+	first, _, err := c.List(context.Background(), "lake", "marts/orders/.versions/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = pipec(1, "run", spec, "--interval", "2024-01-01", "--state", other)
+	if !strings.Contains(out, "is bound to state") || !strings.Contains(out, "pipec sink adopt") {
+		t.Errorf("a second state's run:\n%s", out)
+	}
+	before, _, err := c.List(context.Background(), "lake", "marts/orders/.versions/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != len(first) {
+		t.Errorf("the refused state uploaded %d objects", len(before)-len(first))
+	}
+	out = pipec(0, "sink", "adopt", spec, "warehouse", "--state", other, "--reason", "moved")
+	if !strings.Contains(out, "moved from state") {
+		t.Errorf("adopt:\n%s", out)
+	}
+	pipec(0, "run", spec, "--interval", "2024-01-01", "--state", other, "--force")
+	out = pipec(0, "show", "orders_clean@2024-01-01", "--spec", spec, "--state", other)
+	if !strings.Contains(out, "state         agrees") {
+		t.Errorf("show on the adopting state:\n%s", out)
+	}
+	after, _, err := c.List(context.Background(), "lake", "marts/orders/.versions/", "")
+	if err != nil || len(after) <= len(before) {
+		t.Errorf("the adopting state's publish uploaded nothing: %d objects before, %d after, %v", len(before), len(after), err)
 	}
 	pipec(0, "events", "orders/2024-01-01/r2", "--state", filepath.Join(dir, ".pipec", "state.db"), "--json")
 	if strings.Contains(all.String(), s3test.SecretKey) {

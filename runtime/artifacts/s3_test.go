@@ -159,3 +159,37 @@ func TestS3StoreServerStoppedMidPut(t *testing.T) {
 		t.Fatalf("digest %s %v", d, err)
 	}
 }
+
+// TestS3StoreConcurrentPuts: 4 workers put one digest at once, each from
+// its own frozen copy: every put succeeds and the version is there once.
+func TestS3StoreConcurrentPuts(t *testing.T) {
+	s3test.Start(t, "arts")
+	ctx := context.Background()
+	errs := make(chan error, 4)
+	var key artifacts.Key
+	for i := range 4 {
+		dir, k := frozenVersion(t, "id\n1\n")
+		key = k
+		s, err := artifacts.OpenIn("s3://arts/p", filepath.Join(t.TempDir(), fmt.Sprint("cache", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { errs <- s.Put(ctx, k, dir) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := artifacts.OpenIn("s3://arts/p", filepath.Join(t.TempDir(), "reader"))
+	if keys, err := s.List(ctx); err != nil || len(keys) != 1 || keys[0] != key {
+		t.Fatalf("list: %v %v", keys, err)
+	}
+	got, err := s.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := sink.Digest(got); err != nil || d != key.Digest {
+		t.Fatalf("digest %s %v", d, err)
+	}
+}

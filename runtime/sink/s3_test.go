@@ -587,3 +587,49 @@ func TestS3ProbeRefusesNotImplemented(t *testing.T) {
 		t.Errorf("%d versions uploaded before the refusal", n)
 	}
 }
+
+// TestS3TwoStatesPublishFirstAtOnce: two states publish to a new s3 sink at
+// the same moment: the binding is created once (If-None-Match: *), one
+// state publishes and the other is refused having uploaded nothing.
+func TestS3TwoStatesPublishFirstAtOnce(t *testing.T) {
+	s3test.Start(t, "lake")
+	ctx := context.Background()
+	for round := range 10 {
+		a, b := newFixture(t), newFixture(t)
+		url := fmt.Sprintf("s3://lake/round-%d", round)
+		sa, err := NewS3(ctx, "warehouse", url, FencingToken, a.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, _ := NewS3(ctx, "warehouse", url, FencingToken, b.st)
+		va := a.produce(t, a.st, "clean", "2024-01-01", filesOf("from a\n"))
+		vb := b.produce(t, b.st, "clean", "2024-01-01", filesOf("from b\n"))
+		errs := make(chan error, 2)
+		for _, p := range []struct {
+			s *S3
+			v store.Version
+		}{{sa, va}, {sb, vb}} {
+			go func() {
+				_, err := p.s.Publish(ctx, p.v)
+				errs <- err
+			}()
+		}
+		refused := 0
+		for range 2 {
+			err := <-errs
+			var foreign *ForeignStateError
+			switch {
+			case errors.As(err, &foreign):
+				refused++
+			case err != nil:
+				t.Fatal(err)
+			}
+		}
+		if refused != 1 {
+			t.Fatalf("round %d: %d states refused, want 1", round, refused)
+		}
+		if n := versionPrefixes(t, sa); n != 1 {
+			t.Fatalf("round %d: %d versions uploaded, want the winner's only", round, n)
+		}
+	}
+}
