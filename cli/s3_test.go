@@ -2,6 +2,11 @@ package cli_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,5 +142,49 @@ func TestS3RunShowGC(t *testing.T) {
 	}
 	if strings.Contains(string(db), s3test.SecretKey) {
 		t.Error("the secret access key is in the state")
+	}
+}
+
+// TestS3RunRefusedWithoutConditionalWrites: pipec run publishing to a fenced
+// s3 sink on a server that ignores conditional writes (a proxy turns its
+// refusals into 200 OK) fails the publish, says why and points to fencing =
+// "none", and nothing is visible; with fencing = "none" the run publishes.
+func TestS3RunRefusedWithoutConditionalWrites(t *testing.T) {
+	srv := s3test.Start(t, "arts", "lake")
+	u, _ := url.Parse(srv.Endpoint)
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = func(r *http.Response) error {
+		conditional := r.Request.Header.Get("If-None-Match") != "" || r.Request.Header.Get("If-Match") != ""
+		if r.Request.Method == http.MethodPut && conditional && r.StatusCode == http.StatusPreconditionFailed {
+			r.Body.Close()
+			r.StatusCode, r.Status = http.StatusOK, "200 OK"
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("")), 0
+			r.Header = http.Header{"Etag": {`"0123456789abcdef0123456789abcdef"`}}
+		}
+		return nil
+	}
+	hs := httptest.NewServer(p)
+	defer hs.Close()
+	t.Setenv("AWS_ENDPOINT_URL", hs.URL)
+	spec := s3Orders(t)
+	code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01")
+	if code == 0 || !strings.Contains(out+errs, "does not honour conditional writes") || !strings.Contains(out+errs, `fencing = "none"`) {
+		t.Fatalf("run: exit %d, want a refused publish that says why\n%s\n%s", code, out, errs)
+	}
+	t.Logf("the refused run says:\n%s%s", out, errs)
+	c, err := objstore.New(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, _, err := c.List(context.Background(), "lake", "marts/orders/", ""); err != nil || len(objs) != 1 {
+		t.Fatalf("the sink holds %v, %v; want only the probe's object", objs, err)
+	}
+	b, _ := os.ReadFile(spec)
+	os.WriteFile(spec, []byte(strings.Replace(string(b), `path    = "s3://lake/marts/orders"
+    fencing = "token"`, `path    = "s3://lake/marts/orders"
+    fencing = "none"`, 1)), 0o644)
+	code, out, errs = pipecIn(t, nil, "run", spec, "--interval", "2024-01-01")
+	if code != 0 || !strings.Contains(out+errs, "s3://lake/marts/orders/2024-01-01") {
+		t.Fatalf("unfenced run: exit %d\n%s\n%s", code, out, errs)
 	}
 }
