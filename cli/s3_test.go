@@ -188,3 +188,36 @@ func TestS3RunRefusedWithoutConditionalWrites(t *testing.T) {
 		t.Fatalf("unfenced run: exit %d\n%s\n%s", code, out, errs)
 	}
 }
+
+// TestS3SecretKeyRedacted: a task that prints the object store's secret
+// access key (here read from a file, as one could from ~/.aws/credentials
+// through HOME) has it masked in the run's output, its log tail and the
+// state's events, as a secret_env value is.
+func TestS3SecretKeyRedacted(t *testing.T) {
+	s3test.Start(t, "arts", "lake")
+	spec := s3Orders(t)
+	dir := filepath.Dir(spec)
+	if err := os.WriteFile(filepath.Join(dir, "creds.txt"), []byte(s3test.SecretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "extract.sh"), []byte("#!/bin/sh\necho \"leaking $(cat creds.txt)\" >&2\nexit 65\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01")
+	if code == 0 || !strings.Contains(out+errs, "leaking ***") {
+		t.Fatalf("run: exit %d, want the failure with the key masked\n%s\n%s", code, out, errs)
+	}
+	_, ev, evErr := pipecIn(t, nil, "events", "orders/2024-01-01/r1", "--state", filepath.Join(dir, ".pipec", "state.db"), "--json")
+	db, _ := os.ReadFile(filepath.Join(dir, ".pipec", "state.db"))
+	for what, text := range map[string]string{"output": out + errs, "events": ev + evErr, "state": string(db)} {
+		if strings.Contains(text, s3test.SecretKey) {
+			t.Errorf("the secret access key is in the %s", what)
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, ".pipec", "logs", "*", "*", "*", "*"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), s3test.SecretKey) {
+			t.Errorf("the secret access key is in %s", l)
+		}
+	}
+}
