@@ -158,11 +158,18 @@ func (s *S3) upload(ctx context.Context, k Key, dir string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.Client.Put(ctx, s.URL.Bucket, s.marker(k), b, objstore.Cond{IfNoneMatch: true})
-	if errors.Is(err, objstore.ErrPrecondition) {
-		return nil // another writer of the same bytes committed first
+	for range 3 {
+		_, err = s.Client.Put(ctx, s.URL.Bucket, s.marker(k), b, objstore.Cond{IfNoneMatch: true})
+		if !errors.Is(err, objstore.ErrPrecondition) {
+			return err
+		}
+		// Another writer of the same bytes committed first, or (409) was
+		// committing at the same moment and may yet fail: look.
+		if ok, err := s.Client.Exists(ctx, s.URL.Bucket, s.marker(k)); err != nil || ok {
+			return err
+		}
 	}
-	return err
+	return fmt.Errorf("its marker could not be written (concurrent writers kept conflicting)")
 }
 
 // parallel runs f on every item, 8 at a time, and returns the first error.
