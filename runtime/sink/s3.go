@@ -436,17 +436,32 @@ func (s *S3) ReconcileAll(ctx context.Context) (int, error) {
 	if b == nil || b.State != stateID {
 		return 0, nil // not this state's sink: its pointers say nothing here
 	}
-	changed := 0
-	var errs []error
+	// One GET per interval the state has a pointer for: 16 at a time, so
+	// a run's start does not wait on thousands of them in a row.
+	var (
+		mu      sync.Mutex
+		changed int
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	sem := make(chan struct{}, 16)
 	for _, p := range ps {
-		ok, err := s.catchUp(ctx, p, stateID)
-		if ok {
-			changed++
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ok, err := s.catchUp(ctx, p, stateID)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				changed++
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
 	}
+	wg.Wait()
 	return changed, errors.Join(errs...)
 }
 

@@ -633,3 +633,37 @@ func TestS3TwoStatesPublishFirstAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestS3ReconcileCompletesStoppedPublish: a publish stops after the
+// state's pointer swap and before the sink's (its context is cancelled
+// there); ReconcileAll (a run's start) swaps the sink's pointer to it, and
+// never back afterwards.
+func TestS3ReconcileCompletesStoppedPublish(t *testing.T) {
+	s3test.Start(t, "lake")
+	f := newFixture(t)
+	s := f.s3sink(t, f.st, FencingToken)
+	v1 := f.produce(t, f.st, "clean", "2024-01-01", filesOf("one\n"))
+	if res, err := s.Publish(context.Background(), v1); err != nil || res.Outcome != store.Won {
+		t.Fatalf("publish = %+v, %v", res, err)
+	}
+	v2 := f.produce(t, f.st, "clean", "2024-01-01", filesOf("two\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	beforeSwap = func() { beforeSwap = nil; cancel() }
+	defer func() { beforeSwap = nil }()
+	if _, err := s.Publish(ctx, v2); err == nil || !strings.Contains(err.Error(), "sink not") {
+		t.Fatalf("the stopped publish = %v, want it stopped between the swaps", err)
+	}
+	bg := context.Background()
+	if tok, _, err := readS3(bg, s, "2024-01-01"); err != nil || tok != v1.Token {
+		t.Fatalf("visible before reconcile: %d %v", tok, err)
+	}
+	if n, err := s.ReconcileAll(bg); err != nil || n != 1 {
+		t.Fatalf("reconcile: %d %v, want 1 change", n, err)
+	}
+	if tok, files, err := readS3(bg, s, "2024-01-01"); err != nil || tok != v2.Token || files[0] != "two\n" {
+		t.Fatalf("visible after reconcile: %d %q %v", tok, files, err)
+	}
+	if n, err := s.ReconcileAll(bg); err != nil || n != 0 {
+		t.Fatalf("second reconcile: %d %v, want none", n, err)
+	}
+}
