@@ -2,6 +2,7 @@ package cli
 
 import (
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,8 +21,8 @@ func (a *artifactsFlag) register(cmd *cobra.Command, help string) {
 
 // path is the flag's folder, absolute; "" when it was not given.
 func (a *artifactsFlag) path() (string, error) {
-	if a.dir == "" {
-		return "", nil
+	if a.dir == "" || strings.Contains(a.dir, "://") {
+		return a.dir, nil // an object store's URL (s3://bucket/prefix) is kept as given
 	}
 	p, err := filepath.Abs(a.dir)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,7 +39,7 @@ func newGCCmd(io IO) *cobra.Command {
 			"    of the spec's artifacts field), the versions of this state's pipelines that are not the\n" +
 			"    current accepted one of their interval, and the unfinished copies a crash left there\n" +
 			"    (older than an hour, so a copy in progress is kept);\n" +
-			"  - with --spec, in each of the spec's directory sinks, the versions of an interval beyond\n" +
+			"  - with --spec, in each of the spec's directory and s3 sinks, the versions of an interval beyond\n" +
 			"    the newest N (--keep), never the visible one, and the unfinished copies a crash left.\n" +
 			"Nothing of a running run is touched, nor the staging of a queued, running or unknown\n" +
 			"attempt; while any run is running, no accepted version's staging and no artifact store\n" +
@@ -51,7 +52,7 @@ func newGCCmd(io IO) *cobra.Command {
 	}
 	opts.state.registerHelp(cmd, stateBesideSpecFlag)
 	f := cmd.Flags()
-	f.StringVar(&opts.spec, "spec", "", "the spec or plan whose directory sinks are pruned too")
+	f.StringVar(&opts.spec, "spec", "", "the spec or plan whose sinks (directory, s3) are pruned too")
 	f.IntVar(&opts.keep, "keep", gc.DefaultKeep, "versions kept per interval in each sink, newest first (the visible one always)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "say what would be removed, remove nothing")
 	f.BoolVar(&opts.json, "json", false, "print JSON")
@@ -81,7 +82,7 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	var sinks []*sink.Directory
+	var sinks []sink.Managed
 	artsDir, err := opts.artifacts.path()
 	if err != nil {
 		return err
@@ -93,26 +94,24 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 		}
 		if artsDir == "" && plan.ArtifactStore != "" {
 			artsDir = plan.ArtifactStore
-			if !filepath.IsAbs(artsDir) {
+			if !filepath.IsAbs(artsDir) && !strings.Contains(artsDir, "://") {
 				artsDir = filepath.Join(filepath.Dir(opts.spec), artsDir)
 			}
-			if artsDir, err = filepath.Abs(artsDir); err != nil {
-				return usageErr("%v", err)
+			if !strings.Contains(artsDir, "://") {
+				if artsDir, err = filepath.Abs(artsDir); err != nil {
+					return usageErr("%v", err)
+				}
 			}
 		}
 		for _, s := range plan.Sinks {
-			if s.Type != "directory" {
+			if !slices.Contains(sink.Types(), s.Type) {
 				continue
 			}
-			path := s.Path
-			if !filepath.IsAbs(path) {
-				path = filepath.Join(filepath.Dir(opts.spec), path)
-			}
-			d, err := sink.NewDirectory(s.Name, path, s.Fencing, st)
+			d, err := sink.OpenManaged(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing,
+				BaseDir: filepath.Dir(opts.spec), Pipeline: plan.Pipeline, Store: st})
 			if err != nil {
 				return &exitError{code: ExitFindings, err: err}
 			}
-			d.Pipeline = plan.Pipeline
 			sinks = append(sinks, d)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,25 +105,31 @@ func runShow(ctx context.Context, io IO, arg string, opts showOptions) error {
 	missing := false
 	for _, pub := range pubs {
 		sk, ok := sinkOf(plan, pub.Sink)
-		if !ok || sk.Type != "directory" {
+		var d sink.Managed
+		if ok {
+			// The sink judges nothing here: a store is needed to build it,
+			// not to read it.
+			d, err = sink.OpenManaged(sink.Config{Name: sk.Name, Type: sk.Type, Path: sk.Path, Fencing: sk.Fencing,
+				BaseDir: base, Pipeline: plan.Pipeline, Store: noStore{}})
+		}
+		if !ok || err != nil {
+			why := fmt.Sprintf("sink %q is not a sink pipec can read (directory, s3)", pub.Sink)
+			if ok && slices.Contains(sink.Types(), sk.Type) {
+				why = err.Error()
+			}
 			out = append(out, shown{Publish: pub.Name, Sink: pub.Sink, Artifact: artifact, Interval: interval,
-				Checks: []sink.ManifestCheck{}, Error: fmt.Sprintf("sink %q is not a directory sink: pipec cannot read it", pub.Sink)})
+				Checks: []sink.ManifestCheck{}, Error: why})
 			missing = true
 			continue
 		}
-		path := sk.Path
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(base, path)
-		}
-		d := &sink.Directory{Name: sk.Name, Path: path, Fencing: sk.Fencing}
 		intervals := []string{interval}
 		if interval == "" {
-			if intervals, err = publishedIntervals(path); err != nil {
+			if intervals, err = d.Intervals(ctx); err != nil {
 				return &exitError{code: ExitFindings, err: fmt.Errorf("show: sink %s: %v", sk.Name, unwrapPathError(err))}
 			}
 		}
 		for _, iv := range intervals {
-			s := showOne(d, pub, artifact, iv)
+			s := showOne(ctx, d, pub, artifact, iv)
 			missing = missing || s.Error != ""
 			out = append(out, s)
 		}
@@ -149,13 +156,13 @@ func runShow(ctx context.Context, io IO, arg string, opts showOptions) error {
 	return nil
 }
 
-// showOne resolves one interval's link once and reads the manifest of the
-// folder it names.
-func showOne(d *sink.Directory, pub compiler.PlanPublish, artifact, interval string) shown {
-	s := shown{Publish: pub.Name, Sink: d.Name, Artifact: artifact, Interval: interval, Checks: []sink.ManifestCheck{},
-		Visible: filepath.Join(d.Path, interval)}
-	dir, err := d.Visible(interval)
-	if errors.Is(err, fs.ErrNotExist) {
+// showOne resolves one interval's visible version once (a link, a pointer
+// object) and reads the manifest of the version it names.
+func showOne(ctx context.Context, d sink.Managed, pub compiler.PlanPublish, artifact, interval string) shown {
+	s := shown{Publish: pub.Name, Sink: d.SinkName(), Artifact: artifact, Interval: interval, Checks: []sink.ManifestCheck{}}
+	vis, err := d.VisibleVersion(ctx, interval)
+	s.Visible, s.Path = vis.Pointer, vis.Location
+	if errors.Is(err, fs.ErrNotExist) && vis.Location == "" {
 		s.Error = "nothing is published for this interval"
 		return s
 	}
@@ -163,14 +170,9 @@ func showOne(d *sink.Directory, pub compiler.PlanPublish, artifact, interval str
 		s.Error = unwrapPathError(err).Error()
 		return s
 	}
-	s.Path = dir
-	m, err := sink.ReadManifest(dir)
-	if err != nil {
-		s.Error = "no lineage manifest: " + unwrapPathError(err).Error()
-		return s
-	}
+	m := vis.Manifest
 	v := store.Version{Artifact: m.Artifact, Interval: m.Interval, Digest: m.Digest, Token: m.Token}
-	if m.Artifact != artifact || m.Interval != interval || sink.VersionName(v) != filepath.Base(dir) {
+	if m.Artifact != artifact || m.Interval != interval || sink.VersionName(v) != vis.Name {
 		s.Error = fmt.Sprintf("the manifest (%s, token %d) does not describe the folder it is in", v.Label(), m.Token)
 		return s
 	}
@@ -178,6 +180,10 @@ func showOne(d *sink.Directory, pub compiler.PlanPublish, artifact, interval str
 	s.Attempt, s.Token, s.Digest, s.Checks = m.Attempt, m.Token, m.Digest, m.Checks
 	return s
 }
+
+// noStore is the store of a sink built only to be read (pipec show): any
+// call that would judge or record is a mistake.
+type noStore struct{ store.Store }
 
 func writeShown(io IO, artifact string, out []shown) {
 	var b strings.Builder
@@ -261,7 +267,7 @@ func compareWithState(ctx context.Context, io IO, pipeline string, opts showOpti
 		switch {
 		case err != nil:
 			s.Store = "cannot read the state: " + err.Error()
-		case sink.VersionName(v) == filepath.Base(s.Path):
+		case sink.VersionName(v) == path.Base(strings.TrimSuffix(s.Path, "/")):
 			s.Store = "agrees"
 		case p.Token > s.Token:
 			s.Store = fmt.Sprintf("ahead: its pointer names %s (token %d); a publish stopped before its link swap, the next run of the interval completes it",
@@ -302,30 +308,10 @@ func sinkOf(plan *compiler.Plan, name string) (compiler.PlanSink, bool) {
 	return compiler.PlanSink{}, false
 }
 
-// publishedIntervals lists the interval links of a directory sink, sorted
-// (dot-files are the sink's own).
-func publishedIntervals(path string) ([]string, error) {
-	entries, err := os.ReadDir(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") && e.Type()&fs.ModeSymlink != 0 {
-			out = append(out, e.Name())
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
 // relToWD prints a path relative to the working directory when it is inside
 // it, as the run summary does.
 func relToWD(p string) string {
-	if p == "" {
+	if p == "" || strings.Contains(p, "://") {
 		return p
 	}
 	wd, err := os.Getwd()

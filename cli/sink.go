@@ -53,9 +53,10 @@ func newSinkAdoptCmd(io IO) *cobra.Command {
 	return cmd
 }
 
-// directorySink builds a spec's sink for the sink commands, on a state that
-// exists.
-func directorySink(ctx context.Context, io IO, specPath, name string, opts sinkOptions) (*sink.Directory, func(), error) {
+// managedSink builds a spec's sink for the sink commands, on a state that
+// exists: a directory sink or an s3 sink, through the one seam
+// (sink.Managed).
+func managedSink(ctx context.Context, io IO, specPath, name string, opts sinkOptions) (sink.Managed, func(), error) {
 	plan, err := loadPlan(io, specPath)
 	if err != nil {
 		return nil, nil, err
@@ -75,16 +76,11 @@ func directorySink(ctx context.Context, io IO, specPath, name string, opts sinkO
 			return nil, nil, err
 		}
 		statePath, _ := filepath.Abs(loc.Path)
-		s, err := sink.Open(sink.Config{Name: ps.Name, Type: ps.Type, Path: ps.Path, Fencing: ps.Fencing,
+		d, err := sink.OpenManaged(sink.Config{Name: ps.Name, Type: ps.Type, Path: ps.Path, Fencing: ps.Fencing,
 			BaseDir: filepath.Dir(specPath), Pipeline: plan.Pipeline, Store: st, StatePath: statePath})
 		if err != nil {
 			st.Close()
 			return nil, nil, &exitError{code: ExitFindings, err: err}
-		}
-		d, ok := s.(*sink.Directory)
-		if !ok {
-			st.Close()
-			return nil, nil, &exitError{code: ExitFindings, err: fmt.Errorf("sink %s (type %s) keeps no fencing record pipec can adopt", name, ps.Type)}
 		}
 		return d, func() { st.Close() }, nil
 	}
@@ -95,7 +91,7 @@ func runSinkAdopt(ctx context.Context, io IO, specPath, name string, opts sinkOp
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d, done, err := directorySink(ctx, io, specPath, name, opts)
+	d, done, err := managedSink(ctx, io, specPath, name, opts)
 	if err != nil {
 		return err
 	}
@@ -104,7 +100,7 @@ func runSinkAdopt(ctx context.Context, io IO, specPath, name string, opts sinkOp
 	if err != nil {
 		return &exitError{code: ExitFindings, err: fmt.Errorf("adopt sink %s: %w", name, err)}
 	}
-	id, err := d.Store.StateID(ctx)
+	id, err := d.StateStore().StateID(ctx)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
@@ -141,16 +137,16 @@ func runSinkShow(ctx context.Context, io IO, specPath, name string, opts sinkOpt
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d, done, err := directorySink(ctx, io, specPath, name, opts)
+	d, done, err := managedSink(ctx, io, specPath, name, opts)
 	if err != nil {
 		return err
 	}
 	defer done()
-	b, err := d.Binding()
+	b, recs, err := d.FenceRecords(ctx)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
-	id, err := d.Store.StateID(ctx)
+	id, err := d.StateStore().StateID(ctx)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
@@ -162,10 +158,6 @@ func runSinkShow(ctx context.Context, io IO, specPath, name string, opts sinkOpt
 	default:
 		fmt.Fprintf(io.Stdout, "sink %s: bound to ANOTHER state %s, not this one (%s); %d adoption(s) recorded\n",
 			name, b.State, id, len(b.Adoptions))
-	}
-	recs, err := d.Records()
-	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
 	}
 	for _, r := range recs {
 		fmt.Fprintf(io.Stdout, "  %s  %s  token %d  %s#%d  %s\n", r.Interval, r.Artifact, r.Token, r.Run, r.Attempt, r.Version)

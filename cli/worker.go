@@ -153,7 +153,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if err != nil {
 		return err
 	}
-	if arts != "" {
+	if arts != "" && !strings.Contains(arts, "://") {
 		// A shared folder that is not there is a share not mounted: putting
 		// versions into a fresh local folder of that name would hide them
 		// from every other worker.

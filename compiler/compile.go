@@ -521,12 +521,13 @@ func (c *compilation) plan(g *Graph) *Plan {
 }
 
 // SinkFencing is the sink's declared fencing, or its default: a directory sink
-// is owned by pipec and fenced by token; any other type cannot be assumed to be.
+// and an s3 sink are owned by pipec and fenced by token (the s3 sink with the
+// object store's conditional writes); any other type cannot be assumed to be.
 func SinkFencing(s *spec.Sink) spec.Fencing {
 	if s.Fencing != "" {
 		return s.Fencing
 	}
-	if s.Type == "directory" {
+	if s.Type == "directory" || s.Type == SinkTypeS3 {
 		return spec.FencingToken
 	}
 	return spec.FencingNone

@@ -15,6 +15,10 @@ const RuleSinkConflict = "sink-conflict"
 // link per interval.
 const SinkTypeDirectory = "directory"
 
+// SinkTypeS3 is pipec's object store sink: versions under immutable keys and
+// one pointer object per interval, swapped with conditional writes.
+const SinkTypeS3 = "s3"
+
 // SinkPath is the folder a directory sink publishes into: path, when relative,
 // is taken from base (the folder of the spec or plan file, where the runtime
 // resolves it too), and the result is cleaned, so "a/b", "./a/b/" and "a//b"

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
 )
 
@@ -33,6 +34,15 @@ task's output are fine. Workers all started with --artifacts DIR have a
 store lint cannot see: set artifacts in the spec as well (each worker's flag
 still wins, for a share mounted at another path).
 
+An object store is shared storage: artifacts = "s3://bucket/prefix" (an S3
+bucket or an S3-compatible server: MinIO, R2, versitygw) needs no folder
+mounted anywhere, each worker downloads the versions it reads into its own
+--workdir. An s3:// path is never worker-local; what is reported is a
+location the runtime cannot use as written: an artifact store or a sink
+path with another scheme (gs://, hdfs://: pipec opens a folder or s3://), a
+directory sink given an s3:// path (it would make a local folder named
+"s3:"; use type = "s3"), and an s3 sink whose path is not an s3:// URL.
+
 A dependency is satisfied by an accepted artifact, never by a temporary path
 another worker cannot see: data written to /tmp on one worker is missing on the
 next (after a retry, a failover or a restart), and a path above the workspace
@@ -57,7 +67,7 @@ Bad:
 Fixed:
 
     pipeline "orders" {
-      artifacts = "/mnt/shared/pipec/artifacts"
+      artifacts = "s3://pipec-artifacts/orders"
       task "extract" {
         command = ["./extract.sh"]
         outputs = ["raw_orders"]
@@ -87,6 +97,9 @@ func runLocalArtifact(pass *Pass) error {
 			pass.Reportf(at, "the artifact store %q is outside the workspace (it climbs out with ..): where that lands depends on where each worker checks the pipeline out; use an absolute path on shared storage", p.Artifacts)
 		}
 	}
+	if i := strings.Index(p.Artifacts, "://"); i > 0 && !strings.HasPrefix(p.Artifacts, "s3://") && !p.Refused("artifacts") {
+		pass.Reportf(p.At("artifacts", p.Range), "the artifact store %q is a %s:// URL, which pipec cannot open: use a folder every worker mounts, or an S3 bucket (s3://bucket/prefix)", p.Artifacts, p.Artifacts[:i])
+	}
 	reportNoSharedStore(pass)
 	// inStore: a path inside the configured store is judged once, above.
 	inStore := func(v string) bool {
@@ -98,7 +111,19 @@ func runLocalArtifact(pass *Pass) error {
 	}
 	for i := range pass.Spec.Sinks {
 		s := &pass.Spec.Sinks[i]
-		if ix.Sinks[s.Name] != s || strings.Contains(s.Path, "://") || inStore(s.Path) {
+		if ix.Sinks[s.Name] != s || s.Refused("path") || s.Refused("type") {
+			continue
+		}
+		isURL := strings.HasPrefix(s.Path, "s3://")
+		switch {
+		case s.Type == compiler.SinkTypeDirectory && isURL:
+			pass.Reportf(s.At("path", s.Range), "sink %q is a directory sink with path %q, an object store URL: it would write a local folder named \"s3:\" on each worker; use type = \"s3\" to publish to the bucket", s.Name, s.Path)
+			continue
+		case s.Type == compiler.SinkTypeS3 && !isURL:
+			pass.Reportf(s.At("path", s.Range), "sink %q is an s3 sink with path %q, which is not an s3:// URL: give the bucket and prefix (path = \"s3://bucket/prefix\")", s.Name, s.Path)
+			continue
+		}
+		if strings.Contains(s.Path, "://") || inStore(s.Path) {
 			continue
 		}
 		if dir, ok := workerLocal(s.Path); ok {

@@ -15,9 +15,17 @@ var ruleUnfencedSink = Rule{
 	Doc: `a publish to an unfenced sink whose producer is retried or not declared idempotent
 
 A publish to a sink that cannot refuse stale writes (fencing = "none", or a
-sink type other than "directory" that does not declare fencing = "token"),
-whose producer is retried (a retry policy or failover) or not declared
-idempotent = true.
+sink type other than "directory" and "s3" that does not declare fencing =
+"token"), whose producer is retried (a retry policy or failover) or not
+declared idempotent = true.
+
+pipec fences its own sink types by token: the directory sink with its lock
+and link swap, the s3 sink (path = "s3://bucket/prefix") with the object
+store's conditional writes (If-None-Match: * to create, If-Match on the ETag
+to swap the interval's pointer), so a stale writer is refused by the object
+store itself. A server without conditional writes is found at first use and
+the s3 sink then refuses to publish rather than pretend; fencing = "none" is
+the way to publish there, at-least-once, and this rule says what that risks.
 
 No orchestrator can tell a dead task from a slow one: a relaunched attempt can
 run beside its original, and without fencing both write to the sink. The
@@ -68,14 +76,14 @@ Fixed:
         input         = "orders_clean"
         row_count_min = 1
       }
-      sink "warehouse" {
-        type    = "directory"
-        path    = "warehouse/orders"
+      sink "lake" {
+        type    = "s3"
+        path    = "s3://lake/orders"
         fencing = "token"
       }
-      publish "orders_mart" {
+      publish "orders_lake" {
         artifact = "orders_clean"
-        sink     = "warehouse"
+        sink     = "lake"
       }
     }
 `,
@@ -107,7 +115,9 @@ func runUnfencedSink(pass *Pass) error {
 			continue
 		}
 		fencing := "fencing = \"none\""
-		if !s.Has("fencing") {
+		if s.Type == compiler.SinkTypeS3 && s.Has("fencing") {
+			fencing = "fencing = \"none\": the object store's conditional writes are not used"
+		} else if !s.Has("fencing") {
 			fencing = fmt.Sprintf("sink type %q is not fenced unless it says fencing = \"token\"", s.Type)
 		}
 		pass.Reportf(pub.Sink.Range,

@@ -162,7 +162,9 @@ func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, e
 			return nil, false, err
 		}
 	}
-	s, err = artifacts.Open(root)
+	// An object store's versions are downloaded into this process's
+	// scratch folder (a worker's --workdir).
+	s, err = artifacts.OpenIn(root, filepath.Join(stateDir, "cache"))
 	return s, local, err
 }
 

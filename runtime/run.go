@@ -62,6 +62,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
@@ -388,6 +389,15 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 			}
 		}
 	}
+	// The object store's secret access key (from the environment or the
+	// shared files) is masked too; a sink on S3 builds its client now, so
+	// that its credentials are known before anything is written.
+	for _, s := range p.Sinks {
+		if objstore.IsURL(s.Path) {
+			_, _ = objstore.Shared(context.Background())
+		}
+	}
+	secrets = append(secrets, objstore.Secrets()...)
 	r.red = exec.NewRedactor(secrets)
 	r.st = redactingStore{Store: o.Store, red: r.red}
 	if r.slots == nil {

@@ -11,8 +11,9 @@
 // every reader turns it into a folder on its own machine with Get.
 //
 // The first implementation is a Folder: a directory, on a filesystem every
-// worker mounts (NFS, CephFS, EFS), written durably. The interface is small
-// so that an object store can implement it later:
+// worker mounts (NFS, CephFS, EFS), written durably. The second is S3 (an
+// S3 bucket or S3-compatible server, s3.go), for workers that share no
+// folder. The interface is small so that an object store implements it:
 //
 //   - Put uploads the folder's files under the key's prefix, then writes a
 //     marker object last: the marker is the commit, so a version without it
@@ -33,6 +34,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/pipec/pipec/runtime/objstore"
 )
 
 // ErrNotFound is returned by Get when the store has no such version.
@@ -108,11 +111,19 @@ func ParseKey(location string) (Key, error) {
 	return NewKey(parts[0], parts[1], "sha256:"+parts[2])
 }
 
-// Open opens the store at location: a folder (an absolute path). Other
-// kinds (an object store URL) are refused by name until they exist.
-func Open(location string) (Store, error) {
+// Open opens the store at location: a folder (an absolute path) or an
+// S3 bucket ("s3://bucket/prefix"), whose versions are downloaded into the
+// user's cache folder. Other kinds are refused by name.
+func Open(location string) (Store, error) { return OpenIn(location, "") }
+
+// OpenIn is Open with the folder an object store's versions are downloaded
+// into (a worker's <workdir>/cache; "" for the user's cache folder).
+func OpenIn(location, cache string) (Store, error) {
+	if objstore.IsURL(location) {
+		return NewS3(context.Background(), location, cache)
+	}
 	if i := strings.Index(location, "://"); i > 0 {
-		return nil, fmt.Errorf("artifact store %q: only a folder is supported yet, not %s://", location, location[:i])
+		return nil, fmt.Errorf("artifact store %q: a folder or an s3:// URL is supported, not %s://", location, location[:i])
 	}
 	return NewFolder(location)
 }

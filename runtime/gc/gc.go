@@ -54,9 +54,9 @@ type Options struct {
 	Store store.Store
 	// StateDir is the folder of the state database: staging/, heartbeats/.
 	StateDir string
-	// Sinks are the directory sinks to prune (a spec's); none: only the
-	// state folder is collected.
-	Sinks []*sink.Directory
+	// Sinks are the sinks to prune (a spec's: directory and s3 sinks);
+	// none: only the state folder is collected.
+	Sinks []sink.Managed
 	// Artifacts is the pipeline's shared artifact store, if one is
 	// configured; the default one, versions/ beside the state, is always
 	// collected (it holds the versions of runs without a shared store).
@@ -167,6 +167,26 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	for _, s := range stores {
+		if s3, ok := s.(*artifacts.S3); ok {
+			unc, err := s3.Uncommitted(ctx)
+			if err != nil {
+				return rep, err
+			}
+			for _, u := range unc {
+				if o.Now.Sub(u.Modified) < o.TmpAge {
+					continue // maybe a put in progress
+				}
+				it := Item{Path: s3.String() + "/" + u.Key.String(), Why: "unfinished put into the artifact store (no marker), left by a crash", Bytes: u.Bytes}
+				if !o.DryRun {
+					if err := s3.Remove(ctx, u.Key); err != nil {
+						return rep, err
+					}
+				}
+				rep.Removed = append(rep.Removed, it)
+				rep.Bytes += it.Bytes
+			}
+			continue
+		}
 		f, ok := s.(*artifacts.Folder)
 		if !ok {
 			continue
@@ -201,22 +221,29 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	for _, d := range o.Sinks {
-		pruned, err := d.Prune(sink.PruneOptions{Keep: o.Keep, TmpAge: o.TmpAge, Now: o.Now, DryRun: true})
+		pruned, err := d.PruneVersions(ctx, sink.PruneOptions{Keep: o.Keep, TmpAge: o.TmpAge, Now: o.Now, DryRun: true})
 		if err != nil {
-			return rep, fmt.Errorf("sink %s: %w", d.Name, err)
+			return rep, fmt.Errorf("sink %s: %w", d.SinkName(), err)
 		}
 		sizes := map[string]int64{}
 		for _, p := range pruned {
-			sizes[p.Path] = size(p.Path)
+			sizes[p.Path] = p.Bytes
+			if p.Bytes == 0 {
+				sizes[p.Path] = size(p.Path)
+			}
 		}
 		if !o.DryRun {
-			if pruned, err = d.Prune(sink.PruneOptions{Keep: o.Keep, TmpAge: o.TmpAge, Now: o.Now}); err != nil {
-				return rep, fmt.Errorf("sink %s: %w", d.Name, err)
+			if pruned, err = d.PruneVersions(ctx, sink.PruneOptions{Keep: o.Keep, TmpAge: o.TmpAge, Now: o.Now}); err != nil {
+				return rep, fmt.Errorf("sink %s: %w", d.SinkName(), err)
 			}
 		}
 		for _, p := range pruned {
-			rep.Removed = append(rep.Removed, Item{Path: p.Path, Why: "sink " + d.Name + ": " + p.Why, Bytes: sizes[p.Path]})
-			rep.Bytes += sizes[p.Path]
+			n := sizes[p.Path]
+			if n == 0 {
+				n = p.Bytes
+			}
+			rep.Removed = append(rep.Removed, Item{Path: p.Path, Why: "sink " + d.SinkName() + ": " + p.Why, Bytes: n})
+			rep.Bytes += n
 		}
 	}
 	return rep, nil

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
 		os.Exit(publishForever(dir))
 	}
+	if dir := os.Getenv(s3ChildEnv); dir != "" {
+		os.Exit(publishStopped(dir))
+	}
 	os.Exit(m.Run())
 }
 

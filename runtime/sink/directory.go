@@ -605,3 +605,64 @@ func randomSuffix() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+var _ Managed = (*Directory)(nil)
+
+// Place implements Managed.
+func (d *Directory) Place() string { return d.Path }
+
+// SinkName implements Managed.
+func (d *Directory) SinkName() string { return d.Name }
+
+// StateStore implements Managed.
+func (d *Directory) StateStore() store.Store { return d.Store }
+
+// VisibleVersion implements Managed: the link, resolved once.
+func (d *Directory) VisibleVersion(_ context.Context, interval string) (Visible, error) {
+	vis := Visible{Pointer: filepath.Join(d.Path, interval)}
+	dir, err := d.Visible(interval)
+	if err != nil {
+		return vis, err
+	}
+	vis.Location, vis.Name = dir, filepath.Base(dir)
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return vis, fmt.Errorf("no lineage manifest: %w", err)
+	}
+	vis.Manifest = m
+	return vis, nil
+}
+
+// Intervals implements Managed: the interval links (dot-files are the
+// sink's own).
+func (d *Directory) Intervals(context.Context) ([]string, error) {
+	entries, err := os.ReadDir(d.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") && e.Type()&fs.ModeSymlink != 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// FenceRecords implements Managed.
+func (d *Directory) FenceRecords(context.Context) (*Binding, []Record, error) {
+	b, err := d.readBinding()
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, err := d.Records()
+	return b, recs, err
+}
+
+// PruneVersions implements Managed.
+func (d *Directory) PruneVersions(_ context.Context, opts PruneOptions) ([]Pruned, error) {
+	return d.Prune(opts)
+}

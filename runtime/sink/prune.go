@@ -18,6 +18,9 @@ import (
 type Pruned struct {
 	Path string
 	Why  string
+	// Bytes is its size when the sink knows it without a walk (an object
+	// store lists sizes); 0 for a folder (measure it).
+	Bytes int64
 }
 
 // PruneOptions say what Prune keeps.

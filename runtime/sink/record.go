@@ -41,6 +41,9 @@ type Record struct {
 	State   string `json:"state"`
 	Run     string `json:"run"`
 	Attempt int    `json:"attempt"`
+	// URL is where the version's files are, in an object store sink (whose
+	// pointer object is this record): s3://bucket/prefix/.versions/<Version>/.
+	URL string `json:"url,omitempty"`
 }
 
 // Binding says which state database a sink takes publishes from.

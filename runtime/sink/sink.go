@@ -22,6 +22,50 @@ type Sink interface {
 	ReconcileAll(ctx context.Context) (int, error)
 }
 
+// Managed is a sink pipec owns: it keeps its own fencing record and binding,
+// and pipec reads it back. pipec show, pipec gc --keep, pipec sink show and
+// pipec sink adopt are written against it, so every kind (the directory
+// sink, the s3 sink) plugs in the same way. The fencing rule itself is
+// runtime/fence's, decided the same way by every kind.
+type Managed interface {
+	Sink
+	// SinkName is the sink's name in the spec.
+	SinkName() string
+	// Place names the sink: its folder, or its s3:// URL.
+	Place() string
+	// VisibleVersion resolves what readers see at interval, once, and reads
+	// that version's lineage manifest. An error wrapping fs.ErrNotExist
+	// means nothing is published there; an error with a Visible whose
+	// Location is set means the version is there but its manifest is not
+	// readable.
+	VisibleVersion(ctx context.Context, interval string) (Visible, error)
+	// Intervals lists the intervals with a visible version, sorted.
+	Intervals(ctx context.Context) ([]string, error)
+	// FenceRecords returns the sink's binding (nil: no state published to
+	// it yet) and its fencing record of every interval, sorted.
+	FenceRecords(ctx context.Context) (*Binding, []Record, error)
+	// Adopt binds the sink to its Store's state (pipec sink adopt).
+	Adopt(ctx context.Context, reason string, now time.Time) (AdoptResult, error)
+	// PruneVersions removes superseded versions (pipec gc --keep).
+	PruneVersions(ctx context.Context, opts PruneOptions) ([]Pruned, error)
+	// StateStore is the state the sink judges publishes with.
+	StateStore() store.Store
+}
+
+// Visible is the version a sink shows at an interval.
+type Visible struct {
+	// Pointer is what readers open: the interval's link, or its pointer
+	// object's URL.
+	Pointer string
+	// Location is the immutable version the pointer names now: a folder,
+	// or the s3:// prefix under which its files and _pipec.json lie. Read
+	// every file from there.
+	Location string
+	// Name is the version's name (VersionName).
+	Name     string
+	Manifest Manifest
+}
+
 // Config is what Open needs: a sink of the plan and the run's context.
 type Config struct {
 	Name, Type, Path, Fencing string
@@ -39,7 +83,21 @@ type Config struct {
 }
 
 // Types lists the sink types Open builds.
-func Types() []string { return []string{"directory"} }
+func Types() []string { return []string{"directory", "s3"} }
+
+// OpenManaged is Open for a sink pipec can read back (every type Open
+// builds today).
+func OpenManaged(c Config) (Managed, error) {
+	s, err := Open(c)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := s.(Managed)
+	if !ok {
+		return nil, fmt.Errorf("sink %s (type %s) keeps no fencing record pipec can read", c.Name, c.Type)
+	}
+	return m, nil
+}
 
 // Open builds the sink of c.Type. A type this runtime cannot publish to is
 // an error naming the ones it can.
@@ -56,6 +114,13 @@ func Open(c Config) (Sink, error) {
 		}
 		d.Pipeline, d.StatePath, d.Lineage, d.Files = c.Pipeline, c.StatePath, c.Lineage, c.Files
 		return d, nil
+	case "s3":
+		s, err := NewS3(context.Background(), c.Name, c.Path, c.Fencing, c.Store)
+		if err != nil {
+			return nil, err
+		}
+		s.Pipeline, s.StatePath, s.Lineage, s.Files = c.Pipeline, c.StatePath, c.Lineage, c.Files
+		return s, nil
 	}
 	return nil, fmt.Errorf("sink type %q is not supported by the local runtime (supported: %q)", c.Type, Types())
 }

@@ -42,7 +42,7 @@ pipeline "sc" {
   }
   sink "bucket" {
     type    = "s3"
-    path    = "warehouse/orders"
+    path    = "warehouse/orders" # want "local-artifact: not an s3:// URL"
     fencing = "token"
   }
   publish "orders_mart" {

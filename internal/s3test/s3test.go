@@ -1,0 +1,175 @@
+// Package s3test starts a real S3-compatible server for tests: versitygw
+// serving a temporary folder on a free loopback port. versitygw is not a
+// dependency of the module: .ci/run installs it (go install
+// github.com/versity/versitygw/cmd/versitygw@v1.8.0) into a cache on PATH.
+// Without it the tests skip, unless PIPEC_REQUIRE_S3=1 (then they fail).
+package s3test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/objstore"
+)
+
+// Credentials of the test server.
+const (
+	AccessKey = "pipectestaccess"
+	SecretKey = "pipec-test-secret-0123456789"
+)
+
+// Server is a running versitygw.
+type Server struct {
+	// Endpoint is http://127.0.0.1:PORT.
+	Endpoint string
+	// Dir is the folder it serves (a bucket is a folder in it).
+	Dir string
+	// Env is what a process needs to use it (AWS_ENDPOINT_URL, keys,
+	// region).
+	Env  []string
+	port int
+	cmd  *exec.Cmd
+	bin  string
+	t    testing.TB
+}
+
+// Binary finds versitygw (PATH, then $HOME/.cache/pipec-tools/bin), and
+// skips the test when it is missing, or fails it under PIPEC_REQUIRE_S3=1.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		p := filepath.Join(home, ".cache", "pipec-tools", "bin", "versitygw")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	msg := "versitygw is not installed (GOBIN=$HOME/.cache/pipec-tools/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
+	if os.Getenv("PIPEC_REQUIRE_S3") == "1" {
+		t.Fatal(msg + "; PIPEC_REQUIRE_S3=1")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Start starts a server for the test, with one bucket per name in buckets,
+// and sets the test's environment (t.Setenv) so that objstore clients built
+// in this process use it. It is stopped when the test ends.
+func Start(t testing.TB, buckets ...string) *Server {
+	t.Helper()
+	s := &Server{bin: Binary(t), Dir: t.TempDir(), t: t}
+	s.port = freePort(t)
+	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(s.port)
+	s.Env = []string{"AWS_ENDPOINT_URL=" + s.Endpoint, "AWS_ACCESS_KEY_ID=" + AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + SecretKey, "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CONFIG_FILE=" + filepath.Join(s.Dir, ".aws-config"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(s.Dir, ".aws-credentials")}
+	for _, kv := range s.Env {
+		k, v, _ := cutEq(kv)
+		t.Setenv(k, v)
+	}
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	s.start()
+	t.Cleanup(s.Stop)
+	c := s.Client()
+	for _, b := range buckets {
+		if err := c.CreateBucket(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func cutEq(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// Client is an objstore client of the server (built from the test's
+// environment).
+func (s *Server) Client() *objstore.Client {
+	s.t.Helper()
+	c, err := objstore.New(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	data := filepath.Join(s.Dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	log, err := os.OpenFile(filepath.Join(s.Dir, "versitygw.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(s.bin, "--access", AccessKey, "--secret", SecretKey, "--port", fmt.Sprintf("127.0.0.1:%d", s.port),
+		"posix", data)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.cmd = cmd
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(s.Dir, "versitygw.log"))
+			s.t.Fatalf("versitygw did not listen on port %d: %s", s.port, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop stops the server (idempotent).
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_, _ = s.cmd.Process.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port and folder.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Data is the folder holding the buckets.
+func (s *Server) Data() string { return filepath.Join(s.Dir, "data") }
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

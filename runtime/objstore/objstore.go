@@ -1,0 +1,437 @@
+// Package objstore is pipec's S3 client: the artifact store on S3
+// (runtime/artifacts) and the s3 sink (runtime/sink) talk to an object store
+// only through it. It is a thin layer on the AWS SDK for Go v2: URLs
+// ("s3://bucket/prefix"), credentials the AWS way, conditional writes
+// (If-None-Match: * to create, If-Match: <ETag> to compare-and-swap) with a
+// precondition failure as an error value, and the probe that says whether a
+// server honours them.
+//
+// Credentials and the endpoint come from where every AWS tool takes them:
+// the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN, AWS_REGION, AWS_PROFILE), the shared config and
+// credentials files, SSO, the instance's role; AWS_ENDPOINT_URL (or
+// AWS_ENDPOINT_URL_S3) points at an S3-compatible server (MinIO, versitygw,
+// R2), which is then addressed path-style (http://host/bucket/key). pipec
+// never prints a credential nor records one in the state: every secret a
+// client was built with is in Secrets, which the runtime's redactor masks.
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// Scheme is the URL scheme of an object store location.
+const Scheme = "s3://"
+
+// IsURL reports whether a location names an object store ("s3://…").
+func IsURL(location string) bool { return strings.HasPrefix(location, Scheme) }
+
+// URL is a place in a bucket: "s3://bucket/prefix".
+type URL struct {
+	Bucket string
+	// Prefix has no leading or trailing slash; "" is the bucket's root.
+	Prefix string
+}
+
+// ParseURL reads "s3://bucket[/prefix]".
+func ParseURL(s string) (URL, error) {
+	if !IsURL(s) {
+		return URL{}, fmt.Errorf("%q is not an s3:// URL", s)
+	}
+	rest := strings.TrimPrefix(s, Scheme)
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	if bucket == "" {
+		return URL{}, fmt.Errorf("%q names no bucket (s3://bucket/prefix)", s)
+	}
+	prefix = strings.Trim(prefix, "/")
+	for _, el := range strings.Split(prefix, "/") {
+		if prefix != "" && (el == "" || el == "." || el == "..") {
+			return URL{}, fmt.Errorf("%q: the prefix has an empty, . or .. element", s)
+		}
+	}
+	return URL{Bucket: bucket, Prefix: prefix}, nil
+}
+
+// Key is the object key of a path under the prefix (slash-separated parts).
+func (u URL) Key(parts ...string) string {
+	all := make([]string, 0, len(parts)+1)
+	if u.Prefix != "" {
+		all = append(all, u.Prefix)
+	}
+	return strings.Join(append(all, parts...), "/")
+}
+
+// String is "s3://bucket/prefix".
+func (u URL) String() string {
+	if u.Prefix == "" {
+		return Scheme + u.Bucket
+	}
+	return Scheme + u.Bucket + "/" + u.Prefix
+}
+
+// Of is the URL of one key of the bucket.
+func (u URL) Of(key string) string { return Scheme + u.Bucket + "/" + key }
+
+// ErrNotFound is returned when a key does not exist.
+var ErrNotFound = errors.New("no such object")
+
+// ErrPrecondition is returned when a conditional write or read is refused:
+// If-None-Match: * on a key that exists, If-Match on an ETag that is no
+// longer the object's (412), or a concurrent conditional write of the same
+// key (409 ConditionalRequestConflict). Nothing was written.
+var ErrPrecondition = errors.New("precondition failed")
+
+// ErrNotImplemented is returned when the server refuses a request for a
+// feature it does not have (501, or the NotImplemented error code: some
+// servers answer a conditional PutObject so).
+var ErrNotImplemented = errors.New("not implemented by the server")
+
+// Client is an S3 client with the calls pipec makes.
+type Client struct {
+	s3 *s3.Client
+	// Endpoint names the server in messages (never a credential).
+	Endpoint string
+	trips    atomic.Int64
+}
+
+// RoundTrips is how many HTTP requests the client sent (retries included).
+func (c *Client) RoundTrips() int64 { return c.trips.Load() }
+
+type countingTransport struct {
+	next  http.RoundTripper
+	trips *atomic.Int64
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.trips.Add(1)
+	return t.next.RoundTrip(r)
+}
+
+var (
+	secretsMu sync.Mutex
+	secrets   []string
+)
+
+// Secrets are the secret access keys and session tokens of every client this
+// process built (from the environment or the shared files alike), for the
+// runtime's redactor.
+func Secrets() []string {
+	secretsMu.Lock()
+	defer secretsMu.Unlock()
+	out := slices.Clone(secrets)
+	for _, name := range []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+		if v := os.Getenv(name); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func remember(vs ...string) {
+	secretsMu.Lock()
+	defer secretsMu.Unlock()
+	for _, v := range vs {
+		if v != "" && !slices.Contains(secrets, v) {
+			secrets = append(secrets, v)
+		}
+	}
+}
+
+var (
+	clientsMu sync.Mutex
+	clients   = map[string]*Client{}
+)
+
+// Shared is New, built once per process for one environment (the endpoint
+// and credentials variables): a run opens one store and several sinks.
+func Shared(ctx context.Context) (*Client, error) {
+	var id strings.Builder
+	for _, name := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+		"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		id.WriteString(os.Getenv(name) + "\x00")
+	}
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	if c, ok := clients[id.String()]; ok {
+		return c, nil
+	}
+	c, err := New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	clients[id.String()] = c
+	return c, nil
+}
+
+// New builds a client from the AWS configuration of the environment. The
+// credentials are resolved now, so that a missing or broken configuration is
+// said at once, and remembered for Secrets.
+func New(ctx context.Context) (*Client, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("object store: AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		// S3-compatible servers ignore it; AWS needs one to sign.
+		cfg.Region = "us-east-1"
+	}
+	c := &Client{Endpoint: "AWS S3"}
+	endpoint := cmpOr(os.Getenv("AWS_ENDPOINT_URL_S3"), aws.ToString(cfg.BaseEndpoint))
+	if endpoint != "" {
+		c.Endpoint = endpoint
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = 64
+	cfg.HTTPClient = &http.Client{Transport: countingTransport{next: base, trips: &c.trips}}
+	c.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.UsePathStyle = true
+		}
+		// Checksums only where the API requires them: pipec checks every
+		// version's sha256 itself, and S3-compatible servers differ in the
+		// trailing checksums they accept.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	creds, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "+
+			"or AWS_PROFILE, as for the aws command): %w", c.Endpoint, err)
+	}
+	remember(creds.SecretAccessKey, creds.SessionToken)
+	return c, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Cond is a write's precondition.
+type Cond struct {
+	// IfNoneMatch: create only (the key must not exist).
+	IfNoneMatch bool
+	// IfMatch: replace only the object with this ETag.
+	IfMatch string
+}
+
+// Put writes body at key under cond and returns the new object's ETag.
+func (c *Client) Put(ctx context.Context, bucket, key string, body []byte, cond Cond) (string, error) {
+	return c.put(ctx, bucket, key, bytes.NewReader(body), int64(len(body)), cond)
+}
+
+// PutFile uploads a local file to key, unconditionally.
+func (c *Client) PutFile(ctx context.Context, bucket, key, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	_, err = c.put(ctx, bucket, key, f, fi.Size(), Cond{})
+	return err
+}
+
+func (c *Client) put(ctx context.Context, bucket, key string, body io.ReadSeeker, size int64, cond Cond) (string, error) {
+	in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: body, ContentLength: aws.Int64(size)}
+	if cond.IfNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if cond.IfMatch != "" {
+		in.IfMatch = aws.String(cond.IfMatch)
+	}
+	out, err := c.s3.PutObject(ctx, in)
+	if err != nil {
+		return "", c.wrap("put", bucket, key, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// Get reads a whole (small) object and its ETag.
+func (c *Client) Get(ctx context.Context, bucket, key string) ([]byte, string, error) {
+	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, "", c.wrap("get", bucket, key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, "", c.wrap("get", bucket, key, err)
+	}
+	return b, aws.ToString(out.ETag), nil
+}
+
+// GetTo streams an object into w and returns how many bytes it wrote.
+func (c *Client) GetTo(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return 0, c.wrap("get", bucket, key, err)
+	}
+	defer out.Body.Close()
+	n, err := io.Copy(w, out.Body)
+	if err != nil {
+		return n, c.wrap("get", bucket, key, err)
+	}
+	return n, nil
+}
+
+// Exists reports whether key exists.
+func (c *Client) Exists(ctx context.Context, bucket, key string) (bool, error) {
+	_, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err == nil {
+		return true, nil
+	}
+	if err = c.wrap("head", bucket, key, err); errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return false, err
+}
+
+// Object is one listed object.
+type Object struct {
+	Key      string
+	Size     int64
+	Modified time.Time
+}
+
+// List lists the keys under prefix. With delim "/", keys in deeper
+// "folders" are left out and the folders (common prefixes, ending in "/")
+// are returned instead.
+func (c *Client) List(ctx context.Context, bucket, prefix, delim string) ([]Object, []string, error) {
+	var objs []Object
+	var dirs []string
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)}
+	if delim != "" {
+		in.Delimiter = aws.String(delim)
+	}
+	p := s3.NewListObjectsV2Paginator(c.s3, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, nil, c.wrap("list", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			objs = append(objs, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+		}
+		for _, cp := range page.CommonPrefixes {
+			dirs = append(dirs, aws.ToString(cp.Prefix))
+		}
+	}
+	return objs, dirs, nil
+}
+
+// Delete removes key; a missing key is no error.
+func (c *Client) Delete(ctx context.Context, bucket, key string) error {
+	_, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		if err = c.wrap("delete", bucket, key, err); errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// CreateBucket makes a bucket (tests, set-up); one that exists is no error.
+func (c *Client) CreateBucket(ctx context.Context, bucket string) error {
+	_, err := c.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	var exists *types.BucketAlreadyExists
+	if err != nil && !errors.As(err, &owned) && !errors.As(err, &exists) {
+		return c.wrap("create bucket", bucket, "", err)
+	}
+	return nil
+}
+
+// NoConditionalWritesError says a server ignored a precondition.
+type NoConditionalWritesError struct {
+	Endpoint, URL, What string
+}
+
+func (e *NoConditionalWritesError) Error() string {
+	return fmt.Sprintf("object store %s (%s) does not honour conditional writes: %s", e.Endpoint, e.URL, e.What)
+}
+
+// Probe checks that the server honours conditional writes, using key (a
+// small object it may create and keep): a create-only write of an existing
+// key and a write conditioned on a wrong ETag must both be refused. Three
+// round trips; call it once per process and place.
+func (c *Client) Probe(ctx context.Context, u URL, key string) error {
+	if _, err := c.Put(ctx, u.Bucket, key, []byte("pipec conditional write probe\n"), Cond{}); err != nil {
+		return err
+	}
+	_, err := c.Put(ctx, u.Bucket, key, []byte("pipec conditional write probe\n"), Cond{IfNoneMatch: true})
+	switch {
+	case err == nil:
+		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
+			What: "a write with If-None-Match: * over an existing key was accepted"}
+	case errors.Is(err, ErrNotImplemented):
+		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
+			What: "a write with If-None-Match: * was refused as not implemented"}
+	case !errors.Is(err, ErrPrecondition):
+		return err
+	}
+	_, err = c.Put(ctx, u.Bucket, key, []byte("pipec conditional write probe\n"), Cond{IfMatch: `"00000000000000000000000000000000"`})
+	switch {
+	case err == nil:
+		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
+			What: "a write with If-Match on a wrong ETag was accepted"}
+	case errors.Is(err, ErrNotImplemented):
+		return &NoConditionalWritesError{Endpoint: c.Endpoint, URL: u.Of(key),
+			What: "a write with If-Match was refused as not implemented"}
+	case !errors.Is(err, ErrPrecondition):
+		return err
+	}
+	return nil
+}
+
+// wrap turns the SDK's errors into ErrNotFound and ErrPrecondition, and
+// names the object.
+func (c *Client) wrap(op, bucket, key string, err error) error {
+	what := Scheme + bucket + "/" + key
+	var re interface{ HTTPStatusCode() int }
+	status := 0
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	var ae smithy.APIError
+	code := ""
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	switch {
+	case status == http.StatusPreconditionFailed || code == "PreconditionFailed" ||
+		status == http.StatusConflict && code == "ConditionalRequestConflict":
+		return fmt.Errorf("%s %s: %w", op, what, ErrPrecondition)
+	case status == http.StatusNotImplemented || code == "NotImplemented":
+		return fmt.Errorf("%s %s at %s: %w: %v", op, what, c.Endpoint, ErrNotImplemented, err)
+	case code == "NoSuchBucket":
+		return fmt.Errorf("%s %s at %s: the bucket does not exist", op, what, c.Endpoint)
+	case status == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":
+		return fmt.Errorf("%s %s: %w", op, what, ErrNotFound)
+	}
+	return fmt.Errorf("%s %s at %s: %w", op, what, c.Endpoint, err)
+}

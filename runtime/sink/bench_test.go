@@ -1,0 +1,91 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pipec/pipec/internal/s3test"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// BenchmarkPublishSmallVersions publishes small versions (two 30-byte CSV
+// files) one after another, each to its own interval, to the directory sink
+// and to the s3 sink (versitygw on loopback, serving a local folder), and
+// reads each back as a reader does (resolve the visible version once, read
+// its files). Producing the version (the attempt, staging, the state's
+// records) is outside the timer. The s3 sink reports its HTTP round trips
+// per publish and per read. Run with -benchtime=1000x for the 1,000 of the
+// note:
+//
+//	go test ./runtime/sink -run '^$' -bench PublishSmallVersions -benchtime=1000x
+func BenchmarkPublishSmallVersions(b *testing.B) {
+	b.Run("directory", func(b *testing.B) {
+		f := newFixture(b)
+		d := f.sink(b, f.st, FencingToken)
+		benchPublish(b, f, d, func(ctx context.Context, interval string) error {
+			dir, err := d.Visible(interval)
+			if err != nil {
+				return err
+			}
+			for _, name := range versionFiles {
+				if _, err := os.ReadFile(filepath.Join(dir, name)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil)
+	})
+	b.Run("s3", func(b *testing.B) {
+		s3test.Start(b, "lake")
+		f := newFixture(b)
+		s := f.s3sink(b, f.st, FencingToken)
+		var published, read int64
+		benchPublish(b, f, s, func(ctx context.Context, interval string) error {
+			before := s.Client.RoundTrips()
+			_, files, err := readS3(ctx, s, interval)
+			read += s.Client.RoundTrips() - before
+			if err == nil && len(files) != len(versionFiles) {
+				err = fmt.Errorf("read %d files", len(files))
+			}
+			return err
+		}, func(trips int64) { published += trips })
+		b.ReportMetric(float64(published)/float64(b.N), "trips/publish")
+		b.ReportMetric(float64(read)/float64(b.N), "trips/read")
+	})
+}
+
+func benchPublish(b *testing.B, f *fixture, s Sink, read func(context.Context, string) error, trips func(int64)) {
+	ctx := context.Background()
+	var client interface{ RoundTrips() int64 }
+	if s3, ok := s.(*S3); ok {
+		client = s3.Client
+		// The probe is once per process: not a publish's cost.
+		if err := s3.probe(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		interval := fmt.Sprintf("2024-01-01-%06d", i)
+		v := f.produce(b, f.st, "clean", interval, filesOf(versionContent(i, 0)))
+		b.StartTimer()
+		var before int64
+		if client != nil {
+			before = client.RoundTrips()
+		}
+		res, err := s.Publish(ctx, v)
+		if err != nil || res.Outcome != store.Won {
+			b.Fatalf("publish %d: %+v, %v", i, res, err)
+		}
+		if client != nil {
+			trips(client.RoundTrips() - before)
+		}
+		if err := read(ctx, interval); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
