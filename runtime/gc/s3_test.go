@@ -14,6 +14,7 @@ import (
 	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestS3ArtifactStoreCollected: on an artifact store in S3 (versitygw), gc
@@ -24,7 +25,7 @@ func TestS3ArtifactStoreCollected(t *testing.T) {
 	s3test.Start(t, "arts")
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

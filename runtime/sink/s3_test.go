@@ -25,6 +25,7 @@ import (
 
 	"github.com/pipec/pipec/internal/s3test"
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 const s3SinkURL = "s3://lake/marts/orders"
@@ -328,7 +329,7 @@ const s3ChildEnv = "PIPEC_SINK_TEST_S3_CHILD"
 // and prints the outcome.
 func publishStopped(dir string) int {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(dir, ".pipec", "state.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, ".pipec", "state.db"), sqlite.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
