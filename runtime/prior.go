@@ -173,7 +173,7 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 
 // fenceRecorder is a sink that keeps a fence record per interval.
 type fenceRecorder interface {
-	Record(interval string) (*sink.Record, error)
+	Record(ctx context.Context, interval string) (*sink.Record, error)
 }
 
 // raiseAboveSinks makes this interval's next tokens exceed every token a
@@ -195,7 +195,7 @@ func (r *runner) raiseAboveSinks(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		rec, err := fr.Record(r.iv.Key)
+		rec, err := fr.Record(ctx, r.iv.Key)
 		if err != nil || rec == nil || rec.State != stateID || rec.Pipeline != r.plan.Pipeline || rec.Token <= floor {
 			continue
 		}

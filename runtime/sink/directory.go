@@ -262,36 +262,18 @@ func (r *Record) held() fence.Held {
 	return fence.Held{Exists: true, Token: r.Token, Version: r.Version}
 }
 
-// checkBinding refuses a state the sink is not bound to, and another
-// pipeline's or artifact's version than the sink holds (in any interval,
-// published or not yet); it binds an unbound sink to stateID and v's
-// pipeline and artifact. The caller holds the lock.
+// checkBinding judges the sink's binding for v from stateID
+// (judgeBinding) and records what it says to. The caller holds the lock.
 func (d *Directory) checkBinding(stateID string, v store.Version) error {
 	b, err := d.readBinding()
 	if err != nil {
 		return err
 	}
-	if b != nil && b.State != stateID {
-		return &ForeignStateError{Sink: d.Name, Path: d.Path, Bound: *b, State: stateID, StatePath: d.StatePath}
+	write, err := judgeBinding(d.Name, d.Path, stateID, d.StatePath, b, d.Records, v)
+	if err != nil || write == nil {
+		return err
 	}
-	if b != nil && b.Pipeline == v.Pipeline && b.Artifact == v.Artifact {
-		return nil
-	}
-	var records []Record
-	if b == nil || b.Pipeline == "" {
-		if records, err = d.Records(); err != nil {
-			return err
-		}
-	}
-	if held, ok := holder(b, records); ok && (held.Pipeline != v.Pipeline || held.Artifact != v.Artifact) {
-		return &OtherArtifactError{Sink: d.Name, Path: d.Path, Held: held, Pipeline: v.Pipeline, Artifact: v.Artifact}
-	}
-	nb := Binding{State: stateID, StatePath: d.StatePath}
-	if b != nil {
-		nb = *b
-	}
-	nb.Pipeline, nb.Artifact = v.Pipeline, v.Artifact
-	return d.writeBinding(nb)
+	return d.writeBinding(*write)
 }
 
 // accept records v as the interval's highest accepted token and points the

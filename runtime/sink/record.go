@@ -1,9 +1,11 @@
 package sink
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pipec/pipec/runtime/store"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -59,6 +61,37 @@ type Binding struct {
 	Pipeline  string     `json:"pipeline,omitempty"`
 	Artifact  string     `json:"artifact,omitempty"`
 	Adoptions []Adoption `json:"adoptions,omitempty"`
+}
+
+// judgeBinding is what a sink's binding b (nil: none yet) says of publishing
+// v from stateID, for every kind of sink: refused from another state, and
+// refused for another pipeline's or artifact's version, in any interval
+// (what the sink holds: b, or for a binding written before it recorded
+// that, the sink's records, read only then). write, when not nil, is the
+// binding to record (an unbound sink bound, or what it holds recorded).
+func judgeBinding(sinkName, path, stateID, statePath string, b *Binding, records func() ([]Record, error),
+	v store.Version) (write *Binding, err error) {
+	if b != nil && b.State != stateID {
+		return nil, &ForeignStateError{Sink: sinkName, Path: path, Bound: *b, State: stateID, StatePath: statePath}
+	}
+	if b != nil && b.Pipeline == v.Pipeline && b.Artifact == v.Artifact {
+		return nil, nil
+	}
+	var recs []Record
+	if b == nil || b.Pipeline == "" {
+		if recs, err = records(); err != nil {
+			return nil, err
+		}
+	}
+	if held, ok := holder(b, recs); ok && (held.Pipeline != v.Pipeline || held.Artifact != v.Artifact) {
+		return nil, &OtherArtifactError{Sink: sinkName, Path: path, Held: held, Pipeline: v.Pipeline, Artifact: v.Artifact}
+	}
+	nb := Binding{State: stateID, StatePath: statePath}
+	if b != nil {
+		nb = *b
+	}
+	nb.Pipeline, nb.Artifact = v.Pipeline, v.Artifact
+	return &nb, nil
 }
 
 // holder is the pipeline and artifact a sink holds, from its binding or,
@@ -152,7 +185,9 @@ func (d *Directory) writeBinding(b Binding) error {
 
 // Record returns the fence record of one interval (the highest token the
 // sink accepted there, and from which state), nil when it has none.
-func (d *Directory) Record(interval string) (*Record, error) { return d.readRecord(interval) }
+func (d *Directory) Record(_ context.Context, interval string) (*Record, error) {
+	return d.readRecord(interval)
+}
 
 // readRecord returns the interval's record, nil when the sink never accepted
 // anything for it.

@@ -182,24 +182,34 @@ func (s *S3) readBinding(ctx context.Context) (*Binding, string, error) {
 // bind refuses a state the sink is not bound to, and binds an unbound sink
 // to stateID (create-only: of two states publishing first at once, one
 // binds and the other is refused).
-func (s *S3) bind(ctx context.Context, stateID string) error {
+func (s *S3) bind(ctx context.Context, stateID string, v store.Version) error {
 	for range 3 {
-		b, _, err := s.readBinding(ctx)
+		b, etag, err := s.readBinding(ctx)
 		if err != nil {
 			return err
 		}
-		if b != nil {
-			if b.State != stateID {
-				return &ForeignStateError{Sink: s.Name, Path: s.URL.String(), Bound: *b, State: stateID, StatePath: s.StatePath}
-			}
-			return nil
+		records := func() ([]Record, error) {
+			_, recs, err := s.FenceRecords(ctx)
+			return recs, err
 		}
-		err = s.writeJSONObject(ctx, s.bindingKey(), "", Binding{State: stateID, StatePath: s.StatePath})
+		write, err := judgeBinding(s.Name, s.URL.String(), stateID, s.StatePath, b, records, v)
+		if err != nil || write == nil {
+			return err
+		}
+		// Create-only when unbound, compare-and-swap otherwise.
+		err = s.writeJSONObject(ctx, s.bindingKey(), etag, *write)
 		if !errors.Is(err, objstore.ErrPrecondition) {
 			return err
 		}
 	}
 	return fmt.Errorf("sink %s: its binding keeps changing", s.Name)
+}
+
+// Record returns the fence record (the pointer) of one interval, nil when
+// it has none.
+func (s *S3) Record(ctx context.Context, interval string) (*Record, error) {
+	r, _, err := s.readRecord(ctx, interval)
+	return r, err
 }
 
 // readRecord returns the interval's pointer (its record) and its ETag.
@@ -245,7 +255,7 @@ func (s *S3) Publish(ctx context.Context, v store.Version) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), s.Name, err)
 	}
-	if err := s.bind(ctx, stateID); err != nil {
+	if err := s.bind(ctx, stateID, v); err != nil {
 		return Result{}, fmt.Errorf("publish %s: %w", v.Label(), err)
 	}
 	rec, etag, err := s.readRecord(ctx, v.Interval)
