@@ -138,7 +138,15 @@ func startChild(b *testing.B, bin string) (*client, int) {
 	return c, cmd.Process.Pid
 }
 
+// buildPipec builds pipec from this tree, or returns $PIPEC_BENCH_BIN when set,
+// so that another build (the one before a change) is measured by the same
+// benchmark, alternately:
+//
+//	PIPEC_BENCH_BIN=/tmp/pipec-before go test -run x -bench ChangeToDiagnostics/gendag10k.cue ./lsp/
 func buildPipec(b *testing.B) string {
+	if bin := os.Getenv("PIPEC_BENCH_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(b.TempDir(), "pipec")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pipec/pipec/cmd/pipec").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)

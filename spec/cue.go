@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"slices"
@@ -71,6 +72,9 @@ type cueLoader struct {
 	// evaluateAll reads even a plain file from its evaluated value, so tests
 	// can check the two ways of reading agree.
 	evaluateAll bool
+	// noCache evaluates every chunk even when the chunk cache is on
+	// (CacheCUEChunks), for tests of the evaluation itself.
+	noCache bool
 	// cuePaths holds the paths CUE reported errors at, and cuePrefixes every
 	// ancestor of those, so the decoder does not report the same mistake
 	// again (see cueCovers).
@@ -277,16 +281,38 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 	}
 	chunks := splitPlain(merged, size)
 	errs := make([]error, len(chunks))
+	// With the cache on, chunks found valid before (by content) are not
+	// evaluated again; see validChunks.
+	var keys [][sha256.Size]byte
+	var load uint64
+	if chunkCacheOn.Load() && !l.noCache {
+		load = startLoad()
+		keys = make([][sha256.Size]byte, len(chunks))
+	}
+	var todo []int
+	for i, c := range chunks {
+		if keys != nil {
+			keys[i] = chunkKey(c)
+			if knownValid(keys[i], load) {
+				continue
+			}
+		}
+		todo = append(todo, i)
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(procs, len(chunks)) {
+	for range min(procs, len(todo)) {
 		wg.Go(func() {
 			for i := range next {
 				errs[i] = newCUEEvaluator().evaluate(chunks[i])
+				chunkEvaluations.Add(1)
+				if errs[i] == nil && keys != nil {
+					rememberValid(keys[i], load)
+				}
 			}
 		})
 	}
-	for i := range chunks {
+	for _, i := range todo {
 		next <- i
 	}
 	close(next)
