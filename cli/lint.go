@@ -63,6 +63,7 @@ func newLintCmd(io IO) *cobra.Command {
 			} else if opts.workers < 1 {
 				return usageErr("lint: --workers must be at least 1")
 			}
+			collectLate(io)
 			return runLint(io, args, opts)
 		},
 	}
