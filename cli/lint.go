@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/config"
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/lint"
@@ -62,6 +63,7 @@ func newLintCmd(io IO) *cobra.Command {
 			} else if opts.workers < 1 {
 				return usageErr("lint: --workers must be at least 1")
 			}
+			collectLate(io)
 			return runLint(io, args, opts)
 		},
 	}
@@ -156,7 +158,7 @@ func runLint(io IO, paths []string, opts lintOptions) error {
 			results, files = nil, nil // an ignored file: no findings
 		} else {
 			files = []string{name}
-			results = []lintResult{lintSource(loadSource(syn, name, src), lopts)}
+			results = []lintResult{lintSource(loadSourceWith(syn, name, src, compiler.Check), lopts)}
 			if opts.stdinFilename == "" && hasRule(results[0].diags, spec.RuleSyntax) &&
 				isPipelineSpec(spec.SyntaxCUE, src) && !isPipelineSpec(spec.SyntaxHCL, src) {
 				hint = "standard input was read as HCL, but it looks like a CUE spec: " +
@@ -298,7 +300,7 @@ func lintFiles(files []string, opts lint.Options) []lintResult {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			c, err := loadSpec(f)
+			c, err := loadSpecWith(f, compiler.Check)
 			if err != nil {
 				results[i].err = err
 				return

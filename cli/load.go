@@ -48,6 +48,14 @@ func compileFile(path string) (*compiled, error) {
 
 // loadSpec loads and compiles one spec, without lint rules.
 func loadSpec(path string) (*compiled, error) {
+	return loadSpecWith(path, compiler.Compile)
+}
+
+// loadSpecWith is loadSpec with the compiler's entry point: compiler.Check
+// for a caller that never reads Result.Plan (lint: a rule that needs the plan
+// builds it with PlanOf), compiler.Compile otherwise. Both give the same
+// findings.
+func loadSpecWith(path string, compile compileFunc) (*compiled, error) {
 	if st, err := os.Stat(path); err != nil {
 		return nil, usageErr("%v", unwrapPathError(err))
 	} else if st.IsDir() {
@@ -61,12 +69,21 @@ func loadSpec(path string) (*compiled, error) {
 	if err != nil {
 		return nil, usageErr("%v", unwrapPathError(err))
 	}
-	return loadSource(syn, path, src), nil
+	return loadSourceWith(syn, path, src, compile), nil
 }
+
+// compileFunc is compiler.Compile or compiler.Check.
+type compileFunc func(*spec.Pipeline) (*compiler.Result, diag.Diagnostics)
 
 // loadSource loads and compiles a spec's text. A binary file (a NUL byte, or
 // not UTF-8) gets one finding instead of one per byte the parser trips on.
 func loadSource(syn spec.Syntax, name string, src []byte) *compiled {
+	return loadSourceWith(syn, name, src, compiler.Compile)
+}
+
+// loadSourceWith is loadSource with the compiler's entry point (see
+// loadSpecWith).
+func loadSourceWith(syn spec.Syntax, name string, src []byte, compile compileFunc) *compiled {
 	c := &compiled{File: name, Src: src}
 	if isBinary(src) {
 		c.Diags = diag.Diagnostics{diag.Errorf(spec.RuleSyntax, binaryRange(name, src),
@@ -82,7 +99,7 @@ func loadSource(syn spec.Syntax, name string, src []byte) *compiled {
 		// is in the broken part) for a cause already reported.
 		return c
 	}
-	res, cds := compiler.Compile(p)
+	res, cds := compile(p)
 	c.Result = res
 	c.Diags = append(c.Diags, cds...).Sort()
 	return c

@@ -47,9 +47,23 @@ func newGraph(nodes []string, written []edge) (*Graph, []edge) {
 	for i, e := range written {
 		keys[i] = key{pos[e.from], pos[e.to], int32(i)}
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.seq, b.seq))
-	})
+	// Sort by (from, to, seq). Packed into one uint64 when the indices fit
+	// (2^21 nodes, 2^22 edges), the sort compares integers instead of
+	// calling a comparison: a sixth of a 10k-task compile before.
+	if n < 1<<21 && len(keys) < 1<<22 {
+		packed := make([]uint64, len(keys))
+		for i, k := range keys {
+			packed[i] = uint64(k.from)<<43 | uint64(k.to)<<22 | uint64(k.seq)
+		}
+		slices.Sort(packed)
+		for i, p := range packed {
+			keys[i] = key{int32(p >> 43), int32(p >> 22 & (1<<21 - 1)), int32(p & (1<<22 - 1))}
+		}
+	} else {
+		slices.SortFunc(keys, func(a, b key) int {
+			return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.seq, b.seq))
+		})
+	}
 	keys = slices.CompactFunc(keys, func(a, b key) bool { return a.from == b.from && a.to == b.to })
 	edges := make([]edge, len(keys))
 	// Compressed adjacency: succ of node i is succTo[succAt[i]:succAt[i+1]].

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/pipec/pipec/diag"
@@ -47,14 +48,22 @@ Fixed:
 	Run: runSecretLiteral,
 }
 
-var (
-	awsKeyID   = regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`)
-	privateKey = regexp.MustCompile(`-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----`)
-	ghToken    = regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})\b`)
-	slackToken = regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`)
-	urlCreds   = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:([^/\s@]+)@`)
-	secretFlag = regexp.MustCompile(`^--?[A-Za-z0-9_-]*?(password|passwd|token|secret|api[-_]?key)$`)
-)
+// secretRx holds the shapes of credentials, compiled on first use: every
+// pipec command links this package, and most never lint.
+var secretRx = sync.OnceValue(func() *secretRegexps {
+	return &secretRegexps{
+		awsKeyID:   regexp.MustCompile(`\b(AKIA|ASIA)[0-9A-Z]{16}\b`),
+		privateKey: regexp.MustCompile(`-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----`),
+		ghToken:    regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})\b`),
+		slackToken: regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
+		urlCreds:   regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:([^/\s@]+)@`),
+		secretFlag: regexp.MustCompile(`^--?[A-Za-z0-9_-]*?(password|passwd|token|secret|api[-_]?key)$`),
+	}
+})
+
+type secretRegexps struct {
+	awsKeyID, privateKey, ghToken, slackToken, urlCreds, secretFlag *regexp.Regexp
+}
 
 func runSecretLiteral(pass *Pass) error {
 	ix := pass.Index
@@ -102,12 +111,13 @@ func runSecretLiteral(pass *Pass) error {
 // argsShape finds a credential in a command: in any argument, as --flag=value,
 // or as a value after a flag such as --password.
 func argsShape(args []string) string {
+	rx := secretRx()
 	for i, a := range args {
 		if shape := credentialShape(a); shape != "" {
 			return shape
 		}
 		flag, v, hasValue := strings.Cut(a, "=")
-		if !secretFlag.MatchString(flag) {
+		if !rx.secretFlag.MatchString(flag) {
 			continue
 		}
 		if !hasValue && i+1 < len(args) {
@@ -122,17 +132,18 @@ func argsShape(args []string) string {
 
 // credentialShape names the kind of credential found in s, or returns "".
 func credentialShape(s string) string {
+	rx := secretRx()
 	switch {
-	case awsKeyID.MatchString(s):
+	case rx.awsKeyID.MatchString(s):
 		return "an AWS access key id"
-	case privateKey.MatchString(s):
+	case rx.privateKey.MatchString(s):
 		return "a private key"
-	case ghToken.MatchString(s):
+	case rx.ghToken.MatchString(s):
 		return "a GitHub token"
-	case slackToken.MatchString(s):
+	case rx.slackToken.MatchString(s):
 		return "a Slack token"
 	}
-	for _, m := range urlCreds.FindAllStringSubmatch(s, -1) {
+	for _, m := range rx.urlCreds.FindAllStringSubmatch(s, -1) {
 		if isLiteral(m[1]) {
 			return "a URL with a password"
 		}

@@ -27,6 +27,7 @@ func BenchmarkAnalyze(b *testing.B) {
 	if !ok {
 		b.Skipf("%s: not a spec file", path)
 	}
+	spec.CacheCUEChunks() // as Serve does
 	for b.Loop() {
 		if a := analyze(path, syn, src, lint.Options{}, &config.Config{}); !a.pipeline {
 			b.Fatal("not analysed as a pipeline")

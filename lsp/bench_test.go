@@ -22,13 +22,21 @@ import (
 //
 //	go test -run x -bench ChangeToDiagnostics -benchtime 20x ./lsp/
 func BenchmarkChangeToDiagnostics(b *testing.B) {
-	type input struct{ name, path string }
+	type input struct {
+		name, path string
+		// inTask edits the middle task's timeout instead of typing a
+		// comment at the end: in a CUE spec the chunk holding it is
+		// evaluated again (see spec.CacheCUEChunks).
+		inTask bool
+	}
 	inputs := []input{
-		{"orders.hcl", "../examples/orders/pipeline.hcl"},
-		{"orders.cue", "../examples/orders/pipeline.cue"},
+		{"orders.hcl", "../examples/orders/pipeline.hcl", false},
+		{"orders.cue", "../examples/orders/pipeline.cue", false},
 	}
 	dir := gendagDir(b, 10000)
-	inputs = append(inputs, input{"gendag10k.hcl", filepath.Join(dir, "pipeline.hcl")}, input{"gendag10k.cue", filepath.Join(dir, "pipeline.cue")})
+	cue := filepath.Join(dir, "pipeline.cue")
+	inputs = append(inputs, input{"gendag10k.hcl", filepath.Join(dir, "pipeline.hcl"), false},
+		input{"gendag10k.cue", cue, false}, input{"gendag10k.cue-task-edit", cue, true})
 	bin := buildPipec(b)
 	for _, in := range inputs {
 		src := readFile(b, in.path)
@@ -39,8 +47,34 @@ func BenchmarkChangeToDiagnostics(b *testing.B) {
 			v := int32(1)
 			cpu0 := childCPU(b, pid)
 			b.ResetTimer()
+			// The middle task's timeout, for inTask: `timeout: "1m"` on the
+			// line of task t<n/2>.
+			var at protocol.Range
+			if in.inTask {
+				lines := strings.Split(src, "\n")
+				for i, l := range lines[len(lines)/2:] {
+					if c := strings.Index(l, `timeout: "1m"`); c >= 0 {
+						c += len(`timeout: "`)
+						line := uint32(len(lines)/2 + i)
+						at = protocol.Range{Start: protocol.Position{Line: line, Character: uint32(c)}, End: protocol.Position{Line: line, Character: uint32(c + 2)}}
+						break
+					}
+				}
+				if at.End.Character == 0 {
+					b.Fatal("no task timeout to edit")
+				}
+			}
 			for b.Loop() {
 				v++
+				if in.inTask {
+					// A new value each time: the edited chunk is never one
+					// seen before.
+					txt := fmt.Sprintf("%dm", 100+v)
+					c.edit(u, v, contentChange{Range: &at, Text: txt})
+					at.End.Character = at.Start.Character + uint32(len(txt))
+					c.waitVersion(u, uint32(v))
+					continue
+				}
 				// A change an author makes, sent as an editor does: a comment
 				// line typed at the end, then deleted.
 				end := protocol.Position{Line: uint32(strings.Count(src, "\n"))}
@@ -136,7 +170,15 @@ func startChild(b *testing.B, bin string) (*client, int) {
 	return c, cmd.Process.Pid
 }
 
+// buildPipec builds pipec from this tree, or returns $PIPEC_BENCH_BIN when set,
+// so that another build (the one before a change) is measured by the same
+// benchmark, alternately:
+//
+//	PIPEC_BENCH_BIN=/tmp/pipec-before go test -run x -bench ChangeToDiagnostics/gendag10k.cue ./lsp/
 func buildPipec(b *testing.B) string {
+	if bin := os.Getenv("PIPEC_BENCH_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(b.TempDir(), "pipec")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/pipec/pipec/cmd/pipec").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)

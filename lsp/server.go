@@ -85,6 +85,9 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
 	}
+	// Every edit loads the whole document again: CUE evaluates only the
+	// chunks of a big plain spec whose content changed.
+	spec.CacheCUEChunks()
 	s := &Server{opts: opts, docs: map[protocol.DocumentURI]*document{}, cfgShown: map[string]bool{}}
 	s.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
 	s.conn.Go(ctx, s.handle)

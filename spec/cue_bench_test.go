@@ -79,3 +79,30 @@ func BenchmarkLoadCUE(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoadCUECached loads a 10,000-task spec with the chunk cache on,
+// as the language server does on every change, each time with a new value in
+// one task (its timeout): a load evaluates the one chunk (of ten) holding
+// that task and finds the other nine in the cache.
+func BenchmarkLoadCUECached(b *testing.B) {
+	CacheCUEChunks()
+	b.Cleanup(func() { chunkCacheOn.Store(false) })
+	src := string(cueGenSpec(10000))
+	const task = `task: t5000: {command: ["true"], timeout: "1m"`
+	if !strings.Contains(src, task) {
+		b.Fatal("no task to edit")
+	}
+	LoadCUE("bench.cue", []byte(src)) // fill the cache
+	b.ReportAllocs()
+	n0 := chunkEvaluations.Load()
+	i := 0
+	for b.Loop() {
+		i++
+		edited := strings.Replace(src, task, fmt.Sprintf(`task: t5000: {command: ["true"], timeout: "%dm"`, i+1), 1)
+		p, ds := LoadCUE("bench.cue", []byte(edited))
+		if len(ds) > 0 || p == nil || len(p.Tasks) != 10000 {
+			b.Fatalf("load failed: %v", ds)
+		}
+	}
+	b.ReportMetric(float64(chunkEvaluations.Load()-n0)/float64(i), "chunks-evaluated/op")
+}

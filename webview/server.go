@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pipec/pipec/report"
@@ -22,29 +23,31 @@ import (
 //go:embed assets/style.css assets/pages.html
 var assets embed.FS
 
+// css and pages are read and parsed on first use, not at start-up: every
+// pipec command links this package, and parsing the templates took a tenth
+// of `pipec --version`.
 var (
-	css   string
-	pages *template.Template
+	css = sync.OnceValue(func() string {
+		b, err := assets.ReadFile("assets/style.css")
+		if err != nil {
+			panic(err)
+		}
+		return string(b)
+	})
+	pages = sync.OnceValue(func() *template.Template {
+		return template.Must(template.New("pages").Funcs(template.FuncMap{
+			"stamp": stamp,
+			"dur":   duration,
+			"add":   func(a, b int) int { return a + b },
+			"clip":  clip,
+			"sym":   symbol,
+			"join":  strings.Join,
+			// text escapes control characters of a raw id shown as text (its
+			// href uses it raw: html/template escapes it for the URL).
+			"text": report.Escape,
+		}).ParseFS(assets, "assets/pages.html"))
+	})
 )
-
-func init() {
-	b, err := assets.ReadFile("assets/style.css")
-	if err != nil {
-		panic(err)
-	}
-	css = string(b)
-	pages = template.Must(template.New("pages").Funcs(template.FuncMap{
-		"stamp": stamp,
-		"dur":   duration,
-		"add":   func(a, b int) int { return a + b },
-		"clip":  clip,
-		"sym":   symbol,
-		"join":  strings.Join,
-		// text escapes control characters of a raw id shown as text (its
-		// href uses it raw: html/template escapes it for the URL).
-		"text": report.Escape,
-	}).ParseFS(assets, "assets/pages.html"))
-}
 
 func stamp(t time.Time) string {
 	if t.IsZero() {
@@ -115,7 +118,7 @@ func secureHeaders(h http.Handler) http.Handler {
 }
 
 func (s *Server) base(title string) *page {
-	return &page{Title: title, State: s.Src.text(s.StateName), CSS: template.CSS(css)}
+	return &page{Title: title, State: s.Src.text(s.StateName), CSS: template.CSS(css())}
 }
 
 func (s *Server) render(w http.ResponseWriter, name string, p *page, status int) {
@@ -132,7 +135,7 @@ func (s *Server) render(w http.ResponseWriter, name string, p *page, status int)
 // render executes a template, masking secrets once more in the result.
 func render(w io.Writer, src *Source, name string, p *page) error {
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, name, p); err != nil {
+	if err := pages().ExecuteTemplate(&b, name, p); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, src.Redactor.String(b.String()))
@@ -264,7 +267,7 @@ func Report(ctx context.Context, w io.Writer, src *Source, stateName, run string
 	if err != nil {
 		return err
 	}
-	p := &page{Title: "Run " + report.Escape(v.ID), State: src.text(stateName), CSS: template.CSS(css), Report: true, Generated: src.now()}
+	p := &page{Title: "Run " + report.Escape(v.ID), State: src.text(stateName), CSS: template.CSS(css()), Report: true, Generated: src.now()}
 	return render(w, src, "run", runPage(p, v))
 }
 

@@ -1,0 +1,168 @@
+package spec
+
+import (
+	"crypto/sha256"
+	"hash"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"cuelang.org/go/cue/ast"
+)
+
+// CacheCUEChunks makes LoadCUE remember, for the rest of the process, the
+// chunks of plain files that CUE found valid (see validChunks). The language
+// server turns it on: it loads the whole document again on every edit. A
+// one-shot command has nothing to reuse and leaves it off.
+func CacheCUEChunks() { chunkCacheOn.Store(true) }
+
+var chunkCacheOn atomic.Bool
+
+// chunkEvaluations counts the chunks CUE evaluated, for the tests.
+var chunkEvaluations atomic.Int64
+
+// The chunks of a plain file that CUE found valid are remembered by their
+// content, so a file loaded again (the language server re-analyses the whole
+// document on every edit) is evaluated only in the chunks that changed. Only
+// valid chunks are kept: the validity of plain data against the schema
+// depends on its content alone, not on where it sits in the file, whereas a
+// chunk's errors carry positions, so a chunk in error is always evaluated
+// again and its findings stay exactly what CUE reports.
+//
+// The key is a position-free writing of the chunk's data (labels, literals,
+// lists, structs and attributes; comments left out), hashed. Two chunks with
+// the same key are the same CUE value, so they get the same answer.
+var validChunks = struct {
+	sync.Mutex
+	m map[[sha256.Size]byte]uint64 // key -> the load that last used it
+	// load counts the loads that consulted the cache.
+	load uint64
+}{m: map[[sha256.Size]byte]uint64{}}
+
+// maxValidChunks bounds the cache: 100 chunks is a 100,000-task spec, so a
+// few such documents fit. Past the bound, what the current load did not use
+// is dropped.
+const maxValidChunks = 512
+
+// chunkKey returns the cache key of a plain chunk.
+func chunkKey(f *ast.File) [sha256.Size]byte {
+	w := keyWriter{buf: make([]byte, 0, 4096), h: sha256.New()}
+	w.decls(f.Decls)
+	w.flush()
+	var k [sha256.Size]byte
+	w.h.Sum(k[:0])
+	return k
+}
+
+// keyWriter writes the data of plain syntax into a hash, through a buffer.
+type keyWriter struct {
+	buf []byte
+	h   hash.Hash
+}
+
+func (w *keyWriter) flush() {
+	w.h.Write(w.buf)
+	w.buf = w.buf[:0]
+}
+
+func (w *keyWriter) str(s string) {
+	w.buf = strconv.AppendQuote(w.buf, s)
+	if len(w.buf) > 1<<15 {
+		w.flush()
+	}
+}
+
+func (w *keyWriter) b(c byte) { w.buf = append(w.buf, c) }
+
+func (w *keyWriter) decls(ds []ast.Decl) {
+	for _, d := range ds {
+		switch x := d.(type) {
+		case *ast.Field:
+			w.b('F')
+			w.str(plainLabel(x.Label))
+			w.expr(x.Value)
+			for _, a := range x.Attrs {
+				w.b('@')
+				w.str(a.Text)
+			}
+		case *ast.Attribute:
+			w.b('@')
+			w.str(x.Text)
+		case *ast.Package:
+			w.b('P')
+			if x.Name != nil {
+				w.str(x.Name.Name)
+			}
+		case *ast.CommentGroup:
+		default:
+			// Not plain: never the case for the chunks of a plain file;
+			// written so that two such chunks never share a key.
+			w.b('?')
+			w.str(strconv.Itoa(int(d.Pos().Offset())))
+		}
+	}
+}
+
+func (w *keyWriter) expr(e ast.Expr) {
+	switch x := e.(type) {
+	case *ast.BasicLit:
+		w.b('L')
+		w.str(x.Kind.String())
+		w.str(x.Value)
+	case *ast.UnaryExpr:
+		w.b('U')
+		w.str(x.Op.String())
+		w.expr(x.X)
+	case *ast.ListLit:
+		w.b('[')
+		for _, el := range x.Elts {
+			w.expr(el)
+		}
+		w.b(']')
+	case *ast.StructLit:
+		w.b('{')
+		w.decls(x.Elts)
+		w.b('}')
+	default:
+		w.b('?')
+		if e != nil {
+			w.str(strconv.Itoa(int(e.Pos().Offset())))
+		}
+	}
+}
+
+// knownValid reports whether a chunk with this key was found valid, and marks
+// the key as used by this load.
+func knownValid(k [sha256.Size]byte, load uint64) bool {
+	validChunks.Lock()
+	defer validChunks.Unlock()
+	if _, ok := validChunks.m[k]; ok {
+		validChunks.m[k] = load
+		return true
+	}
+	return false
+}
+
+// rememberValid records a chunk CUE found valid.
+func rememberValid(k [sha256.Size]byte, load uint64) {
+	validChunks.Lock()
+	defer validChunks.Unlock()
+	validChunks.m[k] = load
+	if len(validChunks.m) <= maxValidChunks {
+		return
+	}
+	// Keep only what the current load used.
+	for key, l := range validChunks.m {
+		if l != load {
+			delete(validChunks.m, key)
+		}
+	}
+}
+
+// startLoad numbers a load that uses the cache.
+func startLoad() uint64 {
+	validChunks.Lock()
+	defer validChunks.Unlock()
+	validChunks.load++
+	return validChunks.load
+}
