@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pipec/pipec/runtime/store"
@@ -92,7 +93,10 @@ sleep 30 &
 wait
 `
 	e := newEnvOn(t, b, beatSpec, map[string]string{"long.sh": script})
-	e.worker("w1")
+	w1 := e.worker("w1")
+	// The lost lease is w1's, not the task's: w1 starts the task again.
+	// Stop it (and that attempt) before the test's folder goes.
+	defer w1.signal(t, syscall.SIGTERM)
 	run := e.submit("2024-01-01")
 	e.waitFile("lost.code")
 	said, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))
