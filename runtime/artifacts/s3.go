@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pipec/pipec/internal/atomicfile"
@@ -149,7 +148,7 @@ func (s *S3) upload(ctx context.Context, k Key, dir string) error {
 		return err
 	}
 	prefix := s.objects(k)
-	if err := parallel(ctx, files, func(ctx context.Context, rel string) error {
+	if err := objstore.Each(ctx, files, func(ctx context.Context, rel string) error {
 		return s.Client.PutFile(ctx, s.URL.Bucket, prefix+rel, filepath.Join(dir, filepath.FromSlash(rel)))
 	}); err != nil {
 		return err
@@ -170,35 +169,6 @@ func (s *S3) upload(ctx context.Context, k Key, dir string) error {
 		}
 	}
 	return fmt.Errorf("its marker could not be written (concurrent writers kept conflicting)")
-}
-
-// parallel runs f on every item, 8 at a time, and returns the first error.
-func parallel(ctx context.Context, items []string, f func(context.Context, string) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	sem := make(chan struct{}, 8)
-	for _, it := range items {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := f(ctx, it); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-					cancel()
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // Get implements Store.
@@ -275,7 +245,7 @@ func (s *S3) download(ctx context.Context, k Key, m marker, dst string) error {
 		byPath[e.Path] = e
 	}
 	prefix := s.objects(k)
-	return parallel(ctx, files, func(ctx context.Context, rel string) error {
+	return objstore.Each(ctx, files, func(ctx context.Context, rel string) error {
 		e := byPath[rel]
 		p := filepath.Join(dst, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

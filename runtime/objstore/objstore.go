@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"golang.org/x/sync/errgroup"
 )
 
 // Scheme is the URL scheme of an object store location.
@@ -434,4 +435,15 @@ func (c *Client) wrap(op, bucket, key string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, what, ErrNotFound)
 	}
 	return fmt.Errorf("%s %s at %s: %w", op, what, c.Endpoint, err)
+}
+
+// Each runs f on every item, at most 8 at a time (requests in flight to
+// one server), and returns the first error, the others' context cancelled.
+func Each(ctx context.Context, items []string, f func(context.Context, string) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, it := range items {
+		g.Go(func() error { return f(ctx, it) })
+	}
+	return g.Wait()
 }

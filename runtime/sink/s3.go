@@ -381,7 +381,7 @@ func (s *S3) upload(ctx context.Context, v store.Version) error {
 			files = append(files, e.rel)
 		}
 	}
-	if err := parallel(ctx, files, func(ctx context.Context, rel string) error {
+	if err := objstore.Each(ctx, files, func(ctx context.Context, rel string) error {
 		return s.Client.PutFile(ctx, s.URL.Bucket, prefix+rel, filepath.Join(src, filepath.FromSlash(rel)))
 	}); err != nil {
 		return err
@@ -392,35 +392,6 @@ func (s *S3) upload(ctx context.Context, v store.Version) error {
 	}
 	_, err = s.Client.Put(ctx, s.URL.Bucket, prefix+ManifestName, append(m, '\n'), objstore.Cond{})
 	return err
-}
-
-// parallel runs f on every item, 8 at a time, and returns the first error.
-func parallel(ctx context.Context, items []string, f func(context.Context, string) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	sem := make(chan struct{}, 8)
-	for _, it := range items {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := f(ctx, it); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-					cancel()
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // ReconcileAll completes publishes of this state that won in the store but
