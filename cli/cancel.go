@@ -50,23 +50,14 @@ func runCancel(ctx context.Context, io IO, runID, spec string, opts cancelOption
 	if strings.TrimSpace(opts.reason) == "" {
 		return usageErr("cancel: --reason is required: say why (it is recorded)")
 	}
-	loc, err := opts.state.location(io, spec)
-	if err != nil {
-		return err
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openRunState(ctx, io, &opts.state, spec, runID, "cancel")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if _, err := st.GetRun(ctx, runID); errors.Is(err, store.ErrNotFound) {
-		return usageErr("cancel: no run %q (pipec status lists the runs)", runID)
-	} else if err != nil {
-		return &exitError{code: ExitFindings, err: err}
-	}
 	run, err := st.CancelRun(ctx, runID, opts.reason, who())
 	if errors.Is(err, store.ErrConflict) {
 		return &exitError{code: ExitFindings, err: fmt.Errorf("cancel: %w", err)}
@@ -77,4 +68,25 @@ func runCancel(ctx context.Context, io IO, runID, spec string, opts cancelOption
 	_, err = fmt.Fprintf(io.Stdout, "cancelled %s %s: its running tasks stop within seconds; interval %s is free\n",
 		run.ID, run.Cancelled, run.Interval)
 	return err
+}
+
+// openRunState opens the state that holds runID, for a control action
+// (cmd): a state that must exist, and a run that must be in it.
+func openRunState(ctx context.Context, io IO, sf *stateFlag, spec, runID, cmd string) (store.Store, error) {
+	loc, err := sf.location(io, spec)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openState(ctx, loc, true)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.GetRun(ctx, runID); err != nil {
+		st.Close()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, usageErr("%s: no run %q (pipec status lists the runs)", cmd, runID)
+		}
+		return nil, &exitError{code: ExitFindings, err: err}
+	}
+	return st, nil
 }

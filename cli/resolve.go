@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -58,23 +57,14 @@ func runResolve(ctx context.Context, io IO, runID, task, spec string, opts resol
 	if strings.TrimSpace(opts.reason) == "" {
 		return usageErr("resolve: --reason is required: say how you know (it is recorded)")
 	}
-	loc, err := opts.state.location(io, spec)
-	if err != nil {
-		return err
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openRunState(ctx, io, &opts.state, spec, runID, "resolve")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if _, err := st.GetRun(ctx, runID); errors.Is(err, store.ErrNotFound) {
-		return usageErr("resolve: no run %q (pipec status lists the runs)", runID)
-	} else if err != nil {
-		return &exitError{code: ExitFindings, err: err}
-	}
 	as2, err := st.Attempts(ctx, runID)
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
