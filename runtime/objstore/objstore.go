@@ -102,7 +102,7 @@ var ErrPrecondition = errors.New("precondition failed")
 // ErrNotImplemented is returned when the server refuses a request for a
 // feature it does not have (501, or the NotImplemented error code: some
 // servers answer a conditional PutObject so).
-var ErrNotImplemented = errors.New("not implemented by the server")
+var ErrNotImplemented = errors.New("the server does not implement it")
 
 // Client is an S3 client with the calls pipec makes.
 type Client struct {
