@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +96,7 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 		return nil
 	}
 	as = slices.Clone(as)
-	slices.SortFunc(as, func(a, b store.Attempt) int { return int(a.Token - b.Token) })
+	slices.SortFunc(as, func(a, b store.Attempt) int { return cmp.Compare(a.Token, b.Token) })
 	for _, a := range as {
 		switch {
 		case a.State == store.AttemptQueued:
