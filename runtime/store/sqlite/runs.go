@@ -384,8 +384,7 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 	}
 	var seq int64
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES (?, ?, ?, ?, ?, ?)`,
-			e.Run, s.now(), e.Kind, e.Task, e.Attempt, string(e.Payload))
+		res, err := tx.ExecContext(ctx, insertEvent, e.Run, s.now(), e.Kind, e.Task, e.Attempt, string(e.Payload))
 		if err != nil {
 			return err
 		}
@@ -406,10 +405,15 @@ func appendEvent(ctx context.Context, tx *wtx, now int64, e store.Event, payload
 		}
 		text = string(b)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES (?, ?, ?, ?, ?, ?)`,
-		e.Run, now, e.Kind, e.Task, e.Attempt, text)
+	_, err := tx.ExecContext(ctx, insertEvent, e.Run, now, e.Kind, e.Task, e.Attempt, text)
 	return err
 }
+
+// insertEvent appends an event at the given time, or at the log's last
+// time if the clock stepped back: writes are serialized, so an event's
+// time never goes backwards against its sequence number.
+const insertEvent = `INSERT INTO events (run, time, kind, task, attempt, payload)
+VALUES (?1, MAX(?2, COALESCE((SELECT time FROM events ORDER BY seq DESC LIMIT 1), 0)), ?3, ?4, ?5, ?6)`
 
 // Events implements Store: the whole log, which is the log after seq 0 (seq
 // is the rowid, so the first event has seq 1).

@@ -489,3 +489,29 @@ func TestCommitModes(t *testing.T) {
 		}
 	}
 }
+
+// An event's time never goes backwards against its sequence number, even
+// when the clock steps back (NTP, a suspended machine).
+func TestEventTimeNeverGoesBack(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2024, 1, 2, 3, 0, 0, 0, time.UTC)
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "state.db"), Options{Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.AppendEvent(ctx, store.Event{Run: "r", Kind: "run.created"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(-time.Hour) // the clock steps back
+	if _, err := st.AppendEvent(ctx, store.Event{Run: "r", Kind: "run.finished"}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.Events(ctx, "r")
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("events %+v, %v", evs, err)
+	}
+	if evs[1].Time.Before(evs[0].Time) {
+		t.Fatalf("event %d at %s, after event %d at %s", evs[1].Seq, evs[1].Time, evs[0].Seq, evs[0].Time)
+	}
+}
