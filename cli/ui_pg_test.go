@@ -2,12 +2,12 @@ package cli_test
 
 import (
 	neturl "net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/tracked"
 )
 
 // TestReportOnPostgres: pipec report reads a run from a PostgreSQL state
@@ -17,9 +17,7 @@ func TestReportOnPostgres(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.NewSchema(t)
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "examples", "orders"))); err != nil {
-		t.Fatal(err)
-	}
+	tracked.Copy(t, filepath.Join("..", "examples", "orders"), dir) // not the main job's state and sink
 	spec := filepath.Join(dir, "pipeline.hcl")
 	if code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url); code != 0 {
 		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
