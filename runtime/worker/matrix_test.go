@@ -2,9 +2,11 @@ package worker_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -326,4 +328,101 @@ func waitFor(e *env, name string) {
 			e.t.Fatalf("gave up waiting for file %s", name)
 		}
 	}
+}
+
+// tornSpec is one task with a heartbeat whose first attempt, stopped
+// (SIGSTOP) past its lease, is relaunched; it writes which attempt made
+// the data.
+const tornSpec = `
+pipeline "torn" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "load" {
+    command = ["./load.sh"]
+    outputs = ["out"]
+    heartbeat {
+      every = "100ms"
+      lease = "1s"
+    }
+  }
+  check "out_ok" {
+    input         = "out"
+    row_count_min = 1
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "mart" {
+    artifact = "out"
+    sink     = "wh"
+  }
+}
+`
+
+var tornFiles = map[string]string{"load.sh": `#!/bin/sh
+if [ ! -f held ]; then
+  touch held
+  echo $$ > held.pid
+  while [ ! -f release ]; do touch "$PIPEC_HEARTBEAT"; sleep 0.05; done
+fi
+printf 'id,token\n1,%s\n' "$PIPEC_TOKEN" > "$PIPEC_OUTPUT_out/data.csv"
+`}
+
+// The seed's torn partition: a task's process stopped past its lease is
+// relaunched under a higher token, which publishes; the stopped one,
+// resumed, cannot make its older data visible. The visible data is always
+// the newest attempt's.
+func TestMatrixTornPartition(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		e := newEnvOn(t, d.backend, tornSpec, tornFiles)
+		t.Cleanup(func() { _ = os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644) })
+		p := d.start(e, "2024-01-01")
+		waitFor(e, "held.pid")
+		b, err := os.ReadFile(filepath.Join(e.dir, "held.pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		visible := filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv")
+		waitFor(e, filepath.Join("warehouse", "2024-01-01", "data.csv"))
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if d.local {
+			select {
+			case <-p.done:
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("the run did not end:\n%s", p.output())
+			}
+		} else if rs := e.until(e.anyRun(), "the run", finished); rs.Run.State != store.RunSucceeded {
+			t.Fatalf("run %s, want succeeded", rs.Run.State)
+		}
+		as := e.attempts(e.anyRun(), "load")
+		if len(as) < 2 {
+			t.Fatalf("attempts %+v: want the stopped one and its relaunch", as)
+		}
+		newest := as[len(as)-1].Token
+		for _, a := range as {
+			newest = max(newest, a.Token)
+		}
+		got, err := os.ReadFile(visible)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("id,token\n1,%d\n", newest); string(got) != want {
+			t.Fatalf("visible %q, want the newest attempt's %q", got, want)
+		}
+	})
 }
