@@ -226,21 +226,11 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 		}
 		return res, nil
 	}
-	cas, err := d.Store.CompareAndSwapPointer(ctx, store.Swap{Pipeline: v.Pipeline,
-		Sink: d.Name, Artifact: v.Artifact, Interval: v.Interval,
-		Version: v.ID, Token: v.Token, Unfenced: res.Unfenced, Expect: expect,
-	})
+	won, err := swapInStore(ctx, d.Store, d.Name, v, expect, &res)
 	if err != nil {
-		return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), d.Name, err)
+		return Result{}, err
 	}
-	res.Outcome, res.Pointer = cas.Outcome, cas.Pointer
-	switch {
-	case cas.Outcome == store.Fenced && cas.GrantedToken > 0:
-		res.FencedBy, res.HeldToken = "grant", cas.GrantedToken
-	case cas.Outcome == store.Fenced:
-		res.FencedBy, res.HeldToken = "pointer", cas.Pointer.Token
-	}
-	if cas.Outcome != store.Won && cas.Outcome != store.Idempotent {
+	if !won {
 		return res, nil
 	}
 	if !copied {

@@ -294,20 +294,11 @@ func (s *S3) Publish(ctx context.Context, v store.Version) (Result, error) {
 			return res, nil
 		}
 		if !storeDone {
-			cas, err := s.Store.CompareAndSwapPointer(ctx, store.Swap{Pipeline: v.Pipeline,
-				Sink: s.Name, Artifact: v.Artifact, Interval: v.Interval,
-				Version: v.ID, Token: v.Token, Unfenced: res.Unfenced})
+			won, err := swapInStore(ctx, s.Store, s.Name, v, nil, &res)
 			if err != nil {
-				return Result{}, fmt.Errorf("publish %s to %s: %w", v.Label(), s.Name, err)
+				return Result{}, err
 			}
-			res.Outcome, res.Pointer = cas.Outcome, cas.Pointer
-			switch {
-			case cas.Outcome == store.Fenced && cas.GrantedToken > 0:
-				res.FencedBy, res.HeldToken = "grant", cas.GrantedToken
-			case cas.Outcome == store.Fenced:
-				res.FencedBy, res.HeldToken = "pointer", cas.Pointer.Token
-			}
-			if cas.Outcome != store.Won && cas.Outcome != store.Idempotent {
+			if !won {
 				return res, nil
 			}
 			storeDone = true

@@ -198,3 +198,22 @@ func (d *Directory) Adopt(ctx context.Context, reason string, now time.Time) (Ad
 	}
 	return res, nil
 }
+
+// swapInStore is the state's half of every sink's publish: the store's
+// compare-and-swap of the pointer (which also fences at grant), its outcome
+// and what fenced it recorded in res. won: the sink may make v visible.
+func swapInStore(ctx context.Context, st store.Store, sinkName string, v store.Version, expect *int64, res *Result) (won bool, err error) {
+	cas, err := st.CompareAndSwapPointer(ctx, store.Swap{Pipeline: v.Pipeline, Sink: sinkName, Artifact: v.Artifact,
+		Interval: v.Interval, Version: v.ID, Token: v.Token, Unfenced: res.Unfenced, Expect: expect})
+	if err != nil {
+		return false, fmt.Errorf("publish %s to %s: %w", v.Label(), sinkName, err)
+	}
+	res.Outcome, res.Pointer = cas.Outcome, cas.Pointer
+	switch {
+	case cas.Outcome == store.Fenced && cas.GrantedToken > 0:
+		res.FencedBy, res.HeldToken = "grant", cas.GrantedToken
+	case cas.Outcome == store.Fenced:
+		res.FencedBy, res.HeldToken = "pointer", cas.Pointer.Token
+	}
+	return cas.Outcome == store.Won || cas.Outcome == store.Idempotent, nil
+}
