@@ -278,3 +278,42 @@ func (a *Activities) EndRun(ctx context.Context, run string, state store.RunStat
 	}
 	return err
 }
+
+// Lost is a visit Temporal timed out (its worker sent no heartbeat for the
+// timeout: killed, paused, cut off), as a queue's sweep finds a claim
+// expired: the visit's unfinished attempts become unknown, so the next
+// visit's runtime judges them as it judges any attempt nobody saw end;
+// notes are the failover model's events, recorded in the run's log.
+func (a *Activities) Lost(ctx context.Context, run, task, worker string, notes []queue.Note) error {
+	if worker != "" {
+		as, err := a.Store.Attempts(ctx, run)
+		if err != nil {
+			return err
+		}
+		for _, at := range as {
+			if at.Task != task || at.Worker != worker || at.State.Finished() || at.State == store.AttemptUnknown {
+				continue
+			}
+			err := a.Store.FinishAttempt(ctx, at.AttemptRef, store.Outcome{State: store.AttemptUnknown,
+				Class: "lost", ErrorTail: queue.UnknownClaimExpired + " (no heartbeat to Temporal)"})
+			if err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		}
+	}
+	return a.Notes(ctx, run, task, notes)
+}
+
+// Notes records the failover model's events of a visit's end.
+func (a *Activities) Notes(ctx context.Context, run, task string, notes []queue.Note) error {
+	for _, n := range notes {
+		b, err := json.Marshal(n.Payload)
+		if err != nil {
+			return err
+		}
+		if _, err := a.Store.AppendEvent(ctx, store.Event{Run: run, Kind: n.Kind, Task: task, Payload: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

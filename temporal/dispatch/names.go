@@ -74,6 +74,8 @@ const (
 	ActivityVisit      = "pipec.visit"
 	ActivityEndRun     = "pipec.end_run"
 	ActivityLive       = "pipec.live_workers"
+	ActivityLost       = "pipec.lost_visit"
+	ActivityNotes      = "pipec.notes"
 	QueryStatus        = "status"
 	DefaultHeartbeat   = 10 * time.Second
 	defaultRouteWait   = time.Minute

@@ -45,6 +45,8 @@ func registerActivities(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Visit, activity.RegisterOptions{Name: ActivityVisit})
 	w.RegisterActivityWithOptions(a.LiveWorkers, activity.RegisterOptions{Name: ActivityLive})
 	w.RegisterActivityWithOptions(a.EndRun, activity.RegisterOptions{Name: ActivityEndRun})
+	w.RegisterActivityWithOptions(a.Lost, activity.RegisterOptions{Name: ActivityLost})
+	w.RegisterActivityWithOptions(a.Notes, activity.RegisterOptions{Name: ActivityNotes})
 }
 
 // labelSets are the sets of labels whose tasks a worker offering labels

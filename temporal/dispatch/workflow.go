@@ -174,6 +174,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		t.future = nil
 		worker := out.Worker
 		res := queue.Result{Ending: out.Ending, Deterministic: out.Deterministic, Reason: out.Reason}
+		lost := false
 		var te *temporal.TimeoutError
 		var ce *temporal.CanceledError
 		switch {
@@ -192,9 +193,12 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			if worker == "" {
 				worker = t.routed
 			}
-			res = queue.Result{Ending: queue.LeaseLost}
+			res, lost = queue.Result{Ending: queue.LeaseLost}, true
 		case errors.As(err, &ce):
-			res = queue.Result{Ending: queue.NotRun, Reason: "cancelled"}
+			// The run was cancelled: the visit stopped, nothing to count.
+			t.future = nil
+			t.state, t.reason, t.work.Worker = queue.WorkNotRun, "the run was cancelled", ""
+			return
 		default:
 			res = queue.Result{Ending: queue.Failed, Reason: err.Error()}
 		}
@@ -212,6 +216,20 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		ch, ferr := queue.Finished(&t.work, worker, res)
 		if ferr != nil {
 			ch = queue.Change{State: queue.WorkFailed, Reason: ferr.Error(), Spread: queue.SpreadFailed}
+		}
+		if lost || (len(ch.Notes) > 0 && ch.State != queue.WorkSucceeded) {
+			// Recorded before the task starts anywhere else.
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+			var f workflow.Future
+			if lost {
+				f = workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker, ch.Notes)
+			} else {
+				f = workflow.ExecuteLocalActivity(lctx, ActivityNotes, in.Run, t.work.Task, ch.Notes)
+			}
+			if err := f.Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("recording a visit's end", "task", t.work.Task, "error", err)
+			}
 		}
 		t.state, t.reason = ch.State, ch.Reason
 		if ch.State != queue.WorkClaimed {
