@@ -41,4 +41,5 @@ func TestRunOnTemporal(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "w1") || !strings.Contains(out, "w2") || !strings.Contains(out, "temporal") {
 		t.Fatalf("pipec workers: exit %d\n%s", code, out)
 	}
+	e.replay("pair", "2024-01-01", "succeeded")
 }

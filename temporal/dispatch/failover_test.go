@@ -122,6 +122,7 @@ func TestWorkedCaseWaitingThenJoined(t *testing.T) {
 	if s := e.status("seed", "2024-01-01"); s.Waiting != "" {
 		t.Fatalf("a finished run still waits: %q", s.Waiting)
 	}
+	e.replay("seed", "2024-01-01", "failover-waiting-joined")
 }
 
 // A worker stopped gracefully (SIGTERM) mid-task hands the task back, and

@@ -107,6 +107,7 @@ func TestNonIdempotentNeverTwiceOnKill(t *testing.T) {
 	if mail != queue.WorkNotRun {
 		t.Fatalf("mail is %s, want not run", mail)
 	}
+	e.replay("pay", "2024-01-01", "worker-killed")
 	killPID(pid)
 	// The operator says the charge did not happen; the next run charges.
 	if code, out := e.run(pipecBin, "resolve", run, "charge", "--as", "failed", "--reason", "checked the bank", "--state", e.url); code != 0 {
@@ -230,6 +231,7 @@ func TestCancel(t *testing.T) {
 	if s.State != store.RunFailed || taskOf(s, "clean").State != queue.WorkNotRun || taskOf(s, "extract").State != queue.WorkSucceeded {
 		t.Fatalf("status after cancel: %+v", s)
 	}
+	e.replay("pair", "2024-01-01", "cancelled")
 }
 
 func taskOf(s dispatch.Status, task string) dispatch.TaskStatus {
