@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,7 +33,26 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
+// required: PIPEC_REQUIRE_TEMPORAL=1 (as .ci/run sets) makes a test that
+// would skip (go test -short) fail instead.
+var required = os.Getenv("PIPEC_REQUIRE_TEMPORAL") == "1"
+
+// needServer skips the end-to-end tests under -short, unless required.
+func needServer(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		if required {
+			t.Fatal("PIPEC_REQUIRE_TEMPORAL=1: the Temporal tests must run (drop -short)")
+		}
+		t.Skip("-short: no Temporal server, no worker processes")
+	}
+}
+
 func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() && !required {
+		return m.Run() // nothing to build: the end-to-end tests skip
+	}
 	tmp, err := os.MkdirTemp("", "pipec-temporaltest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -70,6 +90,7 @@ type env struct {
 
 func newEnv(t *testing.T, spec string, files map[string]string) *env {
 	t.Helper()
+	needServer(t)
 	e := &env{t: t, dir: t.TempDir()}
 	e.ts = temporaltest.NewServer(temporaltest.WithT(t))
 	e.engine = "temporal://" + e.ts.GetFrontendHostPort() + "?namespace=" + e.ts.GetDefaultNamespace()
