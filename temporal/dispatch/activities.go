@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,8 +46,8 @@ type Activities struct {
 	slots chan struct{}
 
 	mu    sync.Mutex
-	plans map[string]*RunInput // by workflow run id
-	runs  map[string]bool      // runs whose lease this worker renews
+	plans map[string]*run // by workflow run id
+	runs  map[string]bool // runs whose lease this worker renews
 	logMu sync.Mutex
 }
 
@@ -61,13 +63,20 @@ func (a *Activities) logf(format string, args ...any) {
 // errShutdown: the worker stops gracefully (its visits are handed back).
 var errShutdown = errors.New("the worker is shutting down")
 
-// plan returns the run's input from the workflow's first history event,
-// read once per run.
-func (a *Activities) plan(ctx context.Context, wid, rid string) (*RunInput, error) {
+// run is what a worker keeps of a run it visits: its input and its
+// decoded plan (shared, read-only, by the run's visits).
+type run struct {
+	in   *RunInput
+	plan *compiler.Plan
+}
+
+// plan returns the run's input and plan, read from the workflow's first
+// history event once per run.
+func (a *Activities) plan(ctx context.Context, wid, rid string) (*run, error) {
 	a.mu.Lock()
-	if in := a.plans[rid]; in != nil {
+	if r := a.plans[rid]; r != nil {
 		a.mu.Unlock()
-		return in, nil
+		return r, nil
 	}
 	a.mu.Unlock()
 	it := a.Client.GetWorkflowHistory(ctx, wid, rid, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -86,16 +95,21 @@ func (a *Activities) plan(ctx context.Context, wid, rid string) (*RunInput, erro
 	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in); err != nil {
 		return nil, err
 	}
+	var p compiler.Plan
+	if err := decodePlan(in.Plan, &p); err != nil {
+		return nil, fmt.Errorf("the submitted plan does not decode: %w", err)
+	}
+	r := &run{in: &in, plan: &p}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.plans == nil {
-		a.plans = map[string]*RunInput{}
+		a.plans = map[string]*run{}
 	}
 	if len(a.plans) > 16 {
 		clear(a.plans)
 	}
-	a.plans[rid] = &in
-	return &in, nil
+	a.plans[rid] = r
+	return r, nil
 }
 
 // Visit runs one visit of a task: runtime.RunVisit, heartbeating to
@@ -105,18 +119,14 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 	info := activity.GetInfo(ctx)
 	out := VisitOutput{Worker: a.Name}
 	activity.RecordHeartbeat(ctx, a.Name)
-	in, err := a.plan(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+	sub, err := a.plan(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	if err != nil {
 		// Another worker may read it: no failure of the task.
 		a.logf("%s %s: the run's plan: %v; handing it back", v.Run, v.Task, err)
 		out.Ending = queue.HandedBack
 		return out, nil
 	}
-	var p compiler.Plan
-	if err := json.Unmarshal(in.Plan, &p); err != nil {
-		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, "the submitted plan does not decode: "+err.Error()
-		return out, nil
-	}
+	in, p := sub.in, sub.plan
 	a.keepRun(v.Run)
 	vctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -154,9 +164,16 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 		}
 	}
 	base := 0
-	if as, err := a.Store.Attempts(ctx, v.Run); err == nil {
+	iv, err := runtime.ResolveInterval(p.Schedule, in.Interval)
+	if err != nil {
+		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
+		return out, nil
+	}
+	// The attempts of the task in this run, on any worker, before this
+	// visit (one resource's attempts, not the whole run's).
+	if as, err := a.Store.TaskAttempts(ctx, store.FenceResource(p.Pipeline, iv.Key), v.Task); err == nil {
 		for _, at := range as {
-			if at.Task == v.Task {
+			if at.Run == v.Run {
 				base = max(base, at.Number)
 			}
 		}
@@ -167,7 +184,7 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 	env := append(slices.Clone(a.Environ), "PIPEC_WORKER="+a.Name)
 	a.logf("%s %s: start on %s", v.Run, v.Task, a.Name)
 	res, err := runtime.RunVisit(vctx, runtime.Visit{
-		Options: runtime.Options{Plan: &p, BaseDir: in.BaseDir, Interval: in.Interval, Store: a.Store,
+		Options: runtime.Options{Plan: p, BaseDir: in.BaseDir, Interval: in.Interval, Store: a.Store,
 			Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
 			DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
 			DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace},
@@ -316,4 +333,17 @@ func (a *Activities) Notes(ctx context.Context, run, task string, notes []queue.
 		}
 	}
 	return nil
+}
+
+// decodePlan reads a RunInput's gzipped plan.
+func decodePlan(gz []byte, p *compiler.Plan) error {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, p)
 }

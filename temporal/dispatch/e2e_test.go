@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pipec/pipec/runtime/store"
@@ -42,4 +43,28 @@ func TestRunOnTemporal(t *testing.T) {
 		t.Fatalf("pipec workers: exit %d\n%s", code, out)
 	}
 	e.replay("pair", "2024-01-01", "succeeded")
+}
+
+// pipec worker --engine and pipec submit --engine (PIPEC_ENGINE alike) run
+// the same through pipec-temporal beside pipec: the worker's SIGTERM
+// reaches it (it replaced pipec's process).
+func TestPipecEngineFlag(t *testing.T) {
+	e := newEnv(t, pairSpec("pair", ""), pairFiles)
+	w := e.workerOf(pipecBin, "w1", "--label", "a,b")
+	code, out := e.run(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--engine", e.engine, "--wait")
+	if code != 0 || !strings.Contains(out, "run pair/2024-01-01/r1 succeeded") {
+		t.Fatalf("pipec submit --engine --wait: exit %d\n%s", code, out)
+	}
+	code, out = e.run(pipecBin, "workers", "--state", e.url)
+	if code != 0 || !strings.Contains(out, "a,b,temporal") {
+		t.Fatalf("pipec workers: exit %d\n%s", code, out)
+	}
+	w.signal(t, syscall.SIGTERM)
+	if !strings.Contains(w.output(), "worker w1 stopped") {
+		t.Fatalf("the worker did not stop gracefully:\n%s", w.output())
+	}
+	code, out = e.run(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-02", "--engine", e.engine, "--due")
+	if code != 2 || !strings.Contains(out, "--due not supported on Temporal yet") {
+		t.Fatalf("pipec submit --engine --due: exit %d\n%s", code, out)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
 	"github.com/pipec/pipec/temporal/dispatch"
 )
 
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 var required = os.Getenv("PIPEC_REQUIRE_TEMPORAL") == "1"
 
 // needServer skips the end-to-end tests under -short, unless required.
-func needServer(t *testing.T) {
+func needServer(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		if required {
@@ -78,7 +79,7 @@ func runMain(m *testing.M) int {
 // env is one test's world: a Temporal server, a state (an SQLite file in
 // the test's folder), a folder with the spec and a shared artifact store.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ts     *temporaltest.TestServer
 	engine string
 	c      client.Client
@@ -88,11 +89,23 @@ type env struct {
 	st     store.Store
 }
 
-func newEnv(t *testing.T, spec string, files map[string]string) *env {
+func newEnv(t testing.TB, spec string, files map[string]string) *env {
+	t.Helper()
+	return newEnvAt(t, spec, files, "")
+}
+
+// newEnvAt is newEnv with the state at url (a postgres:// URL), or an
+// SQLite file in the test's folder when url is "".
+func newEnvAt(t testing.TB, spec string, files map[string]string, url string) *env {
 	t.Helper()
 	needServer(t)
 	e := &env{t: t, dir: t.TempDir()}
-	e.ts = temporaltest.NewServer(temporaltest.WithT(t))
+	if tt, ok := t.(*testing.T); ok {
+		e.ts = temporaltest.NewServer(temporaltest.WithT(tt))
+	} else {
+		e.ts = temporaltest.NewServer()
+		t.Cleanup(e.ts.Stop)
+	}
 	e.engine = "temporal://" + e.ts.GetFrontendHostPort() + "?namespace=" + e.ts.GetDefaultNamespace()
 	e.c = e.ts.GetDefaultClient()
 	e.url = filepath.Join(e.dir, "state.db")
@@ -108,7 +121,14 @@ func newEnv(t *testing.T, spec string, files map[string]string) *env {
 			t.Fatal(err)
 		}
 	}
-	st, err := store.Open(context.Background(), e.url, store.Options{})
+	var st store.Store
+	var err error
+	if url != "" {
+		e.url = url
+		st, err = postgres.Open(context.Background(), url, postgres.Options{})
+	} else {
+		st, err = store.Open(context.Background(), e.url, store.Options{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +162,16 @@ func (p *proc) output() string {
 // worker starts a pipec-temporal worker and waits until it registered.
 func (e *env) worker(name string, extra ...string) *proc {
 	e.t.Helper()
+	return e.workerOf(bin, name, extra...)
+}
+
+// workerOf starts the worker with binary: pipec-temporal, or pipec (whose
+// worker --engine runs pipec-temporal).
+func (e *env) workerOf(binary, name string, extra ...string) *proc {
+	e.t.Helper()
 	args := append([]string{"worker", "--engine", e.engine, "--state", e.url, "--name", name,
 		"--workdir", filepath.Join(e.dir, "work-"+name), "--lease", "1s", "--artifacts", e.arts}, extra...)
-	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(binary, args...), done: make(chan struct{})}
 	p.cmd.Dir = e.dir
 	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE=")
 	p.cmd.Stdout, p.cmd.Stderr = p, p
@@ -178,7 +205,7 @@ func (e *env) worker(name string, extra ...string) *proc {
 	return p
 }
 
-func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -218,8 +245,11 @@ func (e *env) submit(interval string, wait bool, extra ...string) (code int, run
 		args = append(args, "--wait")
 	}
 	code, out = e.run(bin, args...)
-	if _, err := fmt.Sscanf(out, "submitted %s", &run); err != nil && code == 0 {
-		e.t.Fatalf("submit output %q: %v", out, err)
+	if i := strings.Index(out, "submitted "); i >= 0 {
+		_, _ = fmt.Sscanf(out[i:], "submitted %s", &run)
+	}
+	if run == "" && code == 0 {
+		e.t.Fatalf("submit output %q: no run", out)
 	}
 	return code, run, out
 }

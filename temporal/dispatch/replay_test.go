@@ -24,7 +24,7 @@ import (
 // a third joins, one cancelled, one whose worker was killed mid-task. Each
 // end-to-end test that records also replays its live history.
 
-func replayer(t *testing.T) worker.WorkflowReplayer {
+func replayer(t testing.TB) worker.WorkflowReplayer {
 	t.Helper()
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(dispatch.RunWorkflow, workflow.RegisterOptions{Name: dispatch.WorkflowName})

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -71,7 +73,11 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	if err != nil {
 		return Submitted{}, err
 	}
-	in := RunInput{Run: run.ID, Pipeline: s.Plan.Pipeline, Interval: s.Value, BaseDir: s.BaseDir, Plan: s.Plan.Marshal(),
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(s.Plan.Marshal())
+	_ = zw.Close()
+	in := RunInput{Run: run.ID, Pipeline: s.Plan.Pipeline, Interval: s.Value, BaseDir: s.BaseDir, Plan: gz.Bytes(),
 		Tasks: queue.PlanTasks(s.Plan), Heartbeat: s.Heartbeat, RouteWait: s.RouteWait, Recheck: s.Recheck}
 	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wid, TaskQueue: WorkflowQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,

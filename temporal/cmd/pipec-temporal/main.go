@@ -28,6 +28,7 @@ import (
 	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/temporal/dispatch"
 )
 
@@ -68,7 +69,7 @@ func usage() {
 type labels []string
 
 func (l *labels) String() string     { return strings.Join(*l, ",") }
-func (l *labels) Set(v string) error { *l = append(*l, v); return nil }
+func (l *labels) Set(v string) error { *l = append(*l, strings.Split(v, ",")...); return nil }
 
 func common(fs *flag.FlagSet) (engine, state *string) {
 	engine = fs.String("engine", os.Getenv("PIPEC_ENGINE"), "temporal://HOST:PORT[?namespace=NS] (default $PIPEC_ENGINE)")
@@ -151,6 +152,7 @@ func submit(args []string) error {
 	wait := fs.Bool("wait", false, "follow the run until it ends and exit with its status")
 	arts := fs.String("artifacts", "", "the shared artifact store's folder, recorded with the run")
 	hb := fs.Duration("heartbeat", 0, "the visits' heartbeat timeout on Temporal (default 10s)")
+	_ = fs.Duration("poll", 0, "accepted for pipec submit's sake: --wait follows the workflow, it does not poll")
 	// Flags may follow the spec, as in pipec submit SPEC --interval I.
 	var spec string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -178,6 +180,10 @@ func submit(args []string) error {
 		return err
 	}
 	ctx := context.Background()
+	if *state == "" {
+		// As pipec submit: the state beside the spec.
+		*state = filepath.Join(filepath.Dir(spec), store.DefaultPath)
+	}
 	sh, err := cli.OpenShared(ctx, *state)
 	if err != nil {
 		return err
