@@ -118,7 +118,6 @@ func (a *Activities) plan(ctx context.Context, wid, rid string) (*run, error) {
 func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, error) {
 	info := activity.GetInfo(ctx)
 	out := VisitOutput{Worker: a.Name}
-	activity.RecordHeartbeat(ctx, a.Name)
 	sub, err := a.plan(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	if err != nil {
 		// Another worker may read it: no failure of the task.
@@ -299,26 +298,38 @@ func (a *Activities) EndRun(ctx context.Context, run string, state store.RunStat
 // Lost is a visit Temporal timed out (its worker sent no heartbeat for the
 // timeout: killed, paused, cut off), as a queue's sweep finds a claim
 // expired: the visit's unfinished attempts become unknown, so the next
-// visit's runtime judges them as it judges any attempt nobody saw end;
-// notes are the failover model's events, recorded in the run's log.
-func (a *Activities) Lost(ctx context.Context, run, task, worker string, notes []queue.Note) error {
-	if worker != "" {
-		as, err := a.Store.Attempts(ctx, run)
-		if err != nil {
-			return err
+// visit's runtime judges them as it judges any attempt nobody saw end. It
+// returns the worker whose attempts those are: worker when given, else
+// the worker of the task's latest attempt in the run if it is unfinished
+// ("" when there is none: the visit started no attempt).
+func (a *Activities) Lost(ctx context.Context, run, task, worker string) (string, error) {
+	as, err := a.Store.Attempts(ctx, run)
+	if err != nil {
+		return "", err
+	}
+	if worker == "" {
+		last := -1
+		for i, at := range as {
+			if at.Task == task && (last < 0 || at.Number > as[last].Number) {
+				last = i
+			}
 		}
-		for _, at := range as {
-			if at.Task != task || at.Worker != worker || at.State.Finished() || at.State == store.AttemptUnknown {
-				continue
-			}
-			err := a.Store.FinishAttempt(ctx, at.AttemptRef, store.Outcome{State: store.AttemptUnknown,
-				Class: "lost", ErrorTail: queue.UnknownClaimExpired + " (no heartbeat to Temporal)"})
-			if err != nil && !errors.Is(err, store.ErrConflict) {
-				return err
-			}
+		if last < 0 || as[last].State.Finished() {
+			return "", nil
+		}
+		worker = as[last].Worker
+	}
+	for _, at := range as {
+		if at.Task != task || at.Worker != worker || at.State.Finished() || at.State == store.AttemptUnknown {
+			continue
+		}
+		err := a.Store.FinishAttempt(ctx, at.AttemptRef, store.Outcome{State: store.AttemptUnknown,
+			Class: "lost", ErrorTail: queue.UnknownClaimExpired + " (no heartbeat to Temporal)"})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return worker, err
 		}
 	}
-	return a.Notes(ctx, run, task, notes)
+	return worker, nil
 }
 
 // Notes records the failover model's events of a visit's end.

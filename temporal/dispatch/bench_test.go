@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func BenchmarkWorkers1k(b *testing.B) {
 		b.Fatal(err)
 	}
 	pg := pgtest.Start(b)
-	var local, queued, temporal time.Duration
+	var local, queued, temporal, serverCPU time.Duration
 	var events, tasks int
 	kinds := map[string]int{}
 	for i := 0; i < b.N; i++ {
@@ -87,9 +88,11 @@ func BenchmarkWorkers1k(b *testing.B) {
 			e.worker(name)
 		}
 		b.StartTimer()
+		cpu0 := selfCPU()
 		start = time.Now()
 		code, _, out := e.submit("2024-01-01", true)
 		temporal += time.Since(start)
+		serverCPU += selfCPU() - cpu0
 		b.StopTimer()
 		if code != 0 {
 			b.Fatalf("pipec-temporal submit --wait: exit %d\n%s", code, out)
@@ -123,6 +126,8 @@ func BenchmarkWorkers1k(b *testing.B) {
 	b.ReportMetric(1000*n/queued.Seconds(), "pgqueue-attempts/s")
 	b.ReportMetric(1000*n/temporal.Seconds(), "temporal-attempts/s")
 	b.ReportMetric(float64(events)/float64(tasks), "history-events/task")
+	// The Temporal server runs in this process: its CPU while the run ran.
+	b.ReportMetric(serverCPU.Seconds()/n, "temporal-server-cpu-s/op")
 }
 
 // startProc starts a process for the benchmark's lifetime.
@@ -135,4 +140,13 @@ func startProc(b *testing.B, dir, bin string, args ...string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+}
+
+// selfCPU is this process's CPU time (user and system) so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -63,10 +63,13 @@ func runMain(m *testing.M) int {
 	bin = filepath.Join(tmp, "pipec-temporal")
 	pipecBin = filepath.Join(tmp, "pipec")
 	for _, b := range []struct{ out, pkg, dir string }{
-		{bin, "./cmd/pipec-temporal", ".."},
+		{bin, "./cmd/pipec-temporal", ".."}, // with the test hook (hook_testhook.go)
 		{pipecBin, "./cmd/pipec", filepath.Join("..", "..")},
 	} {
 		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		if b.out == bin {
+			build.Args = append(build.Args[:2], append([]string{"-tags", "pipec_testhook"}, build.Args[2:]...)...)
+		}
 		build.Dir = b.dir
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.pkg, err, out)
@@ -169,11 +172,17 @@ func (e *env) worker(name string, extra ...string) *proc {
 // worker --engine runs pipec-temporal).
 func (e *env) workerOf(binary, name string, extra ...string) *proc {
 	e.t.Helper()
+	return e.workerEnv(binary, nil, name, extra...)
+}
+
+// workerEnv starts the worker with more environment.
+func (e *env) workerEnv(binary string, environ []string, name string, extra ...string) *proc {
+	e.t.Helper()
 	args := append([]string{"worker", "--engine", e.engine, "--state", e.url, "--name", name,
 		"--workdir", filepath.Join(e.dir, "work-"+name), "--lease", "1s", "--artifacts", e.arts}, extra...)
 	p := &proc{name: name, cmd: exec.Command(binary, args...), done: make(chan struct{})}
 	p.cmd.Dir = e.dir
-	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE=")
+	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE="), environ...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -248,8 +257,8 @@ func (e *env) submit(interval string, wait bool, extra ...string) (code int, run
 	if i := strings.Index(out, "submitted "); i >= 0 {
 		_, _ = fmt.Sscanf(out[i:], "submitted %s", &run)
 	}
-	if run == "" && code == 0 {
-		e.t.Fatalf("submit output %q: no run", out)
+	if run == "" && (code == 0 || !wait) {
+		e.t.Fatalf("submit: exit %d, output %q: no run", code, out)
 	}
 	return code, run, out
 }

@@ -26,9 +26,12 @@ import (
 const WorkflowQueue = "pipec"
 
 // TasksQueue is the activity queue of tasks requiring labels (sorted).
+// Tasks without labels share the workflows' queue: the worker that
+// completes the workflow task which starts them may take them at once
+// (Temporal's eager activity dispatch), a round trip fewer per task.
 func TasksQueue(labels []string) string {
 	if len(labels) == 0 {
-		return "pipec.tasks"
+		return WorkflowQueue
 	}
 	return "pipec.tasks+" + strings.Join(queue.NormalLabels(labels), "+")
 }

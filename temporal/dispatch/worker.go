@@ -95,6 +95,7 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 	info := c.Info
 	info.Labels = queue.NormalLabels(append(append([]string(nil), own...), EngineLabel))
 	self, _ := exec.Self()
+	self = testIdentity(self)
 	a := &Activities{Name: c.Info.Name, Store: c.Store, Queue: c.Queue, Client: c.Client, Workdir: c.Workdir,
 		Artifacts: c.Artifacts, DefaultArtifacts: c.DefaultArtifacts, ServerState: c.ServerState, Environ: c.Environ,
 		TaskLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, RunLease: 3 * c.Lease, Log: c.Log, Self: self,
@@ -109,10 +110,14 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 	opts := worker.Options{MaxConcurrentActivityExecutionSize: c.Info.Slots, WorkerStopTimeout: 30 * time.Second,
 		Identity: info.Name + "@" + info.Host}
 	var ws []worker.Worker
-	wf := worker.New(c.Client, WorkflowQueue, worker.Options{Identity: opts.Identity, WorkerStopTimeout: opts.WorkerStopTimeout})
+	// The workflows' queue is also the queue of tasks without labels.
+	wf := worker.New(c.Client, WorkflowQueue, opts)
 	Register(wf, a)
 	ws = append(ws, wf)
 	for _, s := range sets {
+		if len(s) == 0 {
+			continue
+		}
 		w := worker.New(c.Client, TasksQueue(s), opts)
 		registerActivities(w, a)
 		ws = append(ws, w)

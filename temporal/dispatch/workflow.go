@@ -202,10 +202,33 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			t.state, t.reason, t.work.Worker = queue.WorkNotRun, "the run was cancelled", ""
 			return
 		default:
-			res = queue.Result{Ending: queue.Failed, Reason: err.Error()}
+			// The visit's activity failed (its worker's heartbeat was
+			// refused, it stopped): its worker is no longer running it,
+			// as a lease that expired.
+			worker, res, lost = t.routed, queue.Result{Ending: queue.LeaseLost}, true
+		}
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+		if lost {
+			// Before the task starts anywhere else: the visit's attempts
+			// become unknown in the state. Its worker is the one that
+			// started its attempt when Temporal does not know it (no
+			// heartbeat arrived before it went silent).
+			var found string
+			if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
+				workflow.GetLogger(ctx).Warn("a lost visit's attempts", "task", t.work.Task, "error", err)
+			}
+			if worker == "" {
+				worker = found
+			}
+		}
+		if worker == "" && t.work.Failover.Worker == "" {
+			// Nobody is known to have started it: as if never started.
+			t.state = queue.WorkReady
+			return
 		}
 		if worker == "" {
-			worker = "?"
+			worker = t.work.Failover.Worker
 		}
 		if t.work.Failover.Worker != worker {
 			// A start on the queue of the task's labels: the model learns
@@ -219,17 +242,9 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		if ferr != nil {
 			ch = queue.Change{State: queue.WorkFailed, Reason: ferr.Error(), Spread: queue.SpreadFailed}
 		}
-		if lost || (len(ch.Notes) > 0 && ch.State != queue.WorkSucceeded) {
-			// Recorded before the task starts anywhere else.
-			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
-				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
-			var f workflow.Future
-			if lost {
-				f = workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker, ch.Notes)
-			} else {
-				f = workflow.ExecuteLocalActivity(lctx, ActivityNotes, in.Run, t.work.Task, ch.Notes)
-			}
-			if err := f.Get(ctx, nil); err != nil {
+		if len(ch.Notes) > 0 && ch.State != queue.WorkSucceeded {
+			// The model's events, in the run's log.
+			if err := workflow.ExecuteLocalActivity(lctx, ActivityNotes, in.Run, t.work.Task, ch.Notes).Get(ctx, nil); err != nil {
 				workflow.GetLogger(ctx).Warn("recording a visit's end", "task", t.work.Task, "error", err)
 			}
 		}
