@@ -257,7 +257,7 @@ func (e *env) submit(interval string, wait bool, extra ...string) (code int, run
 	if i := strings.Index(out, "submitted "); i >= 0 {
 		_, _ = fmt.Sscanf(out[i:], "submitted %s", &run)
 	}
-	if run == "" && (code == 0 || !wait) {
+	if run == "" && code == 0 {
 		e.t.Fatalf("submit: exit %d, output %q: no run", code, out)
 	}
 	return code, run, out

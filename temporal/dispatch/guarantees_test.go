@@ -199,7 +199,8 @@ func TestRefusedPublishFailsRun(t *testing.T) {
 }
 
 // pipec-temporal cancel cancels the workflow: the running task's process
-// is stopped, nothing more starts, the run ends failed in the state.
+// is stopped, nothing more starts, the run ends failed in the state. While
+// it runs, a second submission of the interval is refused.
 func TestCancel(t *testing.T) {
 	e := newEnv(t, pairSpec("pair", ""), pairFiles)
 	if err := os.WriteFile(filepath.Join(e.dir, "stall-on"), []byte("w1\n"), 0o644); err != nil {
@@ -208,6 +209,10 @@ func TestCancel(t *testing.T) {
 	e.worker("w1")
 	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
 	pid := e.waitFile("stalled")
+	// One run per interval: the open workflow refuses a second.
+	if code, _, out := e.submit("2024-01-01", false); code == 0 || !strings.Contains(out, "workflow pipec/pair/2024-01-01 is open") {
+		t.Fatalf("a second submission of the interval: exit %d\n%s", code, out)
+	}
 	if code, out := e.run(bin, "cancel", "--engine", e.engine, "--pipeline", "pair", "--interval", "2024-01-01"); code != 0 {
 		t.Fatalf("cancel: exit %d\n%s", code, out)
 	}
