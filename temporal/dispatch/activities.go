@@ -162,23 +162,26 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 			return out, ctx.Err()
 		}
 	}
-	base := 0
-	iv, err := runtime.ResolveInterval(p.Schedule, in.Interval)
-	if err != nil {
-		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
-		return out, nil
-	}
 	// The attempts of the task in this run, on any worker, before this
-	// visit (one resource's attempts, not the whole run's).
-	if as, err := a.Store.TaskAttempts(ctx, store.FenceResource(p.Pipeline, iv.Key), v.Task); err == nil {
+	// visit (one resource's attempts, not the whole run's); none before
+	// its first visit.
+	base := 0
+	if !v.First {
+		iv, err := runtime.ResolveInterval(p.Schedule, in.Interval)
+		if err != nil {
+			out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
+			return out, nil
+		}
+		as, err := a.Store.TaskAttempts(ctx, store.FenceResource(p.Pipeline, iv.Key), v.Task)
+		if err != nil {
+			out.Ending = queue.HandedBack
+			return out, nil
+		}
 		for _, at := range as {
 			if at.Run == v.Run {
 				base = max(base, at.Number)
 			}
 		}
-	} else {
-		out.Ending = queue.HandedBack
-		return out, nil
 	}
 	env := append(slices.Clone(a.Environ), "PIPEC_WORKER="+a.Name)
 	a.logf("%s %s: start on %s", v.Run, v.Task, a.Name)

@@ -53,6 +53,9 @@ type VisitInput struct {
 	// Worker is the worker the visit was routed to ("" for the queue of
 	// the task's labels: any eligible worker).
 	Worker string
+	// First: the task's first visit in the run, so it has no attempts in
+	// the run yet (the visit need not count them).
+	First bool
 }
 
 // VisitOutput is how a visit ended, as the worker's queue.Result says.
@@ -97,6 +100,8 @@ type wtask struct {
 	// future is the running visit's; worker the worker it was routed to.
 	future workflow.Future
 	routed string
+	// visits counts the visits started, handed back ones included.
+	visits int
 }
 
 // RunWorkflow is one run: it walks the DAG (a task is ready when every
@@ -160,7 +165,8 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		}
 		t.state, t.routed = queue.WorkClaimed, worker
 		t.future = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivityVisit,
-			VisitInput{Run: in.Run, Task: t.work.Task, Worker: worker})
+			VisitInput{Run: in.Run, Task: t.work.Task, Worker: worker, First: t.visits == 0})
+		t.visits++
 	}
 	// markNotRun is queue.Spread's Marker over the workflow's tasks.
 	markNotRun := func(task, why string) ([]string, bool, error) {
