@@ -111,6 +111,19 @@ func TestWorkedCaseWaitingThenJoined(t *testing.T) {
 		t.Fatalf("a waiting run is %s, want running", r.State)
 	}
 	alternating(t, e.starts(run, "extract"), 4)
+	evs, err := e.st.Events(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := 0
+	for _, ev := range evs {
+		if ev.Kind == queue.EventRunWaiting && strings.Contains(string(ev.Payload), "global count 3 of 4") {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Fatalf("%d run.waiting events saying global count 3 of 4, want 1", said)
+	}
 	e.worker("w3")
 	if r := e.until(run); r.State != store.RunFailed {
 		t.Fatalf("run %s, want failed", r.State)

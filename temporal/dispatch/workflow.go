@@ -305,11 +305,24 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 				start(t, names[i])
 			}
 		}
+		was := st.Waiting
 		st.Waiting = ""
 		if len(waiting) > 0 {
 			t := waiting[0]
 			st.Waiting = queue.WaitingMessage(t.work.Task, t.work.Labels, t.work.Limits, &t.work.Failover,
 				len(eligible(t.work.Labels, ws)) == 0)
+		}
+		if st.Waiting != "" && st.Waiting != was &&
+			workflow.GetVersion(ctx, versionWaitingEvent, workflow.DefaultVersion, 1) >= 1 {
+			// The run's log says it waits (pipec events, pipec ui), as a
+			// queue's claim records it. Versioned: histories recorded
+			// before this step replay without it.
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+			note := queue.Note{Kind: queue.EventRunWaiting, Payload: map[string]any{"waiting": st.Waiting}}
+			if err := workflow.ExecuteLocalActivity(lctx, ActivityNotes, in.Run, "", []queue.Note{note}).Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("recording the run's waiting", "error", err)
+			}
 		}
 		var running []*wtask
 		for _, name := range order {
@@ -370,6 +383,10 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 	}
 	return status(), nil
 }
+
+// versionWaitingEvent is the change that records a run.waiting event when
+// the run starts waiting for a worker (workflow.GetVersion).
+const versionWaitingEvent = "run.waiting-event"
 
 // eligible are the live workers offering the labels, by name.
 func eligible(labels []string, ws []LiveWorker) []string {
