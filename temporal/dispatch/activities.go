@@ -45,10 +45,11 @@ type Activities struct {
 	// queues (each queue's own limit is the worker's slots too).
 	slots chan struct{}
 
-	mu    sync.Mutex
-	plans map[string]*run // by workflow run id
-	runs  map[string]bool // runs whose lease this worker renews
-	logMu sync.Mutex
+	mu      sync.Mutex
+	running map[*VisitInput]context.CancelCauseFunc
+	plans   map[string]*run // by workflow run id
+	runs    map[string]bool // runs whose lease this worker renews
+	logMu   sync.Mutex
 }
 
 func (a *Activities) logf(format string, args ...any) {
@@ -60,8 +61,23 @@ func (a *Activities) logf(format string, args ...any) {
 	fmt.Fprintf(a.Log, format+"\n", args...)
 }
 
-// errShutdown: the worker stops gracefully (its visits are handed back).
-var errShutdown = errors.New("the worker is shutting down")
+// errShutdown: the worker stops gracefully (its visits are handed back);
+// errUnreachable: the worker could not reach Temporal for longer than its
+// grace, so Temporal has given its visits up (a lost lease).
+var (
+	errShutdown    = errors.New("the worker is shutting down")
+	errUnreachable = errors.New("the worker could not reach Temporal for longer than its grace")
+)
+
+// stopAll stops every running visit with cause.
+func (a *Activities) stopAll(cause error) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, cancel := range a.running {
+		cancel(cause)
+	}
+	return len(a.running)
+}
 
 // run is what a worker keeps of a run it visits: its input and its
 // decoded plan (shared, read-only, by the run's visits).
@@ -129,6 +145,17 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 	a.keepRun(v.Run)
 	vctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	a.mu.Lock()
+	if a.running == nil {
+		a.running = map[*VisitInput]context.CancelCauseFunc{}
+	}
+	a.running[&v] = cancel
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.running, &v)
+		a.mu.Unlock()
+	}()
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -203,11 +230,18 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 	case errors.Is(cause, errShutdown):
 		a.logf("%s %s: handed back", v.Run, v.Task)
 		out.Ending = queue.HandedBack
+	case errors.Is(cause, errUnreachable):
+		// Temporal has timed the visit out by now: not ours to report.
+		a.logf("%s %s: stopped: %v", v.Run, v.Task, cause)
+		return out, cause
 	case ctx.Err() != nil:
 		// Cancelled by the workflow (pipec cancel), or Temporal timed the
 		// visit out (this worker was silent too long): not this worker's
 		// to report any more.
-		a.logf("%s %s: stopped: %v", v.Run, v.Task, context.Cause(ctx))
+		// Cancelled by the workflow, timed out by Temporal, or its
+		// heartbeat could not get through (the SDK then cancels it).
+		why := "Temporal cancelled the visit or could not be reached: " + context.Cause(ctx).Error()
+		a.logf("%s %s: stopped: %s", v.Run, v.Task, why)
 		return out, ctx.Err()
 	case res.LeaseLost:
 		a.logf("%s %s: stopped here: its lease in the state expired", v.Run, v.Task)

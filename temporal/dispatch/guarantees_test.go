@@ -247,3 +247,34 @@ func taskOf(s dispatch.Status, task string) dispatch.TaskStatus {
 	}
 	return dispatch.TaskStatus{}
 }
+
+// A worker that cannot reach Temporal stops its tasks as a worker whose
+// lease was lost: Temporal gives its visits up after their heartbeat
+// timeout, and the worker stops them then (the SDK's deadline on a visit
+// whose heartbeats do not get through, or the worker's health check of
+// Temporal after --unreachable).
+func TestUnreachableTemporalStopsTasks(t *testing.T) {
+	e := newEnv(t, pairSpec("pair", ""), pairFiles)
+	if err := os.WriteFile(filepath.Join(e.dir, "stall-on"), []byte("w1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w1 := e.worker("w1", "--unreachable", "2s")
+	e.submit("2024-01-01", false, "--heartbeat", "2s")
+	pid := e.waitFile("stalled")
+	e.ts.Stop()
+	var n int
+	for _, c := range pid {
+		n = n*10 + int(c-'0')
+	}
+	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(n, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			killPID(pid)
+			t.Fatalf("the task's process %d still runs with Temporal gone:\n%s", n, w1.output())
+		}
+	}
+	// The SDK's deadline (no heartbeat got through) or the worker's own
+	// health check, whichever comes first.
+	if out := w1.output(); !strings.Contains(out, "clean: stopped: Temporal cancelled the visit or could not be reached") && !strings.Contains(out, "Temporal unreachable") {
+		t.Fatalf("w1 does not say why it stopped its task:\n%s", w1.output())
+	}
+}

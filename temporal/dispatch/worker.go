@@ -32,7 +32,12 @@ type WorkerConfig struct {
 	// renewed every Lease/5.
 	Lease                           time.Duration
 	TaskLease, LeasePoll, KillGrace time.Duration
-	Log                             io.Writer
+	// Unreachable is how long the worker goes on running its visits while
+	// it cannot reach Temporal (DefaultHeartbeat when 0): past it, Temporal
+	// has timed them out and started them elsewhere, so they are stopped,
+	// as visits whose lease was lost.
+	Unreachable time.Duration
+	Log         io.Writer
 }
 
 // Register registers the workflow and activities of a with w.
@@ -141,6 +146,10 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	outage := false
+	if c.Unreachable <= 0 {
+		c.Unreachable = DefaultHeartbeat
+	}
+	lastTemporal, cutOff := time.Now(), false
 	for {
 		select {
 		case <-ctx.Done():
@@ -188,6 +197,20 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 				a.logf("mark unknown: %v", err)
 			}
 			a.renewRuns(bg)
+			hctx, cancel := context.WithTimeout(bg, max(poll, time.Second))
+			_, herr := c.Client.CheckHealth(hctx, &client.CheckHealthRequest{})
+			cancel()
+			switch {
+			case herr == nil:
+				if cutOff {
+					a.logf("Temporal is reachable again")
+				}
+				lastTemporal, cutOff = time.Now(), false
+			case time.Since(lastTemporal) > c.Unreachable && !cutOff:
+				cutOff = true
+				n := a.stopAll(errUnreachable)
+				a.logf("Temporal unreachable for %s (%v): stopping %d visit(s)", c.Unreachable, herr, n)
+			}
 		}
 	}
 }

@@ -113,6 +113,7 @@ func worker(args []string) error {
 	arts := fs.String("artifacts", "", "the shared artifact store's folder as this machine mounts it")
 	lease := fs.Duration("lease", 10*time.Second, "the worker's registration lease in the state")
 	taskLease := fs.Duration("task-lease", 0, "the attempts' lease (0: the runtime's default)")
+	unreachable := fs.Duration("unreachable", 0, "stop the running tasks when Temporal is unreachable this long (default 10s)")
 	var ls labels
 	fs.Var(&ls, "label", "a label this worker offers (repeatable)")
 	_ = fs.Parse(args)
@@ -142,7 +143,7 @@ func worker(args []string) error {
 		Info:  queue.WorkerInfo{Name: *name, Host: host, PID: os.Getpid(), Slots: *slots, Labels: ls},
 		Store: sh.Store, Queue: sh.Queue, Client: c, Workdir: *workdir, Artifacts: *arts,
 		DefaultArtifacts: sh.DefaultArtifacts, ServerState: sh.TaskState, Environ: os.Environ(),
-		Lease: *lease, TaskLease: *taskLease, Log: os.Stderr})
+		Lease: *lease, TaskLease: *taskLease, Unreachable: *unreachable, Log: os.Stderr})
 }
 
 func submit(args []string) error {
