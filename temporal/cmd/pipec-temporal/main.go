@@ -2,7 +2,7 @@
 //
 //	pipec-temporal worker --engine temporal://HOST:PORT[?namespace=NS] --state STATE [--name N] [--slots N] [--label L]...
 //	pipec-temporal submit SPEC --interval I --engine ... --state STATE [--wait]
-//	pipec-temporal cancel --engine ... --pipeline P --interval I
+//	pipec-temporal cancel RUN --engine ...   (or --pipeline P --interval I)
 //
 // PIPEC_ENGINE and PIPEC_STATE are the defaults of --engine and --state.
 // The state grants tokens and records attempts, versions, pointers and
@@ -227,9 +227,18 @@ func cancel(args []string) error {
 	engine, _ := common(fs)
 	pipeline := fs.String("pipeline", "", "the pipeline")
 	interval := fs.String("interval", "", "the interval's key (as in the run's id)")
+	// pipec cancel RUN: the run's id (pipeline/interval/rN) or pipeline/interval.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		parts := strings.Split(args[0], "/")
+		if len(parts) < 2 || len(parts) > 3 {
+			return fmt.Errorf("cancel %s: want a run id (orders/2024-01-01/r3) or pipeline/interval", args[0])
+		}
+		*pipeline, *interval = parts[0], parts[1]
+		args = args[1:]
+	}
 	_ = fs.Parse(args)
 	if *pipeline == "" || *interval == "" {
-		return errors.New("cancel --pipeline P --interval I")
+		return errors.New("cancel RUN, or cancel --pipeline P --interval I")
 	}
 	c, err := dial(*engine)
 	if err != nil {
