@@ -26,7 +26,6 @@ func commands(io IO) []*cobra.Command {
 		newWorkerCmd(io),
 		newWorkersCmd(io),
 		newSubmitCmd(io),
-		newCancelCmd(io),
 		newUICmd(io),
 		newReportCmd(io),
 	}

@@ -158,34 +158,9 @@ func delegate(io IO, cmd *cobra.Command, args []string, engine string) error {
 var engineFlags = map[string]map[string]bool{
 	"worker": {"state": true, "name": true, "slots": true, "workdir": true, "lease": true, "label": true, "artifacts": true},
 	"submit": {"state": true, "interval": true, "wait": true, "artifacts": true, "poll": true},
-	"cancel": {},
 }
 
 func isFile(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
-}
-
-// newCancelCmd is pipec cancel: today only for runs on Temporal, where it
-// cancels the interval's workflow (pipec-temporal cancel).
-func newCancelCmd(io IO) *cobra.Command {
-	var engine engineFlag
-	cmd := &cobra.Command{
-		Use:   "cancel RUN --engine temporal://HOST:PORT[?namespace=NS]",
-		Short: "Cancel a run dispatched through Temporal",
-		Long: "cancel cancels a run submitted with --engine (or " + engineEnv + "): RUN is its id\n" +
-			"(orders/2024-01-01/r3) or its pipeline and interval (orders/2024-01-01). Its workflow\n" +
-			"starts nothing more, its running tasks' processes are stopped, and the run ends failed.\n" +
-			"Runs on the state's own queue cannot be cancelled yet. See docs/temporal.md.",
-		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			e := engine.get(io)
-			if e == "" {
-				return usageErr("cancel: give --engine temporal://HOST:PORT (or set %s): only runs on Temporal can be cancelled yet", engineEnv)
-			}
-			return delegate(io, cmd, args, e)
-		},
-	}
-	engine.register(cmd)
-	return cmd
 }

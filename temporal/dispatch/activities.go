@@ -323,7 +323,7 @@ func (a *Activities) LiveWorkers(ctx context.Context) ([]LiveWorker, error) {
 func (a *Activities) EndRun(ctx context.Context, run string, state store.RunState, cancelled bool) error {
 	if cancelled {
 		_, _ = a.Store.AppendEvent(ctx, store.Event{Run: run, Kind: "run.cancelled",
-			Payload: json.RawMessage(`{"by":"temporal"}`)})
+			Payload: json.RawMessage(`{"by":"temporal","reason":"its workflow was cancelled"}`)})
 	}
 	err := a.Store.FinishRun(ctx, run, state)
 	if err != nil && errors.Is(err, store.ErrConflict) {

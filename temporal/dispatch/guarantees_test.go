@@ -198,7 +198,7 @@ func TestRefusedPublishFailsRun(t *testing.T) {
 	})
 }
 
-// pipec cancel RUN --engine (pipec-temporal cancel) cancels the workflow: the running task's process
+// pipec-temporal cancel RUN cancels the workflow: the running task's process
 // is stopped, nothing more starts, the run ends failed in the state. While
 // it runs, a second submission of the interval is refused.
 func TestCancel(t *testing.T) {
@@ -213,7 +213,7 @@ func TestCancel(t *testing.T) {
 	if code, _, out := e.submit("2024-01-01", false); code == 0 || !strings.Contains(out, "workflow pipec/pair/2024-01-01 is open") {
 		t.Fatalf("a second submission of the interval: exit %d\n%s", code, out)
 	}
-	if code, out := e.run(pipecBin, "cancel", run, "--engine", e.engine); code != 0 || !strings.Contains(out, "cancelled pipec/pair/2024-01-01") {
+	if code, out := e.run(bin, "cancel", run, "--engine", e.engine); code != 0 || !strings.Contains(out, "cancelled pipec/pair/2024-01-01") {
 		t.Fatalf("cancel: exit %d\n%s", code, out)
 	}
 	if r := e.until(run); r.State != store.RunFailed {
