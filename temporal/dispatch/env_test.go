@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/temporaltest"
 
+	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/postgres"
 	"github.com/pipec/pipec/temporal/dispatch"
 )
 
@@ -124,17 +124,16 @@ func newEnvAt(t testing.TB, spec string, files map[string]string, url string) *e
 			t.Fatal(err)
 		}
 	}
-	var st store.Store
-	var err error
 	if url != "" {
 		e.url = url
-		st, err = postgres.Open(context.Background(), url, postgres.Options{})
-	} else {
-		st, err = store.Open(context.Background(), e.url, store.Options{})
 	}
+	// The state as pipec worker opens it (whichever package holds the
+	// SQLite store).
+	sh, err := cli.OpenShared(context.Background(), e.url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := sh.Store
 	e.st = st
 	t.Cleanup(func() { st.Close() })
 	return e
