@@ -31,6 +31,7 @@ type submitOptions struct {
 	now       string
 	dryRun    bool
 	artifacts artifactsFlag
+	engine    engineFlag
 }
 
 func newSubmitCmd(io IO) *cobra.Command {
@@ -53,6 +54,9 @@ func newSubmitCmd(io IO) *cobra.Command {
 			"where there is none.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if e := opts.engine.get(io); e != "" {
+				return delegate(io, cmd, args, e)
+			}
 			return runSubmit(cmd.Context(), io, args[0], opts)
 		},
 	}
@@ -67,6 +71,7 @@ func newSubmitCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.dryRun, "dry-run", false, "with --due: print what would be submitted, and submit nothing")
 	opts.artifacts.register(cmd, "the shared artifact store's folder, recorded with the run in place of the spec's artifacts "+
 		"(a worker's own --artifacts wins over it)")
+	opts.engine.register(cmd)
 	return cmd
 }
 

@@ -31,6 +31,7 @@ type workerOptions struct {
 	// means it was given empty (--label ''), which pflag reads as none.
 	labelGiven bool
 	artifacts  artifactsFlag
+	engine     engineFlag
 }
 
 func newWorkerCmd(io IO) *cobra.Command {
@@ -56,6 +57,9 @@ func newWorkerCmd(io IO) *cobra.Command {
 			"higher tokens, and its late publishes are fenced.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if e := opts.engine.get(io); e != "" {
+				return delegate(io, cmd, nil, e)
+			}
 			opts.labelGiven = cmd.Flags().Changed("label")
 			return runWorker(cmd.Context(), io, opts)
 		},
@@ -69,6 +73,7 @@ func newWorkerCmd(io IO) *cobra.Command {
 	f.StringSliceVar(&opts.labels, "label", nil, "a label this worker offers (repeatable, or comma-separated); tasks requiring labels run only on workers offering them all")
 	opts.artifacts.register(cmd, "the shared artifact store's folder as this machine mounts it (wins over the spec's artifacts "+
 		"and submit's --artifacts); without any, tasks whose versions another worker reads are refused")
+	opts.engine.register(cmd)
 	return cmd
 }
 

@@ -1,0 +1,253 @@
+// Command pipec-temporal runs pipec's submitted runs on Temporal:
+//
+//	pipec-temporal worker --engine temporal://HOST:PORT[?namespace=NS] --state STATE [--name N] [--slots N] [--label L]...
+//	pipec-temporal submit SPEC --interval I --engine ... --state STATE [--wait]
+//	pipec-temporal cancel RUN --engine ...   (or --pipeline P --interval I)
+//
+// PIPEC_ENGINE and PIPEC_STATE are the defaults of --engine and --state.
+// The state grants tokens and records attempts, versions, pointers and
+// workers exactly as for pipec worker; Temporal carries the dispatch. See
+// docs/temporal.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/pipec/pipec/cli"
+	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/temporal/dispatch"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	switch os.Args[1] {
+	case "worker":
+		err = worker(os.Args[2:])
+	case "submit":
+		err = submit(os.Args[2:])
+	case "cancel":
+		err = cancel(os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		var ex exitCode
+		if errors.As(err, &ex) {
+			os.Exit(int(ex))
+		}
+		fmt.Fprintf(os.Stderr, "pipec-temporal: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: pipec-temporal worker|submit|cancel --engine temporal://HOST:PORT[?namespace=NS] --state STATE ...")
+	os.Exit(2)
+}
+
+type labels []string
+
+func (l *labels) String() string     { return strings.Join(*l, ",") }
+func (l *labels) Set(v string) error { *l = append(*l, strings.Split(v, ",")...); return nil }
+
+func common(fs *flag.FlagSet) (engine, state *string) {
+	engine = fs.String("engine", os.Getenv("PIPEC_ENGINE"), "temporal://HOST:PORT[?namespace=NS] (default $PIPEC_ENGINE)")
+	state = fs.String("state", os.Getenv("PIPEC_STATE"), "the shared state: an SQLite file or a postgres:// URL (default $PIPEC_STATE)")
+	return
+}
+
+func dial(engine string) (client.Client, error) {
+	e, err := dispatch.ParseEngine(engine)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(client.Options{HostPort: e.HostPort, Namespace: e.Namespace, Logger: quiet{}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e, err)
+	}
+	return c, nil
+}
+
+// quiet drops the SDK's debug and info lines; warnings and errors go to
+// stderr.
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(msg string, kv ...any) {
+	fmt.Fprintln(os.Stderr, append([]any{"temporal: warn:", msg}, kv...)...)
+}
+func (quiet) Error(msg string, kv ...any) {
+	fmt.Fprintln(os.Stderr, append([]any{"temporal: error:", msg}, kv...)...)
+}
+
+var _ sdklog.Logger = quiet{}
+
+func worker(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ExitOnError)
+	engine, state := common(fs)
+	name := fs.String("name", os.Getenv("PIPEC_WORKER"), "the worker's name (default $PIPEC_WORKER, else host-pid)")
+	slots := fs.Int("slots", 1, "tasks run at once")
+	workdir := fs.String("workdir", "", "the worker's own scratch folder")
+	arts := fs.String("artifacts", "", "the shared artifact store's folder as this machine mounts it")
+	lease := fs.Duration("lease", 10*time.Second, "the worker's registration lease in the state")
+	taskLease := fs.Duration("task-lease", 0, "the attempts' lease (0: the runtime's default)")
+	unreachable := fs.Duration("unreachable", 0, "stop the running tasks when Temporal is unreachable this long (default 10s)")
+	var ls labels
+	fs.Var(&ls, "label", "a label this worker offers (repeatable)")
+	_ = fs.Parse(args)
+	host, _ := os.Hostname()
+	if *name == "" {
+		*name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if *workdir == "" {
+		*workdir = filepath.Join(os.TempDir(), "pipec-worker-"+*name)
+	}
+	if err := os.MkdirAll(*workdir, 0o700); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sh, err := cli.OpenShared(ctx, *state)
+	if err != nil {
+		return err
+	}
+	defer sh.Store.Close()
+	c, err := dial(*engine)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return dispatch.RunWorker(ctx, dispatch.WorkerConfig{
+		Info:  queue.WorkerInfo{Name: *name, Host: host, PID: os.Getpid(), Slots: *slots, Labels: ls},
+		Store: sh.Store, Queue: sh.Queue, Client: c, Workdir: *workdir, Artifacts: *arts,
+		DefaultArtifacts: sh.DefaultArtifacts, ServerState: sh.TaskState, Environ: os.Environ(),
+		Lease: *lease, TaskLease: *taskLease, Unreachable: *unreachable, Log: os.Stderr})
+}
+
+func submit(args []string) error {
+	fs := flag.NewFlagSet("submit", flag.ExitOnError)
+	engine, state := common(fs)
+	interval := fs.String("interval", "", "the interval's start (required)")
+	wait := fs.Bool("wait", false, "follow the run until it ends and exit with its status")
+	arts := fs.String("artifacts", "", "the shared artifact store's folder, recorded with the run")
+	hb := fs.Duration("heartbeat", 0, "the visits' heartbeat timeout on Temporal (default 10s)")
+	_ = fs.Duration("poll", 0, "accepted for pipec submit's sake: --wait follows the workflow, it does not poll")
+	// Flags may follow the spec, as in pipec submit SPEC --interval I.
+	var spec string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		spec, args = args[0], args[1:]
+	}
+	_ = fs.Parse(args)
+	if spec == "" && fs.NArg() > 0 {
+		spec = fs.Arg(0)
+	}
+	if spec == "" || *interval == "" {
+		return errors.New("submit SPEC --interval I: a spec and an interval are required")
+	}
+	io := cli.OSIO()
+	plan, err := cli.LoadPlan(io, spec)
+	if err != nil {
+		return exitCode(1)
+	}
+	cli.WithArtifacts(plan, *arts)
+	iv, err := runtime.ResolveInterval(plan.Schedule, *interval)
+	if err != nil {
+		return err
+	}
+	base, err := filepath.Abs(filepath.Dir(spec))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if *state == "" {
+		// As pipec submit: the state beside the spec.
+		*state = filepath.Join(filepath.Dir(spec), store.DefaultPath)
+	}
+	sh, err := cli.OpenShared(ctx, *state)
+	if err != nil {
+		return err
+	}
+	defer sh.Store.Close()
+	c, err := dial(*engine)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sub, err := dispatch.Submit(ctx, c, sh.Store, dispatch.Submission{Plan: plan, BaseDir: base, Interval: iv, Value: *interval, Heartbeat: *hb})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("submitted %s (%d tasks) as workflow %s\n", sub.Run.ID, len(plan.Tasks), sub.WorkflowID)
+	if !*wait {
+		return nil
+	}
+	s, err := dispatch.Wait(ctx, c, sub.WorkflowID, sub.RunID)
+	for _, t := range s.Tasks {
+		line := fmt.Sprintf("  %-20s %s", t.Task, t.State)
+		if t.Reason != "" {
+			line += "  " + t.Reason
+		}
+		fmt.Println(line)
+	}
+	if err != nil {
+		fmt.Printf("run %s: %v\n", sub.Run.ID, err)
+		return exitCode(1)
+	}
+	fmt.Printf("run %s %s\n", s.Run, s.State)
+	if s.State != "succeeded" {
+		return exitCode(1)
+	}
+	return nil
+}
+
+func cancel(args []string) error {
+	fs := flag.NewFlagSet("cancel", flag.ExitOnError)
+	engine, _ := common(fs)
+	pipeline := fs.String("pipeline", "", "the pipeline")
+	interval := fs.String("interval", "", "the interval's key (as in the run's id)")
+	// pipec cancel RUN: the run's id (pipeline/interval/rN) or pipeline/interval.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		parts := strings.Split(args[0], "/")
+		if len(parts) < 2 || len(parts) > 3 {
+			return fmt.Errorf("cancel %s: want a run id (orders/2024-01-01/r3) or pipeline/interval", args[0])
+		}
+		*pipeline, *interval = parts[0], parts[1]
+		args = args[1:]
+	}
+	_ = fs.Parse(args)
+	if *pipeline == "" || *interval == "" {
+		return errors.New("cancel RUN, or cancel --pipeline P --interval I")
+	}
+	c, err := dial(*engine)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := dispatch.Cancel(context.Background(), c, *pipeline, *interval); err != nil {
+		return err
+	}
+	fmt.Printf("cancelled %s\n", dispatch.WorkflowID(*pipeline, *interval))
+	return nil
+}

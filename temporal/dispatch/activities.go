@@ -1,0 +1,397 @@
+package dispatch
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Activities are a worker's activities: they run on the worker's machine,
+// against the shared state.
+type Activities struct {
+	Name   string
+	Store  store.Store
+	Queue  queue.Queue
+	Client client.Client
+	// As worker.Config's fields of the same names.
+	Workdir, Artifacts, DefaultArtifacts, ServerState string
+	Environ                                           []string
+	TaskLease, LeasePoll, KillGrace                   time.Duration
+	// RunLease is the lease a worker keeps on the runs it has visited
+	// until they end (renewed every RunLease/3).
+	RunLease time.Duration
+	Log      io.Writer
+	Self     exec.Identity
+
+	// slots bounds the visits running at once across the worker's task
+	// queues (each queue's own limit is the worker's slots too).
+	slots chan struct{}
+
+	mu      sync.Mutex
+	running map[*VisitInput]context.CancelCauseFunc
+	plans   map[string]*run // by workflow run id
+	runs    map[string]bool // runs whose lease this worker renews
+	logMu   sync.Mutex
+}
+
+func (a *Activities) logf(format string, args ...any) {
+	if a.Log == nil {
+		return
+	}
+	a.logMu.Lock()
+	defer a.logMu.Unlock()
+	fmt.Fprintf(a.Log, format+"\n", args...)
+}
+
+// errShutdown: the worker stops gracefully (its visits are handed back);
+// errUnreachable: the worker could not reach Temporal for longer than its
+// grace, so Temporal has given its visits up (a lost lease).
+var (
+	errShutdown    = errors.New("the worker is shutting down")
+	errUnreachable = errors.New("the worker could not reach Temporal for longer than its grace")
+)
+
+// stopAll stops every running visit with cause.
+func (a *Activities) stopAll(cause error) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, cancel := range a.running {
+		cancel(cause)
+	}
+	return len(a.running)
+}
+
+// run is what a worker keeps of a run it visits: its input and its
+// decoded plan (shared, read-only, by the run's visits).
+type run struct {
+	in   *RunInput
+	plan *compiler.Plan
+}
+
+// plan returns the run's input and plan, read from the workflow's first
+// history event once per run.
+func (a *Activities) plan(ctx context.Context, wid, rid string) (*run, error) {
+	a.mu.Lock()
+	if r := a.plans[rid]; r != nil {
+		a.mu.Unlock()
+		return r, nil
+	}
+	a.mu.Unlock()
+	it := a.Client.GetWorkflowHistory(ctx, wid, rid, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return nil, fmt.Errorf("workflow %s has no history", wid)
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return nil, err
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return nil, fmt.Errorf("workflow %s: its first event is %s", wid, ev.GetEventType())
+	}
+	var in RunInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in); err != nil {
+		return nil, err
+	}
+	var p compiler.Plan
+	if err := decodePlan(in.Plan, &p); err != nil {
+		return nil, fmt.Errorf("the submitted plan does not decode: %w", err)
+	}
+	r := &run{in: &in, plan: &p}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.plans == nil {
+		a.plans = map[string]*run{}
+	}
+	if len(a.plans) > 16 {
+		clear(a.plans)
+	}
+	a.plans[rid] = r
+	return r, nil
+}
+
+// Visit runs one visit of a task: runtime.RunVisit, heartbeating to
+// Temporal (the worker's name, so a timeout says who went silent) while
+// the runtime renews the attempt's lease in the state.
+func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, error) {
+	info := activity.GetInfo(ctx)
+	out := VisitOutput{Worker: a.Name}
+	sub, err := a.plan(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+	if err != nil {
+		// Another worker may read it: no failure of the task.
+		a.logf("%s %s: the run's plan: %v; handing it back", v.Run, v.Task, err)
+		out.Ending = queue.HandedBack
+		return out, nil
+	}
+	in, p := sub.in, sub.plan
+	a.keepRun(v.Run)
+	vctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.mu.Lock()
+	if a.running == nil {
+		a.running = map[*VisitInput]context.CancelCauseFunc{}
+	}
+	a.running[&v] = cancel
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.running, &v)
+		a.mu.Unlock()
+	}()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		every := max(info.HeartbeatTimeout/4, 20*time.Millisecond)
+		if info.HeartbeatTimeout <= 0 {
+			every = time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-activity.GetWorkerStopChannel(ctx):
+				cancel(errShutdown)
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, a.Name)
+			}
+		}
+	}()
+	if a.slots != nil {
+		select {
+		case a.slots <- struct{}{}:
+			defer func() { <-a.slots }()
+		case <-vctx.Done():
+			if errors.Is(context.Cause(vctx), errShutdown) {
+				out.Ending = queue.HandedBack
+				return out, nil
+			}
+			return out, ctx.Err()
+		}
+	}
+	// The attempts of the task in this run, on any worker, before this
+	// visit (one resource's attempts, not the whole run's); none before
+	// its first visit.
+	base := 0
+	if !v.First {
+		iv, err := runtime.ResolveInterval(p.Schedule, in.Interval)
+		if err != nil {
+			out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
+			return out, nil
+		}
+		as, err := a.Store.TaskAttempts(ctx, store.FenceResource(p.Pipeline, iv.Key), v.Task)
+		if err != nil {
+			out.Ending = queue.HandedBack
+			return out, nil
+		}
+		for _, at := range as {
+			if at.Run == v.Run {
+				base = max(base, at.Number)
+			}
+		}
+	}
+	env := append(slices.Clone(a.Environ), "PIPEC_WORKER="+a.Name)
+	a.logf("%s %s: start on %s", v.Run, v.Task, a.Name)
+	res, err := runtime.RunVisit(vctx, runtime.Visit{
+		Options: runtime.Options{Plan: p, BaseDir: in.BaseDir, Interval: in.Interval, Store: a.Store,
+			Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
+			DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
+			DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace},
+		Run: v.Run, Task: v.Task, AttemptBase: base})
+	bg := context.WithoutCancel(ctx)
+	if res.End != nil {
+		// The visit's last attempt's end (a queue's Finish records it).
+		if ferr := a.Store.FinishAttempt(bg, res.End.Ref, res.End.Outcome); ferr != nil && !errors.Is(ferr, store.ErrConflict) {
+			a.logf("%s %s: recording the attempt's end: %v", v.Run, v.Task, ferr)
+		}
+	}
+	cause := context.Cause(vctx)
+	switch {
+	case errors.Is(cause, errShutdown):
+		a.logf("%s %s: handed back", v.Run, v.Task)
+		out.Ending = queue.HandedBack
+	case errors.Is(cause, errUnreachable):
+		// Temporal has timed the visit out by now: not ours to report.
+		a.logf("%s %s: stopped: %v", v.Run, v.Task, cause)
+		return out, cause
+	case ctx.Err() != nil:
+		// Cancelled by the workflow (pipec cancel), or Temporal timed the
+		// visit out (this worker was silent too long): not this worker's
+		// to report any more.
+		// Cancelled by the workflow, timed out by Temporal, or its
+		// heartbeat could not get through (the SDK then cancels it).
+		why := "Temporal cancelled the visit or could not be reached: " + context.Cause(ctx).Error()
+		a.logf("%s %s: stopped: %s", v.Run, v.Task, why)
+		return out, ctx.Err()
+	case res.LeaseLost:
+		a.logf("%s %s: stopped here: its lease in the state expired", v.Run, v.Task)
+		out.Ending = queue.LeaseLost
+	case err != nil:
+		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
+	case res.Task.State == runtime.TaskSucceeded || res.Task.State == runtime.TaskReused:
+		a.logf("%s %s: %s on %s", v.Run, v.Task, res.Task.State, a.Name)
+		out.Ending = queue.Succeeded
+	case res.Task.State == runtime.TaskUnknown:
+		a.logf("%s %s: not run: %s", v.Run, v.Task, res.Task.Reason)
+		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, "unknown: "+res.Task.Reason
+	case res.Task.State == runtime.TaskNotRun:
+		a.logf("%s %s: not run: %s", v.Run, v.Task, res.Task.Reason)
+		out.Ending, out.Reason = queue.NotRun, res.Task.Reason
+	default:
+		why := res.Task.Reason
+		if res.Task.Class != "" {
+			why = res.Task.Class + ": " + why
+		}
+		a.logf("%s %s: failed on %s (%s)", v.Run, v.Task, a.Name, why)
+		out.Ending, out.Deterministic, out.Reason = queue.Failed, res.Deterministic, why
+	}
+	return out, nil
+}
+
+// keepRun adds run to the runs whose lease this worker renews.
+func (a *Activities) keepRun(run string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.runs == nil {
+		a.runs = map[string]bool{}
+	}
+	if !a.runs[run] {
+		a.runs[run] = true
+		_ = a.Store.RenewRunLease(context.Background(), run, a.RunLease)
+	}
+}
+
+// renewRuns renews the lease of the runs this worker visited that are
+// still running, and forgets the others.
+func (a *Activities) renewRuns(ctx context.Context) {
+	a.mu.Lock()
+	runs := make([]string, 0, len(a.runs))
+	for r := range a.runs {
+		runs = append(runs, r)
+	}
+	a.mu.Unlock()
+	for _, r := range runs {
+		if err := a.Store.RenewRunLease(ctx, r, a.RunLease); err != nil {
+			if run, gerr := a.Store.GetRun(ctx, r); gerr == nil && run.State != store.RunRunning {
+				a.mu.Lock()
+				delete(a.runs, r)
+				a.mu.Unlock()
+			}
+		}
+	}
+}
+
+// LiveWorkers lists the live pipec workers on Temporal (EngineLabel), for
+// the workflow's failover routing.
+func (a *Activities) LiveWorkers(ctx context.Context) ([]LiveWorker, error) {
+	rows, err := a.Queue.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []LiveWorker{}
+	for _, r := range rows {
+		if !r.Live || r.State != queue.WorkerLive || !slices.Contains(r.Labels, EngineLabel) {
+			continue
+		}
+		out = append(out, LiveWorker{Name: r.Name, Labels: slices.DeleteFunc(slices.Clone(r.Labels),
+			func(l string) bool { return l == EngineLabel })})
+	}
+	return out, nil
+}
+
+// EndRun records the run's end in the state.
+func (a *Activities) EndRun(ctx context.Context, run string, state store.RunState, cancelled bool) error {
+	if cancelled {
+		_, _ = a.Store.AppendEvent(ctx, store.Event{Run: run, Kind: "run.cancelled",
+			Payload: json.RawMessage(`{"by":"temporal","reason":"its workflow was cancelled"}`)})
+	}
+	err := a.Store.FinishRun(ctx, run, state)
+	if err != nil && errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// Lost is a visit Temporal timed out (its worker sent no heartbeat for the
+// timeout: killed, paused, cut off), as a queue's sweep finds a claim
+// expired: the visit's unfinished attempts become unknown, so the next
+// visit's runtime judges them as it judges any attempt nobody saw end. It
+// returns the worker whose attempts those are: worker when given, else
+// the worker of the task's latest attempt in the run if it is unfinished
+// ("" when there is none: the visit started no attempt).
+func (a *Activities) Lost(ctx context.Context, run, task, worker string) (string, error) {
+	as, err := a.Store.Attempts(ctx, run)
+	if err != nil {
+		return "", err
+	}
+	if worker == "" {
+		last := -1
+		for i, at := range as {
+			if at.Task == task && (last < 0 || at.Number > as[last].Number) {
+				last = i
+			}
+		}
+		if last < 0 || as[last].State.Finished() {
+			return "", nil
+		}
+		worker = as[last].Worker
+	}
+	for _, at := range as {
+		if at.Task != task || at.Worker != worker || at.State.Finished() || at.State == store.AttemptUnknown {
+			continue
+		}
+		err := a.Store.FinishAttempt(ctx, at.AttemptRef, store.Outcome{State: store.AttemptUnknown,
+			Class: "lost", ErrorTail: queue.UnknownClaimExpired + " (no heartbeat to Temporal)"})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return worker, err
+		}
+	}
+	return worker, nil
+}
+
+// Notes records the failover model's events of a visit's end.
+func (a *Activities) Notes(ctx context.Context, run, task string, notes []queue.Note) error {
+	for _, n := range notes {
+		b, err := json.Marshal(n.Payload)
+		if err != nil {
+			return err
+		}
+		if _, err := a.Store.AppendEvent(ctx, store.Event{Run: run, Kind: n.Kind, Task: task, Payload: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodePlan reads a RunInput's gzipped plan.
+func decodePlan(gz []byte, p *compiler.Plan) error {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, p)
+}

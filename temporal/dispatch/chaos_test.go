@@ -1,0 +1,200 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// chaosSpec is a 200-task pipeline in 20 layers of 10: every task writes an
+// output naming its interval and task (after a short sleep, so workers are
+// caught mid-task), tasks of a layer read one output of the layer before,
+// and the 10 tasks of every other layer publish, each to its own fenced
+// directory sink, after a check.
+func chaosSpec() (spec string, published []string) {
+	var b strings.Builder
+	b.WriteString(`pipeline "chaos" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+`)
+	for layer := 0; layer < 20; layer++ {
+		for i := 0; i < 10; i++ {
+			name := fmt.Sprintf("t%02d_%d", layer, i)
+			fmt.Fprintf(&b, "  task %q {\n    command = [\"./step.sh\", %q]\n    outputs = [\"a_%s\"]\n    timeout = \"2m\"\n", name, name, name)
+			if layer > 0 {
+				fmt.Fprintf(&b, "    inputs  = [\"a_t%02d_%d\"]\n", layer-1, (i+layer)%10)
+			}
+			b.WriteString("  }\n")
+			if layer%2 == 1 {
+				fmt.Fprintf(&b, "  check \"c_%s\" {\n    input         = \"a_%s\"\n    row_count_min = 1\n  }\n", name, name)
+				fmt.Fprintf(&b, "  sink \"s_%s\" {\n    type    = \"directory\"\n    path    = \"warehouse/%s\"\n    fencing = \"token\"\n  }\n", name, name)
+				fmt.Fprintf(&b, "  publish \"p_%s\" {\n    artifact = \"a_%s\"\n    sink     = \"s_%s\"\n  }\n", name, name, name)
+				published = append(published, name)
+			}
+		}
+	}
+	b.WriteString("}\n")
+	return b.String(), published
+}
+
+const chaosStep = `#!/bin/sh
+sleep 0.02
+out=$(env | sed -n 's/^PIPEC_OUTPUT_[^=]*=//p' | head -1)
+printf 'id,interval,task\n1,%s,%s\n' "$PIPEC_INTERVAL_START" "$1" > "$out/data.csv"
+`
+
+// TestChaos on Temporal: 3 workers run a 200-task pipeline for 3 intervals
+// while one is SIGSTOPped and later resumed and another is killed with
+// SIGKILL (a fourth joins). Every run succeeds; every published artifact
+// of every interval ends with exactly one complete version, the one the
+// state's pointer names; a reader running throughout never sees a partial
+// file or another interval's or task's data, nor a token below one it saw
+// before. On PostgreSQL (a worker stopped inside an SQLite write
+// transaction would keep the file's lock).
+func TestChaos(t *testing.T) {
+	spec, published := chaosSpec()
+	pg := pgtest.Start(t)
+	e := newEnvAt(t, spec, map[string]string{"step.sh": chaosStep}, pg.NewSchema(t))
+	e.worker("w1", "--slots", "2")
+	w2 := e.worker("w2", "--slots", "2")
+	w3 := e.worker("w3", "--slots", "2")
+	days := []string{"2024-01-01", "2024-01-02", "2024-01-03"}
+	var runs []string
+	for _, d := range days {
+		code, run, out := e.submit(d, false, "--heartbeat", "2s")
+		if code != 0 {
+			t.Fatalf("submit %s: exit %d\n%s", d, code, out)
+		}
+		runs = append(runs, run)
+	}
+
+	stop := make(chan struct{})
+	var readerErr []string
+	var reads int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		seen := map[string]int64{}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, name := range published {
+				for _, d := range days {
+					dir := filepath.Join(e.dir, "warehouse", name, d)
+					b, err := os.ReadFile(filepath.Join(dir, "data.csv"))
+					if os.IsNotExist(err) {
+						continue
+					}
+					reads++
+					want := fmt.Sprintf("id,interval,task\n1,%sT00:00:00Z,%s\n", d, name)
+					if err != nil || string(b) != want {
+						readerErr = append(readerErr, fmt.Sprintf("%s: read %q, %v; want %q", dir, b, err, want))
+						continue
+					}
+					var m struct{ Token int64 }
+					if mb, err := os.ReadFile(filepath.Join(dir, "_pipec.json")); err == nil && json.Unmarshal(mb, &m) == nil {
+						if m.Token < seen[dir] {
+							readerErr = append(readerErr, fmt.Sprintf("%s: token %d visible after %d", dir, m.Token, seen[dir]))
+						}
+						seen[dir] = max(seen[dir], m.Token)
+					}
+				}
+			}
+		}
+	}()
+
+	ctx := context.Background()
+	progress := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			done := 0
+			for _, r := range runs {
+				as, err := e.st.Attempts(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range as {
+					if a.State == store.AttemptSucceeded {
+						done++
+					}
+				}
+			}
+			if done >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("stuck at %d tasks done, waiting for %d", done, n)
+			}
+		}
+	}
+	progress(60)
+	w2.signal(t, syscall.SIGSTOP)
+	progress(150)
+	w3.signal(t, syscall.SIGKILL)
+	e.worker("w4", "--slots", "2")
+	progress(300)
+	w2.signal(t, syscall.SIGCONT)
+
+	for _, r := range runs {
+		if got := e.until(r); got.State != store.RunSucceeded {
+			t.Fatalf("run %s %s", r, got.State)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if len(readerErr) > 0 {
+		t.Fatalf("the reader saw %d bad reads of %d, first: %s", len(readerErr), reads, readerErr[0])
+	}
+	for _, name := range published {
+		for _, d := range days {
+			dir := filepath.Join(e.dir, "warehouse", name, d)
+			p, err := e.st.Pointer(ctx, "chaos", "s_"+name, "a_"+name, d)
+			if err != nil {
+				t.Fatalf("%s: %v", dir, err)
+			}
+			var m struct{ Token int64 }
+			mb, err := os.ReadFile(filepath.Join(dir, "_pipec.json"))
+			if err != nil || json.Unmarshal(mb, &m) != nil || m.Token != p.Token {
+				t.Fatalf("%s: visible token %d (%v), the state's pointer %d", dir, m.Token, err, p.Token)
+			}
+			v, err := e.st.AcceptedVersion(ctx, "chaos", "a_"+name, d)
+			if err != nil || v.Token != p.Token {
+				t.Fatalf("%s: the newest accepted version has token %d (%v), the visible one %d", dir, v.Token, err, p.Token)
+			}
+		}
+	}
+	lost := 0
+	for _, r := range runs {
+		evs, err := e.st.Events(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Kind == queue.EventWorkLeaseLost {
+				lost++
+			}
+		}
+	}
+	if lost == 0 {
+		t.Fatal("no visit was ever lost: the signals hit idle workers")
+	}
+	t.Logf("%d reads, all complete and current; %d visits lost", reads, lost)
+}

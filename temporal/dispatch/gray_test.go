@@ -1,0 +1,110 @@
+package dispatch_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// holdSpec is one task whose output names its worker; on w1 its process
+// holds until "release" exists.
+const holdSpec = `
+pipeline "hold" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "load" {
+    command = ["./hold.sh"]
+    outputs = ["out"]
+  }
+  check "out_ok" {
+    input         = "out"
+    row_count_min = 1
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "p" {
+    artifact = "out"
+    sink     = "wh"
+  }
+}
+`
+
+var holdFiles = map[string]string{"hold.sh": `#!/bin/sh
+if [ "$PIPEC_WORKER" = w1 ]; then
+  echo $$ > started-w1
+  while [ ! -f release ]; do sleep 0.05; done
+fi
+printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
+echo "$PIPEC_WORKER done" >> done
+`}
+
+// Gray failure: w1 is paused (SIGSTOP) mid-task past the heartbeat
+// timeout. Temporal gives up on its visit; pipec makes its attempt
+// unknown and routes the task to w2, whose attempt has a higher token and
+// publishes. w1 resumes and its task's process completes: its late
+// outputs are fenced (its attempt is no longer running: no version is
+// accepted, and the sink holds a higher token), so the published data is
+// w2's, whole. w1 is recorded as another machine's (PIPEC_TEST_HOST, the
+// test build's hook), so w2 cannot end its task's process, as on a real
+// second machine. On PostgreSQL: a process stopped inside an SQLite write
+// transaction would hold the file's lock.
+func TestSIGSTOPGrayFailure(t *testing.T) {
+	pg := pgtest.Start(t)
+	e := newEnvAt(t, holdSpec, holdFiles, pg.NewSchema(t))
+	// w1 is another machine (the test hook): w2 may not end its process.
+	w1 := e.workerEnv(bin, []string{"PIPEC_TEST_HOST=elsewhere"}, "w1")
+	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
+	e.waitFile("started-w1")
+	e.worker("w2")
+	w1.signal(t, syscall.SIGSTOP)
+	if r := e.until(run); r.State != store.RunSucceeded {
+		w1.signal(t, syscall.SIGCONT)
+		t.Fatalf("run %s, want succeeded", r.State)
+	}
+	published := func() string {
+		b, _ := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+		return string(b)
+	}
+	if got := published(); got != "id,worker\n1,w2\n" {
+		w1.signal(t, syscall.SIGCONT)
+		t.Fatalf("published %q, want w2's", got)
+	}
+	// w1's task completes while w1 is paused (its process is not), then
+	// w1 resumes and finds it done: the late completion.
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(e.waitFile("done"), "w1 done"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			w1.signal(t, syscall.SIGCONT)
+			t.Fatal("w1's task never completed")
+		}
+	}
+	w1.signal(t, syscall.SIGCONT)
+	for deadline := time.Now().Add(time.Minute); strings.Count(w1.output(), "load: ") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("w1's visit did not end:\n%s", w1.output())
+		}
+	}
+	time.Sleep(2 * time.Second) // whatever w1's visit still tries
+	if got := published(); got != "id,worker\n1,w2\n" {
+		t.Fatalf("after w1 resumed: published %q, want w2's still", got)
+	}
+	as := e.attempts(run, "load")
+	if len(as) != 2 || as[0].Worker != "w1" || as[0].State == store.AttemptSucceeded || as[1].Worker != "w2" ||
+		as[1].State != store.AttemptSucceeded || as[1].Token <= as[0].Token {
+		t.Fatalf("attempts %+v: want w1's not succeeded, w2's succeeded with a higher token", as)
+	}
+}

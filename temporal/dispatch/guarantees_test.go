@@ -1,0 +1,280 @@
+package dispatch_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/temporal/dispatch"
+)
+
+// The one-runtime guarantees, with Temporal dispatching: the visits are
+// runtime.RunVisit, so what a run on pipec's own queue promises holds here.
+
+// paySpec is a non-idempotent charge (one line in the ledger per effect)
+// and what needs it. On w1 the charge holds until "release" exists.
+const paySpec = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+  }
+  check "receipt_ok" {
+    input         = "receipt"
+    row_count_min = 1
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+var payFiles = map[string]string{
+	"charge.sh": `#!/bin/sh
+echo "charge $PIPEC_RUN_ID $PIPEC_WORKER" >> ledger
+if [ "$PIPEC_WORKER" = w1 ] && [ ! -f release ]; then
+  echo $$ > started-w1
+  while [ ! -f release ]; do sleep 0.05; done
+fi
+printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
+`,
+	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+}
+
+// A worker SIGKILLed while its non-idempotent task runs: Temporal times
+// the visit out (no heartbeat), pipec routes the task to w2, whose visit
+// finds the killed attempt unknown and does not charge again: the run
+// fails naming pipec resolve. Resolved as failed, a resubmission charges
+// once more (the decision was the operator's).
+func TestNonIdempotentNeverTwiceOnKill(t *testing.T) {
+	e := newEnv(t, paySpec, payFiles)
+	w1 := e.worker("w1")
+	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
+	pid := e.waitFile("started-w1")
+	e.worker("w2")
+	w1.signal(t, syscall.SIGKILL)
+	t.Cleanup(func() { killPID(pid) })
+	if r := e.until(run); r.State != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.State)
+	}
+	if n := e.lines("ledger", "charge"); n != 1 {
+		t.Fatalf("%d charges in the ledger, want 1", n)
+	}
+	as := e.attempts(run, "charge")
+	if len(as) == 0 || as[0].State != store.AttemptUnknown {
+		t.Fatalf("charge's attempts %+v (first %s): want the killed one unknown", as, as[0].State)
+	}
+	for _, a := range as {
+		if a.State == store.AttemptSucceeded || a.State == store.AttemptRunning {
+			t.Fatalf("charge ran again: %+v", as)
+		}
+	}
+	s := e.status("pay", "2024-01-01")
+	var charge, mail string
+	for _, ts := range s.Tasks {
+		switch ts.Task {
+		case "charge":
+			charge = ts.State + ": " + ts.Reason
+		case "mail":
+			mail = ts.State
+		}
+	}
+	if !strings.HasPrefix(charge, queue.WorkFailed) || !strings.Contains(charge, "pipec resolve "+run+" charge") {
+		t.Fatalf("charge: %q, want failed naming pipec resolve", charge)
+	}
+	if mail != queue.WorkNotRun {
+		t.Fatalf("mail is %s, want not run", mail)
+	}
+	e.replay("pay", "2024-01-01", "worker-killed")
+	killPID(pid)
+	// The operator says the charge did not happen; the next run charges.
+	if code, out := e.run(pipecBin, "resolve", run, "charge", "--as", "failed", "--reason", "checked the bank", "--state", e.url); code != 0 {
+		t.Fatalf("resolve: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, out := e.submit("2024-01-01", true); code != 0 || !strings.Contains(out, "run pay/2024-01-01/r2 succeeded") {
+		t.Fatalf("resubmit: exit %d\n%s", code, out)
+	}
+}
+
+func killPID(pid string) {
+	var n int
+	for _, c := range pid {
+		if c < '0' || c > '9' {
+			return
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n > 0 {
+		_ = syscall.Kill(n, syscall.SIGKILL)
+	}
+}
+
+// Submitting an interval that succeeded again reuses what it made: the
+// charge is adopted (not repeated), the consumer reused.
+func TestResubmitReuses(t *testing.T) {
+	e := newEnv(t, paySpec, payFiles)
+	e.worker("w2")
+	for i, want := range []string{"run pay/2024-01-01/r1 succeeded", "run pay/2024-01-01/r2 succeeded"} {
+		if code, _, out := e.submit("2024-01-01", true); code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("submit %d: exit %d\n%s", i+1, code, out)
+		}
+	}
+	if n := e.lines("ledger", "charge"); n != 1 {
+		t.Fatalf("%d charges in the ledger, want 1", n)
+	}
+	if n := e.lines("mails", "mail"); n != 1 {
+		t.Fatalf("mail ran %d times, want once (reused the second time)", n)
+	}
+	for _, task := range []string{"charge", "mail"} {
+		for _, a := range e.attempts("pay/2024-01-01/r2", task) {
+			if a.State == store.AttemptSucceeded || a.State == store.AttemptRunning {
+				t.Fatalf("%s ran again in r2: %+v", task, a)
+			}
+		}
+	}
+}
+
+// A publish the sink refuses (its folder cannot be made: a file is in the
+// way) fails the task and the run, with no failover (it would fail the
+// same anywhere); so does a failed check, and nothing is published.
+func TestRefusedPublishFailsRun(t *testing.T) {
+	t.Run("publish", func(t *testing.T) {
+		e := newEnv(t, pairSpec("pair", ""), pairFiles)
+		if err := os.WriteFile(filepath.Join(e.dir, "warehouse"), []byte("not a folder"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.worker("w1")
+		e.worker("w2")
+		code, run, out := e.submit("2024-01-01", true)
+		if code == 0 || !strings.Contains(out, "publish") {
+			t.Fatalf("submit --wait: exit %d, want a failed run naming the publish\n%s", code, out)
+		}
+		if r := e.until(run); r.State != store.RunFailed {
+			t.Fatalf("run %s, want failed", r.State)
+		}
+		if as := e.attempts(run, "clean"); len(as) != 1 {
+			t.Fatalf("clean's attempts %+v: want one (no failover of a refused publish)", as)
+		}
+	})
+	t.Run("check", func(t *testing.T) {
+		spec := strings.Replace(pairSpec("pair", ""), "row_count_min = 1", "row_count_min = 5", 1)
+		e := newEnv(t, spec, pairFiles)
+		e.worker("w1")
+		code, run, out := e.submit("2024-01-01", true)
+		if code == 0 || !strings.Contains(out, "check clean_ok") {
+			t.Fatalf("submit --wait: exit %d, want a failed run naming the check\n%s", code, out)
+		}
+		if r := e.until(run); r.State != store.RunFailed {
+			t.Fatalf("run %s, want failed", r.State)
+		}
+		if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01")); err == nil {
+			t.Fatalf("something was published")
+		}
+	})
+}
+
+// pipec-temporal cancel RUN cancels the workflow: the running task's process
+// is stopped, nothing more starts, the run ends failed in the state. While
+// it runs, a second submission of the interval is refused.
+func TestCancel(t *testing.T) {
+	e := newEnv(t, pairSpec("pair", ""), pairFiles)
+	if err := os.WriteFile(filepath.Join(e.dir, "stall-on"), []byte("w1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.worker("w1")
+	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
+	pid := e.waitFile("stalled")
+	// One run per interval: the open workflow refuses a second.
+	if code, _, out := e.submit("2024-01-01", false); code == 0 || !strings.Contains(out, "workflow pipec/pair/2024-01-01 is open") {
+		t.Fatalf("a second submission of the interval: exit %d\n%s", code, out)
+	}
+	if code, out := e.run(bin, "cancel", run, "--engine", e.engine); code != 0 || !strings.Contains(out, "cancelled pipec/pair/2024-01-01") {
+		t.Fatalf("cancel: exit %d\n%s", code, out)
+	}
+	if r := e.until(run); r.State != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.State)
+	}
+	var n int
+	for _, c := range pid {
+		n = n*10 + int(c-'0')
+	}
+	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(n, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			killPID(pid)
+			t.Fatalf("the cancelled task's process %d still runs", n)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01")); err == nil {
+		t.Fatalf("something was published")
+	}
+	s := e.status("pair", "2024-01-01")
+	if s.State != store.RunFailed || taskOf(s, "clean").State != queue.WorkNotRun || taskOf(s, "extract").State != queue.WorkSucceeded {
+		t.Fatalf("status after cancel: %+v", s)
+	}
+	e.replay("pair", "2024-01-01", "cancelled")
+}
+
+func taskOf(s dispatch.Status, task string) dispatch.TaskStatus {
+	for _, ts := range s.Tasks {
+		if ts.Task == task {
+			return ts
+		}
+	}
+	return dispatch.TaskStatus{}
+}
+
+// A worker that cannot reach Temporal stops its tasks as a worker whose
+// lease was lost: Temporal gives its visits up after their heartbeat
+// timeout, and the worker stops them then (the SDK's deadline on a visit
+// whose heartbeats do not get through, or the worker's health check of
+// Temporal after --unreachable).
+func TestUnreachableTemporalStopsTasks(t *testing.T) {
+	e := newEnv(t, pairSpec("pair", ""), pairFiles)
+	if err := os.WriteFile(filepath.Join(e.dir, "stall-on"), []byte("w1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w1 := e.worker("w1", "--unreachable", "2s")
+	e.submit("2024-01-01", false, "--heartbeat", "2s")
+	pid := e.waitFile("stalled")
+	e.ts.Stop()
+	var n int
+	for _, c := range pid {
+		n = n*10 + int(c-'0')
+	}
+	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(n, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			killPID(pid)
+			t.Fatalf("the task's process %d still runs with Temporal gone:\n%s", n, w1.output())
+		}
+	}
+	// The SDK's deadline (no heartbeat got through) or the worker's own
+	// health check, whichever comes first.
+	if out := w1.output(); !strings.Contains(out, "clean: stopped: Temporal cancelled the visit or could not be reached") && !strings.Contains(out, "Temporal unreachable") {
+		t.Fatalf("w1 does not say why it stopped its task:\n%s", w1.output())
+	}
+}

@@ -1,0 +1,226 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// WorkerConfig configures a pipec worker on Temporal.
+type WorkerConfig struct {
+	Info   queue.WorkerInfo
+	Store  store.Store
+	Queue  queue.Queue
+	Client client.Client
+	// As worker.Config's fields of the same names.
+	Workdir, Artifacts, DefaultArtifacts, ServerState string
+	Environ                                           []string
+	// Lease is the worker's registration lease in the state (10s when 0),
+	// renewed every Lease/5.
+	Lease                           time.Duration
+	TaskLease, LeasePoll, KillGrace time.Duration
+	// Unreachable is how long the worker goes on running its visits while
+	// it cannot reach Temporal (DefaultHeartbeat when 0): past it, Temporal
+	// has timed them out and started them elsewhere, so they are stopped,
+	// as visits whose lease was lost.
+	Unreachable time.Duration
+	Log         io.Writer
+}
+
+// Register registers the workflow and activities of a with w.
+func Register(w worker.Registry, a *Activities) {
+	w.RegisterWorkflowWithOptions(RunWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+	registerActivities(w, a)
+}
+
+func registerActivities(w worker.Registry, a *Activities) {
+	w.RegisterActivityWithOptions(a.Visit, activity.RegisterOptions{Name: ActivityVisit})
+	w.RegisterActivityWithOptions(a.LiveWorkers, activity.RegisterOptions{Name: ActivityLive})
+	w.RegisterActivityWithOptions(a.EndRun, activity.RegisterOptions{Name: ActivityEndRun})
+	w.RegisterActivityWithOptions(a.Lost, activity.RegisterOptions{Name: ActivityLost})
+	w.RegisterActivityWithOptions(a.Notes, activity.RegisterOptions{Name: ActivityNotes})
+}
+
+// labelSets are the sets of labels whose tasks a worker offering labels
+// may run: every subset (at most 2^6 of them; more labels than that are
+// refused).
+func labelSets(labels []string) ([][]string, error) {
+	labels = queue.NormalLabels(labels)
+	if len(labels) > 6 {
+		return nil, fmt.Errorf("a worker on Temporal offers at most 6 labels (one task queue per set of them), not %d", len(labels))
+	}
+	var out [][]string
+	for m := 0; m < 1<<len(labels); m++ {
+		var s []string
+		for i, l := range labels {
+			if m&(1<<i) != 0 {
+				s = append(s, l)
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) })
+	return out, nil
+}
+
+// RunWorker registers the worker in the state, polls Temporal (the
+// workflows, the queues of its label sets and its own queue) until ctx
+// ends, then stops gracefully: its visits are handed back, uncounted.
+func RunWorker(ctx context.Context, c WorkerConfig) error {
+	if c.Info.Name == "" || c.Store == nil || c.Queue == nil || c.Client == nil || c.Workdir == "" {
+		return errors.New("worker: a name, a store, a queue, a Temporal client and a workdir are required")
+	}
+	if c.Info.Slots <= 0 {
+		c.Info.Slots = 1
+	}
+	if c.Lease <= 0 {
+		c.Lease = 10 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	own := queue.NormalLabels(c.Info.Labels)
+	sets, err := labelSets(own)
+	if err != nil {
+		return err
+	}
+	info := c.Info
+	info.Labels = queue.NormalLabels(append(append([]string(nil), own...), EngineLabel))
+	self, _ := exec.Self()
+	self = testIdentity(self)
+	a := &Activities{Name: c.Info.Name, Store: c.Store, Queue: c.Queue, Client: c.Client, Workdir: c.Workdir,
+		Artifacts: c.Artifacts, DefaultArtifacts: c.DefaultArtifacts, ServerState: c.ServerState, Environ: c.Environ,
+		TaskLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, RunLease: 3 * c.Lease, Log: c.Log, Self: self,
+		slots: make(chan struct{}, c.Info.Slots)}
+	bg := context.WithoutCancel(ctx)
+	if err := c.register(bg, info); err != nil {
+		return err
+	}
+	a.logf("worker %s registered on %s (host %s, pid %d, slots %d, labels %s)", info.Name, "Temporal", info.Host, info.PID,
+		info.Slots, strings.Join(info.Labels, ","))
+
+	opts := worker.Options{MaxConcurrentActivityExecutionSize: c.Info.Slots, WorkerStopTimeout: 30 * time.Second,
+		Identity: info.Name + "@" + info.Host}
+	var ws []worker.Worker
+	// The workflows' queue is also the queue of tasks without labels.
+	wf := worker.New(c.Client, WorkflowQueue, opts)
+	Register(wf, a)
+	ws = append(ws, wf)
+	for _, s := range sets {
+		if len(s) == 0 {
+			continue
+		}
+		w := worker.New(c.Client, TasksQueue(s), opts)
+		registerActivities(w, a)
+		ws = append(ws, w)
+	}
+	mine := worker.New(c.Client, WorkerQueue(info.Name), opts)
+	registerActivities(mine, a)
+	ws = append(ws, mine)
+	var started []worker.Worker
+	for _, w := range ws {
+		if err := w.Start(); err != nil {
+			for _, s := range started {
+				s.Stop()
+			}
+			_ = c.Queue.Deregister(bg, info.Name)
+			return fmt.Errorf("worker: polling Temporal: %w", err)
+		}
+		started = append(started, w)
+	}
+
+	poll := max(c.Lease/5, 20*time.Millisecond)
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	outage := false
+	if c.Unreachable <= 0 {
+		c.Unreachable = DefaultHeartbeat
+	}
+	lastTemporal, cutOff := time.Now(), false
+	for {
+		select {
+		case <-ctx.Done():
+			_ = c.Queue.Stopping(bg, info.Name)
+			a.logf("worker %s stopping: handing back its tasks", info.Name)
+			// Keep the registration live while the visits stop.
+			stopped := make(chan struct{})
+			go func() {
+				for i := len(started) - 1; i >= 0; i-- {
+					started[i].Stop()
+				}
+				close(stopped)
+			}()
+			for {
+				select {
+				case <-stopped:
+					if err := c.Queue.Deregister(bg, info.Name); err != nil {
+						return err
+					}
+					a.logf("worker %s stopped", info.Name)
+					return nil
+				case <-tick.C:
+					_, _ = c.Queue.Heartbeat(bg, info.Name, c.Lease)
+				}
+			}
+		case <-tick.C:
+			_, err := c.Queue.Heartbeat(bg, info.Name, c.Lease)
+			if errors.Is(err, store.ErrNotFound) {
+				err = c.register(bg, info)
+			}
+			if err != nil {
+				if !outage {
+					outage = true
+					a.logf("heartbeat: %v; the state is unreachable, trying again every %s", err, poll)
+				}
+				continue
+			}
+			if outage {
+				outage = false
+				a.logf("the state is reachable again")
+			}
+			// What a queue worker's beat does besides: attempts whose
+			// lease expired (a worker killed mid-task) become unknown.
+			if _, err := c.Store.MarkUnknown(bg); err != nil {
+				a.logf("mark unknown: %v", err)
+			}
+			a.renewRuns(bg)
+			hctx, cancel := context.WithTimeout(bg, max(poll, time.Second))
+			_, herr := c.Client.CheckHealth(hctx, &client.CheckHealthRequest{})
+			cancel()
+			switch {
+			case herr == nil:
+				if cutOff {
+					a.logf("Temporal is reachable again")
+				}
+				lastTemporal, cutOff = time.Now(), false
+			case time.Since(lastTemporal) > c.Unreachable && !cutOff:
+				cutOff = true
+				n := a.stopAll(errUnreachable)
+				a.logf("Temporal unreachable for %s (%v): stopping %d visit(s)", c.Unreachable, herr, n)
+			}
+		}
+	}
+}
+
+func (c *WorkerConfig) register(ctx context.Context, info queue.WorkerInfo) error {
+	err := c.Queue.Register(ctx, info, c.Lease)
+	var live *queue.WorkerLiveError
+	if errors.As(err, &live) && live.Host == info.Host && live.PID != info.PID && !exec.Alive(live.PID) {
+		info.Replaces = live.PID
+		err = c.Queue.Register(ctx, info, c.Lease)
+	}
+	return err
+}

@@ -1,0 +1,400 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/pipec/pipec/internal/failover"
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// RunInput is a workflow's input: the run pipec submit recorded in the
+// state, and its compiled plan. Workers read the plan from the workflow's
+// first history event (once per run), so no activity carries it.
+type RunInput struct {
+	// Run is the run's id in the state (CreateRun).
+	Run      string
+	Pipeline string
+	// Interval is the value the interval was given as; BaseDir the
+	// spec's folder, where tasks run.
+	Interval string
+	BaseDir  string
+	// Plan is the compiled plan (JSON, gzipped: a plan of a thousand
+	// tasks is 700 kB of JSON, above Temporal's payload warning of 512 kB;
+	// gzipped, a tenth of it).
+	Plan []byte
+	// Tasks are the plan's tasks as a queue's Submit takes them: needs,
+	// failover limits, labels.
+	Tasks []queue.Task
+	// Heartbeat is the activities' heartbeat timeout (DefaultHeartbeat
+	// when 0): a worker silent that long has lost the visit, as a
+	// worker whose lease expired.
+	Heartbeat time.Duration
+	// RouteWait bounds how long a start routed to one worker's queue
+	// waits for that worker to take it (then the start is undone, not
+	// counted, and routed again).
+	RouteWait time.Duration
+	// Recheck is how often a task waiting for a worker looks at the live
+	// workers again.
+	Recheck time.Duration
+}
+
+// VisitInput is one visit's activity input.
+type VisitInput struct {
+	Run  string
+	Task string
+	// Worker is the worker the visit was routed to ("" for the queue of
+	// the task's labels: any eligible worker).
+	Worker string
+	// First: the task's first visit in the run, so it has no attempts in
+	// the run yet (the visit need not count them).
+	First bool
+}
+
+// VisitOutput is how a visit ended, as the worker's queue.Result says.
+type VisitOutput struct {
+	Worker        string
+	Ending        queue.Ending
+	Deterministic bool
+	Reason        string
+}
+
+// TaskStatus is one task of the run as the status query answers.
+type TaskStatus struct {
+	Task     string
+	State    string
+	Worker   string
+	Reason   string
+	Failover failover.State
+	Limits   failover.Limits
+}
+
+// Status is the status query's answer, and the workflow's result.
+type Status struct {
+	Run   string
+	State store.RunState
+	// Waiting says what the run waits for ("task extract: waiting for a
+	// worker: global count 3 of 4"), as queue.RunStatus.Waiting.
+	Waiting string
+	Tasks   []TaskStatus
+}
+
+// LiveWorker is a live pipec worker on Temporal, as the state lists it.
+type LiveWorker struct {
+	Name   string
+	Labels []string
+}
+
+type wtask struct {
+	work      queue.Work
+	state     string
+	reason    string
+	waitingOn int
+	// future is the running visit's; worker the worker it was routed to.
+	future workflow.Future
+	routed string
+	// visits counts the visits started, handed back ones included.
+	visits int
+}
+
+// RunWorkflow is one run: it walks the DAG (a task is ready when every
+// task it needs succeeded, as in the queue's Finish), starts each ready
+// task's visit as an activity, and decides what a visit's end does with
+// runtime/queue's decisions (queue.Finished, queue.Spread, queue.RunEnd),
+// so a run on Temporal tells the story a run on pipec's own queue tells.
+// Everything here is deterministic: tasks are visited in plan order, the
+// live workers come from a local activity (recorded in the history).
+func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
+	if in.Heartbeat <= 0 {
+		in.Heartbeat = DefaultHeartbeat
+	}
+	if in.RouteWait <= 0 {
+		in.RouteWait = defaultRouteWait
+	}
+	if in.Recheck <= 0 {
+		in.Recheck = defaultWaitRecheck
+	}
+	nws, err := queue.Plan(queue.Submission{Tasks: in.Tasks})
+	if err != nil {
+		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), "plan", nil)
+	}
+	order := make([]string, len(nws))
+	tasks := make(map[string]*wtask, len(nws))
+	for i, nw := range nws {
+		order[i] = nw.Task
+		tasks[nw.Task] = &wtask{state: nw.State, waitingOn: nw.WaitingOn, work: queue.Work{
+			Ref: queue.Ref{Run: in.Run, Task: nw.Task}, Limits: nw.Limits, Dependents: nw.Dependents, Labels: nw.Labels}}
+	}
+	st := Status{Run: in.Run, State: store.RunRunning}
+	status := func() Status {
+		s := st
+		s.Tasks = make([]TaskStatus, 0, len(order))
+		for _, name := range order {
+			t := tasks[name]
+			s.Tasks = append(s.Tasks, TaskStatus{Task: name, State: t.state, Worker: t.work.Worker, Reason: t.reason,
+				Failover: t.work.Failover, Limits: t.work.Limits})
+		}
+		return s
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return status(), nil }); err != nil {
+		return Status{}, err
+	}
+
+	live := func(ctx workflow.Context) []LiveWorker {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
+		var ws []LiveWorker
+		if err := workflow.ExecuteLocalActivity(lctx, ActivityLive).Get(ctx, &ws); err != nil {
+			workflow.GetLogger(ctx).Warn("live workers", "error", err)
+		}
+		return ws
+	}
+	start := func(t *wtask, worker string) {
+		q := TasksQueue(t.work.Labels)
+		ao := workflow.ActivityOptions{TaskQueue: q, StartToCloseTimeout: 30 * 24 * time.Hour, HeartbeatTimeout: in.Heartbeat,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, WaitForCancellation: true}
+		if worker != "" {
+			ao.TaskQueue, ao.ScheduleToStartTimeout = WorkerQueue(worker), in.RouteWait
+		}
+		t.state, t.routed = queue.WorkClaimed, worker
+		t.future = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivityVisit,
+			VisitInput{Run: in.Run, Task: t.work.Task, Worker: worker, First: t.visits == 0})
+		t.visits++
+	}
+	// markNotRun is queue.Spread's Marker over the workflow's tasks.
+	markNotRun := func(task, why string) ([]string, bool, error) {
+		t := tasks[task]
+		if t == nil || t.state != queue.WorkBlocked {
+			return nil, false, nil
+		}
+		t.state, t.reason = queue.WorkNotRun, why
+		return t.work.Dependents, true, nil
+	}
+	// ended applies a visit's end: the model's step, then the DAG's.
+	ended := func(t *wtask, out VisitOutput, err error) {
+		t.future = nil
+		worker := out.Worker
+		res := queue.Result{Ending: out.Ending, Deterministic: out.Deterministic, Reason: out.Reason}
+		lost := false
+		var te *temporal.TimeoutError
+		var ce *temporal.CanceledError
+		switch {
+		case err == nil:
+		case errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			// The routed worker never took it: a start that never happened.
+			res = queue.Result{Ending: queue.HandedBack}
+			worker = t.routed
+		case errors.As(err, &te):
+			// No heartbeat for the timeout: the worker is gone, paused or
+			// cut off, as a lease that expired.
+			var hb string
+			if te.HasLastHeartbeatDetails() && te.LastHeartbeatDetails(&hb) == nil && hb != "" {
+				worker = hb
+			}
+			if worker == "" {
+				worker = t.routed
+			}
+			res, lost = queue.Result{Ending: queue.LeaseLost}, true
+		case errors.As(err, &ce):
+			// The run was cancelled: the visit stopped, nothing to count.
+			t.future = nil
+			t.state, t.reason, t.work.Worker = queue.WorkNotRun, "the run was cancelled", ""
+			return
+		default:
+			// The visit's activity failed (its worker's heartbeat was
+			// refused, it stopped): its worker is no longer running it,
+			// as a lease that expired.
+			worker, res, lost = t.routed, queue.Result{Ending: queue.LeaseLost}, true
+		}
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+		if lost {
+			// Before the task starts anywhere else: the visit's attempts
+			// become unknown in the state. Its worker is the one that
+			// started its attempt when Temporal does not know it (no
+			// heartbeat arrived before it went silent).
+			var found string
+			if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
+				workflow.GetLogger(ctx).Warn("a lost visit's attempts", "task", t.work.Task, "error", err)
+			}
+			if worker == "" {
+				worker = found
+			}
+		}
+		if worker == "" && t.work.Failover.Worker == "" {
+			// Nobody is known to have started it: as if never started.
+			t.state = queue.WorkReady
+			return
+		}
+		if worker == "" {
+			worker = t.work.Failover.Worker
+		}
+		if t.work.Failover.Worker != worker {
+			// A start on the queue of the task's labels: the model learns
+			// where it went now (a first start, which anyone may make).
+			if serr := t.work.Failover.Start(t.work.Limits, worker, []string{worker}); serr != nil {
+				workflow.GetLogger(ctx).Warn("failover start", "task", t.work.Task, "error", serr)
+			}
+		}
+		t.work.Worker = worker
+		ch, ferr := queue.Finished(&t.work, worker, res)
+		if ferr != nil {
+			ch = queue.Change{State: queue.WorkFailed, Reason: ferr.Error(), Spread: queue.SpreadFailed}
+		}
+		if len(ch.Notes) > 0 && ch.State != queue.WorkSucceeded {
+			// The model's events, in the run's log.
+			if err := workflow.ExecuteLocalActivity(lctx, ActivityNotes, in.Run, t.work.Task, ch.Notes).Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("recording a visit's end", "task", t.work.Task, "error", err)
+			}
+		}
+		t.state, t.reason = ch.State, ch.Reason
+		if ch.State != queue.WorkClaimed {
+			t.work.Worker = ""
+		}
+		if ch.Advance {
+			for _, d := range t.work.Dependents {
+				if dt := tasks[d]; dt != nil && dt.state == queue.WorkBlocked {
+					if dt.waitingOn--; dt.waitingOn <= 0 {
+						dt.state = queue.WorkReady
+					}
+				}
+			}
+		}
+		if ch.Spread != "" {
+			_ = queue.Spread(t.work.Task, t.work.Dependents, ch.Spread, markNotRun)
+		}
+	}
+
+	cancelled := false
+	for {
+		// Start what is ready, unless cancelled.
+		var waiting []*wtask
+		var ws []LiveWorker
+		fetched := false
+		if !cancelled {
+			for _, name := range order {
+				t := tasks[name]
+				if t.state != queue.WorkReady {
+					continue
+				}
+				if t.work.Failover.Pending == failover.NoMove {
+					start(t, "") // a first start: any eligible worker
+					continue
+				}
+				// A failover: pipec's model picks the worker.
+				if !fetched {
+					ws, fetched = live(ctx), true
+				}
+				names := eligible(t.work.Labels, ws)
+				i := t.work.Failover.Pick(t.work.Limits, names)
+				if i < 0 {
+					waiting = append(waiting, t)
+					continue
+				}
+				if err := t.work.Failover.Start(t.work.Limits, names[i], names); err != nil {
+					waiting = append(waiting, t)
+					continue
+				}
+				start(t, names[i])
+			}
+		}
+		was := st.Waiting
+		st.Waiting = ""
+		if len(waiting) > 0 {
+			t := waiting[0]
+			st.Waiting = queue.WaitingMessage(t.work.Task, t.work.Labels, t.work.Limits, &t.work.Failover,
+				len(eligible(t.work.Labels, ws)) == 0)
+		}
+		if st.Waiting != "" && st.Waiting != was &&
+			workflow.GetVersion(ctx, versionWaitingEvent, workflow.DefaultVersion, 1) >= 1 {
+			// The run's log says it waits (pipec events, pipec ui), as a
+			// queue's claim records it. Versioned: histories recorded
+			// before this step replay without it.
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+			note := queue.Note{Kind: queue.EventRunWaiting, Payload: map[string]any{"waiting": st.Waiting}}
+			if err := workflow.ExecuteLocalActivity(lctx, ActivityNotes, in.Run, "", []queue.Note{note}).Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("recording the run's waiting", "error", err)
+			}
+		}
+		var running []*wtask
+		for _, name := range order {
+			if t := tasks[name]; t.future != nil {
+				running = append(running, t)
+			}
+		}
+		if len(running) == 0 && (len(waiting) == 0 || cancelled) {
+			break
+		}
+		sel := workflow.NewSelector(ctx)
+		for _, t := range running {
+			sel.AddFuture(t.future, func(f workflow.Future) {
+				var out VisitOutput
+				err := f.Get(ctx, &out)
+				ended(t, out, err)
+			})
+		}
+		if !cancelled {
+			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
+		}
+		if len(waiting) > 0 && !cancelled {
+			sel.AddFuture(workflow.NewTimer(ctx, in.Recheck), func(workflow.Future) {})
+		}
+		sel.Select(ctx)
+	}
+
+	open, bad := 0, 0
+	for _, name := range order {
+		t := tasks[name]
+		switch t.state {
+		case queue.WorkSucceeded:
+		case queue.WorkFailed, queue.WorkNotRun:
+			bad++
+		default:
+			if cancelled {
+				t.state, t.reason = queue.WorkNotRun, "the run was cancelled"
+				bad++
+			} else {
+				open++
+			}
+		}
+	}
+	state, _ := queue.RunEnd(open, bad)
+	if open > 0 {
+		state = store.RunFailed
+	}
+	st.State, st.Waiting = state, ""
+	// The run's end in the state, even when the workflow was cancelled.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityEndRun, in.Run, state, cancelled).Get(dctx, nil); err != nil {
+		return status(), err
+	}
+	if cancelled {
+		return status(), temporal.NewCanceledError(fmt.Sprintf("run %s cancelled", in.Run))
+	}
+	return status(), nil
+}
+
+// versionWaitingEvent is the change that records a run.waiting event when
+// the run starts waiting for a worker (workflow.GetVersion).
+const versionWaitingEvent = "run.waiting-event"
+
+// eligible are the live workers offering the labels, by name.
+func eligible(labels []string, ws []LiveWorker) []string {
+	out := []string{}
+	for _, w := range ws {
+		if failover.Eligible(labels, w.Labels) && !slices.Contains(out, w.Name) {
+			out = append(out, w.Name)
+		}
+	}
+	return out
+}
