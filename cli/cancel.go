@@ -14,6 +14,7 @@ import (
 type cancelOptions struct {
 	state  stateFlag
 	reason string
+	engine engineFlag
 }
 
 // newCancelCmd is the control action that ends a run, local or handed to
@@ -43,6 +44,7 @@ func newCancelCmd(io IO) *cobra.Command {
 	}
 	opts.state.registerHelp(cmd, stateBesideSpecOrHere)
 	cmd.Flags().StringVar(&opts.reason, "reason", "", "why (recorded with the cancellation)")
+	opts.engine.register(cmd)
 	return cmd
 }
 
@@ -65,9 +67,16 @@ func runCancel(ctx context.Context, io IO, runID, spec string, opts cancelOption
 	if err != nil {
 		return &exitError{code: ExitFindings, err: err}
 	}
-	_, err = fmt.Fprintf(io.Stdout, "cancelled %s %s: its running tasks stop within seconds; interval %s is free\n",
-		run.ID, run.Cancelled, run.Interval)
-	return err
+	if _, err := fmt.Fprintf(io.Stdout, "cancelled %s %s: its running tasks stop within seconds; interval %s is free\n",
+		run.ID, run.Cancelled, run.Interval); err != nil {
+		return err
+	}
+	if e := opts.engine.get(io); e != "" {
+		// Dispatched through an engine: cancel its workflow too, which
+		// stops the activities' processes at once.
+		return engineCancel(io, run.ID, e)
+	}
+	return nil
 }
 
 // openRunState opens the state that holds runID, for a control action

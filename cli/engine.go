@@ -133,25 +133,51 @@ func delegate(io IO, cmd *cobra.Command, args []string, engine string) error {
 		return usageErr("%s --engine: %s not supported on Temporal yet", cmd.Name(), strings.Join(bad, ", "))
 	}
 	argv = append(argv, "--engine="+engine)
-	bin := ""
+	bin, err := engineBinary(cmd.Name())
+	if err != nil {
+		return err
+	}
+	return execEngine(bin, argv, engineEnviron(io))
+}
+
+// engineBinary finds pipec-temporal: beside this executable, else on PATH.
+func engineBinary(cmd string) (string, error) {
 	if self, err := os.Executable(); err == nil {
 		if p := filepath.Join(filepath.Dir(self), engineCommand); isFile(p) {
-			bin = p
+			return p, nil
 		}
 	}
-	if bin == "" {
-		p, err := exec.LookPath(engineCommand)
-		if err != nil {
-			return usageErr("%s --engine: the %s command is not installed (go install github.com/pipec/pipec/temporal/cmd/%s, "+
-				"from the repository's temporal/ folder; see docs/temporal.md)", cmd.Name(), engineCommand, engineCommand)
-		}
-		bin = p
+	p, err := exec.LookPath(engineCommand)
+	if err != nil {
+		return "", usageErr("%s --engine: the %s command is not installed (go install github.com/pipec/pipec/temporal/cmd/%s, "+
+			"from the repository's temporal/ folder; see docs/temporal.md)", cmd, engineCommand, engineCommand)
 	}
-	env := os.Environ()
+	return p, nil
+}
+
+func engineEnviron(io IO) []string {
 	if io.Environ != nil {
-		env = io.Environ()
+		return io.Environ()
 	}
-	return execEngine(bin, argv, env)
+	return os.Environ()
+}
+
+// engineCancel cancels a run's workflow on the engine (pipec-temporal
+// cancel), which stops its running activities' processes.
+func engineCancel(io IO, run, engine string) error {
+	if !strings.HasPrefix(engine, "temporal://") {
+		return usageErr("cancel: --engine %q: the only engine is temporal://HOST:PORT[?namespace=NS]", engine)
+	}
+	bin, err := engineBinary("cancel")
+	if err != nil {
+		return err
+	}
+	c := exec.Command(bin, "cancel", run, "--engine="+engine)
+	c.Env, c.Stdout, c.Stderr = engineEnviron(io), io.Stdout, io.Stderr
+	if err := c.Run(); err != nil {
+		return &exitError{code: ExitFindings, err: fmt.Errorf("cancel: the run is cancelled in the state, but its workflow on %s: %w", engine, err)}
+	}
+	return nil
 }
 
 // engineFlags are the flags each command passes on to pipec-temporal.

@@ -322,8 +322,13 @@ func (a *Activities) LiveWorkers(ctx context.Context) ([]LiveWorker, error) {
 // EndRun records the run's end in the state.
 func (a *Activities) EndRun(ctx context.Context, run string, state store.RunState, cancelled bool) error {
 	if cancelled {
-		_, _ = a.Store.AppendEvent(ctx, store.Event{Run: run, Kind: "run.cancelled",
-			Payload: json.RawMessage(`{"by":"temporal","reason":"its workflow was cancelled"}`)})
+		// Recorded as pipec cancel records it (who and why), unless pipec
+		// cancel did so first.
+		_, err := a.Store.CancelRun(ctx, run, "its workflow was cancelled", "temporal")
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		return nil
 	}
 	err := a.Store.FinishRun(ctx, run, state)
 	if err != nil && errors.Is(err, store.ErrConflict) {

@@ -216,8 +216,8 @@ func TestCancel(t *testing.T) {
 	if code, out := e.run(bin, "cancel", run, "--engine", e.engine); code != 0 || !strings.Contains(out, "cancelled pipec/pair/2024-01-01") {
 		t.Fatalf("cancel: exit %d\n%s", code, out)
 	}
-	if r := e.until(run); r.State != store.RunFailed {
-		t.Fatalf("run %s, want failed", r.State)
+	if r := e.until(run); r.State != store.RunCancelled || !strings.HasPrefix(r.Cancelled, "by temporal: ") {
+		t.Fatalf("run %s (%q), want cancelled by temporal", r.State, r.Cancelled)
 	}
 	var n int
 	for _, c := range pid {
