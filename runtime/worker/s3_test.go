@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/pipec/pipec/internal/chaosspec"
 	"github.com/pipec/pipec/internal/s3test"
 	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
@@ -104,8 +105,8 @@ func TestS3Chaos(t *testing.T) {
 		t.Skip("chaos test: not in -short")
 	}
 	s3test.Start(t, "arts", "lake")
-	spec, pubs := s3ChaosSpec(10)
-	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": chaosStep})
+	spec, pubs := chaosspec.Spec(10, chaosspec.S3)
+	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": chaosspec.Step})
 	if err := os.Remove(e.arts); err != nil {
 		t.Fatal(err)
 	}
@@ -244,35 +245,4 @@ func TestS3Chaos(t *testing.T) {
 		t.Fatal("no claim was ever taken over: the signals hit idle workers")
 	}
 	t.Logf("%d reads, all complete and current; %d claims taken over", reads, lost)
-}
-
-// s3ChaosSpec is chaosSpec with layers layers, each publishing layer to
-// fenced s3 sinks (s3://lake/<task>).
-func s3ChaosSpec(layers int) (spec string, published []string) {
-	var b strings.Builder
-	b.WriteString(`pipeline "chaos" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-`)
-	for layer := 0; layer < layers; layer++ {
-		for i := 0; i < 10; i++ {
-			name := fmt.Sprintf("t%02d_%d", layer, i)
-			fmt.Fprintf(&b, "  task %q {\n    command = [\"./step.sh\", %q]\n    outputs = [\"a_%s\"]\n    timeout = \"2m\"\n", name, name, name)
-			if layer > 0 {
-				fmt.Fprintf(&b, "    inputs  = [\"a_t%02d_%d\"]\n", layer-1, (i+layer)%10)
-			}
-			b.WriteString("  }\n")
-			if layer%2 == 1 {
-				fmt.Fprintf(&b, "  check \"c_%s\" {\n    input         = \"a_%s\"\n    row_count_min = 1\n  }\n", name, name)
-				fmt.Fprintf(&b, "  sink \"s_%s\" {\n    type = \"s3\"\n    path = \"s3://lake/%s\"\n  }\n", name, name)
-				fmt.Fprintf(&b, "  publish \"p_%s\" {\n    artifact = \"a_%s\"\n    sink     = \"s_%s\"\n  }\n", name, name, name)
-				published = append(published, name)
-			}
-		}
-	}
-	b.WriteString("}\n")
-	return b.String(), published
 }

@@ -6,56 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/chaosspec"
 	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// chaosSpec is a 200-task pipeline in 20 layers of 10: every task writes an
-// output naming its interval and task (after a short sleep, so workers are
-// caught mid-task), tasks of a layer read one output of the layer before,
-// and the 10 tasks of every other layer publish, each to its own fenced
-// directory sink, after a check.
-func chaosSpec() (spec string, published []string) {
-	var b strings.Builder
-	b.WriteString(`pipeline "chaos" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-`)
-	for layer := 0; layer < 20; layer++ {
-		for i := 0; i < 10; i++ {
-			name := fmt.Sprintf("t%02d_%d", layer, i)
-			fmt.Fprintf(&b, "  task %q {\n    command = [\"./step.sh\", %q]\n    outputs = [\"a_%s\"]\n    timeout = \"2m\"\n", name, name, name)
-			if layer > 0 {
-				fmt.Fprintf(&b, "    inputs  = [\"a_t%02d_%d\"]\n", layer-1, (i+layer)%10)
-			}
-			b.WriteString("  }\n")
-			if layer%2 == 1 {
-				fmt.Fprintf(&b, "  check \"c_%s\" {\n    input         = \"a_%s\"\n    row_count_min = 1\n  }\n", name, name)
-				fmt.Fprintf(&b, "  sink \"s_%s\" {\n    type    = \"directory\"\n    path    = \"warehouse/%s\"\n    fencing = \"token\"\n  }\n", name, name)
-				fmt.Fprintf(&b, "  publish \"p_%s\" {\n    artifact = \"a_%s\"\n    sink     = \"s_%s\"\n  }\n", name, name, name)
-				published = append(published, name)
-			}
-		}
-	}
-	b.WriteString("}\n")
-	return b.String(), published
-}
-
-const chaosStep = `#!/bin/sh
-sleep 0.02
-out=$(env | sed -n 's/^PIPEC_OUTPUT_[^=]*=//p' | head -1)
-printf 'id,interval,task\n1,%s,%s\n' "$PIPEC_INTERVAL_START" "$1" > "$out/data.csv"
-`
 
 // TestChaos on Temporal: 3 workers run a 200-task pipeline for 3 intervals
 // while one is SIGSTOPped and later resumed and another is killed with
@@ -66,9 +26,9 @@ printf 'id,interval,task\n1,%s,%s\n' "$PIPEC_INTERVAL_START" "$1" > "$out/data.c
 // before. On PostgreSQL (a worker stopped inside an SQLite write
 // transaction would keep the file's lock).
 func TestChaos(t *testing.T) {
-	spec, published := chaosSpec()
+	spec, published := chaosspec.Spec(20, chaosspec.Directory)
 	pg := pgtest.Start(t)
-	e := newEnvAt(t, spec, map[string]string{"step.sh": chaosStep}, pg.NewSchema(t))
+	e := newEnvAt(t, spec, map[string]string{"step.sh": chaosspec.Step}, pg.NewSchema(t))
 	e.worker("w1", "--slots", "2")
 	w2 := e.worker("w2", "--slots", "2")
 	w3 := e.worker("w3", "--slots", "2")
