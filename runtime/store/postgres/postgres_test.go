@@ -387,3 +387,25 @@ func TestStoppedClientReleasesLocks(t *testing.T) {
 		t.Fatal("the silent transaction committed after the server should have ended it")
 	}
 }
+
+// An event's time never goes backwards against its sequence number, even
+// when the server's clock steps back.
+func TestEventTimeNeverGoesBack(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2024, 1, 2, 3, 0, 0, 0, time.UTC)
+	s := open(t, pg.Server(t), func() time.Time { return now })
+	if _, err := s.AppendEvent(ctx, store.Event{Run: "r", Kind: "run.created"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(-time.Hour) // the clock steps back
+	if _, err := s.AppendEvent(ctx, store.Event{Run: "r", Kind: "run.finished"}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, "r")
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("events %+v, %v", evs, err)
+	}
+	if evs[1].Time.Before(evs[0].Time) {
+		t.Fatalf("event %d at %s, after event %d at %s", evs[1].Seq, evs[1].Time, evs[0].Seq, evs[0].Time)
+	}
+}

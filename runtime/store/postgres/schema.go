@@ -258,6 +258,19 @@ CREATE INDEX work_pool_claimed ON work (pool) WHERE state = 'claimed' AND pool <
 -- pipec that does not know cancellation sees a failed run.
 ALTER TABLE runs ADD COLUMN cancelled text NOT NULL DEFAULT '';
 `},
+	{9, "event times never go back", `
+-- An event's time is never before the time of the event logged before it
+-- (a server clock stepped back by NTP): appends of one transaction after
+-- another are ordered; appends of concurrent transactions are ordered by
+-- their sequence numbers, as they always were.
+CREATE FUNCTION pipec_event_time() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	NEW.time := GREATEST(NEW.time, COALESCE((SELECT time FROM events ORDER BY seq DESC LIMIT 1), NEW.time));
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER events_time BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION pipec_event_time();
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
