@@ -102,9 +102,13 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 	if got := published(); got != "id,worker\n1,w2\n" {
 		t.Fatalf("after w1 resumed: published %q, want w2's still", got)
 	}
+	// w1's attempt may be recorded succeeded (its process did exit 0, seen
+	// by w1 once resumed, before or after Temporal told it the visit was
+	// over) or not: either is true. What must hold is the fencing: w2's
+	// attempt is newer and is what is visible (checked above).
 	as := e.attempts(run, "load")
-	if len(as) != 2 || as[0].Worker != "w1" || as[0].State == store.AttemptSucceeded || as[1].Worker != "w2" ||
+	if len(as) != 2 || as[0].Worker != "w1" || as[1].Worker != "w2" ||
 		as[1].State != store.AttemptSucceeded || as[1].Token <= as[0].Token {
-		t.Fatalf("attempts %+v: want w1's not succeeded, w2's succeeded with a higher token", as)
+		t.Fatalf("attempts %+v: want w1's, then w2's succeeded with a higher token", as)
 	}
 }
