@@ -553,36 +553,11 @@ func (s *S3) Adopt(ctx context.Context, reason string, now time.Time) (AdoptResu
 	if err != nil {
 		return AdoptResult{}, err
 	}
-	res := AdoptResult{Previous: prev}
-	for _, r := range recs {
-		res.Floor = max(res.Floor, r.Token)
-		if rs := store.FenceResource(r.Pipeline, r.Interval); !slices.Contains(res.Resources, rs) {
-			res.Resources = append(res.Resources, rs)
-		}
+	res, b, err := adopt(ctx, s.Store, stateID, fmt.Sprintf("sink %s (%s)", s.Name, s.URL), s.StatePath, reason, now, prev, recs)
+	if err != nil || b == nil {
+		return res, err
 	}
-	slices.Sort(res.Resources)
-	if prev != nil && prev.State == stateID {
-		res.Same = true
-		return res, nil
-	}
-	why := fmt.Sprintf("sink %s (%s) adopted", s.Name, s.URL)
-	if reason != "" {
-		why += ": " + reason
-	}
-	if err := s.Store.RaiseTokens(ctx, res.Resources, res.Floor, why); err != nil {
-		return AdoptResult{}, err
-	}
-	b := Binding{State: stateID, StatePath: s.StatePath}
-	if prev != nil {
-		b.Adoptions = append(b.Adoptions, prev.Adoptions...)
-	}
-	a := Adoption{To: stateID, ToPath: s.StatePath, Floor: res.Floor, Reason: reason,
-		At: now.UTC().Format(time.RFC3339), IntervalsRecorded: len(recs)}
-	if prev != nil {
-		a.From, a.FromPath = prev.State, prev.StatePath
-	}
-	b.Adoptions = append(b.Adoptions, a)
-	if err := s.writeJSONObject(ctx, s.bindingKey(), etag, b); err != nil {
+	if err := s.writeJSONObject(ctx, s.bindingKey(), etag, *b); err != nil {
 		if errors.Is(err, objstore.ErrPrecondition) {
 			return AdoptResult{}, fmt.Errorf("sink %s: its binding changed while adopting; adopt again", s.Name)
 		}

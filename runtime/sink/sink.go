@@ -164,36 +164,11 @@ func (d *Directory) Adopt(ctx context.Context, reason string, now time.Time) (Ad
 	if err != nil {
 		return AdoptResult{}, err
 	}
-	res := AdoptResult{Previous: prev}
-	for _, r := range recs {
-		res.Floor = max(res.Floor, r.Token)
-		if rs := store.FenceResource(r.Pipeline, r.Interval); !slices.Contains(res.Resources, rs) {
-			res.Resources = append(res.Resources, rs)
-		}
+	res, b, err := adopt(ctx, d.Store, stateID, fmt.Sprintf("sink %s (%s)", d.Name, d.Path), d.StatePath, reason, now, prev, recs)
+	if err != nil || b == nil {
+		return res, err
 	}
-	slices.Sort(res.Resources)
-	if prev != nil && prev.State == stateID {
-		res.Same = true
-		return res, nil
-	}
-	why := fmt.Sprintf("sink %s (%s) adopted", d.Name, d.Path)
-	if reason != "" {
-		why += ": " + reason
-	}
-	if err := d.Store.RaiseTokens(ctx, res.Resources, res.Floor, why); err != nil {
-		return AdoptResult{}, err
-	}
-	b := Binding{State: stateID, StatePath: d.StatePath}
-	if prev != nil {
-		b.Adoptions = append(b.Adoptions, prev.Adoptions...)
-	}
-	a := Adoption{To: stateID, ToPath: d.StatePath, Floor: res.Floor, Reason: reason,
-		At: now.UTC().Format(time.RFC3339), IntervalsRecorded: len(recs)}
-	if prev != nil {
-		a.From, a.FromPath = prev.State, prev.StatePath
-	}
-	b.Adoptions = append(b.Adoptions, a)
-	if err := d.writeBinding(b); err != nil {
+	if err := d.writeBinding(*b); err != nil {
 		return AdoptResult{}, err
 	}
 	return res, nil
@@ -216,4 +191,41 @@ func swapInStore(ctx context.Context, st store.Store, sinkName string, v store.V
 		res.FencedBy, res.HeldToken = "pointer", cas.Pointer.Token
 	}
 	return cas.Outcome == store.Won || cas.Outcome == store.Idempotent, nil
+}
+
+// adopt is the state's half of every sink's adoption: from the sink's
+// records, the tokens this state must grant above (raised durably here,
+// before the binding moves), and the binding to write (nil when the sink is
+// bound to this state already).
+func adopt(ctx context.Context, st store.Store, stateID, sinkName, statePath, reason string, now time.Time,
+	prev *Binding, recs []Record) (AdoptResult, *Binding, error) {
+	res := AdoptResult{Previous: prev}
+	for _, r := range recs {
+		res.Floor = max(res.Floor, r.Token)
+		if rs := store.FenceResource(r.Pipeline, r.Interval); !slices.Contains(res.Resources, rs) {
+			res.Resources = append(res.Resources, rs)
+		}
+	}
+	slices.Sort(res.Resources)
+	if prev != nil && prev.State == stateID {
+		res.Same = true
+		return res, nil, nil
+	}
+	why := sinkName + " adopted"
+	if reason != "" {
+		why += ": " + reason
+	}
+	if err := st.RaiseTokens(ctx, res.Resources, res.Floor, why); err != nil {
+		return AdoptResult{}, nil, err
+	}
+	b := Binding{State: stateID, StatePath: statePath}
+	a := Adoption{To: stateID, ToPath: statePath, Floor: res.Floor, Reason: reason,
+		At: now.UTC().Format(time.RFC3339), IntervalsRecorded: len(recs)}
+	if prev != nil {
+		b.Pipeline, b.Artifact = prev.Pipeline, prev.Artifact
+		b.Adoptions = append(b.Adoptions, prev.Adoptions...)
+		a.From, a.FromPath = prev.State, prev.StatePath
+	}
+	b.Adoptions = append(b.Adoptions, a)
+	return res, &b, nil
 }
