@@ -5,8 +5,14 @@
 package chaosspec
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // Spec is a pipeline of layers layers of 10 tasks: every task writes an
@@ -61,3 +67,90 @@ sleep 0.02
 out=$(env | sed -n 's/^PIPEC_OUTPUT_[^=]*=//p' | head -1)
 printf 'id,interval,task\n1,%s,%s\n' "$PIPEC_INTERVAL_START" "$1" > "$out/data.csv"
 `
+
+// Reader reads every published file of the pipeline (in the Directory
+// sinks under dir/warehouse) over and over, as a consumer would while the
+// runs go on, and keeps every read that was not whole, right or current:
+// another interval's or task's data, a partial file, or a token older than
+// one it saw visible before.
+type Reader struct {
+	stop  chan struct{}
+	done  chan struct{}
+	reads int
+	bad   []string
+}
+
+// StartReader starts reading the published tasks' files of days.
+func StartReader(dir string, published, days []string) *Reader {
+	r := &Reader{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		seen := map[string]int64{} // folder -> highest token seen
+		for {
+			select {
+			case <-r.stop:
+				return
+			default:
+			}
+			for _, name := range published {
+				for _, d := range days {
+					r.read(filepath.Join(dir, "warehouse", name, d), d, name, seen)
+				}
+			}
+		}
+	}()
+	return r
+}
+
+func (r *Reader) read(dir, day, task string, seen map[string]int64) {
+	b, err := os.ReadFile(filepath.Join(dir, "data.csv"))
+	if os.IsNotExist(err) {
+		return // not published yet
+	}
+	r.reads++
+	want := fmt.Sprintf("id,interval,task\n1,%sT00:00:00Z,%s\n", day, task)
+	if err != nil || string(b) != want {
+		r.bad = append(r.bad, fmt.Sprintf("%s: read %q, %v; want %q", dir, b, err, want))
+		return
+	}
+	var m struct{ Token int64 }
+	if mb, err := os.ReadFile(filepath.Join(dir, "_pipec.json")); err == nil && json.Unmarshal(mb, &m) == nil {
+		if m.Token < seen[dir] {
+			r.bad = append(r.bad, fmt.Sprintf("%s: token %d visible after %d", dir, m.Token, seen[dir]))
+		}
+		seen[dir] = max(seen[dir], m.Token)
+	}
+}
+
+// Stop stops the reader and returns how many files it read and the bad
+// reads.
+func (r *Reader) Stop() (reads int, bad []string) {
+	close(r.stop)
+	<-r.done
+	return r.reads, r.bad
+}
+
+// CheckVisible checks, once the runs ended, that each published task's
+// visible version (under dir/warehouse) is the one the state's pointer names
+// and the newest accepted version of its interval.
+func CheckVisible(ctx context.Context, st store.Store, dir string, published, days []string) error {
+	for _, name := range published {
+		for _, d := range days {
+			folder := filepath.Join(dir, "warehouse", name, d)
+			p, err := st.Pointer(ctx, "chaos", "s_"+name, "a_"+name, d)
+			if err != nil {
+				return fmt.Errorf("%s: %w", folder, err)
+			}
+			var m struct{ Token int64 }
+			mb, err := os.ReadFile(filepath.Join(folder, "_pipec.json"))
+			if err != nil || json.Unmarshal(mb, &m) != nil || m.Token != p.Token {
+				return fmt.Errorf("%s: visible token %d (%v), the state's pointer %d", folder, m.Token, err, p.Token)
+			}
+			v, err := st.AcceptedVersion(ctx, "chaos", "a_"+name, d)
+			if err != nil || v.Token != p.Token {
+				return fmt.Errorf("%s: the newest accepted version has token %d (%v), the visible one %d", folder, v.Token, err, p.Token)
+			}
+		}
+	}
+	return nil
+}

@@ -2,11 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -44,45 +39,7 @@ func testChaos(t *testing.T, b backend) {
 		runs = append(runs, e.submit(d))
 	}
 
-	// The reader: every visible file, over and over, until the runs end.
-	stop := make(chan struct{})
-	var readerErr []string
-	var reads int
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		seen := map[string]int64{} // sink/interval -> highest token seen
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, name := range published {
-				for _, d := range days {
-					dir := filepath.Join(e.dir, "warehouse", name, d)
-					b, err := os.ReadFile(filepath.Join(dir, "data.csv"))
-					if os.IsNotExist(err) {
-						continue // not published yet
-					}
-					reads++
-					want := fmt.Sprintf("id,interval,task\n1,%sT00:00:00Z,%s\n", d, name)
-					if err != nil || string(b) != want {
-						readerErr = append(readerErr, fmt.Sprintf("%s: read %q, %v; want %q", dir, b, err, want))
-						continue
-					}
-					var m struct{ Token int64 }
-					if mb, err := os.ReadFile(filepath.Join(dir, "_pipec.json")); err == nil && json.Unmarshal(mb, &m) == nil {
-						if m.Token < seen[dir] {
-							readerErr = append(readerErr, fmt.Sprintf("%s: token %d visible after %d", dir, m.Token, seen[dir]))
-						}
-						seen[dir] = max(seen[dir], m.Token)
-					}
-				}
-			}
-		}
-	}()
+	reader := chaosspec.StartReader(e.dir, published, days)
 
 	progress := func(n int) func(queue.RunStatus) bool {
 		return func(queue.RunStatus) bool {
@@ -125,29 +82,13 @@ func testChaos(t *testing.T, b backend) {
 			t.Fatalf("run %s %s: %v", r, rs.Run.State, bad)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	reads, readerErr := reader.Stop()
 	if len(readerErr) > 0 {
 		t.Fatalf("the reader saw %d bad reads of %d, first: %s", len(readerErr), reads, readerErr[0])
 	}
 	ctx := context.Background()
-	for _, name := range published {
-		for _, d := range days {
-			dir := filepath.Join(e.dir, "warehouse", name, d)
-			p, err := e.st.Pointer(ctx, "chaos", "s_"+name, "a_"+name, d)
-			if err != nil {
-				t.Fatalf("%s: %v", dir, err)
-			}
-			var m struct{ Token int64 }
-			mb, err := os.ReadFile(filepath.Join(dir, "_pipec.json"))
-			if err != nil || json.Unmarshal(mb, &m) != nil || m.Token != p.Token {
-				t.Fatalf("%s: visible token %d (%v), the store's pointer %d", dir, m.Token, err, p.Token)
-			}
-			v, err := e.st.AcceptedVersion(ctx, "chaos", "a_"+name, d)
-			if err != nil || v.Token != p.Token {
-				t.Fatalf("%s: the newest accepted version has token %d (%v), the visible one %d", dir, v.Token, err, p.Token)
-			}
-		}
+	if err := chaosspec.CheckVisible(ctx, e.st, e.dir, published, days); err != nil {
+		t.Fatal(err)
 	}
 	// The chaos happened: claims of the stopped and the killed worker were
 	// taken over.
