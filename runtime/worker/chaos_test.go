@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/pipec/pipec/internal/chaosspec"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -28,8 +28,8 @@ func TestChaos(t *testing.T) {
 }
 
 func testChaos(t *testing.T, b backend) {
-	spec, published := chaosspec.Spec(20, chaosspec.Directory)
-	e := newEnvOn(t, b, spec, map[string]string{"step.sh": chaosspec.Step})
+	spec, published := scenario.Chaos(20, scenario.DirectorySink)
+	e := newEnvOn(t, b, spec, map[string]string{"step.sh": scenario.ChaosStep})
 	e.worker("w1", "--slots", "2")
 	w2 := e.worker("w2", "--slots", "2")
 	w3 := e.worker("w3", "--slots", "2")
@@ -39,7 +39,7 @@ func testChaos(t *testing.T, b backend) {
 		runs = append(runs, e.submit(d))
 	}
 
-	reader := chaosspec.StartReader(e.dir, published, days)
+	reader := scenario.StartReader(e.dir, published, days)
 
 	progress := func(n int) func(queue.RunStatus) bool {
 		return func(queue.RunStatus) bool {
@@ -87,7 +87,7 @@ func testChaos(t *testing.T, b backend) {
 		t.Fatalf("the reader saw %d bad reads of %d, first: %s", len(readerErr), reads, readerErr[0])
 	}
 	ctx := context.Background()
-	if err := chaosspec.CheckVisible(ctx, e.st, e.dir, published, days); err != nil {
+	if err := scenario.CheckVisible(ctx, e.st, e.dir, published, days); err != nil {
 		t.Fatal(err)
 	}
 	// The chaos happened: claims of the stopped and the killed worker were

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -18,53 +19,6 @@ import (
 // The promises of a local run, kept by the workers too (issue 14): each
 // test failed before the worker's visit went through the runtime's one
 // decision of what a task's earlier attempts allow (runtime/prior.go).
-
-// paySpec is a non-idempotent charge (one line in the ledger per effect)
-// and what needs it. On w1 the first charge holds until "release" exists.
-const paySpec = `
-pipeline "pay" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "charge" {
-    command    = ["./charge.sh"]
-    effects    = ["charge"]
-    idempotent = false
-    outputs    = ["receipt"]
-  }
-  check "receipt_ok" {
-    input         = "receipt"
-    row_count_min = 1
-  }
-  task "mail" {
-    command = ["./mail.sh"]
-    inputs  = ["receipt"]
-  }
-  sink "wh" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "receipts" {
-    artifact = "receipt"
-    sink     = "wh"
-  }
-}
-`
-
-var payFiles = map[string]string{
-	"charge.sh": `#!/bin/sh
-echo "charge $PIPEC_RUN_ID $PIPEC_WORKER" >> ledger
-if [ "$PIPEC_WORKER" = w1 ] && [ ! -f release ]; then
-  touch started-w1
-  while [ ! -f release ]; do sleep 0.05; done
-fi
-printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
-`,
-	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
-}
 
 func (e *env) lines(name, prefix string) int {
 	e.t.Helper()
@@ -87,7 +41,7 @@ func (e *env) lines(name, prefix string) int {
 func TestNonIdempotentNotRunTwice(t *testing.T) { onBoth(t, testNonIdempotentNotRunTwice) }
 
 func testNonIdempotentNotRunTwice(t *testing.T, b backend) {
-	e := newEnvOn(t, b, paySpec, payFiles)
+	e := newEnvOn(t, b, scenario.Pay, scenario.PayFiles())
 	w1 := e.worker("w1")
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
@@ -120,7 +74,7 @@ func testNonIdempotentNotRunTwice(t *testing.T, b backend) {
 func TestResubmitReuses(t *testing.T) { onBoth(t, testResubmitReuses) }
 
 func testResubmitReuses(t *testing.T, b backend) {
-	e := newEnvOn(t, b, paySpec, payFiles)
+	e := newEnvOn(t, b, scenario.Pay, scenario.PayFiles())
 	e.worker("w2")
 	for i, want := range []string{"run pay/2024-01-01/r1 succeeded", "run pay/2024-01-01/r2 succeeded"} {
 		code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")

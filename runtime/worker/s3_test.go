@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/pipec/pipec/internal/chaosspec"
 	"github.com/pipec/pipec/internal/s3test"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
@@ -105,8 +105,8 @@ func TestS3Chaos(t *testing.T) {
 		t.Skip("chaos test: not in -short")
 	}
 	s3test.Start(t, "arts", "lake")
-	spec, pubs := chaosspec.Spec(10, chaosspec.S3)
-	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": chaosspec.Step})
+	spec, pubs := scenario.Chaos(10, scenario.S3Sink)
+	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": scenario.ChaosStep})
 	if err := os.Remove(e.arts); err != nil {
 		t.Fatal(err)
 	}

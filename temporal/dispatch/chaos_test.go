@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pipec/pipec/internal/chaosspec"
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -21,9 +21,9 @@ import (
 // before. On PostgreSQL (a worker stopped inside an SQLite write
 // transaction would keep the file's lock).
 func TestChaos(t *testing.T) {
-	spec, published := chaosspec.Spec(20, chaosspec.Directory)
+	spec, published := scenario.Chaos(20, scenario.DirectorySink)
 	pg := pgtest.Start(t)
-	e := newEnvAt(t, spec, map[string]string{"step.sh": chaosspec.Step}, pg.NewSchema(t))
+	e := newEnvAt(t, spec, map[string]string{"step.sh": scenario.ChaosStep}, pg.NewSchema(t))
 	e.worker("w1", "--slots", "2")
 	w2 := e.worker("w2", "--slots", "2")
 	w3 := e.worker("w3", "--slots", "2")
@@ -37,7 +37,7 @@ func TestChaos(t *testing.T) {
 		runs = append(runs, run)
 	}
 
-	reader := chaosspec.StartReader(e.dir, published, days)
+	reader := scenario.StartReader(e.dir, published, days)
 
 	ctx := context.Background()
 	progress := func(n int) {
@@ -80,7 +80,7 @@ func TestChaos(t *testing.T) {
 	if len(readerErr) > 0 {
 		t.Fatalf("the reader saw %d bad reads of %d, first: %s", len(readerErr), reads, readerErr[0])
 	}
-	if err := chaosspec.CheckVisible(ctx, e.st, e.dir, published, days); err != nil {
+	if err := scenario.CheckVisible(ctx, e.st, e.dir, published, days); err != nil {
 		t.Fatal(err)
 	}
 	lost := 0

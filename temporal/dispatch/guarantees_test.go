@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/temporal/dispatch"
@@ -16,60 +17,13 @@ import (
 // The one-runtime guarantees, with Temporal dispatching: the visits are
 // runtime.RunVisit, so what a run on pipec's own queue promises holds here.
 
-// paySpec is a non-idempotent charge (one line in the ledger per effect)
-// and what needs it. On w1 the charge holds until "release" exists.
-const paySpec = `
-pipeline "pay" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "charge" {
-    command    = ["./charge.sh"]
-    effects    = ["charge"]
-    idempotent = false
-    outputs    = ["receipt"]
-  }
-  check "receipt_ok" {
-    input         = "receipt"
-    row_count_min = 1
-  }
-  task "mail" {
-    command = ["./mail.sh"]
-    inputs  = ["receipt"]
-  }
-  sink "wh" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "receipts" {
-    artifact = "receipt"
-    sink     = "wh"
-  }
-}
-`
-
-var payFiles = map[string]string{
-	"charge.sh": `#!/bin/sh
-echo "charge $PIPEC_RUN_ID $PIPEC_WORKER" >> ledger
-if [ "$PIPEC_WORKER" = w1 ] && [ ! -f release ]; then
-  echo $$ > started-w1
-  while [ ! -f release ]; do sleep 0.05; done
-fi
-printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
-`,
-	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
-}
-
 // A worker SIGKILLed while its non-idempotent task runs: Temporal times
 // the visit out (no heartbeat), pipec routes the task to w2, whose visit
 // finds the killed attempt unknown and does not charge again: the run
 // fails naming pipec resolve. Resolved as failed, a resubmission charges
 // once more (the decision was the operator's).
 func TestNonIdempotentNeverTwiceOnKill(t *testing.T) {
-	e := newEnv(t, paySpec, payFiles)
+	e := newEnv(t, scenario.Pay, scenario.PayFiles())
 	w1 := e.worker("w1")
 	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
 	pid := e.waitFile("started-w1")
@@ -137,7 +91,7 @@ func killPID(pid string) {
 // Submitting an interval that succeeded again reuses what it made: the
 // charge is adopted (not repeated), the consumer reused.
 func TestResubmitReuses(t *testing.T) {
-	e := newEnv(t, paySpec, payFiles)
+	e := newEnv(t, scenario.Pay, scenario.PayFiles())
 	e.worker("w2")
 	for i, want := range []string{"run pay/2024-01-01/r1 succeeded", "run pay/2024-01-01/r2 succeeded"} {
 		if code, _, out := e.submit("2024-01-01", true); code != 0 || !strings.Contains(out, want) {

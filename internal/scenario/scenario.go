@@ -1,8 +1,8 @@
-// Package chaosspec is the pipeline of the chaos scenario, which every
-// dispatcher's tests run (pipec's own workers on either store, with a
-// folder or an object store, and Temporal), so they all attack the same
-// work.
-package chaosspec
+// Package scenario holds the pipelines the tests of every dispatcher run
+// (pipec's own workers on either store, with a folder or an object store,
+// and Temporal), so they all attack the same work: the chaos scenario, and
+// a non-idempotent charge.
+package scenario
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// Spec is a pipeline of layers layers of 10 tasks: every task writes an
+// Chaos is a pipeline of layers layers of 10 tasks: every task writes an
 // output naming its interval and task (after a short sleep, so workers are
 // caught mid-task), tasks of a layer read one output of the layer before,
 // and the 10 tasks of every other layer publish, each to a fenced sink of
 // its own after a check. sink gives a published task's sink block body
-// (Directory, S3). published lists the tasks that publish.
-func Spec(layers int, sink func(task string) string) (spec string, published []string) {
+// (DirectorySink, S3Sink). published lists the tasks that publish.
+func Chaos(layers int, sink func(task string) string) (spec string, published []string) {
 	var b strings.Builder
 	b.WriteString(`pipeline "chaos" {
   code_version = "v1"
@@ -50,26 +50,26 @@ func Spec(layers int, sink func(task string) string) (spec string, published []s
 	return b.String(), published
 }
 
-// Directory is a fenced directory sink at warehouse/<task>.
-func Directory(task string) string {
+// DirectorySink is a fenced directory sink at warehouse/<task>.
+func DirectorySink(task string) string {
 	return fmt.Sprintf("    type    = \"directory\"\n    path    = \"warehouse/%s\"\n    fencing = \"token\"\n", task)
 }
 
-// S3 is an s3 sink (fenced by token, its default) at s3://lake/<task>.
-func S3(task string) string {
+// S3Sink is an s3 sink (fenced by token, its default) at s3://lake/<task>.
+func S3Sink(task string) string {
 	return fmt.Sprintf("    type = \"s3\"\n    path = \"s3://lake/%s\"\n", task)
 }
 
-// Step is the task command (step.sh TASK): its one output's data.csv names
+// ChaosStep is the task command (step.sh TASK): its one output's data.csv names
 // the interval and the task.
-const Step = `#!/bin/sh
+const ChaosStep = `#!/bin/sh
 sleep 0.02
 out=$(env | sed -n 's/^PIPEC_OUTPUT_[^=]*=//p' | head -1)
 printf 'id,interval,task\n1,%s,%s\n' "$PIPEC_INTERVAL_START" "$1" > "$out/data.csv"
 `
 
 // Reader reads every published file of the pipeline (in the Directory
-// sinks under dir/warehouse) over and over, as a consumer would while the
+// sinks under dir/warehouse) of the chaos pipeline over and over, as a consumer would while the
 // runs go on, and keeps every read that was not whole, right or current:
 // another interval's or task's data, a partial file, or a token older than
 // one it saw visible before.
@@ -153,4 +153,56 @@ func CheckVisible(ctx context.Context, st store.Store, dir string, published, da
 		}
 	}
 	return nil
+}
+
+// Pay is a non-idempotent charge (one line in the ledger per effect) whose
+// receipt is checked and published, and what reads the receipt (one line
+// in mails per run).
+const Pay = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+  }
+  check "receipt_ok" {
+    input         = "receipt"
+    row_count_min = 1
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+// PayFiles are Pay's scripts: on the worker named w1 the charge holds,
+// its pid in started-w1, until the file release exists.
+func PayFiles() map[string]string {
+	return map[string]string{
+		"charge.sh": `#!/bin/sh
+echo "charge $PIPEC_RUN_ID $PIPEC_WORKER" >> ledger
+if [ "$PIPEC_WORKER" = w1 ] && [ ! -f release ]; then
+  echo $$ > started-w1
+  while [ ! -f release ]; do sleep 0.05; done
+fi
+printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
+`,
+		"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+	}
 }
