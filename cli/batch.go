@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/schedule"
 	"github.com/pipec/pipec/runtime/store"
@@ -305,9 +306,11 @@ func describeOutcome(o outcome) string {
 // are shared by every run of the batch (a pool bounds all of them).
 func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc store.Location, seed uint64, slots *runtime.Slots,
 	arts string) func(context.Context, runtime.Interval, func(string)) outcome {
+	objects := new(objstore.Clients) // one for every run of the batch
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
 			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
+			ObjectStores: objects,
 			OnEvent: func(ev runtime.Event) {
 				if ev.Kind == store.EventRunCreated {
 					started(ev.Run)

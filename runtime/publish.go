@@ -164,7 +164,7 @@ func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, e
 	}
 	// An object store's versions are downloaded into this process's
 	// scratch folder (a worker's --workdir).
-	s, err = artifacts.OpenIn(root, filepath.Join(stateDir, "cache"))
+	s, err = artifacts.OpenIn(root, filepath.Join(stateDir, "cache"), o.ObjectStores)
 	return s, local, err
 }
 

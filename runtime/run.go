@@ -93,6 +93,10 @@ type Options struct {
 	// Interval is the interval's start: "2024-01-01" or an RFC 3339 time.
 	Interval string
 	Store    store.Store
+	// ObjectStores builds the clients of the run's object stores (S3 sinks
+	// and artifacts). A worker passes one for all its visits, so credentials
+	// are resolved once; nil gives each run its own.
+	ObjectStores *objstore.Clients
 	// StatePath is the store's database file; tasks get it as PIPEC_STATE.
 	// Logs, staging directories and heartbeat files live in its
 	// store.ScratchDir unless Scratch names another folder.
@@ -314,6 +318,9 @@ type taskState struct {
 // (a visit: the other tasks' states would be built and never looked at, and
 // a worker builds a runner per task it runs, from plans of thousands).
 func newRunner(o Options, iv Interval, only string) (*runner, error) {
+	if o.ObjectStores == nil {
+		o.ObjectStores = new(objstore.Clients)
+	}
 	if o.Parallel <= 0 {
 		o.Parallel = goruntime.GOMAXPROCS(0)
 	}
@@ -394,10 +401,10 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	// that its credentials are known before anything is written.
 	for _, s := range p.Sinks {
 		if objstore.IsURL(s.Path) {
-			_, _ = objstore.Shared(context.Background())
+			_, _ = o.ObjectStores.Get(context.Background())
 		}
 	}
-	secrets = append(secrets, objstore.Secrets()...)
+	secrets = append(secrets, o.ObjectStores.Secrets()...)
 	r.red = exec.NewRedactor(secrets)
 	r.st = redactingStore{Store: o.Store, red: r.red}
 	if r.slots == nil {
@@ -421,6 +428,7 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
 			Pipeline: p.Pipeline, Store: r.st, StatePath: cmp.Or(o.ServerState, o.StatePath), Lineage: r.lineage,
+			ObjectStores: o.ObjectStores,
 			Files: func(ctx context.Context, v store.Version) (string, error) {
 				return artifacts.Files(ctx, r.arts, v.Location)
 			}})

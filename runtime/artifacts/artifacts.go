@@ -114,13 +114,14 @@ func ParseKey(location string) (Key, error) {
 // Open opens the store at location: a folder (an absolute path) or an
 // S3 bucket ("s3://bucket/prefix"), whose versions are downloaded into the
 // user's cache folder. Other kinds are refused by name.
-func Open(location string) (Store, error) { return OpenIn(location, "") }
+func Open(location string) (Store, error) { return OpenIn(location, "", nil) }
 
 // OpenIn is Open with the folder an object store's versions are downloaded
-// into (a worker's <workdir>/cache; "" for the user's cache folder).
-func OpenIn(location, cache string) (Store, error) {
+// into (a worker's <workdir>/cache; "" for the user's cache folder) and the
+// clients an object store's client comes from.
+func OpenIn(location, cache string, cs *objstore.Clients) (Store, error) {
 	if objstore.IsURL(location) {
-		return NewS3(context.Background(), location, cache)
+		return NewS3(context.Background(), location, cache, cs)
 	}
 	if i := strings.Index(location, "://"); i > 0 {
 		return nil, fmt.Errorf("artifact store %q: a folder or an s3:// URL is supported, not %s://", location, location[:i])

@@ -63,13 +63,14 @@ type markerEntry struct {
 
 const markerSchema = "pipec/artifact/v1"
 
-// NewS3 is the store at an s3:// URL, caching downloads in cache.
-func NewS3(ctx context.Context, location, cache string) (*S3, error) {
+// NewS3 is the store at an s3:// URL, caching downloads in cache, its
+// client from cs.
+func NewS3(ctx context.Context, location, cache string, cs *objstore.Clients) (*S3, error) {
 	u, err := objstore.ParseURL(location)
 	if err != nil {
 		return nil, fmt.Errorf("artifact store: %w", err)
 	}
-	c, err := objstore.Shared(ctx)
+	c, err := cs.Get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("artifact store %s: %w", location, err)
 	}

@@ -42,11 +42,11 @@ func frozenVersion(t *testing.T, content string) (string, artifacts.Key) {
 func TestS3Store(t *testing.T) {
 	s3test.Start(t, "arts")
 	ctx := context.Background()
-	a, err := artifacts.OpenIn("s3://arts/pipec", filepath.Join(t.TempDir(), "cache-a"))
+	a, err := artifacts.OpenIn("s3://arts/pipec", filepath.Join(t.TempDir(), "cache-a"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := artifacts.OpenIn("s3://arts/pipec", filepath.Join(t.TempDir(), "cache-b"))
+	b, err := artifacts.OpenIn("s3://arts/pipec", filepath.Join(t.TempDir(), "cache-b"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestS3Store(t *testing.T) {
 	if keys, err := b.List(ctx); err != nil || len(keys) != 0 {
 		t.Fatalf("list after remove: %v %v", keys, err)
 	}
-	fresh, _ := artifacts.OpenIn("s3://arts/pipec", filepath.Join(t.TempDir(), "cache-c"))
+	fresh, _ := artifacts.OpenIn("s3://arts/pipec", filepath.Join(t.TempDir(), "cache-c"), nil)
 	if _, err := fresh.Get(ctx, k); !errors.Is(err, artifacts.ErrNotFound) {
 		t.Fatalf("get after remove: %v, want ErrNotFound", err)
 	}
@@ -123,7 +123,7 @@ func TestS3StoreServerStoppedMidPut(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, _ := artifacts.NewKey("orders", "raw", digest)
-	s, err := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache"))
+	s, err := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestS3StoreServerStoppedMidPut(t *testing.T) {
 	if err := s.Put(ctx, k, dir); err != nil {
 		t.Fatal(err)
 	}
-	other, _ := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache2"))
+	other, _ := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache2"), nil)
 	got, err := other.Get(ctx, k)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestS3StoreConcurrentPuts(t *testing.T) {
 	for i := range 4 {
 		dir, k := frozenVersion(t, "id\n1\n")
 		key = k
-		s, err := artifacts.OpenIn("s3://arts/p", filepath.Join(t.TempDir(), fmt.Sprint("cache", i)))
+		s, err := artifacts.OpenIn("s3://arts/p", filepath.Join(t.TempDir(), fmt.Sprint("cache", i)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestS3StoreConcurrentPuts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, _ := artifacts.OpenIn("s3://arts/p", filepath.Join(t.TempDir(), "reader"))
+	s, _ := artifacts.OpenIn("s3://arts/p", filepath.Join(t.TempDir(), "reader"), nil)
 	if keys, err := s.List(ctx); err != nil || len(keys) != 1 || keys[0] != key {
 		t.Fatalf("list: %v %v", keys, err)
 	}

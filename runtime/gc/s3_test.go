@@ -30,7 +30,7 @@ func TestS3ArtifactStoreCollected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	shared, err := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache"))
+	shared, err := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,8 @@ type Client struct {
 	// Endpoint names the server in messages (never a credential).
 	Endpoint string
 	trips    atomic.Int64
+	// secrets are the credentials New resolved, never printed.
+	secrets []string
 }
 
 // RoundTrips is how many HTTP requests the client sent (retries included).
@@ -125,18 +127,59 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-var (
-	secretsMu sync.Mutex
-	secrets   []string
-)
+// Clients builds one Client per AWS environment (the endpoint and
+// credentials variables) and remembers the secrets each resolved, for the
+// runtime's redactor. A command makes one and hands it down: a run opens an
+// artifact store and several sinks, and a worker runs many visits, each of
+// which would otherwise resolve the credentials again. The zero value is
+// ready; a nil *Clients builds a new client on every Get.
+type Clients struct {
+	mu      sync.Mutex
+	byEnv   map[string]*Client
+	secrets []string
+}
 
-// Secrets are the secret access keys and session tokens of every client this
-// process built (from the environment or the shared files alike), for the
-// runtime's redactor.
-func Secrets() []string {
-	secretsMu.Lock()
-	defer secretsMu.Unlock()
-	out := slices.Clone(secrets)
+// Get is the client for the environment as it is now, built on first use.
+func (cs *Clients) Get(ctx context.Context) (*Client, error) {
+	if cs == nil {
+		return New(ctx)
+	}
+	var id strings.Builder
+	for _, name := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+		"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		id.WriteString(os.Getenv(name) + "\x00")
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c, ok := cs.byEnv[id.String()]; ok {
+		return c, nil
+	}
+	c, err := New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cs.byEnv == nil {
+		cs.byEnv = map[string]*Client{}
+	}
+	cs.byEnv[id.String()] = c
+	for _, v := range c.secrets {
+		if !slices.Contains(cs.secrets, v) {
+			cs.secrets = append(cs.secrets, v)
+		}
+	}
+	return c, nil
+}
+
+// Secrets are the secret access keys and session tokens of every client Get
+// built (from the environment or the shared files alike), and those the
+// environment names even when no client was built.
+func (cs *Clients) Secrets() []string {
+	var out []string
+	if cs != nil {
+		cs.mu.Lock()
+		out = slices.Clone(cs.secrets)
+		cs.mu.Unlock()
+	}
 	for _, name := range []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
 		if v := os.Getenv(name); v != "" && !slices.Contains(out, v) {
 			out = append(out, v)
@@ -145,45 +188,9 @@ func Secrets() []string {
 	return out
 }
 
-func remember(vs ...string) {
-	secretsMu.Lock()
-	defer secretsMu.Unlock()
-	for _, v := range vs {
-		if v != "" && !slices.Contains(secrets, v) {
-			secrets = append(secrets, v)
-		}
-	}
-}
-
-var (
-	clientsMu sync.Mutex
-	clients   = map[string]*Client{}
-)
-
-// Shared is New, built once per process for one environment (the endpoint
-// and credentials variables): a run opens one store and several sinks.
-func Shared(ctx context.Context) (*Client, error) {
-	var id strings.Builder
-	for _, name := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-		"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
-		id.WriteString(os.Getenv(name) + "\x00")
-	}
-	clientsMu.Lock()
-	defer clientsMu.Unlock()
-	if c, ok := clients[id.String()]; ok {
-		return c, nil
-	}
-	c, err := New(ctx)
-	if err != nil {
-		return nil, err
-	}
-	clients[id.String()] = c
-	return c, nil
-}
-
 // New builds a client from the AWS configuration of the environment. The
 // credentials are resolved now, so that a missing or broken configuration is
-// said at once, and remembered for Secrets.
+// said at once, and kept for Clients.Secrets.
 func New(ctx context.Context) (*Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -217,7 +224,11 @@ func New(ctx context.Context) (*Client, error) {
 		return nil, fmt.Errorf("object store %s: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "+
 			"or AWS_PROFILE, as for the aws command): %w", c.Endpoint, err)
 	}
-	remember(creds.SecretAccessKey, creds.SessionToken)
+	for _, v := range []string{creds.SecretAccessKey, creds.SessionToken} {
+		if v != "" {
+			c.secrets = append(c.secrets, v)
+		}
+	}
 	return c, nil
 }
 

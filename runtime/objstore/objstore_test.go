@@ -3,6 +3,8 @@ package objstore_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -44,11 +46,45 @@ func TestConditionalWrites(t *testing.T) {
 	if err := c.Probe(ctx, u, u.Key(".probe")); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if !slices.Contains(objstore.Secrets(), s3test.SecretKey) {
-		t.Fatal("Secrets does not hold the secret access key")
-	}
 	objs, dirs, err := c.List(ctx, "bkt", "some/", "/")
 	if err != nil || len(objs) != 0 || !slices.Equal(dirs, []string{"some/prefix/"}) {
 		t.Fatalf("list: %v %v %v", objs, dirs, err)
+	}
+}
+
+// A key resolved from the shared credentials file, not the environment, is
+// known to the redactor once a client is built with it; one client serves
+// every Get of the same environment.
+func TestClientsRememberSecrets(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	const secret = "file-secret-0123456789"
+	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = K\naws_secret_access_key = "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+	t.Setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
+	var cs objstore.Clients
+	if slices.Contains(cs.Secrets(), secret) {
+		t.Fatal("a secret is known before any client read it")
+	}
+	c1, err := cs.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := cs.Get(context.Background())
+	if err != nil || c1 != c2 {
+		t.Fatalf("second Get built another client (%p, %p, %v)", c1, c2, err)
+	}
+	if !slices.Contains(cs.Secrets(), secret) {
+		t.Fatalf("Secrets %d values, none the shared file's key", len(cs.Secrets()))
+	}
+	var fresh objstore.Clients
+	if slices.Contains(fresh.Secrets(), secret) {
+		t.Fatal("a second Clients knows the first one's secrets: they share state")
 	}
 }

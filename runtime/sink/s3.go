@@ -68,8 +68,8 @@ var _ Managed = (*S3)(nil)
 var beforeSwap func()
 
 // NewS3 checks an s3 sink's settings and builds it; the client comes from
-// the AWS configuration of the environment.
-func NewS3(ctx context.Context, name, url, fencing string, st store.Store) (*S3, error) {
+// the AWS configuration of the environment, through cs.
+func NewS3(ctx context.Context, name, url, fencing string, st store.Store, cs *objstore.Clients) (*S3, error) {
 	if fencing != FencingToken && fencing != FencingNone {
 		return nil, fmt.Errorf("sink %q: fencing %q is neither %q nor %q", name, fencing, FencingToken, FencingNone)
 	}
@@ -80,7 +80,7 @@ func NewS3(ctx context.Context, name, url, fencing string, st store.Store) (*S3,
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: path: %w", name, err)
 	}
-	c, err := objstore.Shared(ctx)
+	c, err := cs.Get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: %w", name, err)
 	}

@@ -32,7 +32,7 @@ const s3SinkURL = "s3://lake/marts/orders"
 
 func (f *fixture) s3sink(t testing.TB, st store.Store, fencing string) *S3 {
 	t.Helper()
-	s, err := NewS3(context.Background(), "warehouse", s3SinkURL, fencing, st)
+	s, err := NewS3(context.Background(), "warehouse", s3SinkURL, fencing, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func publishStopped(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s, err := NewS3(ctx, "warehouse", s3SinkURL, FencingToken, st)
+	s, err := NewS3(ctx, "warehouse", s3SinkURL, FencingToken, st, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -598,11 +598,11 @@ func TestS3TwoStatesPublishFirstAtOnce(t *testing.T) {
 	for round := range 10 {
 		a, b := newFixture(t), newFixture(t)
 		url := fmt.Sprintf("s3://lake/round-%d", round)
-		sa, err := NewS3(ctx, "warehouse", url, FencingToken, a.st)
+		sa, err := NewS3(ctx, "warehouse", url, FencingToken, a.st, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb, _ := NewS3(ctx, "warehouse", url, FencingToken, b.st)
+		sb, _ := NewS3(ctx, "warehouse", url, FencingToken, b.st, nil)
 		va := a.produce(t, a.st, "clean", "2024-01-01", filesOf("from a\n"))
 		vb := b.produce(t, b.st, "clean", "2024-01-01", filesOf("from b\n"))
 		errs := make(chan error, 2)

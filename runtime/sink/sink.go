@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -80,6 +81,8 @@ type Config struct {
 	Lineage Lineage
 	// Files is where a version's files are read from (Directory.Files).
 	Files Files
+	// ObjectStores builds an s3 sink's client (nil: one of its own).
+	ObjectStores *objstore.Clients
 }
 
 // Types lists the sink types Open builds.
@@ -115,7 +118,7 @@ func Open(c Config) (Sink, error) {
 		d.Pipeline, d.StatePath, d.Lineage, d.Files = c.Pipeline, c.StatePath, c.Lineage, c.Files
 		return d, nil
 	case "s3":
-		s, err := NewS3(context.Background(), c.Name, c.Path, c.Fencing, c.Store)
+		s, err := NewS3(context.Background(), c.Name, c.Path, c.Fencing, c.Store, c.ObjectStores)
 		if err != nil {
 			return nil, err
 		}

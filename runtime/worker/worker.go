@@ -32,6 +32,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/spec"
@@ -83,6 +84,9 @@ type Config struct {
 	// self is this machine, recorded with the attempts its claims start.
 	self  exec.Identity
 	plans *planCache
+	// objects serves every visit's object stores, so credentials are
+	// resolved once per worker, not once per task.
+	objects *objstore.Clients
 }
 
 // submitted is a run's plan, read once per run by a worker.
@@ -169,6 +173,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 	}
 	c.Info.Labels = queue.NormalLabels(c.Info.Labels)
+	c.objects = new(objstore.Clients)
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
 	}
@@ -404,7 +409,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
 			Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
 			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
-			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace},
+			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects},
 		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt})
 	end, unused = res.End, res.Unused
 	if err != nil && cl.Attempt != nil {
