@@ -45,6 +45,36 @@ pipeline "sc" {
     path    = "warehouse/orders" # want "local-artifact: not an s3:// URL"
     fencing = "token"
   }
+  sink "lake" {
+    type    = "s3"
+    path    = "s3://lake/orders"
+    fencing = "token"
+  }
+  sink "lake_again" {
+    type    = "s3"
+    path    = "s3://lake//orders/" // want "sink-conflict: sink .lake_again. publishes into the prefix of sink .lake."
+    fencing = "token"
+  }
+  sink "lake_nested" {
+    type    = "s3"
+    path    = "s3://lake/orders/2024" // want "sink-conflict: publishes inside the prefix of sink .lake."
+    fencing = "token"
+  }
+  # Near misses: another bucket, a sibling prefix, a folder of the same name.
+  sink "other_bucket" {
+    type    = "s3"
+    path    = "s3://lake-eu/orders"
+    fencing = "token"
+  }
+  sink "lake_side" {
+    type    = "s3"
+    path    = "s3://lake/orders-side"
+    fencing = "token"
+  }
+  sink "lake_folder" {
+    type = "directory"
+    path = "lake/orders"
+  }
   publish "orders_mart" {
     artifact = "orders"
     sink     = "orders"
@@ -72,5 +102,25 @@ pipeline "sc" {
   publish "orders_bucket" {
     artifact = "orders"
     sink     = "bucket"
+  }
+  publish "orders_lake" {
+    artifact = "orders"
+    sink     = "lake"
+  }
+  publish "items_lake" {
+    artifact = "items"
+    sink     = "lake" // want "sink-conflict: publish .items_lake. writes to sink .lake., as publish .orders_lake. .line [0-9]+. does: both swap one pointer object per interval"
+  }
+  publish "items_other" {
+    artifact = "items"
+    sink     = "other_bucket"
+  }
+  publish "items_side" {
+    artifact = "items"
+    sink     = "lake_side"
+  }
+  publish "items_folder" {
+    artifact = "items"
+    sink     = "lake_folder"
   }
 }

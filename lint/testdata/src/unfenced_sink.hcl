@@ -37,6 +37,11 @@ pipeline "us" {
     path    = "s3://lake/us"
     fencing = "none"
   }
+  sink "lake_b" {
+    type    = "s3"
+    path    = "s3://lake/us-b"
+    fencing = "none"
+  }
   # Not fenced by default: only a directory sink is.
   sink "jdbc" {
     type = "jdbc"
@@ -53,7 +58,7 @@ pipeline "us" {
   # Near miss: declared idempotent and not retried.
   publish "b_lake" {
     artifact = "b"
-    sink     = "lake"
+    sink     = "lake_b"
   }
   publish "c_jdbc" {
     artifact = "c"
