@@ -3,8 +3,6 @@ package webview
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -30,8 +28,8 @@ type VersionView struct {
 	Token       int64
 	Checks      []string
 	Created     time.Time
-	// Held says whether the sink still holds the version's folder: "yes",
-	// "no" (pruned), or "" when the sink's folder is not known here.
+	// Held says whether the sink still holds the version's copy: "yes",
+	// "no" (pruned), or "" when the sink is not known or not readable here.
 	Held string
 }
 
@@ -97,47 +95,53 @@ func (s *Source) LoadArtifact(ctx context.Context, pipeline, artifact string) (*
 			}
 		}
 	}
-	// Sink folders, from the plans known here: the specs given, else the
-	// plan of the pipeline's newest run when it was submitted (the state
-	// keeps it with its spec's folder).
-	folders := map[string]string{}
+	// What each sink still holds, from the plans known here: the specs
+	// given, else the plan of the pipeline's newest run when it was
+	// submitted (the state keeps it with its spec's folder). A sink that
+	// cannot be read now (an object store out of reach) shows nothing.
+	held := map[string]map[string]bool{}
 	specs := s.Specs
 	if !slices.ContainsFunc(specs, func(sp Spec) bool { return sp.Plan.Pipeline == pipeline }) && len(runs) > 0 {
 		if p, dir, _ := s.planOf(ctx, runs[len(runs)-1]); p != nil && dir != "" {
 			specs = []Spec{{Plan: p, Dir: dir}}
 		}
 	}
+	known := false
 	for _, sp := range specs {
 		if sp.Plan.Pipeline != pipeline {
 			continue
-		}
-		for _, sk := range sp.Plan.Sinks {
-			if sk.Type == "directory" {
-				path := sk.Path
-				if !filepath.IsAbs(path) {
-					path = filepath.Join(sp.Dir, path)
-				}
-				folders[sk.Name] = path
-			}
 		}
 		for _, pub := range sp.Plan.Publishes {
 			if pub.Artifact == artifact {
 				sinks[pub.Sink] = true
 			}
 		}
+		for _, sk := range sp.Plan.Sinks {
+			if !sinks[sk.Name] {
+				continue
+			}
+			known = true
+			m, err := sink.OpenManaged(sink.Config{Name: sk.Name, Type: sk.Type, Path: sk.Path, Fencing: sk.Fencing,
+				BaseDir: sp.Dir, Pipeline: pipeline, Store: s.Store, ObjectStores: &s.objects})
+			if err != nil {
+				continue
+			}
+			if names, err := m.HeldVersions(ctx); err == nil {
+				held[sk.Name] = names
+			}
+		}
 	}
-	if len(folders) == 0 {
+	if !known {
 		av.Note = "which older versions a sink still holds is shown when the viewer is given the pipeline's spec (--spec)"
 	}
 	view := func(v store.Version, sinkName string) VersionView {
 		vv := VersionView{ID: v.ID, Label: s.text(v.Label()), Interval: s.text(v.Interval), Digest: s.text(v.Digest), State: string(v.State),
 			Reason: s.text(v.Reason), CodeVersion: s.text(v.CodeVersion), Run: v.Run, Task: s.text(v.Task), Attempt: v.Attempt,
 			Token: v.Token, Checks: checks[v.ID], Created: v.Created}
-		if dir, ok := folders[sinkName]; ok && v.State == store.VersionAccepted {
-			if _, err := os.Stat(filepath.Join(dir, ".versions", sink.VersionName(v))); err == nil {
+		if names, ok := held[sinkName]; ok && v.State == store.VersionAccepted {
+			vv.Held = "no"
+			if names[sink.VersionName(v)] {
 				vv.Held = "yes"
-			} else {
-				vv.Held = "no"
 			}
 		}
 		return vv

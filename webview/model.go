@@ -30,6 +30,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -56,6 +57,8 @@ type Source struct {
 	Now func() time.Time
 
 	cache factsCache
+	// objects serves the object store sinks the pages read.
+	objects objstore.Clients
 }
 
 func (s *Source) now() time.Time {

@@ -634,6 +634,24 @@ func (d *Directory) FenceRecords(context.Context) (*Binding, []Record, error) {
 	return b, recs, err
 }
 
+// HeldVersions implements Managed: the folders under PATH/.versions.
+func (d *Directory) HeldVersions(context.Context) (map[string]bool, error) {
+	es, err := os.ReadDir(filepath.Join(d.Path, VersionsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]bool, len(es))
+	for _, e := range es {
+		if e.IsDir() {
+			held[e.Name()] = true
+		}
+	}
+	return held, nil
+}
+
 // PruneVersions implements Managed.
 func (d *Directory) PruneVersions(_ context.Context, opts PruneOptions) ([]Pruned, error) {
 	return d.Prune(opts)

@@ -566,6 +566,21 @@ func (s *S3) Adopt(ctx context.Context, reason string, now time.Time) (AdoptResu
 	return res, nil
 }
 
+// HeldVersions implements Managed: every name with an object under the
+// versions prefix (one listing, by common prefix).
+func (s *S3) HeldVersions(ctx context.Context) (map[string]bool, error) {
+	root := s.URL.Key(VersionsDir) + "/"
+	_, dirs, err := s.Client.List(ctx, s.URL.Bucket, root, "/")
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]bool, len(dirs))
+	for _, d := range dirs {
+		held[strings.TrimSuffix(strings.TrimPrefix(d, root), "/")] = true
+	}
+	return held, nil
+}
+
 // PruneVersions implements Managed, as Directory.Prune does, with one more
 // rule since no lock holds publishers off: a version whose token is above
 // the visible one's is never removed (its publish may be about to swap the

@@ -49,6 +49,9 @@ type Managed interface {
 	Adopt(ctx context.Context, reason string, now time.Time) (AdoptResult, error)
 	// PruneVersions removes superseded versions (pipec gc --keep).
 	PruneVersions(ctx context.Context, opts PruneOptions) ([]Pruned, error)
+	// HeldVersions names (VersionName) the versions the sink still keeps
+	// a copy of, for what pipec ui shows as pruned.
+	HeldVersions(ctx context.Context) (map[string]bool, error)
 	// StateStore is the state the sink judges publishes with.
 	StateStore() store.Store
 }
