@@ -32,6 +32,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -107,6 +108,9 @@ var ErrNotImplemented = errors.New("the server does not implement it")
 // Client is an S3 client with the calls pipec makes.
 type Client struct {
 	s3 *s3.Client
+	// tm uploads files, in parts above its threshold: one PutObject
+	// stops at 5 GB, and a large version goes faster in parallel parts.
+	tm *transfermanager.Client
 	// Endpoint names the server in messages (never a credential).
 	Endpoint string
 	trips    atomic.Int64
@@ -219,6 +223,9 @@ func New(ctx context.Context) (*Client, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
+	c.tm = transfermanager.New(c.s3, func(o *transfermanager.Options) {
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+	})
 	creds, err := cfg.Credentials.Retrieve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("object store %s: no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "+
@@ -252,19 +259,19 @@ func (c *Client) Put(ctx context.Context, bucket, key string, body []byte, cond 
 	return c.put(ctx, bucket, key, bytes.NewReader(body), int64(len(body)), cond)
 }
 
-// PutFile uploads a local file to key, unconditionally.
+// PutFile uploads a local file to key, unconditionally (a version's files
+// go under keys of their own, never written over), in parts when it is
+// large; a failed multipart upload is aborted, so no part is left behind.
 func (c *Client) PutFile(ctx context.Context, bucket, key, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
+	if _, err := c.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: f}); err != nil {
+		return c.wrap("put", bucket, key, err)
 	}
-	_, err = c.put(ctx, bucket, key, f, fi.Size(), Cond{})
-	return err
+	return nil
 }
 
 func (c *Client) put(ctx context.Context, bucket, key string, body io.ReadSeeker, size int64, cond Cond) (string, error) {

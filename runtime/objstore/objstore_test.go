@@ -1,11 +1,13 @@
 package objstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pipec/pipec/internal/s3test"
@@ -86,5 +88,47 @@ func TestClientsRememberSecrets(t *testing.T) {
 	var fresh objstore.Clients
 	if slices.Contains(fresh.Secrets(), secret) {
 		t.Fatal("a second Clients knows the first one's secrets: they share state")
+	}
+}
+
+// A file above the multipart threshold goes up in parts (an ETag of a
+// multipart object ends in -<parts>) and reads back whole.
+func TestPutFileInParts(t *testing.T) {
+	srv := s3test.Start(t, "bkt")
+	c := srv.Client()
+	const part = 5 << 20 // S3's smallest part
+	objstore.SetMultipart(c, part, part)
+	body := make([]byte, 2*part+12345)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	path := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.PutFile(ctx, "bkt", "v/big", path); err != nil {
+		t.Fatal(err)
+	}
+	objs, _, err := c.List(ctx, "bkt", "v/", "")
+	if err != nil || len(objs) != 1 || objs[0].Size != int64(len(body)) {
+		t.Fatalf("list after the upload: %+v %v", objs, err)
+	}
+	got, etag, err := c.Get(ctx, "bkt", "v/big")
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read back %d bytes (%v), want the %d written", len(got), err, len(body))
+	}
+	if !strings.HasSuffix(strings.Trim(etag, `"`), "-3") {
+		t.Errorf("ETag %s: not a 3-part upload", etag)
+	}
+	small := filepath.Join(t.TempDir(), "small")
+	if err := os.WriteFile(small, []byte("small"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutFile(ctx, "bkt", "v/small", small); err != nil {
+		t.Fatal(err)
+	}
+	if _, etag, err := c.Get(ctx, "bkt", "v/small"); err != nil || strings.Contains(etag, "-") {
+		t.Errorf("a small file: ETag %s (%v), want one part", etag, err)
 	}
 }
