@@ -328,3 +328,23 @@ func TestBackfillSubmitTemporal(t *testing.T) {
 		t.Fatalf("backfill --engine without --submit: exit %d, want 2\n%s", code, out)
 	}
 }
+
+// A run that fails makes submit --due --wait exit 1, naming it, as on the
+// queue; the others succeed.
+func TestSubmitDueFailedRunExits1(t *testing.T) {
+	e := newEnv(t, dueSpec, map[string]string{
+		"record.sh": "#!/bin/sh\nif [ \"$PIPEC_INTERVAL\" = 2024-01-02 ]; then echo broken >&2; exit 3; fi\n",
+	})
+	e.worker("w1")
+	code, out := e.run(pipecBin, "submit", "pipeline.hcl", "--due", "--now", "2024-01-03T00:00:00Z", "--state", e.url,
+		"--engine", e.engine, "--wait", "--poll", "20ms")
+	for _, want := range []string{
+		"2024-01-01  due/2024-01-01/r1 succeeded\n",
+		"2024-01-02  due/2024-01-02/r1 FAILED (pipec events due/2024-01-02/r1)\n",
+		"due: 1 of 2 run(s) succeeded; 1 failed\n",
+	} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("submit --due --wait with a failing run: exit %d, want 1 and %q\n%s", code, want, out)
+		}
+	}
+}
