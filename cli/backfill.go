@@ -30,6 +30,7 @@ type backfillOptions struct {
 	submit   bool
 	wait     bool
 	poll     time.Duration
+	engine   engineFlag
 }
 
 func newBackfillCmd(io IO) *cobra.Command {
@@ -54,10 +55,18 @@ func newBackfillCmd(io IO) *cobra.Command {
 			"when an interval is blocked.\n" +
 			"--submit hands each interval to the workers of a shared state (as pipec submit), as many at\n" +
 			"once as the slots allow, and returns once the last is handed over; with --wait it follows\n" +
-			"them to the end and exits 1 when one failed.",
+			"them to the end and exits 1 when one failed. With --engine temporal://HOST:PORT (default:\n" +
+			"PIPEC_ENGINE) the runs go to Temporal's workers instead (docs/temporal.md).",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.resolveSeed(cmd)
+			if cmd.Flags().Changed("engine") && !opts.submit {
+				return usageErr("backfill: --engine hands the intervals to an engine's workers: give --submit too")
+			}
+			if e := opts.engine.get(io); e != "" && io.engine == nil && opts.submit && !opts.dryRun {
+				// A dry run hands nothing over: it reads the state here.
+				return delegate(io, cmd, args, e, false)
+			}
 			return runBackfill(cmd.Context(), io, args[0], opts)
 		},
 	}
@@ -70,6 +79,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.wait, "wait", false, "with --submit: follow the runs until the last ends and exit with their status")
 	f.DurationVar(&opts.poll, "poll", opts.poll, "with --submit: how often a submitted run is looked at")
 	opts.register(cmd, "tasks running at once across the backfill (default: the number of CPUs)")
+	opts.engine.register(cmd)
 	return cmd
 }
 
@@ -271,6 +281,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	if opts.wait && !opts.submit {
 		return usageErr("backfill: --wait follows submitted runs: give --submit too")
 	}
+	if io.engine != nil && !opts.submit {
+		return usageErr("backfill --engine: an engine's workers run submitted intervals: give --submit too")
+	}
 	plan, err := loadPlan(io, path)
 	if err != nil {
 		return err
@@ -333,6 +346,13 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			return usageErr("%v", err)
 		}
 		b.launch, b.detach = submitLaunch(io, plan, base, q, opts.poll), !opts.wait
+		if io.engine != nil {
+			e := opts.engine.get(io)
+			if e == "" {
+				return usageErr("backfill --submit: give the engine with --engine temporal://HOST:PORT or set %s", engineEnv)
+			}
+			b.launch = engineLaunch(io, io.engine, e, st, plan, base, opts.poll)
+		}
 	} else {
 		// One set of slots for every run: a pool (such as "backfill")
 		// bounds the whole backfill, not each run.

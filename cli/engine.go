@@ -106,8 +106,11 @@ func (e *engineFlag) get(io IO) string {
 // delegate runs the command on the engine: pipec-temporal (beside this
 // executable, else on PATH) replaces this process with the same command,
 // arguments and flags (--engine given explicitly), so signals (SIGTERM to
-// a worker) reach it directly.
-func delegate(io IO, cmd *cobra.Command, args []string, engine string) error {
+// a worker) reach it directly. With only, the flags are those engineFlags
+// lists for the command (pipec-temporal's own worker and submit); without,
+// every flag goes (submit --due and backfill --submit, which pipec-temporal
+// runs as pipec's own commands: EngineMain).
+func delegate(io IO, cmd *cobra.Command, args []string, engine string, only bool) error {
 	if !strings.HasPrefix(engine, "temporal://") {
 		return usageErr("%s: --engine %q: the only engine is temporal://HOST:PORT[?namespace=NS]", cmd.Name(), engine)
 	}
@@ -117,7 +120,7 @@ func delegate(io IO, cmd *cobra.Command, args []string, engine string) error {
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch {
 		case f.Name == "engine":
-		case !engineFlags[cmd.Name()][f.Name]:
+		case only && !engineFlags[cmd.Name()][f.Name]:
 			bad = append(bad, "--"+f.Name)
 		default:
 			if sv, ok := f.Value.(pflag.SliceValue); ok {

@@ -49,6 +49,9 @@ type IO struct {
 
 	// color is the --color flag's value, shared by every command.
 	color *string
+	// engine, when set (EngineMain), is where submit --due and backfill
+	// --submit hand their runs instead of the state's queue.
+	engine Engine
 }
 
 // ErrInterrupted is the cause of IO.Context's cancellation on Ctrl-C.

@@ -190,7 +190,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 			rs.Finished = &f
 		}
 		if r.State == store.RunRunning {
-			if rs.Waiting, err = waitingOf(ctx, st, r.ID); err != nil {
+			if rs.Waiting, err = waitingOf(ctx, st, r.ID, evs); err != nil {
 				return &exitError{code: ExitFindings, err: err}
 			}
 		}
@@ -240,18 +240,19 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 
 // waitingOf returns what a run handed to workers waits for ("" when
 // nothing), from the queue of whichever state serves workers: PostgreSQL's
-// own, or an SQLite file's. A run executed locally was not submitted and
-// waits for no worker.
-func waitingOf(ctx context.Context, st store.Store, run string) (string, error) {
-	q, ok := st.(queue.Queue)
-	if !ok {
-		return "", nil
+// own, or an SQLite file's. A run the queue does not know was run locally
+// (it waits for no worker) or dispatched through an engine (pipec submit
+// --engine): its workflow records the waiting in the run's log, evs.
+func waitingOf(ctx context.Context, st store.Store, run string, evs []store.Event) (string, error) {
+	if q, ok := st.(queue.Queue); ok {
+		rs, err := q.Status(ctx, run)
+		if !errors.Is(err, store.ErrNotFound) {
+			return rs.Waiting, err
+		}
 	}
-	rs, err := q.Status(ctx, run)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", nil
-	}
-	return rs.Waiting, err
+	var w runWaiting
+	w.add(evs)
+	return w.message(), nil
 }
 
 // specPipeline names the pipeline of a spec or plan file, for a command that

@@ -54,8 +54,9 @@ func newSubmitCmd(io IO) *cobra.Command {
 			"where there is none.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if e := opts.engine.get(io); e != "" {
-				return delegate(io, cmd, args, e)
+			if e := opts.engine.get(io); e != "" && io.engine == nil && !(opts.due && opts.dryRun) {
+				// A dry run hands nothing over: it reads the state here.
+				return delegate(io, cmd, args, e, !opts.due)
 			}
 			return runSubmit(cmd.Context(), io, args[0], opts)
 		},
@@ -81,6 +82,9 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	}
 	if opts.dryRun {
 		return usageErr("submit: --dry-run previews --due")
+	}
+	if io.engine != nil {
+		return usageErr("submit --engine: %s submit hands one interval over itself; only --due comes here", engineCommand)
 	}
 	if opts.interval == "" {
 		return usageErr("submit: --interval is required (the interval's start, such as --interval 2024-01-01), or --due")
@@ -201,7 +205,15 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 		return err
 	}
 	withArtifacts(plan, arts)
-	return dueRun(ctx, io, plan, st, q, now, submitLaunch(io, plan, base, q, opts.poll), true, !opts.wait, false)
+	launch := submitLaunch(io, plan, base, q, opts.poll)
+	if io.engine != nil {
+		e := opts.engine.get(io)
+		if e == "" {
+			return usageErr("submit --due: give the engine with --engine temporal://HOST:PORT or set %s", engineEnv)
+		}
+		launch = engineLaunch(io, io.engine, e, st, plan, base, opts.poll)
+	}
+	return dueRun(ctx, io, plan, st, q, now, launch, true, !opts.wait, false)
 }
 
 // startedOn is the worker of a task's latest start: the current visit's,

@@ -58,7 +58,7 @@ func newWorkerCmd(io IO) *cobra.Command {
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if e := opts.engine.get(io); e != "" {
-				return delegate(io, cmd, nil, e)
+				return delegate(io, cmd, nil, e, true)
 			}
 			opts.labelGiven = cmd.Flags().Changed("label")
 			return runWorker(cmd.Context(), io, opts)

@@ -1,7 +1,7 @@
 // Package scenario holds the pipelines the tests of every dispatcher run
 // (pipec's own workers on either store, with a folder or an object store,
-// and Temporal), so they all attack the same work: the chaos scenario, and
-// a non-idempotent charge.
+// and Temporal), so they all attack the same work: the chaos scenario, a
+// non-idempotent charge, and the guarantee matrix's pipeline.
 package scenario
 
 import (
@@ -206,3 +206,65 @@ printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 		"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
 	}
 }
+
+// Matrix is the guarantee matrix's pipeline (runtime/worker/matrix_test.go,
+// and Temporal's column in temporal/dispatch): a non-idempotent charge (one
+// ledger line per effect; the first one holds until "release" exists when
+// "hold" does) whose receipt is checked (at least rows rows) and
+// published, and a consumer of the receipt; charge declares a secret
+// (MatrixSecret in PIPEC_TEST_SECRET) and prints it.
+func Matrix(rows string) string { return strings.Replace(matrixSpec, "ROWS", rows, 1) }
+
+const matrixSpec = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+    secret_env = ["PIPEC_TEST_SECRET"]
+  }
+  check "receipt_ok" {
+    input         = "receipt"
+    row_count_min = ROWS
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+// MatrixFiles are Matrix's scripts.
+func MatrixFiles() map[string]string {
+	return map[string]string{
+		"charge.sh": `#!/bin/sh
+echo "charge $PIPEC_RUN_ID" >> ledger
+echo "paying with $PIPEC_TEST_SECRET"
+if [ -f hold ] && [ ! -f held ]; then
+  touch held
+  while [ ! -f release ]; do sleep 0.05; done
+fi
+printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
+`,
+		"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+	}
+}
+
+// MatrixSecret is the value the matrix's tests give PIPEC_TEST_SECRET: it
+// must appear in no output of pipec, no event, no log.
+const MatrixSecret = "hunter2-matrix-secret"

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -95,62 +96,12 @@ func (d dispatcher) interrupt(e *env, p *proc) {
 	e.worker("w2")
 }
 
-// matrixSpec is a non-idempotent charge (one ledger line per effect; the
-// first one holds until "release" exists) whose receipt is checked and
-// published, and a consumer of the receipt; charge declares a secret it
-// prints.
-const matrixSpec = `
-pipeline "pay" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "charge" {
-    command    = ["./charge.sh"]
-    effects    = ["charge"]
-    idempotent = false
-    outputs    = ["receipt"]
-    secret_env = ["PIPEC_TEST_SECRET"]
-  }
-  check "receipt_ok" {
-    input         = "receipt"
-    row_count_min = ROWS
-  }
-  task "mail" {
-    command = ["./mail.sh"]
-    inputs  = ["receipt"]
-  }
-  sink "wh" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "receipts" {
-    artifact = "receipt"
-    sink     = "wh"
-  }
-}
-`
-
-var matrixFiles = map[string]string{
-	"charge.sh": `#!/bin/sh
-echo "charge $PIPEC_RUN_ID" >> ledger
-echo "paying with $PIPEC_TEST_SECRET"
-if [ -f hold ] && [ ! -f held ]; then
-  touch held
-  while [ ! -f release ]; do sleep 0.05; done
-fi
-printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
-`,
-	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
-}
-
-const matrixSecret = "hunter2-matrix-secret"
+// The matrix's pipeline, its scripts and its secret are internal/scenario's
+// (Matrix, MatrixFiles, MatrixSecret): Temporal's column runs them too.
 
 func matrixEnv(t *testing.T, d dispatcher, rows string) *env {
-	t.Setenv("PIPEC_TEST_SECRET", matrixSecret)
-	e := newEnvOn(t, d.backend, strings.Replace(matrixSpec, "ROWS", rows, 1), matrixFiles)
+	t.Setenv("PIPEC_TEST_SECRET", scenario.MatrixSecret)
+	e := newEnvOn(t, d.backend, scenario.Matrix(rows), scenario.MatrixFiles())
 	if !d.local {
 		e.worker("w0")
 	}
@@ -162,8 +113,8 @@ func matrixEnv(t *testing.T, d dispatcher, rows string) *env {
 // ledger holds one charge, however the run goes on.
 func TestMatrixNonIdempotentInterrupted(t *testing.T) {
 	eachDispatcher(t, func(t *testing.T, d dispatcher) {
-		t.Setenv("PIPEC_TEST_SECRET", matrixSecret)
-		e := newEnvOn(t, d.backend, strings.Replace(matrixSpec, "ROWS", "1", 1), matrixFiles)
+		t.Setenv("PIPEC_TEST_SECRET", scenario.MatrixSecret)
+		e := newEnvOn(t, d.backend, scenario.Matrix("1"), scenario.MatrixFiles())
 		if err := os.WriteFile(filepath.Join(e.dir, "hold"), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +195,7 @@ func TestMatrixSecretsMasked(t *testing.T) {
 			return nil
 		})
 		for what, text := range map[string]string{"output": out, "events": events, "logs": logs} {
-			if strings.Contains(text, matrixSecret) {
+			if strings.Contains(text, scenario.MatrixSecret) {
 				t.Errorf("the secret is in the %s", what)
 			}
 		}
@@ -290,8 +241,8 @@ func TestMatrixLineage(t *testing.T) {
 // (with workers) is the same run.
 func TestMatrixOneRunPerInterval(t *testing.T) {
 	eachDispatcher(t, func(t *testing.T, d dispatcher) {
-		t.Setenv("PIPEC_TEST_SECRET", matrixSecret)
-		e := newEnvOn(t, d.backend, strings.Replace(matrixSpec, "ROWS", "1", 1), matrixFiles)
+		t.Setenv("PIPEC_TEST_SECRET", scenario.MatrixSecret)
+		e := newEnvOn(t, d.backend, scenario.Matrix("1"), scenario.MatrixFiles())
 		if err := os.WriteFile(filepath.Join(e.dir, "hold"), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}

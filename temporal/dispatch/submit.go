@@ -44,10 +44,29 @@ type Submitted struct {
 
 // BusyError is a submission refused because the interval's workflow is
 // open.
-type BusyError struct{ WorkflowID string }
+type BusyError struct{ WorkflowID, Pipeline, Interval string }
 
 func (e *BusyError) Error() string {
 	return "workflow " + e.WorkflowID + " is open: a run of the interval is in progress on Temporal"
+}
+
+// RunBusy is the refusal as the state's own refusal of a second run of an
+// interval reads (pipec submit --due and backfill --submit report it so):
+// the interval's run in progress in the state, submitted to the workers;
+// the workflow when the state has none running (its end is being
+// recorded).
+func (e *BusyError) RunBusy(ctx context.Context, st store.Store) *store.RunBusyError {
+	b := &store.RunBusyError{Run: e.WorkflowID, Submitted: true}
+	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: e.Pipeline, Interval: e.Interval})
+	if err != nil {
+		return b
+	}
+	for _, r := range runs { // oldest first: the last running one wins
+		if r.State == store.RunRunning {
+			b.Run = r.ID
+		}
+	}
+	return b
 }
 
 // Submit records the run in the state (refused there as pipec submit's
@@ -59,7 +78,7 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	wid := WorkflowID(s.Plan.Pipeline, s.Interval.Key)
 	if d, err := c.DescribeWorkflowExecution(ctx, wid, ""); err == nil &&
 		d.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return Submitted{}, &BusyError{WorkflowID: wid}
+		return Submitted{}, &BusyError{WorkflowID: wid, Pipeline: s.Plan.Pipeline, Interval: s.Interval.Key}
 	}
 	host, _ := os.Hostname()
 	max := 0
@@ -87,7 +106,7 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 		_ = st.FinishRun(bg, run.ID, store.RunFailed)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
-			return Submitted{}, &BusyError{WorkflowID: wid}
+			return Submitted{}, &BusyError{WorkflowID: wid, Pipeline: s.Plan.Pipeline, Interval: s.Interval.Key}
 		}
 		return Submitted{}, fmt.Errorf("starting workflow %s: %w", wid, err)
 	}

@@ -3,7 +3,11 @@
 //	pipec-temporal worker --engine temporal://HOST:PORT[?namespace=NS] --state STATE [--name N] [--slots N] [--label L]...
 //	pipec-temporal submit SPEC --interval I --engine ... --state STATE [--wait]
 //	pipec-temporal cancel RUN --engine ...   (or --pipeline P --interval I)
+//	pipec-temporal submit SPEC --due [--dry-run] [--wait] --engine ... --state STATE
+//	pipec-temporal backfill SPEC --from D --to D --submit [--wait] --engine ... --state STATE
 //
+// submit --due and backfill are pipec's own commands (cli.EngineMain), the
+// same flags and lines, with each interval handed to Temporal.
 // PIPEC_ENGINE and PIPEC_STATE are the defaults of --engine and --state.
 // The state grants tokens and records attempts, versions, pointers and
 // workers exactly as for pipec worker; Temporal carries the dispatch. See
@@ -19,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,7 +46,12 @@ func main() {
 	case "worker":
 		err = worker(os.Args[2:])
 	case "submit":
+		if hasFlag(os.Args[2:], "due") {
+			engineMain(os.Args[1:])
+		}
 		err = submit(os.Args[2:])
+	case "backfill":
+		engineMain(os.Args[1:])
 	case "cancel":
 		err = cancel(os.Args[2:])
 	default:
@@ -57,12 +67,76 @@ func main() {
 	}
 }
 
+// engineMain runs pipec's own command (submit --due, backfill --submit)
+// with its runs handed to Temporal, and exits with its code.
+func engineMain(args []string) {
+	io, stop := cli.Interruptible(cli.Std(), os.Exit)
+	e := &engine{}
+	code := cli.EngineMain(args, io, e)
+	stop()
+	e.close()
+	os.Exit(code)
+}
+
+// hasFlag says whether args set the boolean flag name (--name, or
+// --name=true as pipec passes it on).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--"+name || a == "--"+name+"=true" || a == "-"+name {
+			return true
+		}
+	}
+	return false
+}
+
+// engine hands pipec's runs to Temporal (cli.Engine): dispatch.Submit, on a
+// client dialled at the first submission (a dry run dials nothing). The
+// batch submits several intervals at once.
+type engine struct {
+	mu sync.Mutex
+	c  client.Client
+}
+
+func (e *engine) client(value string) (client.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c == nil {
+		c, err := dial(value)
+		if err != nil {
+			return nil, err
+		}
+		e.c = c
+	}
+	return e.c, nil
+}
+
+func (e *engine) Submit(ctx context.Context, value string, st store.Store, r cli.EngineRun) (store.Run, error) {
+	c, err := e.client(value)
+	if err != nil {
+		return store.Run{}, err
+	}
+	sub, err := dispatch.Submit(ctx, c, st, dispatch.Submission{Plan: r.Plan, BaseDir: r.BaseDir, Interval: r.Interval, Value: r.Value})
+	var busy *dispatch.BusyError
+	if errors.As(err, &busy) {
+		return store.Run{}, busy.RunBusy(ctx, st)
+	}
+	return sub.Run, err
+}
+
+func (e *engine) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c != nil {
+		e.c.Close()
+	}
+}
+
 type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: pipec-temporal worker|submit|cancel --engine temporal://HOST:PORT[?namespace=NS] --state STATE ...")
+	fmt.Fprintln(os.Stderr, "usage: pipec-temporal worker|submit|backfill|cancel --engine temporal://HOST:PORT[?namespace=NS] --state STATE ...")
 	os.Exit(2)
 }
 
