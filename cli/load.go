@@ -12,6 +12,7 @@ import (
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // compiled is one spec file read, loaded and compiled.
@@ -91,7 +92,7 @@ func loadSourceWith(syn spec.Syntax, name string, src []byte, compile compileFun
 		c.Src = nil // never print its bytes as a source line
 		return c
 	}
-	p, ds := spec.Load(syn, name, src)
+	p, ds := specload.Load(syn, name, src)
 	c.Diags = ds
 	if p == nil || hasRule(ds, spec.RuleSyntax) {
 		// The model of a file that does not parse is partial: compiling it

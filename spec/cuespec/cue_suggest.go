@@ -1,6 +1,7 @@
-package spec
+package cuespec
 
 import (
+	"github.com/pipec/pipec/spec"
 	"slices"
 
 	"github.com/pipec/pipec/internal/suggest"
@@ -10,14 +11,14 @@ import (
 // of: the path of a field in a CUE spec, from "pipeline" down
 // (pipeline.NAME.task.NAME.heartbeat.every is a heartbeat field).
 func kindAt(path []string) string {
-	if len(path) < 3 || path[0] != KindPipeline {
+	if len(path) < 3 || path[0] != spec.KindPipeline {
 		return ""
 	}
-	kind := KindPipeline
-	fields := Fields()
+	kind := spec.KindPipeline
+	fields := spec.Fields()
 	rest := path[2 : len(path)-1]
 	for len(rest) > 0 {
-		var next *Field
+		var next *spec.Field
 		for i, f := range fields[kind] {
 			if f.Name == rest[0] && f.Nested != "" {
 				next = &fields[kind][i]
@@ -46,7 +47,7 @@ func fieldHint(path []string) string {
 		return ""
 	}
 	var names []string
-	for _, f := range Fields()[kind] {
+	for _, f := range spec.Fields()[kind] {
 		names = append(names, f.Name)
 	}
 	slices.Sort(names)

@@ -1,7 +1,8 @@
-package spec
+package cuespec
 
 import (
 	"bytes"
+	"github.com/pipec/pipec/spec"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func TestLoadCUEChunkCache(t *testing.T) {
 	CacheCUEChunks()
 	t.Cleanup(func() { chunkCacheOn.Store(false) })
 	base := string(cueGenSpec(3000))
-	load := func(src string, noCache bool) (*Pipeline, []byte, int64) {
+	load := func(src string, noCache bool) (*spec.Pipeline, []byte, int64) {
 		t.Helper()
 		n := chunkEvaluations.Load()
 		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: 700, procs: 2, noCache: noCache}
