@@ -51,3 +51,18 @@ func IsPipeline(syn spec.Syntax, src []byte) bool {
 	}
 	return specdetect.IsPipeline(syn, src)
 }
+
+// Both reads HCL and CUE: Load and IsPipeline as methods, for callers that
+// take the languages a program links as a value (lint/lintcmd).
+type Both struct{}
+
+// Reads reports true for both syntaxes.
+func (Both) Reads(syn spec.Syntax) bool { return syn == spec.SyntaxHCL || syn == spec.SyntaxCUE }
+
+// Load is specload.Load.
+func (Both) Load(syn spec.Syntax, filename string, src []byte) (*spec.Pipeline, diag.Diagnostics) {
+	return Load(syn, filename, src)
+}
+
+// IsPipeline is specload.IsPipeline.
+func (Both) IsPipeline(syn spec.Syntax, src []byte) bool { return IsPipeline(syn, src) }

@@ -1,0 +1,204 @@
+// Command pipec-lint is `pipec lint` for HCL specs, in a binary without CUE,
+// the runtime, the stores and the web view: a pre-commit hook or an editor
+// starts it on every save, and a process that links all of pipec spends more
+// time initialising its packages than linting a small spec.
+//
+// `pipec-lint ARGS` prints what `pipec lint ARGS` prints, byte for byte, and
+// exits with the same code: both build the command from lint/lintcmd. What
+// pipec-lint cannot do alone it hands to pipec (`pipec lint ARGS`, found
+// beside pipec-lint or on PATH) before printing anything: a run that meets a
+// .cue file, and any usage error or --help, so messages and hints are
+// pipec's own.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/internal/release"
+	"github.com/pipec/pipec/lint/lintcmd"
+	"github.com/pipec/pipec/report"
+)
+
+func main() {
+	tuneGC()
+	watchSignals()
+	os.Exit(run(os.Args[1:]))
+}
+
+// run lints as `pipec lint args` would, handing the run to pipec when it
+// must.
+func run(args []string) int {
+	stdin := &recorder{r: os.Stdin}
+	var stdout, stderr bytes.Buffer
+	code, handOff := lint(args, lintcmd.IO{
+		Stdin: stdin, Stdout: &stdout, Stderr: &stderr, Getenv: os.Getenv,
+		StdoutTTY: isTerminal(os.Stdout), StderrTTY: isTerminal(os.Stderr),
+	})
+	if handOff {
+		return handToPipec(args, io.MultiReader(bytes.NewReader(stdin.read.Bytes()), os.Stdin))
+	}
+	// Output is held until the run is known not to need pipec, so nothing
+	// is printed twice. A reader that went away costs the output, not the
+	// exit code (as in pipec).
+	_, _ = os.Stdout.Write(stdout.Bytes())
+	_, _ = os.Stderr.Write(stderr.Bytes())
+	return code
+}
+
+// lint runs the lint command with HCL alone; handOff is true when pipec must
+// run instead (a CUE file, a usage error, --help).
+func lint(args []string, lio lintcmd.IO) (code int, handOff bool) {
+	color := "auto"
+	lio.Color = func(tty bool) bool { return colorOn(color, tty) }
+	cmd := lintcmd.New(lio, lintcmd.HCLOnly{}, release.Version())
+	cmd.Use = "pipec-lint PATH..."
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetArgs(args)
+	cmd.SetIn(lio.Stdin)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.Flags().StringVar(&color, "color", color, "colour findings: auto (a terminal without NO_COLOR), always or never")
+	help := false
+	cmd.SetHelpFunc(func(*cobra.Command, []string) { help = true })
+	cmd.Args = cobra.MinimumNArgs(1)
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		switch color {
+		case "auto", "always", "never":
+		default:
+			return errHandOff
+		}
+		return run(c, args)
+	}
+	err := cmd.Execute()
+	var ee *lintcmd.ExitError
+	switch {
+	case help:
+		return 0, true
+	case err == nil:
+		return lintcmd.ExitOK, false
+	case errors.As(err, &ee) && ee.Code == lintcmd.ExitFindings && ee.Err == nil:
+		return ee.Code, false
+	}
+	// A file in another language, a usage error (its message and hint are
+	// pipec's), or a flag cobra refused.
+	return 0, true
+}
+
+var errHandOff = errors.New("pipec lint runs this")
+
+// colorOn is pipec's rule: --color=always or never wins; auto colours a
+// terminal unless NO_COLOR is set or TERM is dumb.
+func colorOn(mode string, tty bool) bool {
+	switch mode {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	return tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// handToPipec runs `pipec lint args` with the standard streams (stdin: what
+// pipec-lint read of it, then the rest) and returns its exit code.
+func handToPipec(args []string, stdin io.Reader) int {
+	pipec, err := findPipec()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pipec-lint:", report.Escape(err.Error()))
+		return lintcmd.ExitUsage
+	}
+	cmd := exec.Command(pipec, append([]string{"lint"}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, os.Stdout, os.Stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return exit.ExitCode()
+	}
+	fmt.Fprintln(os.Stderr, "pipec-lint:", report.Escape(err.Error()))
+	return lintcmd.ExitUsage
+}
+
+// findPipec is the pipec installed beside pipec-lint (go install puts both in
+// one folder), else the one on PATH.
+func findPipec() (string, error) {
+	name := "pipec"
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	if self, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(self), name); isFile(p) {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("pipec"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("this run needs pipec (CUE specs, or a usage error to explain), which is neither beside pipec-lint nor on PATH; install both with `go install ./cmd/...`")
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+func isTerminal(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}
+
+// recorder keeps what was read of standard input, for pipec if the run is
+// handed over after reading it.
+type recorder struct {
+	r    io.Reader
+	read bytes.Buffer
+}
+
+func (r *recorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.read.Write(p[:n])
+	return n, err
+}
+
+// watchSignals does what pipec does for lint: Ctrl-C or SIGTERM ends the
+// process with exit code 130 at once, and a reader that goes away gives
+// writes EPIPE instead of killing the process.
+func watchSignals() {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	go func() {
+		for s := range sigs {
+			if s != syscall.SIGPIPE {
+				os.Exit(130)
+			}
+		}
+	}()
+}
+
+// tuneGC is pipec's (cmd/pipec): GOGC=400 under a soft limit of 768 MiB,
+// unless GOGC or GOMEMLIMIT are set in the environment.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(768 << 20)
+	}
+}
