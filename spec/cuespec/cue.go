@@ -288,17 +288,24 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 	errs := make([]error, len(chunks))
 	// With the cache on, chunks found valid before (by content) are not
 	// evaluated again; see validChunks.
+	// With a cache folder (CacheCUEChunksIn), the same across processes.
 	var keys [][sha256.Size]byte
 	var load uint64
-	if chunkCacheOn.Load() && !l.noCache {
+	memory, disk := chunkCacheOn.Load() && !l.noCache, ""
+	if !l.noCache {
+		disk = diskCacheDir()
+	}
+	if memory {
 		load = startLoad()
+	}
+	if memory || disk != "" {
 		keys = make([][sha256.Size]byte, len(chunks))
 	}
 	var todo []int
 	for i, c := range chunks {
 		if keys != nil {
 			keys[i] = chunkKey(c)
-			if knownValid(keys[i], load) {
+			if memory && knownValid(keys[i], load) || disk != "" && knownValidOnDisk(disk, keys[i]) {
 				continue
 			}
 		}
@@ -311,8 +318,11 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 			for i := range next {
 				errs[i] = newCUEEvaluator().evaluate(chunks[i])
 				chunkEvaluations.Add(1)
-				if errs[i] == nil && keys != nil {
+				if errs[i] == nil && memory {
 					rememberValid(keys[i], load)
+				}
+				if errs[i] == nil && disk != "" {
+					rememberValidOnDisk(disk, keys[i])
 				}
 			}
 		})

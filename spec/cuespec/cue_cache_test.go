@@ -2,10 +2,11 @@ package cuespec
 
 import (
 	"bytes"
-	"github.com/pipec/pipec/spec"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pipec/pipec/spec"
 )
 
 // TestLoadCUEChunkCache checks that with the chunk cache on, a file loaded
