@@ -1,10 +1,10 @@
 package cuespec
 
 import (
-	"github.com/pipec/pipec/spec"
 	"slices"
 
 	"github.com/pipec/pipec/internal/suggest"
+	"github.com/pipec/pipec/spec"
 )
 
 // kindAt returns the element kind whose fields the last label of path is one
