@@ -5,7 +5,6 @@
 #
 #	lint 10k HCL      pipec lint vs actionlint on the same DAG   ratio <= 0.5
 #	lint 10k CUE      pipec lint vs cue vet on the same DAG      ratio <= 0.5
-#	                  with a cold and with a warm chunk cache (PIPEC_CACHE)
 #	lint orders       pipec-lint of examples/orders (a pre-commit run: the
 #	                  hook runs the lint-only binary; pipec lint beside it)
 #	                  vs actionlint of a small workflow          ratio <= 1.5
@@ -158,19 +157,8 @@ short=$((runs < 30 ? 30 : runs))
 
 with_before pipec "$pipec" lint "$d10/pipeline.hcl"
 row "lint 10k HCL vs actionlint" 0.5 "$runs" -- "${rowcmds[@]}" ";;" actionlint "$actionlint" -no-color -shellcheck= -pyflakes= "$d10/workflow.yml"
-# pipec lint keeps the CUE chunks CUE found valid in a cache folder
-# (PIPEC_CACHE): cold is a fresh folder on every run (the chunks are checked
-# and written), warm a folder an earlier run filled (the warm-up run of the
-# row fills it). The before build, older than the cache, is the same in both.
-cold=0
-cold_lint() { cold=$((cold + 1)); PIPEC_CACHE=$work/lint16/cache-cold.$cold "$pipec" lint "$@"; }
-warm_lint() { PIPEC_CACHE=$work/lint16/cache-warm "$pipec" lint "$@"; }
-rm -rf "$work"/lint16/cache-*
-cuecmds=("pipec (cold cache)" cold_lint "$d10/pipeline.cue")
-[[ -n $before ]] && cuecmds+=(";;" before "$before" lint "$d10/pipeline.cue")
-row "lint 10k CUE vs cue vet, cold cache" 0.5 "$runs" -- "${cuecmds[@]}" ";;" "cue vet" "$cue" vet "$d10/pipeline.cue"
-row "lint 10k CUE vs cue vet, warm cache" 0.5 "$runs" -- "pipec (warm cache)" warm_lint "$d10/pipeline.cue" ";;" "cue vet" "$cue" vet "$d10/pipeline.cue"
-rm -rf "$work"/lint16/cache-*
+with_before pipec "$pipec" lint "$d10/pipeline.cue"
+row "lint 10k CUE vs cue vet" 0.5 "$runs" -- "${rowcmds[@]}" ";;" "cue vet" "$cue" vet "$d10/pipeline.cue"
 # The pre-commit hook runs pipec-lint (the lint-only binary); pipec lint is
 # shown beside it.
 with_before "pipec lint" "$pipec" lint examples/orders/pipeline.hcl

@@ -71,10 +71,6 @@ func New(io IO, syns Syntaxes, version string) *cobra.Command {
 			"the repository root (see docs/config.md); flags win over it.\n\n" +
 			"A comment `// pipec:ignore RULE reason` (also `#` in HCL) on a finding's line, or\n" +
 			"alone on the line above, suppresses it.\n\n" +
-			"CUE specs are checked against the schema by CUE in chunks; pipec lint keeps the\n" +
-			"chunks CUE found valid in pipec/cue-chunks under the user's cache folder (like\n" +
-			"Go's build cache), so an unchanged chunk is not checked again. PIPEC_CACHE=DIR\n" +
-			"keeps them under DIR instead; PIPEC_CACHE=off turns this off.\n\n" +
 			"Exit codes: 0 no error findings, 1 error findings (or warnings with --strict),\n" +
 			"2 usage error, unreadable input or an invalid configuration file.",
 		Example: "  pipec lint pipelines/\n" +

@@ -76,6 +76,9 @@ type cueLoader struct {
 	// noCache evaluates every chunk even when the chunk cache is on
 	// (CacheCUEChunks), for tests of the evaluation itself.
 	noCache bool
+	// cueOnly leaves every chunk to CUE, even those Go proves valid
+	// (provablyValidTasks), for tests of the evaluation and the caches.
+	cueOnly bool
 	// cuePaths holds the paths CUE reported errors at, and cuePrefixes every
 	// ancestor of those, so the decoder does not report the same mistake
 	// again (see cueCovers).
@@ -288,24 +291,24 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 	errs := make([]error, len(chunks))
 	// With the cache on, chunks found valid before (by content) are not
 	// evaluated again; see validChunks.
-	// With a cache folder (CacheCUEChunksIn), the same across processes.
 	var keys [][sha256.Size]byte
 	var load uint64
-	memory, disk := chunkCacheOn.Load() && !l.noCache, ""
-	if !l.noCache {
-		disk = diskCacheDir()
-	}
-	if memory {
+	if chunkCacheOn.Load() && !l.noCache {
 		load = startLoad()
-	}
-	if memory || disk != "" {
 		keys = make([][sha256.Size]byte, len(chunks))
 	}
 	var todo []int
 	for i, c := range chunks {
+		// A chunk of tasks that Go proves valid needs no evaluation (see
+		// provablyValidTasks); the first chunk, with the rest of the
+		// pipeline, always goes to CUE.
+		if i > 0 && !l.cueOnly && provablyValidTasks(c) {
+			chunksProven.Add(1)
+			continue
+		}
 		if keys != nil {
 			keys[i] = chunkKey(c)
-			if memory && knownValid(keys[i], load) || disk != "" && knownValidOnDisk(disk, keys[i]) {
+			if knownValid(keys[i], load) {
 				continue
 			}
 		}
@@ -318,11 +321,8 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 			for i := range next {
 				errs[i] = newCUEEvaluator().evaluate(chunks[i])
 				chunkEvaluations.Add(1)
-				if errs[i] == nil && memory {
+				if errs[i] == nil && keys != nil {
 					rememberValid(keys[i], load)
-				}
-				if errs[i] == nil && disk != "" {
-					rememberValidOnDisk(disk, keys[i])
 				}
 			}
 		})

@@ -21,7 +21,7 @@ func TestLoadCUEChunkCache(t *testing.T) {
 	load := func(src string, noCache bool) (*spec.Pipeline, []byte, int64) {
 		t.Helper()
 		n := chunkEvaluations.Load()
-		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: 700, procs: 2, noCache: noCache}
+		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: 700, procs: 2, noCache: noCache, cueOnly: true}
 		p := l.load()
 		return p, cueDiagLines(l.ds.Sort()), chunkEvaluations.Load() - n
 	}
