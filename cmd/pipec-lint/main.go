@@ -7,8 +7,8 @@
 // exits with the same code: both build the command from lint/lintcmd. What
 // pipec-lint cannot do alone it hands to pipec (`pipec lint ARGS`, found
 // beside pipec-lint or on PATH) before printing anything: a run that meets a
-// .cue file, and any usage error or --help, so messages and hints are
-// pipec's own.
+// .cue file, any usage error, --help, and flags written in an unusual way, so
+// messages and hints are pipec's own.
 package main
 
 import (
@@ -22,10 +22,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/mattn/go-isatty"
-	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/internal/release"
 	"github.com/pipec/pipec/lint/lintcmd"
@@ -59,46 +60,112 @@ func run(args []string) int {
 }
 
 // lint runs the lint command with HCL alone; handOff is true when pipec must
-// run instead (a CUE file, a usage error, --help).
+// run instead (a CUE file, a usage error, --help, a flag written in a way
+// parseArgs does not take).
 func lint(args []string, lio lintcmd.IO) (code int, handOff bool) {
-	color := "auto"
-	lio.Color = func(tty bool) bool { return colorOn(color, tty) }
-	cmd := lintcmd.New(lio, lintcmd.HCLOnly{}, release.Version())
-	cmd.Use = "pipec-lint PATH..."
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	cmd.SetArgs(args)
-	cmd.SetIn(lio.Stdin)
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	cmd.Flags().StringVar(&color, "color", color, "colour findings: auto (a terminal without NO_COLOR), always or never")
-	help := false
-	cmd.SetHelpFunc(func(*cobra.Command, []string) { help = true })
-	cmd.Args = cobra.MinimumNArgs(1)
-	run := cmd.RunE
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		switch color {
-		case "auto", "always", "never":
-		default:
-			return errHandOff
-		}
-		return run(c, args)
+	paths, opts, color, ok := parseArgs(args)
+	if !ok || len(paths) == 0 {
+		return 0, true
 	}
-	err := cmd.Execute()
+	lio.Color = func(tty bool) bool { return colorOn(color, tty) }
+	err := lintcmd.Run(lio, lintcmd.HCLOnly{}, release.Version(), paths, opts)
 	var ee *lintcmd.ExitError
 	switch {
-	case help:
-		return 0, true
 	case err == nil:
 		return lintcmd.ExitOK, false
 	case errors.As(err, &ee) && ee.Code == lintcmd.ExitFindings && ee.Err == nil:
 		return ee.Code, false
 	}
-	// A file in another language, a usage error (its message and hint are
-	// pipec's), or a flag cobra refused.
+	// A file in another language, or a usage error (its message and hint
+	// are pipec's).
 	return 0, true
 }
 
-var errHandOff = errors.New("pipec lint runs this")
+// parseArgs reads `pipec lint`'s flags as pipec's flag parser (pflag) does,
+// for the spellings it accepts: --name VALUE and --name=VALUE, flags before,
+// between and after the paths, `--` ending them, --disable repeated or
+// comma-separated, --strict and --skip-non-specs bare or =true/=false, and
+// --color. Anything else (-h, an unknown or short flag, a value it would have
+// to interpret, such as a quoted list or a number in another base) is not
+// ok: pipec then parses it, and says what is wrong. pipec-lint does not link
+// pflag because pflag imports net, which makes the binary dynamically linked.
+func parseArgs(args []string) (paths []string, opts lintcmd.Options, color string, ok bool) {
+	opts.Format, color = "text", "auto"
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(paths, args[i+1:]...), opts, color, true
+		}
+		if a == "-" || !strings.HasPrefix(a, "-") {
+			paths = append(paths, a)
+			continue
+		}
+		if !strings.HasPrefix(a, "--") {
+			return nil, opts, color, false // -h and every short flag
+		}
+		name, value, hasValue := strings.Cut(a[2:], "=")
+		switch name {
+		case "strict", "skip-non-specs":
+			b := true
+			if hasValue {
+				switch value {
+				case "true":
+				case "false":
+					b = false
+				default:
+					return nil, opts, color, false
+				}
+			}
+			if name == "strict" {
+				opts.Strict = b
+			} else {
+				opts.SkipNonSpecs = b
+			}
+			continue
+		case "format", "now", "stdin-filename", "config", "color", "disable", "workers":
+		default:
+			return nil, opts, color, false
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return nil, opts, color, false
+			}
+			i++
+			value = args[i]
+		}
+		switch name {
+		case "format":
+			opts.Format = value
+		case "now":
+			opts.Now = value
+		case "stdin-filename":
+			opts.StdinFilename = value
+		case "config":
+			opts.Config = value
+		case "color":
+			switch value {
+			case "auto", "always", "never":
+				color = value
+			default:
+				return nil, opts, color, false
+			}
+		case "disable":
+			// pflag reads the value as one CSV record; without quotes or
+			// line breaks that is a split on commas.
+			if value == "" || strings.ContainsAny(value, "\"\r\n") {
+				return nil, opts, color, false
+			}
+			opts.Disable = append(opts.Disable, strings.Split(value, ",")...)
+		case "workers":
+			n, err := strconv.Atoi(value)
+			if err != nil || n < 1 || n > 1<<30 || value != strconv.Itoa(n) {
+				return nil, opts, color, false
+			}
+			opts.Workers = n
+		}
+	}
+	return paths, opts, color, true
+}
 
 // colorOn is pipec's rule: --color=always or never wins; auto colours a
 // terminal unless NO_COLOR is set or TERM is dumb.

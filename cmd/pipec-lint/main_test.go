@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -132,6 +133,18 @@ func TestSameAsPipecLint(t *testing.T) {
 		run{args: []string{"-", "--stdin-filename", "p/x.hcl", "--format", "github"}, stdin: src, alone: true},
 		run{args: []string{"-", "--stdin-filename", "legacy/x.hcl"}, stdin: src, dir: "hcl", alone: true},
 		run{args: []string{"-", "--skip-non-specs", "--stdin-filename", "main.hcl"}, stdin: readRepo(t, "examples/orders/pipeline.hcl"), alone: true},
+		// Flag spellings pipec-lint parses itself.
+		run{args: []string{"examples/broken/cycle.hcl", "--format=json"}, alone: true},
+		run{args: []string{"--strict=false", "--disable=heartbeat-lease", "--disable", "unused-artifact,secret-literal", "--", "examples/orders/pipeline.hcl"}, alone: true},
+		run{args: []string{"--strict=true", "--skip-non-specs=false", "examples/orders/pipeline.hcl"}, alone: true},
+		run{args: []string{"--color=never", "--workers=2", "--format", "sarif", "--format", "github", "examples/orders/pipeline.hcl"}, alone: true},
+		run{args: []string{"--disable", "heartbeat-lease, unused-artifact", "examples/orders/pipeline.hcl"}},
+		run{args: []string{"--strict", "false", "examples/orders/pipeline.hcl"}},
+		run{args: []string{"--strict=TRUE", "examples/orders/pipeline.hcl"}},
+		run{args: []string{"--workers", "0x10", "examples/orders/pipeline.hcl"}},
+		run{args: []string{"--disable", `"heartbeat-lease"`, "examples/orders/pipeline.hcl"}},
+		run{args: []string{"--format"}},
+		run{args: []string{"-h"}},
 		// Handed to pipec: CUE, usage errors, help.
 		run{args: []string{"examples/orders/pipeline.cue"}},
 		run{args: []string{"--format", "sarif", "examples/broken/schema.cue", "examples/broken/cycle.hcl"}},
@@ -201,6 +214,43 @@ func TestNoCUEOrRuntime(t *testing.T) {
 			if strings.HasPrefix(dep, banned) {
 				t.Errorf("pipec-lint links %s", dep)
 			}
+		}
+	}
+}
+
+// TestParsesEveryFlag: every flag `pipec lint --help` lists is one pipec-lint
+// parses itself (or, for --help, hands over on purpose), so a flag added to
+// pipec lint is not silently handed over on every run.
+func TestParsesEveryFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds pipec")
+	}
+	pipec, _ := build(t, t.TempDir())
+	out, err := exec.Command(pipec, "lint", "--help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z-]+)`).FindAllStringSubmatch(string(out), -1)
+	if len(flags) < 8 {
+		t.Fatalf("only %d flags in pipec lint --help:\n%s", len(flags), out)
+	}
+	for _, m := range flags {
+		name := m[1]
+		if name == "help" {
+			continue
+		}
+		arg := "--" + name + "=x"
+		if name == "strict" || name == "skip-non-specs" {
+			arg = "--" + name
+		}
+		if name == "color" {
+			arg = "--color=never"
+		}
+		if name == "workers" {
+			arg = "--workers=2"
+		}
+		if _, _, _, ok := parseArgs([]string{arg, "p.hcl"}); !ok {
+			t.Errorf("pipec-lint does not parse %s, a flag of pipec lint", arg)
 		}
 	}
 }

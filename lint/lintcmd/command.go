@@ -1,8 +1,11 @@
-// Package lintcmd is the `pipec lint` command: its flags, the files it finds,
-// the rules it runs and the formats it prints. pipec and pipec-lint (the
-// lint-only binary for pre-commit hooks and editors) both build it, so the
-// two give the same findings, output and exit codes by construction; they
-// differ only in the spec languages they link (Syntaxes).
+// Package lintcmd runs `pipec lint`: the files it finds, the rules it runs,
+// the formats it prints and its exit codes. pipec (cli, which parses the
+// flags with cobra) and pipec-lint (the lint-only binary for pre-commit hooks
+// and editors) both run it, so the two give the same findings, output and
+// exit codes by construction; they differ only in the spec languages they
+// link (Syntaxes). It links neither cobra nor pflag: pflag imports net, which
+// makes a binary dynamically linked, and the dynamic loader alone costs a
+// short lint run a third of its time.
 package lintcmd
 
 import (
@@ -12,8 +15,6 @@ import (
 	"runtime"
 	"sync"
 	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/config"
@@ -38,7 +39,9 @@ type IO struct {
 	StderrTTY bool
 }
 
-// Options are the lint command's flags.
+// Options are the lint command's flags. Workers is 0 when --workers was not
+// given (Run refuses an explicit value below 1 only through its caller: see
+// cli and cmd/pipec-lint).
 type Options struct {
 	Format        string
 	Strict        bool
@@ -48,54 +51,6 @@ type Options struct {
 	StdinFilename string
 	SkipNonSpecs  bool
 	Config        string
-}
-
-// New is the lint command. version is the release SARIF logs name; syns the
-// spec languages the program reads. Its errors are *ExitError (or, for a
-// program without a language a file needs, *UnreadSyntaxError). The caller
-// sets Args (at least one path), as its other commands check theirs.
-func New(io IO, syns Syntaxes, version string) *cobra.Command {
-	opts := Options{Format: "text"}
-	cmd := &cobra.Command{
-		Use:   "lint PATH... | lint - [--stdin-filename NAME]",
-		Short: "Parse, compile and check spec files or folders against every rule",
-		Long: "lint parses and compiles each spec file and runs every rule of the catalogue\n" +
-			"(`pipec explain` lists them; docs/rules/ in the repository has a page per rule).\n\n" +
-			"A folder is searched for the .hcl and .cue files that hold a pipeline (a top-level\n" +
-			"`pipeline` block or field, found by parsing), skipping hidden folders and the paths\n" +
-			"the configuration file ignores; Terraform and Packer files are left alone. A folder\n" +
-			"with no spec, and an unreadable file, are errors (exit code 2).\n\n" +
-			"`-` reads one spec from standard input; --stdin-filename names it in findings and\n" +
-			"chooses the syntax by its extension (default HCL).\n\n" +
-			"Settings come from .pipec.yaml, found by walking up from the working directory to\n" +
-			"the repository root (see docs/config.md); flags win over it.\n\n" +
-			"A comment `// pipec:ignore RULE reason` (also `#` in HCL) on a finding's line, or\n" +
-			"alone on the line above, suppresses it.\n\n" +
-			"Exit codes: 0 no error findings, 1 error findings (or warnings with --strict),\n" +
-			"2 usage error, unreadable input or an invalid configuration file.",
-		Example: "  pipec lint pipelines/\n" +
-			"  pipec lint --format sarif . > pipec.sarif\n" +
-			"  cat orders.hcl | pipec lint - --stdin-filename pipelines/orders.hcl",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("workers") {
-				opts.Workers = 0
-			} else if opts.Workers < 1 {
-				return usageErr("lint: --workers must be at least 1")
-			}
-			collectLate(io.Getenv)
-			return Run(io, syns, version, args, opts)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&opts.Format, "format", opts.Format, "text, json, sarif or github")
-	f.BoolVar(&opts.Strict, "strict", false, "fail on warnings too")
-	f.StringSliceVar(&opts.Disable, "disable", nil, "turn a rule off (repeatable, or comma-separated)")
-	f.IntVar(&opts.Workers, "workers", 0, "size of the worker pool the pipelines run on, for failover-limits (default: .pipec.yaml's workers, else the rule's default)")
-	f.StringVar(&opts.Now, "now", "", "reference time for catchup-stampede, RFC 3339 (default: the current time)")
-	f.StringVar(&opts.StdinFilename, "stdin-filename", "", "with `-`: the file name findings carry, and whose extension picks the syntax")
-	f.BoolVar(&opts.SkipNonSpecs, "skip-non-specs", false, "skip named files that hold no pipeline (Terraform, Packer); the pre-commit hook sets it")
-	f.StringVar(&opts.Config, "config", "", "configuration file (default: .pipec.yaml in the working directory or a folder above it)")
-	return cmd
 }
 
 // LoadConfig finds the configuration file (or reads the one named). Its
@@ -126,8 +81,10 @@ func LoadConfig(io IO, named string) (*config.Config, error) {
 }
 
 // Run lints paths (or standard input, for a single `-`) and prints the
-// findings in opts.Format.
+// findings in opts.Format. Its errors are *ExitError (or, for a program
+// without a language a file needs, *UnreadSyntaxError).
 func Run(io IO, syns Syntaxes, version string, paths []string, opts Options) error {
+	collectLate(io.Getenv)
 	switch opts.Format {
 	case "text", "json", "sarif", "github":
 	default:
