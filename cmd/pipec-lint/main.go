@@ -4,7 +4,7 @@
 // time initialising its packages than linting a small spec.
 //
 // `pipec-lint ARGS` prints what `pipec lint ARGS` prints, byte for byte, and
-// exits with the same code: both build the command from lint/lintcmd. What
+// exits with the same code: both run lint/lintcmd. What
 // pipec-lint cannot do alone it hands to pipec (`pipec lint ARGS`, found
 // beside pipec-lint or on PATH) before printing anything: a run that meets a
 // .cue file, any usage error, --help, and flags written in an unusual way, so
@@ -49,7 +49,14 @@ func run(args []string) int {
 		StdoutTTY: isTerminal(os.Stdout), StderrTTY: isTerminal(os.Stderr),
 	})
 	if handOff {
-		return handToPipec(args, io.MultiReader(bytes.NewReader(stdin.read.Bytes()), os.Stdin))
+		// pipec gets standard input itself when pipec-lint did not touch
+		// it (a terminal must stay a terminal, and an open one must not
+		// keep pipec-lint waiting after pipec exits); else what was read.
+		var in io.Reader = os.Stdin
+		if stdin.read.Len() > 0 || stdin.ended {
+			in = bytes.NewReader(stdin.read.Bytes())
+		}
+		return handToPipec(args, in)
 	}
 	// Output is held until the run is known not to need pipec, so nothing
 	// is printed twice. A reader that went away costs the output, not the
@@ -232,15 +239,20 @@ func isTerminal(f *os.File) bool {
 }
 
 // recorder keeps what was read of standard input, for pipec if the run is
-// handed over after reading it.
+// handed over after reading it. lintcmd reads standard input to its end or
+// not at all.
 type recorder struct {
-	r    io.Reader
-	read bytes.Buffer
+	r     io.Reader
+	read  bytes.Buffer
+	ended bool // a read returned EOF or an error
 }
 
 func (r *recorder) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.read.Write(p[:n])
+	if err != nil {
+		r.ended = true
+	}
 	return n, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipec/pipec/internal/tracked"
 )
@@ -177,6 +178,32 @@ func TestSameAsPipecLint(t *testing.T) {
 		if r.alone && want.code > 1 {
 			t.Errorf("pipec lint %s: exit %d; a run pipec-lint does alone must not be a usage error", strings.Join(r.args, " "), want.code)
 		}
+	}
+
+	// A run handed over without reading standard input leaves it to pipec:
+	// an open stdin (a terminal, a pipe no one closes) does not keep
+	// pipec-lint waiting once pipec is done.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	cmd := exec.Command(pipecLint, "examples/orders/pipeline.cue")
+	cmd.Dir, cmd.Env, cmd.Stdin = work, withPipec, r
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("pipec-lint of a CUE spec with an open stdin: %v", err)
+		}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Error("pipec-lint of a CUE spec waited on an open stdin after pipec was done")
 	}
 
 	// Without pipec, a run that needs it says so (exit 2).
