@@ -148,6 +148,10 @@ func (d *cueDecoder) each(f *ast.Field, kind string, target any, attrs *spec.Att
 			if nested != nil {
 				nested(name, g)
 			}
+		case d.l.cueCovers(d.path):
+			// CUE reported the field itself (or an element above it) as
+			// wrong, say two conflicting values: that is the finding, and
+			// the value is not read, as when reading the evaluated file.
 		default:
 			d.field(fd, g, target, attrs)
 		}
