@@ -5,8 +5,9 @@
 #
 #	lint 10k HCL      pipec lint vs actionlint on the same DAG   ratio <= 0.5
 #	lint 10k CUE      pipec lint vs cue vet on the same DAG      ratio <= 0.5
-#	lint orders       pipec lint of examples/orders (a pre-commit run) vs
-#	                  actionlint of a small workflow             ratio <= 1.5
+#	lint orders       pipec-lint of examples/orders (a pre-commit run: the
+#	                  hook runs the lint-only binary; pipec lint beside it)
+#	                  vs actionlint of a small workflow          ratio <= 1.5
 #	--version         pipec --version vs actionlint --version    information
 #	lsp 10k CUE       change -> diagnostics through the protocol
 #	                  (BenchmarkChangeToDiagnostics in lsp/)     <= 150 ms
@@ -19,6 +20,7 @@
 #	bench/lint16.sh
 #	RUNS=15 BEFORE=/tmp/pipec-old bench/lint16.sh   an older build in every row, alternating
 #	PIPEC=/tmp/pipec-new bench/lint16.sh            another build instead of this tree's
+#	                                                (pipec-lint beside it, or PIPEC_LINT=)
 #	LSP=0 bench/lint16.sh                           leave out the language server row
 #
 # The DAGs come from the shared benchmark generator: bench/gendag when this
@@ -55,6 +57,15 @@ if [[ -n ${PIPEC:-} ]]; then
 else
 	pipec=$work/bin/pipec
 	go build -o "$pipec" ./cmd/pipec || exit 2
+fi
+# pipec-lint: PIPEC_LINT, else the one beside PIPEC, else this tree's.
+if [[ -n ${PIPEC_LINT:-} ]]; then
+	pipec_lint=$PIPEC_LINT
+elif [[ -n ${PIPEC:-} && -x $(dirname "$PIPEC")/pipec-lint ]]; then
+	pipec_lint=$(dirname "$PIPEC")/pipec-lint
+else
+	pipec_lint=$work/bin/pipec-lint
+	go build -o "$pipec_lint" ./cmd/pipec-lint || exit 2
 fi
 before=${BEFORE:-}
 install_tool() { # NAME VERSION_REGEX MODULE@VERSION
@@ -148,8 +159,11 @@ with_before pipec "$pipec" lint "$d10/pipeline.hcl"
 row "lint 10k HCL vs actionlint" 0.5 "$runs" -- "${rowcmds[@]}" ";;" actionlint "$actionlint" -no-color -shellcheck= -pyflakes= "$d10/workflow.yml"
 with_before pipec "$pipec" lint "$d10/pipeline.cue"
 row "lint 10k CUE vs cue vet" 0.5 "$runs" -- "${rowcmds[@]}" ";;" "cue vet" "$cue" vet "$d10/pipeline.cue"
-with_before pipec "$pipec" lint examples/orders/pipeline.hcl
-row "lint orders vs actionlint small" 1.5 "$short" -- "${rowcmds[@]}" ";;" actionlint "$actionlint" -no-color -shellcheck= -pyflakes= "$small"
+# The pre-commit hook runs pipec-lint (the lint-only binary); pipec lint is
+# shown beside it.
+with_before "pipec lint" "$pipec" lint examples/orders/pipeline.hcl
+row "lint orders vs actionlint small (pre-commit: pipec-lint)" 1.5 "$short" -- pipec-lint "$pipec_lint" examples/orders/pipeline.hcl ";;" \
+	"${rowcmds[@]}" ";;" actionlint "$actionlint" -no-color -shellcheck= -pyflakes= "$small"
 with_before pipec "$pipec" --version
 row "--version" - "$short" -- "${rowcmds[@]}" ";;" actionlint "$actionlint" --version
 

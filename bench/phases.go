@@ -30,6 +30,7 @@ import (
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 func main() {
@@ -115,7 +116,7 @@ func run(path string, n int, cpuprofile string) error {
 		}},
 		{"load (spec." + string(syn) + ")", func() error {
 			var ds diag.Diagnostics
-			p, ds = spec.Load(syn, path, src)
+			p, ds = specload.Load(syn, path, src)
 			if p == nil {
 				return fmt.Errorf("nothing loaded: %v", ds)
 			}
@@ -138,7 +139,7 @@ func run(path string, n int, cpuprofile string) error {
 		if err != nil {
 			return err
 		}
-		p, ds := spec.Load(syn, path, b)
+		p, ds := specload.Load(syn, path, b)
 		if p != nil {
 			r, cds := compiler.Compile(p)
 			ds = append(ds, cds...)

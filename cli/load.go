@@ -1,17 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"os"
-	"unicode/utf8"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/lint"
+	"github.com/pipec/pipec/lint/lintcmd"
 	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // compiled is one spec file read, loaded and compiled.
@@ -82,62 +82,10 @@ func loadSource(syn spec.Syntax, name string, src []byte) *compiled {
 }
 
 // loadSourceWith is loadSource with the compiler's entry point (see
-// loadSpecWith).
+// loadSpecWith); it loads as lint does (lintcmd.LoadSource).
 func loadSourceWith(syn spec.Syntax, name string, src []byte, compile compileFunc) *compiled {
-	c := &compiled{File: name, Src: src}
-	if isBinary(src) {
-		c.Diags = diag.Diagnostics{diag.Errorf(spec.RuleSyntax, binaryRange(name, src),
-			"the file is binary (%s), not a %s spec", binaryReason(src), syn)}
-		c.Src = nil // never print its bytes as a source line
-		return c
-	}
-	p, ds := spec.Load(syn, name, src)
-	c.Diags = ds
-	if p == nil || hasRule(ds, spec.RuleSyntax) {
-		// The model of a file that does not parse is partial: compiling it
-		// would report follow-on errors (a missing artifact whose producer
-		// is in the broken part) for a cause already reported.
-		return c
-	}
-	res, cds := compile(p)
-	c.Result = res
-	c.Diags = append(c.Diags, cds...).Sort()
-	return c
-}
-
-// binaryReason says what makes src binary.
-func binaryReason(src []byte) string {
-	if i := bytes.IndexByte(src[:min(len(src), 8000)], 0); i >= 0 {
-		return "it holds a NUL byte"
-	}
-	return "it is not UTF-8 text"
-}
-
-// binaryRange points at the first offending byte's line.
-func binaryRange(name string, src []byte) diag.Range {
-	i := bytes.IndexByte(src[:min(len(src), 8000)], 0)
-	if i < 0 {
-		for j := 0; j < len(src); {
-			r, n := utf8.DecodeRune(src[j:])
-			if r == utf8.RuneError && n <= 1 {
-				i = j
-				break
-			}
-			j += n
-		}
-	}
-	line := 1 + bytes.Count(src[:max(i, 0)], []byte("\n"))
-	return diag.Range{Filename: name, Start: diag.Pos{Line: line, Column: 1}, End: diag.Pos{Line: line, Column: 2}}
-}
-
-// hasRule reports whether any finding is of the given rule.
-func hasRule(ds diag.Diagnostics, rule string) bool {
-	for _, d := range ds {
-		if d.Rule == rule {
-			return true
-		}
-	}
-	return false
+	l := lintcmd.LoadSource(specload.Both{}, syn, name, src, lintcmd.CompileFunc(compile))
+	return &compiled{File: name, Src: l.Src, Result: l.Result, Diags: l.Diags}
 }
 
 // sources returns the file contents the text printer shows lines from.

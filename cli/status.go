@@ -18,7 +18,7 @@ import (
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 type statusOptions struct {
@@ -272,7 +272,7 @@ func specPipeline(io IO, path string) (string, error) {
 	} else if st.IsDir() {
 		return "", usageErr("%s is a folder; give a spec file (.hcl or .cue)", path)
 	}
-	p, src, ds, err := spec.LoadFile(path)
+	p, src, ds, err := specload.LoadFile(path)
 	if err != nil {
 		return "", usageErr("%v", unwrapPathError(err))
 	}

@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pipec/pipec/internal/release"
 )
 
 // Version is pipec's release when the build info has no module version (a
 // build from a clone); `go install …@version` builds report that version.
-const Version = "0.1.0-dev"
+const Version = release.Fallback
 
 func newVersionCmd(io IO) *cobra.Command {
 	return &cobra.Command{
@@ -75,9 +77,4 @@ func versionLine(bi *debug.BuildInfo) string {
 }
 
 // version is the release alone, for SARIF's tool version.
-func version() string {
-	if bi := buildInfo(); bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return Version
-}
+func version() string { return release.Version() }

@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pipec/pipec/compiler"
-	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // TestCheckAgreesWithCompile: Check, the compile of lint and the language
@@ -35,11 +35,11 @@ func TestCheckAgreesWithCompile(t *testing.T) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			// Two loads: a compile may normalise its pipeline (a number that
 			// is not finite), so each compiler gets its own.
-			p1, _, _, err := spec.LoadFile(path)
+			p1, _, _, err := specload.LoadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p2, _, _, err := spec.LoadFile(path)
+			p2, _, _, err := specload.LoadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestCheckAgreesWithCompile(t *testing.T) {
 
 // TestPlanOfBuildsOnce: readers asking at the same time get one plan.
 func TestPlanOfBuildsOnce(t *testing.T) {
-	p, _, _, err := spec.LoadFile(filepath.Join("..", "examples", "orders", "pipeline.hcl"))
+	p, _, _, err := specload.LoadFile(filepath.Join("..", "examples", "orders", "pipeline.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

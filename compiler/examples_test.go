@@ -12,7 +12,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/internal/golden"
-	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // examples are the specs under examples/ that must compile cleanly, each in
@@ -21,7 +21,7 @@ var examples = []string{"orders", "backfill", "labels"}
 
 func compileFile(t *testing.T, path string) *compiler.Plan {
 	t.Helper()
-	p, _, ds, err := spec.LoadFile(path)
+	p, _, ds, err := specload.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

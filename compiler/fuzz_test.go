@@ -9,6 +9,7 @@ import (
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/tracked"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // fuzzLoadAndCompile feeds arbitrary bytes through a loader and the compiler:
@@ -22,7 +23,7 @@ func fuzzLoadAndCompile(f *testing.F, syn spec.Syntax, glob string) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		p, ds := spec.Load(syn, "fuzz."+string(syn), src)
+		p, ds := specload.Load(syn, "fuzz."+string(syn), src)
 		checkPositions(t, ds)
 		if p == nil {
 			return

@@ -7,7 +7,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/internal/gendag"
-	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // BenchmarkLoadAndCompileGendag measures what `pipec compile` does on the
@@ -30,7 +30,7 @@ func BenchmarkLoadAndCompileGendag(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/tasks=%d", file, n), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					p, _, ds, err := spec.LoadFile(path)
+					p, _, ds, err := specload.LoadFile(path)
 					if err != nil || ds.HasErrors() {
 						b.Fatalf("load: %v %v", err, ds)
 					}

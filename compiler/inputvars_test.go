@@ -8,13 +8,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // inputVarFindings loads src (HCL or CUE), compiles it, and returns the
 // input-variable-collision findings as "line:col message".
 func inputVarFindings(t *testing.T, syn spec.Syntax, file, src string) []string {
 	t.Helper()
-	p, ds := spec.Load(syn, file, []byte(src))
+	p, ds := specload.Load(syn, file, []byte(src))
 	if ds.HasErrors() || p == nil {
 		t.Fatalf("load: %v", ds)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // benchPipeline builds, in memory, the shape of internal/gendag's DAG: task
@@ -106,11 +107,11 @@ func BenchmarkLintFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	syn, _ := spec.SyntaxOf(file)
-	p, _ := spec.Load(syn, file, src)
+	p, _ := specload.Load(syn, file, src)
 	res, _ := compiler.Compile(p)
 	b.Run("load", func(b *testing.B) {
 		for b.Loop() {
-			spec.Load(syn, file, src)
+			specload.Load(syn, file, src)
 		}
 	})
 	b.Run("compile", func(b *testing.B) {

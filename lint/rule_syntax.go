@@ -2,7 +2,7 @@ package lint
 
 import "github.com/pipec/pipec/diag"
 
-// ruleSyntax is reported by the loaders (spec.LoadHCL, spec.LoadCUE).
+// ruleSyntax is reported by the loaders (spec.LoadHCL, cuespec.LoadCUE).
 var ruleSyntax = Rule{
 	ID:       "syntax",
 	Severity: diag.Error,

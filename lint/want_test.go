@@ -11,6 +11,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // wantComment finds `want "rule-id" ...` in a // or # comment, as
@@ -143,7 +144,7 @@ func wants(src []byte) ([]lineRule, error) {
 // fixed reference time.
 func lintFile(t testing.TB, f string) (diag.Diagnostics, []byte) {
 	t.Helper()
-	p, src, ds, err := spec.LoadFile(f)
+	p, src, ds, err := specload.LoadFile(f)
 	if err != nil {
 		t.Fatal(err)
 	}

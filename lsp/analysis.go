@@ -8,9 +8,9 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/config"
 	"github.com/pipec/pipec/diag"
-	"github.com/pipec/pipec/internal/specdetect"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // analysis is what the server knows about one version of a document. It is
@@ -48,11 +48,11 @@ func (a *analysis) syms() *symbols {
 // that the configuration ignores, gets nothing.
 func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options, cfg *config.Config) *analysis {
 	a := &analysis{path: path, syn: syn, src: src, lines: newLines(src)}
-	if !specdetect.IsPipeline(syn, src) || cfg.Ignored(path) {
+	if !specload.IsPipeline(syn, src) || cfg.Ignored(path) {
 		return a
 	}
 	a.pipeline = true
-	p, ds := spec.Load(syn, path, src)
+	p, ds := specload.Load(syn, path, src)
 	a.spec = p
 	a.diags = ds
 	if p != nil && !hasRule(ds, spec.RuleSyntax) {

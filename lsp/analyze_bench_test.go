@@ -7,6 +7,7 @@ import (
 	"github.com/pipec/pipec/config"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/cuespec"
 )
 
 // BenchmarkAnalyze measures one analysis in process, the work between a
@@ -27,7 +28,7 @@ func BenchmarkAnalyze(b *testing.B) {
 	if !ok {
 		b.Skipf("%s: not a spec file", path)
 	}
-	spec.CacheCUEChunks() // as Serve does
+	cuespec.CacheCUEChunks() // as Serve does
 	for b.Loop() {
 		if a := analyze(path, syn, src, lint.Options{}, &config.Config{}); !a.pipeline {
 			b.Fatal("not analysed as a pipeline")

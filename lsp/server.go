@@ -35,6 +35,7 @@ import (
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/cuespec"
 )
 
 // DefaultDebounce is how long the server waits after a change before it
@@ -87,7 +88,7 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	}
 	// Every edit loads the whole document again: CUE evaluates only the
 	// chunks of a big plain spec whose content changed.
-	spec.CacheCUEChunks()
+	cuespec.CacheCUEChunks()
 	s := &Server{opts: opts, docs: map[protocol.DocumentURI]*document{}, cfgShown: map[string]bool{}}
 	s.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
 	s.conn.Go(ctx, s.handle)

@@ -1,5 +1,5 @@
 // Package schema holds the schemas pipec ships inside its binary: pipeline.cue,
-// against which every CUE spec is unified before it is read (see spec.LoadCUE).
+// against which every CUE spec is unified before it is read (see cuespec.LoadCUE).
 // Keeping the schema a real .cue file means authors can read it, and `cue vet`
 // can use it, exactly as pipec does.
 package schema

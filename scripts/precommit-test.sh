@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# precommit-test.sh checks .pre-commit-hooks.yaml with the real pre-commit tool:
+# precommit-test.sh checks .pre-commit-hooks.yaml (which runs pipec-lint, the
+# lint-only binary, handing .cue files to pipec) with the real pre-commit tool:
 # in a throwaway git repository whose .pre-commit-config.yaml points at this
 # repository's HEAD commit (pre-commit clones it, so only committed files
 # count), a commit of a good spec must pass the hook, a commit of a spec with
@@ -79,6 +80,13 @@ if ! git commit -m "good spec" >"$tmp/out1" 2>&1; then
 fi
 grep -q "pipec lint.*Passed" "$tmp/out1" || { cat "$tmp/out1"; fail "the hook did not report Passed for the good spec"; }
 echo "precommit-test: ok: good specs (HCL and CUE) pass"
+# The hook's entry is pipec-lint, which hands .cue files to the pipec that
+# go install put beside it: both must be there.
+for bin in pipec-lint pipec; do
+	find "$PRE_COMMIT_HOME" -type f -name "$bin" -perm -u+x | grep -q . ||
+		fail "pre-commit's go install did not build $bin"
+done
+echo "precommit-test: ok: pre-commit built pipec-lint and pipec"
 
 # 3. Other HCL never blocks: Terraform (one with a syntax error), Terragrunt
 # and Packer files pass, found by parsing (no pipeline block), not by name.

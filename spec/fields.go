@@ -48,7 +48,7 @@ type Field struct {
 	// checks them; in CUE, schema/pipeline.cue does.
 	Min, Max int64
 	// RefKind names the kind of element a ValRef or ValRefs names, as
-	// messages say it ("retry policy"); envVarKind for environment variables.
+	// messages say it ("retry policy"); EnvVarKind for environment variables.
 	RefKind string
 	// Enum lists the values a ValEnum allows (checked by the HCL loader; in
 	// CUE, by the schema).
@@ -57,8 +57,13 @@ type Field struct {
 	// set stores a value read for the field into target, a pointer to the
 	// element being decoded (*Task, *Schedule, ...). Loaders call it only
 	// when the value was read.
-	set func(target any, v *value)
+	set func(target any, v *Value)
 }
+
+// Set stores v, read for the field, into target: a pointer to the element
+// being decoded (*Task, *Schedule, ...). Loaders call it only when the value
+// was read.
+func (f *Field) Set(target any, v *Value) { f.set(target, v) }
 
 // ValueKind says how a plain field's value is written and read.
 type ValueKind uint8
@@ -97,28 +102,28 @@ const (
 	ValEnv
 )
 
-// value is a field's value as a loader read it, whatever the source syntax;
+// Value is a field's value as a loader read it, whatever the source syntax;
 // the member Field.Value names holds it. Loaders keep one and reuse it.
-type value struct {
-	str    string
-	b      bool
-	n      int
-	f      float64
-	dur    Duration
-	t      time.Time
-	ref    *Ref
-	refs   []Ref
-	strs   []string
-	ints   []int
-	inputs []Input
-	env    map[string]string
+type Value struct {
+	Str    string
+	Bool   bool
+	Int    int
+	Float  float64
+	Dur    Duration
+	Time   time.Time
+	Ref    *Ref
+	Refs   []Ref
+	Strs   []string
+	Ints   []int
+	Inputs []Input
+	Env    map[string]string
 }
 
 // fieldTable is Fields, built once for the loaders, which only read it.
 var fieldTable = Fields()
 
-// lookupField returns the field name of kind, if it has one.
-func lookupField(kind, name string) (*Field, bool) {
+// LookupField returns the field name of kind, if it has one.
+func LookupField(kind, name string) (*Field, bool) {
 	fs := fieldTable[kind]
 	for i := range fs {
 		if fs[i].Name == name {
@@ -137,9 +142,9 @@ func lookupField(kind, name string) (*Field, bool) {
 func Fields() map[string][]Field {
 	return map[string][]Field{
 		KindPipeline: {
-			{Name: "code_version", Value: ValString, set: func(t any, v *value) { t.(*Pipeline).CodeVersion = v.str }},
-			{Name: "workers", Value: ValInt, Min: 1, Max: math.MaxInt32, set: func(t any, v *value) { t.(*Pipeline).Workers = v.n }},
-			{Name: "artifacts", Value: ValString, set: func(t any, v *value) { t.(*Pipeline).Artifacts = v.str }},
+			{Name: "code_version", Value: ValString, set: func(t any, v *Value) { t.(*Pipeline).CodeVersion = v.Str }},
+			{Name: "workers", Value: ValInt, Min: 1, Max: math.MaxInt32, set: func(t any, v *Value) { t.(*Pipeline).Workers = v.Int }},
+			{Name: "artifacts", Value: ValString, set: func(t any, v *Value) { t.(*Pipeline).Artifacts = v.Str }},
 			{Name: "schedule", Nested: KindSchedule},
 			{Name: "retry_budget", Nested: KindRetryBudget},
 			{Name: "pool", Nested: KindPool, Labelled: true},
@@ -151,74 +156,74 @@ func Fields() map[string][]Field {
 			{Name: "publish", Nested: KindPublish, Labelled: true},
 		},
 		KindSchedule: {
-			{Name: "every", Value: ValDuration, set: func(t any, v *value) { t.(*Schedule).Every = v.dur }},
-			{Name: "start", Value: ValTime, set: func(t any, v *value) { t.(*Schedule).Start = v.t }},
-			{Name: "catchup", Value: ValBool, set: func(t any, v *value) { t.(*Schedule).Catchup = v.b }},
-			{Name: "max_active_runs", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *value) { t.(*Schedule).MaxActiveRuns = v.n }},
+			{Name: "every", Value: ValDuration, set: func(t any, v *Value) { t.(*Schedule).Every = v.Dur }},
+			{Name: "start", Value: ValTime, set: func(t any, v *Value) { t.(*Schedule).Start = v.Time }},
+			{Name: "catchup", Value: ValBool, set: func(t any, v *Value) { t.(*Schedule).Catchup = v.Bool }},
+			{Name: "max_active_runs", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *Value) { t.(*Schedule).MaxActiveRuns = v.Int }},
 		},
 		KindRetryBudget: {
-			{Name: "ratio", Value: ValFloat, set: func(t any, v *value) { t.(*RetryBudget).Ratio = v.f }},
-			{Name: "min", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *value) { t.(*RetryBudget).Min = v.n }},
+			{Name: "ratio", Value: ValFloat, set: func(t any, v *Value) { t.(*RetryBudget).Ratio = v.Float }},
+			{Name: "min", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *Value) { t.(*RetryBudget).Min = v.Int }},
 		},
 		KindPool: {
-			{Name: "slots", Value: ValInt, Min: 1, Max: math.MaxInt32, set: func(t any, v *value) { t.(*Pool).Slots = v.n }},
+			{Name: "slots", Value: ValInt, Min: 1, Max: math.MaxInt32, set: func(t any, v *Value) { t.(*Pool).Slots = v.Int }},
 		},
 		KindError: {
-			{Name: "exit_codes", Value: ValInts, Min: 1, Max: 255, set: func(t any, v *value) { t.(*ErrorClass).ExitCodes = v.ints }},
-			{Name: "match", Value: ValStrings, set: func(t any, v *value) { t.(*ErrorClass).Match = v.strs }},
-			{Name: "deterministic", Value: ValBool, set: func(t any, v *value) { t.(*ErrorClass).Deterministic = v.b }},
+			{Name: "exit_codes", Value: ValInts, Min: 1, Max: 255, set: func(t any, v *Value) { t.(*ErrorClass).ExitCodes = v.Ints }},
+			{Name: "match", Value: ValStrings, set: func(t any, v *Value) { t.(*ErrorClass).Match = v.Strs }},
+			{Name: "deterministic", Value: ValBool, set: func(t any, v *Value) { t.(*ErrorClass).Deterministic = v.Bool }},
 		},
 		KindRetry: {
-			{Name: "max_attempts", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *value) { t.(*RetryPolicy).MaxAttempts = v.n }},
-			{Name: "initial", Value: ValDuration, set: func(t any, v *value) { t.(*RetryPolicy).Initial = v.dur }},
-			{Name: "multiplier", Value: ValFloat, set: func(t any, v *value) { t.(*RetryPolicy).Multiplier = v.f }},
-			{Name: "max_delay", Value: ValDuration, set: func(t any, v *value) { t.(*RetryPolicy).MaxDelay = v.dur }},
-			{Name: "jitter", Value: ValEnum, Enum: []string{"full", "equal", "none"}, set: func(t any, v *value) { t.(*RetryPolicy).Jitter = Jitter(v.str) }},
-			{Name: "max_elapsed", Value: ValDuration, set: func(t any, v *value) { t.(*RetryPolicy).MaxElapsed = v.dur }},
-			{Name: "on", Value: ValRefs, RefKind: "error class", set: func(t any, v *value) { t.(*RetryPolicy).On = v.refs }},
+			{Name: "max_attempts", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *Value) { t.(*RetryPolicy).MaxAttempts = v.Int }},
+			{Name: "initial", Value: ValDuration, set: func(t any, v *Value) { t.(*RetryPolicy).Initial = v.Dur }},
+			{Name: "multiplier", Value: ValFloat, set: func(t any, v *Value) { t.(*RetryPolicy).Multiplier = v.Float }},
+			{Name: "max_delay", Value: ValDuration, set: func(t any, v *Value) { t.(*RetryPolicy).MaxDelay = v.Dur }},
+			{Name: "jitter", Value: ValEnum, Enum: []string{"full", "equal", "none"}, set: func(t any, v *Value) { t.(*RetryPolicy).Jitter = Jitter(v.Str) }},
+			{Name: "max_elapsed", Value: ValDuration, set: func(t any, v *Value) { t.(*RetryPolicy).MaxElapsed = v.Dur }},
+			{Name: "on", Value: ValRefs, RefKind: "error class", set: func(t any, v *Value) { t.(*RetryPolicy).On = v.Refs }},
 		},
 		KindTask: {
-			{Name: "command", Required: true, Value: ValCommand, set: func(t any, v *value) { t.(*Task).Command = v.strs }},
-			{Name: "inputs", Value: ValInputs, set: func(t any, v *value) { t.(*Task).Inputs = v.inputs }},
-			{Name: "outputs", Value: ValRefs, RefKind: "artifact", set: func(t any, v *value) { t.(*Task).Outputs = v.refs }},
-			{Name: "depends_on", Value: ValRefs, RefKind: "task", set: func(t any, v *value) { t.(*Task).DependsOn = v.refs }},
-			{Name: "env", Value: ValEnv, set: func(t any, v *value) { t.(*Task).Env = v.env }},
-			{Name: "secret_env", Value: ValRefs, RefKind: envVarKind, set: func(t any, v *value) { t.(*Task).SecretEnv = v.refs }},
-			{Name: "effects", Value: ValRefs, RefKind: "effect", set: func(t any, v *value) { t.(*Task).Effects = v.refs }},
-			{Name: "labels", Value: ValRefs, RefKind: labelKind, set: func(t any, v *value) { t.(*Task).Labels = v.refs }},
-			{Name: "idempotent", Value: ValBool, set: func(t any, v *value) { b := v.b; t.(*Task).Idempotent = &b }},
-			{Name: "retry", Value: ValRef, RefKind: "retry policy", set: func(t any, v *value) { t.(*Task).Retry = v.ref }},
-			{Name: "pool", Value: ValRef, RefKind: "pool", set: func(t any, v *value) { t.(*Task).Pool = v.ref }},
-			{Name: "timeout", Value: ValDuration, set: func(t any, v *value) { t.(*Task).Timeout = v.dur }},
+			{Name: "command", Required: true, Value: ValCommand, set: func(t any, v *Value) { t.(*Task).Command = v.Strs }},
+			{Name: "inputs", Value: ValInputs, set: func(t any, v *Value) { t.(*Task).Inputs = v.Inputs }},
+			{Name: "outputs", Value: ValRefs, RefKind: "artifact", set: func(t any, v *Value) { t.(*Task).Outputs = v.Refs }},
+			{Name: "depends_on", Value: ValRefs, RefKind: "task", set: func(t any, v *Value) { t.(*Task).DependsOn = v.Refs }},
+			{Name: "env", Value: ValEnv, set: func(t any, v *Value) { t.(*Task).Env = v.Env }},
+			{Name: "secret_env", Value: ValRefs, RefKind: EnvVarKind, set: func(t any, v *Value) { t.(*Task).SecretEnv = v.Refs }},
+			{Name: "effects", Value: ValRefs, RefKind: "effect", set: func(t any, v *Value) { t.(*Task).Effects = v.Refs }},
+			{Name: "labels", Value: ValRefs, RefKind: LabelKind, set: func(t any, v *Value) { t.(*Task).Labels = v.Refs }},
+			{Name: "idempotent", Value: ValBool, set: func(t any, v *Value) { b := v.Bool; t.(*Task).Idempotent = &b }},
+			{Name: "retry", Value: ValRef, RefKind: "retry policy", set: func(t any, v *Value) { t.(*Task).Retry = v.Ref }},
+			{Name: "pool", Value: ValRef, RefKind: "pool", set: func(t any, v *Value) { t.(*Task).Pool = v.Ref }},
+			{Name: "timeout", Value: ValDuration, set: func(t any, v *Value) { t.(*Task).Timeout = v.Dur }},
 			{Name: "heartbeat", Nested: KindHeartbeat},
 			{Name: "failover", Nested: KindFailover},
 		},
 		KindHeartbeat: {
-			{Name: "every", Required: true, Value: ValDuration, set: func(t any, v *value) { t.(*Heartbeat).Every = v.dur }},
-			{Name: "lease", Required: true, Value: ValDuration, set: func(t any, v *value) { t.(*Heartbeat).Lease = v.dur }},
+			{Name: "every", Required: true, Value: ValDuration, set: func(t any, v *Value) { t.(*Heartbeat).Every = v.Dur }},
+			{Name: "lease", Required: true, Value: ValDuration, set: func(t any, v *Value) { t.(*Heartbeat).Lease = v.Dur }},
 		},
 		KindFailover: {
-			{Name: "per_worker", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *value) { t.(*Failover).PerWorker = v.n }},
-			{Name: "global", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *value) { t.(*Failover).Global = v.n }},
+			{Name: "per_worker", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *Value) { t.(*Failover).PerWorker = v.Int }},
+			{Name: "global", Value: ValInt, Min: 0, Max: math.MaxInt32, set: func(t any, v *Value) { t.(*Failover).Global = v.Int }},
 		},
 		KindCheck: {
-			{Name: "input", Required: true, Value: ValRef, RefKind: "artifact", set: func(t any, v *value) { t.(*Check).Input = *v.ref }},
-			{Name: "row_count_min", Value: ValInt, Min: 0, Max: math.MaxInt, set: func(t any, v *value) { n := v.n; t.(*Check).RowCountMin = &n }},
-			{Name: "row_count_max", Value: ValInt, Min: 0, Max: math.MaxInt, set: func(t any, v *value) { n := v.n; t.(*Check).RowCountMax = &n }},
-			{Name: "unique", Value: ValStrings, set: func(t any, v *value) { t.(*Check).Unique = v.strs }},
-			{Name: "not_null", Value: ValStrings, set: func(t any, v *value) { t.(*Check).NotNull = v.strs }},
-			{Name: "columns", Value: ValStrings, set: func(t any, v *value) { t.(*Check).Columns = v.strs }},
-			{Name: "code_version_column", Value: ValColumn, set: func(t any, v *value) { t.(*Check).CodeVersionColumn = v.str }},
-			{Name: "command", Value: ValCommand, set: func(t any, v *value) { t.(*Check).Command = v.strs }},
+			{Name: "input", Required: true, Value: ValRef, RefKind: "artifact", set: func(t any, v *Value) { t.(*Check).Input = *v.Ref }},
+			{Name: "row_count_min", Value: ValInt, Min: 0, Max: math.MaxInt, set: func(t any, v *Value) { n := v.Int; t.(*Check).RowCountMin = &n }},
+			{Name: "row_count_max", Value: ValInt, Min: 0, Max: math.MaxInt, set: func(t any, v *Value) { n := v.Int; t.(*Check).RowCountMax = &n }},
+			{Name: "unique", Value: ValStrings, set: func(t any, v *Value) { t.(*Check).Unique = v.Strs }},
+			{Name: "not_null", Value: ValStrings, set: func(t any, v *Value) { t.(*Check).NotNull = v.Strs }},
+			{Name: "columns", Value: ValStrings, set: func(t any, v *Value) { t.(*Check).Columns = v.Strs }},
+			{Name: "code_version_column", Value: ValColumn, set: func(t any, v *Value) { t.(*Check).CodeVersionColumn = v.Str }},
+			{Name: "command", Value: ValCommand, set: func(t any, v *Value) { t.(*Check).Command = v.Strs }},
 		},
 		KindSink: {
-			{Name: "type", Required: true, Value: ValString, set: func(t any, v *value) { t.(*Sink).Type = v.str }},
-			{Name: "path", Required: true, Value: ValString, set: func(t any, v *value) { t.(*Sink).Path = v.str }},
-			{Name: "fencing", Value: ValEnum, Enum: []string{"token", "none"}, set: func(t any, v *value) { t.(*Sink).Fencing = Fencing(v.str) }},
+			{Name: "type", Required: true, Value: ValString, set: func(t any, v *Value) { t.(*Sink).Type = v.Str }},
+			{Name: "path", Required: true, Value: ValString, set: func(t any, v *Value) { t.(*Sink).Path = v.Str }},
+			{Name: "fencing", Value: ValEnum, Enum: []string{"token", "none"}, set: func(t any, v *Value) { t.(*Sink).Fencing = Fencing(v.Str) }},
 		},
 		KindPublish: {
-			{Name: "artifact", Required: true, Value: ValRef, RefKind: "artifact", set: func(t any, v *value) { t.(*Publish).Artifact = *v.ref }},
-			{Name: "sink", Required: true, Value: ValRef, RefKind: "sink", set: func(t any, v *value) { t.(*Publish).Sink = *v.ref }},
+			{Name: "artifact", Required: true, Value: ValRef, RefKind: "artifact", set: func(t any, v *Value) { t.(*Publish).Artifact = *v.Ref }},
+			{Name: "sink", Required: true, Value: ValRef, RefKind: "sink", set: func(t any, v *Value) { t.(*Publish).Sink = *v.Ref }},
 		},
 	}
 }

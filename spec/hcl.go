@@ -73,7 +73,7 @@ type hclLoader struct {
 	file string
 	ds   diag.Diagnostics
 	// val holds the value being read, reused from field to field.
-	val value
+	val Value
 }
 
 // parse runs the hclsyntax parser on src, which starts at position start of the
@@ -338,7 +338,7 @@ type bodyPart struct {
 type partAttr struct {
 	a  *hclsyntax.Attribute
 	f  *Field
-	v  value
+	v  Value
 	ok bool
 }
 
@@ -351,7 +351,7 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 			part.unknownAttr = true
 		}
 	}
-	blocks := l.content(body, pipelineSchema, KindPipeline, p, &p.Attrs, func(a *hclsyntax.Attribute, f *Field, v *value, ok bool) {
+	blocks := l.content(body, pipelineSchema, KindPipeline, p, &p.Attrs, func(a *hclsyntax.Attribute, f *Field, v *Value, ok bool) {
 		part.attrs = append(part.attrs, partAttr{a: a, f: f, v: *v, ok: ok})
 	})
 	ntasks := 0
@@ -511,7 +511,7 @@ func (l *hclLoader) named(b *hclsyntax.Block) Named {
 // blocks, wrong labels) are hcl's own, from Body.Content. Content allocates
 // several maps per call, so it runs only when a cheap pass over the body has
 // seen something wrong: on a clean body it would report nothing.
-func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, kind string, target any, attrs *Attrs, after func(a *hclsyntax.Attribute, f *Field, v *value, ok bool)) []*hclsyntax.Block {
+func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, kind string, target any, attrs *Attrs, after func(a *hclsyntax.Attribute, f *Field, v *Value, ok bool)) []*hclsyntax.Block {
 	clean := true
 	for name := range body.Attributes {
 		if !schemaHasAttr(schema, name) {
@@ -552,7 +552,7 @@ func (l *hclLoader) content(body *hclsyntax.Body, schema *hcl.BodySchema, kind s
 		attrs.Set(a.Name, l.rng(a.SrcRange))
 		before := len(l.ds)
 		v := &l.val
-		*v = value{}
+		*v = Value{}
 		ok := l.read(f, a, attrs, v)
 		if ok {
 			f.set(target, v)
@@ -668,25 +668,25 @@ func (l *hclLoader) publish(b *hclsyntax.Block, p *Publish) {
 // read reads the value of attribute a, written for field f, into v as
 // f.Value says, reporting what is wrong with it. It reports whether v holds
 // a value to set.
-func (l *hclLoader) read(f *Field, a *hclsyntax.Attribute, attrs *Attrs, v *value) bool {
+func (l *hclLoader) read(f *Field, a *hclsyntax.Attribute, attrs *Attrs, v *Value) bool {
 	var ok bool
 	switch f.Value {
 	case ValString:
-		v.str, ok = l.str(a.Name, a.Expr)
+		v.Str, ok = l.str(a.Name, a.Expr)
 	case ValColumn:
-		v.str, ok = l.str(a.Name, a.Expr)
-		if ok && v.str == "" {
+		v.Str, ok = l.str(a.Name, a.Expr)
+		if ok && v.Str == "" {
 			l.errorf(a.Expr.Range(), "Invalid value for %q: must name a column, got an empty string", a.Name)
 			return false
 		}
 	case ValBool:
-		v.b, ok = l.boolean(a)
+		v.Bool, ok = l.boolean(a)
 	case ValInt:
-		v.n, ok = l.integer(a.Name, a.Expr, f.Min, f.Max)
+		v.Int, ok = l.integer(a.Name, a.Expr, f.Min, f.Max)
 	case ValFloat:
-		v.f, ok = l.float(a)
+		v.Float, ok = l.float(a)
 	case ValDuration:
-		v.dur, ok = l.duration(a)
+		v.Dur, ok = l.duration(a)
 	case ValTime:
 		var s string
 		if s, ok = l.str(a.Name, a.Expr); ok {
@@ -694,23 +694,23 @@ func (l *hclLoader) read(f *Field, a *hclsyntax.Attribute, attrs *Attrs, v *valu
 			if err != nil {
 				l.errorf(a.Expr.Range(), "%s: %v", a.Name, err)
 			}
-			v.t = t
+			v.Time = t
 		}
 	case ValEnum:
-		v.str, ok = l.enum(a, f.Enum...)
+		v.Str, ok = l.enum(a, f.Enum...)
 	case ValRef:
-		v.ref = l.ref(a, f.RefKind)
-		ok = v.ref != nil
+		v.Ref = l.ref(a, f.RefKind)
+		ok = v.Ref != nil
 	case ValRefs:
-		v.refs, ok = l.refs(a, f.RefKind), true
+		v.Refs, ok = l.refs(a, f.RefKind), true
 	case ValStrings:
-		v.strs, ok = l.strings(a), true
+		v.Strs, ok = l.strings(a), true
 	case ValCommand:
-		v.strs, ok = l.command(a), true
+		v.Strs, ok = l.command(a), true
 	case ValInts:
 		l.list(a, "numbers", func(el hcl.Expression) {
 			if n, ok := l.integer(a.Name, el, f.Min, f.Max); ok {
-				v.ints = append(v.ints, n)
+				v.Ints = append(v.Ints, n)
 			}
 		})
 		ok = true
@@ -725,11 +725,11 @@ func (l *hclLoader) read(f *Field, a *hclsyntax.Attribute, attrs *Attrs, v *valu
 				l.errorf(el.Range(), "%v", err)
 				return
 			}
-			v.inputs = append(v.inputs, Input{Artifact: name, Offset: off, Range: l.rng(el.Range())})
+			v.Inputs = append(v.Inputs, Input{Artifact: name, Offset: off, Range: l.rng(el.Range())})
 		})
 		ok = true
 	case ValEnv:
-		v.env, ok = l.env(a, attrs), true
+		v.Env, ok = l.env(a, attrs), true
 	}
 	return ok
 }
@@ -1075,11 +1075,11 @@ func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
 	if !ok {
 		return nil
 	}
-	if kind == envVarKind {
+	if kind == EnvVarKind {
 		if !l.envKey(s, e.Range()) {
 			return nil
 		}
-	} else if kind == labelKind {
+	} else if kind == LabelKind {
 		if !ValidLabel(s) {
 			l.errorf(e.Range(), "%s", LabelError(s))
 			return nil

@@ -154,9 +154,13 @@ func InputString(name string, offset int) string {
 	return fmt.Sprintf("%s@%+d", name, offset)
 }
 
-// labelKind marks names that are worker labels (a task's labels, a
+// LabelKind marks names that are worker labels (a task's labels, a
 // worker's --label): ValidLabel's rule applies, not ValidName's.
-const labelKind = "label"
+const LabelKind = "label"
+
+// EnvVarKind marks names that are environment variables (secret_env, env
+// keys): the shell's rule applies, not ValidName's.
+const EnvVarKind = "environment variable"
 
 // MaxLabelLen bounds a worker label.
 const MaxLabelLen = 63

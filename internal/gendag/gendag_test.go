@@ -13,7 +13,7 @@ import (
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/gendag"
 	"github.com/pipec/pipec/lint"
-	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // TestSpecsCompileAndLint: for a small n, both specs load, compile to the
@@ -31,7 +31,7 @@ func TestSpecsCompileAndLint(t *testing.T) {
 	var plans [][]byte
 	for _, name := range []string{"pipeline.hcl", "pipeline.cue"} {
 		path := filepath.Join(dir, name)
-		p, src, ds, err := spec.LoadFile(path)
+		p, src, ds, err := specload.LoadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}

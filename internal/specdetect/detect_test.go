@@ -33,9 +33,6 @@ func TestIsPipelineSpec(t *testing.T) {
 		{"terragrunt", spec.SyntaxHCL, "include \"root\" {\n  path = find_in_parent_folders()\n}\ninputs = {\n  pipeline = 1\n}\n", false},
 		{"packer", spec.SyntaxHCL, "source \"amazon-ebs\" \"pipeline\" {\n}\nbuild {\n  sources = [\"source.amazon-ebs.pipeline\"]\n}\n", false},
 		{"binary", spec.SyntaxHCL, "pipeline \"o\" {\x00\x01}", false},
-		{"cue", spec.SyntaxCUE, "package p\n\npipeline: orders: {}\n", true},
-		{"cue broken", spec.SyntaxCUE, "pipeline: orders: {\n", true},
-		{"cue other", spec.SyntaxCUE, "package k8s\n\ndeployment: pipeline: {}\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := IsPipeline(tc.syn, []byte(tc.src)); got != tc.want {
@@ -49,8 +46,7 @@ func TestIsPipelineSpec(t *testing.T) {
 // example is found.
 func TestShippedExamplesAreSpecs(t *testing.T) {
 	files := tracked.Glob(t, "../..", "examples/*/*.hcl")
-	cues := tracked.Glob(t, "../..", "examples/*/*.cue")
-	for _, f := range append(files, cues...) {
+	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"regexp"
 	"unicode/utf8"
 
-	"cuelang.org/go/cue/ast"
-	"cuelang.org/go/cue/parser"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
@@ -17,11 +15,13 @@ import (
 	"github.com/pipec/pipec/spec"
 )
 
-// IsPipeline decides, by parsing, whether a .hcl or .cue file holds a
-// pipeline: the file's top level has a `pipeline` block (HCL, with quoted or
-// bare labels: `pipeline "orders" {` and `pipeline orders {` alike) or a
-// `pipeline` field (CUE). Terraform, Terragrunt and Packer files have no such
-// block, so a repository can keep them beside its specs.
+// IsPipeline decides, by parsing, whether a .hcl file holds a pipeline: the
+// file's top level has a `pipeline` block, with quoted or bare labels
+// (`pipeline "orders" {` and `pipeline orders {` alike). Terraform, Terragrunt
+// and Packer files have no such block, so a repository can keep them beside
+// its specs. CUE files are judged by cuespec.IsPipeline (specload.IsPipeline
+// takes both): this package does not link CUE, for programs that read only
+// HCL.
 //
 // HCL is judged from the lexer's tokens, which exist even for a file that does
 // not parse, so a spec with a syntax error is still a spec (and its error is
@@ -30,13 +30,10 @@ import (
 // Binary files (a NUL byte, or not UTF-8) are never specs.
 func IsPipeline(syn spec.Syntax, src []byte) bool {
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
-	if IsBinary(src) {
+	if syn != spec.SyntaxHCL || IsBinary(src) {
 		return false
 	}
-	if syn == spec.SyntaxHCL {
-		return hclHasPipelineBlock(src)
-	}
-	return cueHasPipelineField(src)
+	return hclHasPipelineBlock(src)
 }
 
 // IsBinary reports whether src cannot be a text spec.
@@ -104,7 +101,7 @@ func tokensHavePipelineBlock(toks hclsyntax.Tokens) bool {
 		case hclsyntax.TokenCBrace, hclsyntax.TokenCBrack, hclsyntax.TokenCParen, hclsyntax.TokenTemplateSeqEnd:
 			depth = max(0, depth-1)
 		case hclsyntax.TokenIdent:
-			if depth == 0 && lineStart && isPipelineWord(string(t.Bytes)) && blockFollows(toks[i+1:]) {
+			if depth == 0 && lineStart && IsPipelineWord(string(t.Bytes)) && blockFollows(toks[i+1:]) {
 				return true
 			}
 		}
@@ -115,8 +112,8 @@ func tokensHavePipelineBlock(toks hclsyntax.Tokens) bool {
 	return false
 }
 
-// isPipelineWord accepts "pipeline" and its one-edit typos.
-func isPipelineWord(w string) bool {
+// IsPipelineWord accepts "pipeline" and its one-edit typos.
+func IsPipelineWord(w string) bool {
 	if w == "pipeline" {
 		return true
 	}
@@ -142,44 +139,6 @@ func blockFollows(toks hclsyntax.Tokens) bool {
 			}
 		default:
 			return false
-		}
-	}
-	return false
-}
-
-// cuePipelineField finds `pipeline:` at the start of a line, for CUE files
-// that do not parse.
-var cuePipelineField = regexp.MustCompile(`(?m)^[ \t]*pipeline[ \t]*:`)
-
-// cueTopPipeline is a pipeline field at the very start of a line.
-var cueTopPipeline = regexp.MustCompile(`(?m)^pipeline[ \t]*:`)
-
-// cueHasPipelineField parses only the text before the first line starting
-// with `pipeline:` when there is one: if that prefix is complete CUE, the
-// line starts a top-level field, which the whole file's parse (or, for a
-// file that does not parse, the line pattern) finds too. A 10,000-task spec
-// is then judged without parsing it.
-func cueHasPipelineField(src []byte) bool {
-	if loc := cueTopPipeline.FindIndex(src); loc != nil {
-		if _, err := parser.ParseFile("", src[:loc[0]]); err == nil {
-			return true
-		}
-	}
-	return cueParseHasPipelineField(src)
-}
-
-func cueParseHasPipelineField(src []byte) bool {
-	f, err := parser.ParseFile("", src)
-	if err != nil {
-		return cuePipelineField.Match(src)
-	}
-	for _, d := range f.Decls {
-		fd, ok := d.(*ast.Field)
-		if !ok {
-			continue
-		}
-		if name, _, err := ast.LabelName(fd.Label); err == nil && isPipelineWord(name) {
-			return true
 		}
 	}
 	return false

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/specload"
 )
 
 // Source returns the canonical layout of a spec (HCL with hclwrite, CUE with
@@ -31,7 +32,7 @@ func Source(file string, src []byte) ([]byte, diag.Diagnostics) {
 	if !failed {
 		return out, nil
 	}
-	_, ds := spec.Load(syn, file, src)
+	_, ds := specload.Load(syn, file, src)
 	var syntax diag.Diagnostics
 	for _, d := range ds {
 		if d.Rule == spec.RuleSyntax {

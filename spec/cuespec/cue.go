@@ -1,4 +1,4 @@
-package spec
+package cuespec
 
 import (
 	"crypto/sha256"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/schema"
+	"github.com/pipec/pipec/spec"
 )
 
 // LoadCUE loads a spec written in CUE: `pipeline: NAME: {...}`, exactly one per
@@ -37,7 +38,7 @@ import (
 // evaluate than one field with thousands of conjuncts), and reads values and
 // exact positions straight from the syntax tree. Any other file is evaluated
 // as written and read from its evaluated value.
-func LoadCUE(filename string, src []byte) (p *Pipeline, ds diag.Diagnostics) {
+func LoadCUE(filename string, src []byte) (p *spec.Pipeline, ds diag.Diagnostics) {
 	l := &cueLoader{file: filename, src: src}
 	defer func() {
 		// cuelang.org/go is large and evolving; should it ever panic on a
@@ -52,7 +53,7 @@ func LoadCUE(filename string, src []byte) (p *Pipeline, ds diag.Diagnostics) {
 
 // internalError reports a panic of the CUE evaluator as a finding.
 func internalError(l *cueLoader, r any) diag.Diagnostic {
-	return diag.Errorf(RuleSyntax, l.fileStart(), "internal error: CUE failed to evaluate this file: %v", r)
+	return diag.Errorf(spec.RuleSyntax, l.fileStart(), "internal error: CUE failed to evaluate this file: %v", r)
 }
 
 // cueLoader holds the state of one LoadCUE call.
@@ -75,6 +76,9 @@ type cueLoader struct {
 	// noCache evaluates every chunk even when the chunk cache is on
 	// (CacheCUEChunks), for tests of the evaluation itself.
 	noCache bool
+	// cueOnly leaves every chunk to CUE, even those Go proves valid
+	// (provablyValidTasks), for tests of the evaluation and the caches.
+	cueOnly bool
 	// cuePaths holds the paths CUE reported errors at, and cuePrefixes every
 	// ancestor of those, so the decoder does not report the same mistake
 	// again (see cueCovers).
@@ -87,10 +91,10 @@ type cueLoader struct {
 	evaluated cue.Value
 }
 
-func (l *cueLoader) load() *Pipeline {
+func (l *cueLoader) load() *spec.Pipeline {
 	f, err := parser.ParseFile(l.file, l.src)
 	if err != nil {
-		l.addCUEErrors(err, RuleSyntax)
+		l.addCUEErrors(err, spec.RuleSyntax)
 		return nil
 	}
 	l.parsed = f
@@ -101,7 +105,7 @@ func (l *cueLoader) load() *Pipeline {
 	ctx := cuecontext.New()
 	sch, err := compileSchema(ctx)
 	if err != nil {
-		l.ds = append(l.ds, diag.Errorf(RuleSchema, l.fileStart(), "internal error: %v", err))
+		l.ds = append(l.ds, diag.Errorf(spec.RuleSchema, l.fileStart(), "internal error: %v", err))
 		return nil
 	}
 	return l.loadEvaluated(ctx, sch, f)
@@ -190,7 +194,7 @@ func splitPlain(f *ast.File, size int) []*ast.File {
 	// Find pipeline: NAME: {..., big: {e1, e2, ...}, ...}.
 	var pf *ast.Field
 	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.Field); ok && plainLabel(fd.Label) == KindPipeline {
+		if fd, ok := d.(*ast.Field); ok && plainLabel(fd.Label) == spec.KindPipeline {
 			if pf != nil {
 				return whole
 			}
@@ -273,7 +277,7 @@ func copyLabel(l ast.Label) ast.Label {
 
 // loadPlain evaluates a plain-data file with the schema in scope, then reads
 // the pipeline from the (merged) syntax tree.
-func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
+func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 	merged := mergeFile(f)
 	procs := l.procs
 	if procs < 1 {
@@ -295,6 +299,13 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 	}
 	var todo []int
 	for i, c := range chunks {
+		// A chunk of tasks that Go proves valid needs no evaluation (see
+		// provablyValidTasks); the first chunk, with the rest of the
+		// pipeline, always goes to CUE.
+		if i > 0 && !l.cueOnly && provablyValidTasks(c) {
+			chunksProven.Add(1)
+			continue
+		}
 		if keys != nil {
 			keys[i] = chunkKey(c)
 			if knownValid(keys[i], load) {
@@ -335,7 +346,7 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 			continue
 		}
 		name := plainLabel(fd.Label)
-		if name != KindPipeline {
+		if name != spec.KindPipeline {
 			l.misplaced(name, func() diag.Range { return l.nodeRange(fd.Label) })
 			continue
 		}
@@ -348,19 +359,19 @@ func (l *cueLoader) loadPlain(f *ast.File) *Pipeline {
 // loadEvaluated evaluates a file that is more than plain data (references,
 // comprehensions, definitions...), unifies it with the schema, and reads the
 // pipeline from the evaluated value, exported back to plain syntax.
-func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) *Pipeline {
+func (l *cueLoader) loadEvaluated(ctx *cue.Context, sch cue.Value, f *ast.File) *spec.Pipeline {
 	v := sch.LookupPath(cue.MakePath(cue.Def("File"))).Unify(ctx.BuildFile(f))
 	l.evaluated = v
 	if err := v.Validate(cue.Concrete(true)); err != nil {
 		l.addCUEErrors(err, "")
 	}
 	l.checkTopLevel(v)
-	pv := v.LookupPath(cue.MakePath(cue.Str(KindPipeline)))
+	pv := v.LookupPath(cue.MakePath(cue.Str(spec.KindPipeline)))
 	if !pv.Exists() {
 		return newCUEDecoder(l, false).pipelines(nil)
 	}
 	// Wrap the exported pipelines as one field, as they are in a plain file.
-	wrapper := &ast.Field{Label: ast.NewIdent(KindPipeline), Value: exportValue(pv)}
+	wrapper := &ast.Field{Label: ast.NewIdent(spec.KindPipeline), Value: exportValue(pv)}
 	return newCUEDecoder(l, true).pipelines([]*ast.Field{wrapper})
 }
 
@@ -384,7 +395,7 @@ func (l *cueLoader) checkTopLevel(v cue.Value) {
 // misplaced reports a top-level field other than pipeline, once, unless
 // CUE reported it.
 func (l *cueLoader) misplaced(name string, at func() diag.Range) {
-	if name == KindPipeline || l.cueNotAllowed[pathKey([]string{name})] {
+	if name == spec.KindPipeline || l.cueNotAllowed[pathKey([]string{name})] {
 		return
 	}
 	if l.cueNotAllowed == nil {
@@ -474,7 +485,7 @@ func numberLit(kind token.Token, s string) ast.Expr {
 
 // schemaErr records a schema finding.
 func (l *cueLoader) schemaErr(r diag.Range, format string, args ...any) {
-	l.ds = append(l.ds, diag.Errorf(RuleSchema, r, format, args...))
+	l.ds = append(l.ds, diag.Errorf(spec.RuleSchema, r, format, args...))
 }
 
 // fileStart is the range of the first character of the file, for findings

@@ -1,4 +1,4 @@
-package spec
+package cuespec
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/spec"
 )
 
 // FuzzLoadCUE feeds arbitrary bytes to the CUE loader, seeded with every spec
@@ -41,7 +42,7 @@ func FuzzLoadCUE(f *testing.F) {
 			if d.Range.Filename != "fuzz.cue" || d.Range.Start.Line < 1 || d.Range.Start.Column < 1 {
 				t.Fatalf("finding not placed in the file: %#v", d)
 			}
-			if d.Rule != RuleSyntax && d.Rule != RuleSchema {
+			if d.Rule != spec.RuleSyntax && d.Rule != spec.RuleSchema {
 				t.Fatalf("unexpected rule: %v", d)
 			}
 		}
@@ -85,7 +86,7 @@ func FuzzLoadCUEPlainEvaluated(f *testing.F) {
 	}
 	opts := []cmp.Option{
 		cmpopts.IgnoreTypes(diag.Range{}),
-		cmp.Transformer("attrNames", func(a Attrs) []string { return slices.Sorted(maps.Keys(a.Ranges)) }),
+		cmp.Transformer("attrNames", func(a spec.Attrs) []string { return slices.Sorted(maps.Keys(a.Ranges)) }),
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		plain := &cueLoader{file: "fuzz.cue", src: src}

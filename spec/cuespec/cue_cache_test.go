@@ -1,10 +1,12 @@
-package spec
+package cuespec
 
 import (
 	"bytes"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pipec/pipec/spec"
 )
 
 // TestLoadCUEChunkCache checks that with the chunk cache on, a file loaded
@@ -16,10 +18,10 @@ func TestLoadCUEChunkCache(t *testing.T) {
 	CacheCUEChunks()
 	t.Cleanup(func() { chunkCacheOn.Store(false) })
 	base := string(cueGenSpec(3000))
-	load := func(src string, noCache bool) (*Pipeline, []byte, int64) {
+	load := func(src string, noCache bool) (*spec.Pipeline, []byte, int64) {
 		t.Helper()
 		n := chunkEvaluations.Load()
-		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: 700, procs: 2, noCache: noCache}
+		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: 700, procs: 2, noCache: noCache, cueOnly: true}
 		p := l.load()
 		return p, cueDiagLines(l.ds.Sort()), chunkEvaluations.Load() - n
 	}

@@ -1,4 +1,4 @@
-package spec
+package cuespec
 
 import (
 	"cmp"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/schema"
+	"github.com/pipec/pipec/spec"
 )
 
 // pos converts a CUE position to a diag position. It reports false for a
@@ -277,7 +278,7 @@ func (l *cueLoader) pathElemRange(path []string, i int) diag.Range {
 func (l *cueLoader) addCUEErrors(err error, rule string) {
 	errs := cueerrors.Errors(err)
 	if len(errs) == 0 {
-		l.ds = append(l.ds, diag.Errorf(cmp.Or(rule, RuleSyntax), l.fileStart(), "%v", err))
+		l.ds = append(l.ds, diag.Errorf(cmp.Or(rule, spec.RuleSyntax), l.fileStart(), "%v", err))
 		return
 	}
 	// CUE reports a value outside an enumeration as one "empty disjunction"
@@ -308,7 +309,7 @@ func (l *cueLoader) addCUEErrors(err error, rule string) {
 func untilOpenString(ds diag.Diagnostics) diag.Diagnostics {
 	open := -1
 	for i, d := range ds {
-		if d.Rule == RuleSyntax && strings.Contains(d.Message, "literal not terminated") &&
+		if d.Rule == spec.RuleSyntax && strings.Contains(d.Message, "literal not terminated") &&
 			(open < 0 || d.Range.Start.Byte < ds[open].Range.Start.Byte) {
 			open = i
 		}
@@ -319,7 +320,7 @@ func untilOpenString(ds diag.Diagnostics) diag.Diagnostics {
 	at := ds[open].Range.Start.Byte
 	out := ds[:0]
 	for _, d := range ds {
-		if d.Rule != RuleSyntax || d.Range.Start.Byte <= at {
+		if d.Rule != spec.RuleSyntax || d.Range.Start.Byte <= at {
 			out = append(out, d)
 		}
 	}
@@ -332,7 +333,7 @@ func untilOpenString(ds diag.Diagnostics) diag.Diagnostics {
 func belowMisplaced(e cueerrors.Error) bool {
 	path := trimFilePath(e.Path())
 	format, _ := e.Msg()
-	return len(path) > 1 && path[0] != KindPipeline && strings.Contains(format, "not allowed")
+	return len(path) > 1 && path[0] != spec.KindPipeline && strings.Contains(format, "not allowed")
 }
 
 // mergeDisjunction turns an "N errors in empty disjunction" error and the
@@ -387,7 +388,7 @@ func (l *cueLoader) mergeDisjunction(head cueerrors.Error, rest []cueerrors.Erro
 			alts = append(alts, p[0])
 		}
 	}
-	d := l.cueDiagnostic(rest[used[0]], RuleSchema)
+	d := l.cueDiagnostic(rest[used[0]], spec.RuleSchema)
 	msg := fmt.Sprintf("%s is not allowed; use one of %s", mine, strings.Join(alts, ", "))
 	if shown := displayPath(trimFilePath(head.Path())); shown != "" {
 		msg = shown + ": " + msg
@@ -490,9 +491,9 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 		}
 	}
 	if rule == "" {
-		rule = RuleSyntax
+		rule = spec.RuleSyntax
 		if inSchema || strings.Contains(format, "not allowed") || strings.Contains(format, "required") {
-			rule = RuleSchema
+			rule = spec.RuleSchema
 		}
 	}
 
@@ -503,7 +504,7 @@ func (l *cueLoader) cueDiagnostic(e cueerrors.Error, rule string) diag.Diagnosti
 	// A lower bound's hint says what the smallest values mean; exit codes
 	// say both ends.
 	if f := boundField(path); strings.Contains(msg, "out of bound >") || (strings.Contains(msg, "out of bound") && f == "exit_codes") {
-		msg += BoundHint(f)
+		msg += spec.BoundHint(f)
 	}
 	if shown := displayPath(path); shown != "" {
 		msg = shown + ": " + msg
@@ -593,7 +594,7 @@ func (l *cueLoader) tokenRange(at diag.Pos) diag.Range {
 // displayPath shows a CUE path in a message, relative to the pipeline:
 // "task.extract.retry" for pipeline.orders.task.extract.retry.
 func displayPath(path []string) string {
-	if len(path) >= 2 && path[0] == KindPipeline {
+	if len(path) >= 2 && path[0] == spec.KindPipeline {
 		path = path[2:]
 	}
 	return strings.Join(path, ".")

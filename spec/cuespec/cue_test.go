@@ -1,4 +1,4 @@
-package spec
+package cuespec
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/golden"
+	"github.com/pipec/pipec/spec"
 )
 
 // cueDiagLines renders diagnostics one per line, as pipec lint prints them.
@@ -44,7 +45,7 @@ func cueSpecFiles(t *testing.T, dir string) []string {
 
 // cueDump writes the model as indented JSON, each range folded to
 // "line:col-line:col" (the file name is the spec's, so it is left out).
-func cueDump(t *testing.T, p *Pipeline) []byte {
+func cueDump(t *testing.T, p *spec.Pipeline) []byte {
 	t.Helper()
 	raw, err := json.Marshal(p)
 	if err != nil {
@@ -139,7 +140,7 @@ func TestLoadCUEReadsEveryField(t *testing.T) {
 		t.Fatalf("load failed:\n%s", cueDiagLines(ds))
 	}
 	seen := map[string]map[string]bool{}
-	add := func(kind string, a Attrs) {
+	add := func(kind string, a spec.Attrs) {
 		if seen[kind] == nil {
 			seen[kind] = map[string]bool{}
 		}
@@ -149,53 +150,53 @@ func TestLoadCUEReadsEveryField(t *testing.T) {
 			}
 		}
 	}
-	add(KindPipeline, p.Attrs)
+	add(spec.KindPipeline, p.Attrs)
 	if p.Schedule != nil {
-		add(KindSchedule, p.Schedule.Attrs)
+		add(spec.KindSchedule, p.Schedule.Attrs)
 	}
 	if p.RetryBudget != nil {
-		add(KindRetryBudget, p.RetryBudget.Attrs)
+		add(spec.KindRetryBudget, p.RetryBudget.Attrs)
 	}
 	for _, x := range p.Pools {
-		add(KindPool, x.Attrs)
+		add(spec.KindPool, x.Attrs)
 	}
 	for _, x := range p.Errors {
-		add(KindError, x.Attrs)
+		add(spec.KindError, x.Attrs)
 	}
 	for _, x := range p.Retries {
-		add(KindRetry, x.Attrs)
+		add(spec.KindRetry, x.Attrs)
 	}
 	for _, x := range p.Tasks {
-		add(KindTask, x.Attrs)
+		add(spec.KindTask, x.Attrs)
 		if x.Heartbeat != nil {
-			add(KindHeartbeat, x.Heartbeat.Attrs)
+			add(spec.KindHeartbeat, x.Heartbeat.Attrs)
 		}
 		if x.Failover != nil {
-			add(KindFailover, x.Failover.Attrs)
+			add(spec.KindFailover, x.Failover.Attrs)
 		}
 	}
 	for _, x := range p.Checks {
-		add(KindCheck, x.Attrs)
+		add(spec.KindCheck, x.Attrs)
 	}
 	for _, x := range p.Sinks {
-		add(KindSink, x.Attrs)
+		add(spec.KindSink, x.Attrs)
 	}
 	for _, x := range p.Publishes {
-		add(KindPublish, x.Attrs)
+		add(spec.KindPublish, x.Attrs)
 	}
 	// Named elements are recorded as elements, not as attributes.
 	if len(p.Pools) > 0 {
-		seen[KindPipeline][KindPool] = true
+		seen[spec.KindPipeline][spec.KindPool] = true
 	}
 	for _, k := range []struct {
 		kind string
 		n    int
-	}{{KindError, len(p.Errors)}, {KindRetry, len(p.Retries)}, {KindTask, len(p.Tasks)}, {KindCheck, len(p.Checks)}, {KindSink, len(p.Sinks)}, {KindPublish, len(p.Publishes)}} {
+	}{{spec.KindError, len(p.Errors)}, {spec.KindRetry, len(p.Retries)}, {spec.KindTask, len(p.Tasks)}, {spec.KindCheck, len(p.Checks)}, {spec.KindSink, len(p.Sinks)}, {spec.KindPublish, len(p.Publishes)}} {
 		if k.n > 0 {
-			seen[KindPipeline][k.kind] = true
+			seen[spec.KindPipeline][k.kind] = true
 		}
 	}
-	for kind, fields := range Fields() {
+	for kind, fields := range spec.Fields() {
 		for _, f := range fields {
 			if !seen[kind][f.Name] {
 				t.Errorf("%s.%s is in spec.Fields but was not read from %s", kind, f.Name, file)
@@ -217,7 +218,7 @@ func TestLoadCUEChunked(t *testing.T) {
 		src = strings.Replace(src, "task: "+bad+": {command: [\"true\"], timeout: \"1m\"", "task: "+bad+": {command: [\"true\"], timeout: 5, idempotnt: true", 1)
 	}
 	src = strings.Replace(src, "code_version: \"1\"", "code_version: 1", 1)
-	load := func(chunk, procs int) (*Pipeline, diag.Diagnostics) {
+	load := func(chunk, procs int) (*spec.Pipeline, diag.Diagnostics) {
 		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: chunk, procs: procs}
 		return l.load(), l.ds.Sort()
 	}
@@ -290,12 +291,12 @@ func TestSplitPlain(t *testing.T) {
 // tell which syntax a spec was written in.
 func TestLoadCUEMatchesHCL(t *testing.T) {
 	for _, pair := range []struct{ hcl, cue string }{
-		{"testdata/hcl/ok/full.hcl", "testdata/cue/ok/full.cue"},
-		{"../examples/orders/pipeline.hcl", "../examples/orders/pipeline.cue"},
+		{"../testdata/hcl/ok/full.hcl", "testdata/cue/ok/full.cue"},
+		{"../../examples/orders/pipeline.hcl", "../../examples/orders/pipeline.cue"},
 	} {
 		t.Run(pair.cue, func(t *testing.T) {
-			hp, _, hds, herr := LoadFile(pair.hcl)
-			cp, _, cds, cerr := LoadFile(pair.cue)
+			hp, _, hds, herr := spec.LoadFile(pair.hcl)
+			cp, cds, cerr := loadFile(pair.cue)
 			if herr != nil || cerr != nil {
 				t.Skipf("missing file: %v %v", herr, cerr)
 			}
@@ -304,9 +305,9 @@ func TestLoadCUEMatchesHCL(t *testing.T) {
 			}
 			opts := []cmp.Option{
 				cmpopts.IgnoreTypes(diag.Range{}),
-				cmpopts.IgnoreFields(Pipeline{}, "File"),
+				cmpopts.IgnoreFields(spec.Pipeline{}, "File"),
 				// Which attributes were written must agree; where is syntax.
-				cmp.Transformer("attrNames", func(a Attrs) []string {
+				cmp.Transformer("attrNames", func(a spec.Attrs) []string {
 					return slices.Sorted(maps.Keys(a.Ranges))
 				}),
 			}
@@ -375,7 +376,7 @@ func TestLoadCUEPlainMatchesEvaluated(t *testing.T) {
 	}
 	opts := []cmp.Option{
 		cmpopts.IgnoreTypes(diag.Range{}),
-		cmp.Transformer("attrNames", func(a Attrs) []string { return slices.Sorted(maps.Keys(a.Ranges)) }),
+		cmp.Transformer("attrNames", func(a spec.Attrs) []string { return slices.Sorted(maps.Keys(a.Ranges)) }),
 	}
 	for _, file := range files {
 		src, err := os.ReadFile(file)
@@ -404,4 +405,17 @@ func TestLoadCUEPlainMatchesEvaluated(t *testing.T) {
 			t.Errorf("%s: models differ (-plain +evaluated):\n%s", file, d)
 		}
 	}
+}
+
+// loadFile reads and loads one CUE spec, as specload.LoadFile does.
+func loadFile(path string) (*spec.Pipeline, diag.Diagnostics, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, ds := LoadCUE(path, src)
+	if p != nil {
+		p.File = path
+	}
+	return p, ds.Sort(), nil
 }

@@ -1,23 +1,24 @@
-package spec
+package cuespec
 
 import (
 	"slices"
 
 	"github.com/pipec/pipec/internal/suggest"
+	"github.com/pipec/pipec/spec"
 )
 
 // kindAt returns the element kind whose fields the last label of path is one
 // of: the path of a field in a CUE spec, from "pipeline" down
 // (pipeline.NAME.task.NAME.heartbeat.every is a heartbeat field).
 func kindAt(path []string) string {
-	if len(path) < 3 || path[0] != KindPipeline {
+	if len(path) < 3 || path[0] != spec.KindPipeline {
 		return ""
 	}
-	kind := KindPipeline
-	fields := Fields()
+	kind := spec.KindPipeline
+	fields := spec.Fields()
 	rest := path[2 : len(path)-1]
 	for len(rest) > 0 {
-		var next *Field
+		var next *spec.Field
 		for i, f := range fields[kind] {
 			if f.Name == rest[0] && f.Nested != "" {
 				next = &fields[kind][i]
@@ -46,7 +47,7 @@ func fieldHint(path []string) string {
 		return ""
 	}
 	var names []string
-	for _, f := range Fields()[kind] {
+	for _, f := range spec.Fields()[kind] {
 		names = append(names, f.Name)
 	}
 	slices.Sort(names)

@@ -1,4 +1,4 @@
-package spec
+package cuespec
 
 import (
 	"crypto/sha256"
@@ -20,6 +20,10 @@ var chunkCacheOn atomic.Bool
 
 // chunkEvaluations counts the chunks CUE evaluated, for the tests.
 var chunkEvaluations atomic.Int64
+
+// chunksProven counts the chunks Go proved valid (provablyValidTasks), for
+// the tests.
+var chunksProven atomic.Int64
 
 // The chunks of a plain file that CUE found valid are remembered by their
 // content, so a file loaded again (the language server re-analyses the whole

@@ -1,4 +1,4 @@
-package spec
+package cuespec
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 	"cuelang.org/go/cue/token"
 
 	"github.com/pipec/pipec/diag"
+	"github.com/pipec/pipec/spec"
 )
 
 // cueDecoder reads the model from plain CUE syntax: the author's own tree for
@@ -30,9 +31,9 @@ type cueDecoder struct {
 	// its errors (pipeline.NAME.task.NAME.timeout).
 	path []string
 	// fields is spec.Fields, built once.
-	fields map[string][]Field
+	fields map[string][]spec.Field
 	// val holds the value being read, reused from field to field.
-	val value
+	val spec.Value
 }
 
 func newCUEDecoder(l *cueLoader, exported bool) *cueDecoder {
@@ -122,7 +123,7 @@ func structFields(e ast.Expr) (fields func(yield func(*ast.Field) bool), n int, 
 // (see Field.set), once per label: a field written twice with the same value
 // (which CUE accepts) is read once, from its first declaration, as the attrs
 // record. A nested element goes to nested, when not nil.
-func (d *cueDecoder) each(f *ast.Field, kind string, target any, attrs *Attrs, nested func(name string, g *ast.Field)) {
+func (d *cueDecoder) each(f *ast.Field, kind string, target any, attrs *spec.Attrs, nested func(name string, g *ast.Field)) {
 	fs, n, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, "a struct")
@@ -139,7 +140,7 @@ func (d *cueDecoder) each(f *ast.Field, kind string, target any, attrs *Attrs, n
 		d.enter(name)
 		attrs.Set(name, d.fieldRange(g))
 		before := len(d.l.ds)
-		fd, known := lookupField(kind, name)
+		fd, known := spec.LookupField(kind, name)
 		switch {
 		case !known:
 			d.unknown(g, name, kind)
@@ -147,6 +148,10 @@ func (d *cueDecoder) each(f *ast.Field, kind string, target any, attrs *Attrs, n
 			if nested != nil {
 				nested(name, g)
 			}
+		case d.l.cueCovers(d.path):
+			// CUE reported the field itself (or an element above it) as
+			// wrong, say two conflicting values: that is the finding, and
+			// the value is not read, as when reading the evaluated file.
 		default:
 			d.field(fd, g, target, attrs)
 		}
@@ -165,53 +170,53 @@ func (d *cueDecoder) each(f *ast.Field, kind string, target any, attrs *Attrs, n
 }
 
 // field reads the value of the plain field fd, written as g, into target.
-func (d *cueDecoder) field(fd *Field, g *ast.Field, target any, attrs *Attrs) {
+func (d *cueDecoder) field(fd *spec.Field, g *ast.Field, target any, attrs *spec.Attrs) {
 	v := &d.val
-	*v = value{}
+	*v = spec.Value{}
 	if d.read(fd, g, attrs, v) {
-		fd.set(target, v)
+		fd.Set(target, v)
 	}
 }
 
 // read reads the value of g, written for field fd, into v as fd.Value says.
 // It reports whether v holds a value to set. Bounds and allowed values are
 // left to CUE (schema/pipeline.cue states them).
-func (d *cueDecoder) read(fd *Field, g *ast.Field, attrs *Attrs, v *value) bool {
+func (d *cueDecoder) read(fd *spec.Field, g *ast.Field, attrs *spec.Attrs, v *spec.Value) bool {
 	name := fd.Name
 	ok := true
 	switch fd.Value {
-	case ValString, ValColumn, ValEnum:
-		v.str, ok = d.str(g, name)
-	case ValBool:
-		v.b, ok = d.boolean(g, name)
-	case ValInt:
-		v.n, ok = d.integer(g, name)
-	case ValFloat:
-		v.f, ok = d.number(g, name)
-	case ValDuration:
-		v.dur = d.duration(g, name)
-	case ValTime:
-		v.t = d.timestamp(g, name)
-	case ValRef:
-		v.ref = d.ref(g, name, fd.RefKind)
-		ok = v.ref != nil
-	case ValRefs:
-		v.refs = d.refList(g, name, fd.RefKind)
-	case ValStrings, ValCommand:
-		v.strs, _ = d.strList(g, name)
-	case ValInts:
-		v.ints = d.intList(g, name)
-	case ValInputs:
-		v.inputs = d.inputs(g, name)
-	case ValEnv:
-		v.env = d.env(g, attrs)
+	case spec.ValString, spec.ValColumn, spec.ValEnum:
+		v.Str, ok = d.str(g, name)
+	case spec.ValBool:
+		v.Bool, ok = d.boolean(g, name)
+	case spec.ValInt:
+		v.Int, ok = d.integer(g, name)
+	case spec.ValFloat:
+		v.Float, ok = d.number(g, name)
+	case spec.ValDuration:
+		v.Dur = d.duration(g, name)
+	case spec.ValTime:
+		v.Time = d.timestamp(g, name)
+	case spec.ValRef:
+		v.Ref = d.ref(g, name, fd.RefKind)
+		ok = v.Ref != nil
+	case spec.ValRefs:
+		v.Refs = d.refList(g, name, fd.RefKind)
+	case spec.ValStrings, spec.ValCommand:
+		v.Strs, _ = d.strList(g, name)
+	case spec.ValInts:
+		v.Ints = d.intList(g, name)
+	case spec.ValInputs:
+		v.Inputs = d.inputs(g, name)
+	case spec.ValEnv:
+		v.Env = d.env(g, attrs)
 	}
 	return ok
 }
 
 // named calls fn for each named element under a labelled field (the `extract`
 // in `task: extract: {...}`), after checking the name.
-func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Field)) {
+func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n spec.Named, g *ast.Field)) {
 	fs, _, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, "a struct of named "+kind+"s")
@@ -224,11 +229,11 @@ func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Fi
 		}
 		d.enter(name)
 		r := d.labelRange(g)
-		if !ValidName(name) {
-			d.l.schemaErr(r, "%s", NameError(kindNoun(kind), name))
+		if !spec.ValidName(name) {
+			d.l.schemaErr(r, "%s", spec.NameError(kindNoun(kind), name))
 		}
 		if _, ok := g.Value.(*ast.StructLit); ok {
-			fn(Named{Name: name, NameRange: r, Range: r}, g)
+			fn(spec.Named{Name: name, NameRange: r, Range: r}, g)
 		} else {
 			d.mismatch(g, "a struct")
 		}
@@ -237,7 +242,7 @@ func (d *cueDecoder) named(f *ast.Field, kind string, fn func(n Named, g *ast.Fi
 }
 
 // pipelines reads the pipeline fields of a file: exactly one pipeline.
-func (d *cueDecoder) pipelines(fields []*ast.Field) *Pipeline {
+func (d *cueDecoder) pipelines(fields []*ast.Field) *spec.Pipeline {
 	type entry struct {
 		name string
 		f    *ast.Field
@@ -245,7 +250,7 @@ func (d *cueDecoder) pipelines(fields []*ast.Field) *Pipeline {
 	}
 	var all []entry
 	for _, f := range fields {
-		d.enter(KindPipeline)
+		d.enter(spec.KindPipeline)
 		fs, _, ok := structFields(f.Value)
 		if !ok {
 			d.mismatch(f, "a struct: pipeline: NAME: {...}")
@@ -268,7 +273,7 @@ func (d *cueDecoder) pipelines(fields []*ast.Field) *Pipeline {
 		r := d.l.fileStart()
 		if len(fields) > 0 {
 			if d.exported {
-				r = d.l.pathLabelRange([]string{KindPipeline})
+				r = d.l.pathLabelRange([]string{spec.KindPipeline})
 			} else {
 				r = d.l.nodeRange(fields[0].Label)
 			}
@@ -278,23 +283,23 @@ func (d *cueDecoder) pipelines(fields []*ast.Field) *Pipeline {
 	}
 	for _, e := range all[1:] {
 		d.l.ds = append(d.l.ds, diag.Diagnostic{
-			Rule: RuleSchema, Severity: diag.Error, Range: e.r,
+			Rule: spec.RuleSchema, Severity: diag.Error, Range: e.r,
 			Message: fmt.Sprintf("a spec file defines exactly one pipeline: %q is a second one", e.name),
 			Detail:  fmt.Sprintf("the first, %q, is defined at %s", all[0].name, all[0].r),
 		})
 	}
 	first := all[0]
-	d.enter(KindPipeline)
+	d.enter(spec.KindPipeline)
 	d.enter(first.name)
 	defer d.leave()
 	defer d.leave()
 	return d.pipeline(first.name, first.r, first.f)
 }
 
-func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline {
-	p := &Pipeline{Name: name, NameRange: r, Range: r}
-	if !ValidName(name) {
-		d.l.schemaErr(r, "%s", NameError(KindPipeline, name))
+func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *spec.Pipeline {
+	p := &spec.Pipeline{Name: name, NameRange: r, Range: r}
+	if !spec.ValidName(name) {
+		d.l.schemaErr(r, "%s", spec.NameError(spec.KindPipeline, name))
 	}
 	fs, _, ok := structFields(f.Value)
 	if !ok {
@@ -307,10 +312,10 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 		// Size each element list once: a Task is large, and growing a slice of
 		// 10,000 of them by doubling copies each several times.
 		_, n, _ := structFields(g.Value)
-		fd, known := lookupField(KindPipeline, key)
+		fd, known := spec.LookupField(spec.KindPipeline, key)
 		switch {
 		case !known:
-			d.unknown(g, key, KindPipeline)
+			d.unknown(g, key, spec.KindPipeline)
 		case fd.Nested == "":
 			if !p.Has(key) {
 				p.Set(key, d.fieldRange(g))
@@ -323,56 +328,56 @@ func (d *cueDecoder) pipeline(name string, r diag.Range, f *ast.Field) *Pipeline
 		default:
 			// A nested element, or named elements.
 			switch key {
-			case KindSchedule:
+			case spec.KindSchedule:
 				if !p.Has(key) {
 					p.Set(key, d.fieldRange(g))
 					p.Schedule = d.schedule(g)
 				}
-			case KindRetryBudget:
+			case spec.KindRetryBudget:
 				if !p.Has(key) {
 					p.Set(key, d.fieldRange(g))
 					p.RetryBudget = d.retryBudget(g)
 				}
-			case KindPool:
+			case spec.KindPool:
 				p.Pools = slices.Grow(p.Pools, n)
-				d.named(g, KindPool, func(n Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
-			case KindError:
+				d.named(g, spec.KindPool, func(n spec.Named, h *ast.Field) { p.Pools = append(p.Pools, d.pool(n, h)) })
+			case spec.KindError:
 				p.Errors = slices.Grow(p.Errors, n)
-				d.named(g, KindError, func(n Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
-			case KindRetry:
+				d.named(g, spec.KindError, func(n spec.Named, h *ast.Field) { p.Errors = append(p.Errors, d.errorClass(n, h)) })
+			case spec.KindRetry:
 				p.Retries = slices.Grow(p.Retries, n)
-				d.named(g, KindRetry, func(n Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
-			case KindTask:
+				d.named(g, spec.KindRetry, func(n spec.Named, h *ast.Field) { p.Retries = append(p.Retries, d.retry(n, h)) })
+			case spec.KindTask:
 				p.Tasks = slices.Grow(p.Tasks, n)
-				d.named(g, KindTask, func(n Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
-			case KindCheck:
+				d.named(g, spec.KindTask, func(n spec.Named, h *ast.Field) { p.Tasks = append(p.Tasks, d.task(n, h)) })
+			case spec.KindCheck:
 				p.Checks = slices.Grow(p.Checks, n)
-				d.named(g, KindCheck, func(n Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
-			case KindSink:
+				d.named(g, spec.KindCheck, func(n spec.Named, h *ast.Field) { p.Checks = append(p.Checks, d.check(n, h)) })
+			case spec.KindSink:
 				p.Sinks = slices.Grow(p.Sinks, n)
-				d.named(g, KindSink, func(n Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
-			case KindPublish:
+				d.named(g, spec.KindSink, func(n spec.Named, h *ast.Field) { p.Sinks = append(p.Sinks, d.sink(n, h)) })
+			case spec.KindPublish:
 				p.Publishes = slices.Grow(p.Publishes, n)
-				d.named(g, KindPublish, func(n Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
+				d.named(g, spec.KindPublish, func(n spec.Named, h *ast.Field) { p.Publishes = append(p.Publishes, d.publish(n, h)) })
 			}
 		}
 		d.leave()
 	}
 	if d.exported {
-		sortByName(p.Pools, func(x *Pool) *Named { return &x.Named })
-		sortByName(p.Errors, func(x *ErrorClass) *Named { return &x.Named })
-		sortByName(p.Retries, func(x *RetryPolicy) *Named { return &x.Named })
-		sortByName(p.Tasks, func(x *Task) *Named { return &x.Named })
-		sortByName(p.Checks, func(x *Check) *Named { return &x.Named })
-		sortByName(p.Sinks, func(x *Sink) *Named { return &x.Named })
-		sortByName(p.Publishes, func(x *Publish) *Named { return &x.Named })
+		sortByName(p.Pools, func(x *spec.Pool) *spec.Named { return &x.Named })
+		sortByName(p.Errors, func(x *spec.ErrorClass) *spec.Named { return &x.Named })
+		sortByName(p.Retries, func(x *spec.RetryPolicy) *spec.Named { return &x.Named })
+		sortByName(p.Tasks, func(x *spec.Task) *spec.Named { return &x.Named })
+		sortByName(p.Checks, func(x *spec.Check) *spec.Named { return &x.Named })
+		sortByName(p.Sinks, func(x *spec.Sink) *spec.Named { return &x.Named })
+		sortByName(p.Publishes, func(x *spec.Publish) *spec.Named { return &x.Named })
 	}
 	return p
 }
 
 // sortByName puts elements read back from an evaluated file in the order
 // their names appear in the source, as a plain file gives them.
-func sortByName[T any](s []T, named func(*T) *Named) {
+func sortByName[T any](s []T, named func(*T) *spec.Named) {
 	slices.SortStableFunc(s, func(a, b T) int {
 		return cmp.Compare(named(&a).NameRange.Start.Byte, named(&b).NameRange.Start.Byte)
 	})
@@ -387,81 +392,81 @@ func (d *cueDecoder) unknown(f *ast.Field, name, kind string) {
 	d.report(d.labelRange(f), nil, "field not allowed%s", fieldHint(d.path))
 }
 
-func (d *cueDecoder) schedule(f *ast.Field) *Schedule {
-	s := &Schedule{Range: d.labelRange(f)}
-	d.each(f, KindSchedule, s, &s.Attrs, nil)
+func (d *cueDecoder) schedule(f *ast.Field) *spec.Schedule {
+	s := &spec.Schedule{Range: d.labelRange(f)}
+	d.each(f, spec.KindSchedule, s, &s.Attrs, nil)
 	return s
 }
 
-func (d *cueDecoder) retryBudget(f *ast.Field) *RetryBudget {
-	b := &RetryBudget{Range: d.labelRange(f)}
-	d.each(f, KindRetryBudget, b, &b.Attrs, nil)
+func (d *cueDecoder) retryBudget(f *ast.Field) *spec.RetryBudget {
+	b := &spec.RetryBudget{Range: d.labelRange(f)}
+	d.each(f, spec.KindRetryBudget, b, &b.Attrs, nil)
 	return b
 }
 
-func (d *cueDecoder) pool(n Named, f *ast.Field) Pool {
-	p := Pool{Named: n}
-	d.each(f, KindPool, &p, &p.Attrs, nil)
+func (d *cueDecoder) pool(n spec.Named, f *ast.Field) spec.Pool {
+	p := spec.Pool{Named: n}
+	d.each(f, spec.KindPool, &p, &p.Attrs, nil)
 	return p
 }
 
-func (d *cueDecoder) errorClass(n Named, f *ast.Field) ErrorClass {
-	e := ErrorClass{Named: n}
-	d.each(f, KindError, &e, &e.Attrs, nil)
+func (d *cueDecoder) errorClass(n spec.Named, f *ast.Field) spec.ErrorClass {
+	e := spec.ErrorClass{Named: n}
+	d.each(f, spec.KindError, &e, &e.Attrs, nil)
 	return e
 }
 
-func (d *cueDecoder) retry(n Named, f *ast.Field) RetryPolicy {
-	r := RetryPolicy{Named: n}
-	d.each(f, KindRetry, &r, &r.Attrs, nil)
+func (d *cueDecoder) retry(n spec.Named, f *ast.Field) spec.RetryPolicy {
+	r := spec.RetryPolicy{Named: n}
+	d.each(f, spec.KindRetry, &r, &r.Attrs, nil)
 	return r
 }
 
-func (d *cueDecoder) task(n Named, f *ast.Field) Task {
-	t := Task{Named: n}
-	d.each(f, KindTask, &t, &t.Attrs, func(name string, g *ast.Field) {
+func (d *cueDecoder) task(n spec.Named, f *ast.Field) spec.Task {
+	t := spec.Task{Named: n}
+	d.each(f, spec.KindTask, &t, &t.Attrs, func(name string, g *ast.Field) {
 		switch name {
-		case KindHeartbeat:
+		case spec.KindHeartbeat:
 			t.Heartbeat = d.heartbeat(g)
-		case KindFailover:
+		case spec.KindFailover:
 			t.Failover = d.failover(g)
 		}
 	})
 	return t
 }
 
-func (d *cueDecoder) heartbeat(f *ast.Field) *Heartbeat {
-	h := &Heartbeat{Range: d.labelRange(f)}
-	d.each(f, KindHeartbeat, h, &h.Attrs, nil)
+func (d *cueDecoder) heartbeat(f *ast.Field) *spec.Heartbeat {
+	h := &spec.Heartbeat{Range: d.labelRange(f)}
+	d.each(f, spec.KindHeartbeat, h, &h.Attrs, nil)
 	return h
 }
 
-func (d *cueDecoder) failover(f *ast.Field) *Failover {
-	o := &Failover{Range: d.labelRange(f)}
-	d.each(f, KindFailover, o, &o.Attrs, nil)
+func (d *cueDecoder) failover(f *ast.Field) *spec.Failover {
+	o := &spec.Failover{Range: d.labelRange(f)}
+	d.each(f, spec.KindFailover, o, &o.Attrs, nil)
 	return o
 }
 
-func (d *cueDecoder) check(n Named, f *ast.Field) Check {
-	c := Check{Named: n}
-	d.each(f, KindCheck, &c, &c.Attrs, nil)
+func (d *cueDecoder) check(n spec.Named, f *ast.Field) spec.Check {
+	c := spec.Check{Named: n}
+	d.each(f, spec.KindCheck, &c, &c.Attrs, nil)
 	return c
 }
 
-func (d *cueDecoder) sink(n Named, f *ast.Field) Sink {
-	s := Sink{Named: n}
-	d.each(f, KindSink, &s, &s.Attrs, nil)
+func (d *cueDecoder) sink(n spec.Named, f *ast.Field) spec.Sink {
+	s := spec.Sink{Named: n}
+	d.each(f, spec.KindSink, &s, &s.Attrs, nil)
 	return s
 }
 
-func (d *cueDecoder) publish(n Named, f *ast.Field) Publish {
-	p := Publish{Named: n}
-	d.each(f, KindPublish, &p, &p.Attrs, nil)
+func (d *cueDecoder) publish(n spec.Named, f *ast.Field) spec.Publish {
+	p := spec.Publish{Named: n}
+	d.each(f, spec.KindPublish, &p, &p.Attrs, nil)
 	return p
 }
 
 // env reads the env struct; each entry's range is recorded as "env.KEY".
-func (d *cueDecoder) env(f *ast.Field, attrs *Attrs) map[string]string {
+func (d *cueDecoder) env(f *ast.Field, attrs *spec.Attrs) map[string]string {
 	fs, _, ok := structFields(f.Value)
 	if !ok {
 		d.mismatch(f, "a struct of strings")
@@ -474,7 +479,7 @@ func (d *cueDecoder) env(f *ast.Field, attrs *Attrs) map[string]string {
 			continue
 		}
 		d.enter(key)
-		if !d.validRef(d.labelRange(g), envVarKind, key) {
+		if !d.validRef(d.labelRange(g), spec.EnvVarKind, key) {
 			d.leave()
 			continue
 		}
@@ -586,12 +591,12 @@ func (d *cueDecoder) number(f *ast.Field, name string) (float64, bool) {
 	return 0, false
 }
 
-func (d *cueDecoder) duration(f *ast.Field, name string) Duration {
+func (d *cueDecoder) duration(f *ast.Field, name string) spec.Duration {
 	s, ok := d.str(f, name)
 	if !ok {
 		return 0
 	}
-	v, err := ParseField(name, s)
+	v, err := spec.ParseField(name, s)
 	if err != nil {
 		d.report(d.valueRange(f), nil, "%s", err.Error())
 		return 0
@@ -604,7 +609,7 @@ func (d *cueDecoder) timestamp(f *ast.Field, name string) (t time.Time) {
 	if !ok {
 		return t
 	}
-	v, err := ParseTime(s)
+	v, err := spec.ParseTime(s)
 	if err != nil {
 		d.report(d.valueRange(f), nil, "%s", err.Error())
 		return t
@@ -615,7 +620,7 @@ func (d *cueDecoder) timestamp(f *ast.Field, name string) (t time.Time) {
 // ref reads a name; kind is the element kind the name must be valid for (an
 // artifact name, say). An invalid name is reported and left out of the model,
 // as the HCL loader does.
-func (d *cueDecoder) ref(f *ast.Field, name, kind string) *Ref {
+func (d *cueDecoder) ref(f *ast.Field, name, kind string) *spec.Ref {
 	s, ok := d.str(f, name)
 	if !ok {
 		return nil
@@ -624,31 +629,27 @@ func (d *cueDecoder) ref(f *ast.Field, name, kind string) *Ref {
 	if !d.validRef(r, kind, s) {
 		return nil
 	}
-	return &Ref{Name: s, Range: r}
+	return &spec.Ref{Name: s, Range: r}
 }
-
-// envVarKind marks names that are environment variables (secret_env, env
-// keys): the shell's rule applies, not ValidName's.
-const envVarKind = "environment variable"
 
 // validRef checks a name written as a reference, reporting it when invalid.
 func (d *cueDecoder) validRef(r diag.Range, kind, s string) bool {
-	if kind == envVarKind {
-		if !ValidEnvName(s) {
+	if kind == spec.EnvVarKind {
+		if !spec.ValidEnvName(s) {
 			d.l.schemaErr(r, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", s)
 			return false
 		}
 		return true
 	}
-	if kind == labelKind {
-		if !ValidLabel(s) {
-			d.l.schemaErr(r, "%s", LabelError(s))
+	if kind == spec.LabelKind {
+		if !spec.ValidLabel(s) {
+			d.l.schemaErr(r, "%s", spec.LabelError(s))
 			return false
 		}
 		return true
 	}
-	if !ValidName(s) {
-		d.l.schemaErr(r, "%s", NameError(kindNoun(kind), s))
+	if !spec.ValidName(s) {
+		d.l.schemaErr(r, "%s", spec.NameError(kindNoun(kind), s))
 		return false
 	}
 	return true
@@ -657,9 +658,9 @@ func (d *cueDecoder) validRef(r diag.Range, kind, s string) bool {
 // kindNoun names an element kind in messages ("invalid error class name").
 func kindNoun(kind string) string {
 	switch kind {
-	case KindError:
+	case spec.KindError:
 		return "error class"
-	case KindRetry:
+	case spec.KindRetry:
 		return "retry policy"
 	}
 	return kind
@@ -714,12 +715,12 @@ func (d *cueDecoder) intList(f *ast.Field, name string) []int {
 	return out
 }
 
-func (d *cueDecoder) refList(f *ast.Field, name, kind string) []Ref {
+func (d *cueDecoder) refList(f *ast.Field, name, kind string) []spec.Ref {
 	els, ok := d.list(f, name, "a list of strings")
 	if !ok {
 		return nil
 	}
-	var out []Ref
+	var out []spec.Ref
 	for i, el := range els {
 		s, ok := litString(el)
 		if !ok {
@@ -730,17 +731,17 @@ func (d *cueDecoder) refList(f *ast.Field, name, kind string) []Ref {
 		if !d.validRef(r, kind, s) {
 			continue
 		}
-		out = append(out, Ref{Name: s, Range: r})
+		out = append(out, spec.Ref{Name: s, Range: r})
 	}
 	return out
 }
 
-func (d *cueDecoder) inputs(f *ast.Field, name string) []Input {
+func (d *cueDecoder) inputs(f *ast.Field, name string) []spec.Input {
 	els, ok := d.list(f, name, "a list of strings")
 	if !ok {
 		return nil
 	}
-	var out []Input
+	var out []spec.Input
 	for i, el := range els {
 		s, ok := litString(el)
 		if !ok {
@@ -748,12 +749,15 @@ func (d *cueDecoder) inputs(f *ast.Field, name string) []Input {
 			continue
 		}
 		r := d.elemRange(el, i)
-		art, off, err := ParseInput(s)
+		art, off, err := spec.ParseInput(s)
 		if err != nil {
 			d.l.schemaErr(r, "%s", err.Error())
 			continue
 		}
-		out = append(out, Input{Artifact: art, Offset: off, Range: r})
+		out = append(out, spec.Input{Artifact: art, Offset: off, Range: r})
 	}
 	return out
 }
+
+// fieldTable is spec.Fields, built once for the decoder, which only reads it.
+var fieldTable = spec.Fields()

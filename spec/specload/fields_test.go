@@ -1,6 +1,10 @@
-package spec
+package specload
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/pipec/pipec/spec"
+)
 
 // TestRefusedAlike checks that both loaders, reading plain fields through
 // the field table, mark a pipeline attribute with a refused value as
@@ -9,9 +13,9 @@ func TestRefusedAlike(t *testing.T) {
 	hclSrc := "pipeline \"p\" {\n  code_version = [\"a\"]\n  workers = 0\n  task \"t\" {\n    command = [\"x\"]\n    timeout = \"soon\"\n  }\n}\n"
 	cueSrc := "pipeline: p: {\n\tcode_version: [\"a\"]\n\tworkers: 0\n\ttask: t: {\n\t\tcommand: [\"x\"]\n\t\ttimeout: \"soon\"\n\t}\n}\n"
 	for _, c := range []struct {
-		syn Syntax
+		syn spec.Syntax
 		src string
-	}{{SyntaxHCL, hclSrc}, {SyntaxCUE, cueSrc}} {
+	}{{spec.SyntaxHCL, hclSrc}, {spec.SyntaxCUE, cueSrc}} {
 		p, ds := Load(c.syn, "p."+string(c.syn), []byte(c.src))
 		if p == nil || len(p.Tasks) != 1 {
 			t.Fatalf("%s: no pipeline with one task:\n%v", c.syn, ds)

@@ -1,4 +1,4 @@
-package cli
+package lintcmd
 
 import (
 	"runtime"
@@ -19,8 +19,8 @@ const firstCollection = 256 << 20
 // wall time. A spec big enough to reach firstCollection is collected from
 // then on as before, so 100,000 tasks stay under the same limit. GOGC or
 // GOMEMLIMIT in the environment leave everything as it is.
-func collectLate(io IO) {
-	if io.Getenv == nil || io.Getenv("GOGC") != "" || io.Getenv("GOMEMLIMIT") != "" {
+func collectLate(getenv func(string) string) {
+	if getenv == nil || getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	lateOnce.Do(func() {
