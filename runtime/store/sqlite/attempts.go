@@ -119,24 +119,34 @@ func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store
 	}
 	var a store.Attempt
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
-		// The run's state and the task's next attempt number in one
-		// statement (this is on the path of every task).
+		if spec.Resource == "" {
+			// Refused as a grant would be, after the run's own checks.
+			if err := runIsRunning(ctx, tx, spec.Run); err != nil {
+				return err
+			}
+			return fmt.Errorf("token: resource is required")
+		}
+		if s.txEpoch == 0 {
+			return fmt.Errorf("token: no epoch (a grant outside a grants write)")
+		}
+		// The grant (see grantToken), the run's state and the task's next
+		// attempt number in one statement, on the path of every task. A
+		// refusal below fails the write, which undoes the grant.
 		var runState sql.NullString
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT (SELECT state FROM runs WHERE id = ?1),
-	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?1 AND task = ?2)`,
-			spec.Run, spec.Task).Scan(&runState, &n); err != nil {
+		var tok, newest int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?1, ?2)
+ON CONFLICT (resource) DO UPDATE SET last = MAX(last + 1, ?2)
+RETURNING last, (SELECT epoch FROM epochs), (SELECT state FROM runs WHERE id = ?3),
+	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?3 AND task = ?4)`,
+			spec.Resource, s.txEpoch*epochSpan, spec.Run, spec.Task).Scan(&tok, &newest, &runState, &n); err != nil {
 			return err
 		}
-		if !runState.Valid {
-			return fmt.Errorf("run %q: %w", spec.Run, store.ErrNotFound)
-		}
-		if store.RunState(runState.String) != store.RunRunning {
-			return fmt.Errorf("run %q is %s: %w", spec.Run, runState.String, store.ErrConflict)
-		}
-		tok, err := s.grantToken(ctx, tx, spec.Resource)
-		if err != nil {
+		if err := runStateIsRunning(spec.Run, runState); err != nil {
 			return err
+		}
+		if tok >= (newest+1)*epochSpan {
+			return errEpochSpent // as grantToken: a new epoch is recorded first
 		}
 		now := s.now()
 		a = store.Attempt{
@@ -176,6 +186,25 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
 	}
 	return a, nil
+}
+
+// runIsRunning refuses a run that does not exist or is no longer running.
+func runIsRunning(ctx context.Context, tx *wtx, run string) error {
+	var state sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT state FROM runs WHERE id = ?)`, run).Scan(&state); err != nil {
+		return err
+	}
+	return runStateIsRunning(run, state)
+}
+
+func runStateIsRunning(run string, state sql.NullString) error {
+	if !state.Valid {
+		return fmt.Errorf("run %q: %w", run, store.ErrNotFound)
+	}
+	if store.RunState(state.String) != store.RunRunning {
+		return fmt.Errorf("run %q is %s: %w", run, state.String, store.ErrConflict)
+	}
+	return nil
 }
 
 // MarkRunning implements Store: MarkRunningAs with only a pid (its own group).
@@ -291,32 +320,85 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 
 // finishAttempt is FinishAttempt inside a write transaction (the worker
 // queue's Finish records a visit's last attempt with it, Tx.FinishAttempt).
+//
+// It first tries the end every task's attempt usually has, without reading
+// the row: a process that ran (Outcome.Ran) ending a queued attempt, or a
+// running attempt ending. The UPDATE's WHERE holds that expectation; when it
+// matches no row, the attempt is read and judged as always (a retried write,
+// a conflict, an unknown attempt).
 func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef, o store.Outcome) error {
+	expect := store.Attempt{AttemptRef: ref, State: store.AttemptRunning}
+	if o.Ran != nil {
+		expect.State = store.AttemptQueued
+	}
+	if o.State.Recordable() && store.AttemptRunning.CanBecome(o.State) {
+		if done, err := s.finishFrom(ctx, tx, expect, o); done || err != nil {
+			return err
+		}
+	}
 	cur, err := getAttemptHead(ctx, tx, ref)
 	if err != nil {
 		return err
 	}
-	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
-	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
+	if o.Ran != nil && !cur.State.CanBecome(store.AttemptRunning) {
+		o.Ran = nil
+	}
+	if noop, err := store.CheckFinish(cur, o, o.Ran != nil); noop || err != nil {
 		return err
 	}
-	if ran {
-		// MarkRunningAs and FinishAttempt in one transaction: both or
-		// neither commit (see Outcome.Ran for why that is safe).
-		if _, err := s.markRunning(ctx, tx, ref, *o.Ran); err != nil {
-			return err
-		}
-		cur.State = store.AttemptRunning
+	if done, err := s.finishFrom(ctx, tx, cur, o); done || err != nil {
+		return err
 	}
+	return fmt.Errorf("finish attempt %s: changed concurrently: %w", ref, store.ErrConflict)
+}
+
+// finishFrom records o on the attempt if it is in cur's state (and holds
+// cur's token, when cur has one: 0 is the unread row, whose token the UPDATE
+// returns), in one UPDATE and one event statement; done is false when the
+// attempt is not in that state. With Outcome.Ran it first records the
+// process exactly as MarkRunningAs would (same columns, same attempt.running
+// event from a queued attempt), in the same statement.
+func (s *Store) finishFrom(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) (done bool, err error) {
+	ref := cur.AttemptRef
 	now := s.now()
-	if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
-WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
-		ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
-		return fmt.Errorf("finish attempt %s: %w", ref, err)
+	var tok int64
+	if o.Ran == nil {
+		err = tx.QueryRowContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5, lease_expiry = 0
+WHERE run = ?6 AND task = ?7 AND number = ?8 AND state = ?9 AND (?10 = 0 OR token = ?10) RETURNING token`,
+			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token).Scan(&tok)
+	} else {
+		p, lease := o.Ran.Process, o.Ran.Lease
+		leaseBoot, leaseUntil := s.leaseUntil(lease)
+		// started is the start's time from a queued attempt (markRunning);
+		// host and boot_id are kept when the process names no host;
+		// lease_expiry ends at 0, as a finish leaves it.
+		err = tx.QueryRowContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5,
+lease_expiry = 0, started = CASE WHEN state = 'queued' THEN ?5 ELSE started END, pid = ?6, pgid = ?7, proc_start = ?8,
+host = CASE WHEN ?9 <> '' THEN ?9 ELSE host END, boot_id = CASE WHEN ?9 <> '' THEN ?10 ELSE boot_id END,
+lease_ms = ?11, lease_boot = ?12, lease_until = ?13
+WHERE run = ?14 AND task = ?15 AND number = ?16 AND state = ?17 AND (?18 = 0 OR token = ?18) RETURNING token`,
+			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
+			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token).Scan(&tok)
 	}
-	return appendEvent(ctx, tx, now, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("finish attempt %s: %w", ref, err)
+	}
+	was := cur.State
+	if o.Ran != nil {
+		was = store.AttemptRunning
+	}
+	finished := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
 		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-			"token": cur.Token, "was": string(cur.State)})
+			"token": tok, "was": string(was)}}
+	if o.Ran == nil || cur.State != store.AttemptQueued {
+		return true, appendEvent(ctx, tx, now, finished.e, finished.payload)
+	}
+	running := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+		map[string]any{"token": tok, "pid": o.Ran.Process.PID, "lease_ms": o.Ran.Lease.Milliseconds()}}
+	return true, appendEvents(ctx, tx, now, running, finished)
 }
 
 // GetAttempt implements Store.
@@ -415,8 +497,8 @@ func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run sto
 	return a, nil
 }
 
-// markRunning is MarkRunningAs inside a write (FinishAttempt uses it too,
-// see Outcome.Ran).
+// markRunning is MarkRunningAs inside a write (finishFrom writes the same
+// columns for an Outcome.Ran).
 func (s *Store) markRunning(ctx context.Context, tx *wtx, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
 	p, lease := run.Process, run.Lease
 	cur, err := getAttempt(ctx, tx, ref)
