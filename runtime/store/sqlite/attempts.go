@@ -320,22 +320,7 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 
 // finishAttempt is FinishAttempt inside a write transaction (the worker
 // queue's Finish records a visit's last attempt with it, Tx.FinishAttempt).
-//
-// It first tries the end every task's attempt usually has, without reading
-// the row: a process that ran (Outcome.Ran) ending a queued attempt, or a
-// running attempt ending. The UPDATE's WHERE holds that expectation; when it
-// matches no row, the attempt is read and judged as always (a retried write,
-// a conflict, an unknown attempt).
 func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef, o store.Outcome) error {
-	expect := store.Attempt{AttemptRef: ref, State: store.AttemptRunning}
-	if o.Ran != nil {
-		expect.State = store.AttemptQueued
-	}
-	if o.State.Recordable() && store.AttemptRunning.CanBecome(o.State) {
-		if done, err := s.finishFrom(ctx, tx, expect, o); done || err != nil {
-			return err
-		}
-	}
 	cur, err := getAttemptHead(ctx, tx, ref)
 	if err != nil {
 		return err
@@ -346,45 +331,45 @@ func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef
 	if noop, err := store.CheckFinish(cur, o, o.Ran != nil); noop || err != nil {
 		return err
 	}
-	if done, err := s.finishFrom(ctx, tx, cur, o); done || err != nil {
-		return err
-	}
-	return fmt.Errorf("finish attempt %s: changed concurrently: %w", ref, store.ErrConflict)
+	return s.finishFrom(ctx, tx, cur, o)
 }
 
-// finishFrom records o on the attempt if it is in cur's state (and holds
-// cur's token, when cur has one: 0 is the unread row, whose token the UPDATE
-// returns), in one UPDATE and one event statement; done is false when the
-// attempt is not in that state. With Outcome.Ran it first records the
-// process exactly as MarkRunningAs would (same columns, same attempt.running
-// event from a queued attempt), in the same statement.
-func (s *Store) finishFrom(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) (done bool, err error) {
+// finishFrom records o on the attempt cur, as read in this transaction, in
+// one UPDATE (conditional on cur's state and token: the WHERE is the safety)
+// and one statement for its events. With Outcome.Ran the UPDATE first
+// records the process exactly as MarkRunningAs would (the same columns, and
+// the attempt.running event from a queued attempt), so a short task's end
+// costs no more statements than any end. (UPDATE ... RETURNING would save
+// the read, but SQLite buffers RETURNING rows in a temporary table, which
+// costs more than the read.)
+func (s *Store) finishFrom(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) error {
 	ref := cur.AttemptRef
 	now := s.now()
-	var tok int64
+	var res sql.Result
+	var err error
 	if o.Ran == nil {
-		err = tx.QueryRowContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5, lease_expiry = 0
-WHERE run = ?6 AND task = ?7 AND number = ?8 AND state = ?9 AND (?10 = 0 OR token = ?10) RETURNING token`,
-			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token).Scan(&tok)
+		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
+WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
+			ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
 	} else {
 		p, lease := o.Ran.Process, o.Ran.Lease
+		started := nanos(cur.Started)
+		if cur.State == store.AttemptQueued {
+			started = now
+		}
 		leaseBoot, leaseUntil := s.leaseUntil(lease)
-		// started is the start's time from a queued attempt (markRunning);
-		// host and boot_id are kept when the process names no host;
-		// lease_expiry ends at 0, as a finish leaves it.
-		err = tx.QueryRowContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5,
-lease_expiry = 0, started = CASE WHEN state = 'queued' THEN ?5 ELSE started END, pid = ?6, pgid = ?7, proc_start = ?8,
-host = CASE WHEN ?9 <> '' THEN ?9 ELSE host END, boot_id = CASE WHEN ?9 <> '' THEN ?10 ELSE boot_id END,
-lease_ms = ?11, lease_boot = ?12, lease_until = ?13
-WHERE run = ?14 AND task = ?15 AND number = ?16 AND state = ?17 AND (?18 = 0 OR token = ?18) RETURNING token`,
-			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
-			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token).Scan(&tok)
+		// host and boot_id are kept when the process names no host, as
+		// markRunning does; lease_expiry ends at 0, as a finish leaves it.
+		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5,
+lease_expiry = 0, started = ?6, pid = ?7, pgid = ?8, proc_start = ?9,
+host = CASE WHEN ?10 <> '' THEN ?10 ELSE host END, boot_id = CASE WHEN ?10 <> '' THEN ?11 ELSE boot_id END,
+lease_ms = ?12, lease_boot = ?13, lease_until = ?14
+WHERE run = ?15 AND task = ?16 AND number = ?17 AND state = ?18 AND token = ?19`,
+			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, started, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
+			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
 	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("finish attempt %s: %w", ref, err)
+	if err := changed(res, err); err != nil {
+		return fmt.Errorf("finish attempt %s: %w", ref, err)
 	}
 	was := cur.State
 	if o.Ran != nil {
@@ -392,13 +377,13 @@ WHERE run = ?14 AND task = ?15 AND number = ?16 AND state = ?17 AND (?18 = 0 OR 
 	}
 	finished := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
 		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-			"token": tok, "was": string(was)}}
+			"token": cur.Token, "was": string(was)}}
 	if o.Ran == nil || cur.State != store.AttemptQueued {
-		return true, appendEvent(ctx, tx, now, finished.e, finished.payload)
+		return appendEvent(ctx, tx, now, finished.e, finished.payload)
 	}
 	running := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-		map[string]any{"token": tok, "pid": o.Ran.Process.PID, "lease_ms": o.Ran.Lease.Milliseconds()}}
-	return true, appendEvents(ctx, tx, now, running, finished)
+		map[string]any{"token": cur.Token, "pid": o.Ran.Process.PID, "lease_ms": o.Ran.Lease.Milliseconds()}}
+	return appendEvents(ctx, tx, now, running, finished)
 }
 
 // GetAttempt implements Store.
