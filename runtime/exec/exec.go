@@ -117,6 +117,14 @@ func ShortDuration(d time.Duration) string {
 	return s
 }
 
+// copyBuffers hold the buffers output is copied through. One per process
+// was half of what a run of short tasks allocated (and so much of its
+// garbage collection); a task that ends hands its buffer to the next.
+var copyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
 // Process is a started child.
 type Process struct {
 	cmd       *osexec.Cmd
@@ -192,7 +200,11 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	red := newRedactor(out, s.Redact)
 	copied := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(red, pr)
+		buf := copyBuffers.Get().(*[]byte)
+		// Hidden behind a plain Reader: *os.File's WriteTo would copy
+		// through a fresh 32 KiB buffer of its own.
+		_, _ = io.CopyBuffer(red, struct{ io.Reader }{pr}, *buf)
+		copyBuffers.Put(buf)
 		close(copied)
 	}()
 

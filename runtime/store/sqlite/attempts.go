@@ -119,24 +119,34 @@ func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store
 	}
 	var a store.Attempt
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
-		// The run's state and the task's next attempt number in one
-		// statement (this is on the path of every task).
+		if spec.Resource == "" {
+			// Refused as a grant would be, after the run's own checks.
+			if err := runIsRunning(ctx, tx, spec.Run); err != nil {
+				return err
+			}
+			return fmt.Errorf("token: resource is required")
+		}
+		if s.txEpoch == 0 {
+			return fmt.Errorf("token: no epoch (a grant outside a grants write)")
+		}
+		// The grant (see grantToken), the run's state and the task's next
+		// attempt number in one statement, on the path of every task. A
+		// refusal below fails the write, which undoes the grant.
 		var runState sql.NullString
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT (SELECT state FROM runs WHERE id = ?1),
-	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?1 AND task = ?2)`,
-			spec.Run, spec.Task).Scan(&runState, &n); err != nil {
+		var tok, newest int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?1, ?2)
+ON CONFLICT (resource) DO UPDATE SET last = MAX(last + 1, ?2)
+RETURNING last, (SELECT epoch FROM epochs), (SELECT state FROM runs WHERE id = ?3),
+	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?3 AND task = ?4)`,
+			spec.Resource, s.txEpoch*epochSpan, spec.Run, spec.Task).Scan(&tok, &newest, &runState, &n); err != nil {
 			return err
 		}
-		if !runState.Valid {
-			return fmt.Errorf("run %q: %w", spec.Run, store.ErrNotFound)
-		}
-		if store.RunState(runState.String) != store.RunRunning {
-			return fmt.Errorf("run %q is %s: %w", spec.Run, runState.String, store.ErrConflict)
-		}
-		tok, err := s.grantToken(ctx, tx, spec.Resource)
-		if err != nil {
+		if err := runStateIsRunning(spec.Run, runState); err != nil {
 			return err
+		}
+		if tok >= (newest+1)*epochSpan {
+			return errEpochSpent // as grantToken: a new epoch is recorded first
 		}
 		now := s.now()
 		a = store.Attempt{
@@ -176,6 +186,25 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
 	}
 	return a, nil
+}
+
+// runIsRunning refuses a run that does not exist or is no longer running.
+func runIsRunning(ctx context.Context, tx *wtx, run string) error {
+	var state sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT state FROM runs WHERE id = ?)`, run).Scan(&state); err != nil {
+		return err
+	}
+	return runStateIsRunning(run, state)
+}
+
+func runStateIsRunning(run string, state sql.NullString) error {
+	if !state.Valid {
+		return fmt.Errorf("run %q: %w", run, store.ErrNotFound)
+	}
+	if store.RunState(state.String) != store.RunRunning {
+		return fmt.Errorf("run %q is %s: %w", run, state.String, store.ErrConflict)
+	}
+	return nil
 }
 
 // MarkRunning implements Store: MarkRunningAs with only a pid (its own group).
@@ -296,27 +325,65 @@ func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef
 	if err != nil {
 		return err
 	}
-	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
-	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
+	if o.Ran != nil && !cur.State.CanBecome(store.AttemptRunning) {
+		o.Ran = nil
+	}
+	if noop, err := store.CheckFinish(cur, o, o.Ran != nil); noop || err != nil {
 		return err
 	}
-	if ran {
-		// MarkRunningAs and FinishAttempt in one transaction: both or
-		// neither commit (see Outcome.Ran for why that is safe).
-		if _, err := s.markRunning(ctx, tx, ref, *o.Ran); err != nil {
-			return err
-		}
-		cur.State = store.AttemptRunning
-	}
+	return s.finishFrom(ctx, tx, cur, o)
+}
+
+// finishFrom records o on the attempt cur, as read in this transaction, in
+// one UPDATE (conditional on cur's state and token: the WHERE is the safety)
+// and one statement for its events. With Outcome.Ran the UPDATE first
+// records the process exactly as MarkRunningAs would (the same columns, and
+// the attempt.running event from a queued attempt), so a short task's end
+// costs no more statements than any end. (UPDATE ... RETURNING would save
+// the read, but SQLite buffers RETURNING rows in a temporary table, which
+// costs more than the read.)
+func (s *Store) finishFrom(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) error {
+	ref := cur.AttemptRef
 	now := s.now()
-	if err := changed(tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
+	var res sql.Result
+	var err error
+	if o.Ran == nil {
+		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
 WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
-		ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)); err != nil {
+			ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
+	} else {
+		p, lease := o.Ran.Process, o.Ran.Lease
+		started := nanos(cur.Started)
+		if cur.State == store.AttemptQueued {
+			started = now
+		}
+		leaseBoot, leaseUntil := s.leaseUntil(lease)
+		// host and boot_id are kept when the process names no host, as
+		// markRunning does; lease_expiry ends at 0, as a finish leaves it.
+		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5,
+lease_expiry = 0, started = ?6, pid = ?7, pgid = ?8, proc_start = ?9,
+host = CASE WHEN ?10 <> '' THEN ?10 ELSE host END, boot_id = CASE WHEN ?10 <> '' THEN ?11 ELSE boot_id END,
+lease_ms = ?12, lease_boot = ?13, lease_until = ?14
+WHERE run = ?15 AND task = ?16 AND number = ?17 AND state = ?18 AND token = ?19`,
+			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, started, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
+			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
+	}
+	if err := changed(res, err); err != nil {
 		return fmt.Errorf("finish attempt %s: %w", ref, err)
 	}
-	return appendEvent(ctx, tx, now, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
+	was := cur.State
+	if o.Ran != nil {
+		was = store.AttemptRunning
+	}
+	finished := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
 		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-			"token": cur.Token, "was": string(cur.State)})
+			"token": cur.Token, "was": string(was)}}
+	if o.Ran == nil || cur.State != store.AttemptQueued {
+		return appendEvent(ctx, tx, now, finished.e, finished.payload)
+	}
+	running := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
+		map[string]any{"token": cur.Token, "pid": o.Ran.Process.PID, "lease_ms": o.Ran.Lease.Milliseconds()}}
+	return appendEvents(ctx, tx, now, running, finished)
 }
 
 // GetAttempt implements Store.
@@ -415,8 +482,8 @@ func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run sto
 	return a, nil
 }
 
-// markRunning is MarkRunningAs inside a write (FinishAttempt uses it too,
-// see Outcome.Ran).
+// markRunning is MarkRunningAs inside a write (finishFrom writes the same
+// columns for an Outcome.Ran).
 func (s *Store) markRunning(ctx context.Context, tx *wtx, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
 	p, lease := run.Process, run.Lease
 	cur, err := getAttempt(ctx, tx, ref)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,4 +186,59 @@ func BenchmarkFsyncBaseline(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "fsyncs/s")
+}
+
+// BenchmarkTaskWrites is the store's share of a local run's no-op task, the
+// 1,000-task DAG's every task: its attempt started queued (the token taken
+// before it waits for a slot) and finished with the process it ran
+// (Outcome.Ran), one transaction each. It is the floor under the store's
+// part of bench/run1k.sh.
+func BenchmarkTaskWrites(b *testing.B) {
+	s := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
+	run := newRun(b, s, "2024-01-01")
+	ctx := context.Background()
+	res := store.FenceResource("bench", "2024-01-01")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: fmt.Sprintf("t%d", i), Resource: res,
+			Host: "h", Boot: "b", Lease: time.Minute, Queued: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ran := &store.Running{Process: store.Process{Host: "h", Boot: "b", PID: 1000 + i, PGID: 1000 + i, Start: uint64(i)},
+			Lease: time.Minute}
+		if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: ran}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTaskWritesGrouped is BenchmarkTaskWrites from 8 goroutines at
+// once, so that group commit puts several tasks' writes in one transaction:
+// against BenchmarkTaskWrites' CPU per task, what a transaction costs.
+func BenchmarkTaskWritesGrouped(b *testing.B) {
+	s := openTest(b, filepath.Join(b.TempDir(), "state.db"), nil)
+	run := newRun(b, s, "2024-01-01")
+	ctx := context.Background()
+	res := store.FenceResource("bench", "2024-01-01")
+	var next atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(next.Add(1))
+			a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: fmt.Sprintf("t%d", i), Resource: res,
+				Host: "h", Boot: "b", Lease: time.Minute, Queued: true})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			ran := &store.Running{Process: store.Process{Host: "h", Boot: "b", PID: 1000 + i, PGID: 1000 + i, Start: uint64(i)},
+				Lease: time.Minute}
+			if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: ran}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

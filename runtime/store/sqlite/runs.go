@@ -409,6 +409,36 @@ func appendEvent(ctx context.Context, tx *wtx, now int64, e store.Event, payload
 	return err
 }
 
+// eventRow is one event for appendEvents.
+type eventRow struct {
+	e       store.Event
+	payload map[string]any
+}
+
+// appendEvents appends two events at once, in order, in one statement.
+func appendEvents(ctx context.Context, tx *wtx, now int64, a, b eventRow) error {
+	var args [12]any
+	for i, r := range [2]eventRow{a, b} {
+		var text string
+		if r.payload != nil {
+			j, err := json.Marshal(r.payload)
+			if err != nil {
+				return err
+			}
+			text = string(j)
+		}
+		copy(args[i*6:], []any{r.e.Run, now, r.e.Kind, r.e.Task, r.e.Attempt, text})
+	}
+	_, err := tx.ExecContext(ctx, insertTwoEvents, args[:]...)
+	return err
+}
+
+// insertTwoEvents is insertEvent for two events: both rows take the time
+// the first would (they share now, and the second follows the first).
+const insertTwoEvents = `INSERT INTO events (run, time, kind, task, attempt, payload)
+VALUES (?1, MAX(?2, COALESCE((SELECT time FROM events ORDER BY seq DESC LIMIT 1), 0)), ?3, ?4, ?5, ?6),
+	(?7, MAX(?8, COALESCE((SELECT time FROM events ORDER BY seq DESC LIMIT 1), 0)), ?9, ?10, ?11, ?12)`
+
 // insertEvent appends an event at the given time, or at the log's last
 // time if the clock stepped back: writes are serialized, so an event's
 // time never goes backwards against its sequence number.

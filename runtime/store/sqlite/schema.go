@@ -304,6 +304,14 @@ CREATE INDEX work_pool_claimed ON work (pool) WHERE state = 'claimed' AND pool <
 -- pipec that does not know cancellation sees a failed run.
 ALTER TABLE runs ADD COLUMN cancelled TEXT NOT NULL DEFAULT '';
 `},
+	{12, "lease index of leased attempts only", `
+-- Only MarkUnknown reads this index, and only for running attempts with a
+-- lease. Indexing every attempt made each state change (queued, running,
+-- finished) rewrite an index page: most attempts of a local run are queued
+-- and then finished without a lease, and now touch no page of it.
+DROP INDEX attempts_lease;
+CREATE INDEX attempts_lease ON attempts (state, lease_expiry) WHERE state = 'running' AND lease_expiry > 0;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

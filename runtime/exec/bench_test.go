@@ -1,0 +1,83 @@
+//go:build linux
+
+package exec
+
+import (
+	"context"
+	"io"
+	"os"
+	osexec "os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkStart is the cost of running one `true`, the task of
+// bench/run1k.sh: through Start (a pipe for the output, its own group, its
+// identity read, the output copied and the group checked at the end), and
+// through os/exec alone with the same pipe and group, the least a Go program
+// pays to run a command and read its output. Their difference is Start's
+// own share; what os/exec costs over make (fork with the whole runtime's
+// signal handlers reset in the child, the pipe polled by the runtime) is a
+// floor under every task of a run. Reported per process: this process's CPU
+// (self-cpu-us/op) and the children's (child-cpu-us/op).
+func BenchmarkStart(b *testing.B) {
+	env := os.Environ()
+	b.Run("exec", func(b *testing.B) {
+		paths := &Paths{} // as a run does: PATH searched once
+		measure(b, func() {
+			p, err := Start(context.Background(), Spec{Argv: []string{"true"}, Env: env, Paths: paths})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res := p.Wait(); !res.Success() {
+				b.Fatal(res.Describe())
+			}
+		})
+	})
+	b.Run("osexec", func(b *testing.B) {
+		path, err := osexec.LookPath("true")
+		if err != nil {
+			b.Skip(err)
+		}
+		measure(b, func() {
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmd := &osexec.Cmd{Path: path, Args: []string{"true"}, Env: env, Stdout: pw, Stderr: pw,
+				SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			pw.Close()
+			_, _ = io.Copy(io.Discard, pr)
+			pr.Close()
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// measure runs once b.N times and reports CPU per run, this process's and
+// its children's.
+func measure(b *testing.B, once func()) {
+	self, children := rusage(syscall.RUSAGE_SELF), rusage(syscall.RUSAGE_CHILDREN)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		once()
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return float64(d) / float64(b.N) / 1e3 }
+	b.ReportMetric(per(rusage(syscall.RUSAGE_SELF)-self), "self-cpu-us/op")
+	b.ReportMetric(per(rusage(syscall.RUSAGE_CHILDREN)-children), "child-cpu-us/op")
+}
+
+func rusage(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
