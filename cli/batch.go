@@ -381,30 +381,41 @@ func submitLaunch(io IO, plan *compiler.Plan, base string, q queue.Queue, poll t
 		}
 		fmt.Fprintf(io.Stdout, "%s  submitted %s (%d tasks)\n", iv.Key, run.ID, len(plan.Tasks))
 		started(run.ID)
-		waiting := ""
-		t := time.NewTicker(max(poll, 10*time.Millisecond))
-		defer t.Stop()
-		for {
+		return followQuietly(ctx, io, iv, run.ID, poll, func(ctx context.Context) (store.RunState, string, error) {
 			rs, err := q.Status(ctx, run.ID)
-			if err != nil && ctx.Err() == nil {
-				return outcome{run: run.ID, state: "error", why: err.Error()}
-			}
-			if err == nil {
-				if rs.Waiting != waiting {
-					waiting = rs.Waiting
-					if waiting != "" {
-						fmt.Fprintf(io.Stdout, "%s  %s: %s\n", iv.Key, run.ID, waiting)
-					}
+			return rs.Run.State, rs.Waiting, err
+		})
+	}
+}
+
+// followQuietly follows a handed-over run until it ends: it prints
+// each change of what the run waits for, and its end; look reads the run's
+// state and waiting message, every poll. A cancelled ctx detaches.
+func followQuietly(ctx context.Context, io IO, iv runtime.Interval, run string, poll time.Duration,
+	look func(context.Context) (store.RunState, string, error)) outcome {
+	waiting := ""
+	t := time.NewTicker(max(poll, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		state, now, err := look(ctx)
+		if err != nil && ctx.Err() == nil {
+			return outcome{run: run, state: "error", why: err.Error()}
+		}
+		if err == nil {
+			if now != waiting {
+				waiting = now
+				if waiting != "" {
+					fmt.Fprintf(io.Stdout, "%s  %s: %s\n", iv.Key, run, waiting)
 				}
-				if rs.Run.State != store.RunRunning {
-					return outcome{run: run.ID, state: string(rs.Run.State)}
-				}
 			}
-			select {
-			case <-ctx.Done():
-				return outcome{run: run.ID, state: "detached"}
-			case <-t.C:
+			if state != store.RunRunning {
+				return outcome{run: run, state: string(state)}
 			}
+		}
+		select {
+		case <-ctx.Done():
+			return outcome{run: run, state: "detached"}
+		case <-t.C:
 		}
 	}
 }

@@ -63,37 +63,18 @@ func engineLaunch(io IO, e Engine, engine string, st store.Store, plan *compiler
 		fmt.Fprintf(io.Stdout, "%s  submitted %s (%d tasks)\n", iv.Key, run.ID, len(plan.Tasks))
 		started(run.ID)
 		var w runWaiting
-		waiting := ""
-		t := time.NewTicker(max(poll, 10*time.Millisecond))
-		defer t.Stop()
-		for {
+		return followQuietly(ctx, io, iv, run.ID, poll, func(ctx context.Context) (store.RunState, string, error) {
 			r, err := st.GetRun(ctx, run.ID)
-			if err == nil {
-				var evs []store.Event
-				if evs, err = readAfter(ctx, st, run.ID, w.seq); err == nil {
-					w.add(evs)
-				}
+			if err != nil {
+				return "", "", err
 			}
-			if err != nil && ctx.Err() == nil {
-				return outcome{run: run.ID, state: "error", why: err.Error()}
+			evs, err := readAfter(ctx, st, run.ID, w.seq)
+			if err != nil {
+				return "", "", err
 			}
-			if err == nil {
-				if now := w.message(); now != waiting {
-					waiting = now
-					if waiting != "" {
-						fmt.Fprintf(io.Stdout, "%s  %s: %s\n", iv.Key, run.ID, waiting)
-					}
-				}
-				if r.State != store.RunRunning {
-					return outcome{run: run.ID, state: string(r.State)}
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return outcome{run: run.ID, state: "detached"}
-			case <-t.C:
-			}
-		}
+			w.add(evs)
+			return r.State, w.message(), nil
+		})
 	}
 }
 
