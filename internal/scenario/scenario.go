@@ -1,15 +1,19 @@
 // Package scenario holds the pipelines the tests of every dispatcher run
 // (pipec's own workers on either store, with a folder or an object store,
 // and Temporal), so they all attack the same work: the chaos scenario, a
-// non-idempotent charge, and the guarantee matrix's pipeline.
+// non-idempotent charge, the guarantee matrix's pipeline and a scheduled
+// pipeline for due runs and backfills.
 package scenario
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pipec/pipec/runtime/store"
@@ -268,3 +272,78 @@ printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 // MatrixSecret is the value the matrix's tests give PIPEC_TEST_SECRET: it
 // must appear in no output of pipec, no event, no log.
 const MatrixSecret = "hunter2-matrix-secret"
+
+// Due is due daily since 2024-01-01, catches up, at most 2 runs at
+// once; its one task appends "<ns> start|end <interval>" to times.log in
+// the spec's folder, which every worker shares here. The run of 2024-01-08
+// waits for the file release.
+const Due = `
+pipeline "due" {
+  code_version = "v1"
+  schedule {
+    every           = "24h"
+    start           = "2024-01-01T00:00:00Z"
+    catchup         = true
+    max_active_runs = 2
+  }
+  task "record" {
+    command = ["./record.sh"]
+    timeout = "1m"
+  }
+}
+`
+
+// DueFiles are Due's scripts.
+func DueFiles() map[string]string {
+	return map[string]string{
+		"record.sh": "#!/bin/sh\nset -eu\necho \"$(date +%s%N) start $PIPEC_INTERVAL\" >> times.log\nsleep 0.3\n" +
+			"if [ \"$PIPEC_INTERVAL\" = 2024-01-08 ]; then while [ ! -e release ]; do sleep 0.02; done; fi\n" +
+			"echo \"$(date +%s%N) end $PIPEC_INTERVAL\" >> times.log\n",
+	}
+}
+
+// MostAtOnce reads times.log and returns how many runs started and the
+// most that were between their start and their end at one moment: +1 at
+// each start, -1 at each end, in the order of the recorded times.
+func MostAtOnce(path string) (runs, top int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	type rec struct {
+		ns    int64
+		start bool
+	}
+	var recs []rec
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 3 {
+			return 0, 0, fmt.Errorf("%s: line %q", path, sc.Text())
+		}
+		ns, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: line %q: %w", path, sc.Text(), err)
+		}
+		recs = append(recs, rec{ns, fs[1] == "start"})
+	}
+	// Ends before starts at one instant: touching runs do not overlap.
+	sort.Slice(recs, func(i, j int) bool {
+		if recs[i].ns != recs[j].ns {
+			return recs[i].ns < recs[j].ns
+		}
+		return !recs[i].start && recs[j].start
+	})
+	n := 0
+	for _, r := range recs {
+		if r.start {
+			runs++
+			n++
+			top = max(top, n)
+		} else {
+			n--
+		}
+	}
+	return runs, top, sc.Err()
+}

@@ -1,89 +1,14 @@
 package worker_test
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// dueSpec is due daily since 2024-01-01, catches up, at most 2 runs at
-// once; its one task appends "<ns> start|end <interval>" to times.log in
-// the spec's folder, which every worker shares here. The run of 2024-01-08
-// waits for the file release.
-const dueSpec = `
-pipeline "due" {
-  code_version = "v1"
-  schedule {
-    every           = "24h"
-    start           = "2024-01-01T00:00:00Z"
-    catchup         = true
-    max_active_runs = 2
-  }
-  task "record" {
-    command = ["./record.sh"]
-    timeout = "1m"
-  }
-}
-`
-
-var dueFiles = map[string]string{
-	"record.sh": "#!/bin/sh\nset -eu\necho \"$(date +%s%N) start $PIPEC_INTERVAL\" >> times.log\nsleep 0.3\n" +
-		"if [ \"$PIPEC_INTERVAL\" = 2024-01-08 ]; then while [ ! -e release ]; do sleep 0.02; done; fi\n" +
-		"echo \"$(date +%s%N) end $PIPEC_INTERVAL\" >> times.log\n",
-}
-
-// mostAtOnce reads times.log and returns how many runs started and the
-// most that were between their start and their end at one moment: +1 at
-// each start, -1 at each end, in the order of the recorded times.
-func mostAtOnce(t *testing.T, path string) (runs, top int) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	type rec struct {
-		ns    int64
-		start bool
-	}
-	var recs []rec
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) != 3 {
-			t.Fatalf("times.log line %q", sc.Text())
-		}
-		ns, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec{ns, fs[1] == "start"})
-	}
-	// Ends before starts at one instant: touching runs do not overlap.
-	sort.Slice(recs, func(i, j int) bool {
-		if recs[i].ns != recs[j].ns {
-			return recs[i].ns < recs[j].ns
-		}
-		return !recs[i].start && recs[j].start
-	})
-	n := 0
-	for _, r := range recs {
-		if r.start {
-			runs++
-			n++
-			top = max(top, n)
-		} else {
-			n--
-		}
-	}
-	return runs, top
-}
 
 // TestSubmitDue: pipec submit --due hands the missed intervals to real
 // pipec worker processes, never more than max_active_runs at once though
@@ -91,7 +16,7 @@ func mostAtOnce(t *testing.T, path string) (runs, top int) {
 // second --due finds nothing due; without --wait it returns once the last
 // interval is handed over.
 func TestSubmitDue(t *testing.T) {
-	e := newEnv(t, dueSpec, dueFiles)
+	e := newEnv(t, scenario.Due, scenario.DueFiles())
 	e.worker("w1", "--slots", "2")
 	e.worker("w2", "--slots", "2")
 	code, out := e.pipec("submit", "pipeline.hcl", "--due", "--now", "2024-01-06T00:00:00Z", "--state", e.url, "--wait", "--poll", "20ms")
@@ -109,8 +34,8 @@ func TestSubmitDue(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if runs, top := mostAtOnce(t, filepath.Join(e.dir, "times.log")); runs != 5 || top > 2 {
-		t.Errorf("%d runs, %d at once; want 5, at most 2 (max_active_runs)", runs, top)
+	if runs, top, err := scenario.MostAtOnce(filepath.Join(e.dir, "times.log")); err != nil || runs != 5 || top > 2 {
+		t.Errorf("%d runs, %d at once (%v); want 5, at most 2 (max_active_runs)", runs, top, err)
 	}
 	// Every run was a worker's.
 	for _, iv := range []string{"2024-01-01", "2024-01-05"} {
@@ -143,8 +68,8 @@ func TestSubmitDue(t *testing.T) {
 			t.Errorf("%s: %s", iv, rs.Run.State)
 		}
 	}
-	if runs, top := mostAtOnce(t, filepath.Join(e.dir, "times.log")); runs != 8 || top > 2 {
-		t.Errorf("%d runs, %d at once; want 8, at most 2", runs, top)
+	if runs, top, err := scenario.MostAtOnce(filepath.Join(e.dir, "times.log")); err != nil || runs != 8 || top > 2 {
+		t.Errorf("%d runs, %d at once (%v); want 8, at most 2", runs, top, err)
 	}
 }
 

@@ -1,16 +1,14 @@
 package dispatch_test
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/temporal/dispatch"
 )
@@ -20,78 +18,6 @@ import (
 // runtime/worker/due_test.go holds the queue's side) with each interval
 // one workflow pipec/<pipeline>/<interval>. They run through pipec itself,
 // which hands them to pipec-temporal (--engine, or PIPEC_ENGINE).
-
-// dueSpec is due daily since 2024-01-01, catches up, at most 2 runs at
-// once; its one task appends "<ns> start|end <interval>" to times.log in
-// the spec's folder, which every worker shares here. The run of 2024-01-08
-// waits for the file release.
-const dueSpec = `
-pipeline "due" {
-  code_version = "v1"
-  schedule {
-    every           = "24h"
-    start           = "2024-01-01T00:00:00Z"
-    catchup         = true
-    max_active_runs = 2
-  }
-  task "record" {
-    command = ["./record.sh"]
-    timeout = "1m"
-  }
-}
-`
-
-var dueFiles = map[string]string{
-	"record.sh": "#!/bin/sh\nset -eu\necho \"$(date +%s%N) start $PIPEC_INTERVAL\" >> times.log\nsleep 0.3\n" +
-		"if [ \"$PIPEC_INTERVAL\" = 2024-01-08 ]; then while [ ! -e release ]; do sleep 0.02; done; fi\n" +
-		"echo \"$(date +%s%N) end $PIPEC_INTERVAL\" >> times.log\n",
-}
-
-// mostAtOnce reads times.log and returns how many runs started and the
-// most that were between their start and their end at one moment.
-func mostAtOnce(t *testing.T, path string) (runs, top int) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	type rec struct {
-		ns    int64
-		start bool
-	}
-	var recs []rec
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) != 3 {
-			t.Fatalf("times.log line %q", sc.Text())
-		}
-		ns, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, rec{ns, fs[1] == "start"})
-	}
-	// Ends before starts at one instant: touching runs do not overlap.
-	sort.Slice(recs, func(i, j int) bool {
-		if recs[i].ns != recs[j].ns {
-			return recs[i].ns < recs[j].ns
-		}
-		return !recs[i].start && recs[j].start
-	})
-	n := 0
-	for _, r := range recs {
-		if r.start {
-			runs++
-			n++
-			top = max(top, n)
-		} else {
-			n--
-		}
-	}
-	return runs, top
-}
 
 // pipecEnv runs pipec with more environment (PIPEC_ENGINE), to its end.
 func (e *env) pipecEnv(environ []string, args ...string) (int, string) {
@@ -138,7 +64,7 @@ func (e *env) workflowOf(pipeline, interval string) string {
 // it returns once the last is handed over, and the next --due reports the
 // interval still open instead of submitting it again.
 func TestSubmitDueTemporal(t *testing.T) {
-	e := newEnv(t, dueSpec, dueFiles)
+	e := newEnv(t, scenario.Due, scenario.DueFiles())
 	e.worker("w1", "--slots", "2")
 	e.worker("w2", "--slots", "2")
 	code, out := e.run(pipecBin, "submit", "pipeline.hcl", "--due", "--now", "2024-01-06T00:00:00Z", "--state", e.url,
@@ -158,8 +84,8 @@ func TestSubmitDueTemporal(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if runs, top := mostAtOnce(t, filepath.Join(e.dir, "times.log")); runs != 5 || top > 2 {
-		t.Errorf("%d runs, %d at once; want 5, at most 2 (max_active_runs)", runs, top)
+	if runs, top, err := scenario.MostAtOnce(filepath.Join(e.dir, "times.log")); err != nil || runs != 5 || top > 2 {
+		t.Errorf("%d runs, %d at once (%v); want 5, at most 2 (max_active_runs)", runs, top, err)
 	}
 	for _, iv := range []string{"2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"} {
 		if w := e.starts("due/"+iv+"/r1", "record"); len(w) != 1 || (w[0] != "w1" && w[0] != "w2") {
@@ -218,8 +144,8 @@ func TestSubmitDueTemporal(t *testing.T) {
 			t.Errorf("%s: %s", iv, r.State)
 		}
 	}
-	if runs, top := mostAtOnce(t, filepath.Join(e.dir, "times.log")); runs != 8 || top > 2 {
-		t.Errorf("%d runs, %d at once; want 8, at most 2", runs, top)
+	if runs, top, err := scenario.MostAtOnce(filepath.Join(e.dir, "times.log")); err != nil || runs != 8 || top > 2 {
+		t.Errorf("%d runs, %d at once (%v); want 8, at most 2", runs, top, err)
 	}
 }
 
@@ -230,7 +156,7 @@ func TestSubmitDueTemporal(t *testing.T) {
 // and --due reports the interval left to the run in progress, exit 0, as
 // the queue reports an interval another run holds.
 func TestSubmitDueOpenWorkflow(t *testing.T) {
-	e := newEnv(t, dueSpec, dueFiles)
+	e := newEnv(t, scenario.Due, scenario.DueFiles())
 	// No worker: the workflow stays open.
 	if code, out := e.run(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--engine", e.engine); code != 0 {
 		t.Fatalf("submit: exit %d\n%s", code, out)
@@ -332,7 +258,7 @@ func TestBackfillSubmitTemporal(t *testing.T) {
 // A run that fails makes submit --due --wait exit 1, naming it, as on the
 // queue; the others succeed.
 func TestSubmitDueFailedRunExits1(t *testing.T) {
-	e := newEnv(t, dueSpec, map[string]string{
+	e := newEnv(t, scenario.Due, map[string]string{
 		"record.sh": "#!/bin/sh\nif [ \"$PIPEC_INTERVAL\" = 2024-01-02 ]; then echo broken >&2; exit 3; fi\n",
 	})
 	e.worker("w1")
