@@ -120,10 +120,10 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st 
 	}
 	facts, err := schedule.Read(ctx, st, q, sp)
 	if err != nil {
-		return nil, &exitError{code: ExitFindings, err: fmt.Errorf("reading the state: %w", err)}
+		return nil, &exitError{Code: ExitFindings, Err: fmt.Errorf("reading the state: %w", err)}
 	}
 	if bp.decisions, err = facts.Backfill(ctx, bp.intervals, stale); err != nil {
-		return nil, &exitError{code: ExitFindings, err: fmt.Errorf("reading the state: %w", err)}
+		return nil, &exitError{Code: ExitFindings, Err: fmt.Errorf("reading the state: %w", err)}
 	}
 	bp.toRun = count(bp.decisions, schedule.Run)
 	bp.slots, bp.slotsWhy = schedule.Slots(plan)
@@ -361,9 +361,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	res := b.run(ctx, bp.decisions)
 	if res.interrupted {
 		if opts.submit {
-			return &exitError{code: ExitFindings, err: errors.New("backfill interrupted: the runs it submitted go on with the workers; run it again to hand over the rest")}
+			return &exitError{Code: ExitFindings, Err: errors.New("backfill interrupted: the runs it submitted go on with the workers; run it again to hand over the rest")}
 		}
-		return &exitError{code: ExitFindings, err: errors.New("backfill interrupted")}
+		return &exitError{Code: ExitFindings, Err: errors.New("backfill interrupted")}
 	}
 	fmt.Fprintln(io.Stdout, res.summaryLine("backfill", count(bp.decisions, schedule.Skip), count(bp.decisions, schedule.Blocked),
 		count(bp.decisions, schedule.Active)))

@@ -62,10 +62,10 @@ func runCancel(ctx context.Context, io IO, runID, spec string, opts cancelOption
 	defer st.Close()
 	run, err := st.CancelRun(ctx, runID, opts.reason, who())
 	if errors.Is(err, store.ErrConflict) {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("cancel: %w", err)}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("cancel: %w", err)}
 	}
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	if _, err := fmt.Fprintf(io.Stdout, "cancelled %s %s: its running tasks stop within seconds; interval %s is free\n",
 		run.ID, run.Cancelled, run.Interval); err != nil {
@@ -95,7 +95,7 @@ func openRunState(ctx context.Context, io IO, sf *stateFlag, spec, runID, cmd st
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, usageErr("%s: no run %q (pipec status lists the runs)", cmd, runID)
 		}
-		return nil, &exitError{code: ExitFindings, err: err}
+		return nil, &exitError{Code: ExitFindings, Err: err}
 	}
 	return st, nil
 }

@@ -59,7 +59,7 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q q
 	}
 	facts, err := schedule.Read(ctx, st, q, plan)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("reading the state: %w", err)}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("reading the state: %w", err)}
 	}
 	d, err := facts.Due(ctx, now)
 	if err != nil {
@@ -141,9 +141,9 @@ func dueRun(ctx context.Context, io IO, plan *compiler.Plan, st store.Store, q q
 	res := b.run(ctx, d.Decisions)
 	if res.interrupted {
 		if onWorkers {
-			return &exitError{code: ExitFindings, err: errors.New("interrupted: the runs already submitted go on with the workers; the next --due hands over the rest")}
+			return &exitError{Code: ExitFindings, Err: errors.New("interrupted: the runs already submitted go on with the workers; the next --due hands over the rest")}
 		}
-		return &exitError{code: ExitFindings, err: errors.New("due runs interrupted")}
+		return &exitError{Code: ExitFindings, Err: errors.New("due runs interrupted")}
 	}
 	fmt.Fprintln(io.Stdout, res.summaryLine("due", skipped, blocked, active))
 	if res.failed > 0 || res.blocked > 0 || blocked > 0 {

@@ -178,7 +178,7 @@ func engineCancel(io IO, run, engine string) error {
 	c := exec.Command(bin, "cancel", run, "--engine="+engine)
 	c.Env, c.Stdout, c.Stderr = engineEnviron(io), io.Stdout, io.Stderr
 	if err := c.Run(); err != nil {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("cancel: the run is cancelled in the state, but its workflow on %s: %w", engine, err)}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("cancel: the run is cancelled in the state, but its workflow on %s: %w", engine, err)}
 	}
 	return nil
 }

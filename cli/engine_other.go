@@ -12,7 +12,7 @@ func execEngine(bin string, argv, env []string) error {
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
-			return &exitError{code: ee.ExitCode(), err: err}
+			return &exitError{Code: ee.ExitCode(), Err: err}
 		}
 		return err
 	}

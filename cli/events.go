@@ -65,11 +65,11 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 		return usageErr("events: no run %q (pipec status lists the runs)", id)
 	}
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	evs, err := st.Events(ctx, id)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	if opts.json {
 		enc := json.NewEncoder(io.Stdout)
@@ -82,7 +82,7 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 	}
 	as, err := st.Attempts(ctx, id)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	order, how := taskOrder(planForOrder(io, spec), run.Pipeline, evs)
 	slices.SortStableFunc(as, func(x, y store.Attempt) int {

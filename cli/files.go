@@ -19,7 +19,7 @@ type findOptions struct {
 // findSpecFiles expands the arguments as lint does (lintcmd.FindSpecFiles).
 func findSpecFiles(paths []string, opt findOptions) ([]string, error) {
 	files, err := lintcmd.FindSpecFiles(paths, lintcmd.FindOptions{Config: opt.cfg, SkipNonSpecs: opt.skipNonSpecs, Syntaxes: specload.Both{}})
-	return files, fromLintErr(err)
+	return files, err
 }
 
 // escapeControl makes a file name or diff from the disk safe for a terminal.

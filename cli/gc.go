@@ -110,7 +110,7 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 			d, err := sink.OpenManaged(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing,
 				BaseDir: filepath.Dir(opts.spec), Pipeline: plan.Pipeline, Store: st})
 			if err != nil {
-				return &exitError{code: ExitFindings, err: err}
+				return &exitError{Code: ExitFindings, Err: err}
 			}
 			sinks = append(sinks, d)
 		}
@@ -132,7 +132,7 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 		if rep != nil {
 			printGC(io, rep, opts.json)
 		}
-		return &exitError{code: ExitFindings, err: fmt.Errorf("gc: %w", err)}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("gc: %w", err)}
 	}
 	return printGC(io, rep, opts.json)
 }

@@ -78,7 +78,7 @@ func runHeartbeat(ctx context.Context, io IO) error {
 				ref.Task, ref.Number, token)
 			return silentExit(ExitFindings)
 		}
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func heartbeatFile(io IO, task string, attempt int, token int64) error {
 				task, attempt, token)
 			return silentExit(ExitFindings)
 		}
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	return nil
 }

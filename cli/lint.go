@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/config"
@@ -42,7 +40,7 @@ func newLintCmd(io IO) *cobra.Command {
 			} else if opts.Workers < 1 {
 				return usageErr("lint: --workers must be at least 1")
 			}
-			return fromLintErr(lintcmd.Run(io.lintIO(), specload.Both{}, version(), args, opts))
+			return lintcmd.Run(io.lintIO(), specload.Both{}, version(), args, opts)
 		},
 	}
 	f := cmd.Flags()
@@ -63,18 +61,9 @@ func (io IO) lintIO() lintcmd.IO {
 		Color: io.colorOn, StdoutTTY: io.StdoutTTY, StderrTTY: io.StderrTTY}
 }
 
-// fromLintErr turns lintcmd's exit codes into pipec's.
-func fromLintErr(err error) error {
-	var ee *lintcmd.ExitError
-	if errors.As(err, &ee) {
-		return &exitError{code: ee.Code, err: ee.Err}
-	}
-	return err
-}
-
 // loadConfig finds the configuration file (or reads the one named), as lint
 // does (lintcmd.LoadConfig).
 func loadConfig(io IO, named string) (*config.Config, error) {
 	cfg, err := lintcmd.LoadConfig(io.lintIO(), named)
-	return cfg, fromLintErr(err)
+	return cfg, err
 }

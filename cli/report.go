@@ -60,14 +60,14 @@ func runReport(ctx context.Context, io IO, run string, opts reportOptions) error
 		if errors.Is(err, store.ErrNotFound) || webview.IsNoRun(err) {
 			return usageErr("report: no run %q in state %s (pipec status lists the runs)", run, loc)
 		}
-		return &exitError{code: ExitFindings, err: fmt.Errorf("report: %v", err)}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("report: %v", err)}
 	}
 	if opts.out == "-" {
 		_, err := io.Stdout.Write(b.Bytes())
 		return err
 	}
 	if err := atomicfile.Write(opts.out, b.Bytes(), 0o644); err != nil {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("report: %v", unwrapPathError(err))}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("report: %v", unwrapPathError(err))}
 	}
 	return nil
 }

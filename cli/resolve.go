@@ -67,7 +67,7 @@ func runResolve(ctx context.Context, io IO, runID, task, spec string, opts resol
 	defer st.Close()
 	as2, err := st.Attempts(ctx, runID)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	var mine []store.Attempt
 	var unknown []store.Attempt
@@ -88,7 +88,7 @@ func runResolve(ctx context.Context, io IO, runID, task, spec string, opts resol
 		for _, a := range mine {
 			states = append(states, fmt.Sprintf("attempt %d is %s", a.Number, a.State))
 		}
-		return &exitError{code: ExitFindings, err: fmt.Errorf("resolve: task %s in %s has no unknown attempt to settle (%s)",
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("resolve: task %s in %s has no unknown attempt to settle (%s)",
 			task, runID, strings.Join(states, ", "))}
 	}
 	if len(unknown) > 1 {
@@ -96,7 +96,7 @@ func runResolve(ctx context.Context, io IO, runID, task, spec string, opts resol
 	}
 	a, err := st.ResolveAttempt(ctx, unknown[0].AttemptRef, as, opts.reason, who())
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	next := "the next run of the interval does not run it again"
 	if as == store.AttemptFailed {

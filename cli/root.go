@@ -14,6 +14,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/lint/lintcmd"
 	"github.com/pipec/pipec/report"
 )
 
@@ -112,25 +113,14 @@ func (q quietPipe) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// exitError carries an exit code up to Main. A nil err means the command
-// already printed what it had to say.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
+// exitError carries an exit code up to Main. A nil Err means the command
+// already printed what it had to say. It is the lint command's own (pipec
+// lint and pipec-lint end the same way).
+type exitError = lintcmd.ExitError
 
 // usageErr makes an exit-code-2 error.
 func usageErr(format string, args ...any) error {
-	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+	return &exitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
 }
 
 // silentExit ends a command with a code after it printed its own output.
@@ -138,7 +128,7 @@ func silentExit(code int) error {
 	if code == ExitOK {
 		return nil
 	}
-	return &exitError{code: code}
+	return &exitError{Code: code}
 }
 
 // Main runs pipec with args (without the program name) and returns its exit code.
@@ -161,11 +151,11 @@ func Main(args []string, io IO) int {
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
+		if ee.Err != nil {
 			// Errors quote user input (file names, flag values): escaped.
-			fmt.Fprintln(io.Stderr, "pipec:", report.Escape(ee.err.Error()))
+			fmt.Fprintln(io.Stderr, "pipec:", report.Escape(ee.Err.Error()))
 		}
-		return ee.code
+		return ee.Code
 	}
 	// Anything else comes from cobra itself: an unknown command (hinted
 	// here), bad arguments.

@@ -207,13 +207,13 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	})
 	pr.done()
 	if busy := (*store.RunBusyError)(nil); errors.As(err, &busy) {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("%s; wait for it with --wait, or stop it", busyMessage(plan.Pipeline, opts.interval, busy))}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("%s; wait for it with --wait, or stop it", busyMessage(plan.Pipeline, opts.interval, busy))}
 	}
 	if full := (*store.RunSlotsError)(nil); errors.As(err, &full) {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("%v; wait for one with --wait", full)}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("%v; wait for one with --wait", full)}
 	}
 	if err != nil && sum == nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	// A run whose end the store could not record still says what it did.
 	relativize(sum)
@@ -235,7 +235,7 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		}
 	}
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	if sum.Failed {
 		return silentExit(ExitFindings)

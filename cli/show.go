@@ -125,7 +125,7 @@ func runShow(ctx context.Context, io IO, arg string, opts showOptions) error {
 		intervals := []string{interval}
 		if interval == "" {
 			if intervals, err = d.Intervals(ctx); err != nil {
-				return &exitError{code: ExitFindings, err: fmt.Errorf("show: sink %s: %v", sk.Name, unwrapPathError(err))}
+				return &exitError{Code: ExitFindings, Err: fmt.Errorf("show: sink %s: %v", sk.Name, unwrapPathError(err))}
 			}
 		}
 		for _, iv := range intervals {
@@ -293,7 +293,7 @@ func publishesOf(plan *compiler.Plan, artifact string) ([]compiler.PlanPublish, 
 	}
 	for _, a := range plan.Artifacts {
 		if a.Name == artifact {
-			return nil, &exitError{code: ExitFindings, err: fmt.Errorf("show: artifact %s is not published (no publish names it): a consumer sees nothing", artifact)}
+			return nil, &exitError{Code: ExitFindings, Err: fmt.Errorf("show: artifact %s is not published (no publish names it): a consumer sees nothing", artifact)}
 		}
 	}
 	return nil, usageErr("show: pipeline %s has no artifact %q", plan.Pipeline, artifact)

@@ -80,7 +80,7 @@ func managedSink(ctx context.Context, io IO, specPath, name string, opts sinkOpt
 			BaseDir: filepath.Dir(specPath), Pipeline: plan.Pipeline, Store: st, StatePath: statePath})
 		if err != nil {
 			st.Close()
-			return nil, nil, &exitError{code: ExitFindings, err: err}
+			return nil, nil, &exitError{Code: ExitFindings, Err: err}
 		}
 		return d, func() { st.Close() }, nil
 	}
@@ -98,11 +98,11 @@ func runSinkAdopt(ctx context.Context, io IO, specPath, name string, opts sinkOp
 	defer done()
 	res, err := d.Adopt(ctx, opts.reason, time.Now())
 	if err != nil {
-		return &exitError{code: ExitFindings, err: fmt.Errorf("adopt sink %s: %w", name, err)}
+		return &exitError{Code: ExitFindings, Err: fmt.Errorf("adopt sink %s: %w", name, err)}
 	}
 	id, err := d.StateStore().StateID(ctx)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	switch {
 	case res.Same:
@@ -144,11 +144,11 @@ func runSinkShow(ctx context.Context, io IO, specPath, name string, opts sinkOpt
 	defer done()
 	b, recs, err := d.FenceRecords(ctx)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	id, err := d.StateStore().StateID(ctx)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	switch {
 	case b == nil:

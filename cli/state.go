@@ -108,7 +108,7 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (backend.H
 	st, err := backend.Open(ctx, l, backend.Options{})
 	if errors.Is(err, store.ErrUnreachable) {
 		// Not a usage error: the server is down or restarting.
-		return nil, &exitError{code: ExitFindings, err: unreachableError(fmt.Sprintf("state %s: %s", l, l.Hide(err.Error())))}
+		return nil, &exitError{Code: ExitFindings, Err: unreachableError(fmt.Sprintf("state %s: %s", l, l.Hide(err.Error())))}
 	}
 	if err != nil && l.Server {
 		// The driver's messages may quote the connection string.
@@ -117,7 +117,7 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (backend.H
 	if err != nil {
 		if runtime.DiskFailure(err) {
 			// A store failure, not a usage error: exit 1.
-			return nil, &exitError{code: ExitFindings, err: fmt.Errorf("state %s: %v (disk full, a file size limit or a read-only file?); nothing was run", l, err)}
+			return nil, &exitError{Code: ExitFindings, Err: fmt.Errorf("state %s: %v (disk full, a file size limit or a read-only file?); nothing was run", l, err)}
 		}
 		return nil, usageErr("state %s: %v", l, err)
 	}

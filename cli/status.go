@@ -167,7 +167,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	}
 	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: pipeline})
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	plan := planForOrder(io, spec)
 	var out []runStatusJSON
@@ -175,11 +175,11 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	for _, r := range runs {
 		as, err := st.Attempts(ctx, r.ID)
 		if err != nil {
-			return &exitError{code: ExitFindings, err: err}
+			return &exitError{Code: ExitFindings, Err: err}
 		}
 		evs, err := st.Events(ctx, r.ID)
 		if err != nil {
-			return &exitError{code: ExitFindings, err: err}
+			return &exitError{Code: ExitFindings, Err: err}
 		}
 		order, how := taskOrder(plan, r.Pipeline, evs)
 		orders = append(orders, how)
@@ -191,7 +191,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 		}
 		if r.State == store.RunRunning {
 			if rs.Waiting, err = waitingOf(ctx, st, r.ID, evs); err != nil {
-				return &exitError{code: ExitFindings, err: err}
+				return &exitError{Code: ExitFindings, Err: err}
 			}
 		}
 		out = append(out, rs)
@@ -278,7 +278,7 @@ func specPipeline(io IO, path string) (string, error) {
 	}
 	if p == nil || p.Name == "" {
 		printDiagsText(io, ds.Sort(), report.Sources{path: src})
-		return "", &exitError{code: ExitFindings, err: fmt.Errorf("%s names no pipeline (give --pipeline NAME instead)", path)}
+		return "", &exitError{Code: ExitFindings, Err: fmt.Errorf("%s names no pipeline (give --pipeline NAME instead)", path)}
 	}
 	return p.Name, nil
 }

@@ -117,7 +117,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	sub := submission(plan, base, iv, opts.interval)
 	run, err := submitWhenFree(ctx, io, q, sub, opts.wait, opts.poll)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	fmt.Fprintf(io.Stdout, "submitted %s (%d tasks)\n", run.ID, len(sub.Tasks))
 	noteNoWorker(ctx, io, q)
@@ -254,7 +254,7 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 	for {
 		rs, err := q.Status(ctx, run)
 		if errors.Is(err, store.ErrNotFound) {
-			return &exitError{code: ExitFindings, err: err}
+			return &exitError{Code: ExitFindings, Err: err}
 		}
 		if err != nil {
 			// The state blinked (a database restart, a network cut): the
@@ -267,7 +267,7 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 			select {
 			case <-ctx.Done():
 				fmt.Fprintf(io.Stderr, "pipec: stopped following %s; it goes on with the workers\n", run)
-				return &exitError{code: ExitFindings}
+				return &exitError{Code: ExitFindings}
 			case <-t.C:
 			}
 			continue
@@ -321,7 +321,7 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		select {
 		case <-ctx.Done():
 			fmt.Fprintf(io.Stderr, "pipec: stopped following %s; it goes on with the workers\n", run)
-			return &exitError{code: ExitFindings}
+			return &exitError{Code: ExitFindings}
 		case <-t.C:
 		}
 	}

@@ -138,7 +138,7 @@ func runUI(ctx context.Context, io IO, opts uiOptions, explicit bool) error {
 	select {
 	case err := <-done:
 		if !errors.Is(err, http.ErrServerClosed) {
-			return &exitError{code: ExitFindings, err: fmt.Errorf("ui: %v", err)}
+			return &exitError{Code: ExitFindings, Err: fmt.Errorf("ui: %v", err)}
 		}
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

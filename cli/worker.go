@@ -176,7 +176,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		}
 		select {
 		case <-ctx.Done():
-			return &exitError{code: ExitInterrupted, err: fmt.Errorf("worker %s: stopped while waiting for the state", name)}
+			return &exitError{Code: ExitInterrupted, Err: fmt.Errorf("worker %s: stopped while waiting for the state", name)}
 		case <-time.After(stateRetry):
 		}
 		st, q, loc, err = openQueue(ctx, io, &opts.state, "")
@@ -218,7 +218,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		Log:              io.Stderr,
 	})
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	return nil
 }
@@ -266,7 +266,7 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 	defer st.Close()
 	ws, err := q.Workers(ctx)
 	if err != nil {
-		return &exitError{code: ExitFindings, err: err}
+		return &exitError{Code: ExitFindings, Err: err}
 	}
 	if len(ws) == 0 {
 		fmt.Fprintln(io.Stdout, "no workers registered")
