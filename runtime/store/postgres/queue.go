@@ -935,13 +935,14 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	if err != nil {
 		return rs, err
 	}
+	var dec queue.StatusDecoder
 	rs.Tasks, err = collect(rows, func(r pgx.Row) (queue.TaskStatus, error) {
 		var t queue.TaskStatus
 		var limits, st string
 		if err := r.Scan(&t.Task, &t.State, &t.Worker, &t.Reason, &limits, &st); err != nil {
 			return t, err
 		}
-		return t, queue.DecodeStatus(&t, limits, st)
+		return t, dec.Decode(&t, limits, st)
 	})
 	return rs, err
 }

@@ -119,63 +119,69 @@ func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store
 	}
 	var a store.Attempt
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
-		// The run's state and the task's next attempt number in one
-		// statement (this is on the path of every task).
-		var runState sql.NullString
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT (SELECT state FROM runs WHERE id = ?1),
-	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?1 AND task = ?2)`,
-			spec.Run, spec.Task).Scan(&runState, &n); err != nil {
-			return err
-		}
-		if !runState.Valid {
-			return fmt.Errorf("run %q: %w", spec.Run, store.ErrNotFound)
-		}
-		if store.RunState(runState.String) != store.RunRunning {
-			return fmt.Errorf("run %q is %s: %w", spec.Run, runState.String, store.ErrConflict)
-		}
-		tok, err := s.grantToken(ctx, tx, spec.Resource)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		a = store.Attempt{
-			AttemptRef: store.AttemptRef{Run: spec.Run, Task: spec.Task, Number: n},
-			Resource:   spec.Resource,
-			Token:      tok,
-			State:      store.AttemptRunning,
-			Worker:     spec.Worker,
-			PID:        spec.PID,
-			Host:       spec.Host,
-			Boot:       spec.Boot,
-		}
-		if spec.Queued {
-			a.State = store.AttemptQueued
-		} else {
-			a.Started = timeOf(now)
-			a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
-		}
-		var leaseBoot string
-		var leaseUntil int64
-		if !spec.Queued {
-			leaseBoot, leaseUntil = s.leaseUntil(spec.Lease)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid,
-host, boot_id, lease_boot, lease_until)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
-			nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
-			return err
-		}
-		return appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
-			"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
-			"lease_ms": spec.Lease.Milliseconds(),
-		})
+		return s.startAttempt(ctx, tx, spec, &a)
 	})
 	if err != nil {
 		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
 	}
 	return a, nil
+}
+
+// startAttempt is StartAttempt's write in tx, a write made with mode grants
+// (the worker queue's claim starts the claimed task's attempt in its own).
+func (s *Store) startAttempt(ctx context.Context, tx *wtx, spec store.AttemptSpec, a *store.Attempt) error {
+	// The run's state and the task's next attempt number in one
+	// statement (this is on the path of every task).
+	var runState sql.NullString
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT state FROM runs WHERE id = ?1),
+(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?1 AND task = ?2)`,
+		spec.Run, spec.Task).Scan(&runState, &n); err != nil {
+		return err
+	}
+	if !runState.Valid {
+		return fmt.Errorf("run %q: %w", spec.Run, store.ErrNotFound)
+	}
+	if store.RunState(runState.String) != store.RunRunning {
+		return fmt.Errorf("run %q is %s: %w", spec.Run, runState.String, store.ErrConflict)
+	}
+	tok, err := s.grantToken(ctx, tx, spec.Resource)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	*a = store.Attempt{
+		AttemptRef: store.AttemptRef{Run: spec.Run, Task: spec.Task, Number: n},
+		Resource:   spec.Resource,
+		Token:      tok,
+		State:      store.AttemptRunning,
+		Worker:     spec.Worker,
+		PID:        spec.PID,
+		Host:       spec.Host,
+		Boot:       spec.Boot,
+	}
+	if spec.Queued {
+		a.State = store.AttemptQueued
+	} else {
+		a.Started = timeOf(now)
+		a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
+	}
+	var leaseBoot string
+	var leaseUntil int64
+	if !spec.Queued {
+		leaseBoot, leaseUntil = s.leaseUntil(spec.Lease)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid,
+host, boot_id, lease_boot, lease_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
+		nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
+		return err
+	}
+	return appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+		"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
+		"lease_ms": spec.Lease.Milliseconds(),
+	})
 }
 
 // MarkRunning implements Store: MarkRunningAs with only a pid (its own group).
