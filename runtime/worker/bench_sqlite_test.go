@@ -1,6 +1,9 @@
 package worker_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +36,11 @@ func BenchmarkWorkers1kSQLite(b *testing.B) {
 		e := newEnvOn(b, onSQLite, string(spec), nil)
 		var ws []*proc
 		for _, name := range []string{"w1", "w2", "w3"} {
+			if dir := os.Getenv("PIPEC_BENCH_PROFILE"); dir != "" { // as BenchmarkWorkers1k
+				prof := filepath.Join(dir, fmt.Sprintf("sqlite-%s-%d.pprof", name, i))
+				ws = append(ws, e.workerWith(hookPipec(b), []string{"PIPEC_TEST_CPUPROFILE=" + prof}, name))
+				continue
+			}
 			ws = append(ws, e.worker(name))
 		}
 		b.StartTimer()
