@@ -385,6 +385,12 @@ WHERE run = $1 AND task = $2 AND number = $3 AND state = 'running' AND token = $
 // MarkUnknown implements store.Store: one UPDATE judged on the server's
 // clock.
 func (s *Store) MarkUnknown(ctx context.Context) ([]store.Attempt, error) {
+	if ok, err := s.peek(ctx, `SELECT 1 FROM attempts WHERE state = 'running' AND lease_expiry <= pipec_now()`); err != nil || !ok {
+		if err != nil {
+			return nil, fmt.Errorf("mark unknown: %w", err)
+		}
+		return nil, nil
+	}
 	var out []store.Attempt
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = nil

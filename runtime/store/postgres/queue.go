@@ -94,23 +94,37 @@ ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots
 	})
 }
 
-// Heartbeat implements queue.Queue.
+// Heartbeat implements queue.Queue: the worker's row and its claims are
+// renewed in one round trip (BEGIN and COMMIT riding with them); the claims
+// only while the worker's row is there to renew.
 func (s *Store) Heartbeat(ctx context.Context, name string, lease time.Duration) ([]queue.Ref, error) {
 	var held []queue.Ref
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	found := false
+	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		held = nil
-		tag, err := tx.Exec(ctx, `UPDATE workers SET last_seen = pipec_now(), expiry = pipec_now() + $2::bigint * interval '1 microsecond'
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE workers SET last_seen = pipec_now(), expiry = pipec_now() + $2::bigint * interval '1 microsecond'
 WHERE name = $1 AND state <> 'stopped'`, name, micros(lease))
+		// Only claims still live: one that expired (this worker was paused
+		// or cut off) is lost, whether or not a sweep saw it yet.
+		b.Queue(`UPDATE work SET claim_expiry = pipec_now() + $2::bigint * interval '1 microsecond'
+WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now()
+	AND EXISTS (SELECT 1 FROM workers WHERE name = $1 AND state <> 'stopped') RETURNING run, task`, name, micros(lease))
+		skip := ends.first(b)
+		ends.last(b)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		for range skip {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		tag, err := br.Exec()
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("heartbeat: worker %s is not registered: %w", name, store.ErrNotFound)
-		}
-		// Only claims still live: one that expired (this worker was paused
-		// or cut off) is lost, whether or not a sweep saw it yet.
-		rows, err := tx.Query(ctx, `UPDATE work SET claim_expiry = pipec_now() + $2::bigint * interval '1 microsecond'
-WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now() RETURNING run, task`, name, micros(lease))
+		found = tag.RowsAffected() > 0
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
@@ -118,9 +132,48 @@ WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now() RETURNING
 			var ref queue.Ref
 			return ref, r.Scan(&ref.Run, &ref.Task)
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		if err := ends.committed(br); err != nil {
+			return err
+		}
+		return br.Close()
 	})
+	if err == nil && !found {
+		// Nothing was renewed: the worker is not registered.
+		return nil, fmt.Errorf("heartbeat: worker %s is not registered: %w", name, store.ErrNotFound)
+	}
 	return held, err
+}
+
+// peek reports whether query finds a row, in a transaction of one round
+// trip (so a test clock judges pipec_now() as in every transaction): the
+// beat's sweeps, which nearly always find nothing, then take no locks and
+// write nothing. A row that appears just after is found at the next beat.
+func (s *Store) peek(ctx context.Context, query string, args ...any) (bool, error) {
+	var found bool
+	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT EXISTS (`+query+`)`, args...)
+		skip := ends.first(b)
+		ends.last(b)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		for range skip {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := br.QueryRow().Scan(&found); err != nil {
+			return err
+		}
+		if err := ends.committed(br); err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	return found, err
 }
 
 // Stopping implements queue.Queue.
@@ -772,6 +825,12 @@ func maybeFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
 // worker that stopped renewing (SIGSTOP, SIGKILL, a partition); the model
 // treats it as a lost lease (queue.Expired).
 func (s *Store) Sweep(ctx context.Context) (int, error) {
+	if ok, err := s.peek(ctx, `SELECT 1 FROM work WHERE state = 'claimed' AND claim_expiry <= pipec_now()`); err != nil || !ok {
+		if err != nil {
+			return 0, fmt.Errorf("sweep: %w", err)
+		}
+		return 0, nil
+	}
 	n := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		n = 0
