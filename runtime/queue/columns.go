@@ -3,6 +3,9 @@ package queue
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+
+	"github.com/pipec/pipec/internal/failover"
 )
 
 // The stores keep a task's limits, failover state (failover.State) and
@@ -42,5 +45,38 @@ func DecodeStatus(t *TaskStatus, limits, st string) error {
 	if err := json.Unmarshal([]byte(st), &t.Failover); err != nil {
 		return fmt.Errorf("work %s: failover state: %w", t.Task, err)
 	}
+	return nil
+}
+
+// StatusDecoder is DecodeStatus for the tasks of one Status read: the
+// tasks of a run share a handful of distinct limits and failover states
+// (pipec submit --wait reads every task at each look), so each distinct
+// text is decoded once. Each task gets its own copy of the state's map.
+type StatusDecoder struct {
+	limits map[string]failover.Limits
+	states map[string]failover.State
+}
+
+// Decode is DecodeStatus.
+func (d *StatusDecoder) Decode(t *TaskStatus, limits, st string) error {
+	if d.limits == nil {
+		d.limits, d.states = map[string]failover.Limits{}, map[string]failover.State{}
+	}
+	l, ok := d.limits[limits]
+	if !ok {
+		if err := json.Unmarshal([]byte(limits), &l); err != nil {
+			return fmt.Errorf("work %s: limits: %w", t.Task, err)
+		}
+		d.limits[limits] = l
+	}
+	f, ok := d.states[st]
+	if !ok {
+		if err := json.Unmarshal([]byte(st), &f); err != nil {
+			return fmt.Errorf("work %s: failover state: %w", t.Task, err)
+		}
+		d.states[st] = f
+	}
+	t.Limits, t.Failover = l, f
+	t.Failover.Visits = maps.Clone(f.Visits)
 	return nil
 }

@@ -1,6 +1,10 @@
 package worker_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,21 +30,32 @@ func dag1k(b *testing.B) []byte {
 func BenchmarkWorkers1kSQLite(b *testing.B) {
 	spec := dag1k(b)
 	var wall time.Duration
+	var cpu benchCPU
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		e := newEnvOn(b, onSQLite, string(spec), nil)
+		var ws []*proc
 		for _, name := range []string{"w1", "w2", "w3"} {
-			e.worker(name)
+			if dir := os.Getenv("PIPEC_BENCH_PROFILE"); dir != "" { // as BenchmarkWorkers1k
+				prof := filepath.Join(dir, fmt.Sprintf("sqlite-%s-%d.pprof", name, i))
+				ws = append(ws, e.workerWith(hookPipec(b), []string{"PIPEC_TEST_CPUPROFILE=" + prof}, name))
+				continue
+			}
+			ws = append(ws, e.worker(name))
 		}
 		b.StartTimer()
 		start := time.Now()
-		code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "100ms")
+		code, out := cpu.follow(b, e, ws, 0)
 		wall += time.Since(start)
 		b.StopTimer()
 		if code != 0 {
 			b.Fatalf("submit --wait: exit %d\n%s", code, out)
 		}
+		for _, w := range ws {
+			w.signal(b, syscall.SIGTERM)
+		}
 	}
 	b.ReportMetric(wall.Seconds()/float64(b.N), "workers-s/op")
 	b.ReportMetric(1000*float64(b.N)/wall.Seconds(), "workers-attempts/s")
+	cpu.report(b)
 }

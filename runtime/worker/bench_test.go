@@ -31,6 +31,7 @@ func BenchmarkWorkers1k(b *testing.B) {
 	// DIR/*.pprof merges them).
 	profDir := os.Getenv("PIPEC_BENCH_PROFILE")
 	var local, workers time.Duration
+	var cpu benchCPU
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// Local run on SQLite.
@@ -46,6 +47,7 @@ func BenchmarkWorkers1k(b *testing.B) {
 			b.Fatalf("local run: %v\n%s", err, out)
 		}
 		local += time.Since(start)
+		cpu.local += run.ProcessState.UserTime() + run.ProcessState.SystemTime()
 
 		// The same DAG through 3 workers on PostgreSQL.
 		e := newEnv(b, string(spec), nil)
@@ -56,12 +58,12 @@ func BenchmarkWorkers1k(b *testing.B) {
 				ws = append(ws, e.workerWith(hookPipec(b), []string{"PIPEC_TEST_CPUPROFILE=" + prof}, name, "--slots", slots))
 				continue
 			}
-			e.worker(name, "--slots", slots)
+			ws = append(ws, e.worker(name, "--slots", slots))
 		}
 		before, _ := pg.Server(b).Psql(b.Context(), "", "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'")
 		b.StartTimer()
 		start = time.Now()
-		code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "100ms")
+		code, out := cpu.follow(b, e, ws, postmaster())
 		workers += time.Since(start)
 		b.StopTimer()
 		after, _ := pg.Server(b).Psql(b.Context(), "", "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'")
@@ -69,8 +71,10 @@ func BenchmarkWorkers1k(b *testing.B) {
 		if code != 0 {
 			b.Fatalf("submit --wait: exit %d\n%s", code, out)
 		}
+		// Stopped, so the next iteration's workers have the machine (and
+		// a profile is written as its worker exits).
 		for _, w := range ws {
-			w.signal(b, syscall.SIGTERM) // the profile is written as it exits
+			w.signal(b, syscall.SIGTERM)
 		}
 	}
 	n := float64(b.N)
@@ -79,4 +83,55 @@ func BenchmarkWorkers1k(b *testing.B) {
 	b.ReportMetric(workers.Seconds()/local.Seconds(), "ratio")
 	b.ReportMetric(1000*n/local.Seconds(), "local-attempts/s")
 	b.ReportMetric(1000*n/workers.Seconds(), "workers-attempts/s")
+	b.ReportMetric(cpu.local.Seconds()/n, "local-cpu-s/op")
+	cpu.report(b)
+}
+
+// benchCPU sums the CPU time of a benchmark's processes.
+type benchCPU struct {
+	local, workers, server, submit time.Duration
+}
+
+// follow runs pipec submit --wait of the benchmark DAG, adding the CPU time
+// the workers (with their tasks), the database server (server: its
+// postmaster, 0 for none) and the submit took meanwhile.
+func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, string) {
+	b.Helper()
+	cpu := func() (w, s time.Duration) {
+		for _, p := range ws {
+			w += treeCPU(p.cmd.Process.Pid)
+		}
+		if server != 0 {
+			s = treeCPU(server)
+		}
+		return w, s
+	}
+	w0, s0 := cpu()
+	cmd := exec.Command(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "100ms")
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	out, err := cmd.CombinedOutput()
+	w1, s1 := cpu()
+	c.workers += w1 - w0
+	c.server += s1 - s0
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		b.Fatal(err)
+	}
+	c.submit += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return code, string(out)
+}
+
+// report reports the CPU seconds per run of the workers, the server and
+// the submit, and their sum.
+func (c *benchCPU) report(b *testing.B) {
+	n := float64(b.N)
+	b.ReportMetric(c.workers.Seconds()/n, "workers-cpu-s/op")
+	if c.server > 0 {
+		b.ReportMetric(c.server.Seconds()/n, "server-cpu-s/op")
+	}
+	b.ReportMetric(c.submit.Seconds()/n, "submit-cpu-s/op")
+	b.ReportMetric((c.workers+c.server+c.submit).Seconds()/n, "all-cpu-s/op")
 }

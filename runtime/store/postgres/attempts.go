@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
@@ -20,6 +21,13 @@ const epochSpan = 1_000_000_000
 // errNewEpoch: this handle's epoch was taken back by a crash, or its tokens
 // ran out; the grant is made again after a new epoch is recorded.
 var errNewEpoch = errors.New("token epoch must be renewed")
+
+// epochRefused reports a statement that pipec_epoch_refused failed: its
+// grant was refused as a false valid column refuses one.
+func epochRefused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "PE001"
+}
 
 // currentEpoch returns this handle's epoch, recording a new one durably
 // first when it has none.
@@ -377,6 +385,12 @@ WHERE run = $1 AND task = $2 AND number = $3 AND state = 'running' AND token = $
 // MarkUnknown implements store.Store: one UPDATE judged on the server's
 // clock.
 func (s *Store) MarkUnknown(ctx context.Context) ([]store.Attempt, error) {
+	if ok, err := s.peek(ctx, `SELECT 1 FROM attempts WHERE state = 'running' AND lease_expiry <= pipec_now()`); err != nil || !ok {
+		if err != nil {
+			return nil, fmt.Errorf("mark unknown: %w", err)
+		}
+		return nil, nil
+	}
 	var out []store.Attempt
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = nil
@@ -491,10 +505,16 @@ func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]stor
 
 // StateID implements store.Store.
 func (s *Store) StateID(ctx context.Context) (string, error) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.stateID != "" {
+		return s.stateID, nil
+	}
 	var id string
 	if err := s.pool.QueryRow(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
 		return "", fmt.Errorf("state id: %w", err)
 	}
+	s.stateID = id
 	return id, nil
 }
 

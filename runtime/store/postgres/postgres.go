@@ -101,6 +101,11 @@ type Store struct {
 	// first grant (see the package doc); epochMu guards it.
 	epochMu sync.Mutex
 	epoch   int64
+
+	// stateID is the store's identity once read (it never changes, see
+	// store.Store.StateID): a visit's sinks ask for it at every publish.
+	stateMu sync.Mutex
+	stateID string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -265,10 +270,12 @@ type queryer interface {
 
 // txPipelined is tx for the workers' hot transactions (a claim, a visit's
 // end): the BEGIN (and a test clock) is not a round trip of its own but
-// rides at the head of fn's first batch, which fn hands to first before
-// sending it (first returns how many results to skip). Committed as tx
-// commits (asynchronously), retried as tx retries.
-func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, first func(*pgx.Batch) int) error) error {
+// rides at the head of fn's first batch, which fn hands to ends.first
+// before sending it; and fn may have the COMMIT ride at the tail of its
+// last batch (ends.last), reading its result with ends.committed, when it
+// knows it will send nothing after. Committed as tx commits
+// (asynchronously), retried as tx retries.
+func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds) error) error {
 	for try := 0; ; try++ {
 		err := s.pipelinedOnce(ctx, fn)
 		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
@@ -278,32 +285,65 @@ func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, first func(*
 	}
 }
 
-func (s *Store) pipelinedOnce(ctx context.Context, fn func(tx pgx.Tx, first func(*pgx.Batch) int) error) error {
+// txEnds puts a pipelined transaction's BEGIN and COMMIT into fn's batches.
+type txEnds struct {
+	clock  store.Clock
+	begun  bool
+	commit bool
+}
+
+// first puts the BEGIN (and the test clock) at the head of b and returns
+// how many results to skip before b's own.
+func (e *txEnds) first(b *pgx.Batch) int {
+	head := []*pgx.QueuedQuery{{SQL: "BEGIN ISOLATION LEVEL READ COMMITTED"}}
+	if e.clock != nil {
+		head = append(head, &pgx.QueuedQuery{SQL: `SELECT set_config('pipec.now', $1, true)`,
+			Arguments: []any{e.clock().UTC().Format(time.RFC3339Nano)}})
+	}
+	b.QueuedQueries = append(head, b.QueuedQueries...)
+	e.begun = true
+	return len(head)
+}
+
+// last puts the COMMIT at the tail of b, fn's last batch: a statement of b
+// that fails aborts the transaction before it, and fn reads its result
+// (committed) after b's own.
+func (e *txEnds) last(b *pgx.Batch) {
+	b.Queue("COMMIT")
+	e.commit = true
+}
+
+// committed reads the result of the COMMIT that last queued.
+func (e *txEnds) committed(br pgx.BatchResults) error {
+	tag, err := br.Exec()
+	if err == nil && tag.String() != "COMMIT" {
+		err = pgx.ErrTxCommitRollback // the transaction had failed
+	}
+	return err
+}
+
+func (s *Store) pipelinedOnce(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	begun := false
-	first := func(b *pgx.Batch) int {
-		head := []*pgx.QueuedQuery{{SQL: "BEGIN ISOLATION LEVEL READ COMMITTED"}}
-		if s.clock != nil {
-			head = append(head, &pgx.QueuedQuery{SQL: `SELECT set_config('pipec.now', $1, true)`,
-				Arguments: []any{s.clock().UTC().Format(time.RFC3339Nano)}})
-		}
-		b.QueuedQueries = append(head, b.QueuedQueries...)
-		begun = true
-		return len(head)
-	}
-	err = fn(connTx{c.Conn()}, first)
-	if !begun {
+	ends := &txEnds{clock: s.clock}
+	err = fn(connTx{c.Conn()}, ends)
+	if !ends.begun {
 		return err
 	}
 	if err != nil {
+		// Also after a COMMIT fn queued: a statement before it failed, so
+		// the server skipped it and the transaction is aborted (a
+		// ROLLBACK outside one only warns).
 		if _, rerr := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
 			_ = c.Conn().Close(context.WithoutCancel(ctx)) // not reusable in an unknown state
 		}
 		return err
+	}
+	if ends.commit {
+		return nil
 	}
 	tag, err := c.Exec(ctx, "COMMIT")
 	if err == nil && tag.String() != "COMMIT" {

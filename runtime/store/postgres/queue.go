@@ -94,23 +94,37 @@ ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid, slots
 	})
 }
 
-// Heartbeat implements queue.Queue.
+// Heartbeat implements queue.Queue: the worker's row and its claims are
+// renewed in one round trip (BEGIN and COMMIT riding with them); the claims
+// only while the worker's row is there to renew.
 func (s *Store) Heartbeat(ctx context.Context, name string, lease time.Duration) ([]queue.Ref, error) {
 	var held []queue.Ref
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	found := false
+	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		held = nil
-		tag, err := tx.Exec(ctx, `UPDATE workers SET last_seen = pipec_now(), expiry = pipec_now() + $2::bigint * interval '1 microsecond'
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE workers SET last_seen = pipec_now(), expiry = pipec_now() + $2::bigint * interval '1 microsecond'
 WHERE name = $1 AND state <> 'stopped'`, name, micros(lease))
+		// Only claims still live: one that expired (this worker was paused
+		// or cut off) is lost, whether or not a sweep saw it yet.
+		b.Queue(`UPDATE work SET claim_expiry = pipec_now() + $2::bigint * interval '1 microsecond'
+WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now()
+	AND EXISTS (SELECT 1 FROM workers WHERE name = $1 AND state <> 'stopped') RETURNING run, task`, name, micros(lease))
+		skip := ends.first(b)
+		ends.last(b)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		for range skip {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		tag, err := br.Exec()
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("heartbeat: worker %s is not registered: %w", name, store.ErrNotFound)
-		}
-		// Only claims still live: one that expired (this worker was paused
-		// or cut off) is lost, whether or not a sweep saw it yet.
-		rows, err := tx.Query(ctx, `UPDATE work SET claim_expiry = pipec_now() + $2::bigint * interval '1 microsecond'
-WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now() RETURNING run, task`, name, micros(lease))
+		found = tag.RowsAffected() > 0
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
@@ -118,9 +132,48 @@ WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now() RETURNING
 			var ref queue.Ref
 			return ref, r.Scan(&ref.Run, &ref.Task)
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		if err := ends.committed(br); err != nil {
+			return err
+		}
+		return br.Close()
 	})
+	if err == nil && !found {
+		// Nothing was renewed: the worker is not registered.
+		return nil, fmt.Errorf("heartbeat: worker %s is not registered: %w", name, store.ErrNotFound)
+	}
 	return held, err
+}
+
+// peek reports whether query finds a row, in a transaction of one round
+// trip (so a test clock judges pipec_now() as in every transaction): the
+// beat's sweeps, which nearly always find nothing, then take no locks and
+// write nothing. A row that appears just after is found at the next beat.
+func (s *Store) peek(ctx context.Context, query string, args ...any) (bool, error) {
+	var found bool
+	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT EXISTS (`+query+`)`, args...)
+		skip := ends.first(b)
+		ends.last(b)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		for range skip {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := br.QueryRow().Scan(&found); err != nil {
+			return err
+		}
+		if err := ends.committed(br); err != nil {
+			return err
+		}
+		return br.Close()
+	})
+	return found, err
 }
 
 // Stopping implements queue.Queue.
@@ -239,9 +292,9 @@ func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
 // labels of (queue.Pick.Unserved).
 func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (*queue.Claim, error) {
 	var out *queue.Claim
-	err := s.txPipelined(ctx, func(tx pgx.Tx, first func(*pgx.Batch) int) error {
+	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		var err error
-		out, err = claim(ctx, tx, first, worker, lease, nil, 0)
+		out, err = claim(ctx, tx, ends, worker, lease, nil, 0)
 		return err
 	})
 	if err != nil {
@@ -258,9 +311,9 @@ var _ queue.AttemptStarter = (*Store)(nil)
 func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
 	var out *queue.Claim
 	err := s.granting(ctx, func(epoch int64) error {
-		return s.txPipelined(ctx, func(tx pgx.Tx, first func(*pgx.Batch) int) error {
+		return s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 			var err error
-			out, err = claim(ctx, tx, first, worker, lease, &spec, epoch)
+			out, err = claim(ctx, tx, ends, worker, lease, &spec, epoch)
 			return err
 		})
 	})
@@ -270,16 +323,24 @@ func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Dur
 	return out, nil
 }
 
-// claim is Claim in tx (txPipelined: its first batch goes through first);
-// with start, the claimed task's next attempt is started too, with a token
-// of epoch.
-func claim(ctx context.Context, tx pgx.Tx, first func(*pgx.Batch) int, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
-	var out *queue.Claim
-	err := func() error {
-		// The workers able to run each candidate ride along (one round trip):
-		// for a task without labels every live worker, computed once.
-		cb := &pgx.Batch{}
-		cb.Queue(`WITH me AS (
+// claimPage is how many ready tasks a claim locks and reads at first:
+// nearly always the first this worker may start is among them, and a claim
+// that locks fewer rows passes fewer over of the workers claiming beside
+// it (SKIP LOCKED), and reads and decodes less. The next pages (up to
+// queue.ClaimCandidates in all) are read only when Choose took none of the
+// first.
+const claimPage = 4
+
+// candidatesSQL reads a page of ready candidates (LIMIT $1) this worker
+// ($2) offers the labels of, locked, each with the live workers able to run
+// it (for a task without labels every live worker); after, when set, keeps
+// to the candidates after the last of the previous page ($3, $4).
+func candidatesSQL(after bool) string {
+	keyset := ""
+	if after {
+		keyset = ` AND (w.run COLLATE "C", w.task COLLATE "C") > ($3::text COLLATE "C", $4::text COLLATE "C")`
+	}
+	return `WITH me AS (
 	SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()
 )
 SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels, w.pool, w.pool_slots,
@@ -287,70 +348,113 @@ SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels, w.pool, w.po
 		THEN ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
 		ELSE ARRAY(SELECT k.name FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels
 			ORDER BY k.name COLLATE "C") END
-FROM work w, me WHERE w.state = 'ready' AND w.labels <@ me.labels
-ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, queue.ClaimCandidates, worker)
-		skip := first(cb) // the BEGIN rides with the candidates
-		cbr := tx.SendBatch(ctx, cb)
-		defer cbr.Close()
-		for range skip {
-			if _, err := cbr.Exec(); err != nil {
-				return err
-			}
+FROM work w, me WHERE w.state = 'ready' AND w.labels <@ me.labels` + keyset + `
+ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`
+}
+
+func scanCandidates(rows pgx.Rows, err error) ([]queue.Work, error) {
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r pgx.Row) (queue.Work, error) {
+		var w queue.Work
+		var limits, st, deps string
+		if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Labels, &w.Pool, &w.PoolSlots, &w.Live); err != nil {
+			return w, err
 		}
-		rows, err := cbr.Query()
+		return w, queue.DecodeWork(&w, limits, st, deps)
+	})
+}
+
+// claim is Claim in tx (txPipelined); with start, the claimed task's next
+// attempt is started too, with a token of epoch. The first page of
+// candidates and the unserved labelled tasks (read only for a claim that
+// finds nothing, but small and locking nothing) ride with the BEGIN; the
+// claim's writes with the COMMIT.
+func claim(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
+	cb := &pgx.Batch{}
+	cb.Queue(candidatesSQL(false), claimPage, worker)
+	cb.Queue(unservedSQL, worker, queue.ClaimCandidates)
+	skip := ends.first(cb)
+	cbr := tx.SendBatch(ctx, cb)
+	for range skip {
+		if _, err := cbr.Exec(); err != nil {
+			cbr.Close()
+			return nil, err
+		}
+	}
+	page, err := scanCandidates(cbr.Query())
+	var unserved []queue.Work
+	if err == nil {
+		unserved, err = scanUnserved(cbr.Query())
+	}
+	if cerr := cbr.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cands []queue.Work
+	pick := queue.Pick{Chosen: -1}
+	for {
+		if err := poolsBusy(ctx, tx, page); err != nil {
+			return nil, err
+		}
+		p, err := queue.Choose(page, worker)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		cands, err := collect(rows, func(r pgx.Row) (queue.Work, error) {
-			var w queue.Work
-			var limits, st, deps string
-			if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Labels, &w.Pool, &w.PoolSlots, &w.Live); err != nil {
-				return w, err
-			}
-			return w, queue.DecodeWork(&w, limits, st, deps)
-		})
+		pick.Waiting = queue.MergeWaiting(pick.Waiting, p.Waiting)
+		if p.Chosen >= 0 {
+			pick.Chosen = len(cands) + p.Chosen
+		}
+		cands = append(cands, page...)
+		if pick.Chosen >= 0 || len(page) < claimPage || len(cands) >= queue.ClaimCandidates {
+			break
+		}
+		lastRef := cands[len(cands)-1].Ref
+		page, err = scanCandidates(tx.Query(ctx, candidatesSQL(true), min(queue.ClaimCandidates-len(cands), 4*claimPage),
+			worker, lastRef.Run, lastRef.Task))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := cbr.Close(); err != nil {
-			return err
-		}
-		if err := poolsBusy(ctx, tx, cands); err != nil {
-			return err
-		}
-		pick, err := queue.Choose(cands, worker)
-		if err != nil {
-			return err
-		}
-		if pick.Chosen >= 0 {
-			c := &cands[pick.Chosen]
-			cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
-			// The claim, its event and (start) the attempt: one round trip.
-			b := &pgx.Batch{}
-			b.Queue(`UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
+	}
+	if pick.Chosen < 0 {
+		pick.Unserved(unserved)
+		return nil, setWaiting(ctx, tx, ends, pick.Waiting)
+	}
+	c := &cands[pick.Chosen]
+	cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
+	// The claim, its event and (start) the attempt: one round trip, with
+	// the COMMIT unless a run's waiting message is to be set after.
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
 	claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
 RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2)`,
-				c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease))
-			// The run waits no more for this task (a data-modifying CTE
-			// always runs), and the claim is logged, in one statement. A
-			// message about another task stays: that one still waits.
-			b.Queue(`WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
+		c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease))
+	// The run waits no more for this task (a data-modifying CTE always
+	// runs), and the claim is logged, in one statement. A message about
+	// another task stays: that one still waits.
+	b.Queue(`WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
 INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
-				c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
-			if start != nil {
-				// As StartAttempt, queued; the resource is the run's
-				// pipeline@interval, as the runtime names it (runtime.runner
-				// resource), and the claimed row keeps the run running.
-				// Its attempt.started event is written by the same statement,
-				// its payload as appendEvent would marshal it (sorted keys;
-				// the resource is pipeline@interval, plain ASCII, which
-				// to_json quotes as encoding/json does).
-				b.Queue(`WITH r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
+		c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
+	if start != nil {
+		// As StartAttempt, queued; the resource is the run's
+		// pipeline@interval, as the runtime names it (runtime.runner
+		// resource), and the claimed row keeps the run running. Its
+		// attempt.started event is written by the same statement, its
+		// payload as appendEvent would marshal it (sorted keys; the
+		// resource is pipeline@interval, plain ASCII, which to_json quotes
+		// as encoding/json does). A grant the epoch no longer covers fails
+		// the statement (pipec_epoch_refused), so the COMMIT riding after it
+		// never commits it.
+		b.Queue(`WITH r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
 `+grantFromRSQL+`, n AS (SELECT pipec_now() AS now), a AS (
 	INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
 	SELECT $3, $4, (SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $3 AND task = $4), r.resource, g.last, 'queued', NULL, 0,
 		NULL, $5, 0, $6, $7
 	FROM g, n, r
+	WHERE CASE WHEN g.valid THEN true ELSE pipec_epoch_refused() END
 	RETURNING `+attemptColumns+`
 ), ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload)
@@ -358,71 +462,90 @@ INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_n
 		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $8 || '}'
 	FROM a, n
 )
-SELECT `+attemptColumns+`, (SELECT valid FROM g) FROM a`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot,
-					queue.JSON(start.Worker), store.EventAttemptStarted)
-			}
-			br := tx.SendBatch(ctx, b)
-			err := br.QueryRow().Scan(&cl.AttemptBase)
-			if err == nil {
-				_, err = br.Exec()
-			}
-			var a store.Attempt
-			var valid bool
-			started := false
-			if err == nil && start != nil {
-				a, err = scanAttempt(validRow{br.QueryRow(), &valid})
-				started = err == nil
-				if errors.Is(err, pgx.ErrNoRows) {
-					err = nil // the run is not running: the visit's StartAttempt says so
-				}
-			}
-			if cerr := br.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			if started {
-				if !valid {
-					return errNewEpoch
-				}
-				cl.Attempt = &a
-			}
-			out = cl
-		} else {
-			unserved, err := unservedLabels(ctx, tx, worker)
-			if err != nil {
-				return err
-			}
-			pick.Unserved(unserved)
+SELECT `+attemptColumns+` FROM a`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot,
+			queue.JSON(start.Worker), store.EventAttemptStarted)
+	}
+	commit := len(pick.Waiting) == 0
+	if commit {
+		ends.last(b)
+	}
+	br := tx.SendBatch(ctx, b)
+	err = br.QueryRow().Scan(&cl.AttemptBase)
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil && start != nil {
+		var a store.Attempt
+		a, err = scanAttempt(br.QueryRow())
+		switch {
+		case err == nil:
+			cl.Attempt = &a
+		case errors.Is(err, pgx.ErrNoRows):
+			err = nil // the run is not running: the visit's StartAttempt says so
+		case epochRefused(err):
+			err = errNewEpoch
 		}
-		for _, w := range pick.Waiting {
-			tag, err := tx.Exec(ctx, `UPDATE submissions SET waiting = $2
-WHERE run = $1 AND waiting <> $2 AND (waiting = '' OR left(waiting, length($3)) = $3)`, w.Run, w.Message, queue.WaitingPrefix(w.Task))
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 1 {
-				if err := appendEvent(ctx, tx, store.Event{Run: w.Run, Kind: queue.EventRunWaiting}, map[string]any{"waiting": w.Message}); err != nil {
-					return err
-				}
-			}
+	}
+	if err == nil && commit {
+		err = ends.committed(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if epochRefused(err) {
+		err = errNewEpoch
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !commit {
+		if err := setWaiting(ctx, tx, nil, pick.Waiting); err != nil {
+			return nil, err
 		}
-		return nil
-	}()
-	return out, err
+	}
+	return cl, nil
 }
 
-// unservedLabels returns the ready labelled tasks that no live worker offers
-// the labels of (for queue.Pick.Unserved: Live empty). Only a live worker
-// looks (one that found nothing to claim), and it locks nothing: the rows
-// stay free for the worker that joins with those labels.
-func unservedLabels(ctx context.Context, tx pgx.Tx, worker string) ([]queue.Work, error) {
-	rows, err := tx.Query(ctx, `SELECT w.run, w.task, w.labels FROM work w
+// setWaiting sets the waiting message of the runs a claim found waiting
+// (queue.Pick.Waiting), each only when it has none or one about the same
+// task, logging each change; with ends, the COMMIT rides with the last.
+func setWaiting(ctx context.Context, tx pgx.Tx, ends *txEnds, waiting []queue.Waiting) error {
+	for _, w := range waiting {
+		tag, err := tx.Exec(ctx, `UPDATE submissions SET waiting = $2
+WHERE run = $1 AND waiting <> $2 AND (waiting = '' OR left(waiting, length($3)) = $3)`, w.Run, w.Message, queue.WaitingPrefix(w.Task))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			if err := appendEvent(ctx, tx, store.Event{Run: w.Run, Kind: queue.EventRunWaiting}, map[string]any{"waiting": w.Message}); err != nil {
+				return err
+			}
+		}
+	}
+	if ends == nil {
+		return nil
+	}
+	b := &pgx.Batch{}
+	ends.last(b)
+	br := tx.SendBatch(ctx, b)
+	err := ends.committed(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// unservedSQL reads the ready labelled tasks that no live worker offers
+// the labels of (for queue.Pick.Unserved: Live empty), for worker $1, LIMIT
+// $2. Only a live worker looks, and it locks nothing: the rows stay free
+// for the worker that joins with those labels.
+const unservedSQL = `SELECT w.run, w.task, w.labels FROM work w
 WHERE w.state = 'ready' AND cardinality(w.labels) > 0
 	AND EXISTS (SELECT 1 FROM workers WHERE name = $1 AND state = 'live' AND expiry > pipec_now())
 	AND NOT EXISTS (SELECT 1 FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels)
-ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $2`, worker, queue.ClaimCandidates)
+ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $2`
+
+func scanUnserved(rows pgx.Rows, err error) ([]queue.Work, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -442,22 +565,31 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
 	}
 	lost := false
-	err := s.txPipelined(ctx, func(tx pgx.Tx, first func(*pgx.Batch) int) error {
+	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		lost = false
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
+		var openDeps int
 		// The claim's row only: a success whose dependents are still to
 		// run cannot end the run, so it need not wait behind the run's
 		// other finishes (the submission's lock, taken below by every
-		// change that may end the run: the run's hot row).
+		// change that may end the run: the run's hot row). Its dependents
+		// are locked next (the DAG's step writes them anyway), so how many
+		// are still to run cannot change before it: when some are, the
+		// run goes on whatever this visit's end, and the COMMIT rides with
+		// the writes.
 		reads := &pgx.Batch{}
 		reads.Queue(`SELECT w.limits, w.failover, w.dependents FROM work w
 WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w`, ref.Run, ref.Task, worker)
+		reads.Queue(`SELECT count(*) FILTER (WHERE d.state IN ('blocked', 'ready', 'claimed')) FROM (
+	SELECT d.state FROM work d WHERE d.run = $1 AND d.task IN (
+		SELECT jsonb_array_elements_text(m.dependents::jsonb) FROM work m WHERE m.run = $1 AND m.task = $2)
+	ORDER BY d.task COLLATE "C" FOR UPDATE OF d) d`, ref.Run, ref.Task)
 		if r.End != nil {
 			reads.Queue(`SELECT `+attemptColumns+` FROM attempts WHERE run = $1 AND task = $2 AND number = $3 FOR UPDATE`,
 				r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number)
 		}
-		skip := first(reads) // the BEGIN rides with the locks
+		skip := ends.first(reads) // the BEGIN rides with the locks
 		br := tx.SendBatch(ctx, reads)
 		for range skip {
 			if _, err := br.Exec(); err != nil {
@@ -466,6 +598,12 @@ WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR U
 			}
 		}
 		err := br.QueryRow().Scan(&limits, &st, &deps)
+		if err == nil || errors.Is(err, pgx.ErrNoRows) {
+			if serr := br.QueryRow().Scan(&openDeps); serr != nil {
+				br.Close()
+				return serr
+			}
+		}
 		var cur store.Attempt
 		if r.End != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
 			var aerr error
@@ -507,7 +645,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_no
 			if writes.Len() == 0 {
 				return nil
 			}
-			return tx.SendBatch(ctx, writes).Close()
+			return sendLast(ctx, tx, ends, writes)
 		}
 		if err := queue.DecodeWork(&w, limits, st, deps); err != nil {
 			return err
@@ -533,10 +671,12 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 	THEN pg_notify('`+workChannel+`', '') END,
 	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
 				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State)
-		}
-		if c.Advance {
+			last := openDeps > 0 // the run goes on: nothing follows the writes
+			if last {
+				ends.last(writes)
+			}
 			br := tx.SendBatch(ctx, writes)
-			for range writes.Len() - 1 {
+			for range writes.Len() - 1 - b2i(last) {
 				if _, err := br.Exec(); err != nil {
 					br.Close()
 					return err
@@ -544,10 +684,13 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 			}
 			var open int
 			err := br.QueryRow().Scan(nil, &open)
+			if err == nil && last {
+				err = ends.committed(br)
+			}
 			if cerr := br.Close(); err == nil {
 				err = cerr
 			}
-			if err != nil {
+			if err != nil || last {
 				return err
 			}
 			if open > 0 {
@@ -583,6 +726,32 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 		return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
 	}
 	return nil
+}
+
+// sendLast sends b, fn's last batch, with the COMMIT.
+func sendLast(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch) error {
+	ends.last(b)
+	br := tx.SendBatch(ctx, b)
+	var err error
+	for range b.Len() - 1 {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = ends.committed(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // applyChange writes a change that does not advance the DAG: the task's
@@ -621,12 +790,21 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 // maybeFinishRun finishes the run when none of its tasks is left to do
 // (queue.RunEnd). Called under lockSubmission.
 func maybeFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
-	var open, bad int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')),
-	count(*) FILTER (WHERE state IN ('failed', 'not_run')) FROM work WHERE run = $1`, run).Scan(&open, &bad); err != nil {
+	// Whether any task is left (an index probe, work_unfinished), then,
+	// only for a run that is over, whether any failed: RunEnd needs no
+	// more than that of the counts.
+	var open, bad bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'ready', 'claimed'))`,
+		run).Scan(&open); err != nil {
 		return err
 	}
-	state, over := queue.RunEnd(open, bad)
+	if !open {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run'))`,
+			run).Scan(&bad); err != nil {
+			return err
+		}
+	}
+	state, over := queue.RunEnd(b2i(open), b2i(bad))
 	if !over {
 		return nil
 	}
@@ -647,6 +825,12 @@ func maybeFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
 // worker that stopped renewing (SIGSTOP, SIGKILL, a partition); the model
 // treats it as a lost lease (queue.Expired).
 func (s *Store) Sweep(ctx context.Context) (int, error) {
+	if ok, err := s.peek(ctx, `SELECT 1 FROM work WHERE state = 'claimed' AND claim_expiry <= pipec_now()`); err != nil || !ok {
+		if err != nil {
+			return 0, fmt.Errorf("sweep: %w", err)
+		}
+		return 0, nil
+	}
 	n := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		n = 0
@@ -810,13 +994,14 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	if err != nil {
 		return rs, err
 	}
+	var dec queue.StatusDecoder
 	rs.Tasks, err = collect(rows, func(r pgx.Row) (queue.TaskStatus, error) {
 		var t queue.TaskStatus
 		var limits, st string
 		if err := r.Scan(&t.Task, &t.State, &t.Worker, &t.Reason, &limits, &st); err != nil {
 			return t, err
 		}
-		return t, queue.DecodeStatus(&t, limits, st)
+		return t, dec.Decode(&t, limits, st)
 	})
 	return rs, err
 }

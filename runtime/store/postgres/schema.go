@@ -271,6 +271,23 @@ END
 $$;
 CREATE TRIGGER events_time BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION pipec_event_time();
 `},
+	{10, "hot queue paths", `
+-- A worker's heartbeat renews its claims: found by worker, not by reading
+-- every task.
+CREATE INDEX work_claimed_by ON work (worker) WHERE state = 'claimed';
+-- Whether a run has a task left to do, asked by each finish that may end
+-- it, is one index probe.
+CREATE INDEX work_unfinished ON work (run) WHERE state IN ('blocked', 'ready', 'claimed');
+
+-- A token grant its epoch no longer covers fails the statement that made it
+-- (SQLSTATE PE001), so a transaction whose COMMIT was sent with it (a
+-- worker's claim) never commits it.
+CREATE FUNCTION pipec_epoch_refused() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+	RAISE EXCEPTION 'token epoch must be renewed' USING ERRCODE = 'PE001';
+END
+$$;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

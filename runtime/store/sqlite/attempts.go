@@ -119,73 +119,79 @@ func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store
 	}
 	var a store.Attempt
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
-		if spec.Resource == "" {
-			// Refused as a grant would be, after the run's own checks.
-			if err := runIsRunning(ctx, tx, spec.Run); err != nil {
-				return err
-			}
-			return fmt.Errorf("token: resource is required")
-		}
-		if s.txEpoch == 0 {
-			return fmt.Errorf("token: no epoch (a grant outside a grants write)")
-		}
-		// The grant (see grantToken), the run's state and the task's next
-		// attempt number in one statement, on the path of every task. A
-		// refusal below fails the write, which undoes the grant.
-		var runState sql.NullString
-		var n int
-		var tok, newest int64
-		if err := tx.QueryRowContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?1, ?2)
-ON CONFLICT (resource) DO UPDATE SET last = MAX(last + 1, ?2)
-RETURNING last, (SELECT epoch FROM epochs), (SELECT state FROM runs WHERE id = ?3),
-	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?3 AND task = ?4)`,
-			spec.Resource, s.txEpoch*epochSpan, spec.Run, spec.Task).Scan(&tok, &newest, &runState, &n); err != nil {
-			return err
-		}
-		if err := runStateIsRunning(spec.Run, runState); err != nil {
-			return err
-		}
-		if tok >= (newest+1)*epochSpan {
-			return errEpochSpent // as grantToken: a new epoch is recorded first
-		}
-		now := s.now()
-		a = store.Attempt{
-			AttemptRef: store.AttemptRef{Run: spec.Run, Task: spec.Task, Number: n},
-			Resource:   spec.Resource,
-			Token:      tok,
-			State:      store.AttemptRunning,
-			Worker:     spec.Worker,
-			PID:        spec.PID,
-			Host:       spec.Host,
-			Boot:       spec.Boot,
-		}
-		if spec.Queued {
-			a.State = store.AttemptQueued
-		} else {
-			a.Started = timeOf(now)
-			a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
-		}
-		var leaseBoot string
-		var leaseUntil int64
-		if !spec.Queued {
-			leaseBoot, leaseUntil = s.leaseUntil(spec.Lease)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid,
-host, boot_id, lease_boot, lease_until)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
-			nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
-			return err
-		}
-		return appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
-			"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
-			"lease_ms": spec.Lease.Milliseconds(),
-		})
+		return s.startAttempt(ctx, tx, spec, &a)
 	})
 	if err != nil {
 		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
 	}
 	return a, nil
+}
+
+// startAttempt is StartAttempt's write in tx, a write made with mode grants
+// (the worker queue's claim starts the claimed task's attempt in its own).
+func (s *Store) startAttempt(ctx context.Context, tx *wtx, spec store.AttemptSpec, a *store.Attempt) error {
+	if spec.Resource == "" {
+		// Refused as a grant would be, after the run's own checks.
+		if err := runIsRunning(ctx, tx, spec.Run); err != nil {
+			return err
+		}
+		return fmt.Errorf("token: resource is required")
+	}
+	if s.txEpoch == 0 {
+		return fmt.Errorf("token: no epoch (a grant outside a grants write)")
+	}
+	// The grant (see grantToken), the run's state and the task's next
+	// attempt number in one statement, on the path of every task. A
+	// refusal below fails the write, which undoes the grant.
+	var runState sql.NullString
+	var n int
+	var tok, newest int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO tokens (resource, last) VALUES (?1, ?2)
+ON CONFLICT (resource) DO UPDATE SET last = MAX(last + 1, ?2)
+RETURNING last, (SELECT epoch FROM epochs), (SELECT state FROM runs WHERE id = ?3),
+	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?3 AND task = ?4)`,
+		spec.Resource, s.txEpoch*epochSpan, spec.Run, spec.Task).Scan(&tok, &newest, &runState, &n); err != nil {
+		return err
+	}
+	if err := runStateIsRunning(spec.Run, runState); err != nil {
+		return err
+	}
+	if tok >= (newest+1)*epochSpan {
+		return errEpochSpent // as grantToken: a new epoch is recorded first
+	}
+	now := s.now()
+	*a = store.Attempt{
+		AttemptRef: store.AttemptRef{Run: spec.Run, Task: spec.Task, Number: n},
+		Resource:   spec.Resource,
+		Token:      tok,
+		State:      store.AttemptRunning,
+		Worker:     spec.Worker,
+		PID:        spec.PID,
+		Host:       spec.Host,
+		Boot:       spec.Boot,
+	}
+	if spec.Queued {
+		a.State = store.AttemptQueued
+	} else {
+		a.Started = timeOf(now)
+		a.LeaseExpiry = timeOf(expiry(now, spec.Lease))
+	}
+	var leaseBoot string
+	var leaseUntil int64
+	if !spec.Queued {
+		leaseBoot, leaseUntil = s.leaseUntil(spec.Lease)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid,
+host, boot_id, lease_boot, lease_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.Run, a.Task, a.Number, a.Resource, a.Token, string(a.State), nanos(a.Started), spec.Lease.Milliseconds(),
+		nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
+		return err
+	}
+	return appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
+		"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
+		"lease_ms": spec.Lease.Milliseconds(),
+	})
 }
 
 // runIsRunning refuses a run that does not exist or is no longer running.

@@ -35,6 +35,14 @@ func (s *Store) update(ctx context.Context, fn func(context.Context, *queueTx) e
 	})
 }
 
+// updateGranting is update made with mode grants: fn may grant tokens
+// (StartAttempt).
+func (s *Store) updateGranting(ctx context.Context, fn func(context.Context, *queueTx) error) error {
+	return s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {
+		return fn(ctx, &queueTx{s: s, tx: tx, now: s.now()})
+	})
+}
+
 // updateDurable is update committed with synchronous=FULL: on stable
 // storage when it returns (a write that records what Outcome.Ran.Durable
 // asks to keep through a power cut).
@@ -77,6 +85,14 @@ func (t *queueTx) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, er
 // as JSON (sorted keys).
 func (t *queueTx) AppendEvent(ctx context.Context, e store.Event, payload map[string]any) error {
 	return appendEvent(ctx, t.tx, t.now, e, payload)
+}
+
+// StartAttempt is Store.StartAttempt inside this transaction, which must
+// be an updateGranting one.
+func (t *queueTx) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
+	var a store.Attempt
+	err := t.s.startAttempt(ctx, t.tx, spec, &a)
+	return a, err
 }
 
 // FinishAttempt is Store.FinishAttempt inside this transaction: the worker
