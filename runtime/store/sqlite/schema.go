@@ -312,6 +312,15 @@ ALTER TABLE runs ADD COLUMN cancelled TEXT NOT NULL DEFAULT '';
 DROP INDEX attempts_lease;
 CREATE INDEX attempts_lease ON attempts (state, lease_expiry) WHERE state = 'running' AND lease_expiry > 0;
 `},
+	{13, "a task's attempts by resource, again", `
+-- Every task's visit reads its own earlier attempts (TaskAttempts: by
+-- resource and task, in token order), since the one runtime decides before
+-- each task runs. Migration 4 dropped this index when only a publish used
+-- it; without it UNIQUE (resource, token) serves the read by scanning every
+-- attempt of the pipeline@interval, O(n^2) rows over an n-task run
+-- (BenchmarkTaskAttempts). It costs one index page per attempt insert.
+CREATE INDEX attempts_task_token ON attempts (resource, task, token);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
