@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -38,29 +39,30 @@ type poolSlot struct {
 	done chan struct{}
 }
 
-// poolOf is the task's pool key and slots in the plan ("", 0 for none).
-func poolOf(p *compiler.Plan, task string) (string, int) {
+// poolOf is the task's pool key and slots in the plan ("", 0 for none),
+// and the task itself.
+func poolOf(p *compiler.Plan, task string) (string, int, *compiler.PlanTask) {
 	for i := range p.Tasks {
 		if t := &p.Tasks[i]; t.Name == task && t.Pool != "" {
 			for _, pl := range p.Pools {
 				if pl.Name == t.Pool {
-					return queue.PoolKey(p.Pipeline, t.Pool), pl.Slots
+					return queue.PoolKey(p.Pipeline, t.Pool), pl.Slots, t
 				}
 			}
 		}
 	}
-	return "", 0
+	return "", 0, nil
 }
 
 // holdPool waits in vctx for a slot of the task's pool and holds it; nil
 // when the task has no pool with slots. The error is vctx's when the visit
 // was stopped while it waited (then it holds nothing).
 func (a *Activities) holdPool(vctx context.Context, p *compiler.Plan, run, task string) (*poolSlot, error) {
-	key, slots := poolOf(p, task)
+	key, slots, t := poolOf(p, task)
 	if key == "" || slots <= 0 {
 		return nil, nil
 	}
-	lease := a.poolLease()
+	lease := a.poolLease(t)
 	h := queue.PoolHolder{Run: run, Task: task, Worker: a.Name}
 	said := false
 	for wait := poolPollMin; ; wait = min(2*wait, poolPollMax) {
@@ -95,14 +97,20 @@ func (a *Activities) holdPool(vctx context.Context, p *compiler.Plan, run, task 
 	return s, nil
 }
 
-// poolLease is how long a hold lasts unrenewed: the attempts' lease, so a
-// worker paused or cut off from the state loses the hold when it loses
-// the task's attempt.
-func (a *Activities) poolLease() time.Duration {
+// poolLease is how long a hold lasts unrenewed: the lease of the task's
+// attempts (its heartbeat block's, else the worker's), so a worker paused
+// or cut off from the state loses the slot when it loses the task, as a
+// claim of the queue is lost.
+func (a *Activities) poolLease(t *compiler.PlanTask) time.Duration {
+	if hb := t.Heartbeat; hb != nil {
+		if d, err := time.ParseDuration(hb.Lease); err == nil && d > 0 {
+			return d
+		}
+	}
 	if a.TaskLease > 0 {
 		return a.TaskLease
 	}
-	return 30 * time.Second
+	return runtime.DefaultLease
 }
 
 // renew keeps the hold live (every lease/3) until release. A hold found

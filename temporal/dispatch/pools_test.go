@@ -191,3 +191,45 @@ func testPool(t *testing.T, e *env, mixed bool) {
 		t.Errorf("no %s event says %q", queue.EventRunWaiting, want)
 	}
 }
+
+// TestPoolReleasedOnCancel: pipec cancel of a run whose tasks hold the
+// pool's slots and wait for one gives the slots back when the visits stop,
+// not when their holds' leases (5 minutes here) run out: the state then
+// grants both slots to another holder.
+func TestPoolReleasedOnCancel(t *testing.T) {
+	e := newEnv(t, poolSpec, poolFiles)
+	for _, w := range []string{"w1", "w2", "w3"} {
+		e.worker(w, "--task-lease", "5m")
+	}
+	_, run, _ := e.submit("2024-01-01", false)
+	e.statusUntil(func(out string) bool {
+		return strings.Contains(out, "waiting for a slot in pool backfill (2 of 2 busy)")
+	})
+	if code, out := e.run(bin, "cancel", run, "--engine", e.engine); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s", code, out)
+	}
+	if r := e.until(run); r.State != store.RunCancelled {
+		t.Fatalf("run %s: %s, want cancelled", run, r.State)
+	}
+	ps, ok := e.st.(queue.PoolSlots)
+	if !ok {
+		t.Fatalf("the state (%T) holds no pool slots", e.st)
+	}
+	key := queue.PoolKey("pooled", "backfill")
+	other := queue.PoolHolder{Run: "pooled/2024-01-09/r1", Task: "t1", Worker: "test"}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		busy, held, err := ps.HoldPoolSlot(context.Background(), key, 2, other, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held && busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled run's visits still hold %d slots of the pool", busy)
+		}
+	}
+	if n := e.lines("probe", "end "); n != 0 {
+		t.Errorf("%d cancelled tasks ended on their own", n)
+	}
+}
