@@ -71,6 +71,9 @@ func (a *Activities) holdPool(vctx context.Context, p *compiler.Plan, run, task 
 			break
 		}
 		if err != nil {
+			if vctx.Err() != nil {
+				return nil, vctx.Err()
+			}
 			// The state does not answer now: the visit waits, as for a
 			// full pool (the runtime would fail to start the task too).
 			a.logf("%s %s: holding a slot of pool %s: %v", run, task, queue.PoolName(key), err)
