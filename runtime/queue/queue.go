@@ -280,6 +280,9 @@ type Queue interface {
 	// idle workers claim at once instead of at their next poll. It is
 	// closed when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)
+	// PoolSlots: pool slots held by visits another engine dispatches,
+	// counted by Claim beside its claimed work rows.
+	PoolSlots
 }
 
 // NormalLabels is labels sorted, without duplicates or empty strings, never

@@ -210,6 +210,11 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 			}
 		}
 	}
+	slot, err := a.holdPool(vctx, p, v.Run, v.Task) // its pool's slot, if any (pools.go)
+	if err != nil {
+		return stoppedWaiting(vctx, out)
+	}
+	defer slot.release()
 	env := append(slices.Clone(a.Environ), "PIPEC_WORKER="+a.Name)
 	a.logf("%s %s: start on %s", v.Run, v.Task, a.Name)
 	res, err := runtime.RunVisit(vctx, runtime.Visit{

@@ -205,7 +205,7 @@ func liveWorkers(ctx context.Context, tx pgx.Tx) ([]string, error) {
 }
 
 // poolsBusy fills in, for the candidates with a pool, how many of the
-// pool's tasks are claimed now. Each pool is locked first, with a
+// pool's slots are taken now (poolsBusySQL). Each pool is locked first, with a
 // transaction-scoped advisory lock that is tried, never waited for: the
 // claims that may raise a pool's count take it one at a time, so the count
 // (a fresh snapshot under READ COMMITTED, after the lock) sees every claim
@@ -244,7 +244,7 @@ func poolsBusy(ctx context.Context, tx pgx.Tx, cands []queue.Work) error {
 	}
 	busy := map[string]int{}
 	if len(mine) > 0 {
-		rows, err := tx.Query(ctx, `SELECT pool, count(*) FROM work WHERE state = 'claimed' AND pool = ANY($1::text[]) GROUP BY pool`, mine)
+		rows, err := tx.Query(ctx, poolsBusySQL, mine, "", "") // claimed rows and live holds (pools.go)
 		if err != nil {
 			return err
 		}

@@ -288,6 +288,20 @@ BEGIN
 END
 $$;
 `},
+	{11, "pool slots held outside the claims", `
+-- A pool slot held by a visit another engine dispatches (queue.PoolSlots),
+-- one per task of a run, under a lease on the server's clock (as the
+-- claims'): a claim counts the live ones beside its claimed work rows.
+CREATE TABLE pool_holds (
+	pool   text NOT NULL,
+	run    text NOT NULL,
+	task   text NOT NULL,
+	worker text NOT NULL,
+	since  timestamptz NOT NULL,
+	expiry timestamptz NOT NULL,
+	PRIMARY KEY (pool, run, task)
+);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -234,7 +234,7 @@ func scanCandidate(r *sql.Rows) (queue.Work, error) {
 }
 
 // poolsBusy fills in, for the candidates with a pool, how many of the
-// pool's tasks are claimed now (busy caches the counts of the claim's
+// pool's slots are taken now (poolBusy; busy caches the counts of the claim's
 // earlier pages). The claim holds the file's write lock, so no other claim
 // raises a count before this one commits.
 func poolsBusy(ctx context.Context, tx *queueTx, cands []queue.Work, busy map[string]int) error {
@@ -242,8 +242,8 @@ func poolsBusy(ctx context.Context, tx *queueTx, cands []queue.Work, busy map[st
 		if _, ok := busy[k]; ok {
 			continue
 		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM work WHERE state = 'claimed' AND pool = ?`, k).Scan(&n); err != nil {
+		n, err := poolBusy(ctx, tx, k, queue.Ref{}) // claimed rows and live holds (pools.go)
+		if err != nil {
 			return err
 		}
 		busy[k] = n

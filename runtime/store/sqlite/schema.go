@@ -321,6 +321,21 @@ CREATE INDEX attempts_lease ON attempts (state, lease_expiry) WHERE state = 'run
 -- (BenchmarkTaskAttempts). It costs one index page per attempt insert.
 CREATE INDEX attempts_task_token ON attempts (resource, task, token);
 `},
+	{14, "pool slots held outside the claims", `
+-- A pool slot held by a visit another engine dispatches (queue.PoolSlots),
+-- one per task of a run, under a lease on the lease clock (as the claims'):
+-- a claim counts the live ones beside its claimed work rows.
+CREATE TABLE pool_holds (
+	pool         TEXT NOT NULL,
+	run          TEXT NOT NULL,
+	task         TEXT NOT NULL,
+	worker       TEXT NOT NULL,
+	since        INTEGER NOT NULL,
+	expiry_boot  TEXT NOT NULL,
+	expiry_until INTEGER NOT NULL,
+	PRIMARY KEY (pool, run, task)
+);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

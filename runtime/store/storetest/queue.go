@@ -43,6 +43,9 @@ func runQueue(t *testing.T, open Opener) {
 		{"FailoverAmongLabelledWorkers", testFailoverAmongLabelledWorkers},
 		{"PoolSlotsAcrossRuns", testPoolSlotsAcrossRuns},
 		{"PoolConcurrentClaims", testPoolConcurrentClaims},
+		{"PoolSlotHolds", testPoolSlotHolds},
+		{"PoolSlotsWithClaims", testPoolSlotsWithClaims},
+		{"PoolSlotsConcurrent", testPoolSlotsConcurrent},
 		{"OneRunPerInterval", testOneRunPerInterval},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
