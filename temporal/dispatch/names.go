@@ -75,6 +75,7 @@ func (e Engine) String() string {
 const (
 	WorkflowName       = "pipec.run"
 	ActivityVisit      = "pipec.visit"
+	ActivityVisits     = "pipec.visits"
 	ActivityEndRun     = "pipec.end_run"
 	ActivityLive       = "pipec.live_workers"
 	ActivityLost       = "pipec.lost_visit"

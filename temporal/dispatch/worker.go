@@ -48,6 +48,7 @@ func Register(w worker.Registry, a *Activities) {
 
 func registerActivities(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Visit, activity.RegisterOptions{Name: ActivityVisit})
+	w.RegisterActivityWithOptions(a.Visits, activity.RegisterOptions{Name: ActivityVisits})
 	w.RegisterActivityWithOptions(a.LiveWorkers, activity.RegisterOptions{Name: ActivityLive})
 	w.RegisterActivityWithOptions(a.EndRun, activity.RegisterOptions{Name: ActivityEndRun})
 	w.RegisterActivityWithOptions(a.Lost, activity.RegisterOptions{Name: ActivityLost})
