@@ -79,9 +79,9 @@ func serveDev(db string, port int) error {
 			ClusterInformation: map[string]cluster.ClusterInformation{"active": {Enabled: true, InitialFailoverVersion: 1,
 				RPCAddress: fmt.Sprintf("%s:%d", host, port)}}},
 		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
-		Services: map[string]config.Service{"frontend": svc(0), "history": svc(1), "matching": svc(2), "worker": svc(3)},
-		Archival:     config.Archival{History: config.HistoryArchival{State: "disabled"}, Visibility: config.VisibilityArchival{State: "disabled"}},
-		PublicClient: config.PublicClient{HostPort: fmt.Sprintf("%s:%d", host, port)},
+		Services:            map[string]config.Service{"frontend": svc(0), "history": svc(1), "matching": svc(2), "worker": svc(3)},
+		Archival:            config.Archival{History: config.HistoryArchival{State: "disabled"}, Visibility: config.VisibilityArchival{State: "disabled"}},
+		PublicClient:        config.PublicClient{HostPort: fmt.Sprintf("%s:%d", host, port)},
 		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
 			History: config.HistoryArchivalNamespaceDefaults{State: "disabled"}, Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"}}},
 	}
