@@ -93,10 +93,10 @@ func TestContinueAsNew(t *testing.T) {
 	if continued < 2 || completed != 1 {
 		t.Fatalf("executions of %s: %d continued as new, %d completed", wid, continued, completed)
 	}
-	// The first execution (batches of visits, then continue-as-new) as a
+	// The first execution (continued as new) as a
 	// recorded history.
 	if first != nil && os.Getenv("PIPEC_RECORD_HISTORY") == "1" {
-		e.record(first, "continued-batched")
+		e.record(first, "continued")
 	}
 }
 
