@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -430,14 +428,4 @@ func (a *Activities) Notes(ctx context.Context, run, task string, notes []queue.
 }
 
 // decodePlan reads a RunInput's gzipped plan.
-func decodePlan(gz []byte, p *compiler.Plan) error {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return err
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, p)
-}
+func decodePlan(gz []byte, p *compiler.Plan) error { return gunzipJSON(gz, p) }

@@ -126,3 +126,30 @@ func (e *env) record(h *historypb.History, name string) {
 		e.t.Fatal(err)
 	}
 }
+
+// TestContinueAsNewEveryTurn: with a threshold every history passes, each
+// execution still starts a visit before it continues as new, so the run
+// ends.
+func TestContinueAsNewEveryTurn(t *testing.T) {
+	spec, tasks := layersSpec("tiny", 3, 1)
+	e := newEnv(t, spec, map[string]string{"step.sh": restartFiles["step.sh"]})
+	e.worker("w1")
+	t.Setenv("PIPEC_TEST_CONTINUE_AFTER", "1")
+	code, run, out := e.submit("2024-01-01", true)
+	if code != 0 || !strings.Contains(out, "run tiny/2024-01-01/r1 succeeded") {
+		t.Fatalf("submit --wait: exit %d\n%s", code, out)
+	}
+	for _, task := range tasks {
+		if as := e.attempts(run, task); len(as) != 1 || as[0].State != store.AttemptSucceeded {
+			t.Errorf("task %s's attempts: %+v", task, as)
+		}
+	}
+	wid := dispatch.WorkflowID("tiny", "2024-01-01")
+	resp, err := e.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = '" + wid + "'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.GetExecutions()); n < 3 {
+		t.Fatalf("%d executions of %s, want one per task at least", n, wid)
+	}
+}

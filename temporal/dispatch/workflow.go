@@ -1,8 +1,12 @@
 package dispatch
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -49,8 +53,10 @@ type RunInput struct {
 	// suggests it, well before its history limits).
 	ContinueAfter int
 	// Carried is the progress of the run's earlier workflow runs, when
-	// it continued as new.
-	Carried *Progress
+	// it continued as new: a Progress, JSON, gzipped (a task's failover
+	// state is some 200 bytes of JSON; the input shares Temporal's 2 MB
+	// payload limit with the plan).
+	Carried []byte
 }
 
 // Progress is what a run carries over when it continues as new: each
@@ -219,7 +225,11 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 	// Continue-as-new: versioned, as batches.
 	continuing := workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
 	continued := 0
-	if c := in.Carried; c != nil {
+	if in.Carried != nil {
+		var c Progress
+		if err := gunzipJSON(in.Carried, &c); err != nil {
+			return Status{}, temporal.NewNonRetryableApplicationError("the carried progress: "+err.Error(), "progress", nil)
+		}
 		continued = c.Continued
 		for _, w := range c.Seen {
 			seen[w] = true
@@ -403,8 +413,11 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 	}
 
 	cancelled, draining := false, false
+	// progressed: this execution started a visit or waited a recheck, so
+	// continuing as new never loops without progress.
+	progressed := false
 	for {
-		if continuing && !draining && !cancelled {
+		if continuing && !draining && !cancelled && progressed {
 			// Before Temporal's history limits: start nothing more, and
 			// continue as new once the running visits have ended.
 			info := workflow.GetInfo(ctx)
@@ -473,6 +486,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 				running = append(running, v)
 			}
 		}
+		progressed = progressed || len(running) > 0
 		if len(running) == 0 && (len(waiting) == 0 || cancelled || draining) {
 			break
 		}
@@ -503,23 +517,28 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
 		}
 		if len(waiting) > 0 && !cancelled {
-			sel.AddFuture(workflow.NewTimer(ctx, in.Recheck), func(workflow.Future) {})
+			sel.AddFuture(workflow.NewTimer(ctx, in.Recheck), func(workflow.Future) { progressed = true })
 		}
 		sel.Select(ctx)
 	}
 
 	if draining && !cancelled {
 		next := in
-		next.Carried = &Progress{Continued: continued + 1}
+		carried := Progress{Continued: continued + 1}
 		for w := range seen {
-			next.Carried.Seen = append(next.Carried.Seen, w)
+			carried.Seen = append(carried.Seen, w)
 		}
-		slices.Sort(next.Carried.Seen)
+		slices.Sort(carried.Seen)
 		for _, name := range order {
 			t := tasks[name]
-			next.Carried.Tasks = append(next.Carried.Tasks, TaskProgress{Task: name, State: t.state, Reason: t.reason,
+			carried.Tasks = append(carried.Tasks, TaskProgress{Task: name, State: t.state, Reason: t.reason,
 				WaitingOn: t.waitingOn, Failover: t.work.Failover, Visits: t.visits})
 		}
+		b, err := gzipJSON(carried)
+		if err != nil {
+			return status(), err
+		}
+		next.Carried = b
 		workflow.GetLogger(ctx).Info("continuing as new", "run", in.Run, "continued", continued+1)
 		return status(), workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 	}
@@ -567,6 +586,36 @@ const versionBatchedVisits = "batched-visits"
 
 // versionContinueAsNew is the change that continues a long run as new.
 const versionContinueAsNew = "continue-as-new"
+
+// gzipJSON and gunzipJSON carry a value as gzipped JSON (deterministic:
+// the same value gives the same bytes).
+func gzipJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func gunzipJSON(gz []byte, v any) error {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
 
 // eligible are the live workers offering the labels, by name.
 func eligible(labels []string, ws []LiveWorker) []string {
