@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -64,12 +65,8 @@ func TestContinueAsNew(t *testing.T) {
 			t.Errorf("task %s's attempts: %+v", task, as)
 		}
 	}
-	ctx := context.Background()
 	wid := dispatch.WorkflowID("long", "2024-01-01")
-	resp, err := e.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = '" + wid + "'"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.executions(wid)
 	continued, completed := 0, 0
 	var first *historypb.History
 	for _, x := range resp.GetExecutions() {
@@ -145,11 +142,28 @@ func TestContinueAsNewEveryTurn(t *testing.T) {
 		}
 	}
 	wid := dispatch.WorkflowID("tiny", "2024-01-01")
-	resp, err := e.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = '" + wid + "'"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.executions(wid)
 	if n := len(resp.GetExecutions()); n < 3 {
 		t.Fatalf("%d executions of %s, want one per task at least", n, wid)
+	}
+}
+
+// executions lists the executions of the workflow ID once the listing
+// (Temporal's visibility, updated after the fact) shows one completed.
+func (e *env) executions(wid string) *workflowservice.ListWorkflowExecutionsResponse {
+	e.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := e.c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = '" + wid + "'"})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, x := range resp.GetExecutions() {
+			if x.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+				return resp
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no completed execution of %s listed: %v", wid, resp.GetExecutions())
+		}
 	}
 }

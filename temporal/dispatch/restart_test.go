@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/temporal/dispatch"
 )
@@ -124,13 +125,71 @@ func TestServerRestartMidRun(t *testing.T) {
 		t.Fatalf("the state's runs of the pipeline: %+v, %v", runs, err)
 	}
 	// One workflow execution under the run's workflow ID, completed.
+	// (The state's run ends just before its workflow does, and the
+	// listing follows the workflow's end.)
 	wid := dispatch.WorkflowID("restart", "2024-01-01")
-	resp, err := e.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = '" + wid + "'"})
-	if err != nil {
-		t.Fatal(err)
+	if err := e.c.GetWorkflow(ctx, wid, "").Get(ctx, nil); err != nil {
+		t.Fatalf("workflow %s: %v", wid, err)
 	}
-	if n := len(resp.GetExecutions()); n != 1 || resp.GetExecutions()[0].GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Fatalf("workflow executions of %s: %v", wid, resp.GetExecutions())
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := e.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowId = '" + wid + "'"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs := resp.GetExecutions()
+		if len(xs) == 1 && xs[0].GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			break
+		}
+		if len(xs) > 1 || time.Now().After(deadline) {
+			t.Fatalf("workflow executions of %s: %v", wid, xs)
+		}
 	}
 	e.replay("restart", "2024-01-01", "restarted")
+}
+
+// TestServerOutagePastGrace: the server is down longer than the workers'
+// --unreachable grace while the non-idempotent charge runs. The worker
+// stops the visit (its process with it), as a lost lease, and stays up;
+// (the SDK cancels a visit whose heartbeats do not get through for the
+// heartbeat timeout; the worker stops what is left past its grace); once
+// the server is back, Temporal times the silent visit out and the
+// workflow judges it lost: the charge is not made again, and the run
+// names pipec resolve.
+func TestServerOutagePastGrace(t *testing.T) {
+	needServer(t)
+	srv := startDevServer(t, filepath.Join(t.TempDir(), "temporal.db"), freePort(t))
+	spec, _ := restartSpec()
+	e := newEnvOnServer(t, srv, spec, restartFiles)
+	w1 := e.worker("w1", "--unreachable", "3s")
+	code, run, out := e.submit("2024-01-01", false, "--heartbeat", "3s")
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, out)
+	}
+	e.waitFile("charging")
+	srv.kill()
+	// The SDK cancels the visit when its heartbeats do not get through for
+	// the heartbeat timeout, or the worker stops it past its grace.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(w1.output(), "charge: stopped"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not stop its visit:\n%s", w1.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.start()
+	r := e.until(run)
+	if n := e.lines("ledger", "charge "); n != 1 {
+		t.Fatalf("the charge was made %d times", n)
+	}
+	as := e.attempts(run, "charge")
+	t.Logf("run %s: %s; the charge's attempts: %+v", run, r.State, as)
+	if r.State != store.RunFailed {
+		t.Fatalf("run %s: %s, want failed (the charge's effect is unknown)", run, r.State)
+	}
+	ts := taskOf(e.status("restart", "2024-01-01"), "charge")
+	if ts.State != queue.WorkFailed || !strings.Contains(ts.Reason, "pipec resolve "+run+" charge") {
+		t.Fatalf("charge: %+v, want failed naming pipec resolve", ts)
+	}
 }
