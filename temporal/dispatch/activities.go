@@ -413,6 +413,37 @@ func (a *Activities) Lost(ctx context.Context, run, task, worker string) (string
 	return worker, nil
 }
 
+// LostInBatch is Lost for one task of a batch of visits Temporal timed out
+// (or whose activity failed): worker is the batch's (its heartbeat's; ""
+// when none arrived). The task counts as a lost visit on that worker when
+// its latest attempt in the run is that worker's and did not succeed (it
+// was running, or a sweep found it expired and made it unknown): those
+// attempts become unknown, and it returns the worker. It returns "" for a
+// task the batch never started (no attempt of that worker since) or whose
+// attempt succeeded (its next visit reuses what it produced).
+func (a *Activities) LostInBatch(ctx context.Context, run, task, worker string) (string, error) {
+	as, err := a.Store.Attempts(ctx, run)
+	if err != nil {
+		return "", err
+	}
+	last := -1
+	for i, at := range as {
+		if at.Task == task && (last < 0 || at.Number > as[last].Number) {
+			last = i
+		}
+	}
+	if last < 0 || as[last].State == store.AttemptSucceeded {
+		return "", nil
+	}
+	if worker == "" {
+		worker = as[last].Worker
+	}
+	if as[last].Worker != worker {
+		return "", nil
+	}
+	return a.Lost(ctx, run, task, worker)
+}
+
 // Notes records the failover model's events of a visit's end.
 func (a *Activities) Notes(ctx context.Context, run, task string, notes []queue.Note) error {
 	for _, n := range notes {

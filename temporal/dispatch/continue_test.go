@@ -78,7 +78,7 @@ func TestContinueAsNew(t *testing.T) {
 		default:
 			t.Errorf("execution %s: %s", x.GetExecution().GetRunId(), x.GetStatus())
 		}
-		h := e.history(wid, x.GetExecution().GetRunId())
+		h := e.runHistory(wid, x.GetExecution().GetRunId())
 		if x.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW &&
 			h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() == "" {
 			first = h
@@ -93,12 +93,12 @@ func TestContinueAsNew(t *testing.T) {
 	// The first execution (continued as new) as a
 	// recorded history.
 	if first != nil && os.Getenv("PIPEC_RECORD_HISTORY") == "1" {
-		e.record(first, "continued")
+		e.recordHistory(first, "continued")
 	}
 }
 
-// history is one workflow run's history.
-func (e *env) history(wid, rid string) *historypb.History {
+// runHistory is one workflow run's history.
+func (e *env) runHistory(wid, rid string) *historypb.History {
 	e.t.Helper()
 	it := e.c.GetWorkflowHistory(context.Background(), wid, rid, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
@@ -112,8 +112,8 @@ func (e *env) history(wid, rid string) *historypb.History {
 	return h
 }
 
-// record writes a history as testdata/name.history.json.
-func (e *env) record(h *historypb.History, name string) {
+// recordHistory writes a history as testdata/name.history.json.
+func (e *env) recordHistory(h *historypb.History, name string) {
 	e.t.Helper()
 	b, err := temporalproto.CustomJSONMarshalOptions{Indent: " "}.Marshal(h)
 	if err != nil {

@@ -52,6 +52,7 @@ func registerActivities(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.LiveWorkers, activity.RegisterOptions{Name: ActivityLive})
 	w.RegisterActivityWithOptions(a.EndRun, activity.RegisterOptions{Name: ActivityEndRun})
 	w.RegisterActivityWithOptions(a.Lost, activity.RegisterOptions{Name: ActivityLost})
+	w.RegisterActivityWithOptions(a.LostInBatch, activity.RegisterOptions{Name: ActivityLostInBatch})
 	w.RegisterActivityWithOptions(a.Notes, activity.RegisterOptions{Name: ActivityNotes})
 }
 

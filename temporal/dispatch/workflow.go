@@ -337,9 +337,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			if te.HasLastHeartbeatDetails() && te.LastHeartbeatDetails(&hb) == nil && hb != "" {
 				worker = hb
 			}
-			if worker == "" || batch {
-				// A batch's heartbeat names its worker, not which of its
-				// tasks it had started: the state's attempts say.
+			if worker == "" {
 				worker = t.routed
 			}
 			res, lost = queue.Result{Ending: queue.LeaseLost}, true
@@ -361,7 +359,14 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			// started its attempt when Temporal does not know it (no
 			// heartbeat arrived before it went silent).
 			var found string
-			if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
+			if batch {
+				// A batch's heartbeat names its worker, not which of its
+				// tasks it had started: the state's attempts say.
+				if err := workflow.ExecuteLocalActivity(lctx, ActivityLostInBatch, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
+					workflow.GetLogger(ctx).Warn("a lost batch's attempts", "task", t.work.Task, "error", err)
+				}
+				worker = found
+			} else if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
 				workflow.GetLogger(ctx).Warn("a lost visit's attempts", "task", t.work.Task, "error", err)
 			}
 			if worker == "" {
