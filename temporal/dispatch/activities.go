@@ -413,35 +413,53 @@ func (a *Activities) Lost(ctx context.Context, run, task, worker string) (string
 	return worker, nil
 }
 
-// LostInBatch is Lost for one task of a batch of visits Temporal timed out
-// (or whose activity failed): worker is the batch's (its heartbeat's; ""
-// when none arrived). The task counts as a lost visit on that worker when
-// its latest attempt in the run is that worker's and did not succeed (it
-// was running, or a sweep found it expired and made it unknown): those
-// attempts become unknown, and it returns the worker. It returns "" for a
-// task the batch never started (no attempt of that worker since) or whose
-// attempt succeeded (its next visit reuses what it produced).
-func (a *Activities) LostInBatch(ctx context.Context, run, task, worker string) (string, error) {
+// LostInBatch is Lost for a batch of visits Temporal timed out (or whose
+// activity failed): worker is the batch's (its heartbeat's; "" when none
+// arrived). It returns, per task in the batch's order, the worker its lost
+// visit counts on, "" for none. The batch's worker visits its tasks one
+// after the other, so: a task whose attempt succeeded is not lost (its
+// next visit reuses what it produced); a task whose latest attempt is that
+// worker's and did not succeed (running, or made unknown by a sweep) is
+// lost on it, its unfinished attempts unknown; the first task that did
+// not succeed is the one the worker was on (claimed, in the queue's
+// words), lost on it even if its attempt had not started; the tasks after
+// it were never started: not lost.
+func (a *Activities) LostInBatch(ctx context.Context, run string, tasks []string, worker string) ([]string, error) {
 	as, err := a.Store.Attempts(ctx, run)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	last := -1
-	for i, at := range as {
-		if at.Task == task && (last < 0 || at.Number > as[last].Number) {
-			last = i
+	out := make([]string, len(tasks))
+	onIt := true // the worker was on the first task that did not succeed
+	for i, task := range tasks {
+		last := -1
+		for j, at := range as {
+			if at.Task == task && (last < 0 || at.Number > as[last].Number) {
+				last = j
+			}
+		}
+		if last >= 0 && as[last].State == store.AttemptSucceeded {
+			continue
+		}
+		w := worker
+		if w == "" && last >= 0 {
+			w = as[last].Worker
+		}
+		mine := last >= 0 && as[last].Worker == w
+		if w == "" || !(mine || onIt) {
+			continue
+		}
+		onIt = false
+		state := "not started"
+		if mine {
+			state = string(as[last].State)
+		}
+		a.logf("%s %s: lost with its batch on %s (its attempt: %s)", run, task, w, state)
+		if out[i], err = a.Lost(ctx, run, task, w); err != nil {
+			return out, err
 		}
 	}
-	if last < 0 || as[last].State == store.AttemptSucceeded {
-		return "", nil
-	}
-	if worker == "" {
-		worker = as[last].Worker
-	}
-	if as[last].Worker != worker {
-		return "", nil
-	}
-	return a.Lost(ctx, run, task, worker)
+	return out, nil
 }
 
 // Notes records the failover model's events of a visit's end.

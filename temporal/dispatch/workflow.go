@@ -314,7 +314,9 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		return t.work.Dependents, true, nil
 	}
 	// ended applies a visit's end: the model's step, then the DAG's.
-	ended := func(t *wtask, out VisitOutput, err error, batch bool) {
+	// lostOn, for a task of a lost batch, is the worker its lost visit
+	// counts on ("" for none), as ActivityLostInBatch judged it.
+	ended := func(t *wtask, out VisitOutput, err error, lostOn *string) {
 		t.visit = nil
 		if err == nil && out.Worker != "" {
 			seen[out.Worker] = true
@@ -359,13 +361,8 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			// started its attempt when Temporal does not know it (no
 			// heartbeat arrived before it went silent).
 			var found string
-			if batch {
-				// A batch's heartbeat names its worker, not which of its
-				// tasks it had started: the state's attempts say.
-				if err := workflow.ExecuteLocalActivity(lctx, ActivityLostInBatch, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
-					workflow.GetLogger(ctx).Warn("a lost batch's attempts", "task", t.work.Task, "error", err)
-				}
-				worker = found
+			if lostOn != nil {
+				worker = *lostOn
 			} else if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
 				workflow.GetLogger(ctx).Warn("a lost visit's attempts", "task", t.work.Task, "error", err)
 			}
@@ -501,11 +498,32 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 				if !v.batch {
 					var out VisitOutput
 					err := f.Get(ctx, &out)
-					ended(v.tasks[0], out, err, false)
+					ended(v.tasks[0], out, err, nil)
 					return
 				}
 				var outs []VisitOutput
 				err := f.Get(ctx, &outs)
+				var lostOn []string
+				var ce *temporal.CanceledError
+				if err != nil && !errors.As(err, &ce) {
+					// A batch's heartbeat names its worker, not which of
+					// its tasks it had started: the state's attempts say,
+					// in one local activity for the batch.
+					var hb string
+					var te *temporal.TimeoutError
+					if errors.As(err, &te) && te.HasLastHeartbeatDetails() {
+						_ = te.LastHeartbeatDetails(&hb)
+					}
+					names := make([]string, len(v.tasks))
+					for i, t := range v.tasks {
+						names[i] = t.work.Task
+					}
+					lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+						RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+					if lerr := workflow.ExecuteLocalActivity(lctx, ActivityLostInBatch, in.Run, names, hb).Get(ctx, &lostOn); lerr != nil {
+						workflow.GetLogger(ctx).Warn("a lost batch's attempts", "error", lerr)
+					}
+				}
 				for i, t := range v.tasks {
 					var out VisitOutput
 					terr := err
@@ -514,7 +532,14 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 					} else if terr == nil {
 						out = outs[i]
 					}
-					ended(t, out, terr, true)
+					var on *string
+					if lostOn != nil {
+						on = new(string)
+						if i < len(lostOn) {
+							*on = lostOn[i]
+						}
+					}
+					ended(t, out, terr, on)
 				}
 			})
 		}
