@@ -1,14 +1,13 @@
 package dispatch
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +45,7 @@ type Activities struct {
 	slots chan struct{}
 
 	mu      sync.Mutex
-	running map[*VisitInput]context.CancelCauseFunc
+	running map[*int]context.CancelCauseFunc
 	plans   map[string]*run // by workflow run id
 	runs    map[string]bool // runs whose lease this worker renews
 	logMu   sync.Mutex
@@ -132,28 +131,52 @@ func (a *Activities) plan(ctx context.Context, wid, rid string) (*run, error) {
 // Temporal (the worker's name, so a timeout says who went silent) while
 // the runtime renews the attempt's lease in the state.
 func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, error) {
+	outs, err := a.visits(ctx, v.Run, []string{v.Task}, []bool{v.First})
+	if err != nil {
+		return VisitOutput{Worker: a.Name}, err
+	}
+	return outs[0], nil
+}
+
+// Visits runs a visit of each of several tasks of a run, one after the
+// other in one slot of the worker: one activity, so Temporal records and
+// dispatches one task's worth for all of them (the workflow batches the
+// first starts of ready tasks bound for the same queue). Each task is its
+// own visit in the state (its attempts, tokens, lease); the heartbeat to
+// Temporal covers them all. When the worker stops gracefully, the tasks
+// not yet visited are handed back.
+func (a *Activities) Visits(ctx context.Context, v VisitsInput) ([]VisitOutput, error) {
+	return a.visits(ctx, v.Run, v.Tasks, v.First)
+}
+
+func (a *Activities) visits(ctx context.Context, runID string, tasks []string, first []bool) ([]VisitOutput, error) {
 	info := activity.GetInfo(ctx)
-	out := VisitOutput{Worker: a.Name}
+	outs := make([]VisitOutput, len(tasks))
+	handBack := func(from int) []VisitOutput {
+		for i := from; i < len(outs); i++ {
+			outs[i] = VisitOutput{Worker: a.Name, Ending: queue.HandedBack}
+		}
+		return outs
+	}
 	sub, err := a.plan(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
 	if err != nil {
 		// Another worker may read it: no failure of the task.
-		a.logf("%s %s: the run's plan: %v; handing it back", v.Run, v.Task, err)
-		out.Ending = queue.HandedBack
-		return out, nil
+		a.logf("%s %s: the run's plan: %v; handing it back", runID, strings.Join(tasks, ","), err)
+		return handBack(0), nil
 	}
-	in, p := sub.in, sub.plan
-	a.keepRun(v.Run)
+	a.keepRun(runID)
 	vctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	key := new(int)
 	a.mu.Lock()
 	if a.running == nil {
-		a.running = map[*VisitInput]context.CancelCauseFunc{}
+		a.running = map[*int]context.CancelCauseFunc{}
 	}
-	a.running[&v] = cancel
+	a.running[key] = cancel
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		delete(a.running, &v)
+		delete(a.running, key)
 		a.mu.Unlock()
 	}()
 	done := make(chan struct{})
@@ -183,29 +206,46 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 			defer func() { <-a.slots }()
 		case <-vctx.Done():
 			if errors.Is(context.Cause(vctx), errShutdown) {
-				out.Ending = queue.HandedBack
-				return out, nil
+				return handBack(0), nil
 			}
-			return out, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
+	for i, task := range tasks {
+		if errors.Is(context.Cause(vctx), errShutdown) {
+			return handBack(i), nil
+		}
+		out, err := a.visit(ctx, vctx, sub, runID, task, i < len(first) && first[i])
+		if err != nil {
+			return nil, err
+		}
+		outs[i] = out
+	}
+	return outs, nil
+}
+
+// visit runs one task's visit in vctx (ctx's, cancelled with a cause when
+// the worker stops or is cut off from Temporal).
+func (a *Activities) visit(ctx, vctx context.Context, sub *run, runID, task string, first bool) (VisitOutput, error) {
+	in, p := sub.in, sub.plan
+	out := VisitOutput{Worker: a.Name}
 	// The attempts of the task in this run, on any worker, before this
 	// visit (one resource's attempts, not the whole run's); none before
 	// its first visit.
 	base := 0
-	if !v.First {
+	if !first {
 		iv, err := runtime.ResolveInterval(p.Schedule, in.Interval)
 		if err != nil {
 			out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
 			return out, nil
 		}
-		as, err := a.Store.TaskAttempts(ctx, store.FenceResource(p.Pipeline, iv.Key), v.Task)
+		as, err := a.Store.TaskAttempts(ctx, store.FenceResource(p.Pipeline, iv.Key), task)
 		if err != nil {
 			out.Ending = queue.HandedBack
 			return out, nil
 		}
 		for _, at := range as {
-			if at.Run == v.Run {
+			if at.Run == runID {
 				base = max(base, at.Number)
 			}
 		}
@@ -216,58 +256,57 @@ func (a *Activities) Visit(ctx context.Context, v VisitInput) (VisitOutput, erro
 	}
 	defer slot.release()
 	env := append(slices.Clone(a.Environ), "PIPEC_WORKER="+a.Name)
-	a.logf("%s %s: start on %s", v.Run, v.Task, a.Name)
+	a.logf("%s %s: start on %s", runID, task, a.Name)
 	res, err := runtime.RunVisit(vctx, runtime.Visit{
 		Options: runtime.Options{Plan: p, BaseDir: in.BaseDir, Interval: in.Interval, Store: a.Store,
 			Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
 			DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
 			DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace},
-		Run: v.Run, Task: v.Task, AttemptBase: base})
+		Run: runID, Task: task, AttemptBase: base})
 	bg := context.WithoutCancel(ctx)
 	if res.End != nil {
 		// The visit's last attempt's end (a queue's Finish records it).
 		if ferr := a.Store.FinishAttempt(bg, res.End.Ref, res.End.Outcome); ferr != nil && !errors.Is(ferr, store.ErrConflict) {
-			a.logf("%s %s: recording the attempt's end: %v", v.Run, v.Task, ferr)
+			a.logf("%s %s: recording the attempt's end: %v", runID, task, ferr)
 		}
 	}
 	cause := context.Cause(vctx)
 	switch {
 	case errors.Is(cause, errShutdown):
-		a.logf("%s %s: handed back", v.Run, v.Task)
+		a.logf("%s %s: handed back", runID, task)
 		out.Ending = queue.HandedBack
 	case errors.Is(cause, errUnreachable):
 		// Temporal has timed the visit out by now: not ours to report.
-		a.logf("%s %s: stopped: %v", v.Run, v.Task, cause)
+		a.logf("%s %s: stopped: %v", runID, task, cause)
 		return out, cause
 	case ctx.Err() != nil:
-		// Cancelled by the workflow (pipec cancel), or Temporal timed the
-		// visit out (this worker was silent too long): not this worker's
-		// to report any more.
-		// Cancelled by the workflow, timed out by Temporal, or its
-		// heartbeat could not get through (the SDK then cancels it).
+		// Cancelled by the workflow (pipec cancel), timed out by Temporal
+		// (this worker was silent too long), or its heartbeat could not
+		// get through (the SDK then cancels it): not this worker's to
+		// report any more.
 		why := "Temporal cancelled the visit or could not be reached: " + context.Cause(ctx).Error()
-		a.logf("%s %s: stopped: %s", v.Run, v.Task, why)
+		a.logf("%s %s: stopped: %s", runID, task, why)
 		return out, ctx.Err()
 	case res.LeaseLost:
-		a.logf("%s %s: stopped here: its lease in the state expired", v.Run, v.Task)
+		a.logf("%s %s: stopped here: its lease in the state expired", runID, task)
 		out.Ending = queue.LeaseLost
 	case err != nil:
 		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
 	case res.Task.State == runtime.TaskSucceeded || res.Task.State == runtime.TaskReused:
-		a.logf("%s %s: %s on %s", v.Run, v.Task, res.Task.State, a.Name)
+		a.logf("%s %s: %s on %s", runID, task, res.Task.State, a.Name)
 		out.Ending = queue.Succeeded
 	case res.Task.State == runtime.TaskUnknown:
-		a.logf("%s %s: not run: %s", v.Run, v.Task, res.Task.Reason)
+		a.logf("%s %s: not run: %s", runID, task, res.Task.Reason)
 		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, "unknown: "+res.Task.Reason
 	case res.Task.State == runtime.TaskNotRun:
-		a.logf("%s %s: not run: %s", v.Run, v.Task, res.Task.Reason)
+		a.logf("%s %s: not run: %s", runID, task, res.Task.Reason)
 		out.Ending, out.Reason = queue.NotRun, res.Task.Reason
 	default:
 		why := res.Task.Reason
 		if res.Task.Class != "" {
 			why = res.Task.Class + ": " + why
 		}
-		a.logf("%s %s: failed on %s (%s)", v.Run, v.Task, a.Name, why)
+		a.logf("%s %s: failed on %s (%s)", runID, task, a.Name, why)
 		out.Ending, out.Deterministic, out.Reason = queue.Failed, res.Deterministic, why
 	}
 	return out, nil
@@ -379,6 +418,55 @@ func (a *Activities) Lost(ctx context.Context, run, task, worker string) (string
 	return worker, nil
 }
 
+// LostInBatch is Lost for a batch of visits Temporal timed out (or whose
+// activity failed): worker is the batch's (its heartbeat's; "" when none
+// arrived). It returns, per task in the batch's order, the worker its lost
+// visit counts on, "" for none. The batch's worker visits its tasks one
+// after the other, so: a task whose attempt succeeded is not lost (its
+// next visit reuses what it produced); a task whose latest attempt is that
+// worker's and did not succeed (running, or made unknown by a sweep) is
+// lost on it, its unfinished attempts unknown; the first task that did
+// not succeed is the one the worker was on (claimed, in the queue's
+// words), lost on it even if its attempt had not started; the tasks after
+// it were never started: not lost.
+func (a *Activities) LostInBatch(ctx context.Context, run string, tasks []string, worker string) ([]string, error) {
+	as, err := a.Store.Attempts(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(tasks))
+	onIt := true // the worker was on the first task that did not succeed
+	for i, task := range tasks {
+		last := -1
+		for j, at := range as {
+			if at.Task == task && (last < 0 || at.Number > as[last].Number) {
+				last = j
+			}
+		}
+		if last >= 0 && as[last].State == store.AttemptSucceeded {
+			continue
+		}
+		w := worker
+		if w == "" && last >= 0 {
+			w = as[last].Worker
+		}
+		mine := last >= 0 && as[last].Worker == w
+		if w == "" || !(mine || onIt) {
+			continue
+		}
+		onIt = false
+		state := "not started"
+		if mine {
+			state = string(as[last].State)
+		}
+		a.logf("%s %s: lost with its batch on %s (its attempt: %s)", run, task, w, state)
+		if out[i], err = a.Lost(ctx, run, task, w); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
 // Notes records the failover model's events of a visit's end.
 func (a *Activities) Notes(ctx context.Context, run, task string, notes []queue.Note) error {
 	for _, n := range notes {
@@ -394,14 +482,4 @@ func (a *Activities) Notes(ctx context.Context, run, task string, notes []queue.
 }
 
 // decodePlan reads a RunInput's gzipped plan.
-func decodePlan(gz []byte, p *compiler.Plan) error {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return err
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, p)
-}
+func decodePlan(gz []byte, p *compiler.Plan) error { return gunzipJSON(gz, p) }

@@ -39,7 +39,7 @@ func BenchmarkWorkers1k(b *testing.B) {
 		b.Fatal(err)
 	}
 	pg := pgtest.Start(b)
-	var local, queued, temporal, serverCPU time.Duration
+	var local, queued, temporal, serverCPU, queueWorkersCPU, temporalWorkersCPU time.Duration
 	var events, tasks int
 	kinds := map[string]int{}
 	for i := 0; i < b.N; i++ {
@@ -68,31 +68,37 @@ func BenchmarkWorkers1k(b *testing.B) {
 		if err := os.Mkdir(qarts, 0o755); err != nil {
 			b.Fatal(err)
 		}
+		var qpids []int
 		for _, name := range []string{"q1", "q2", "q3"} {
-			startProc(b, qdir, pipecBin, "worker", "--state", qurl, "--name", name, "--workdir", filepath.Join(qdir, "work-"+name),
-				"--lease", "10s", "--artifacts", qarts)
+			qpids = append(qpids, startProc(b, qdir, pipecBin, "worker", "--state", qurl, "--name", name, "--workdir", filepath.Join(qdir, "work-"+name),
+				"--lease", "10s", "--artifacts", qarts))
 		}
 		time.Sleep(time.Second) // registered
 		sub := exec.Command(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", qurl, "--wait", "--poll", "100ms")
 		sub.Dir = qdir
 		sub.Env = append(os.Environ(), "PIPEC_STATE=")
+		qcpu := procsCPU(qpids)
 		start = time.Now()
 		if out, err := sub.CombinedOutput(); err != nil {
 			b.Fatalf("pipec submit --wait: %v\n%s", err, out)
 		}
 		queued += time.Since(start)
+		queueWorkersCPU += procsCPU(qpids) - qcpu
 
 		// 3 workers on Temporal, the state on PostgreSQL.
 		e := newEnvAt(b, string(spec), nil, pg.NewSchema(b))
+		var tpids []int
 		for _, name := range []string{"w1", "w2", "w3"} {
-			e.worker(name)
+			tpids = append(tpids, e.worker(name).cmd.Process.Pid)
 		}
+		tcpu := procsCPU(tpids)
 		b.StartTimer()
 		cpu0 := selfCPU()
 		start = time.Now()
 		code, _, out := e.submit("2024-01-01", true)
 		temporal += time.Since(start)
 		serverCPU += selfCPU() - cpu0
+		temporalWorkersCPU += procsCPU(tpids) - tcpu
 		b.StopTimer()
 		if code != 0 {
 			b.Fatalf("pipec-temporal submit --wait: exit %d\n%s", code, out)
@@ -128,10 +134,37 @@ func BenchmarkWorkers1k(b *testing.B) {
 	b.ReportMetric(float64(events)/float64(tasks), "history-events/task")
 	// The Temporal server runs in this process: its CPU while the run ran.
 	b.ReportMetric(serverCPU.Seconds()/n, "temporal-server-cpu-s/op")
+	// The worker processes' CPU while the run ran (user and system).
+	b.ReportMetric(queueWorkersCPU.Seconds()/n, "pgqueue-workers-cpu-s/op")
+	b.ReportMetric(temporalWorkersCPU.Seconds()/n, "temporal-workers-cpu-s/op")
 }
 
-// startProc starts a process for the benchmark's lifetime.
-func startProc(b *testing.B, dir, bin string, args ...string) {
+// procsCPU is the CPU time (user and system) of the processes so far, as
+// /proc says (0 where it cannot be read: not Linux).
+func procsCPU(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: state is the
+		// first, utime the 12th and stime the 13th (clock ticks).
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		var ut, st int64
+		fmt.Sscan(f[11], &ut)
+		fmt.Sscan(f[12], &st)
+		total += time.Duration(ut+st) * time.Second / 100
+	}
+	return total
+}
+
+// startProc starts a process for the benchmark's lifetime and returns
+// its pid.
+func startProc(b *testing.B, dir, bin string, args ...string) int {
 	b.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
@@ -140,6 +173,7 @@ func startProc(b *testing.B, dir, bin string, args ...string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
 }
 
 // selfCPU is this process's CPU time (user and system) so far.

@@ -7,3 +7,7 @@ import "github.com/pipec/pipec/runtime/exec"
 // testIdentity is this machine as the worker records it: the real one, in
 // every build but the tests' own (hook_testhook.go).
 func testIdentity(self exec.Identity) exec.Identity { return self }
+
+// testContinueAfter is RunInput.ContinueAfter for a submitted run: 0 (as
+// Temporal suggests) in every build but the tests' own.
+func testContinueAfter() int { return 0 }

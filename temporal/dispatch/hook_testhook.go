@@ -4,6 +4,7 @@ package dispatch
 
 import (
 	"os"
+	"strconv"
 
 	"github.com/pipec/pipec/runtime/exec"
 )
@@ -18,4 +19,12 @@ func testIdentity(self exec.Identity) exec.Identity {
 		self.Host = h
 	}
 	return self
+}
+
+// testContinueAfter is PIPEC_TEST_CONTINUE_AFTER: a history length past
+// which a submitted run continues as new, so a test sees it with a small
+// run.
+func testContinueAfter() int {
+	n, _ := strconv.Atoi(os.Getenv("PIPEC_TEST_CONTINUE_AFTER"))
+	return n
 }

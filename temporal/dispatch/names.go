@@ -73,14 +73,16 @@ func (e Engine) String() string {
 
 // Activity and workflow names, as registered.
 const (
-	WorkflowName       = "pipec.run"
-	ActivityVisit      = "pipec.visit"
-	ActivityEndRun     = "pipec.end_run"
-	ActivityLive       = "pipec.live_workers"
-	ActivityLost       = "pipec.lost_visit"
-	ActivityNotes      = "pipec.notes"
-	QueryStatus        = "status"
-	DefaultHeartbeat   = 10 * time.Second
-	defaultRouteWait   = time.Minute
-	defaultWaitRecheck = 2 * time.Second
+	WorkflowName        = "pipec.run"
+	ActivityVisit       = "pipec.visit"
+	ActivityVisits      = "pipec.visits"
+	ActivityEndRun      = "pipec.end_run"
+	ActivityLive        = "pipec.live_workers"
+	ActivityLost        = "pipec.lost_visit"
+	ActivityLostInBatch = "pipec.lost_in_batch"
+	ActivityNotes       = "pipec.notes"
+	QueryStatus         = "status"
+	DefaultHeartbeat    = 10 * time.Second
+	defaultRouteWait    = time.Minute
+	defaultWaitRecheck  = 2 * time.Second
 )

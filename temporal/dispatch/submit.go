@@ -97,7 +97,8 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	_, _ = zw.Write(s.Plan.Marshal())
 	_ = zw.Close()
 	in := RunInput{Run: run.ID, Pipeline: s.Plan.Pipeline, Interval: s.Value, BaseDir: s.BaseDir, Plan: gz.Bytes(),
-		Tasks: queue.PlanTasks(s.Plan), Heartbeat: s.Heartbeat, RouteWait: s.RouteWait, Recheck: s.Recheck}
+		Tasks: queue.PlanTasks(s.Plan), Heartbeat: s.Heartbeat, RouteWait: s.RouteWait, Recheck: s.Recheck,
+		ContinueAfter: testContinueAfter()}
 	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wid, TaskQueue: WorkflowQueue,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL}, WorkflowName, in)

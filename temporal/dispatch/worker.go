@@ -48,9 +48,11 @@ func Register(w worker.Registry, a *Activities) {
 
 func registerActivities(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.Visit, activity.RegisterOptions{Name: ActivityVisit})
+	w.RegisterActivityWithOptions(a.Visits, activity.RegisterOptions{Name: ActivityVisits})
 	w.RegisterActivityWithOptions(a.LiveWorkers, activity.RegisterOptions{Name: ActivityLive})
 	w.RegisterActivityWithOptions(a.EndRun, activity.RegisterOptions{Name: ActivityEndRun})
 	w.RegisterActivityWithOptions(a.Lost, activity.RegisterOptions{Name: ActivityLost})
+	w.RegisterActivityWithOptions(a.LostInBatch, activity.RegisterOptions{Name: ActivityLostInBatch})
 	w.RegisterActivityWithOptions(a.Notes, activity.RegisterOptions{Name: ActivityNotes})
 }
 

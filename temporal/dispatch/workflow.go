@@ -1,8 +1,12 @@
 package dispatch
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -44,6 +48,38 @@ type RunInput struct {
 	// Recheck is how often a task waiting for a worker looks at the live
 	// workers again.
 	Recheck time.Duration
+	// ContinueAfter, when positive, is a history length past which the
+	// run continues as new (a test's knob: otherwise it does when Temporal
+	// suggests it, well before its history limits).
+	ContinueAfter int
+	// Carried is the progress of the run's earlier workflow runs, when
+	// it continued as new: a Progress, JSON, gzipped (a task's failover
+	// state is some 200 bytes of JSON; the input shares Temporal's 2 MB
+	// payload limit with the plan).
+	Carried []byte
+}
+
+// Progress is what a run carries over when it continues as new: each
+// task's state in the DAG and in pipec's failover model, in plan order.
+// No visit is running then (the run stops starting visits and waits for
+// the running ones before it continues).
+type Progress struct {
+	Tasks []TaskProgress
+	// Seen are the workers that ended a visit (batches are spread over
+	// them).
+	Seen []string
+	// Continued counts the workflow runs before this one.
+	Continued int
+}
+
+// TaskProgress is one task's carried state.
+type TaskProgress struct {
+	Task      string
+	State     string
+	Reason    string
+	WaitingOn int
+	Failover  failover.State
+	Visits    int
 }
 
 // VisitInput is one visit's activity input.
@@ -56,6 +92,16 @@ type VisitInput struct {
 	// First: the task's first visit in the run, so it has no attempts in
 	// the run yet (the visit need not count them).
 	First bool
+}
+
+// VisitsInput is a batch of visits' activity input: first starts of
+// ready tasks bound for one queue, run one after the other by the worker
+// that takes it (Activities.Visits).
+type VisitsInput struct {
+	Run   string
+	Tasks []string
+	// First, per task, as VisitInput.First.
+	First []bool
 }
 
 // VisitOutput is how a visit ended, as the worker's queue.Result says.
@@ -97,11 +143,35 @@ type wtask struct {
 	state     string
 	reason    string
 	waitingOn int
-	// future is the running visit's; worker the worker it was routed to.
-	future workflow.Future
+	// visit is the running visit's; routed the worker it was routed to.
+	visit  *wvisit
 	routed string
 	// visits counts the visits started, handed back ones included.
 	visits int
+}
+
+// wvisit is a running visit activity: one task's, or a batch's.
+type wvisit struct {
+	future workflow.Future
+	tasks  []*wtask
+	batch  bool
+}
+
+// maxBatch bounds the tasks of one batch of visits: the tasks of a batch
+// run one after the other, so their dependents wait for the batch.
+const maxBatch = 16
+
+// batchSize is how many of n ready tasks bound for one queue go in each
+// batch: spread over the workers seen so far, and one more not seen yet,
+// that are not running a visit now (each takes a batch; when all are
+// busy, one batch waits for the first that is free), one task a visit
+// until a visit has ended (no worker seen yet).
+func batchSize(n, workers, running int) int {
+	if workers <= 0 {
+		return 1
+	}
+	free := max(workers+1-running, 1)
+	return min(max((n+free-1)/free, 1), maxBatch)
 }
 
 // RunWorkflow is one run: it walks the DAG (a task is ready when every
@@ -146,6 +216,30 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return status(), nil }); err != nil {
 		return Status{}, err
 	}
+	// Batches of visits: versioned, so histories recorded before replay
+	// with a visit per task.
+	batching := workflow.GetVersion(ctx, versionBatchedVisits, workflow.DefaultVersion, 1) >= 1
+	// seen are the workers that ended a visit: how many batches a set of
+	// ready tasks is spread over (from the history: deterministic).
+	seen := map[string]bool{}
+	// Continue-as-new: versioned, as batches.
+	continuing := workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
+	continued := 0
+	if in.Carried != nil {
+		var c Progress
+		if err := gunzipJSON(in.Carried, &c); err != nil {
+			return Status{}, temporal.NewNonRetryableApplicationError("the carried progress: "+err.Error(), "progress", nil)
+		}
+		continued = c.Continued
+		for _, w := range c.Seen {
+			seen[w] = true
+		}
+		for _, tp := range c.Tasks {
+			if t := tasks[tp.Task]; t != nil {
+				t.state, t.reason, t.waitingOn, t.work.Failover, t.visits = tp.State, tp.Reason, tp.WaitingOn, tp.Failover, tp.Visits
+			}
+		}
+	}
 
 	live := func(ctx workflow.Context) []LiveWorker {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
@@ -164,9 +258,51 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			ao.TaskQueue, ao.ScheduleToStartTimeout = WorkerQueue(worker), in.RouteWait
 		}
 		t.state, t.routed = queue.WorkClaimed, worker
-		t.future = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivityVisit,
-			VisitInput{Run: in.Run, Task: t.work.Task, Worker: worker, First: t.visits == 0})
+		t.visit = &wvisit{tasks: []*wtask{t}, future: workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivityVisit,
+			VisitInput{Run: in.Run, Task: t.work.Task, Worker: worker, First: t.visits == 0})}
 		t.visits++
+	}
+	// startFirsts starts first starts (any eligible worker), in batches
+	// of the tasks bound for the same queue.
+	startFirsts := func(ts []*wtask) {
+		var queues []string
+		byQueue := map[string][]*wtask{}
+		for _, t := range ts {
+			q := TasksQueue(t.work.Labels)
+			if byQueue[q] == nil {
+				queues = append(queues, q)
+			}
+			byQueue[q] = append(byQueue[q], t)
+		}
+		running := 0
+		for _, name := range order {
+			if v := tasks[name].visit; v != nil && v.tasks[0] == tasks[name] {
+				running++
+			}
+		}
+		for _, q := range queues {
+			group := byQueue[q]
+			size := batchSize(len(group), len(seen), running)
+			for len(group) > 0 {
+				b := group[:min(size, len(group))]
+				group = group[len(b):]
+				if len(b) == 1 {
+					start(b[0], "")
+					continue
+				}
+				vin := VisitsInput{Run: in.Run}
+				v := &wvisit{tasks: b, batch: true}
+				for _, t := range b {
+					vin.Tasks, vin.First = append(vin.Tasks, t.work.Task), append(vin.First, t.visits == 0)
+					t.state, t.routed, t.visit = queue.WorkClaimed, "", v
+					t.visits++
+				}
+				ao := workflow.ActivityOptions{TaskQueue: q, StartToCloseTimeout: 30 * 24 * time.Hour, HeartbeatTimeout: in.Heartbeat,
+					RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, WaitForCancellation: true}
+				v.future = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivityVisits, vin)
+				running++
+			}
+		}
 	}
 	// markNotRun is queue.Spread's Marker over the workflow's tasks.
 	markNotRun := func(task, why string) ([]string, bool, error) {
@@ -178,8 +314,13 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		return t.work.Dependents, true, nil
 	}
 	// ended applies a visit's end: the model's step, then the DAG's.
-	ended := func(t *wtask, out VisitOutput, err error) {
-		t.future = nil
+	// lostOn, for a task of a lost batch, is the worker its lost visit
+	// counts on ("" for none), as ActivityLostInBatch judged it.
+	ended := func(t *wtask, out VisitOutput, err error, lostOn *string) {
+		t.visit = nil
+		if err == nil && out.Worker != "" {
+			seen[out.Worker] = true
+		}
 		worker := out.Worker
 		res := queue.Result{Ending: out.Ending, Deterministic: out.Deterministic, Reason: out.Reason}
 		lost := false
@@ -204,7 +345,6 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			res, lost = queue.Result{Ending: queue.LeaseLost}, true
 		case errors.As(err, &ce):
 			// The run was cancelled: the visit stopped, nothing to count.
-			t.future = nil
 			t.state, t.reason, t.work.Worker = queue.WorkNotRun, "the run was cancelled", ""
 			return
 		default:
@@ -221,7 +361,9 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			// started its attempt when Temporal does not know it (no
 			// heartbeat arrived before it went silent).
 			var found string
-			if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
+			if lostOn != nil {
+				worker = *lostOn
+			} else if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
 				workflow.GetLogger(ctx).Warn("a lost visit's attempts", "task", t.work.Task, "error", err)
 			}
 			if worker == "" {
@@ -272,20 +414,35 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		}
 	}
 
-	cancelled := false
+	cancelled, draining := false, false
+	// progressed: this execution started a visit or waited a recheck, so
+	// continuing as new never loops without progress.
+	progressed := false
 	for {
+		if continuing && !draining && !cancelled && progressed {
+			// Before Temporal's history limits: start nothing more, and
+			// continue as new once the running visits have ended.
+			info := workflow.GetInfo(ctx)
+			draining = info.GetContinueAsNewSuggested() ||
+				(in.ContinueAfter > 0 && info.GetCurrentHistoryLength() >= in.ContinueAfter)
+		}
 		// Start what is ready, unless cancelled.
-		var waiting []*wtask
+		var waiting, firsts []*wtask
 		var ws []LiveWorker
 		fetched := false
-		if !cancelled {
+		if !cancelled && !draining {
 			for _, name := range order {
 				t := tasks[name]
 				if t.state != queue.WorkReady {
 					continue
 				}
 				if t.work.Failover.Pending == failover.NoMove {
-					start(t, "") // a first start: any eligible worker
+					// A first start: any eligible worker.
+					if batching {
+						firsts = append(firsts, t)
+					} else {
+						start(t, "")
+					}
 					continue
 				}
 				// A failover: pipec's model picks the worker.
@@ -304,6 +461,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 				}
 				start(t, names[i])
 			}
+			startFirsts(firsts)
 		}
 		was := st.Waiting
 		st.Waiting = ""
@@ -324,32 +482,96 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 				workflow.GetLogger(ctx).Warn("recording the run's waiting", "error", err)
 			}
 		}
-		var running []*wtask
+		var running []*wvisit
 		for _, name := range order {
-			if t := tasks[name]; t.future != nil {
-				running = append(running, t)
+			if v := tasks[name].visit; v != nil && v.tasks[0] == tasks[name] {
+				running = append(running, v)
 			}
 		}
-		if len(running) == 0 && (len(waiting) == 0 || cancelled) {
+		progressed = progressed || len(running) > 0
+		if len(running) == 0 && (len(waiting) == 0 || cancelled || draining) {
 			break
 		}
 		sel := workflow.NewSelector(ctx)
-		for _, t := range running {
-			sel.AddFuture(t.future, func(f workflow.Future) {
-				var out VisitOutput
-				err := f.Get(ctx, &out)
-				ended(t, out, err)
+		for _, v := range running {
+			sel.AddFuture(v.future, func(f workflow.Future) {
+				if !v.batch {
+					var out VisitOutput
+					err := f.Get(ctx, &out)
+					ended(v.tasks[0], out, err, nil)
+					return
+				}
+				var outs []VisitOutput
+				err := f.Get(ctx, &outs)
+				var lostOn []string
+				var ce *temporal.CanceledError
+				if err != nil && !errors.As(err, &ce) {
+					// A batch's heartbeat names its worker, not which of
+					// its tasks it had started: the state's attempts say,
+					// in one local activity for the batch.
+					var hb string
+					var te *temporal.TimeoutError
+					if errors.As(err, &te) && te.HasLastHeartbeatDetails() {
+						_ = te.LastHeartbeatDetails(&hb)
+					}
+					names := make([]string, len(v.tasks))
+					for i, t := range v.tasks {
+						names[i] = t.work.Task
+					}
+					lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+						RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+					if lerr := workflow.ExecuteLocalActivity(lctx, ActivityLostInBatch, in.Run, names, hb).Get(ctx, &lostOn); lerr != nil {
+						workflow.GetLogger(ctx).Warn("a lost batch's attempts", "error", lerr)
+					}
+				}
+				for i, t := range v.tasks {
+					var out VisitOutput
+					terr := err
+					if terr == nil && i >= len(outs) {
+						terr = fmt.Errorf("the batch's activity answered %d of %d visits", len(outs), len(v.tasks))
+					} else if terr == nil {
+						out = outs[i]
+					}
+					var on *string
+					if lostOn != nil {
+						on = new(string)
+						if i < len(lostOn) {
+							*on = lostOn[i]
+						}
+					}
+					ended(t, out, terr, on)
+				}
 			})
 		}
 		if !cancelled {
 			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
 		}
 		if len(waiting) > 0 && !cancelled {
-			sel.AddFuture(workflow.NewTimer(ctx, in.Recheck), func(workflow.Future) {})
+			sel.AddFuture(workflow.NewTimer(ctx, in.Recheck), func(workflow.Future) { progressed = true })
 		}
 		sel.Select(ctx)
 	}
 
+	if draining && !cancelled {
+		next := in
+		carried := Progress{Continued: continued + 1}
+		for w := range seen {
+			carried.Seen = append(carried.Seen, w)
+		}
+		slices.Sort(carried.Seen)
+		for _, name := range order {
+			t := tasks[name]
+			carried.Tasks = append(carried.Tasks, TaskProgress{Task: name, State: t.state, Reason: t.reason,
+				WaitingOn: t.waitingOn, Failover: t.work.Failover, Visits: t.visits})
+		}
+		b, err := gzipJSON(carried)
+		if err != nil {
+			return status(), err
+		}
+		next.Carried = b
+		workflow.GetLogger(ctx).Info("continuing as new", "run", in.Run, "continued", continued+1)
+		return status(), workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+	}
 	open, bad := 0, 0
 	for _, name := range order {
 		t := tasks[name]
@@ -387,6 +609,43 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 // versionWaitingEvent is the change that records a run.waiting event when
 // the run starts waiting for a worker (workflow.GetVersion).
 const versionWaitingEvent = "run.waiting-event"
+
+// versionBatchedVisits is the change that starts the first starts of ready
+// tasks bound for one queue in batches (ActivityVisits).
+const versionBatchedVisits = "batched-visits"
+
+// versionContinueAsNew is the change that continues a long run as new.
+const versionContinueAsNew = "continue-as-new"
+
+// gzipJSON and gunzipJSON carry a value as gzipped JSON (deterministic:
+// the same value gives the same bytes).
+func gzipJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func gunzipJSON(gz []byte, v any) error {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
 
 // eligible are the live workers offering the labels, by name.
 func eligible(labels []string, ws []LiveWorker) []string {

@@ -1,0 +1,244 @@
+package dispatch_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/log"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+
+	"github.com/pipec/pipec/cli"
+)
+
+// A Temporal server in its own process, its history in an SQLite file: what
+// `temporal server start-dev --db-filename FILE` runs (the same SQLite
+// persistence, one history shard), so a test can kill it and start it again
+// on the same file. The process is this test binary itself, run with
+// PIPEC_TEST_TEMPORAL_DB set (init below): no second build of the server.
+
+const devNamespace = "pipec-test"
+
+func init() {
+	db := os.Getenv("PIPEC_TEST_TEMPORAL_DB")
+	if db == "" {
+		return
+	}
+	port, _ := strconv.Atoi(os.Getenv("PIPEC_TEST_TEMPORAL_PORT"))
+	if err := serveDev(db, port); err != nil {
+		fmt.Fprintln(os.Stderr, "temporal server:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// serveDev runs the server until SIGTERM or SIGINT.
+func serveDev(db string, port int) error {
+	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName, DatabaseName: db,
+		ConnectAttributes: map[string]string{"mode": "rwc"}}
+	if _, err := os.Stat(db); os.IsNotExist(err) {
+		if err := sqlite.SetupSchema(sqlCfg); err != nil {
+			return fmt.Errorf("schema: %w", err)
+		}
+	}
+	ns, err := sqlite.NewNamespaceConfig("active", devNamespace, false, nil)
+	if err != nil {
+		return err
+	}
+	if err := sqlite.CreateNamespaces(sqlCfg, ns); err != nil {
+		return err
+	}
+	host := "127.0.0.1"
+	// Every port derives from the frontend's, so the server started again
+	// has the addresses its membership records (in the database) name:
+	// none of them points at a process that is gone.
+	svc := func(i int) config.Service {
+		return config.Service{RPC: config.RPC{GRPCPort: port + i, MembershipPort: port + 4 + i, BindOnIP: host}}
+	}
+	cfg := &config.Config{
+		Global: config.Global{Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host}},
+		Persistence: config.Persistence{DefaultStore: sqliteplugin.PluginName, VisibilityStore: sqliteplugin.PluginName,
+			NumHistoryShards: 1, DataStores: map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}}},
+		ClusterMetadata: &cluster.Config{FailoverVersionIncrement: 10, MasterClusterName: "active", CurrentClusterName: "active",
+			ClusterInformation: map[string]cluster.ClusterInformation{"active": {Enabled: true, InitialFailoverVersion: 1,
+				RPCAddress: fmt.Sprintf("%s:%d", host, port)}}},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services:            map[string]config.Service{"frontend": svc(0), "history": svc(1), "matching": svc(2), "worker": svc(3)},
+		Archival:            config.Archival{History: config.HistoryArchival{State: "disabled"}, Visibility: config.VisibilityArchival{State: "disabled"}},
+		PublicClient:        config.PublicClient{HostPort: fmt.Sprintf("%s:%d", host, port)},
+		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
+			History: config.HistoryArchivalNamespaceDefaults{State: "disabled"}, Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"}}},
+	}
+	s, err := temporal.NewServer(temporal.WithConfig(cfg), temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(log.NewNoopLogger()))
+	if err != nil {
+		return err
+	}
+	if err := s.Start(); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	return s.Stop()
+}
+
+// devServer is a Temporal server process on an SQLite file.
+type devServer struct {
+	t    testing.TB
+	db   string
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	out  strings.Builder
+}
+
+// freePort is a port p with p to p+7 free (the server's eight ports).
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		free := p+7 < 65536
+		for i := 1; i < 8 && free; i++ {
+			if m, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i)); err != nil {
+				free = false
+			} else {
+				m.Close()
+			}
+		}
+		if free {
+			return p
+		}
+	}
+	t.Fatal("no 8 consecutive free ports")
+	return 0
+}
+
+func startDevServer(t testing.TB, db string, port int) *devServer {
+	t.Helper()
+	s := &devServer{t: t, db: db, port: port}
+	s.start()
+	t.Cleanup(func() { s.kill() })
+	return s
+}
+
+func (s *devServer) hostPort() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
+// start runs the server process and waits until it serves.
+func (s *devServer) start() {
+	s.t.Helper()
+	s.cmd = exec.Command(os.Args[0], "-test.run", "^$")
+	s.cmd.Env = append(os.Environ(), "PIPEC_TEST_TEMPORAL_DB="+s.db, "PIPEC_TEST_TEMPORAL_PORT="+strconv.Itoa(s.port))
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.cmd.Stderr = &lockedWriter{mu: &s.mu, b: &s.out}
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.done = make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				close(ready)
+			}
+		}
+	}()
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(s.cmd, s.done)
+	select {
+	case <-ready:
+	case <-s.done:
+		s.t.Fatalf("the Temporal server exited before serving:\n%s", s.output())
+	case <-time.After(2 * time.Minute):
+		s.t.Fatalf("the Temporal server did not start:\n%s", s.output())
+	}
+}
+
+// kill ends the server process with SIGKILL: a crash, nothing flushed on
+// the way out beyond what it committed.
+func (s *devServer) kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+func (s *devServer) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// newEnvOnServer is newEnv on a server process (no in-process server).
+func newEnvOnServer(t testing.TB, s *devServer, spec string, files map[string]string) *env {
+	t.Helper()
+	needServer(t)
+	e := &env{t: t, dir: t.TempDir()}
+	e.engine = "temporal://" + s.hostPort() + "?namespace=" + devNamespace
+	c, err := client.Dial(client.Options{HostPort: s.hostPort(), Namespace: devNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	e.c = c
+	e.url = filepath.Join(e.dir, "state.db")
+	e.arts = filepath.Join(e.dir, "artifacts")
+	if err := os.Mkdir(e.arts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "pipeline.hcl"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(e.dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh, err := cli.OpenShared(context.Background(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.st = sh.Store
+	t.Cleanup(func() { sh.Store.Close() })
+	return e
+}
