@@ -19,6 +19,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -49,6 +50,9 @@ type Activities struct {
 	plans   map[string]*run // by workflow run id
 	runs    map[string]bool // runs whose lease this worker renews
 	logMu   sync.Mutex
+	// objects serves every visit's object stores: credentials are
+	// resolved once per worker, not once per task.
+	objects objstore.Clients
 }
 
 func (a *Activities) logf(format string, args ...any) {
@@ -250,7 +254,7 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, runID, task stri
 			}
 		}
 	}
-	slot, err := a.holdPool(vctx, p, v.Run, v.Task) // its pool's slot, if any (pools.go)
+	slot, err := a.holdPool(vctx, p, runID, task) // its pool's slot, if any (pools.go)
 	if err != nil {
 		return stoppedWaiting(vctx, out)
 	}
@@ -261,7 +265,7 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, runID, task stri
 		Options: runtime.Options{Plan: p, BaseDir: in.BaseDir, Interval: in.Interval, Store: a.Store,
 			Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
 			DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
-			DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace},
+			DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects},
 		Run: runID, Task: task, AttemptBase: base})
 	bg := context.WithoutCancel(ctx)
 	if res.End != nil {
