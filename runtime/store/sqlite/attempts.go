@@ -399,7 +399,7 @@ func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Att
 
 // Attempts implements Store.
 func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? ORDER BY task, number`, run)
+	rows, err := s.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? ORDER BY task, number`, run)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +417,7 @@ func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, erro
 
 // TaskAttempts implements Store.
 func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]store.Attempt, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`, resource, task)
+	rows, err := s.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`, resource, task)
 	if err != nil {
 		return nil, err
 	}
@@ -434,11 +434,17 @@ func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]stor
 }
 
 // StateID implements Store.
+// The id never changes (store.Store), so it is read once per handle: a
+// worker asks at every visit.
 func (s *Store) StateID(ctx context.Context) (string, error) {
+	if id := s.stateID.Load(); id != nil {
+		return *id, nil
+	}
 	var id string
-	if err := s.r.QueryRowContext(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
+	if err := s.queryRow(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
 		return "", fmt.Errorf("state id: %w", err)
 	}
+	s.stateID.Store(&id)
 	return id, nil
 }
 

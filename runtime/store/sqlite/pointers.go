@@ -177,7 +177,7 @@ func held(p store.Pointer) fence.Held {
 
 // Pointers implements Store.
 func (s *Store) Pointers(ctx context.Context, pipeline, sink string) ([]store.Pointer, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = ? AND sink = ? ORDER BY artifact, interval_key`,
+	rows, err := s.query(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = ? AND sink = ? ORDER BY artifact, interval_key`,
 		pipeline, sink)
 	if err != nil {
 		return nil, err

@@ -261,7 +261,7 @@ func poolsBusy(ctx context.Context, tx *queueTx, cands []queue.Work, busy map[st
 // lock. A row that appears just after is found by the next poll or wakeup.
 func (s *Store) exists(ctx context.Context, query string, args ...any) (bool, error) {
 	var found bool
-	err := s.r.QueryRowContext(ctx, `SELECT EXISTS (`+query+`)`, args...).Scan(&found)
+	err := s.queryRow(ctx, `SELECT EXISTS (`+query+`)`, args...).Scan(&found)
 	return found, err
 }
 
@@ -685,7 +685,7 @@ WHERE r.state = 'running' ORDER BY w.run, w.task`))
 // Submitted implements queue.Queue.
 func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
 	var plan, base, iv string
-	err := s.r.QueryRowContext(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = ?`, run).Scan(&plan, &base, &iv)
+	err := s.queryRow(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = ?`, run).Scan(&plan, &base, &iv)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", "", fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
 	}

@@ -153,7 +153,7 @@ func scanRun(sc interface{ Scan(...any) error }) (store.Run, error) {
 
 // GetRun implements Store.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
-	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r, err := scanRun(s.queryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
 	}
@@ -294,7 +294,7 @@ func (s *Store) RenewRunLease(ctx context.Context, id string, lease time.Duratio
 
 // RunLeases implements Store.
 func (s *Store) RunLeases(ctx context.Context, pipeline string) ([]store.RunLease, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT l.run, l.interval_key, l.host, l.pid, l.since, l.expiry, l.expiry_boot, l.expiry_until
+	rows, err := s.query(ctx, `SELECT l.run, l.interval_key, l.host, l.pid, l.since, l.expiry, l.expiry_boot, l.expiry_until
 FROM run_leases l JOIN runs r ON r.id = l.run
 WHERE l.pipeline = ? AND r.state = 'running' ORDER BY l.interval_key`, pipeline)
 	if err != nil {

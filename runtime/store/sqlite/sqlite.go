@@ -81,6 +81,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,9 +117,13 @@ type Store struct {
 	lease       clock.Lease
 	busyTimeout time.Duration
 
-	w     *sql.DB    // one connection, used only by the batch leader
-	r     *sql.DB    // read-only connections
-	wlock *writeLock // queue in front of SQLite's write lock, see writelock_unix.go
+	w *sql.DB // one connection, used only by the batch leader
+	r *sql.DB // read-only connections
+	// reads are the read statements prepared once (reads.go).
+	readsMu sync.Mutex
+	reads   map[string]*sql.Stmt
+	stateID atomic.Pointer[string] // StateID, once read
+	wlock   *writeLock             // queue in front of SQLite's write lock, see writelock_unix.go
 
 	// Token epoch (see the package doc); only the batch leader reads
 	// or writes these. epoch is this handle's durably recorded epoch, 0 until

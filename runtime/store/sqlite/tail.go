@@ -14,7 +14,7 @@ var _ store.EventTailer = (*Store)(nil)
 // (pipec run --json) has not seen yet. The log's index on (run, seq) makes
 // each call cost what it returns.
 func (s *Store) EventsAfter(ctx context.Context, run string, seq int64) ([]store.Event, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = ? AND seq > ? ORDER BY seq`, run, seq)
+	rows, err := s.query(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = ? AND seq > ? ORDER BY seq`, run, seq)
 	if err != nil {
 		return nil, err
 	}

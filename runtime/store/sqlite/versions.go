@@ -138,7 +138,7 @@ func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error)
 
 // AcceptedVersion implements Store.
 func (s *Store) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (store.Version, error) {
-	v, err := scanVersion(s.r.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM versions
+	v, err := scanVersion(s.queryRow(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE pipeline = ? AND artifact = ? AND interval_key = ? AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`,
 		pipeline, artifact, interval))
 	if errors.Is(err, sql.ErrNoRows) {
