@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -63,12 +64,43 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
+	// busy waits until w is in the middle of a visit by its own log (a
+	// "start on" line not yet followed by that task's end), so a signal
+	// catches it mid-task: tasks take tens of milliseconds, and with
+	// batches of visits a worker may be between activities.
+	busy := func(w *proc) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			open := map[string]bool{}
+			for _, line := range strings.Split(w.output(), "\n") {
+				visit, what, ok := strings.Cut(line, ": ")
+				if !ok {
+					continue
+				}
+				open[visit] = strings.HasPrefix(what, "start on ")
+			}
+			for _, running := range open {
+				if running {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("worker ran no task for a minute:\n%s", w.output())
+			}
+		}
+	}
 	progress(60)
+	busy(w2)
 	w2.signal(t, syscall.SIGSTOP)
+	stopped := time.Now()
 	progress(150)
+	busy(w3)
 	w3.signal(t, syscall.SIGKILL)
 	e.worker("w4", "--slots", "2")
 	progress(300)
+	// Resumed only past the 2 s heartbeat timeout, so w2's visit is lost
+	// (its completion comes late and is fenced), not merely slow.
+	time.Sleep(time.Until(stopped.Add(4 * time.Second)))
 	w2.signal(t, syscall.SIGCONT)
 
 	for _, r := range runs {
