@@ -147,9 +147,17 @@ func startDevServer(t testing.TB, db string, port int) *devServer {
 
 func (s *devServer) hostPort() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
-// start runs the server process and waits until it serves.
+// start runs the server process and waits until it serves. With
+// PIPEC_TEMPORAL_CLI naming the Temporal CLI, the process is the user's
+// `temporal server start-dev --db-filename FILE` itself; it picks fresh
+// ports for its internal services at each start, which a restart must
+// ride too.
 func (s *devServer) start() {
 	s.t.Helper()
+	if cli := os.Getenv("PIPEC_TEMPORAL_CLI"); cli != "" {
+		s.startCLI(cli)
+		return
+	}
 	s.cmd = exec.Command(os.Args[0], "-test.run", "^$")
 	s.cmd.Env = append(os.Environ(), "PIPEC_TEST_TEMPORAL_DB="+s.db, "PIPEC_TEST_TEMPORAL_PORT="+strconv.Itoa(s.port))
 	stdout, err := s.cmd.StdoutPipe()
@@ -177,6 +185,41 @@ func (s *devServer) start() {
 		s.t.Fatalf("the Temporal server exited before serving:\n%s", s.output())
 	case <-time.After(2 * time.Minute):
 		s.t.Fatalf("the Temporal server did not start:\n%s", s.output())
+	}
+}
+
+// startCLI runs `temporal server start-dev` on s's file and frontend port
+// (its HTTP and metrics ports the next two) and waits until the frontend
+// answers a health check.
+func (s *devServer) startCLI(bin string) {
+	s.t.Helper()
+	s.cmd = exec.Command(bin, "server", "start-dev", "--db-filename", s.db, "--ip", "127.0.0.1",
+		"--port", strconv.Itoa(s.port), "--http-port", strconv.Itoa(s.port+1), "--metrics-port", strconv.Itoa(s.port+2),
+		"--headless", "--namespace", devNamespace, "--log-level", "error")
+	w := &lockedWriter{mu: &s.mu, b: &s.out}
+	s.cmd.Stdout, s.cmd.Stderr = w, w
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(s.cmd, s.done)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		select {
+		case <-s.done:
+			s.t.Fatalf("temporal server start-dev exited before serving:\n%s", s.output())
+		default:
+		}
+		c, err := client.Dial(client.Options{HostPort: s.hostPort(), Namespace: devNamespace})
+		if err == nil {
+			_, err = c.CheckHealth(context.Background(), &client.CheckHealthRequest{})
+			c.Close()
+			if err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("temporal server start-dev did not serve within 2 minutes: %v\n%s", err, s.output())
+		}
 	}
 }
 
