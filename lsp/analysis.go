@@ -10,6 +10,7 @@ import (
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/spec"
+	"github.com/pipec/pipec/spec/cuespec"
 	"github.com/pipec/pipec/spec/specload"
 )
 
@@ -46,13 +47,13 @@ func (a *analysis) syms() *symbols {
 // configuration. A spec that does not parse is not compiled, so a syntax
 // error brings no follow-on findings. A file that is not a pipeline spec, or
 // that the configuration ignores, gets nothing.
-func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options, cfg *config.Config) *analysis {
+func analyze(path string, syn spec.Syntax, src []byte, opts lint.Options, cfg *config.Config, chunks *cuespec.ChunkCache) *analysis {
 	a := &analysis{path: path, syn: syn, src: src, lines: newLines(src)}
 	if !specload.IsPipeline(syn, src) || cfg.Ignored(path) {
 		return a
 	}
 	a.pipeline = true
-	p, ds := specload.Load(syn, path, src)
+	p, ds := specload.LoadCached(syn, path, src, chunks)
 	a.spec = p
 	a.diags = ds
 	if p != nil && !hasRule(ds, spec.RuleSyntax) {

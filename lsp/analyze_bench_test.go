@@ -28,9 +28,9 @@ func BenchmarkAnalyze(b *testing.B) {
 	if !ok {
 		b.Skipf("%s: not a spec file", path)
 	}
-	cuespec.CacheCUEChunks() // as Serve does
+	chunks := cuespec.NewChunkCache() // as Serve keeps one
 	for b.Loop() {
-		if a := analyze(path, syn, src, lint.Options{}, &config.Config{}); !a.pipeline {
+		if a := analyze(path, syn, src, lint.Options{}, &config.Config{}, chunks); !a.pipeline {
 			b.Fatal("not analysed as a pipeline")
 		}
 	}

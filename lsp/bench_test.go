@@ -26,7 +26,7 @@ func BenchmarkChangeToDiagnostics(b *testing.B) {
 		name, path string
 		// inTask edits the middle task's timeout instead of typing a
 		// comment at the end: in a CUE spec the chunk holding it is
-		// evaluated again (see cuespec.CacheCUEChunks).
+		// evaluated again (see cuespec.ChunkCache).
 		inTask bool
 	}
 	inputs := []input{

@@ -165,7 +165,7 @@ func (d *document) build(gen uint64, text []byte, version int32) (a *analysis) {
 		a.gen, a.version, a.uri = gen, version, d.uri
 	}()
 	opts, cfg := d.s.settings(d.path)
-	return analyze(d.path, d.syn, text, opts, cfg)
+	return analyze(d.path, d.syn, text, opts, cfg, d.s.chunks)
 }
 
 func (d *document) keepLocked(a *analysis) {

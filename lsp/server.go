@@ -75,6 +75,10 @@ type Server struct {
 	schemaOnce sync.Once
 	schema     *schemaDocs
 
+	// chunks: every edit loads the whole document again, and CUE
+	// evaluates only the chunks of a big plain spec whose content changed.
+	chunks *cuespec.ChunkCache
+
 	cfgMu sync.Mutex
 	// cfgShown holds the configuration files whose findings were last
 	// published non-empty, so a fixed file gets its findings cleared.
@@ -86,10 +90,8 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	if opts.Debounce == 0 {
 		opts.Debounce = DefaultDebounce
 	}
-	// Every edit loads the whole document again: CUE evaluates only the
-	// chunks of a big plain spec whose content changed.
-	cuespec.CacheCUEChunks()
-	s := &Server{opts: opts, docs: map[protocol.DocumentURI]*document{}, cfgShown: map[string]bool{}}
+	s := &Server{opts: opts, docs: map[protocol.DocumentURI]*document{}, cfgShown: map[string]bool{},
+		chunks: cuespec.NewChunkCache()}
 	s.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
 	s.conn.Go(ctx, s.handle)
 	select {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -39,7 +40,14 @@ import (
 // exact positions straight from the syntax tree. Any other file is evaluated
 // as written and read from its evaluated value.
 func LoadCUE(filename string, src []byte) (p *spec.Pipeline, ds diag.Diagnostics) {
-	l := &cueLoader{file: filename, src: src}
+	return LoadCUECached(filename, src, nil)
+}
+
+// LoadCUECached is LoadCUE with the chunks of a plain file that CUE found
+// valid in earlier loads taken from cache, and those it finds valid now
+// added (nil: no cache).
+func LoadCUECached(filename string, src []byte, cache *ChunkCache) (p *spec.Pipeline, ds diag.Diagnostics) {
+	l := &cueLoader{file: filename, src: src, cache: cache}
 	defer func() {
 		// cuelang.org/go is large and evolving; should it ever panic on a
 		// hostile file, the author gets a finding, not a crash.
@@ -73,9 +81,12 @@ type cueLoader struct {
 	// evaluateAll reads even a plain file from its evaluated value, so tests
 	// can check the two ways of reading agree.
 	evaluateAll bool
-	// noCache evaluates every chunk even when the chunk cache is on
-	// (CacheCUEChunks), for tests of the evaluation itself.
-	noCache bool
+	// cache holds the chunks found valid by earlier loads (nil: none).
+	cache *ChunkCache
+	// evaluations and proven count the chunks CUE evaluated and those Go
+	// proved valid, for the tests.
+	evaluations atomic.Int64
+	proven      int
 	// cueOnly leaves every chunk to CUE, even those Go proves valid
 	// (provablyValidTasks), for tests of the evaluation and the caches.
 	cueOnly bool
@@ -129,7 +140,7 @@ func compileSchema(ctx *cue.Context) (cue.Value, error) {
 // one of 10,000 and over 1.5 GB. Chunks of 250 cost the same CPU time in all
 // as chunks of 1,000 (10,000 tasks: 1,983 vs 1,976 ms for five loads, perf
 // stat task-clock) and let the language server, which keeps the chunks CUE
-// found valid (CacheCUEChunks), evaluate a quarter as much after an edit
+// found valid (ChunkCache), evaluate a quarter as much after an edit
 // inside one task.
 const cueChunkSize = 250
 
@@ -290,11 +301,11 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 	chunks := splitPlain(merged, size)
 	errs := make([]error, len(chunks))
 	// With the cache on, chunks found valid before (by content) are not
-	// evaluated again; see validChunks.
+	// evaluated again; see ChunkCache.
 	var keys [][sha256.Size]byte
 	var load uint64
-	if chunkCacheOn.Load() && !l.noCache {
-		load = startLoad()
+	if l.cache != nil {
+		load = l.cache.startLoad()
 		keys = make([][sha256.Size]byte, len(chunks))
 	}
 	var todo []int
@@ -303,12 +314,12 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 		// provablyValidTasks); the first chunk, with the rest of the
 		// pipeline, always goes to CUE.
 		if i > 0 && !l.cueOnly && provablyValidTasks(c) {
-			chunksProven.Add(1)
+			l.proven++
 			continue
 		}
 		if keys != nil {
 			keys[i] = chunkKey(c)
-			if knownValid(keys[i], load) {
+			if l.cache.knownValid(keys[i], load) {
 				continue
 			}
 		}
@@ -320,9 +331,9 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 		wg.Go(func() {
 			for i := range next {
 				errs[i] = newCUEEvaluator().evaluate(chunks[i])
-				chunkEvaluations.Add(1)
+				l.evaluations.Add(1)
 				if errs[i] == nil && keys != nil {
-					rememberValid(keys[i], load)
+					l.cache.rememberValid(keys[i], load)
 				}
 			}
 		})

@@ -5,43 +5,32 @@ import (
 	"hash"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"cuelang.org/go/cue/ast"
 )
 
-// CacheCUEChunks makes LoadCUE remember, for the rest of the process, the
-// chunks of plain files that CUE found valid (see validChunks). The language
-// server turns it on: it loads the whole document again on every edit. A
-// one-shot command has nothing to reuse and leaves it off.
-func CacheCUEChunks() { chunkCacheOn.Store(true) }
-
-var chunkCacheOn atomic.Bool
-
-// chunkEvaluations counts the chunks CUE evaluated, for the tests.
-var chunkEvaluations atomic.Int64
-
-// chunksProven counts the chunks Go proved valid (provablyValidTasks), for
-// the tests.
-var chunksProven atomic.Int64
-
-// The chunks of a plain file that CUE found valid are remembered by their
-// content, so a file loaded again (the language server re-analyses the whole
-// document on every edit) is evaluated only in the chunks that changed. Only
-// valid chunks are kept: the validity of plain data against the schema
-// depends on its content alone, not on where it sits in the file, whereas a
-// chunk's errors carry positions, so a chunk in error is always evaluated
-// again and its findings stay exactly what CUE reports.
+// ChunkCache remembers the chunks of plain files that CUE found valid, by
+// their content, so a file loaded again (the language server re-analyses
+// the whole document on every edit) is evaluated only in the chunks that
+// changed. Only valid chunks are kept: the validity of plain data against
+// the schema depends on its content alone, not on where it sits in the
+// file, whereas a chunk's errors carry positions, so a chunk in error is
+// always evaluated again and its findings stay exactly what CUE reports.
+// The language server keeps one (LoadCUECached); a one-shot command has
+// nothing to reuse and uses none.
 //
 // The key is a position-free writing of the chunk's data (labels, literals,
 // lists, structs and attributes; comments left out), hashed. Two chunks with
 // the same key are the same CUE value, so they get the same answer.
-var validChunks = struct {
-	sync.Mutex
-	m map[[sha256.Size]byte]uint64 // key -> the load that last used it
+type ChunkCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]uint64 // key -> the load that last used it
 	// load counts the loads that consulted the cache.
 	load uint64
-}{m: map[[sha256.Size]byte]uint64{}}
+}
+
+// NewChunkCache is an empty cache.
+func NewChunkCache() *ChunkCache { return &ChunkCache{m: map[[sha256.Size]byte]uint64{}} }
 
 // maxValidChunks bounds the cache: 100 chunks is a 100,000-task spec, so a
 // few such documents fit. Past the bound, what the current load did not use
@@ -137,36 +126,36 @@ func (w *keyWriter) expr(e ast.Expr) {
 
 // knownValid reports whether a chunk with this key was found valid, and marks
 // the key as used by this load.
-func knownValid(k [sha256.Size]byte, load uint64) bool {
-	validChunks.Lock()
-	defer validChunks.Unlock()
-	if _, ok := validChunks.m[k]; ok {
-		validChunks.m[k] = load
+func (c *ChunkCache) knownValid(k [sha256.Size]byte, load uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		c.m[k] = load
 		return true
 	}
 	return false
 }
 
 // rememberValid records a chunk CUE found valid.
-func rememberValid(k [sha256.Size]byte, load uint64) {
-	validChunks.Lock()
-	defer validChunks.Unlock()
-	validChunks.m[k] = load
-	if len(validChunks.m) <= maxValidChunks {
+func (c *ChunkCache) rememberValid(k [sha256.Size]byte, load uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[k] = load
+	if len(c.m) <= maxValidChunks {
 		return
 	}
 	// Keep only what the current load used.
-	for key, l := range validChunks.m {
+	for key, l := range c.m {
 		if l != load {
-			delete(validChunks.m, key)
+			delete(c.m, key)
 		}
 	}
 }
 
 // startLoad numbers a load that uses the cache.
-func startLoad() uint64 {
-	validChunks.Lock()
-	defer validChunks.Unlock()
-	validChunks.load++
-	return validChunks.load
+func (c *ChunkCache) startLoad() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.load++
+	return c.load
 }

@@ -15,15 +15,16 @@ import (
 // an edit inside one chunk, after lines inserted above every chunk (the
 // positions of all findings move), and with a chunk in error (never cached).
 func TestLoadCUEChunkCache(t *testing.T) {
-	CacheCUEChunks()
-	t.Cleanup(func() { chunkCacheOn.Store(false) })
+	cache := NewChunkCache()
 	base := string(cueGenSpec(3000))
 	load := func(src string, noCache bool) (*spec.Pipeline, []byte, int64) {
 		t.Helper()
-		n := chunkEvaluations.Load()
-		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: 700, procs: 2, noCache: noCache, cueOnly: true}
+		l := &cueLoader{file: "big.cue", src: []byte(src), chunkSize: 700, procs: 2, cueOnly: true}
+		if !noCache {
+			l.cache = cache
+		}
 		p := l.load()
-		return p, cueDiagLines(l.ds.Sort()), chunkEvaluations.Load() - n
+		return p, cueDiagLines(l.ds.Sort()), l.evaluations.Load()
 	}
 	check := func(name, src string, wantEvaluated int64) {
 		t.Helper()

@@ -114,9 +114,11 @@ func TestPrecheckImpliesCUE(t *testing.T) {
 // findings of a load where CUE evaluates every chunk, on every test spec and
 // generated ones, and evaluates fewer chunks.
 func TestPrecheckSameLoad(t *testing.T) {
+	proven := 0
 	load := func(src string, size int, cueOnly bool) (any, []byte) {
-		l := &cueLoader{file: "spec.cue", src: []byte(src), chunkSize: size, procs: 2, noCache: true, cueOnly: cueOnly}
+		l := &cueLoader{file: "spec.cue", src: []byte(src), chunkSize: size, procs: 2, cueOnly: cueOnly}
 		p := l.load()
+		proven += l.proven
 		return p, cueDiagLines(l.ds.Sort())
 	}
 	var srcs []string
@@ -133,7 +135,6 @@ func TestPrecheckSameLoad(t *testing.T) {
 		srcs = append(srcs, precheckSpec(r, 30))
 	}
 	srcs = append(srcs, string(cueGenSpec(1000)))
-	before := chunksProven.Load()
 	for i, src := range srcs {
 		want, wantDs := load(src, 2, true)
 		got, gotDs := load(src, 2, false)
@@ -144,7 +145,7 @@ func TestPrecheckSameLoad(t *testing.T) {
 			t.Errorf("spec %d: model differs", i)
 		}
 	}
-	if chunksProven.Load() == before {
+	if proven == 0 {
 		t.Error("no chunk was proven valid")
 	}
 }

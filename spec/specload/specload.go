@@ -33,8 +33,15 @@ func LoadFile(filename string) (*spec.Pipeline, []byte, diag.Diagnostics, error)
 // Load parses src in the given syntax. The pipeline is nil only when nothing
 // usable could be read; otherwise it is as complete as the diagnostics allow.
 func Load(syn spec.Syntax, filename string, src []byte) (*spec.Pipeline, diag.Diagnostics) {
+	return LoadCached(syn, filename, src, nil)
+}
+
+// LoadCached is Load with a CUE file's valid chunks remembered in cache
+// (cuespec.ChunkCache; nil: none), for a caller that loads one document
+// again and again (the language server).
+func LoadCached(syn spec.Syntax, filename string, src []byte, cache *cuespec.ChunkCache) (*spec.Pipeline, diag.Diagnostics) {
 	if syn == spec.SyntaxCUE {
-		p, ds := cuespec.LoadCUE(filename, src)
+		p, ds := cuespec.LoadCUECached(filename, src, cache)
 		if p != nil {
 			p.File = filename
 		}
