@@ -399,25 +399,17 @@ func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Att
 
 // Attempts implements Store.
 func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, error) {
-	rows, err := s.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? ORDER BY task, number`, run)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return s.attempts(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = ? ORDER BY task, number`, run)
 }
 
 // TaskAttempts implements Store.
 func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]store.Attempt, error) {
-	rows, err := s.query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`, resource, task)
+	return s.attempts(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`, resource, task)
+}
+
+// attempts reads the attempts query selects (attemptColumns).
+func (s *Store) attempts(ctx context.Context, query string, args ...any) ([]store.Attempt, error) {
+	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

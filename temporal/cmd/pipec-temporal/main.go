@@ -163,6 +163,21 @@ func dial(engine string) (client.Client, error) {
 	return c, nil
 }
 
+// connect opens the shared state and dials the engine; on an error
+// nothing is left open.
+func connect(ctx context.Context, state, engine string) (*cli.Shared, client.Client, error) {
+	sh, err := cli.OpenShared(ctx, state)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := dial(engine)
+	if err != nil {
+		sh.Store.Close()
+		return nil, nil, err
+	}
+	return sh, c, nil
+}
+
 // quiet drops the SDK's debug and info lines; warnings and errors go to
 // stderr.
 type quiet struct{}
@@ -203,15 +218,11 @@ func worker(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sh, err := cli.OpenShared(ctx, *state)
+	sh, c, err := connect(ctx, *state, *engine)
 	if err != nil {
 		return err
 	}
 	defer sh.Store.Close()
-	c, err := dial(*engine)
-	if err != nil {
-		return err
-	}
 	defer c.Close()
 	return dispatch.RunWorker(ctx, dispatch.WorkerConfig{
 		Info:  queue.WorkerInfo{Name: *name, Host: host, PID: os.Getpid(), Slots: *slots, Labels: ls},
@@ -259,15 +270,11 @@ func submit(args []string) error {
 		// As pipec submit: the state beside the spec.
 		*state = filepath.Join(filepath.Dir(spec), store.DefaultPath)
 	}
-	sh, err := cli.OpenShared(ctx, *state)
+	sh, c, err := connect(ctx, *state, *engine)
 	if err != nil {
 		return err
 	}
 	defer sh.Store.Close()
-	c, err := dial(*engine)
-	if err != nil {
-		return err
-	}
 	defer c.Close()
 	sub, err := dispatch.Submit(ctx, c, sh.Store, dispatch.Submission{Plan: plan, BaseDir: base, Interval: iv, Value: *interval, Heartbeat: *hb})
 	if err != nil {
