@@ -185,6 +185,11 @@ func (s *Server) start() error {
 		"-c", "dynamic_shared_memory_type=mmap",
 		"-c", "logging_collector=off",
 	)
+	// PIPEC_PG_OPTIONS adds settings for a profiling session, e.g.
+	// "shared_preload_libraries=pg_stat_statements" (space-separated).
+	for _, o := range strings.Fields(os.Getenv("PIPEC_PG_OPTIONS")) {
+		s.cmd.Args = append(s.cmd.Args, "-c", o)
+	}
 	// SIGINT is PostgreSQL's fast shutdown; it also arrives when the test
 	// process dies without cleaning up.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGINT}

@@ -68,6 +68,20 @@ func BenchmarkWorkers1k(b *testing.B) {
 		b.StopTimer()
 		after, _ := pg.Server(b).Psql(b.Context(), "", "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'")
 		b.Logf("commits: %s -> %s", strings.TrimSpace(before), strings.TrimSpace(after))
+		if dir := os.Getenv("PIPEC_BENCH_STATEMENTS"); dir != "" {
+			// The statements the run cost the server, most time first, in
+			// DIR/statements-N.txt: PIPEC_PG_OPTIONS=shared_preload_libraries=pg_stat_statements
+			// loads the extension.
+			top, err := pg.Server(b).Psql(b.Context(), "", `CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+SELECT calls, round(total_exec_time::numeric, 1) AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40; SELECT pg_stat_statements_reset();`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("statements-%d.txt", i)), []byte(top), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 		if code != 0 {
 			b.Fatalf("submit --wait: exit %d\n%s", code, out)
 		}

@@ -581,10 +581,13 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		reads := &pgx.Batch{}
 		reads.Queue(`SELECT w.limits, w.failover, w.dependents FROM work w
 WHERE w.run = $1 AND w.task = $2 AND w.state = 'claimed' AND w.worker = $3 FOR UPDATE OF w`, ref.Run, ref.Task, worker)
-		reads.Queue(`SELECT count(*) FILTER (WHERE d.state IN ('blocked', 'ready', 'claimed')) FROM (
-	SELECT d.state FROM work d WHERE d.run = $1 AND d.task IN (
-		SELECT jsonb_array_elements_text(m.dependents::jsonb) FROM work m WHERE m.run = $1 AND m.task = $2)
-	ORDER BY d.task COLLATE "C" FOR UPDATE OF d) d`, ref.Run, ref.Task)
+		// Each dependent is locked by its primary key (a lateral probe
+		// the planner cannot turn into a scan of the run), in the order of
+		// the sorted dependents list, as every finish locks them.
+		reads.Queue(`SELECT count(*) FILTER (WHERE d.state IN ('blocked', 'ready', 'claimed'))
+FROM work m CROSS JOIN LATERAL jsonb_array_elements_text(m.dependents::jsonb) AS t(task)
+	CROSS JOIN LATERAL (SELECT d.state FROM work d WHERE d.run = m.run AND d.task = t.task FOR UPDATE) d
+WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 		if r.End != nil {
 			reads.Queue(`SELECT `+attemptColumns+` FROM attempts WHERE run = $1 AND task = $2 AND number = $3 FOR UPDATE`,
 				r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number)
@@ -663,9 +666,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_no
 ), ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $5, $2, 0, $6)
 ), deps AS (
-	UPDATE work SET waiting_on = waiting_on - 1,
-		state = CASE WHEN waiting_on = 1 AND state = 'blocked' THEN 'ready' ELSE state END
-	WHERE run = $1 AND task = ANY($3) RETURNING state
+	SELECT pipec_step_dependents($1, $3) AS state
 )
 SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM work WHERE run = $1 AND task = $2) <> ''
 	THEN pg_notify('`+workChannel+`', '') END,
