@@ -38,6 +38,11 @@ type Visit struct {
 	// it (queue.AttemptStarter): the first attempt uses it instead of
 	// starting one.
 	Started *store.Attempt
+	// Prior, when HasPrior, are the task's attempts on the run's resource
+	// as the claim read them (queue.Claim.Prior): the visit does not read
+	// them again.
+	Prior    []store.Attempt
+	HasPrior bool
 }
 
 // VisitResult is how a visit ended.
@@ -176,10 +181,14 @@ func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched)
 // started, aside), what a local run asks them at its start: their orphans
 // on this machine are ended, and a non-idempotent task's unseen or
 // succeeded attempt decides it (settlePrior).
-func (r *runner) settleVisit(ctx context.Context, ts *taskState, started *store.Attempt) error {
-	as, err := r.st.TaskAttempts(ctx, r.resource, ts.t.Name)
-	if err != nil {
-		return err
+func (r *runner) settleVisit(ctx context.Context, ts *taskState, v Visit) error {
+	started := v.Started
+	as := slices.Clone(v.Prior)
+	if !v.HasPrior {
+		var err error
+		if as, err = r.st.TaskAttempts(ctx, r.resource, ts.t.Name); err != nil {
+			return err
+		}
 	}
 	as = slices.DeleteFunc(as, func(a store.Attempt) bool { return started != nil && a.AttemptRef == started.AttemptRef })
 	r.hasPrior = len(as) > 0
@@ -271,7 +280,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	r.mu.Lock()
 	ts.state = taskRunning
 	r.mu.Unlock()
-	if err := r.settleVisit(ctx, ts, v.Started); err != nil {
+	if err := r.settleVisit(ctx, ts, v); err != nil {
 		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "its earlier attempts could not be settled")
 	} else {
 		r.runOne(ctx, ts)

@@ -148,6 +148,13 @@ type Claim struct {
 	// token) in the claim's transaction by AttemptStarter.ClaimStarting;
 	// nil from Claim, and then the visit starts it.
 	Attempt *store.Attempt
+	// Prior, when HasPrior, are the task's attempts on its resource (every
+	// run of the interval, Attempt among them) as the claim's transaction
+	// read them, by token: what the visit asks at its start
+	// (store.Store.TaskAttempts), read without a round trip of its own.
+	// Without HasPrior the visit reads them.
+	Prior    []store.Attempt
+	HasPrior bool
 }
 
 // AttemptStarter is a Queue that can start the claimed task's first attempt

@@ -410,7 +410,8 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 			Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
 			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
 			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects},
-		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt})
+		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt,
+		Prior: cl.Prior, HasPrior: cl.HasPrior})
 	end, unused = res.End, res.Unused
 	if err != nil && cl.Attempt != nil {
 		unused = &cl.Attempt.AttemptRef // the visit could not even begin

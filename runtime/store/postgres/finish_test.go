@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
@@ -148,5 +149,46 @@ func TestFinishAfterTheClaimWasLost(t *testing.T) {
 	}
 	if st := workState(t, s, ref.Run, "b"); st != queue.WorkNotRun {
 		t.Fatalf("b is %s, want not_run", st)
+	}
+}
+
+// TestClaimStartingReadsThePriorAttempts: the claim hands the visit the
+// task's attempts on its resource (queue.Claim.Prior), its new one among
+// them, exactly as TaskAttempts reads them after it.
+func TestClaimStartingReadsThePriorAttempts(t *testing.T) {
+	s := open(t, pg.Server(t), nil)
+	ctx := context.Background()
+	run, err := s.Submit(ctx, queue.Submission{
+		Run:  store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"},
+		Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01",
+		Tasks: []queue.Task{{Name: "a"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An earlier attempt of the task (an earlier visit's, ended).
+	early, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "a", Resource: "p@2024-01-01", Worker: "w0", Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishAttempt(ctx, early.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "transient", ExitCode: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := s.ClaimStarting(ctx, "w1", time.Minute, store.AttemptSpec{Worker: "w1", Host: "h", Boot: "b"})
+	if err != nil || cl == nil || cl.Attempt == nil {
+		t.Fatalf("claim: %+v, %v", cl, err)
+	}
+	want, err := s.TaskAttempts(ctx, "p@2024-01-01", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cl.HasPrior || len(want) != 2 || want[1].AttemptRef != cl.Attempt.AttemptRef {
+		t.Fatalf("prior read: %v, attempts %+v, claimed %+v", cl.HasPrior, want, cl.Attempt)
+	}
+	if diff := cmp.Diff(want, cl.Prior); diff != "" {
+		t.Errorf("the claim's prior attempts differ from TaskAttempts (-want +got):\n%s", diff)
 	}
 }

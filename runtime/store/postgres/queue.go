@@ -464,6 +464,10 @@ INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_n
 )
 SELECT `+attemptColumns+` FROM a`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot,
 			queue.JSON(start.Worker), store.EventAttemptStarted)
+		// What the visit asks first (TaskAttempts), the new attempt among
+		// them: read here, it costs the visit no round trip.
+		b.Queue(`SELECT `+attemptColumns+` FROM attempts
+WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1) AND task = $2 ORDER BY token`, c.Run, c.Task)
 	}
 	commit := len(pick.Waiting) == 0
 	if commit {
@@ -484,6 +488,13 @@ SELECT `+attemptColumns+` FROM a`, c.Run, epoch, c.Run, c.Task, start.Worker, st
 			err = nil // the run is not running: the visit's StartAttempt says so
 		case epochRefused(err):
 			err = errNewEpoch
+		}
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				cl.Prior, err = collect(rows, scanAttempt)
+				cl.HasPrior = err == nil
+			}
 		}
 	}
 	if err == nil && commit {
