@@ -84,6 +84,9 @@ type Config struct {
 	// self is this machine, recorded with the attempts its claims start.
 	self  exec.Identity
 	plans *planCache
+	// claiming: the worker takes new tasks (healthy, not stopping); a
+	// visit's Finish claims the next one only then.
+	claiming *atomic.Bool
 	// objects serves every visit's object stores, so credentials are
 	// resolved once per worker, not once per task.
 	objects *objstore.Clients
@@ -187,6 +190,7 @@ func Run(ctx context.Context, c Config) error {
 	c.self, _ = exec.Self() // as the runtime's own attempts record it
 	c.self = c.testIdentity(c.self)
 	c.plans = &planCache{runs: map[string]*submitted{}}
+	c.claiming = new(atomic.Bool)
 	bg := context.WithoutCancel(ctx)
 	if err := c.register(bg); err != nil {
 		return err
@@ -200,7 +204,7 @@ func Run(ctx context.Context, c Config) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	visits := map[queue.Ref]*visit{}
-	ended := make(chan queue.Ref, c.Info.Slots)
+	ended := make(chan visitEnd, c.Info.Slots)
 	tick := time.NewTicker(c.Poll)
 	defer tick.Stop()
 	wakeCtx, stopWake := context.WithCancel(bg)
@@ -217,16 +221,21 @@ func Run(ctx context.Context, c Config) error {
 			due = false
 			healthy = c.beat(bg, &mu, visits, &lastOK)
 		}
+		c.claiming.Store(healthy && ctx.Err() == nil)
 		if healthy && ctx.Err() == nil {
 			c.claim(bg, &mu, visits, &wg, ended)
 		}
 		select {
 		case <-ctx.Done():
-			return c.shutdown(bg, &mu, visits, &wg)
-		case ref := <-ended:
+			c.claiming.Store(false)
+			return c.shutdown(bg, &mu, visits, &wg, ended)
+		case e := <-ended:
 			mu.Lock()
-			delete(visits, ref)
+			delete(visits, e.ref)
 			mu.Unlock()
+			if e.next != nil {
+				c.startVisit(bg, e.next, &mu, visits, &wg, ended)
+			}
 		case <-wake:
 		case <-tick.C:
 			due = true
@@ -308,7 +317,7 @@ func (c *Config) register(ctx context.Context) error {
 }
 
 // claim takes ready tasks while slots are free and starts their visits.
-func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended chan<- queue.Ref) {
+func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended chan<- visitEnd) {
 	for {
 		mu.Lock()
 		free := len(visits) < c.Info.Slots
@@ -324,24 +333,36 @@ func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref
 		if cl == nil {
 			return
 		}
-		vctx, cancel := context.WithCancelCause(ctx)
-		v := &visit{cl: cl, cancel: cancel}
-		mu.Lock()
-		visits[cl.Ref] = v
-		mu.Unlock()
-		c.logf("%s %s: start %d on %s (%s)", cl.Run, cl.Task, cl.Failover.Starts, c.Info.Name, cl.Failover.Describe(cl.Limits, nil))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.runVisit(vctx, v)
-			ended <- cl.Ref
-		}()
+		c.startVisit(ctx, cl, mu, visits, wg, ended)
 	}
+}
+
+// visitEnd is a visit's end as its goroutine reports it: the next task its
+// Finish claimed (queue.FinishClaimer), if any, takes its slot.
+type visitEnd struct {
+	ref  queue.Ref
+	next *queue.Claim
+}
+
+// startVisit runs a claimed task's visit on its own goroutine.
+func (c *Config) startVisit(ctx context.Context, cl *queue.Claim, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended chan<- visitEnd) {
+	vctx, cancel := context.WithCancelCause(ctx)
+	v := &visit{cl: cl, cancel: cancel}
+	mu.Lock()
+	visits[cl.Ref] = v
+	mu.Unlock()
+	c.logf("%s %s: start %d on %s (%s)", cl.Run, cl.Task, cl.Failover.Starts, c.Info.Name, cl.Failover.Describe(cl.Limits, nil))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		next := c.runVisit(vctx, v)
+		ended <- visitEnd{ref: cl.Ref, next: next}
+	}()
 }
 
 // shutdown is the graceful stop: no more claims, running tasks stopped and
 // handed back, then the worker is deregistered.
-func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup) error {
+func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended <-chan visitEnd) error {
 	if err := c.Queue.Stopping(ctx, c.Info.Name); err != nil {
 		c.logf("stopping: %v", err)
 	}
@@ -361,6 +382,7 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 	for {
 		select {
 		case <-done:
+			c.handBackNext(ctx, ended)
 			if err := c.Queue.Deregister(ctx, c.Info.Name); err != nil {
 				return err
 			}
@@ -372,8 +394,31 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 	}
 }
 
-// runVisit runs one claimed task and reports how it ended.
-func (c *Config) runVisit(ctx context.Context, v *visit) {
+// handBackNext hands back, uncounted, the tasks that visits' Finish claimed
+// after the worker stopped starting visits (queue.FinishClaimer).
+func (c *Config) handBackNext(ctx context.Context, ended <-chan visitEnd) {
+	for {
+		select {
+		case e := <-ended:
+			if cl := e.next; cl != nil {
+				r := queue.Result{Ending: queue.HandedBack}
+				if cl.Attempt != nil {
+					r.Unused = &cl.Attempt.AttemptRef
+				}
+				if err := c.finish(ctx, cl.Ref, r); err != nil {
+					c.logf("%s %s: hand back: %v", cl.Run, cl.Task, err)
+				}
+			}
+		default:
+			return
+		}
+	}
+}
+
+// runVisit runs one claimed task and reports how it ended; when the queue
+// claims the worker's next task in the same transaction
+// (queue.FinishClaimer), it returns that claim.
+func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
 	var end *queue.AttemptEnd    // the last attempt's end, recorded by Finish
@@ -385,7 +430,8 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 		r.End, r.Unused = end, unused
 		v.finishing.Store(true)
 		c.hook(hookBeforeFinish, cl.Task)
-		err := c.finish(bg, cl.Ref, r)
+		var err error
+		next, err = c.finishClaiming(bg, cl.Ref, r)
 		if err == nil {
 			c.hook(hookAfterFinish, cl.Task)
 		}
@@ -443,15 +489,35 @@ func (c *Config) runVisit(ctx context.Context, v *visit) {
 		c.logf("%s %s: failed on %s (%s)", cl.Run, cl.Task, c.Info.Name, why)
 		finish(queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why})
 	}
+	return next
 }
 
 // claimOne claims a task, starting its first attempt in the claim's
 // transaction when the queue can (queue.AttemptStarter).
 func (c *Config) claimOne(ctx context.Context) (*queue.Claim, error) {
 	if qs, ok := c.Queue.(queue.AttemptStarter); ok {
-		return qs.ClaimStarting(ctx, c.Info.Name, c.Lease, store.AttemptSpec{Worker: c.Info.Name, Host: c.self.Host, Boot: c.self.Boot})
+		return qs.ClaimStarting(ctx, c.Info.Name, c.Lease, c.attemptSpec())
 	}
 	return c.Queue.Claim(ctx, c.Info.Name, c.Lease)
+}
+
+// attemptSpec is what a claim's first attempt records of this worker.
+func (c *Config) attemptSpec() store.AttemptSpec {
+	return store.AttemptSpec{Worker: c.Info.Name, Host: c.self.Host, Boot: c.self.Boot}
+}
+
+// finishClaiming is finish, and, while the worker claims, the next task
+// claimed in the same transaction when the queue can (queue.FinishClaimer).
+// A first try that fails is retried as a plain finish: nothing of it
+// committed, or (a lost claim) Finish says so again.
+func (c *Config) finishClaiming(ctx context.Context, ref queue.Ref, r queue.Result) (*queue.Claim, error) {
+	if fc, ok := c.Queue.(queue.FinishClaimer); ok && c.claiming.Load() {
+		next, err := fc.FinishClaiming(ctx, c.Info.Name, ref, r, c.Lease, c.attemptSpec())
+		if err == nil || errors.Is(err, store.ErrLeaseLost) {
+			return next, err
+		}
+	}
+	return nil, c.finish(ctx, ref, r)
 }
 
 // finish is Queue.Finish, tried again while the store is unreachable (for

@@ -317,7 +317,21 @@ func (s *Store) claim(ctx context.Context, worker string, lease time.Duration, s
 		update = s.updateGranting
 	}
 	err := update(ctx, func(ctx context.Context, tx *queueTx) error {
-		out = nil
+		var err error
+		out, err = s.claimIn(ctx, tx, worker, lease, start)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+// claimIn is claim's write in tx: the claim (nil when this worker may take
+// no ready task) and, with start, its first attempt.
+func (s *Store) claimIn(ctx context.Context, tx *queueTx, worker string, lease time.Duration, start *store.AttemptSpec) (*queue.Claim, error) {
+	var out *queue.Claim
+	err := func() error {
 		now := s.lease()
 		live, err := collect(func(r *sql.Rows) (queue.WorkerInfo, error) {
 			var w queue.WorkerInfo
@@ -435,11 +449,8 @@ WHERE run = ?1 AND waiting <> ?2 AND (waiting = '' OR substr(waiting, 1, length(
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return out, nil
+	}()
+	return out, err
 }
 
 // Finish implements queue.Queue: queue.Finished decides, this writes it.
@@ -449,11 +460,80 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 	}
 	lost := false
 	update := s.update
-	if r.End != nil && r.End.Outcome.Ran != nil && r.End.Outcome.Ran.Durable {
+	if finishDurable(r) {
 		update = s.updateDurable // as FinishAttempt would commit it
 	}
 	err := update(ctx, func(ctx context.Context, tx *queueTx) error {
-		lost = false
+		var err error
+		lost, err = finishIn(ctx, tx, worker, ref, r)
+		return err
+	})
+	return finishErr(ref, worker, lost, err)
+}
+
+// finishDurable: the visit's last attempt's end asks to be kept through a
+// power cut (store.Outcome.Ran.Durable).
+func finishDurable(r queue.Result) bool {
+	return r.End != nil && r.End.Outcome.Ran != nil && r.End.Outcome.Ran.Durable
+}
+
+// finishErr is Finish's error: store.ErrLeaseLost when the claim was lost.
+func finishErr(ref queue.Ref, worker string, lost bool, err error) error {
+	if err == nil && lost {
+		err = fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
+	}
+	return nil
+}
+
+var _ queue.FinishClaimer = (*Store)(nil)
+
+// FinishClaiming implements queue.FinishClaimer: Finish and ClaimStarting
+// in one write, so a worker that goes on claiming pays one commit, not two,
+// between two tasks. A durable end commits alone first, as Finish commits
+// it; a lost claim claims nothing.
+func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
+	if finishDurable(r) {
+		if err := s.Finish(ctx, worker, ref, r); err != nil {
+			return nil, err
+		}
+		// The finish committed: a claim that fails now is no error of it
+		// (the worker's next claim says what went wrong).
+		next, err := s.ClaimStarting(ctx, worker, lease, spec)
+		if err != nil {
+			return nil, nil
+		}
+		return next, nil
+	}
+	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
+		return nil, fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
+	}
+	if lease <= 0 {
+		return nil, fmt.Errorf("claim: the lease must be positive")
+	}
+	lost := false
+	var out *queue.Claim
+	err := s.updateGranting(ctx, func(ctx context.Context, tx *queueTx) error {
+		var err error
+		out = nil
+		if lost, err = finishIn(ctx, tx, worker, ref, r); err != nil || lost {
+			return err
+		}
+		out, err = s.claimIn(ctx, tx, worker, lease, &spec)
+		return err
+	})
+	if err := finishErr(ref, worker, lost, err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishIn is Finish's write in tx; lost: the claim is no longer worker's
+// (the attempt's end is recorded all the same).
+func finishIn(ctx context.Context, tx *queueTx, worker string, ref queue.Ref, r queue.Result) (lost bool, err error) {
+	err = func() error {
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
 		err := tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work WHERE run = ? AND task = ? AND state = 'claimed' AND worker = ?`,
@@ -493,14 +573,8 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 			return nil // its dependents are still to run: the run goes on
 		}
 		return maybeFinishRun(ctx, tx, ref.Run)
-	})
-	if err == nil && lost {
-		err = fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
-	}
-	if err != nil {
-		return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
-	}
-	return nil
+	}()
+	return lost, err
 }
 
 // finishUnused ends a claim's attempt that its visit never ran

@@ -35,6 +35,7 @@ func runQueue(t *testing.T, open Opener) {
 		{"FinishRecordsTheAttemptsEnd", testFinishRecordsTheAttemptsEnd},
 		{"FinishIsAtomic", testFinishIsAtomic},
 		{"FinishAfterTheClaimWasLost", testFinishAfterTheClaimWasLost},
+		{"FinishClaiming", testFinishClaiming},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"WorkerNameLiveElsewhere", testWorkerNameLiveElsewhere},
 		{"WorkersListed", testWorkersListed},
@@ -868,5 +869,55 @@ func testFinishAfterTheClaimWasLost(t *testing.T, open Opener) {
 	// global = 0: no failover; the task failed and b is not run.
 	if _, by := status(t, h, cl.Run); by["a"].State != queue.WorkFailed || by["b"].State != queue.WorkNotRun {
 		t.Fatalf("after the sweep and the late Finish: %+v", by)
+	}
+}
+
+// A queue that claims in its Finish (queue.FinishClaimer) records the end
+// exactly as Finish does and claims what the DAG's step made ready, its
+// first attempt started; a Finish that fails claims nothing; a lost claim
+// claims nothing and says so, its attempt's end recorded.
+func testFinishClaiming(t *testing.T, open Opener) {
+	clock := newFakeClock()
+	h := open(t, clock.Now)(t)
+	fc, ok := h.(queue.FinishClaimer)
+	if !ok {
+		t.Skip("the queue does not claim in its Finish")
+	}
+	ctx := context.Background()
+	spec := store.AttemptSpec{Worker: "w1", Host: "host", Boot: "boot"}
+	ran := &store.Running{Process: store.Process{PID: 4242, PGID: 4242, Host: "host"}, Lease: time.Minute}
+	cl, a := claimedAttempt(t, h, failover.Limits{Attempts: 1, PerWorker: 1, Global: 0})
+	// Refused (another task's attempt): nothing finished, nothing claimed.
+	other := a.AttemptRef
+	other.Task = "b"
+	if next, err := fc.FinishClaiming(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
+		End: &queue.AttemptEnd{Ref: other, Outcome: store.Outcome{State: store.AttemptSucceeded}}}, lease, spec); err == nil || next != nil {
+		t.Fatalf("FinishClaiming with another task's attempt: %+v, %v", next, err)
+	}
+	next, err := fc.FinishClaiming(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
+		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}}}, lease, spec)
+	if err != nil || next == nil || next.Task != "b" || next.Attempt == nil || next.Attempt.State != store.AttemptQueued ||
+		next.Attempt.Token <= a.Token || next.Attempt.Worker != "w1" {
+		t.Fatalf("FinishClaiming after a: %+v, %v; want b claimed with a queued attempt", next, err)
+	}
+	if got, err := h.GetAttempt(ctx, a.AttemptRef); err != nil || got.State != store.AttemptSucceeded {
+		t.Fatalf("a's attempt: %+v, %v", got, err)
+	}
+	if _, by := status(t, h, cl.Run); by["a"].State != queue.WorkSucceeded || by["b"].State != queue.WorkClaimed || by["b"].Worker != "w1" {
+		t.Fatalf("after FinishClaiming: %+v", by)
+	}
+	// b's claim expires and is swept: its late end is recorded, and
+	// nothing is claimed.
+	clock.Advance(lease)
+	if _, err := h.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	late, err := fc.FinishClaiming(ctx, "w1", next.Ref, queue.Result{Ending: queue.Succeeded,
+		End: &queue.AttemptEnd{Ref: next.Attempt.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}}}, lease, spec)
+	if !errors.Is(err, store.ErrLeaseLost) || late != nil {
+		t.Fatalf("FinishClaiming of a lost claim: %+v, %v; want store.ErrLeaseLost", late, err)
+	}
+	if got, err := h.GetAttempt(ctx, next.Attempt.AttemptRef); err != nil || got.State != store.AttemptSucceeded {
+		t.Fatalf("b's attempt's end was not recorded: %+v, %v", got, err)
 	}
 }
