@@ -293,8 +293,12 @@ type txEnds struct {
 }
 
 // first puts the BEGIN (and the test clock) at the head of b and returns
-// how many results to skip before b's own.
+// how many results to skip before b's own; nothing once the transaction
+// began (a claim that follows a finish in its transaction).
 func (e *txEnds) first(b *pgx.Batch) int {
+	if e.begun {
+		return 0
+	}
 	head := []*pgx.QueuedQuery{{SQL: "BEGIN ISOLATION LEVEL READ COMMITTED"}}
 	if e.clock != nil {
 		head = append(head, &pgx.QueuedQuery{SQL: `SELECT set_config('pipec.now', $1, true)`,

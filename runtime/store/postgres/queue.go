@@ -373,8 +373,7 @@ func scanCandidates(rows pgx.Rows, err error) ([]queue.Work, error) {
 // claim's writes with the COMMIT.
 func claim(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
 	cb := &pgx.Batch{}
-	cb.Queue(candidatesSQL(false), claimPage, worker)
-	cb.Queue(unservedSQL, worker, queue.ClaimCandidates)
+	queueClaimReads(cb, worker)
 	skip := ends.first(cb)
 	cbr := tx.SendBatch(ctx, cb)
 	for range skip {
@@ -383,17 +382,35 @@ func claim(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease ti
 			return nil, err
 		}
 	}
-	page, err := scanCandidates(cbr.Query())
-	var unserved []queue.Work
-	if err == nil {
-		unserved, err = scanUnserved(cbr.Query())
-	}
+	page, unserved, err := readClaimReads(cbr)
 	if cerr := cbr.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
+	return claimFrom(ctx, tx, ends, worker, lease, start, epoch, page, unserved)
+}
+
+// queueClaimReads queues a claim's first reads on b: the first page of
+// candidates, and the unserved labelled tasks; readClaimReads reads them.
+func queueClaimReads(b *pgx.Batch, worker string) {
+	b.Queue(candidatesSQL(false), claimPage, worker)
+	b.Queue(unservedSQL, worker, queue.ClaimCandidates)
+}
+
+func readClaimReads(br pgx.BatchResults) (page, unserved []queue.Work, err error) {
+	if page, err = scanCandidates(br.Query()); err != nil {
+		return nil, nil, err
+	}
+	unserved, err = scanUnserved(br.Query())
+	return page, unserved, err
+}
+
+// claimFrom is claim once its first reads are in (page, unserved).
+func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64,
+	page, unserved []queue.Work) (*queue.Claim, error) {
+	var err error
 	var cands []queue.Work
 	pick := queue.Pick{Chosen: -1}
 	for {
@@ -572,12 +589,58 @@ func scanUnserved(rows pgx.Rows, err error) ([]queue.Work, error) {
 // run's tasks, then the attempt's row, in one round trip; the attempt's end,
 // its events and the DAG's step go in another.
 func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result) error {
+	return s.finish(ctx, worker, ref, r, nil)
+}
+
+var _ queue.FinishClaimer = (*Store)(nil)
+
+// FinishClaiming implements queue.FinishClaimer: Finish, then the next
+// claim (ClaimStarting's) in the same transaction. Where the finish's
+// writes end the round trips of a finish that does not end the run (the
+// usual case), the claim's first reads ride with them: a visit's end and
+// the next claim cost three round trips and one commit, not four and two.
+func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
+	next := &nextClaim{lease: lease, spec: spec}
+	err := s.granting(ctx, func(epoch int64) error {
+		next.epoch, next.claim = epoch, nil
+		return s.finish(ctx, worker, ref, r, next)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return next.claim, nil
+}
+
+// nextClaim is the claim FinishClaiming makes in its finish's transaction;
+// claim is what it claimed.
+type nextClaim struct {
+	lease time.Duration
+	spec  store.AttemptSpec
+	epoch int64
+	claim *queue.Claim
+}
+
+// finish is Finish, and FinishClaiming with next.
+func (s *Store) finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result, next *nextClaim) error {
 	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
 		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
 	}
 	lost := false
 	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		lost = false
+		if next != nil {
+			next.claim = nil
+		}
+		// claimNext claims in tx once the finish is written (nothing for a
+		// plain Finish: txPipelined commits).
+		claimNext := func() error {
+			if next == nil {
+				return nil
+			}
+			var err error
+			next.claim, err = claim(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch)
+			return err
+		}
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
 		var openDeps int
@@ -683,37 +746,54 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 	THEN pg_notify('`+workChannel+`', '') END,
 	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
 				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State)
-			last := openDeps > 0 // the run goes on: nothing follows the writes
-			if last {
+			last := openDeps > 0 // the run goes on: nothing of the finish follows the writes
+			commit := last && next == nil
+			if commit {
 				ends.last(writes)
 			}
+			after := writes.Len() // what follows the step: the COMMIT, or the next claim's first reads
+			if last && next != nil {
+				queueClaimReads(writes, worker)
+			}
 			br := tx.SendBatch(ctx, writes)
-			for range writes.Len() - 1 - b2i(last) {
+			for range after - 1 - b2i(commit) {
 				if _, err := br.Exec(); err != nil {
 					br.Close()
 					return err
 				}
 			}
 			var open int
+			var page, unserved []queue.Work
 			err := br.QueryRow().Scan(nil, &open)
-			if err == nil && last {
+			switch {
+			case err != nil:
+			case commit:
 				err = ends.committed(br)
+			case last:
+				page, unserved, err = readClaimReads(br)
 			}
 			if cerr := br.Close(); err == nil {
 				err = cerr
 			}
-			if err != nil || last {
+			if err != nil || commit {
+				return err
+			}
+			if last {
+				next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, unserved)
 				return err
 			}
 			if open > 0 {
-				return nil // its dependents are still to run: the run goes on
+				return claimNext() // its dependents are still to run: the run goes on
 			}
 			// No dependents, or all of them not run already (another of
 			// their needs failed): this may be the run's last task.
 			if err := lockSubmission(ctx, tx, ref.Run); err != nil {
 				return err
 			}
-			return maybeFinishRun(ctx, tx, ref.Run)
+			if err := maybeFinishRun(ctx, tx, ref.Run); err != nil {
+				return err
+			}
+			return claimNext()
 		}
 		if writes.Len() > 0 {
 			if err := tx.SendBatch(ctx, writes).Close(); err != nil {
@@ -729,7 +809,10 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 		if err := notifyWork(ctx, tx); err != nil {
 			return err
 		}
-		return maybeFinishRun(ctx, tx, ref.Run)
+		if err := maybeFinishRun(ctx, tx, ref.Run); err != nil {
+			return err
+		}
+		return claimNext()
 	})
 	if err == nil && lost {
 		err = fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
