@@ -602,22 +602,34 @@ var _ queue.FinishClaimer = (*Store)(nil)
 func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
 	next := &nextClaim{lease: lease, spec: spec}
 	err := s.granting(ctx, func(epoch int64) error {
-		next.epoch, next.claim = epoch, nil
+		next.epoch, next.claim, next.after = epoch, nil, false
 		return s.finish(ctx, worker, ref, r, next)
 	})
 	if err != nil {
 		return nil, err
 	}
+	if next.after {
+		// The finish committed: a claim that fails now is no error of it
+		// (the worker's next claim says what went wrong).
+		cl, err := s.ClaimStarting(ctx, worker, lease, spec)
+		if err != nil {
+			return nil, nil
+		}
+		return cl, nil
+	}
 	return next.claim, nil
 }
 
 // nextClaim is the claim FinishClaiming makes in its finish's transaction;
-// claim is what it claimed.
+// claim is what it claimed. after: the finish locked its run's submission
+// (it may end the run), so the claim is made after its commit instead: the
+// run's hot row stays locked no longer than the finish needs it.
 type nextClaim struct {
 	lease time.Duration
 	spec  store.AttemptSpec
 	epoch int64
 	claim *queue.Claim
+	after bool
 }
 
 // finish is Finish, and FinishClaiming with next.
@@ -640,6 +652,14 @@ func (s *Store) finish(ctx context.Context, worker string, ref queue.Ref, r queu
 			var err error
 			next.claim, err = claim(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch)
 			return err
+		}
+		// claimAfter leaves the claim to follow the commit of a finish that
+		// locked the submission.
+		claimAfter := func() error {
+			if next != nil {
+				next.after = true
+			}
+			return nil
 		}
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
@@ -793,7 +813,7 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 			if err := maybeFinishRun(ctx, tx, ref.Run); err != nil {
 				return err
 			}
-			return claimNext()
+			return claimAfter()
 		}
 		if writes.Len() > 0 {
 			if err := tx.SendBatch(ctx, writes).Close(); err != nil {
@@ -812,7 +832,7 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 		if err := maybeFinishRun(ctx, tx, ref.Run); err != nil {
 			return err
 		}
-		return claimNext()
+		return claimAfter()
 	})
 	if err == nil && lost {
 		err = fmt.Errorf("%s %s is no longer %s's (its lease expired and the task was taken over): %w", ref.Run, ref.Task, worker, store.ErrLeaseLost)
