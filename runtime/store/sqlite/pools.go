@@ -21,7 +21,7 @@ var _ queue.PoolSlots = (*Store)(nil)
 func poolBusy(ctx context.Context, tx *queueTx, key string, except queue.Ref) (int, error) {
 	now := tx.s.lease()
 	var n int
-	err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM work WHERE state = 'claimed' AND pool = ?1)
+	err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM work WHERE state = 'claimed' AND pool <> '' AND pool = ?1)
 	+ (SELECT count(*) FROM pool_holds WHERE pool = ?1 AND expiry_boot = ?2 AND expiry_until > ?3 AND NOT (run = ?4 AND task = ?5))`,
 		key, now.Boot, now.Nanos, except.Run, except.Task).Scan(&n)
 	return n, err

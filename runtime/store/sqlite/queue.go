@@ -119,7 +119,7 @@ func (s *Store) Register(ctx context.Context, w queue.WorkerInfo, lease time.Dur
 			return err
 		}
 		if replacing {
-			if _, err := tx.Exec(ctx, `UPDATE work SET claim_until = 0 WHERE worker = ? AND state = 'claimed'`, w.Name); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE work SET claim_until = 0 WHERE worker = ? AND `+isClaimed, w.Name); err != nil {
 				return err
 			}
 		}
@@ -156,14 +156,14 @@ func (s *Store) Heartbeat(ctx context.Context, name string, lease time.Duration)
 		// Only claims still live: one that expired (this worker was paused
 		// or cut off) is lost, whether or not a sweep saw it yet.
 		now := s.lease()
-		if _, err := tx.Exec(ctx, `UPDATE work SET claim_boot = ?2, claim_until = ?3 WHERE worker = ?1 AND state = 'claimed'
+		if _, err := tx.Exec(ctx, `UPDATE work SET claim_boot = ?2, claim_until = ?3 WHERE worker = ?1 AND `+isClaimed+`
 	AND claim_boot = ?4 AND claim_until > ?5`, name, until.Boot, until.Nanos, now.Boot, now.Nanos); err != nil {
 			return err
 		}
 		held, err = collect(func(r *sql.Rows) (queue.Ref, error) {
 			var ref queue.Ref
 			return ref, r.Scan(&ref.Run, &ref.Task)
-		})(tx.Query(ctx, `SELECT run, task FROM work WHERE worker = ?1 AND state = 'claimed' AND claim_boot = ?2 AND claim_until = ?3
+		})(tx.Query(ctx, `SELECT run, task FROM work WHERE worker = ?1 AND `+isClaimed+` AND claim_boot = ?2 AND claim_until = ?3
 ORDER BY run, task`, name, until.Boot, until.Nanos))
 		return err
 	})
@@ -275,7 +275,7 @@ const offeredSQL = `NOT EXISTS (SELECT 1 FROM json_each(w.labels) t WHERE t.valu
 
 // unservedSQL selects, with the lease clock's reading as ?1 and ?2, the
 // ready labelled tasks no live worker offers the labels of.
-const unservedSQL = `SELECT w.run, w.task, w.labels FROM work w WHERE w.state = 'ready' AND json_array_length(w.labels) > 0
+const unservedSQL = `SELECT w.run, w.task, w.labels FROM work w WHERE ` + isReady + ` AND json_array_length(w.labels) > 0
 	AND NOT EXISTS (SELECT 1 FROM workers k WHERE k.state = 'live' AND k.expiry_boot = ?1 AND k.expiry_until > ?2
 		AND NOT EXISTS (SELECT 1 FROM json_each(w.labels) t WHERE t.value NOT IN (SELECT value FROM json_each(k.labels))))
 ORDER BY w.run, w.task LIMIT ?3`
@@ -305,7 +305,7 @@ func (s *Store) claim(ctx context.Context, worker string, lease time.Duration, s
 	if lease <= 0 {
 		return nil, fmt.Errorf("claim: the lease must be positive")
 	}
-	if ok, err := s.exists(ctx, `SELECT 1 FROM work WHERE state = 'ready'`); err != nil || !ok {
+	if ok, err := s.exists(ctx, `SELECT 1 FROM work WHERE `+isReady); err != nil || !ok {
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
@@ -357,7 +357,7 @@ func (s *Store) claimIn(ctx context.Context, tx *queueTx, worker string, lease t
 		busy := map[string]int{} // claimed tasks per pool, counted once per claim
 		for len(cands) < queue.ClaimCandidates && pick.Chosen < 0 {
 			page, err := collect(scanCandidate)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels, pool, pool_slots FROM work w
-WHERE state = 'ready' AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
+WHERE `+isReady+` AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
 			if err != nil {
 				return err
 			}
@@ -536,7 +536,7 @@ func finishIn(ctx context.Context, tx *queueTx, worker string, ref queue.Ref, r 
 	err = func() error {
 		w := queue.Work{Ref: ref, Worker: worker}
 		var limits, st, deps string
-		err := tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work WHERE run = ? AND task = ? AND state = 'claimed' AND worker = ?`,
+		err := tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work WHERE run = ? AND task = ? AND `+isClaimed+` AND worker = ?`,
 			ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -669,7 +669,16 @@ func maybeFinishRun(ctx context.Context, tx *queueTx, run string) error {
 
 // expiredSQL selects the claims whose lease expired on the lease clock
 // (?1 boot, ?2 nanos): of another boot, or run out.
-const expiredSQL = `state = 'claimed' AND (claim_boot <> ?1 OR claim_until <= ?2)`
+const expiredSQL = isClaimed + ` AND (claim_boot <> ?1 OR claim_until <= ?2)`
+
+// isReady and isClaimed select ready and claimed work through the partial
+// index work_open. SQLite uses a partial index only for a query that repeats
+// its WHERE term (it does not infer state IN ('ready', 'claimed') from
+// state = 'ready'); without it every claim scanned every task of every run.
+const (
+	isReady   = `state IN ('ready', 'claimed') AND state = 'ready'`
+	isClaimed = `state IN ('ready', 'claimed') AND state = 'claimed'`
+)
 
 // Sweep implements queue.Queue: a claim whose lease expired belongs to a
 // worker that stopped renewing (SIGSTOP, SIGKILL); the model treats it as a
