@@ -455,8 +455,9 @@ WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, st
 }
 
 // queueFinishAttempt is finishAttempt for cur, read with its row locked,
-// as writes queued on b: the same checks, statements and events, sent in
-// one round trip by the caller (Finish of the queue).
+// as one statement queued on b (Finish of the queue sends it with the
+// DAG's step): the same checks, the same columns written (the process's,
+// Outcome.Ran, then the end's) and the same events in the same order.
 func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome) error {
 	ref := cur.AttemptRef
 	was := cur.State
@@ -464,19 +465,31 @@ func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome) error 
 	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
 		return err
 	}
+	// $1-$3 the attempt, $4-$7 its end, $8 and $9 the events' kinds and
+	// payloads; with ran, $10-$15 its process as markRunningSQL records it.
+	var kinds, payloads []string
+	args := []any{ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail, nil, nil}
+	process := ""
 	if ran {
-		b.Queue(markRunningSQL, markRunningArgs(cur, *o.Ran)...)
 		if cur.State == store.AttemptQueued {
 			ev, payload := runningEvent(cur, *o.Ran)
-			queueEvent(b, ev, payload)
+			kinds, payloads = append(kinds, ev.Kind), append(payloads, eventText(payload))
 		}
 		was = store.AttemptRunning
+		a := markRunningArgs(cur, *o.Ran) // run, task, number, pid, lease ms, lease µs, pgid, start, host, boot
+		args = append(args, a[3], a[4], a[6], a[7], a[8], a[9])
+		process = `started = COALESCE(started, n.now), pid = $10, lease_ms = $11, pgid = $12, proc_start = $13, host = $14, boot_id = $15, `
 	}
-	b.Queue(`UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
-WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail)
-	queueEvent(b, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
-		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-			"token": cur.Token, "was": string(was)})
+	kinds = append(kinds, store.EventAttemptFinished)
+	payloads = append(payloads, eventText(map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode,
+		"error_tail": o.ErrorTail, "token": cur.Token, "was": string(was)}))
+	args[7], args[8] = kinds, payloads
+	b.Queue(`WITH n AS (SELECT pipec_now() AS now), u AS (
+	UPDATE attempts SET `+process+`state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL
+	FROM n WHERE run = $1 AND task = $2 AND number = $3
+)
+INSERT INTO events (run, time, kind, task, attempt, payload)
+SELECT $1, n.now, e.kind, $2, $3, e.payload FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i) ORDER BY e.i`, args...)
 	return nil
 }
 

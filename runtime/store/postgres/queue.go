@@ -445,16 +445,21 @@ func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, leas
 	// The claim, its event and (start) the attempt: one round trip, with
 	// the COMMIT unless a run's waiting message is to be set after.
 	b := &pgx.Batch{}
-	b.Queue(`UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
-	claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
-RETURNING (SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2)`,
-		c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease))
-	// The run waits no more for this task (a data-modifying CTE always
-	// runs), and the claim is logged, in one statement. A message about
-	// another task stays: that one still waits.
-	b.Queue(`WITH s AS (UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($5)) = $5)
-INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, 0, $4)`,
-		c.Run, queue.EventWorkClaimed, c.Task, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
+	// The claim, the run waiting no more for this task (a message about
+	// another task stays: that one still waits) and the claim's event, in
+	// one statement (data-modifying CTEs always run), which returns the
+	// task's attempts so far.
+	b.Queue(`WITH c AS (
+	UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
+		claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
+), s AS (
+	UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($8)) = $8
+), e AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $6, $2, 0, $7)
+)
+SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2`,
+		c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease),
+		queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
 	if start != nil {
 		// As StartAttempt, queued; the resource is the run's
 		// pipeline@interval, as the runtime names it (runtime.runner
@@ -492,9 +497,6 @@ WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1
 	}
 	br := tx.SendBatch(ctx, b)
 	err = br.QueryRow().Scan(&cl.AttemptBase)
-	if err == nil {
-		_, err = br.Exec()
-	}
 	if err == nil && start != nil {
 		var a store.Attempt
 		a, err = scanAttempt(br.QueryRow())
