@@ -189,3 +189,56 @@ func testKilledBeforeTheEndRunsAgain(t *testing.T, b backend) {
 		t.Fatalf("published %q (%v), want w2's extract", data, err)
 	}
 }
+
+// TestStoppedAfterTheEndHandsBackTheNextClaim stops a real worker (SIGTERM,
+// from its test hook) the moment its extract's visit ended. Where the
+// queue claims in the same transaction (queue.FinishClaimer) the worker
+// holds clean's claim by then, before any visit of it began: stopping, it
+// hands that claim back uncounted, as any visit it stops, and a second
+// worker runs clean as its first start.
+func TestStoppedAfterTheEndHandsBackTheNextClaim(t *testing.T) {
+	onBoth(t, testStoppedAfterTheEndHandsBackTheNextClaim)
+}
+
+func testStoppedAfterTheEndHandsBackTheNextClaim(t *testing.T, b backend) {
+	e := newEnvOn(t, b, dagSpec, dagFiles)
+	w1 := e.hookedWorker(t, "w1", "after-finish:extract:term")
+	run := e.submit("2024-01-01")
+	select {
+	case <-w1.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("worker w1 did not stop:\n%s", w1.output())
+	}
+	if ee, ok := w1.err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(w1.output(), "worker w1 stopped") {
+		t.Fatalf("w1 exited with %v after SIGTERM, want 130 after a clean stop\n%s", w1.err, w1.output())
+	}
+	rs, err := e.st.Status(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range rs.Tasks {
+		if ts.Task == "clean" && (ts.State != queue.WorkReady || ts.Failover.Starts != 0) {
+			t.Fatalf("clean after w1 stopped: %+v\n%s", ts, w1.output())
+		}
+	}
+	e.worker("w2")
+	rs = e.until(run, "the run's end", finished)
+	if rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s: %+v", rs.Run.State, rs.Tasks)
+	}
+	for _, ts := range rs.Tasks {
+		if ts.Task == "clean" && (ts.Failover.Starts != 1 || ts.Failover.Failovers != 0) {
+			t.Fatalf("clean's counts: %+v", ts.Failover)
+		}
+	}
+	if as := e.attempts(run, "clean"); len(as) == 0 || as[len(as)-1].State != store.AttemptSucceeded {
+		t.Fatalf("clean's attempts: %+v", as)
+	}
+	// w1's Finish did claim clean, and w1 handed it back.
+	if got := e.starts(run, "clean"); strings.Join(got, " ") != "w1 w2" {
+		t.Fatalf("clean's claims: %v, want [w1 w2]\n%s", got, w1.output())
+	}
+	if n := e.events(run, queue.EventWorkHandedBack, "clean"); n != 1 {
+		t.Fatalf("clean handed back %d times, want 1\n%s", n, w1.output())
+	}
+}

@@ -11,15 +11,20 @@ import (
 
 // hook kills this worker with SIGKILL at a point of a visit, for tests
 // that must kill a real worker exactly there: PIPEC_TEST_HOOK=POINT:TASK
-// (hookBeforeFinish or hookAfterFinish, and the task's name). Only a binary
-// built with -tags pipec_testhook has it; see hook.go.
+// (hookBeforeFinish or hookAfterFinish, and the task's name);
+// PIPEC_TEST_HOOK=POINT:TASK:term stops it gracefully there instead
+// (SIGTERM, and the visit goes on). Only a binary built with -tags
+// pipec_testhook has it; see hook.go.
 func (c *Config) hook(point, task string) {
-	if os.Getenv("PIPEC_TEST_HOOK") != point+":"+task {
-		return
+	switch os.Getenv("PIPEC_TEST_HOOK") {
+	case point + ":" + task:
+		c.logf("test hook %s:%s: killing this worker", point, task)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	case point + ":" + task + ":term":
+		c.logf("test hook %s:%s: stopping this worker", point, task)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	}
-	c.logf("test hook %s:%s: killing this worker", point, task)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // the signal is on its way
 }
 
 // testIdentity records this worker's attempts as another machine's when
