@@ -9,10 +9,10 @@ import (
 // fastParser builds the hclsyntax tree of one piece of a pipeline body
 // directly from the bytes, for the plain subset of HCL that generated and
 // hand-written specs are made of: blocks with quoted labels, attributes whose
-// values are ASCII strings without escapes or templates, whole or decimal
-// numbers, bools, and lists and one-line maps of those, with # and //
-// comments. It gives up on anything else, and the piece goes through
-// hclsyntax.ParseConfig instead.
+// values are ASCII strings without templates (the escapes \n \r \t \" and \\
+// allowed), whole or decimal numbers, bools, and lists and one-line maps of
+// those, with # and // comments. It gives up on anything else, and the piece
+// goes through hclsyntax.ParseConfig instead.
 //
 // Why: hclsyntax first turns the whole piece into tokens of about 100 bytes
 // each, measuring every token in grapheme clusters; on a large spec that token
@@ -88,6 +88,14 @@ func (p *fastParser) from(start hcl.Pos) hcl.Range {
 func (p *fastParser) peek() byte {
 	if p.i < p.end {
 		return p.src[p.i]
+	}
+	return 0
+}
+
+// peekAt is the byte n bytes ahead, 0 past the end of the piece.
+func (p *fastParser) peekAt(n int) byte {
+	if p.i+n < p.end {
+		return p.src[p.i+n]
 	}
 	return 0
 }
@@ -291,11 +299,16 @@ func (p *fastParser) block(typ string, typeRange hcl.Range) (*hclsyntax.Block, b
 	return b, true
 }
 
-// quoted reads a non-empty quoted string of printable ASCII with no escape,
-// interpolation or directive: its value is then its bytes.
+// quoted reads a non-empty quoted string of printable ASCII with no
+// interpolation or directive. Its value is its bytes, with the escapes
+// \n \r \t \" and \\ replaced as hclsyntax replaces them (a command line
+// often holds one); any other escape goes through hclsyntax, which reports the
+// invalid ones.
 func (p *fastParser) quoted() (string, hcl.Range, bool) {
 	start := p.pos()
 	p.i++
+	var unescaped []byte // nil until the first escape
+	from := p.i          // the first byte not yet copied to unescaped
 	for p.i < p.end {
 		c := p.src[p.i]
 		switch {
@@ -303,17 +316,47 @@ func (p *fastParser) quoted() (string, hcl.Range, bool) {
 			if p.i == start.Byte+1 {
 				return "", hcl.Range{}, false
 			}
-			s := string(p.src[start.Byte+1 : p.i])
+			var s string
+			if unescaped == nil {
+				s = string(p.src[from:p.i])
+			} else {
+				s = string(append(unescaped, p.src[from:p.i]...))
+			}
 			p.i++
 			return s, p.from(start), true
-		case c < 0x20 || c >= 0x7f || c == '\\':
+		case c == '\\':
+			r, ok := escaped(p.peekAt(1))
+			if !ok {
+				return "", hcl.Range{}, false
+			}
+			unescaped = append(append(unescaped, p.src[from:p.i]...), r)
+			p.i += 2
+			from = p.i
+			continue
+		case c < 0x20 || c >= 0x7f:
 			return "", hcl.Range{}, false
-		case (c == '$' || c == '%') && p.i+1 < p.end && p.src[p.i+1] == '{':
+		case (c == '$' || c == '%') && p.peekAt(1) == '{':
 			return "", hcl.Range{}, false
 		}
 		p.i++
 	}
 	return "", hcl.Range{}, false
+}
+
+// escaped is the byte an escape \c in a quoted string stands for, for the
+// escapes the fast path takes.
+func escaped(c byte) (byte, bool) {
+	switch c {
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	case '"', '\\':
+		return c, true
+	}
+	return 0, false
 }
 
 // expr parses one value.

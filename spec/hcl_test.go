@@ -392,7 +392,7 @@ func BenchmarkLoadHCLWhole(b *testing.B) {
 // hclsyntax: every piece of the plain specs must take the fast path, and what
 // it decodes to must be what hclsyntax's tree decodes to.
 func TestFastParse(t *testing.T) {
-	srcs := map[string][]byte{"gen.hcl": genHCL(200)}
+	srcs := map[string][]byte{"gen.hcl": genHCL(200), "escapes.hcl": []byte(escapesHCL)}
 	for _, path := range specFiles(t, "ok") {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -428,7 +428,7 @@ func TestFastParse(t *testing.T) {
 	}
 	// Outside the subset, the fast path must give up rather than guess.
 	for _, piece := range []string{
-		"a = \"x\\n\"\n", "a = \"${b}\"\n", "a = -1\n", "a = 1e3\n", "a = b\n", "a = \"é\"\n",
+		"a = \"x\\u0041\"\n", "a = \"x\\q\"\n", "a = \"x\\\n", "a = \"x\\${b}\"\n", "a = \"${b}\"\n", "a = -1\n", "a = 1e3\n", "a = b\n", "a = \"é\"\n",
 		"a = 1\r\n", "a = <<EOT\nx\nEOT\n", "b { /* c */\n}\n", "a = 1\na = 2\n", "a = [1 2]\n",
 		"a = { b = 1\n}\n", "b x {\n}\n", "a = \"\"\n", "a = 1 }\n", "b { a = 1, c = 2 }\n", "a = null\n",
 	} {
@@ -437,6 +437,21 @@ func TestFastParse(t *testing.T) {
 		}
 	}
 }
+
+// escapesHCL holds the escapes the fast path reads itself, in values,
+// labels and maps, next to text that only looks like one.
+const escapesHCL = `pipeline "esc" {
+  task "t\"q" {
+    command = ["sh", "-c", "printf 'id\n1\n' > \"$OUT/final.csv\"", "a\tb\r", "\\"]
+    env     = { MODE = "a\"b", PATH = "C:\\bin" }
+    timeout = "1m"
+  }
+
+  task "t2" {
+    command = ["echo", "\n"] # \n in a comment
+  }
+}
+`
 
 // TestFieldsDecodable checks that every field of the table can be decoded:
 // a plain field has a value kind and a setter, a nested one names a kind of
