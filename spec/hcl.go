@@ -334,12 +334,14 @@ type bodyPart struct {
 	unknownAttr bool
 }
 
-// partAttr is a pipeline attribute a piece sets, with the value read.
+// partAttr is a pipeline attribute a piece sets, with the value read. It
+// holds no node of the piece's tree, whose memory is reused (fastArena).
 type partAttr struct {
-	a  *hclsyntax.Attribute
-	f  *Field
-	v  Value
-	ok bool
+	name      string
+	nameRange hcl.Range
+	f         *Field
+	v         Value
+	ok        bool
 }
 
 // decodePipelineBody decodes the items of (a piece of) a pipeline body.
@@ -352,7 +354,7 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 		}
 	}
 	blocks := l.content(body, pipelineSchema, KindPipeline, p, &p.Attrs, func(a *hclsyntax.Attribute, f *Field, v *Value, ok bool) {
-		part.attrs = append(part.attrs, partAttr{a: a, f: f, v: *v, ok: ok})
+		part.attrs = append(part.attrs, partAttr{name: a.Name, nameRange: a.NameRange, f: f, v: *v, ok: ok})
 	})
 	ntasks := 0
 	for _, b := range blocks {
@@ -400,7 +402,7 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 // labelled blocks of one type with one name. The second of a pair points at
 // the first and is dropped, so later stages do not report it again.
 func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
-	set := map[string]*hclsyntax.Attribute{}
+	set := map[string]hcl.Range{} // where each attribute was set first
 	if len(parts) == 1 {
 		// Take the slices as they are rather than copy them.
 		part := parts[0].p
@@ -418,20 +420,19 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 	}
 	for _, part := range parts {
 		for _, pa := range part.attrs {
-			a := pa.a
-			if first := set[a.Name]; first != nil {
+			if first, dup := set[pa.name]; dup {
 				// The parser reports this within one piece; this is the same
 				// finding across pieces.
-				l.errorf(a.NameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", a.Name, first.NameRange.String())
+				l.errorf(pa.nameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", pa.name, first.String())
 				continue
 			}
-			set[a.Name] = a
+			set[pa.name] = pa.nameRange
 			if pa.ok {
 				pa.f.set(p, &pa.v)
 			}
-			p.Attrs.Set(a.Name, part.p.Attrs.Ranges[a.Name])
-			if part.p.Refused(a.Name) {
-				p.Attrs.Refuse(a.Name)
+			p.Attrs.Set(pa.name, part.p.Attrs.Ranges[pa.name])
+			if part.p.Refused(pa.name) {
+				p.Attrs.Refuse(pa.name)
 			}
 		}
 		for _, s := range part.schedules {

@@ -202,6 +202,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 	workers := min(runtime.GOMAXPROCS(0), len(lay.pieces))
 	for range workers {
 		wg.Go(func() {
+			var arena fastArena
 			for !failed.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(lay.pieces) {
@@ -209,7 +210,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 				}
 				pc := lay.pieces[i]
 				l := &hclLoader{file: filename}
-				body, ok := fastParse(filename, src, pc.start, pc.end, pc.line)
+				body, ok := arena.parse(filename, src, pc.start, pc.end, pc.line)
 				if !ok {
 					var syntaxErr bool
 					body, syntaxErr = l.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
@@ -219,6 +220,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 					}
 				}
 				parts[i] = l.decodePipelineBody(body)
+				arena.reuse() // the model holds nothing of the tree
 				if parts[i].unknownAttr {
 					failed.Store(true)
 					return
