@@ -58,8 +58,21 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 	)
 	n := len(src)
 	for i := 0; i < n; i++ {
-		c := src[i]
 		top := &stack[len(stack)-1]
+		// Most bytes mean nothing to the scan: skip them in a tight loop
+		// (a byte at a time through the switches below was the whole
+		// layout's cost). Before the body opens and after it closes every
+		// byte counts.
+		switch {
+		case top.str:
+			i = skipPlain(src, i, strSpecialLo, strSpecialHi)
+		case !closed && !needNL:
+			i = skipPlain(src, i, codeSpecialLo, codeSpecialHi)
+		}
+		if i >= n {
+			break
+		}
+		c := src[i]
 		if top.str {
 			switch c {
 			case '\\':
@@ -177,6 +190,28 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 	}
 	lay.header = append(src[:bodyStart:bodyStart], "}\n"...)
 	return lay, true
+}
+
+// The bytes layoutHCL acts on, as bit sets of ASCII: in code (newlines,
+// comments, strings, heredocs, brackets) and in quoted strings (escapes, the
+// closing quote, newlines, template openers).
+const (
+	codeSpecialLo = 1<<'\n' | 1<<'#' | 1<<'/' | 1<<'"' | 1<<'<' | 1<<'(' | 1<<')'
+	codeSpecialHi = 1<<('['-64) | 1<<(']'-64) | 1<<('{'-64) | 1<<('}'-64)
+	strSpecialLo  = 1<<'\n' | 1<<'"' | 1<<'$' | 1<<'%'
+	strSpecialHi  = 1 << ('\\' - 64)
+)
+
+// skipPlain returns the offset of the first byte at or after i that is in
+// the set (lo, hi), or len(src).
+func skipPlain(src []byte, i int, lo, hi uint64) int {
+	for ; i < len(src); i++ {
+		c := src[i]
+		if c < 64 && lo>>c&1 != 0 || c >= 64 && c < 128 && hi>>(c-64)&1 != 0 {
+			return i
+		}
+	}
+	return i
 }
 
 // loadChunked parses and decodes the pieces of lay concurrently and merges
