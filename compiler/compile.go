@@ -137,18 +137,39 @@ func compile(p *spec.Pipeline) (*Result, *compilation, diag.Diagnostics) {
 		producer: make(map[string]string, len(p.Tasks)),
 	}
 	c.index()
+	// On a second core, while link resolves references: the node ids'
+	// sort and the input variables' check, which read only what index
+	// built (a sixth of a 10,000-task compile).
+	beside := inBackground(func() besideLink {
+		return besideLink{nodes: indexNodes(c.nodes), inputVars: c.checkInputVars()}
+	})
 	c.edges = make([]edge, 0, c.edgeEstimate())
 	c.link()
-	c.checkInputVars()
+	done := beside()
+	c.ds = append(c.ds, done.inputVars...)
 	c.resolveClasses()
 	c.checkSinks()
 	c.checkNumbers()
-	g, keys := newGraph(c.nodes, c.edges)
+	g, keys := newGraph(done.nodes, c.edges)
 	res := &Result{Spec: p, Graph: g, Producer: c.producer, written: c.edges, edgeKeys: keys, Names: &Names{
 		Tasks: c.tasks, Checks: c.checks, Policies: c.policies, Classes: c.classes, Pools: c.pools, Sinks: c.sinks, Publishes: c.publishes,
 	}}
 	c.reportCycles(res)
 	return res, c, c.ds.Sort()
+}
+
+// besideLink is what compile computes while link runs.
+type besideLink struct {
+	nodes     nodeIndex
+	inputVars diag.Diagnostics
+}
+
+// inBackground runs f on another goroutine; the function it returns waits
+// for f's result.
+func inBackground[T any](f func() T) func() T {
+	result := make(chan T, 1)
+	go func() { result <- f() }()
+	return func() T { return <-result }
 }
 
 type compilation struct {

@@ -28,22 +28,34 @@ type Graph struct {
 	Cycles [][]string
 }
 
+// nodeIndex is the node ids, sorted, and the position of each.
+type nodeIndex struct {
+	sorted []string
+	pos    map[string]int32
+}
+
+// indexNodes sorts the node ids. It needs only what index found, so compile
+// runs it beside link.
+func indexNodes(nodes []string) nodeIndex {
+	ix := nodeIndex{sorted: slices.Sorted(slices.Values(nodes)), pos: make(map[string]int32, len(nodes))}
+	for i, id := range ix.sorted {
+		ix.pos[id] = int32(i)
+	}
+	return ix
+}
+
 // newGraph builds the graph from the node ids and the edges as written. It
 // returns the edges' keys sorted by (from, to) with duplicates dropped (the
 // first writing of an edge is kept, so its range points where the author
 // first made it). All the work is on int32 node indices: sorting 300,000 edges
 // as structs of strings was a third of a 100k-task compile.
-func newGraph(nodes []string, written []edge) (*Graph, []edgeKey) {
-	gr := &Graph{Nodes: slices.Sorted(slices.Values(nodes)),
-		Succ: make(map[string][]string, len(nodes)), Pred: make(map[string][]string, len(nodes))}
+func newGraph(nodes nodeIndex, written []edge) (*Graph, []edgeKey) {
+	gr := &Graph{Nodes: nodes.sorted,
+		Succ: make(map[string][]string, len(nodes.sorted)), Pred: make(map[string][]string, len(nodes.sorted))}
 	n := len(gr.Nodes)
-	pos := make(map[string]int32, n)
-	for i, id := range gr.Nodes {
-		pos[id] = int32(i)
-	}
 	keys := make([]edgeKey, len(written))
 	for i, e := range written {
-		keys[i] = edgeKey{pos[e.from], pos[e.to], int32(i)}
+		keys[i] = edgeKey{nodes.pos[e.from], nodes.pos[e.to], int32(i)}
 	}
 	// Sort by (from, to, seq). Packed into one uint64 when the indices fit
 	// (2^21 nodes, 2^22 edges), the sort compares integers instead of
