@@ -74,6 +74,11 @@ type hclLoader struct {
 	ds   diag.Diagnostics
 	// val holds the value being read, reused from field to field.
 	val Value
+	// taskRoom is where decodePipelineBody puts the tasks when it has room
+	// for exactly as many as the body declares: a piece's window of the
+	// array loadChunked allocates for the whole pipeline (for the loader
+	// that merges the pieces, that whole array; see merge).
+	taskRoom []Task
 }
 
 // parse runs the hclsyntax parser on src, which starts at position start of the
@@ -362,7 +367,10 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 			ntasks++
 		}
 	}
-	if ntasks > 0 {
+	switch {
+	case ntasks > 0 && cap(l.taskRoom) == ntasks:
+		p.Tasks = l.taskRoom[:0]
+	case ntasks > 0:
 		p.Tasks = make([]Task, 0, ntasks)
 	}
 	for _, b := range blocks {
@@ -409,6 +417,11 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 		p.Pools, p.Errors, p.Retries, p.Tasks = part.Pools, part.Errors, part.Retries, part.Tasks
 		p.Checks, p.Sinks, p.Publishes = part.Checks, part.Sinks, part.Publishes
 		parts[0].p = Pipeline{Attrs: part.Attrs}
+	} else if tasksInPlace(l.taskRoom, parts) {
+		p.Tasks = l.taskRoom[:cap(l.taskRoom)]
+		for _, part := range parts {
+			part.p.Tasks = nil // already in p.Tasks
+		}
 	} else {
 		n := 0
 		for _, part := range parts {
@@ -466,6 +479,24 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 	p.Checks = dedupe(l, "check", p.Checks, func(x *Check) *Named { return &x.Named })
 	p.Sinks = dedupe(l, "sink", p.Sinks, func(x *Sink) *Named { return &x.Named })
 	p.Publishes = dedupe(l, "publish", p.Publishes, func(x *Publish) *Named { return &x.Named })
+}
+
+// tasksInPlace reports whether the parts' tasks fill room, one part's after
+// another's, as loadChunked lays them out when the layout counted right.
+func tasksInPlace(room []Task, parts []*bodyPart) bool {
+	room = room[:cap(room)]
+	next := 0
+	for _, part := range parts {
+		ts := part.p.Tasks
+		if len(ts) == 0 {
+			continue
+		}
+		if next+len(ts) > len(room) || &room[next] != &ts[0] {
+			return false
+		}
+		next += len(ts)
+	}
+	return next > 0 && next == len(room)
 }
 
 // dedupe drops every element whose name an earlier element of the same block

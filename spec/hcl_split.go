@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"bytes"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -26,8 +27,12 @@ type hclLayout struct {
 }
 
 // hclPiece is the byte range [start, end) of one piece; it starts a line.
+// tasks counts its lines that open a task block: loadChunked decodes the
+// pieces' tasks into one array, each piece into its own window, so merging
+// them copies nothing.
 type hclPiece struct {
 	start, end, line int
+	tasks            int
 }
 
 // scanFrame is one nesting level of the layout scanner: an expression context
@@ -55,6 +60,7 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 		closed    = false
 		last      = -1 // start of the current piece
 		lastLine  = 0
+		tasks     = 0 // lines opening a task block in the current piece
 	)
 	n := len(src)
 	for i := 0; i < n; i++ {
@@ -110,8 +116,8 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 				bodyStart = i + 1
 				last, lastLine = i+1, line
 			} else if top.depth == 1 && bodyStart >= 0 && i+1-last >= chunkSize {
-				lay.pieces = append(lay.pieces, hclPiece{start: last, end: i + 1, line: lastLine})
-				last, lastLine = i+1, line
+				lay.pieces = append(lay.pieces, hclPiece{start: last, end: i + 1, line: lastLine, tasks: tasks})
+				last, lastLine, tasks = i+1, line, 0
 			}
 		case '#':
 			for i+1 < n && src[i+1] != '\n' {
@@ -157,6 +163,9 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 				}
 				needNL = true
 			}
+			if bottom && top.depth == 1 && c == '{' && opensTask(src[lineStart:i]) {
+				tasks++
+			}
 			top.depth++
 		case '}', ']', ')':
 			if top.depth == 0 {
@@ -179,7 +188,7 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 					}
 				}
 				if i > last {
-					lay.pieces = append(lay.pieces, hclPiece{start: last, end: i, line: lastLine})
+					lay.pieces = append(lay.pieces, hclPiece{start: last, end: i, line: lastLine, tasks: tasks})
 				}
 				closed = true
 			}
@@ -190,6 +199,14 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 	}
 	lay.header = append(src[:bodyStart:bodyStart], "}\n"...)
 	return lay, true
+}
+
+// opensTask reports whether a line of the pipeline body, up to the brace
+// that opens a block, opens a task block. It is a guess (a block with a
+// comment before its type is missed), which the decoder checks.
+func opensTask(line []byte) bool {
+	rest, ok := bytes.CutPrefix(bytes.TrimLeft(line, " \t"), []byte("task"))
+	return ok && len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t' || rest[0] == '"')
 }
 
 // The bytes layoutHCL acts on, as bit sets of ASCII: in code (newlines,
@@ -228,6 +245,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		return nil, nil, false
 	}
 	parts := make([]*bodyPart, len(lay.pieces))
+	head.taskRoom = make([]Task, 0, taskCount(lay.pieces))
 	found := make([]diag.Diagnostics, len(lay.pieces))
 	var (
 		next   atomic.Int64
@@ -244,7 +262,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 					return
 				}
 				pc := lay.pieces[i]
-				l := &hclLoader{file: filename}
+				l := &hclLoader{file: filename, taskRoom: taskWindow(head.taskRoom, lay.pieces, i)}
 				body, ok := arena.parse(filename, src, pc.start, pc.end, pc.line)
 				if !ok {
 					var syntaxErr bool
@@ -274,6 +292,23 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		ds = append(ds, f...)
 	}
 	return p, append(ds, head.ds...), true
+}
+
+// taskCount is how many tasks the layout found.
+func taskCount(pieces []hclPiece) int {
+	n := 0
+	for _, pc := range pieces {
+		n += pc.tasks
+	}
+	return n
+}
+
+// taskWindow is the part of room for the tasks of piece i: empty, with room
+// for as many as the layout found, and capped, so that appending more never
+// reaches the next piece's.
+func taskWindow(room []Task, pieces []hclPiece, i int) []Task {
+	start := taskCount(pieces[:i])
+	return room[start : start : start+pieces[i].tasks]
 }
 
 // loadTolerant loads a file with syntax errors item by item: each item of the

@@ -160,6 +160,37 @@ func TestLoadHCLChunked(t *testing.T) {
 	}
 }
 
+// TestLayoutCountsTasks checks that the layout finds every task block of a
+// plain spec, so its pieces' tasks are decoded in place (see taskWindow), and
+// that a miscount still loads the same pipeline.
+func TestLayoutCountsTasks(t *testing.T) {
+	src := genHCL(300)
+	lay, ok := layoutHCL(src, 4096)
+	if !ok || taskCount(lay.pieces) != 300 {
+		t.Fatalf("layout found %d tasks in 300 (ok %v)", taskCount(lay.pieces), ok)
+	}
+	want, wantDs := loadWhole("gen.hcl", src)
+	lay.pieces[1].tasks++ // a task the decoder will not find
+	p, ds, ok := loadChunked("gen.hcl", src, lay)
+	if !ok {
+		t.Fatal("the chunked load gave up")
+	}
+	if diff := cmp.Diff(want, p); diff != "" {
+		t.Errorf("model differs after a miscount (-whole +chunked):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantDs, ds.Sort()); diff != "" {
+		t.Errorf("findings differ after a miscount:\n%s", diff)
+	}
+	for line, want := range map[string]bool{
+		`  task "a" `: true, "\ttask\t\"a\" ": true, `task"a"`: true,
+		`  tasks "a" `: false, `  retry "task" `: false, `  task `[:6]: false,
+	} {
+		if got := opensTask([]byte(line)); got != want {
+			t.Errorf("opensTask(%q) = %v", line, got)
+		}
+	}
+}
+
 // TestLayoutHCL checks where the scanner cuts, and that it refuses what it does
 // not understand.
 func TestLayoutHCL(t *testing.T) {
