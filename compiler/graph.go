@@ -50,8 +50,7 @@ func indexNodes(nodes []string) nodeIndex {
 // first made it). All the work is on int32 node indices: sorting 300,000 edges
 // as structs of strings was a third of a 100k-task compile.
 func newGraph(nodes nodeIndex, written []edge) (*Graph, []edgeKey) {
-	gr := &Graph{Nodes: nodes.sorted,
-		Succ: make(map[string][]string, len(nodes.sorted)), Pred: make(map[string][]string, len(nodes.sorted))}
+	gr := &Graph{Nodes: nodes.sorted}
 	n := len(gr.Nodes)
 	keys := make([]edgeKey, len(written))
 	for i, e := range written {
@@ -87,17 +86,39 @@ func newGraph(nodes nodeIndex, written []edge) (*Graph, []edgeKey) {
 	for i := range n {
 		succAt[i+1] += succAt[i]
 	}
-	// Every adjacency list is a window of one backing array per direction
-	// (capped, so an append by a reader copies rather than overwrites its
-	// neighbour): two allocations instead of one per node, which at 10,000
-	// tasks was most of building the graph.
+	adj := indexAdjacency{at: succAt, to: succTo}
+	// The maps by id on another goroutine, while the order and the cyclic
+	// components are found on indices; only a cycle's shortest path (rare)
+	// reads the maps.
+	maps := inBackground(func() idMaps { return newIDMaps(gr.Nodes, keys, adj, predCount) })
+	comps := gr.cyclicComponents(adj)
+	gr.Order = gr.topoOrder(adj, predCount)
+	m := maps()
+	gr.Succ, gr.Pred = m.succ, m.pred
+	gr.Cycles = gr.shortestCycles(comps)
+	return gr, keys
+}
+
+// idMaps are a graph's adjacency lists by node id.
+type idMaps struct {
+	succ, pred map[string][]string
+}
+
+// newIDMaps builds the adjacency lists by id from the sorted, deduplicated
+// edge keys. Every list is a window of one backing array per direction
+// (capped, so an append by a reader copies rather than overwrites its
+// neighbour): two allocations instead of one per node, which at 10,000 tasks
+// was most of building the graph.
+func newIDMaps(nodes []string, keys []edgeKey, adj indexAdjacency, predCount []int32) idMaps {
+	n := len(nodes)
+	m := idMaps{succ: make(map[string][]string, n), pred: make(map[string][]string, n)}
 	succAll := make([]string, len(keys))
-	for i, t := range succTo {
-		succAll[i] = gr.Nodes[t]
+	for i, t := range adj.to {
+		succAll[i] = nodes[t]
 	}
 	for i := range n {
-		if a, b := succAt[i], succAt[i+1]; a < b {
-			gr.Succ[gr.Nodes[i]] = succAll[a:b:b]
+		if a, b := adj.at[i], adj.at[i+1]; a < b {
+			m.succ[nodes[i]] = succAll[a:b:b]
 		}
 	}
 	predAt := make([]int32, n+1)
@@ -108,18 +129,15 @@ func newGraph(nodes nodeIndex, written []edge) (*Graph, []edgeKey) {
 	fill := slices.Clone(predAt[:n])
 	// Keys are sorted by source, so each node's predecessors arrive sorted.
 	for _, k := range keys {
-		predAll[fill[k.to]] = gr.Nodes[k.from]
+		predAll[fill[k.to]] = nodes[k.from]
 		fill[k.to]++
 	}
 	for i := range n {
 		if a, b := predAt[i], predAt[i+1]; a < b {
-			gr.Pred[gr.Nodes[i]] = predAll[a:b:b]
+			m.pred[nodes[i]] = predAll[a:b:b]
 		}
 	}
-	adj := indexAdjacency{at: succAt, to: succTo}
-	gr.Cycles = gr.findCycles(adj)
-	gr.Order = gr.topoOrder(adj, predCount)
-	return gr, keys
+	return m
 }
 
 // edgeKey is an edge by the indices of its nodes in the sorted node list,
@@ -181,10 +199,10 @@ func (g *Graph) topoOrder(adj indexAdjacency, predCount []int32) []string {
 	return order
 }
 
-// findCycles runs Tarjan's algorithm (iteratively, so 100k-node chains do not
-// exhaust the stack) and returns one shortest cycle through the smallest node
-// of each cyclic component.
-func (g *Graph) findCycles(adj indexAdjacency) [][]string {
+// cyclicComponents runs Tarjan's algorithm (iteratively, so 100k-node chains
+// do not exhaust the stack) and returns the strongly connected components
+// that hold a cycle.
+func (g *Graph) cyclicComponents(adj indexAdjacency) [][]string {
 	n := len(g.Nodes)
 	const unseen = -1
 	index := make([]int32, n)
@@ -250,8 +268,14 @@ func (g *Graph) findCycles(adj indexAdjacency) [][]string {
 			}
 		}
 	}
-	cycles := make([][]string, 0, len(sccs))
-	for _, comp := range sccs {
+	return sccs
+}
+
+// shortestCycles returns one shortest cycle through the smallest node of each
+// cyclic component, sorted. It reads Succ.
+func (g *Graph) shortestCycles(comps [][]string) [][]string {
+	cycles := make([][]string, 0, len(comps))
+	for _, comp := range comps {
 		cycles = append(cycles, g.shortestCycle(comp))
 	}
 	slices.SortFunc(cycles, func(a, b []string) int { return slices.Compare(a, b) })
