@@ -1099,38 +1099,50 @@ func (l *hclLoader) command(a *hclsyntax.Attribute) []string {
 
 // ref returns one name reference, validated with ValidName.
 func (l *hclLoader) ref(a *hclsyntax.Attribute, kind string) *Ref {
-	return l.refExpr(a.Name, a.Expr, kind)
-}
-
-func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
-	s, ok := l.str(name, e)
+	r, ok := l.refExpr(a.Name, a.Expr, kind)
 	if !ok {
 		return nil
 	}
+	return &r
+}
+
+func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) (Ref, bool) {
+	s, ok := l.str(name, e)
+	if !ok {
+		return Ref{}, false
+	}
 	if kind == EnvVarKind {
 		if !l.envKey(s, e.Range()) {
-			return nil
+			return Ref{}, false
 		}
 	} else if kind == LabelKind {
 		if !ValidLabel(s) {
 			l.errorf(e.Range(), "%s", LabelError(s))
-			return nil
+			return Ref{}, false
 		}
 	} else if !ValidName(s) {
 		l.errorf(e.Range(), "%s", NameError(kind, s))
-		return nil
+		return Ref{}, false
 	}
-	return &Ref{Name: s, Range: l.rng(e.Range())}
+	return Ref{Name: s, Range: l.rng(e.Range())}, true
 }
 
-// refs returns a list of name references, each with its element's range.
+// refs returns a list of name references, each with its element's range, nil
+// when there is none. A written list gets its room at once: growing it
+// reference by reference cost as much as reading the references.
 func (l *hclLoader) refs(a *hclsyntax.Attribute, kind string) []Ref {
 	var out []Ref
+	if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok && len(tup.Exprs) > 0 {
+		out = make([]Ref, 0, len(tup.Exprs))
+	}
 	l.list(a, "strings", func(el hcl.Expression) {
-		if r := l.refExpr(a.Name, el, kind); r != nil {
-			out = append(out, *r)
+		if r, ok := l.refExpr(a.Name, el, kind); ok {
+			out = append(out, r)
 		}
 	})
+	if len(out) == 0 {
+		return nil
+	}
 	return out
 }
 
