@@ -233,11 +233,12 @@ func skipPlain(src []byte, i int, lo, hi uint64) int {
 
 // loadChunked parses and decodes the pieces of lay concurrently and merges
 // them. It reports false, and the caller loads the file in one piece, when a
-// piece does not parse or sets an unknown pipeline attribute: hcl's "did you
-// mean" for the latter depends on which attributes the same body defines, and
-// a piece holds only part of the pipeline body. Every other finding is the
-// same whatever the cut (FuzzLoadHCL checks it), so a large spec with a schema
-// error is not parsed twice.
+// piece does not parse, sets an unknown pipeline attribute, or sets one
+// another piece sets too: hcl's "did you mean" for an unknown attribute
+// depends on which attributes the same body defines, and a piece holds only
+// part of the pipeline body (see also setsAttrTwice). Every other finding is
+// the same whatever the cut (FuzzLoadHCL checks it), so a large spec with a
+// schema error is not parsed twice.
 func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Diagnostics, bool) {
 	head := &hclLoader{file: filename}
 	hbody, syntaxErr := head.parse(lay.header, hcl.Pos{Line: 1, Column: 1})
@@ -283,7 +284,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		})
 	}
 	wg.Wait()
-	if failed.Load() {
+	if failed.Load() || setsAttrTwice(parts) {
 		return nil, nil, false
 	}
 	p := head.decodeFile(hbody, parts)
@@ -292,6 +293,23 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		ds = append(ds, f...)
 	}
 	return p, append(ds, head.ds...), true
+}
+
+// setsAttrTwice reports whether two pieces set one pipeline attribute. The
+// one-piece parse reports the second as redefined and reads nothing of its
+// value, while the piece that holds it cannot know it is a second and judges
+// the value.
+func setsAttrTwice(parts []*bodyPart) bool {
+	set := map[string]bool{}
+	for _, part := range parts {
+		for _, pa := range part.attrs {
+			if set[pa.name] {
+				return true
+			}
+			set[pa.name] = true
+		}
+	}
+	return false
 }
 
 // taskCount is how many tasks the layout found.
