@@ -38,8 +38,10 @@ failed=0
 say() { printf '%s\n' "$*"; }
 
 # --- inputs and tools ---------------------------------------------------------
+# bench/gendag is a package of this module: it runs from the tree's root.
+gendir=$work
 if [[ -d bench/gendag ]]; then
-	gen=(go run "$root/bench/gendag")
+	gen=(go run ./bench/gendag) gendir=$root
 else
 	shared=${PIPEC_SHARED:-$(dirname "$root")/shared}
 	[[ -f $shared/bench/gendag.go ]] || { say "bench: no DAG generator (bench/gendag, or set PIPEC_SHARED)"; exit 2; }
@@ -48,7 +50,7 @@ fi
 d10=$work/lint16/10000
 if [[ ! -s $d10/pipeline.cue ]]; then
 	say "bench: generating 10,000 tasks into $d10"
-	(cd "$work" && "${gen[@]}" -n 10000 -seed 42 -out "$d10") || exit 2
+	(cd "$gendir" && "${gen[@]}" -n 10000 -seed 42 -out "$d10") || exit 2
 fi
 small=$root/bench/testdata/small-workflow.yml
 

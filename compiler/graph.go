@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 
 	"github.com/dominikbraun/graph"
@@ -29,23 +28,33 @@ type Graph struct {
 	Cycles [][]string
 }
 
-// newGraph builds the graph from the node ids and the edges as written. It
-// returns the edges sorted by (from, to) with duplicates dropped (the first
-// writing of an edge is kept, so its range points where the author first made
-// it). All the work is on int32 node indices: sorting 300,000 edges as structs
-// of strings was a third of a 100k-task compile.
-func newGraph(nodes []string, written []edge) (*Graph, []edge) {
-	gr := &Graph{Nodes: slices.Sorted(slices.Values(nodes)),
-		Succ: make(map[string][]string, len(nodes)), Pred: make(map[string][]string, len(nodes))}
-	n := len(gr.Nodes)
-	pos := make(map[string]int32, n)
-	for i, id := range gr.Nodes {
-		pos[id] = int32(i)
+// nodeIndex is the node ids, sorted, and the position of each.
+type nodeIndex struct {
+	sorted []string
+	pos    map[string]int32
+}
+
+// indexNodes sorts the node ids. It needs only what index found, so compile
+// runs it beside link.
+func indexNodes(nodes []string) nodeIndex {
+	ix := nodeIndex{sorted: slices.Sorted(slices.Values(nodes)), pos: make(map[string]int32, len(nodes))}
+	for i, id := range ix.sorted {
+		ix.pos[id] = int32(i)
 	}
-	type key struct{ from, to, seq int32 }
-	keys := make([]key, len(written))
+	return ix
+}
+
+// newGraph builds the graph from the node ids and the edges as written. It
+// returns the edges' keys sorted by (from, to) with duplicates dropped (the
+// first writing of an edge is kept, so its range points where the author
+// first made it). All the work is on int32 node indices: sorting 300,000 edges
+// as structs of strings was a third of a 100k-task compile.
+func newGraph(nodes nodeIndex, written []edge) (*Graph, []edgeKey) {
+	gr := &Graph{Nodes: nodes.sorted}
+	n := len(gr.Nodes)
+	keys := make([]edgeKey, len(written))
 	for i, e := range written {
-		keys[i] = key{pos[e.from], pos[e.to], int32(i)}
+		keys[i] = edgeKey{nodes.pos[e.from], nodes.pos[e.to], int32(i)}
 	}
 	// Sort by (from, to, seq). Packed into one uint64 when the indices fit
 	// (2^21 nodes, 2^22 edges), the sort compares integers instead of
@@ -57,21 +66,19 @@ func newGraph(nodes []string, written []edge) (*Graph, []edge) {
 		}
 		slices.Sort(packed)
 		for i, p := range packed {
-			keys[i] = key{int32(p >> 43), int32(p >> 22 & (1<<21 - 1)), int32(p & (1<<22 - 1))}
+			keys[i] = edgeKey{int32(p >> 43), int32(p >> 22 & (1<<21 - 1)), int32(p & (1<<22 - 1))}
 		}
 	} else {
-		slices.SortFunc(keys, func(a, b key) int {
-			return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to), cmp.Compare(a.seq, b.seq))
+		slices.SortFunc(keys, func(a, b edgeKey) int {
+			return cmp.Or(cmpEdge(a, b), cmp.Compare(a.seq, b.seq))
 		})
 	}
-	keys = slices.CompactFunc(keys, func(a, b key) bool { return a.from == b.from && a.to == b.to })
-	edges := make([]edge, len(keys))
+	keys = slices.CompactFunc(keys, func(a, b edgeKey) bool { return cmpEdge(a, b) == 0 })
 	// Compressed adjacency: succ of node i is succTo[succAt[i]:succAt[i+1]].
 	succAt := make([]int32, n+1)
 	succTo := make([]int32, len(keys))
 	predCount := make([]int32, n)
 	for i, k := range keys {
-		edges[i] = written[k.seq]
 		succAt[k.from+1]++
 		succTo[i] = k.to
 		predCount[k.to]++
@@ -79,17 +86,39 @@ func newGraph(nodes []string, written []edge) (*Graph, []edge) {
 	for i := range n {
 		succAt[i+1] += succAt[i]
 	}
-	// Every adjacency list is a window of one backing array per direction
-	// (capped, so an append by a reader copies rather than overwrites its
-	// neighbour): two allocations instead of one per node, which at 10,000
-	// tasks was most of building the graph.
+	adj := indexAdjacency{at: succAt, to: succTo}
+	// The maps by id on another goroutine, while the order and the cyclic
+	// components are found on indices; only a cycle's shortest path (rare)
+	// reads the maps.
+	maps := inBackground(func() idMaps { return newIDMaps(gr.Nodes, keys, adj, predCount) })
+	comps := gr.cyclicComponents(adj)
+	gr.Order = gr.topoOrder(adj, predCount)
+	m := maps()
+	gr.Succ, gr.Pred = m.succ, m.pred
+	gr.Cycles = gr.shortestCycles(comps)
+	return gr, keys
+}
+
+// idMaps are a graph's adjacency lists by node id.
+type idMaps struct {
+	succ, pred map[string][]string
+}
+
+// newIDMaps builds the adjacency lists by id from the sorted, deduplicated
+// edge keys. Every list is a window of one backing array per direction
+// (capped, so an append by a reader copies rather than overwrites its
+// neighbour): two allocations instead of one per node, which at 10,000 tasks
+// was most of building the graph.
+func newIDMaps(nodes []string, keys []edgeKey, adj indexAdjacency, predCount []int32) idMaps {
+	n := len(nodes)
+	m := idMaps{succ: make(map[string][]string, n), pred: make(map[string][]string, n)}
 	succAll := make([]string, len(keys))
-	for i, t := range succTo {
-		succAll[i] = gr.Nodes[t]
+	for i, t := range adj.to {
+		succAll[i] = nodes[t]
 	}
 	for i := range n {
-		if a, b := succAt[i], succAt[i+1]; a < b {
-			gr.Succ[gr.Nodes[i]] = succAll[a:b:b]
+		if a, b := adj.at[i], adj.at[i+1]; a < b {
+			m.succ[nodes[i]] = succAll[a:b:b]
 		}
 	}
 	predAt := make([]int32, n+1)
@@ -100,18 +129,24 @@ func newGraph(nodes []string, written []edge) (*Graph, []edge) {
 	fill := slices.Clone(predAt[:n])
 	// Keys are sorted by source, so each node's predecessors arrive sorted.
 	for _, k := range keys {
-		predAll[fill[k.to]] = gr.Nodes[k.from]
+		predAll[fill[k.to]] = nodes[k.from]
 		fill[k.to]++
 	}
 	for i := range n {
 		if a, b := predAt[i], predAt[i+1]; a < b {
-			gr.Pred[gr.Nodes[i]] = predAll[a:b:b]
+			m.pred[nodes[i]] = predAll[a:b:b]
 		}
 	}
-	adj := indexAdjacency{at: succAt, to: succTo}
-	gr.Cycles = gr.findCycles(adj)
-	gr.Order = gr.topoOrder(adj, predCount)
-	return gr, edges
+	return m
+}
+
+// edgeKey is an edge by the indices of its nodes in the sorted node list,
+// and seq, its index among the edges as written.
+type edgeKey struct{ from, to, seq int32 }
+
+// cmpEdge orders edge keys by (from, to).
+func cmpEdge(a, b edgeKey) int {
+	return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
 }
 
 // indexAdjacency is compressed sparse rows over node indices.
@@ -145,30 +180,29 @@ func (g *Graph) Library() (graph.Graph[string, string], error) {
 // Nodes on or behind a cycle are left out.
 func (g *Graph) topoOrder(adj indexAdjacency, predCount []int32) []string {
 	indeg := slices.Clone(predCount)
-	h := &indexHeap{}
+	var h indexHeap
 	for i, d := range indeg {
 		if d == 0 {
-			*h = append(*h, int32(i))
+			h.push(int32(i))
 		}
 	}
-	heap.Init(h)
 	order := make([]string, 0, len(g.Nodes))
-	for h.Len() > 0 {
-		n := heap.Pop(h).(int32)
+	for len(h) > 0 {
+		n := h.pop()
 		order = append(order, g.Nodes[n])
 		for _, s := range adj.succ(n) {
 			if indeg[s]--; indeg[s] == 0 {
-				heap.Push(h, s)
+				h.push(s)
 			}
 		}
 	}
 	return order
 }
 
-// findCycles runs Tarjan's algorithm (iteratively, so 100k-node chains do not
-// exhaust the stack) and returns one shortest cycle through the smallest node
-// of each cyclic component.
-func (g *Graph) findCycles(adj indexAdjacency) [][]string {
+// cyclicComponents runs Tarjan's algorithm (iteratively, so 100k-node chains
+// do not exhaust the stack) and returns the strongly connected components
+// that hold a cycle.
+func (g *Graph) cyclicComponents(adj indexAdjacency) [][]string {
 	n := len(g.Nodes)
 	const unseen = -1
 	index := make([]int32, n)
@@ -234,8 +268,14 @@ func (g *Graph) findCycles(adj indexAdjacency) [][]string {
 			}
 		}
 	}
-	cycles := make([][]string, 0, len(sccs))
-	for _, comp := range sccs {
+	return sccs
+}
+
+// shortestCycles returns one shortest cycle through the smallest node of each
+// cyclic component, sorted. It reads Succ.
+func (g *Graph) shortestCycles(comps [][]string) [][]string {
+	cycles := make([][]string, 0, len(comps))
+	for _, comp := range comps {
 		cycles = append(cycles, g.shortestCycle(comp))
 	}
 	slices.SortFunc(cycles, func(a, b []string) int { return slices.Compare(a, b) })
@@ -277,16 +317,44 @@ func (g *Graph) shortestCycle(comp []string) []string {
 	return []string{start, start}
 }
 
-// indexHeap is a min-heap of node indices; indices follow id order.
+// indexHeap is a binary min-heap of node indices; indices follow id order.
+// It is written out rather than run by container/heap, whose Push and Pop
+// take and return any: every index above 255 was boxed, an allocation each.
 type indexHeap []int32
 
-func (h indexHeap) Len() int           { return len(h) }
-func (h indexHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h indexHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *indexHeap) Push(x any)        { *h = append(*h, x.(int32)) }
-func (h *indexHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *indexHeap) push(x int32) {
+	*h = append(*h, x)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if a[parent] <= a[i] {
+			break
+		}
+		a[parent], a[i] = a[i], a[parent]
+		i = parent
+	}
+}
+
+// pop removes and returns the smallest index.
+func (h *indexHeap) pop() int32 {
+	a := *h
+	top, last := a[0], len(a)-1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		least := i
+		if l := 2*i + 1; l < len(a) && a[l] < a[least] {
+			least = l
+		}
+		if r := 2*i + 2; r < len(a) && a[r] < a[least] {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		a[i], a[least] = a[least], a[i]
+		i = least
+	}
+	*h = a
+	return top
 }

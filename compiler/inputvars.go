@@ -59,8 +59,11 @@ func inputLabel(in spec.Input) string {
 // the variable of an input at an offset anywhere in the pipeline (reported
 // at the output that declares it), since the name alone invites the mix-up
 // as soon as a task reads both. Two inputs of the same artifact at
-// different offsets share only the plain alias, which is documented.
-func (c *compilation) checkInputVars() {
+// different offsets share only the plain alias, which is documented. It
+// returns its findings rather than add them: it runs beside link, which adds
+// its own.
+func (c *compilation) checkInputVars() diag.Diagnostics {
+	var ds diag.Diagnostics
 	reported := map[[2]string]bool{} // artifact name, offset input label
 	// offsetVars maps the suffixed variable's artifact-part (raw_PREV) to
 	// the first task and input that read raw@-1.
@@ -108,7 +111,7 @@ func (c *compilation) checkInputVars() {
 					offsetIn, named = in, first
 				}
 				reported[[2]string{named.Artifact, inputLabel(offsetIn)}] = true
-				c.ds = append(c.ds, diag.Errorf(RuleInputVariable, in.Range,
+				ds = append(ds, diag.Errorf(RuleInputVariable, in.Range,
 					"task %q reads %s and %s, which both would be %s: the task would read one as the other; rename artifact %q (inputs of other intervals are %s<artifact>_PREV, _PREV<n> and _NEXT<n>)",
 					t.Name, inputLabel(first), inputLabel(in), v, named.Artifact, InputVarPrefix))
 			}
@@ -124,9 +127,10 @@ func (c *compilation) checkInputVars() {
 			if !ok || c.producer[o.Name] != t.Name || reported[[2]string{o.Name, inputLabel(r.in)}] {
 				continue
 			}
-			c.ds = append(c.ds, diag.Errorf(RuleInputVariable, o.Range,
+			ds = append(ds, diag.Errorf(RuleInputVariable, o.Range,
 				"artifact %q is named like the variable of input %s of task %q (%s%s): a task reading both would read one as the other; rename the artifact",
 				o.Name, inputLabel(r.in), r.task, InputVarPrefix, o.Name))
 		}
 	}
+	return ds
 }

@@ -74,6 +74,11 @@ type hclLoader struct {
 	ds   diag.Diagnostics
 	// val holds the value being read, reused from field to field.
 	val Value
+	// taskRoom is where decodePipelineBody puts the tasks when it has room
+	// for exactly as many as the body declares: a piece's window of the
+	// array loadChunked allocates for the whole pipeline (for the loader
+	// that merges the pieces, that whole array; see merge).
+	taskRoom []Task
 }
 
 // parse runs the hclsyntax parser on src, which starts at position start of the
@@ -334,12 +339,14 @@ type bodyPart struct {
 	unknownAttr bool
 }
 
-// partAttr is a pipeline attribute a piece sets, with the value read.
+// partAttr is a pipeline attribute a piece sets, with the value read. It
+// holds no node of the piece's tree, whose memory is reused (fastArena).
 type partAttr struct {
-	a  *hclsyntax.Attribute
-	f  *Field
-	v  Value
-	ok bool
+	name      string
+	nameRange hcl.Range
+	f         *Field
+	v         Value
+	ok        bool
 }
 
 // decodePipelineBody decodes the items of (a piece of) a pipeline body.
@@ -352,7 +359,7 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 		}
 	}
 	blocks := l.content(body, pipelineSchema, KindPipeline, p, &p.Attrs, func(a *hclsyntax.Attribute, f *Field, v *Value, ok bool) {
-		part.attrs = append(part.attrs, partAttr{a: a, f: f, v: *v, ok: ok})
+		part.attrs = append(part.attrs, partAttr{name: a.Name, nameRange: a.NameRange, f: f, v: *v, ok: ok})
 	})
 	ntasks := 0
 	for _, b := range blocks {
@@ -360,7 +367,10 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 			ntasks++
 		}
 	}
-	if ntasks > 0 {
+	switch {
+	case ntasks > 0 && cap(l.taskRoom) == ntasks:
+		p.Tasks = l.taskRoom[:0]
+	case ntasks > 0:
 		p.Tasks = make([]Task, 0, ntasks)
 	}
 	for _, b := range blocks {
@@ -400,13 +410,18 @@ func (l *hclLoader) decodePipelineBody(body *hclsyntax.Body) *bodyPart {
 // labelled blocks of one type with one name. The second of a pair points at
 // the first and is dropped, so later stages do not report it again.
 func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
-	set := map[string]*hclsyntax.Attribute{}
+	set := map[string]hcl.Range{} // where each attribute was set first
 	if len(parts) == 1 {
 		// Take the slices as they are rather than copy them.
 		part := parts[0].p
 		p.Pools, p.Errors, p.Retries, p.Tasks = part.Pools, part.Errors, part.Retries, part.Tasks
 		p.Checks, p.Sinks, p.Publishes = part.Checks, part.Sinks, part.Publishes
 		parts[0].p = Pipeline{Attrs: part.Attrs}
+	} else if tasksInPlace(l.taskRoom, parts) {
+		p.Tasks = l.taskRoom[:cap(l.taskRoom)]
+		for _, part := range parts {
+			part.p.Tasks = nil // already in p.Tasks
+		}
 	} else {
 		n := 0
 		for _, part := range parts {
@@ -418,20 +433,19 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 	}
 	for _, part := range parts {
 		for _, pa := range part.attrs {
-			a := pa.a
-			if first := set[a.Name]; first != nil {
+			if first, dup := set[pa.name]; dup {
 				// The parser reports this within one piece; this is the same
 				// finding across pieces.
-				l.errorf(a.NameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", a.Name, first.NameRange.String())
+				l.errorf(pa.nameRange, "Attribute redefined: The argument %q was already set at %s. Each argument may be set only once.", pa.name, first.String())
 				continue
 			}
-			set[a.Name] = a
+			set[pa.name] = pa.nameRange
 			if pa.ok {
 				pa.f.set(p, &pa.v)
 			}
-			p.Attrs.Set(a.Name, part.p.Attrs.Ranges[a.Name])
-			if part.p.Refused(a.Name) {
-				p.Attrs.Refuse(a.Name)
+			p.Attrs.Set(pa.name, part.p.Attrs.Ranges[pa.name])
+			if part.p.Refused(pa.name) {
+				p.Attrs.Refuse(pa.name)
 			}
 		}
 		for _, s := range part.schedules {
@@ -465,6 +479,24 @@ func (l *hclLoader) merge(p *Pipeline, parts []*bodyPart) {
 	p.Checks = dedupe(l, "check", p.Checks, func(x *Check) *Named { return &x.Named })
 	p.Sinks = dedupe(l, "sink", p.Sinks, func(x *Sink) *Named { return &x.Named })
 	p.Publishes = dedupe(l, "publish", p.Publishes, func(x *Publish) *Named { return &x.Named })
+}
+
+// tasksInPlace reports whether the parts' tasks fill room, one part's after
+// another's, as loadChunked lays them out when the layout counted right.
+func tasksInPlace(room []Task, parts []*bodyPart) bool {
+	room = room[:cap(room)]
+	next := 0
+	for _, part := range parts {
+		ts := part.p.Tasks
+		if len(ts) == 0 {
+			continue
+		}
+		if next+len(ts) > len(room) || &room[next] != &ts[0] {
+			return false
+		}
+		next += len(ts)
+	}
+	return next > 0 && next == len(room)
 }
 
 // dedupe drops every element whose name an earlier element of the same block
@@ -1067,38 +1099,50 @@ func (l *hclLoader) command(a *hclsyntax.Attribute) []string {
 
 // ref returns one name reference, validated with ValidName.
 func (l *hclLoader) ref(a *hclsyntax.Attribute, kind string) *Ref {
-	return l.refExpr(a.Name, a.Expr, kind)
-}
-
-func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) *Ref {
-	s, ok := l.str(name, e)
+	r, ok := l.refExpr(a.Name, a.Expr, kind)
 	if !ok {
 		return nil
 	}
+	return &r
+}
+
+func (l *hclLoader) refExpr(name string, e hcl.Expression, kind string) (Ref, bool) {
+	s, ok := l.str(name, e)
+	if !ok {
+		return Ref{}, false
+	}
 	if kind == EnvVarKind {
 		if !l.envKey(s, e.Range()) {
-			return nil
+			return Ref{}, false
 		}
 	} else if kind == LabelKind {
 		if !ValidLabel(s) {
 			l.errorf(e.Range(), "%s", LabelError(s))
-			return nil
+			return Ref{}, false
 		}
 	} else if !ValidName(s) {
 		l.errorf(e.Range(), "%s", NameError(kind, s))
-		return nil
+		return Ref{}, false
 	}
-	return &Ref{Name: s, Range: l.rng(e.Range())}
+	return Ref{Name: s, Range: l.rng(e.Range())}, true
 }
 
-// refs returns a list of name references, each with its element's range.
+// refs returns a list of name references, each with its element's range, nil
+// when there is none. A written list gets its room at once: growing it
+// reference by reference cost as much as reading the references.
 func (l *hclLoader) refs(a *hclsyntax.Attribute, kind string) []Ref {
 	var out []Ref
+	if tup, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok && len(tup.Exprs) > 0 {
+		out = make([]Ref, 0, len(tup.Exprs))
+	}
 	l.list(a, "strings", func(el hcl.Expression) {
-		if r := l.refExpr(a.Name, el, kind); r != nil {
-			out = append(out, *r)
+		if r, ok := l.refExpr(a.Name, el, kind); ok {
+			out = append(out, r)
 		}
 	})
+	if len(out) == 0 {
+		return nil
+	}
 	return out
 }
 

@@ -9,10 +9,10 @@ import (
 // fastParser builds the hclsyntax tree of one piece of a pipeline body
 // directly from the bytes, for the plain subset of HCL that generated and
 // hand-written specs are made of: blocks with quoted labels, attributes whose
-// values are ASCII strings without escapes or templates, whole or decimal
-// numbers, bools, and lists and one-line maps of those, with # and //
-// comments. It gives up on anything else, and the piece goes through
-// hclsyntax.ParseConfig instead.
+// values are ASCII strings without templates (the escapes \n \r \t \" and \\
+// allowed), whole or decimal numbers, bools, and lists and one-line maps of
+// those, with # and // comments. It gives up on anything else, and the piece
+// goes through hclsyntax.ParseConfig instead.
 //
 // Why: hclsyntax first turns the whole piece into tokens of about 100 bytes
 // each, measuring every token in grapheme clusters; on a large spec that token
@@ -28,10 +28,17 @@ type fastParser struct {
 	i, end    int
 	line      int
 	lineStart int
+	*fastArena
+}
 
-	// Nodes come from slabs: a piece holds thousands of small nodes that all
-	// die together once it is decoded, and one allocation per 128 of them
-	// costs the allocator and the collector far less than one each.
+// fastArena holds the nodes of the trees a fastParser builds, in slabs: a
+// piece holds thousands of small nodes that all die together once it is
+// decoded, and one allocation per 128 of them costs the allocator and the
+// collector far less than one each. A goroutine that decodes pieces one after
+// another reuses one arena (reuse), so its trees take the memory of one piece
+// rather than of all of them: a short lint run never collects garbage, and
+// every fresh page it touches costs a page fault.
+type fastArena struct {
 	attrs   slab[hclsyntax.Attribute]
 	blocks  slab[hclsyntax.Block]
 	bodies  slab[hclsyntax.Body]
@@ -44,8 +51,30 @@ type fastParser struct {
 	scratch []hclsyntax.Expression
 }
 
+// reuse zeroes every node handed out, to hand them out again: the caller
+// must hold no reference into the trees built so far.
+func (a *fastArena) reuse() {
+	a.attrs.reuse()
+	a.blocks.reuse()
+	a.bodies.reuse()
+	a.tmpls.reuse()
+	a.lits.reuse()
+	a.tuples.reuse()
+	a.exprs.reuse()
+	a.strs.reuse()
+	a.ranges.reuse()
+	clear(a.scratch[:cap(a.scratch)])
+}
+
+// slabChunk is how many elements a slab allocates at a time.
+const slabChunk = 128
+
 // slab hands out elements of shared backing arrays.
-type slab[T any] struct{ buf []T }
+type slab[T any] struct {
+	buf  []T
+	used [][]T // chunks filled before buf
+	free [][]T // zeroed chunks of slabChunk elements, to fill again
+}
 
 // one returns a pointer to a fresh zero element.
 func (s *slab[T]) one() *T {
@@ -56,17 +85,40 @@ func (s *slab[T]) one() *T {
 // reaches a neighbour.
 func (s *slab[T]) many(n int) []T {
 	if len(s.buf)+n > cap(s.buf) {
-		s.buf = make([]T, 0, max(128, n))
+		if cap(s.buf) > 0 {
+			s.used = append(s.used, s.buf)
+		}
+		if k := len(s.free); k > 0 && n <= slabChunk {
+			s.buf, s.free = s.free[k-1], s.free[:k-1]
+		} else {
+			s.buf = make([]T, 0, max(slabChunk, n))
+		}
 	}
 	i := len(s.buf)
 	s.buf = s.buf[:i+n]
 	return s.buf[i : i+n : i+n]
 }
 
+// reuse zeroes the elements handed out and keeps the chunks to fill again.
+func (s *slab[T]) reuse() {
+	for _, c := range append(s.used, s.buf) {
+		if cap(c) == slabChunk {
+			clear(c)
+			s.free = append(s.free, c[:0])
+		}
+	}
+	s.buf, s.used = nil, s.used[:0]
+}
+
 // fastParse parses src[start:end], a run of whole lines beginning on the given
 // line, as a body. It reports false when the piece leaves the plain subset.
 func fastParse(file string, src []byte, start, end, line int) (*hclsyntax.Body, bool) {
-	p := &fastParser{file: file, src: src, i: start, end: end, line: line, lineStart: start}
+	return new(fastArena).parse(file, src, start, end, line)
+}
+
+// parse is fastParse with the nodes taken from a.
+func (a *fastArena) parse(file string, src []byte, start, end, line int) (*hclsyntax.Body, bool) {
+	p := &fastParser{file: file, src: src, i: start, end: end, line: line, lineStart: start, fastArena: a}
 	startPos := p.pos()
 	body, ok := p.body(false)
 	if !ok {
@@ -88,6 +140,14 @@ func (p *fastParser) from(start hcl.Pos) hcl.Range {
 func (p *fastParser) peek() byte {
 	if p.i < p.end {
 		return p.src[p.i]
+	}
+	return 0
+}
+
+// peekAt is the byte n bytes ahead, 0 past the end of the piece.
+func (p *fastParser) peekAt(n int) byte {
+	if p.i+n < p.end {
+		return p.src[p.i+n]
 	}
 	return 0
 }
@@ -291,11 +351,16 @@ func (p *fastParser) block(typ string, typeRange hcl.Range) (*hclsyntax.Block, b
 	return b, true
 }
 
-// quoted reads a non-empty quoted string of printable ASCII with no escape,
-// interpolation or directive: its value is then its bytes.
+// quoted reads a non-empty quoted string of printable ASCII with no
+// interpolation or directive. Its value is its bytes, with the escapes
+// \n \r \t \" and \\ replaced as hclsyntax replaces them (a command line
+// often holds one); any other escape goes through hclsyntax, which reports the
+// invalid ones.
 func (p *fastParser) quoted() (string, hcl.Range, bool) {
 	start := p.pos()
 	p.i++
+	var unescaped []byte // nil until the first escape
+	from := p.i          // the first byte not yet copied to unescaped
 	for p.i < p.end {
 		c := p.src[p.i]
 		switch {
@@ -303,17 +368,47 @@ func (p *fastParser) quoted() (string, hcl.Range, bool) {
 			if p.i == start.Byte+1 {
 				return "", hcl.Range{}, false
 			}
-			s := string(p.src[start.Byte+1 : p.i])
+			var s string
+			if unescaped == nil {
+				s = string(p.src[from:p.i])
+			} else {
+				s = string(append(unescaped, p.src[from:p.i]...))
+			}
 			p.i++
 			return s, p.from(start), true
-		case c < 0x20 || c >= 0x7f || c == '\\':
+		case c == '\\':
+			r, ok := escaped(p.peekAt(1))
+			if !ok {
+				return "", hcl.Range{}, false
+			}
+			unescaped = append(append(unescaped, p.src[from:p.i]...), r)
+			p.i += 2
+			from = p.i
+			continue
+		case c < 0x20 || c >= 0x7f:
 			return "", hcl.Range{}, false
-		case (c == '$' || c == '%') && p.i+1 < p.end && p.src[p.i+1] == '{':
+		case (c == '$' || c == '%') && p.peekAt(1) == '{':
 			return "", hcl.Range{}, false
 		}
 		p.i++
 	}
 	return "", hcl.Range{}, false
+}
+
+// escaped is the byte an escape \c in a quoted string stands for, for the
+// escapes the fast path takes.
+func escaped(c byte) (byte, bool) {
+	switch c {
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	case '"', '\\':
+		return c, true
+	}
+	return 0, false
 }
 
 // expr parses one value.

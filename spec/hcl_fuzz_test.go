@@ -63,6 +63,7 @@ func FuzzFastParse(f *testing.F) {
 			f.Add(src[pc.start:pc.end])
 		}
 	}
+	f.Add([]byte("a = [\"x\\\"y\\n\", \"\\\\\"]\n"))
 	f.Fuzz(func(t *testing.T, piece []byte) {
 		fast, ok := fastParse("fuzz.hcl", piece, 0, len(piece), 1)
 		if !ok {

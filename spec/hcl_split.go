@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"bytes"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -26,8 +27,12 @@ type hclLayout struct {
 }
 
 // hclPiece is the byte range [start, end) of one piece; it starts a line.
+// tasks counts its lines that open a task block: loadChunked decodes the
+// pieces' tasks into one array, each piece into its own window, so merging
+// them copies nothing.
 type hclPiece struct {
 	start, end, line int
+	tasks            int
 }
 
 // scanFrame is one nesting level of the layout scanner: an expression context
@@ -55,11 +60,25 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 		closed    = false
 		last      = -1 // start of the current piece
 		lastLine  = 0
+		tasks     = 0 // lines opening a task block in the current piece
 	)
 	n := len(src)
 	for i := 0; i < n; i++ {
-		c := src[i]
 		top := &stack[len(stack)-1]
+		// Most bytes mean nothing to the scan: skip them in a tight loop
+		// (a byte at a time through the switches below was the whole
+		// layout's cost). Before the body opens and after it closes every
+		// byte counts.
+		switch {
+		case top.str:
+			i = skipPlain(src, i, strSpecialLo, strSpecialHi)
+		case !closed && !needNL:
+			i = skipPlain(src, i, codeSpecialLo, codeSpecialHi)
+		}
+		if i >= n {
+			break
+		}
+		c := src[i]
 		if top.str {
 			switch c {
 			case '\\':
@@ -97,8 +116,8 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 				bodyStart = i + 1
 				last, lastLine = i+1, line
 			} else if top.depth == 1 && bodyStart >= 0 && i+1-last >= chunkSize {
-				lay.pieces = append(lay.pieces, hclPiece{start: last, end: i + 1, line: lastLine})
-				last, lastLine = i+1, line
+				lay.pieces = append(lay.pieces, hclPiece{start: last, end: i + 1, line: lastLine, tasks: tasks})
+				last, lastLine, tasks = i+1, line, 0
 			}
 		case '#':
 			for i+1 < n && src[i+1] != '\n' {
@@ -144,6 +163,9 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 				}
 				needNL = true
 			}
+			if bottom && top.depth == 1 && c == '{' && opensTask(src[lineStart:i]) {
+				tasks++
+			}
 			top.depth++
 		case '}', ']', ')':
 			if top.depth == 0 {
@@ -166,7 +188,7 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 					}
 				}
 				if i > last {
-					lay.pieces = append(lay.pieces, hclPiece{start: last, end: i, line: lastLine})
+					lay.pieces = append(lay.pieces, hclPiece{start: last, end: i, line: lastLine, tasks: tasks})
 				}
 				closed = true
 			}
@@ -179,13 +201,44 @@ func layoutHCL(src []byte, chunkSize int) (hclLayout, bool) {
 	return lay, true
 }
 
+// opensTask reports whether a line of the pipeline body, up to the brace
+// that opens a block, opens a task block. It is a guess (a block with a
+// comment before its type is missed), which the decoder checks.
+func opensTask(line []byte) bool {
+	rest, ok := bytes.CutPrefix(bytes.TrimLeft(line, " \t"), []byte("task"))
+	return ok && len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t' || rest[0] == '"')
+}
+
+// The bytes layoutHCL acts on, as bit sets of ASCII: in code (newlines,
+// comments, strings, heredocs, brackets) and in quoted strings (escapes, the
+// closing quote, newlines, template openers).
+const (
+	codeSpecialLo = 1<<'\n' | 1<<'#' | 1<<'/' | 1<<'"' | 1<<'<' | 1<<'(' | 1<<')'
+	codeSpecialHi = 1<<('['-64) | 1<<(']'-64) | 1<<('{'-64) | 1<<('}'-64)
+	strSpecialLo  = 1<<'\n' | 1<<'"' | 1<<'$' | 1<<'%'
+	strSpecialHi  = 1 << ('\\' - 64)
+)
+
+// skipPlain returns the offset of the first byte at or after i that is in
+// the set (lo, hi), or len(src).
+func skipPlain(src []byte, i int, lo, hi uint64) int {
+	for ; i < len(src); i++ {
+		c := src[i]
+		if c < 64 && lo>>c&1 != 0 || c >= 64 && c < 128 && hi>>(c-64)&1 != 0 {
+			return i
+		}
+	}
+	return i
+}
+
 // loadChunked parses and decodes the pieces of lay concurrently and merges
 // them. It reports false, and the caller loads the file in one piece, when a
-// piece does not parse or sets an unknown pipeline attribute: hcl's "did you
-// mean" for the latter depends on which attributes the same body defines, and
-// a piece holds only part of the pipeline body. Every other finding is the
-// same whatever the cut (FuzzLoadHCL checks it), so a large spec with a schema
-// error is not parsed twice.
+// piece does not parse, sets an unknown pipeline attribute, or sets one
+// another piece sets too: hcl's "did you mean" for an unknown attribute
+// depends on which attributes the same body defines, and a piece holds only
+// part of the pipeline body (see also setsAttrTwice). Every other finding is
+// the same whatever the cut (FuzzLoadHCL checks it), so a large spec with a
+// schema error is not parsed twice.
 func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Diagnostics, bool) {
 	head := &hclLoader{file: filename}
 	hbody, syntaxErr := head.parse(lay.header, hcl.Pos{Line: 1, Column: 1})
@@ -193,6 +246,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		return nil, nil, false
 	}
 	parts := make([]*bodyPart, len(lay.pieces))
+	head.taskRoom = make([]Task, 0, taskCount(lay.pieces))
 	found := make([]diag.Diagnostics, len(lay.pieces))
 	var (
 		next   atomic.Int64
@@ -202,14 +256,15 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 	workers := min(runtime.GOMAXPROCS(0), len(lay.pieces))
 	for range workers {
 		wg.Go(func() {
+			var arena fastArena
 			for !failed.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(lay.pieces) {
 					return
 				}
 				pc := lay.pieces[i]
-				l := &hclLoader{file: filename}
-				body, ok := fastParse(filename, src, pc.start, pc.end, pc.line)
+				l := &hclLoader{file: filename, taskRoom: taskWindow(head.taskRoom, lay.pieces, i)}
+				body, ok := arena.parse(filename, src, pc.start, pc.end, pc.line)
 				if !ok {
 					var syntaxErr bool
 					body, syntaxErr = l.parse(src[pc.start:pc.end], hcl.Pos{Line: pc.line, Column: 1, Byte: pc.start})
@@ -219,6 +274,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 					}
 				}
 				parts[i] = l.decodePipelineBody(body)
+				arena.reuse() // the model holds nothing of the tree
 				if parts[i].unknownAttr {
 					failed.Store(true)
 					return
@@ -228,7 +284,7 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		})
 	}
 	wg.Wait()
-	if failed.Load() {
+	if failed.Load() || setsAttrTwice(parts) {
 		return nil, nil, false
 	}
 	p := head.decodeFile(hbody, parts)
@@ -237,6 +293,40 @@ func loadChunked(filename string, src []byte, lay hclLayout) (*Pipeline, diag.Di
 		ds = append(ds, f...)
 	}
 	return p, append(ds, head.ds...), true
+}
+
+// setsAttrTwice reports whether two pieces set one pipeline attribute. The
+// one-piece parse reports the second as redefined and reads nothing of its
+// value, while the piece that holds it cannot know it is a second and judges
+// the value.
+func setsAttrTwice(parts []*bodyPart) bool {
+	set := map[string]bool{}
+	for _, part := range parts {
+		for _, pa := range part.attrs {
+			if set[pa.name] {
+				return true
+			}
+			set[pa.name] = true
+		}
+	}
+	return false
+}
+
+// taskCount is how many tasks the layout found.
+func taskCount(pieces []hclPiece) int {
+	n := 0
+	for _, pc := range pieces {
+		n += pc.tasks
+	}
+	return n
+}
+
+// taskWindow is the part of room for the tasks of piece i: empty, with room
+// for as many as the layout found, and capped, so that appending more never
+// reaches the next piece's.
+func taskWindow(room []Task, pieces []hclPiece, i int) []Task {
+	start := taskCount(pieces[:i])
+	return room[start : start : start+pieces[i].tasks]
 }
 
 // loadTolerant loads a file with syntax errors item by item: each item of the

@@ -160,6 +160,37 @@ func TestLoadHCLChunked(t *testing.T) {
 	}
 }
 
+// TestLayoutCountsTasks checks that the layout finds every task block of a
+// plain spec, so its pieces' tasks are decoded in place (see taskWindow), and
+// that a miscount still loads the same pipeline.
+func TestLayoutCountsTasks(t *testing.T) {
+	src := genHCL(300)
+	lay, ok := layoutHCL(src, 4096)
+	if !ok || taskCount(lay.pieces) != 300 {
+		t.Fatalf("layout found %d tasks in 300 (ok %v)", taskCount(lay.pieces), ok)
+	}
+	want, wantDs := loadWhole("gen.hcl", src)
+	lay.pieces[1].tasks++ // a task the decoder will not find
+	p, ds, ok := loadChunked("gen.hcl", src, lay)
+	if !ok {
+		t.Fatal("the chunked load gave up")
+	}
+	if diff := cmp.Diff(want, p); diff != "" {
+		t.Errorf("model differs after a miscount (-whole +chunked):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantDs, ds.Sort()); diff != "" {
+		t.Errorf("findings differ after a miscount:\n%s", diff)
+	}
+	for line, want := range map[string]bool{
+		`  task "a" `: true, "\ttask\t\"a\" ": true, `task"a"`: true,
+		`  tasks "a" `: false, `  retry "task" `: false, `  task `[:6]: false,
+	} {
+		if got := opensTask([]byte(line)); got != want {
+			t.Errorf("opensTask(%q) = %v", line, got)
+		}
+	}
+}
+
 // TestLayoutHCL checks where the scanner cuts, and that it refuses what it does
 // not understand.
 func TestLayoutHCL(t *testing.T) {
@@ -392,7 +423,7 @@ func BenchmarkLoadHCLWhole(b *testing.B) {
 // hclsyntax: every piece of the plain specs must take the fast path, and what
 // it decodes to must be what hclsyntax's tree decodes to.
 func TestFastParse(t *testing.T) {
-	srcs := map[string][]byte{"gen.hcl": genHCL(200)}
+	srcs := map[string][]byte{"gen.hcl": genHCL(200), "escapes.hcl": []byte(escapesHCL)}
 	for _, path := range specFiles(t, "ok") {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -428,7 +459,7 @@ func TestFastParse(t *testing.T) {
 	}
 	// Outside the subset, the fast path must give up rather than guess.
 	for _, piece := range []string{
-		"a = \"x\\n\"\n", "a = \"${b}\"\n", "a = -1\n", "a = 1e3\n", "a = b\n", "a = \"é\"\n",
+		"a = \"x\\u0041\"\n", "a = \"x\\q\"\n", "a = \"x\\\n", "a = \"x\\${b}\"\n", "a = \"${b}\"\n", "a = -1\n", "a = 1e3\n", "a = b\n", "a = \"é\"\n",
 		"a = 1\r\n", "a = <<EOT\nx\nEOT\n", "b { /* c */\n}\n", "a = 1\na = 2\n", "a = [1 2]\n",
 		"a = { b = 1\n}\n", "b x {\n}\n", "a = \"\"\n", "a = 1 }\n", "b { a = 1, c = 2 }\n", "a = null\n",
 	} {
@@ -437,6 +468,21 @@ func TestFastParse(t *testing.T) {
 		}
 	}
 }
+
+// escapesHCL holds the escapes the fast path reads itself, in values,
+// labels and maps, next to text that only looks like one.
+const escapesHCL = `pipeline "esc" {
+  task "t\"q" {
+    command = ["sh", "-c", "printf 'id\n1\n' > \"$OUT/final.csv\"", "a\tb\r", "\\"]
+    env     = { MODE = "a\"b", PATH = "C:\\bin" }
+    timeout = "1m"
+  }
+
+  task "t2" {
+    command = ["echo", "\n"] # \n in a comment
+  }
+}
+`
 
 // TestFieldsDecodable checks that every field of the table can be decoded:
 // a plain field has a value kind and a setter, a nested one names a kind of
