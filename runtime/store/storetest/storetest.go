@@ -83,6 +83,7 @@ func runStore(t *testing.T, open single) {
 		{"ResolveAttempt", testResolveAttempt},
 		{"FinishRecordsProcess", testFinishRecordsProcess},
 		{"FinishUnknown", testFinishUnknown},
+		{"FinishAndStart", testFinishAndStart},
 		{"TaskAttempts", testTaskAttempts},
 		{"CancelRun", testCancelRun},
 	} {
