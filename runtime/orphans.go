@@ -112,7 +112,7 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 			r.publishAll(ctx, v, true)
 			continue
 		}
-		// Staged by this pipec or an older one (sink.LegacyStagingPath).
+		// Staged by this pipec or an older one (sink.StagingPath).
 		dir, err := sink.FindStaging(filepath.Join(r.stateDir, "staging"), a.Run, a.Task, a.Number, out)
 		if err != nil {
 			// Audited already and not accepted (its staging became a frozen

@@ -1,6 +1,7 @@
 // Package fswalk walks the fixed-depth folder layouts pipec keeps on disk
-// (staging/<pipeline>/<interval>/<run>/<task>/<attempt>, an artifact
-// store's <pipeline>/<artifact>/<digest>) without descending below them.
+// (logs/<pipeline>/<interval>/<run>/<task>/<attempt>.log,
+// staging/<pipeline>/<interval>/<run>/<task>.<attempt>, an artifact store's
+// <pipeline>/<artifact>/<digest>) without descending below them.
 package fswalk
 
 import (
