@@ -112,7 +112,7 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 			r.publishAll(ctx, v, true)
 			continue
 		}
-		// Staged by this pipec or an older one (sink.StagingPath).
+		// Staged by this pipec or an older one (sink.LegacyStagingPath).
 		dir, err := sink.FindStaging(filepath.Join(r.stateDir, "staging"), a.Run, a.Task, a.Number, out)
 		if err != nil {
 			// Audited already and not accepted (its staging became a frozen

@@ -11,7 +11,7 @@ import (
 )
 
 // What an orphan staged under an older pipec's layout
-// (sink.StagingPath) is found, audited and published once its attempt
+// (sink.LegacyStagingPath) is found, audited and published once its attempt
 // is resolved as succeeded, as what it stages now is.
 func TestLegacyStagingIsAdopted(t *testing.T) {
 	f := newFixture(t, `pipeline "pay" {
@@ -32,7 +32,7 @@ func TestLegacyStagingIsAdopted(t *testing.T) {
   }
 }`, map[string]string{"charge.sh": `echo charge >> ledger`})
 	a := crashedRun(t, f, true)
-	staging, err := sink.StagingPath(filepath.Join(f.dir, ".pipec", "staging"), a.Run, "charge", a.Number, "receipts")
+	staging, err := sink.LegacyStagingPath(filepath.Join(f.dir, ".pipec", "staging"), a.Run, "charge", a.Number, "receipts")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 // Package fswalk walks the fixed-depth folder layouts pipec keeps on disk
-// (logs/<pipeline>/<interval>/<run>/<task>/<attempt>.log,
-// staging/<pipeline>/<interval>/<run>/<task>.<attempt>, an artifact store's
-// <pipeline>/<artifact>/<digest>) without descending below them.
+// (staging/<pipeline>/<interval>/<run>/<task>/<attempt>, an artifact
+// store's <pipeline>/<artifact>/<digest>) without descending below them.
 package fswalk
 
 import (

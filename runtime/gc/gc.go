@@ -296,9 +296,9 @@ func (rep *Report) remove(path, why string, dry bool) error {
 }
 
 // attemptDir is one attempt's folder: ROOT/<pipeline>/<interval>/<rN>/<task>/<attempt>
-// (logs, heartbeats, and staging as sink.StagingPath names it), or
+// (logs, heartbeats, and staging as sink.LegacyStagingPath names it), or
 // ROOT/<pipeline>/<interval>/<rN>/<task>.<attempt> (staging as
-// sink.OutputStaging names it).
+// sink.StagingPath names it).
 type attemptDir struct {
 	path string
 	ref  store.AttemptRef
@@ -317,8 +317,8 @@ func attemptDirs(root string) ([]attemptDir, error) {
 }
 
 // stagingDirs lists the attempt folders of the staging root in both
-// layouts: pipec's own (sink.OutputStaging) and an older pipec's
-// (sink.StagingPath, as attemptDirs reads). A name of the one is
+// layouts: pipec's own (sink.StagingPath) and an older pipec's
+// (sink.LegacyStagingPath, as attemptDirs reads). A name of the one is
 // never one of the other: a task name holds no dot.
 func stagingDirs(root string) ([]attemptDir, error) {
 	out, err := attemptDirs(root)

@@ -14,7 +14,7 @@ import (
 )
 
 // A state an older pipec wrote keeps its staging in the older layout
-// (sink.StagingPath): gc decides those attempt folders as it decides
+// (sink.LegacyStagingPath): gc decides those attempt folders as it decides
 // the ones of today's layout, beside them.
 func TestLegacyStagingCollected(t *testing.T) {
 	ctx := context.Background()
@@ -55,10 +55,10 @@ func TestLegacyStagingCollected(t *testing.T) {
 		}
 		return filepath.Dir(out)
 	}
-	oldFailed := stage("old", store.AttemptFailed, sink.StagingPath)
-	newFailed := stage("new", store.AttemptFailed, sink.OutputStaging)
-	oldRunning := stage("old", store.AttemptRunning, sink.StagingPath)
-	newRunning := stage("new", store.AttemptRunning, sink.OutputStaging)
+	oldFailed := stage("old", store.AttemptFailed, sink.LegacyStagingPath)
+	newFailed := stage("new", store.AttemptFailed, sink.StagingPath)
+	oldRunning := stage("old", store.AttemptRunning, sink.LegacyStagingPath)
+	newRunning := stage("new", store.AttemptRunning, sink.StagingPath)
 
 	rep, err := Collect(ctx, Options{Store: st, StateDir: dir})
 	if err != nil {

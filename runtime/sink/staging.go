@@ -25,15 +25,18 @@ import (
 // directory's parent (the working directory of pipec run).
 const StagingRoot = ".pipec/staging"
 
-// OutputStaging is where NewStaging stages one output of one attempt:
+// StagingPath is the staging directory of one output of one attempt:
 // ROOT/<run>/<task>.<attempt>/<artifact>, the attempt's folder holding one
 // folder per output. A run id holds slashes ("orders/2024-01-01/r1") and
 // becomes nested directories, made once per run; an attempt then costs two
-// new directories, not the three of StagingPath's layout (a new
-// directory's inode is the dearest part of staging on ext4). Every part is
-// checked so that no name can climb out of root, and a task name holds no
-// dot (spec.ValidName), so the attempt's folder name is unambiguous.
-func OutputStaging(root, run, task string, attempt int, artifact string) (string, error) {
+// new directories, not three (a directory's inode is what a staging costs
+// most on ext4). Every part is checked so that no name can climb out of
+// root, and a task name holds no dot (spec.ValidName), so the attempt's
+// folder name is unambiguous.
+//
+// pipec before this layout staged in ROOT/<run>/<task>/<attempt>/<artifact>
+// (LegacyStagingPath); FindStaging and pipec gc read both.
+func StagingPath(root, run, task string, attempt int, artifact string) (string, error) {
 	parts, err := stagingParts(root, run, task, attempt, artifact)
 	if err != nil {
 		return "", err
@@ -44,11 +47,9 @@ func OutputStaging(root, run, task string, attempt int, artifact string) (string
 	return filepath.Join(append(parts, task+"."+strconv.Itoa(attempt), artifact)...), nil
 }
 
-// StagingPath is where pipec staged one output of one attempt before
-// OutputStaging's layout, and where a state written then still holds it:
-// ROOT/<run>/<task>/<attempt>/<artifact>. FindStaging and pipec gc read
-// both layouts.
-func StagingPath(root, run, task string, attempt int, artifact string) (string, error) {
+// LegacyStagingPath is where pipec staged an output before StagingPath's
+// layout: ROOT/<run>/<task>/<attempt>/<artifact>.
+func LegacyStagingPath(root, run, task string, attempt int, artifact string) (string, error) {
 	parts, err := stagingParts(root, run, task, attempt, artifact)
 	if err != nil {
 		return "", err
@@ -78,11 +79,11 @@ func stagingParts(root, run, task string, attempt int, artifact string) ([]strin
 }
 
 // FindStaging is the staging directory of an earlier attempt's output, in
-// either layout (OutputStaging's, else StagingPath's); an error when it is
-// in neither.
+// either layout (StagingPath's, else LegacyStagingPath's); an error when it
+// is in neither.
 func FindStaging(root, run, task string, attempt int, artifact string) (string, error) {
 	var first error
-	for _, path := range []func(string, string, string, int, string) (string, error){OutputStaging, StagingPath} {
+	for _, path := range []func(string, string, string, int, string) (string, error){StagingPath, LegacyStagingPath} {
 		dir, err := path(root, run, task, attempt, artifact)
 		if err == nil {
 			_, err = os.Stat(dir)
@@ -102,7 +103,7 @@ func FindStaging(root, run, task string, attempt int, artifact string) (string, 
 // already there is debris of a crash of this very attempt before it started,
 // and is removed.
 func NewStaging(root, run, task string, attempt int, artifact string) (string, error) {
-	dir, err := OutputStaging(root, run, task, attempt, artifact)
+	dir, err := StagingPath(root, run, task, attempt, artifact)
 	if err != nil {
 		return "", err
 	}

@@ -18,9 +18,9 @@ func TestStagingLayouts(t *testing.T) {
 	if got, err := FindStaging(root, "p/2024-01-01/r1", "load", 2, "rows"); err != nil || got != dir {
 		t.Errorf("FindStaging = %s, %v; want %s", got, err, dir)
 	}
-	legacy, err := StagingPath(root, "p/2024-01-01/r1", "load", 3, "rows")
+	legacy, err := LegacyStagingPath(root, "p/2024-01-01/r1", "load", 3, "rows")
 	if want := filepath.Join(root, "p", "2024-01-01", "r1", "load", "3", "rows"); err != nil || legacy != want {
-		t.Fatalf("StagingPath = %s, %v; want %s", legacy, err, want)
+		t.Fatalf("LegacyStagingPath = %s, %v; want %s", legacy, err, want)
 	}
 	if _, err := FindStaging(root, "p/2024-01-01/r1", "load", 3, "rows"); !os.IsNotExist(err) {
 		t.Errorf("FindStaging of nothing staged: %v", err)
@@ -41,7 +41,7 @@ func TestStagingLayouts(t *testing.T) {
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
 		t.Errorf("staging not fresh: %v, %v", ents, err)
 	}
-	if _, err := OutputStaging(root, "p/2024-01-01/r1", "a.b", 1, "rows"); err == nil {
+	if _, err := StagingPath(root, "p/2024-01-01/r1", "a.b", 1, "rows"); err == nil {
 		t.Error("a task name with a dot was taken")
 	}
 }
