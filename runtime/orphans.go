@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -112,9 +113,12 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 			r.publishAll(ctx, v, true)
 			continue
 		}
-		// Staged by this pipec or an older one (sink.LegacyStagingPath).
-		dir, err := sink.FindStaging(filepath.Join(r.stateDir, "staging"), a.Run, a.Task, a.Number, out)
+		dir, err := sink.StagingPath(filepath.Join(r.stateDir, "staging"), a.Run, a.Task, a.Number, out)
 		if err != nil {
+			r.skipChecksAndPublishes(out, err.Error())
+			continue
+		}
+		if _, err := os.Stat(dir); err != nil {
 			// Audited already and not accepted (its staging became a frozen
 			// version), or gone: not run again either way.
 			r.skipChecksAndPublishes(out, fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not "+

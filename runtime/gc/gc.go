@@ -104,7 +104,7 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep := &Report{Removed: []Item{}, DryRun: o.DryRun}
 	// Disk first, then the store (see the package doc).
-	staging, err := stagingDirs(filepath.Join(o.StateDir, "staging"))
+	staging, err := attemptDirs(filepath.Join(o.StateDir, "staging"))
 	if err != nil {
 		return nil, err
 	}
@@ -295,10 +295,8 @@ func (rep *Report) remove(path, why string, dry bool) error {
 	return nil
 }
 
-// attemptDir is one attempt's folder: ROOT/<pipeline>/<interval>/<rN>/<task>/<attempt>
-// (logs, heartbeats, and staging as sink.LegacyStagingPath names it), or
-// ROOT/<pipeline>/<interval>/<rN>/<task>.<attempt> (staging as
-// sink.StagingPath names it).
+// attemptDir is ROOT/<pipeline>/<interval>/<rN>/<task>/<attempt>: one
+// attempt's folder, named as sink.StagingPath names it.
 type attemptDir struct {
 	path string
 	ref  store.AttemptRef
@@ -311,25 +309,6 @@ func attemptDirs(root string) ([]attemptDir, error) {
 	err := fswalk.AtDepth(root, 5, nil, func(p string, parts []string, _ fs.DirEntry) {
 		if n, err := strconv.Atoi(strings.TrimSuffix(parts[4], ".log")); err == nil && n > 0 {
 			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: parts[3], Number: n}})
-		}
-	})
-	return out, err
-}
-
-// stagingDirs lists the attempt folders of the staging root in both
-// layouts: pipec's own (sink.StagingPath) and an older pipec's
-// (sink.LegacyStagingPath, as attemptDirs reads). A name of the one is
-// never one of the other: a task name holds no dot.
-func stagingDirs(root string) ([]attemptDir, error) {
-	out, err := attemptDirs(root)
-	if err != nil {
-		return nil, err
-	}
-	out = slices.DeleteFunc(out, func(d attemptDir) bool { return strings.Contains(d.ref.Task, ".") })
-	err = fswalk.AtDepth(root, 4, nil, func(p string, parts []string, _ fs.DirEntry) {
-		task, num, ok := strings.Cut(parts[3], ".")
-		if n, err := strconv.Atoi(num); ok && err == nil && n > 0 {
-			out = append(out, attemptDir{path: p, ref: store.AttemptRef{Run: strings.Join(parts[:3], "/"), Task: task, Number: n}})
 		}
 	})
 	return out, err

@@ -7,7 +7,6 @@ package sink
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -26,76 +25,27 @@ import (
 const StagingRoot = ".pipec/staging"
 
 // StagingPath is the staging directory of one output of one attempt:
-// ROOT/<run>/<task>.<attempt>/<artifact>, the attempt's folder holding one
-// folder per output. A run id holds slashes ("orders/2024-01-01/r1") and
-// becomes nested directories, made once per run; an attempt then costs two
-// new directories, not three (a directory's inode is what a staging costs
-// most on ext4). Every part is checked so that no name can climb out of
-// root, and a task name holds no dot (spec.ValidName), so the attempt's
-// folder name is unambiguous.
-//
-// pipec before this layout staged in ROOT/<run>/<task>/<attempt>/<artifact>
-// (LegacyStagingPath); FindStaging and pipec gc read both.
+// ROOT/<run>/<task>/<attempt>/<artifact>. A run id holds slashes
+// ("orders/2024-01-01/r1") and becomes nested directories. Every part is
+// checked so that no name can climb out of root.
 func StagingPath(root, run, task string, attempt int, artifact string) (string, error) {
-	parts, err := stagingParts(root, run, task, attempt, artifact)
-	if err != nil {
-		return "", err
-	}
-	if strings.Contains(task, ".") {
-		return "", fmt.Errorf("task %q is not a plain name", task)
-	}
-	return filepath.Join(append(parts, task+"."+strconv.Itoa(attempt), artifact)...), nil
-}
-
-// LegacyStagingPath is where pipec staged an output before StagingPath's
-// layout: ROOT/<run>/<task>/<attempt>/<artifact>.
-func LegacyStagingPath(root, run, task string, attempt int, artifact string) (string, error) {
-	parts, err := stagingParts(root, run, task, attempt, artifact)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(append(parts, task, strconv.Itoa(attempt), artifact)...), nil
-}
-
-// stagingParts checks the parts of a staging path and returns root and the
-// run id's folders.
-func stagingParts(root, run, task string, attempt int, artifact string) ([]string, error) {
 	if attempt <= 0 {
-		return nil, fmt.Errorf("staging path: attempt %d is not positive", attempt)
+		return "", fmt.Errorf("staging path: attempt %d is not positive", attempt)
 	}
 	parts := []string{root}
 	for _, p := range strings.Split(run, "/") {
 		if err := checkElem("run id", p); err != nil {
-			return nil, err
+			return "", err
 		}
 		parts = append(parts, p)
 	}
 	for _, p := range [][2]string{{"task", task}, {"artifact", artifact}} {
 		if err := checkElem(p[0], p[1]); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
-	return parts, nil
-}
-
-// FindStaging is the staging directory of an earlier attempt's output, in
-// either layout (StagingPath's, else LegacyStagingPath's); an error when it
-// is in neither.
-func FindStaging(root, run, task string, attempt int, artifact string) (string, error) {
-	var first error
-	for _, path := range []func(string, string, string, int, string) (string, error){StagingPath, LegacyStagingPath} {
-		dir, err := path(root, run, task, attempt, artifact)
-		if err == nil {
-			_, err = os.Stat(dir)
-		}
-		if err == nil {
-			return dir, nil
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return "", first
+	parts = append(parts, task, strconv.Itoa(attempt), artifact)
+	return filepath.Join(parts...), nil
 }
 
 // NewStaging creates a fresh, empty staging directory for one output of one
@@ -107,21 +57,14 @@ func NewStaging(root, run, task string, attempt int, artifact string) (string, e
 	if err != nil {
 		return "", err
 	}
-	// Made at once in the usual case; only debris (or a missing parent)
-	// costs more.
-	err = os.Mkdir(dir, 0o755)
-	if errors.Is(err, fs.ErrExist) {
-		if err := os.RemoveAll(dir); err != nil {
-			return "", fmt.Errorf("staging: %w", err)
-		}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("staging: %w", err)
 	}
-	if err != nil {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-			return "", fmt.Errorf("staging: %w", err)
-		}
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return "", fmt.Errorf("staging: %w", err)
-		}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", fmt.Errorf("staging: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("staging: %w", err)
 	}
 	return dir, nil
 }
