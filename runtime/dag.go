@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/pipec/pipec/compiler"
 )
@@ -20,13 +22,18 @@ import (
 // what waits for it. It knows nothing of processes or the store.
 type dag struct {
 	order      []string // the plan's order: upstream first
-	waiting    map[string]int
 	dependents map[string][]string
+
+	// mu guards waiting and resolved: the scheduler changes them, and a
+	// running task asks which tasks it will let start (readyAfter).
+	mu       sync.Mutex
+	waiting  map[string]int
+	resolved map[string]bool // started, or known never to start
 }
 
 // newDAG is the DAG of the plan's tasks.
 func newDAG(p *compiler.Plan) *dag {
-	g := &dag{waiting: map[string]int{}, dependents: map[string][]string{}}
+	g := &dag{waiting: map[string]int{}, dependents: map[string][]string{}, resolved: map[string]bool{}}
 	for _, id := range p.Order {
 		if name, ok := cutKind(id, compiler.KindTask); ok {
 			g.order = append(g.order, name)
@@ -56,9 +63,7 @@ type engine struct {
 func (g *dag) run(e engine) {
 	done := make(chan string)
 	running := 0
-	resolved := map[string]bool{}
 	start := func(name string) {
-		resolved[name] = true
 		running++
 		go func() {
 			e.start(name)
@@ -70,22 +75,33 @@ func (g *dag) run(e engine) {
 		state, class := e.ended(name)
 		ok := state == TaskSucceeded || state == TaskReused
 		for _, dn := range g.dependents[name] {
-			if resolved[dn] {
+			g.mu.Lock()
+			if g.resolved[dn] {
+				g.mu.Unlock()
 				continue
 			}
 			if !ok {
-				resolved[dn] = true
+				g.resolved[dn] = true
+				g.mu.Unlock()
 				e.notRun(dn, needsWhy(name, state, class))
 				finish(dn)
 				continue
 			}
-			if g.waiting[dn]--; g.waiting[dn] == 0 {
+			g.waiting[dn]--
+			ready := g.waiting[dn] == 0
+			g.resolved[dn] = ready
+			g.mu.Unlock()
+			if ready {
 				start(dn)
 			}
 		}
 	}
 	for _, name := range g.order {
-		if g.waiting[name] == 0 && !resolved[name] {
+		g.mu.Lock()
+		ready := g.waiting[name] == 0 && !g.resolved[name]
+		g.resolved[name] = g.resolved[name] || ready
+		g.mu.Unlock()
+		if ready {
 			start(name)
 		}
 	}
@@ -97,10 +113,41 @@ func (g *dag) run(e engine) {
 	// Tasks never reached (only possible with a plan whose needs name
 	// missing tasks) are not run.
 	for _, name := range g.order {
-		if !resolved[name] {
+		if !g.resolved[name] {
 			e.notRun(name, "its needs were never satisfied")
 		}
 	}
+}
+
+// readyAfter names the tasks that wait for the running task name alone:
+// the scheduler starts them once name ends succeeded. Only name's end can
+// make them ready, so the answer holds until then; a task whose other
+// needs end meanwhile is simply not named (it starts the usual way).
+func (g *dag) readyAfter(name string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for i, dn := range g.dependents[name] {
+		if g.resolved[dn] || slices.Contains(g.dependents[name][:i], dn) {
+			continue
+		}
+		// A need named twice is waited for twice.
+		if g.waiting[dn] == count(g.dependents[name], dn) {
+			out = append(out, dn)
+		}
+	}
+	return out
+}
+
+// count is how many times s holds v.
+func count(s []string, v string) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
 
 // needsWhy is why a task does not run when a task it needs ended in state.

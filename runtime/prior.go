@@ -33,6 +33,12 @@ import (
 // runOne runs one task as every dispatcher does: not at all while an
 // earlier attempt's effect is unknown, adopted, reused, or run.
 func (r *runner) runOne(ctx context.Context, ts *taskState) {
+	if h := ts.handed; h != nil {
+		// The end of the task it waited for started it, after the same
+		// questions (startable).
+		r.runAttempts(ctx, ts, h.inputs)
+		return
+	}
 	name := ts.t.Name
 	if why, ok := r.blocked[name]; ok {
 		r.blockTask(ctx, ts, why)

@@ -73,3 +73,8 @@ func (r *runner) redactSummary(s *Summary) {
 		s.Publish[i].Error = red.String(s.Publish[i].Error)
 	}
 }
+
+func (s redactingStore) FinishAndStart(ctx context.Context, ref store.AttemptRef, o store.Outcome, next []store.AttemptSpec) ([]store.Started, error) {
+	o.ErrorTail = s.red.String(o.ErrorTail)
+	return store.FinishAndStart(ctx, s.Store, ref, o, next)
+}

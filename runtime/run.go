@@ -293,6 +293,9 @@ type runner struct {
 	// ends is a visit's attempt end left to the worker (visit.go); nil in
 	// a local run, which is how the engine tells the two apart (visiting).
 	ends *visitEnds
+	// sched is a local run's scheduler, which a task's end asks what it
+	// lets start (handoff.go); nil in a visit.
+	sched *dag
 
 	mu     sync.Mutex // guards summary parts below and taskState fields
 	checks map[string]*CheckResult
@@ -312,6 +315,9 @@ type taskState struct {
 	t     *compiler.PlanTask
 	state string
 	res   TaskResult
+	// handed is the attempt started for it by the end of the task it
+	// waited for (handoff.go), until its first attempt takes it.
+	handed *handed
 }
 
 // newRunner prepares a run of the plan's tasks, or of the task named only
@@ -636,7 +642,8 @@ func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 // schedule runs the plan's DAG (dag.go), each task through the task
 // engine (runOne).
 func (r *runner) schedule(ctx context.Context) {
-	newDAG(r.plan).run(engine{
+	r.sched = newDAG(r.plan)
+	r.sched.run(engine{
 		start: func(name string) {
 			ts := r.tasks[name]
 			r.mu.Lock()

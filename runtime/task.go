@@ -158,7 +158,14 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		r.notRun(ctx, ts, why)
 		return
 	}
+	r.runAttempts(ctx, ts, inputs)
+}
+
+// runAttempts is runTask once the inputs are resolved.
+func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundInput) {
+	t := ts.t
 	if ctx.Err() != nil {
+		r.dropHanded(ctx, ts)
 		r.notRun(ctx, ts, interrupted)
 		return
 	}
@@ -293,18 +300,8 @@ type launched struct {
 // commit can batch the writes of many tasks into one sync.
 func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput) attemptOutcome {
 	t := ts.t
-	lease := r.o.DefaultLease
-	var every time.Duration
-	if hb := t.Heartbeat; hb != nil {
-		if d, err := time.ParseDuration(hb.Lease); err == nil && d > 0 {
-			lease = d
-		}
-		if d, err := time.ParseDuration(hb.Every); err == nil && d > 0 {
-			every = d
-		}
-	}
-	a, err := r.startAttempt(ctx, store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource,
-		Worker: r.o.Worker, Host: r.self.Host, Boot: r.self.Boot, Lease: lease, Queued: true})
+	lease, every := r.leaseOf(t)
+	a, err := r.nextAttempt(ctx, ts)
 	if err != nil {
 		return attemptOutcome{startErr: err, verdict: retry.Verdict{Class: retry.Store}}
 	}
@@ -398,6 +395,20 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			lost = nil
 		}
 	}
+}
+
+// leaseOf is a task's lease, and its heartbeat period (0 without one).
+func (r *runner) leaseOf(t *compiler.PlanTask) (lease, every time.Duration) {
+	lease = r.o.DefaultLease
+	if hb := t.Heartbeat; hb != nil {
+		if d, err := time.ParseDuration(hb.Lease); err == nil && d > 0 {
+			lease = d
+		}
+		if d, err := time.ParseDuration(hb.Every); err == nil && d > 0 {
+			every = d
+		}
+	}
+	return lease, every
 }
 
 // prepare makes an attempt's staging directories, heartbeat file and
@@ -542,7 +553,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		return out
 	}
 	if res.Success() {
-		if err := r.st.FinishAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran}); err != nil {
+		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran}); err != nil {
 			out.verdict = retry.Verdict{Class: retry.Store}
 			out.tail = err.Error()
 			return out

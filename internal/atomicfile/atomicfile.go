@@ -1,9 +1,12 @@
 // Package atomicfile writes a file so that readers see the old content or the
-// new, never half of it: write a temporary file beside it, fsync, rename.
+// new, never half of it: write a temporary file beside it, fsync, rename;
+// and makes the folders such names live in durably (MkdirAll).
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -54,4 +57,27 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// MkdirAll makes dir and its missing parents (mode 0755), fsyncing the
+// folder that names each one it makes, so that what is later renamed into
+// dir is still reachable after a crash. A folder already there costs one
+// stat.
+func MkdirAll(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a folder", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return SyncDir(parent)
 }

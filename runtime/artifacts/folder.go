@@ -73,7 +73,7 @@ func (f *Folder) Put(ctx context.Context, k Key, dir string) error {
 		return nil // content-addressed: the same key is the same bytes
 	}
 	parent := filepath.Dir(final)
-	if err := mkdirDurable(parent); err != nil {
+	if err := atomicfile.MkdirAll(parent); err != nil {
 		return fmt.Errorf("artifact store %s: %w", f.Root, err)
 	}
 	if err := os.Rename(dir, final); err == nil {
@@ -185,25 +185,3 @@ func (f *Folder) Temps() ([]Temp, error) {
 }
 
 func (f *Folder) String() string { return f.Root }
-
-// mkdirDurable makes dir and its missing parents, fsyncing the folder that
-// names each one it makes, so that a version renamed into dir is still
-// reachable after a crash.
-func mkdirDurable(dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a folder", dir)
-		}
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirDurable(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return atomicfile.SyncDir(parent)
-}

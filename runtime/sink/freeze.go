@@ -16,7 +16,10 @@ import (
 // same bytes, whatever still writes into the staging directory afterwards.
 // Freezing the same content again returns the folder already there.
 func Freeze(staging, root string) (dir, digest string, err error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	// Durably: the version renamed into root must be reachable after a
+	// crash, root's own name included (a new artifact's folder in the
+	// default store).
+	if err := atomicfile.MkdirAll(root); err != nil {
 		return "", "", fmt.Errorf("freeze: %w", err)
 	}
 	tmp, err := os.MkdirTemp(root, ".tmp-")

@@ -5,7 +5,9 @@
 // It checks that the backend's store.Store keeps the guarantees the
 // interface documents: run ids, tokens that only grow, attempt states and
 // leases judged on the store's clock, accepted versions per interval,
-// compare-and-swap outcomes, and the event log; that it holds a pipeline's
+// compare-and-swap outcomes, the event log, and an attempt's end with the
+// starts it lets start (store.FinishAndStart: through the backend's
+// store.Handoff where it has one); that it holds a pipeline's
 // max_active_runs (NewRun.MaxActive) across handles; that its queue.Queue
 // keeps what that interface documents and the failover model decides: a
 // submitted DAG advances as tasks finish, the last task to finish ends the
@@ -83,6 +85,7 @@ func runStore(t *testing.T, open single) {
 		{"ResolveAttempt", testResolveAttempt},
 		{"FinishRecordsProcess", testFinishRecordsProcess},
 		{"FinishUnknown", testFinishUnknown},
+		{"FinishAndStart", testFinishAndStart},
 		{"TaskAttempts", testTaskAttempts},
 		{"CancelRun", testCancelRun},
 	} {
