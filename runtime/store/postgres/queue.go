@@ -604,7 +604,7 @@ var _ queue.FinishClaimer = (*Store)(nil)
 func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
 	next := &nextClaim{lease: lease, spec: spec}
 	err := s.granting(ctx, func(epoch int64) error {
-		next.epoch, next.claim, next.after = epoch, nil, false
+		next.epoch = epoch
 		return s.finish(ctx, worker, ref, r, next)
 	})
 	if err != nil {
@@ -643,7 +643,7 @@ func (s *Store) finish(ctx context.Context, worker string, ref queue.Ref, r queu
 	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		lost = false
 		if next != nil {
-			next.claim = nil
+			next.claim, next.after = nil, false // a retried transaction decides afresh
 		}
 		// claimNext claims in tx once the finish is written (nothing for a
 		// plain Finish: txPipelined commits).
