@@ -331,126 +331,123 @@ func (s *Store) claim(ctx context.Context, worker string, lease time.Duration, s
 // no ready task) and, with start, its first attempt.
 func (s *Store) claimIn(ctx context.Context, tx *queueTx, worker string, lease time.Duration, start *store.AttemptSpec) (*queue.Claim, error) {
 	var out *queue.Claim
-	err := func() error {
-		now := s.lease()
-		live, err := collect(func(r *sql.Rows) (queue.WorkerInfo, error) {
-			var w queue.WorkerInfo
+	now := s.lease()
+	live, err := collect(func(r *sql.Rows) (queue.WorkerInfo, error) {
+		var w queue.WorkerInfo
+		var labels string
+		if err := r.Scan(&w.Name, &labels); err != nil {
+			return w, err
+		}
+		return w, json.Unmarshal([]byte(labels), &w.Labels)
+	})(tx.Query(ctx, `SELECT name, labels FROM workers WHERE `+liveSQL+` ORDER BY name`, now.Boot, now.Nanos))
+	if err != nil {
+		return nil, err
+	}
+	me := slices.IndexFunc(live, func(w queue.WorkerInfo) bool { return w.Name == worker })
+	if me < 0 {
+		return nil, nil // not live (stopping, or its heartbeat lapsed): no claims
+	}
+	// The candidates are read a page at a time: Choose judges them in
+	// order and stops at the first it claims (usually the first of
+	// all), so decoding the rest would be wasted. Pages chosen from in
+	// turn decide exactly what one slice of them all would.
+	var cands []queue.Work
+	pick := queue.Pick{Chosen: -1}
+	busy := map[string]int{} // claimed tasks per pool, counted once per claim
+	for len(cands) < queue.ClaimCandidates && pick.Chosen < 0 {
+		page, err := collect(scanCandidate)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels, pool, pool_slots FROM work w
+WHERE `+isReady+` AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
+		if err != nil {
+			return nil, err
+		}
+		for i := range page {
+			page[i].Live = queue.EligibleLive(page[i].Labels, live)
+		}
+		if err := poolsBusy(ctx, tx, page, busy); err != nil {
+			return nil, err
+		}
+		p, err := queue.Choose(page, worker)
+		if err != nil {
+			return nil, err
+		}
+		pick.Waiting = queue.MergeWaiting(pick.Waiting, p.Waiting)
+		if p.Chosen >= 0 {
+			pick.Chosen = len(cands) + p.Chosen
+		}
+		cands = append(cands, page...)
+		if len(page) < claimPage {
+			break
+		}
+	}
+	if pick.Chosen >= 0 {
+		c := &cands[pick.Chosen]
+		cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
+		until := tx.LeaseUntil(lease)
+		if _, err := tx.Exec(ctx, `UPDATE work SET state = 'claimed', worker = ?3, failover = ?4, reason = '', claim_boot = ?5, claim_until = ?6
+WHERE run = ?1 AND task = ?2`, c.Run, c.Task, worker, queue.JSON(c.Failover), until.Boot, until.Nanos); err != nil {
+			return nil, err
+		}
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(number), 0) FROM attempts WHERE run = ? AND task = ?`, c.Run, c.Task).Scan(&cl.AttemptBase); err != nil {
+			return nil, err
+		}
+		// The run waits no more for this task; a message about another
+		// task stays: that one still waits.
+		if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = ?1 AND substr(waiting, 1, length(?2)) = ?2`,
+			c.Run, queue.WaitingPrefix(c.Task)); err != nil {
+			return nil, err
+		}
+		if err := tx.AppendEvent(ctx, store.Event{Run: c.Run, Kind: queue.EventWorkClaimed, Task: c.Task},
+			queue.ClaimedPayload(c, worker)); err != nil {
+			return nil, err
+		}
+		if start != nil {
+			// As StartAttempt, queued; the resource is the run's
+			// pipeline@interval, as the runtime names it (runtime.runner
+			// resource). A run no longer running starts nothing here:
+			// the visit's StartAttempt says so.
+			var state, resource string
+			if err := tx.QueryRow(ctx, `SELECT state, pipeline || '@' || interval_key FROM runs WHERE id = ?`, c.Run).Scan(&state, &resource); err != nil {
+				return nil, err
+			}
+			if store.RunState(state) == store.RunRunning {
+				a, err := tx.StartAttempt(ctx, store.AttemptSpec{Run: c.Run, Task: c.Task, Resource: resource,
+					Worker: start.Worker, Host: start.Host, Boot: start.Boot, Queued: true})
+				if err != nil {
+					return nil, err
+				}
+				cl.Attempt = &a
+			}
+		}
+		out = cl
+	} else {
+		unserved, err := collect(func(r *sql.Rows) (queue.Work, error) {
+			var w queue.Work
 			var labels string
-			if err := r.Scan(&w.Name, &labels); err != nil {
+			if err := r.Scan(&w.Run, &w.Task, &labels); err != nil {
 				return w, err
 			}
 			return w, json.Unmarshal([]byte(labels), &w.Labels)
-		})(tx.Query(ctx, `SELECT name, labels FROM workers WHERE `+liveSQL+` ORDER BY name`, now.Boot, now.Nanos))
+		})(tx.Query(ctx, unservedSQL, now.Boot, now.Nanos, queue.ClaimCandidates))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		me := slices.IndexFunc(live, func(w queue.WorkerInfo) bool { return w.Name == worker })
-		if me < 0 {
-			return nil // not live (stopping, or its heartbeat lapsed): no claims
-		}
-		// The candidates are read a page at a time: Choose judges them in
-		// order and stops at the first it claims (usually the first of
-		// all), so decoding the rest would be wasted. Pages chosen from in
-		// turn decide exactly what one slice of them all would.
-		var cands []queue.Work
-		pick := queue.Pick{Chosen: -1}
-		busy := map[string]int{} // claimed tasks per pool, counted once per claim
-		for len(cands) < queue.ClaimCandidates && pick.Chosen < 0 {
-			page, err := collect(scanCandidate)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels, pool, pool_slots FROM work w
-WHERE `+isReady+` AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
-			if err != nil {
-				return err
-			}
-			for i := range page {
-				page[i].Live = queue.EligibleLive(page[i].Labels, live)
-			}
-			if err := poolsBusy(ctx, tx, page, busy); err != nil {
-				return err
-			}
-			p, err := queue.Choose(page, worker)
-			if err != nil {
-				return err
-			}
-			pick.Waiting = queue.MergeWaiting(pick.Waiting, p.Waiting)
-			if p.Chosen >= 0 {
-				pick.Chosen = len(cands) + p.Chosen
-			}
-			cands = append(cands, page...)
-			if len(page) < claimPage {
-				break
-			}
-		}
-		if pick.Chosen >= 0 {
-			c := &cands[pick.Chosen]
-			cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
-			until := tx.LeaseUntil(lease)
-			if _, err := tx.Exec(ctx, `UPDATE work SET state = 'claimed', worker = ?3, failover = ?4, reason = '', claim_boot = ?5, claim_until = ?6
-WHERE run = ?1 AND task = ?2`, c.Run, c.Task, worker, queue.JSON(c.Failover), until.Boot, until.Nanos); err != nil {
-				return err
-			}
-			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(number), 0) FROM attempts WHERE run = ? AND task = ?`, c.Run, c.Task).Scan(&cl.AttemptBase); err != nil {
-				return err
-			}
-			// The run waits no more for this task; a message about another
-			// task stays: that one still waits.
-			if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = ?1 AND substr(waiting, 1, length(?2)) = ?2`,
-				c.Run, queue.WaitingPrefix(c.Task)); err != nil {
-				return err
-			}
-			if err := tx.AppendEvent(ctx, store.Event{Run: c.Run, Kind: queue.EventWorkClaimed, Task: c.Task},
-				queue.ClaimedPayload(c, worker)); err != nil {
-				return err
-			}
-			if start != nil {
-				// As StartAttempt, queued; the resource is the run's
-				// pipeline@interval, as the runtime names it (runtime.runner
-				// resource). A run no longer running starts nothing here:
-				// the visit's StartAttempt says so.
-				var state, resource string
-				if err := tx.QueryRow(ctx, `SELECT state, pipeline || '@' || interval_key FROM runs WHERE id = ?`, c.Run).Scan(&state, &resource); err != nil {
-					return err
-				}
-				if store.RunState(state) == store.RunRunning {
-					a, err := tx.StartAttempt(ctx, store.AttemptSpec{Run: c.Run, Task: c.Task, Resource: resource,
-						Worker: start.Worker, Host: start.Host, Boot: start.Boot, Queued: true})
-					if err != nil {
-						return err
-					}
-					cl.Attempt = &a
-				}
-			}
-			out = cl
-		} else {
-			unserved, err := collect(func(r *sql.Rows) (queue.Work, error) {
-				var w queue.Work
-				var labels string
-				if err := r.Scan(&w.Run, &w.Task, &labels); err != nil {
-					return w, err
-				}
-				return w, json.Unmarshal([]byte(labels), &w.Labels)
-			})(tx.Query(ctx, unservedSQL, now.Boot, now.Nanos, queue.ClaimCandidates))
-			if err != nil {
-				return err
-			}
-			pick.Unserved(unserved)
-		}
-		for _, w := range pick.Waiting {
-			res, err := tx.Exec(ctx, `UPDATE submissions SET waiting = ?2
+		pick.Unserved(unserved)
+	}
+	for _, w := range pick.Waiting {
+		res, err := tx.Exec(ctx, `UPDATE submissions SET waiting = ?2
 WHERE run = ?1 AND waiting <> ?2 AND (waiting = '' OR substr(waiting, 1, length(?3)) = ?3)`, w.Run, w.Message, queue.WaitingPrefix(w.Task))
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 1 {
-				if err := tx.AppendEvent(ctx, store.Event{Run: w.Run, Kind: queue.EventRunWaiting}, map[string]any{"waiting": w.Message}); err != nil {
-					return err
-				}
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, err
+		} else if n == 1 {
+			if err := tx.AppendEvent(ctx, store.Event{Run: w.Run, Kind: queue.EventRunWaiting}, map[string]any{"waiting": w.Message}); err != nil {
+				return nil, err
 			}
 		}
-		return nil
-	}()
-	return out, err
+	}
+	return out, nil
 }
 
 // Finish implements queue.Queue: queue.Finished decides, this writes it.
@@ -533,48 +530,44 @@ func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref
 // finishIn is Finish's write in tx; lost: the claim is no longer worker's
 // (the attempt's end is recorded all the same).
 func finishIn(ctx context.Context, tx *queueTx, worker string, ref queue.Ref, r queue.Result) (lost bool, err error) {
-	err = func() error {
-		w := queue.Work{Ref: ref, Worker: worker}
-		var limits, st, deps string
-		err := tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work WHERE run = ? AND task = ? AND `+isClaimed+` AND worker = ?`,
-			ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+	w := queue.Work{Ref: ref, Worker: worker}
+	var limits, st, deps string
+	err = tx.QueryRow(ctx, `SELECT limits, failover, dependents FROM work WHERE run = ? AND task = ? AND `+isClaimed+` AND worker = ?`,
+		ref.Run, ref.Task, worker).Scan(&limits, &st, &deps)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
+	// The visit's last attempt's end commits with the visit's
+	// (queue.Result.End); when the claim is gone it is still recorded.
+	if r.End != nil {
+		if err := tx.FinishAttempt(ctx, r.End.Ref, r.End.Outcome); err != nil {
+			return false, err
 		}
-		// The visit's last attempt's end commits with the visit's
-		// (queue.Result.End); when the claim is gone it is still recorded.
-		if r.End != nil {
-			if err := tx.FinishAttempt(ctx, r.End.Ref, r.End.Outcome); err != nil {
-				return err
-			}
+	}
+	if u := r.Unused; u != nil && u.Run == ref.Run && u.Task == ref.Task && (r.End == nil || r.End.Ref != *u) {
+		// The claim's attempt that never ran (ClaimStarting): it ends
+		// failed, as an attempt that could not start does.
+		if err := finishUnused(ctx, tx, *u); err != nil {
+			return false, err
 		}
-		if u := r.Unused; u != nil && u.Run == ref.Run && u.Task == ref.Task && (r.End == nil || r.End.Ref != *u) {
-			// The claim's attempt that never ran (ClaimStarting): it ends
-			// failed, as an attempt that could not start does.
-			if err := finishUnused(ctx, tx, *u); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, sql.ErrNoRows) {
-			lost = true
-			return nil
-		}
-		if err := queue.DecodeWork(&w, limits, st, deps); err != nil {
-			return err
-		}
-		c, err := queue.Finished(&w, worker, r)
-		if err != nil {
-			return err
-		}
-		if err := applyChange(ctx, tx, &w, c); err != nil {
-			return err
-		}
-		if c.Advance && len(w.Dependents) > 0 {
-			return nil // its dependents are still to run: the run goes on
-		}
-		return maybeFinishRun(ctx, tx, ref.Run)
-	}()
-	return lost, err
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	if err := queue.DecodeWork(&w, limits, st, deps); err != nil {
+		return false, err
+	}
+	c, err := queue.Finished(&w, worker, r)
+	if err != nil {
+		return false, err
+	}
+	if err := applyChange(ctx, tx, &w, c); err != nil {
+		return false, err
+	}
+	if c.Advance && len(w.Dependents) > 0 {
+		return false, nil // its dependents are still to run: the run goes on
+	}
+	return false, maybeFinishRun(ctx, tx, ref.Run)
 }
 
 // finishUnused ends a claim's attempt that its visit never ran
