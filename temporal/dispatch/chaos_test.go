@@ -64,37 +64,52 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
-	// busy waits until w is in the middle of a visit by its own log (a
-	// "start on" line not yet followed by that task's end), so a signal
-	// catches it mid-task: tasks take tens of milliseconds, and with
-	// batches of visits a worker may be between activities.
-	busy := func(w *proc) {
+	// midVisit reports whether w's log shows a visit started and not
+	// ended (a "start on" line not yet followed by that task's end).
+	midVisit := func(w *proc) bool {
+		open := map[string]bool{}
+		for _, line := range strings.Split(w.output(), "\n") {
+			visit, what, ok := strings.Cut(line, ": ")
+			if !ok {
+				continue
+			}
+			open[visit] = strings.HasPrefix(what, "start on ")
+		}
+		for _, running := range open {
+			if running {
+				return true
+			}
+		}
+		return false
+	}
+	// stopMidVisit stops w (SIGSTOP) in the middle of a visit, so a signal
+	// after it catches a visit, not an idle worker: tasks take tens of
+	// milliseconds, and with batches of visits a worker may be between
+	// activities. Stopped, w writes nothing more, so a visit still open in
+	// its log once the pipe is drained is one the stop caught; otherwise it
+	// is resumed and stopped again at its next visit.
+	stopMidVisit := func(w *proc) {
 		t.Helper()
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-			open := map[string]bool{}
-			for _, line := range strings.Split(w.output(), "\n") {
-				visit, what, ok := strings.Cut(line, ": ")
-				if !ok {
-					continue
-				}
-				open[visit] = strings.HasPrefix(what, "start on ")
-			}
-			for _, running := range open {
-				if running {
-					return
-				}
-			}
 			if time.Now().After(deadline) {
-				t.Fatalf("worker ran no task for a minute:\n%s", w.output())
+				t.Fatalf("worker was never stopped in a visit for a minute:\n%s", w.output())
 			}
+			if !midVisit(w) {
+				continue
+			}
+			w.signal(t, syscall.SIGSTOP)
+			time.Sleep(50 * time.Millisecond) // what it wrote before the stop reaches its log
+			if midVisit(w) {
+				return
+			}
+			w.signal(t, syscall.SIGCONT)
 		}
 	}
 	progress(60)
-	busy(w2)
-	w2.signal(t, syscall.SIGSTOP)
+	stopMidVisit(w2)
 	stopped := time.Now()
 	progress(150)
-	busy(w3)
+	stopMidVisit(w3)
 	w3.signal(t, syscall.SIGKILL)
 	e.worker("w4", "--slots", "2")
 	progress(300)
