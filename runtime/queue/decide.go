@@ -123,6 +123,32 @@ type Waiting struct {
 	Run, Task, Message string
 }
 
+// Candidates are the ready tasks a claim read so far, page after page in
+// order, and what Choose decided of them: pages chosen from in turn decide
+// exactly what one slice of them all would.
+type Candidates struct {
+	Work []Work
+	Pick Pick
+}
+
+// NewCandidates starts a claim's candidates: none read, none chosen.
+func NewCandidates() *Candidates { return &Candidates{Pick: Pick{Chosen: -1}} }
+
+// Judge chooses from the next page (Choose), keeping what waits, and
+// reports whether a candidate is chosen.
+func (c *Candidates) Judge(page []Work, worker string) (bool, error) {
+	p, err := Choose(page, worker)
+	if err != nil {
+		return false, err
+	}
+	c.Pick.Waiting = MergeWaiting(c.Pick.Waiting, p.Waiting)
+	if p.Chosen >= 0 {
+		c.Pick.Chosen = len(c.Work) + p.Chosen
+	}
+	c.Work = append(c.Work, page...)
+	return c.Pick.Chosen >= 0, nil
+}
+
 // Pick is what a claim decided.
 type Pick struct {
 	// Chosen indexes the candidate to claim (its Failover already stepped

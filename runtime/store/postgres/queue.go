@@ -411,31 +411,26 @@ func readClaimReads(br pgx.BatchResults) (page, unserved []queue.Work, err error
 func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64,
 	page, unserved []queue.Work) (*queue.Claim, error) {
 	var err error
-	var cands []queue.Work
-	pick := queue.Pick{Chosen: -1}
+	cs := queue.NewCandidates()
 	for {
 		if err := poolsBusy(ctx, tx, page); err != nil {
 			return nil, err
 		}
-		p, err := queue.Choose(page, worker)
+		chosen, err := cs.Judge(page, worker)
 		if err != nil {
 			return nil, err
 		}
-		pick.Waiting = queue.MergeWaiting(pick.Waiting, p.Waiting)
-		if p.Chosen >= 0 {
-			pick.Chosen = len(cands) + p.Chosen
-		}
-		cands = append(cands, page...)
-		if pick.Chosen >= 0 || len(page) < claimPage || len(cands) >= queue.ClaimCandidates {
+		if chosen || len(page) < claimPage || len(cs.Work) >= queue.ClaimCandidates {
 			break
 		}
-		lastRef := cands[len(cands)-1].Ref
-		page, err = scanCandidates(tx.Query(ctx, candidatesSQL(true), min(queue.ClaimCandidates-len(cands), 4*claimPage),
+		lastRef := cs.Work[len(cs.Work)-1].Ref
+		page, err = scanCandidates(tx.Query(ctx, candidatesSQL(true), min(queue.ClaimCandidates-len(cs.Work), 4*claimPage),
 			worker, lastRef.Run, lastRef.Task))
 		if err != nil {
 			return nil, err
 		}
 	}
+	cands, pick := cs.Work, &cs.Pick
 	if pick.Chosen < 0 {
 		pick.Unserved(unserved)
 		return nil, setWaiting(ctx, tx, ends, pick.Waiting)

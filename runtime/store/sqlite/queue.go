@@ -351,12 +351,11 @@ func (s *Store) claimIn(ctx context.Context, tx *queueTx, worker string, lease t
 	// order and stops at the first it claims (usually the first of
 	// all), so decoding the rest would be wasted. Pages chosen from in
 	// turn decide exactly what one slice of them all would.
-	var cands []queue.Work
-	pick := queue.Pick{Chosen: -1}
+	cs := queue.NewCandidates()
 	busy := map[string]int{} // claimed tasks per pool, counted once per claim
-	for len(cands) < queue.ClaimCandidates && pick.Chosen < 0 {
+	for len(cs.Work) < queue.ClaimCandidates {
 		page, err := collect(scanCandidate)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels, pool, pool_slots FROM work w
-WHERE `+isReady+` AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cands)))
+WHERE `+isReady+` AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cs.Work)))
 		if err != nil {
 			return nil, err
 		}
@@ -366,19 +365,15 @@ WHERE `+isReady+` AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, que
 		if err := poolsBusy(ctx, tx, page, busy); err != nil {
 			return nil, err
 		}
-		p, err := queue.Choose(page, worker)
+		chosen, err := cs.Judge(page, worker)
 		if err != nil {
 			return nil, err
 		}
-		pick.Waiting = queue.MergeWaiting(pick.Waiting, p.Waiting)
-		if p.Chosen >= 0 {
-			pick.Chosen = len(cands) + p.Chosen
-		}
-		cands = append(cands, page...)
-		if len(page) < claimPage {
+		if chosen || len(page) < claimPage {
 			break
 		}
 	}
+	cands, pick := cs.Work, &cs.Pick
 	if pick.Chosen >= 0 {
 		c := &cands[pick.Chosen]
 		cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
