@@ -290,6 +290,10 @@ type launched struct {
 	// ran is set, before marked is closed, when the process ended before its
 	// pid was recorded: FinishAttempt records it (store.Outcome.Ran).
 	ran *store.Running
+	// recorded is the attempt as this runner's writes left it, set before
+	// marked is closed: a, or as MarkRunningAs returned it
+	// (queue.AttemptEnd.Was).
+	recorded store.Attempt
 }
 
 // attempt starts one attempt and waits for it to end or to lose its lease.
@@ -515,12 +519,13 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 		id := p.Identity()
 		run := store.Running{Process: store.Process{Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID,
 			Start: id.Start}, Lease: lease}
+		l.recorded = a
 		if t.Idempotent && t.Heartbeat == nil && endsWithin(p, markDelay) {
 			// Ended already: its start is recorded with its end, one store
 			// write instead of two (store.Outcome.Ran says why that is safe).
 			l.ran = &run
 		} else {
-			_, l.markErr = r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, run)
+			l.recorded, l.markErr = r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, run)
 		}
 		if l.markErr == nil {
 			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})

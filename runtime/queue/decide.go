@@ -284,8 +284,7 @@ const UnknownClaimExpired = "its worker's claim expired"
 func Finished(w *Work, worker string, r Result) (Change, error) {
 	switch r.Ending {
 	case Succeeded:
-		return Change{State: WorkSucceeded, Advance: true,
-			Notes: []Note{{EventWorkSucceeded, map[string]any{"worker": worker}}}}, nil
+		return Success(worker), nil
 	case NotRun:
 		return Change{State: WorkNotRun, Reason: r.Reason, Spread: SpreadNotRun}, nil
 	case HandedBack:
@@ -298,6 +297,14 @@ func Finished(w *Work, worker string, r Result) (Change, error) {
 		return lostLease(w, worker, "the lease of "+worker+" expired while it ran the task (paused or cut off from the store)"), nil
 	}
 	return Change{}, fmt.Errorf("finish: unknown ending %d", r.Ending)
+}
+
+// Success is what a succeeded visit does to its task, whatever the task's
+// row holds: the DAG advances, the failover state stays. A queue may write
+// it without reading the row first (see AttemptEnd.Was).
+func Success(worker string) Change {
+	return Change{State: WorkSucceeded, Advance: true,
+		Notes: []Note{{EventWorkSucceeded, map[string]any{"worker": worker}}}}
 }
 
 // Expired decides what the expiry of w's claim does: its worker stopped

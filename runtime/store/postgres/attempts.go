@@ -29,6 +29,13 @@ func epochRefused(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "PE001"
 }
 
+// finishMissed reports a statement that pipec_finish_missed failed: a
+// guarded write found its row not as the caller assumed.
+func finishMissed(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "PE002"
+}
+
 // currentEpoch returns this handle's epoch, recording a new one durably
 // first when it has none.
 func (s *Store) currentEpoch(ctx context.Context) (int64, error) {
@@ -458,7 +465,12 @@ WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, st
 // as one statement queued on b (Finish of the queue sends it with the
 // DAG's step): the same checks, the same columns written (the process's,
 // Outcome.Ran, then the end's) and the same events in the same order.
-func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome) error {
+//
+// With guard, cur is what the caller assumes the row holds, unread: the
+// update is made only while the row's state and token are cur's, and a
+// row that is not fails the statement (pipec_finish_missed, SQLSTATE
+// PE002), so that nothing of the transaction commits.
+func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome, guard bool) error {
 	ref := cur.AttemptRef
 	was := cur.State
 	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
@@ -484,12 +496,19 @@ func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome) error 
 	payloads = append(payloads, eventText(map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode,
 		"error_tail": o.ErrorTail, "token": cur.Token, "was": string(was)}))
 	args[7], args[8] = kinds, payloads
+	assumed, missed := "", ""
+	if guard {
+		n := len(args)
+		args = append(args, string(cur.State), cur.Token)
+		assumed = fmt.Sprintf(` AND state = $%d AND token = $%d RETURNING 1`, n+1, n+2)
+		missed = ` WHERE CASE WHEN EXISTS (SELECT 1 FROM u) THEN true ELSE pipec_finish_missed() END`
+	}
 	b.Queue(`WITH n AS (SELECT pipec_now() AS now), u AS (
 	UPDATE attempts SET `+process+`state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL
-	FROM n WHERE run = $1 AND task = $2 AND number = $3
+	FROM n WHERE run = $1 AND task = $2 AND number = $3`+assumed+`
 )
 INSERT INTO events (run, time, kind, task, attempt, payload)
-SELECT $1, n.now, e.kind, $2, $3, e.payload FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i) ORDER BY e.i`, args...)
+SELECT $1, n.now, e.kind, $2, $3, e.payload FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i)`+missed+` ORDER BY e.i`, args...)
 	return nil
 }
 

@@ -58,97 +58,179 @@ func workState(t *testing.T, s *postgres.Store, run, task string) string {
 // attempt's end (and its process, Outcome.Ran) and the DAG's step in one
 // transaction.
 func TestFinishRecordsTheAttemptsEnd(t *testing.T) {
-	s := open(t, pg.Server(t), nil)
-	ctx := context.Background()
-	ref, a := submitted(t, s)
-	ran := &store.Running{Process: store.Process{PID: 4242, PGID: 4242, Host: "h"}, Lease: time.Minute}
-	err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
-		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}}})
-	if err != nil {
+	srv := pg.Server(t)
+	assuming(t, func(t *testing.T, was bool) {
+		s := open(t, srv, nil)
+		ctx := context.Background()
+		ref, a := submitted(t, s)
+		ran := &store.Running{Process: store.Process{PID: 4242, PGID: 4242, Host: "h"}, Lease: time.Minute}
+		err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
+			End: end(a, store.Outcome{State: store.AttemptSucceeded, Ran: ran}, was)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishedOnce(t, s, a)
+		got, err := s.GetAttempt(ctx, a.AttemptRef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.AttemptSucceeded || got.PID != 4242 || got.Ended.IsZero() {
+			t.Fatalf("attempt after Finish: %+v", got)
+		}
+		if st := workState(t, s, ref.Run, "a"); st != queue.WorkSucceeded {
+			t.Fatalf("a is %s, want succeeded", st)
+		}
+		if st := workState(t, s, ref.Run, "b"); st != queue.WorkReady {
+			t.Fatalf("b is %s, want ready", st)
+		}
+	})
+}
+
+// assuming runs test twice: the visit's end without and with the attempt as
+// the visit left it (queue.AttemptEnd.Was), which Finish may assume
+// instead of reading it; where it no longer holds, the outcome must be
+// the same as without it.
+func assuming(t *testing.T, test func(t *testing.T, was bool)) {
+	for _, was := range []bool{false, true} {
+		name := "read"
+		if was {
+			name = "assumed"
+		}
+		t.Run(name, func(t *testing.T) { test(t, was) })
+	}
+}
+
+// end is a's end o, with a as Was when was.
+func end(a store.Attempt, o store.Outcome, was bool) *queue.AttemptEnd {
+	e := &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: o}
+	if was {
+		e.Was = &a
+	}
+	return e
+}
+
+// finishedOnce fails unless a's end was logged exactly once.
+func finishedOnce(t *testing.T, s *postgres.Store, a store.Attempt) {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM events WHERE run = $1 AND task = $2 AND attempt = $3 AND kind = $4`,
+		a.Run, a.Task, a.Number, store.EventAttemptFinished).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.GetAttempt(ctx, a.AttemptRef)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != store.AttemptSucceeded || got.PID != 4242 || got.Ended.IsZero() {
-		t.Fatalf("attempt after Finish: %+v", got)
-	}
-	if st := workState(t, s, ref.Run, "a"); st != queue.WorkSucceeded {
-		t.Fatalf("a is %s, want succeeded", st)
-	}
-	if st := workState(t, s, ref.Run, "b"); st != queue.WorkReady {
-		t.Fatalf("b is %s, want ready", st)
+	if n != 1 {
+		t.Fatalf("%d %s events for %s, want 1", n, store.EventAttemptFinished, a.AttemptRef)
 	}
 }
 
 // TestFinishIsAtomic: when the attempt's end cannot be recorded (here: it
 // was recorded already with another outcome), the DAG does not move either.
 func TestFinishIsAtomic(t *testing.T) {
-	s := open(t, pg.Server(t), nil)
-	ctx := context.Background()
-	ref, a := submitted(t, s)
-	if _, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "x", ExitCode: 1}); err != nil {
-		t.Fatal(err)
-	}
-	err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
-		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded}}})
-	if !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Finish over a failed attempt: %v, want ErrConflict", err)
-	}
-	if st := workState(t, s, ref.Run, "a"); st != queue.WorkClaimed {
-		t.Fatalf("a is %s after a refused Finish, want still claimed", st)
-	}
-	if st := workState(t, s, ref.Run, "b"); st != queue.WorkBlocked {
-		t.Fatalf("b is %s after a refused Finish, want blocked", st)
-	}
-	// An end for another task's attempt is refused before anything.
-	other := a.AttemptRef
-	other.Task = "b"
-	if err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
-		End: &queue.AttemptEnd{Ref: other, Outcome: store.Outcome{State: store.AttemptSucceeded}}}); err == nil {
-		t.Fatal("Finish accepted the end of another task's attempt")
-	}
+	srv := pg.Server(t)
+	assuming(t, func(t *testing.T, was bool) {
+		s := open(t, srv, nil)
+		ctx := context.Background()
+		ref, a := submitted(t, s)
+		if _, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "x", ExitCode: 1}); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
+			End: end(a, store.Outcome{State: store.AttemptSucceeded}, was)})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("Finish over a failed attempt: %v, want ErrConflict", err)
+		}
+		if st := workState(t, s, ref.Run, "a"); st != queue.WorkClaimed {
+			t.Fatalf("a is %s after a refused Finish, want still claimed", st)
+		}
+		if st := workState(t, s, ref.Run, "b"); st != queue.WorkBlocked {
+			t.Fatalf("b is %s after a refused Finish, want blocked", st)
+		}
+		// An end for another task's attempt is refused before anything.
+		other := a.AttemptRef
+		other.Task = "b"
+		if err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
+			End: &queue.AttemptEnd{Ref: other, Outcome: store.Outcome{State: store.AttemptSucceeded}}}); err == nil {
+			t.Fatal("Finish accepted the end of another task's attempt")
+		}
+		finishedOnce(t, s, a)
+	})
 }
 
 // TestFinishAfterTheClaimWasLost: a worker whose claim was taken over still
 // records its attempt's end (the process did end), and learns the claim is
 // gone; the task's state is the new owner's.
 func TestFinishAfterTheClaimWasLost(t *testing.T) {
+	srv := pg.Server(t)
+	assuming(t, func(t *testing.T, was bool) {
+		s := open(t, srv, nil)
+		ctx := context.Background()
+		ref, a := submitted(t, s)
+		a, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The claim expires (worker w1 stopped renewing) and is swept.
+		if _, err := s.Pool().Exec(ctx, `UPDATE work SET claim_expiry = pipec_now() - interval '1 second' WHERE run = $1 AND task = 'a'`, ref.Run); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("sweep: %d, %v", n, err)
+		}
+		err = s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
+			End: end(a, store.Outcome{State: store.AttemptSucceeded}, was)})
+		if !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("Finish of a lost claim: %v, want ErrLeaseLost", err)
+		}
+		got, err := s.GetAttempt(ctx, a.AttemptRef)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.AttemptSucceeded {
+			t.Fatalf("the attempt's end was not recorded: %s", got.State)
+		}
+		// The sweep's decision stands (global = 0: no failover, the task failed).
+		if st := workState(t, s, ref.Run, "a"); st != queue.WorkFailed {
+			t.Fatalf("a is %s, want failed (the sweep's decision)", st)
+		}
+		if st := workState(t, s, ref.Run, "b"); st != queue.WorkNotRun {
+			t.Fatalf("b is %s, want not_run", st)
+		}
+		finishedOnce(t, s, a)
+	})
+}
+
+// TestFinishAssumingAClaimTakenOver: the attempt is as the visit left it,
+// but the claim went to another worker: the end assumed is not kept half
+// (the attempt's end written, the DAG not stepped), and the end is
+// recorded once, as for any lost claim.
+func TestFinishAssumingAClaimTakenOver(t *testing.T) {
 	s := open(t, pg.Server(t), nil)
 	ctx := context.Background()
 	ref, a := submitted(t, s)
-	if _, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute); err != nil {
+	if _, err := s.Pool().Exec(ctx, `UPDATE work SET worker = 'w2' WHERE run = $1 AND task = 'a'`, ref.Run); err != nil {
 		t.Fatal(err)
 	}
-	// The claim expires (worker w1 stopped renewing) and is swept.
-	if _, err := s.Pool().Exec(ctx, `UPDATE work SET claim_expiry = pipec_now() - interval '1 second' WHERE run = $1 AND task = 'a'`, ref.Run); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := s.Sweep(ctx); err != nil || n != 1 {
-		t.Fatalf("sweep: %d, %v", n, err)
-	}
+	ran := &store.Running{Process: store.Process{PID: 4242, PGID: 4242, Host: "h"}, Lease: time.Minute}
 	err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
-		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded}}})
+		End: end(a, store.Outcome{State: store.AttemptSucceeded, Ran: ran}, true)})
 	if !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("Finish of a lost claim: %v, want ErrLeaseLost", err)
+		t.Fatalf("Finish of a claim taken over: %v, want ErrLeaseLost", err)
 	}
 	got, err := s.GetAttempt(ctx, a.AttemptRef)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != store.AttemptSucceeded {
-		t.Fatalf("the attempt's end was not recorded: %s", got.State)
+	if got.State != store.AttemptSucceeded || got.PID != 4242 {
+		t.Fatalf("the attempt's end was not recorded: %+v", got)
 	}
-	// The sweep's decision stands (global = 0: no failover, the task failed).
-	if st := workState(t, s, ref.Run, "a"); st != queue.WorkFailed {
-		t.Fatalf("a is %s, want failed (the sweep's decision)", st)
+	finishedOnce(t, s, a)
+	if st := workState(t, s, ref.Run, "a"); st != queue.WorkClaimed {
+		t.Fatalf("a is %s, want still claimed (by w2)", st)
 	}
-	if st := workState(t, s, ref.Run, "b"); st != queue.WorkNotRun {
-		t.Fatalf("b is %s, want not_run", st)
+	if st := workState(t, s, ref.Run, "b"); st != queue.WorkBlocked {
+		t.Fatalf("b is %s, want blocked", st)
 	}
 }
 
@@ -191,4 +273,54 @@ func TestClaimStartingReadsThePriorAttempts(t *testing.T) {
 	if diff := cmp.Diff(want, cl.Prior); diff != "" {
 		t.Errorf("the claim's prior attempts differ from TaskAttempts (-want +got):\n%s", diff)
 	}
+}
+
+// TestFinishAssumingAStaleAttempt: the claim is still the worker's, but
+// its attempt's lease expired and the attempt was marked unknown meanwhile:
+// the visit's end assumed is decided exactly as the end read.
+func TestFinishAssumingAStaleAttempt(t *testing.T) {
+	srv := pg.Server(t)
+	type outcome struct {
+		Err              bool
+		Attempt, A, B    string
+		AttemptsFinished int
+	}
+	var got [2]outcome
+	assuming(t, func(t *testing.T, was bool) {
+		s := open(t, srv, nil)
+		ctx := context.Background()
+		ref, a := submitted(t, s)
+		a, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Pool().Exec(ctx, `UPDATE attempts SET lease_expiry = pipec_now() - interval '1 second' WHERE run = $1`, ref.Run); err != nil {
+			t.Fatal(err)
+		}
+		if us, err := s.MarkUnknown(ctx); err != nil || len(us) != 1 {
+			t.Fatalf("mark unknown: %v, %v", us, err)
+		}
+		err = s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
+			End: end(a, store.Outcome{State: store.AttemptSucceeded}, was)})
+		cur, gerr := s.GetAttempt(ctx, a.AttemptRef)
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		o := outcome{Err: err != nil, Attempt: string(cur.State), A: workState(t, s, ref.Run, "a"), B: workState(t, s, ref.Run, "b")}
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE run = $1 AND kind = $2`, ref.Run, store.EventAttemptFinished).Scan(&o.AttemptsFinished); err != nil {
+			t.Fatal(err)
+		}
+		got[b2i(was)] = o
+	})
+	if diff := cmp.Diff(got[0], got[1]); diff != "" {
+		t.Fatalf("the end assumed differs from the end read (-read +assumed):\n%s", diff)
+	}
+	t.Logf("both: %+v", got[0])
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

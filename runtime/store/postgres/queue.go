@@ -634,6 +634,12 @@ func (s *Store) finish(ctx context.Context, worker string, ref queue.Ref, r queu
 	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
 		return fmt.Errorf("finish %s %s: the attempt %s is not of this task", ref.Run, ref.Task, e.Ref)
 	}
+	if done, err := s.finishAssuming(ctx, worker, ref, r, next); done {
+		if err != nil {
+			return fmt.Errorf("finish %s %s: %w", ref.Run, ref.Task, err)
+		}
+		return nil
+	}
 	lost := false
 	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		lost = false
@@ -718,7 +724,7 @@ WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 		}
 		writes := &pgx.Batch{}
 		if r.End != nil {
-			if err := queueFinishAttempt(writes, cur, r.End.Outcome); err != nil {
+			if err := queueFinishAttempt(writes, cur, r.End.Outcome, false); err != nil {
 				return err
 			}
 		}
@@ -839,6 +845,112 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 	}
 	return nil
 }
+
+// finishAssuming is finish for a succeeded visit whose attempt's end comes
+// with the attempt as the visit left it (queue.AttemptEnd.Was): the end,
+// the DAG's step and (next) the claim's first reads go in one round trip
+// with the BEGIN, without reading first what the writes change: each write
+// is guarded on what the visit knows (its claim still its own, its attempt
+// still as its writes left it), and a guard that misses fails the
+// transaction (pipec_finish_missed). done is false when the visit's end is
+// not of that kind or a guard missed: nothing was written, and finish
+// decides after reading. Its events are finish's, in the same order.
+func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, next *nextClaim) (done bool, err error) {
+	e := r.End
+	if r.Ending != queue.Succeeded || e == nil || e.Was == nil || e.Was.AttemptRef != e.Ref || r.Unused != nil {
+		return false, nil
+	}
+	c := queue.Success(worker)
+	err = s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+		if next != nil {
+			next.claim, next.after = nil, false // a retried transaction decides afresh
+		}
+		b := &pgx.Batch{}
+		// The claim's row first, as finish locks it; a claim no longer
+		// this worker's is left to the step's guard.
+		b.Queue(`SELECT 1 FROM work WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 FOR UPDATE`, ref.Run, ref.Task, worker)
+		if err := queueFinishAttempt(b, *e.Was, e.Outcome, true); err != nil {
+			return errFinishMissed // the end is not one Was can take: finish judges it after reading
+		}
+		if b.Len() != 2 {
+			return errFinishMissed // Was holds that end already (a retry): likewise
+		}
+		// The task's state and event, its dependents one need fewer (ready
+		// at none), and a wakeup for idle workers when some became ready
+		// or a pool slot freed, as finish's step, only while the claim is
+		// this worker's.
+		b.Queue(`WITH me AS (
+	UPDATE work SET state = $4, reason = '', claim_expiry = NULL
+	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 RETURNING dependents, pool
+), ev AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_now(), $5, $2, 0, $6 FROM me
+), deps AS (
+	SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state FROM me
+)
+SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM me) THEN pipec_finish_missed() END,
+	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('`+workChannel+`', '') END,
+	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
+			ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
+		if next != nil {
+			queueClaimReads(b, worker)
+		}
+		skip := ends.first(b)
+		br := tx.SendBatch(ctx, b)
+		var err error
+		for range skip {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		var open int
+		var page, unserved []queue.Work
+		for range 2 { // the claim's lock, the attempt's end
+			if err == nil {
+				_, err = br.Exec()
+			}
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(nil, nil, &open)
+		}
+		if err == nil && next != nil {
+			page, unserved, err = readClaimReads(br)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if finishMissed(err) {
+			err = errFinishMissed
+		}
+		if err != nil {
+			return err
+		}
+		if open > 0 {
+			// Its dependents are still to run: the run goes on.
+			if next == nil {
+				return nil
+			}
+			next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, unserved)
+			return err
+		}
+		// No dependents, or none left to run: this may be the run's last
+		// task (the claim follows the commit, see nextClaim).
+		if err := lockSubmission(ctx, tx, ref.Run); err != nil {
+			return err
+		}
+		if next != nil {
+			next.after = true
+		}
+		return maybeFinishRun(ctx, tx, ref.Run)
+	})
+	if errors.Is(err, errFinishMissed) {
+		return false, nil
+	}
+	return true, err
+}
+
+// errFinishMissed: finishAssuming's guesses did not hold; nothing was
+// written.
+var errFinishMissed = errors.New("the visit's end found its rows changed")
 
 // sendLast sends b, fn's last batch, with the COMMIT.
 func sendLast(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch) error {

@@ -320,6 +320,18 @@ BEGIN
 END
 $$;
 `},
+	{13, "a visit's end written as its worker left it", `
+-- A worker's finish may write a visit's end assuming the rows are as its own
+-- writes left them, each write guarded on what it assumed; a guard that
+-- misses fails the statement (SQLSTATE PE002), so a transaction whose COMMIT
+-- was sent with it never commits, and the worker decides again after
+-- reading.
+CREATE FUNCTION pipec_finish_missed() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+	RAISE EXCEPTION 'a visit''s end found its rows changed' USING ERRCODE = 'PE002';
+END
+$$;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
