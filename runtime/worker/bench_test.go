@@ -71,10 +71,11 @@ func BenchmarkWorkers1k(b *testing.B) {
 		if dir := os.Getenv("PIPEC_BENCH_STATEMENTS"); dir != "" {
 			// The statements the run cost the server, most time first, in
 			// DIR/statements-N.txt: PIPEC_PG_OPTIONS=shared_preload_libraries=pg_stat_statements
-			// loads the extension.
+			// loads the extension (plan_ms needs pg_stat_statements.track_planning=on too).
 			top, err := pg.Server(b).Psql(b.Context(), "", `CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
-SELECT calls, round(total_exec_time::numeric, 1) AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 160)
-FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40; SELECT pg_stat_statements_reset();`)
+SELECT calls, round(total_exec_time::numeric, 1) AS ms, round(total_plan_time::numeric, 1) AS plan_ms, rows,
+	left(regexp_replace(query, '\s+', ' ', 'g'), 160)
+FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40; SELECT pg_stat_statements_reset();`)
 			if err != nil {
 				b.Fatal(err)
 			}
