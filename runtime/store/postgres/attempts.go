@@ -232,7 +232,7 @@ FROM runs r WHERE r.id = $1 FOR SHARE OF r`, spec.Run, spec.Task).Scan(&state, &
 			// The grant and the attempt in one statement: the token row's lock
 			// serializes grants of the resource.
 			var valid bool
-			a, err = scanAttempt(validRow{tx.QueryRow(ctx, `WITH `+grantSQL+`, n AS (SELECT pipec_now() AS now)
+			a, err = scanAttempt(flaggedRow{tx.QueryRow(ctx, `WITH `+grantSQL+`, n AS (SELECT pipec_now() AS now)
 INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
 SELECT $3, $4, $5, $1, g.last, $6, CASE WHEN $7 THEN NULL ELSE n.now END, $8,
 	CASE WHEN $7 OR $9::bigint <= 0 THEN NULL ELSE n.now + $9::bigint * interval '1 microsecond' END, $10, $11, $12, $13
@@ -550,14 +550,14 @@ func (s *Store) StateID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// validRow scans an attempt row followed by one more column, the grant's
-// validity.
-type validRow struct {
+// flaggedRow scans an attempt row followed by one more boolean column (a
+// grant's validity, a claim's fresh attempt).
+type flaggedRow struct {
 	pgx.Row
-	valid *bool
+	flag *bool
 }
 
-func (r validRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.valid)...) }
+func (r flaggedRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.flag)...) }
 
 // RaiseTokens implements store.Store, durably (synchronous_commit = on): a
 // sink adopted by this state refuses every token not above floor.

@@ -479,12 +479,12 @@ SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2
 		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $8 || '}'
 	FROM a, n
 )
-SELECT `+attemptColumns+` FROM a`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot,
+SELECT `+attemptColumns+`, true AS fresh FROM a
+UNION ALL
+SELECT `+attemptColumns+`, false FROM attempts
+WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $3) AND task = $4
+ORDER BY token`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot,
 			queue.JSON(start.Worker), store.EventAttemptStarted)
-		// What the visit asks first (TaskAttempts), the new attempt among
-		// them: read here, it costs the visit no round trip.
-		b.Queue(`SELECT `+attemptColumns+` FROM attempts
-WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1) AND task = $2 ORDER BY token`, c.Run, c.Task)
 	}
 	commit := len(pick.Waiting) == 0
 	if commit {
@@ -493,22 +493,19 @@ WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1
 	br := tx.SendBatch(ctx, b)
 	err = br.QueryRow().Scan(&cl.AttemptBase)
 	if err == nil && start != nil {
-		var a store.Attempt
-		a, err = scanAttempt(br.QueryRow())
-		switch {
-		case err == nil:
-			cl.Attempt = &a
-		case errors.Is(err, pgx.ErrNoRows):
-			err = nil // the run is not running: the visit's StartAttempt says so
-		case epochRefused(err):
-			err = errNewEpoch
-		}
-		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				cl.Prior, err = collect(rows, scanAttempt)
-				cl.HasPrior = err == nil
-			}
+		// No fresh row: the run is not running, and the visit's
+		// StartAttempt says so.
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			cl.Prior, err = collect(rows, func(r pgx.Row) (store.Attempt, error) {
+				var fresh bool
+				a, err := scanAttempt(flaggedRow{r, &fresh})
+				if err == nil && fresh {
+					cl.Attempt = &a
+				}
+				return a, err
+			})
+			cl.HasPrior = err == nil
 		}
 	}
 	if err == nil && commit {
