@@ -48,35 +48,54 @@ func DecodeStatus(t *TaskStatus, limits, st string) error {
 	return nil
 }
 
-// StatusDecoder is DecodeStatus for the tasks of one Status read: the
-// tasks of a run share a handful of distinct limits and failover states
-// (pipec submit --wait reads every task at each look), so each distinct
-// text is decoded once. Each task gets its own copy of the state's map.
-type StatusDecoder struct {
+// Decoder decodes the limits and failover state columns of one read's
+// rows, each distinct text once: the tasks of a run share a handful of
+// distinct limits and failover states (pipec submit --wait reads every
+// task at each look; a claim's candidates are mostly fresh tasks of one
+// plan). Each row gets its own copy of the state's map, which a claim
+// steps.
+type Decoder struct {
 	limits map[string]failover.Limits
 	states map[string]failover.State
 }
 
-// Decode is DecodeStatus.
-func (d *StatusDecoder) Decode(t *TaskStatus, limits, st string) error {
+// Status is DecodeStatus.
+func (d *Decoder) Status(t *TaskStatus, limits, st string) error {
+	if err := d.decode(&t.Limits, &t.Failover, limits, st); err != nil {
+		return fmt.Errorf("work %s: %w", t.Task, err)
+	}
+	return nil
+}
+
+// Candidate is DecodeWork without the dependents, which no claim reads
+// (Choose and the claim use the limits and failover state alone): a
+// candidate's Dependents stay nil.
+func (d *Decoder) Candidate(w *Work, limits, st string) error {
+	if err := d.decode(&w.Limits, &w.Failover, limits, st); err != nil {
+		return fmt.Errorf("work %s %s: %w", w.Run, w.Task, err)
+	}
+	return nil
+}
+
+func (d *Decoder) decode(l *failover.Limits, f *failover.State, limits, st string) error {
 	if d.limits == nil {
 		d.limits, d.states = map[string]failover.Limits{}, map[string]failover.State{}
 	}
-	l, ok := d.limits[limits]
+	dl, ok := d.limits[limits]
 	if !ok {
-		if err := json.Unmarshal([]byte(limits), &l); err != nil {
-			return fmt.Errorf("work %s: limits: %w", t.Task, err)
+		if err := json.Unmarshal([]byte(limits), &dl); err != nil {
+			return fmt.Errorf("limits: %w", err)
 		}
-		d.limits[limits] = l
+		d.limits[limits] = dl
 	}
-	f, ok := d.states[st]
+	df, ok := d.states[st]
 	if !ok {
-		if err := json.Unmarshal([]byte(st), &f); err != nil {
-			return fmt.Errorf("work %s: failover state: %w", t.Task, err)
+		if err := json.Unmarshal([]byte(st), &df); err != nil {
+			return fmt.Errorf("failover state: %w", err)
 		}
-		d.states[st] = f
+		d.states[st] = df
 	}
-	t.Limits, t.Failover = l, f
-	t.Failover.Visits = maps.Clone(f.Visits)
+	*l, *f = dl, df
+	f.Visits = maps.Clone(df.Visits)
 	return nil
 }
