@@ -99,3 +99,44 @@ func (d *Decoder) decode(l *failover.Limits, f *failover.State, limits, st strin
 	f.Visits = maps.Clone(df.Visits)
 	return nil
 }
+
+// StatusMemo keeps the tasks of a run's last status read (StatusFollower)
+// with their columns' text, so that the next read of the run decodes only
+// the rows that changed: pipec submit --wait reads every task of its run
+// at every poll, and most rows are as they were.
+type StatusMemo struct {
+	run  string
+	rows map[string]*memoRow
+	dec  Decoder
+}
+
+type memoRow struct {
+	state, worker, reason, limits, failover string
+	t                                       TaskStatus
+}
+
+// Read starts a read of run's tasks: a memo of another run's is emptied.
+func (m *StatusMemo) Read(run string) {
+	if m.rows == nil || m.run != run {
+		m.run, m.rows = run, map[string]*memoRow{}
+	}
+}
+
+// Row is a task's status from its row's columns (task, state, worker,
+// reason, limits, failover), as the store holds them: the last read's when
+// they are unchanged (sharing its Failover.Visits map), else decoded (as
+// Decoder.Status) and kept. The bytes are not kept: a store may pass a
+// buffer it reuses.
+func (m *StatusMemo) Row(task, state, worker, reason, limits, st []byte) (TaskStatus, error) {
+	if r := m.rows[string(task)]; r != nil && r.state == string(state) && r.worker == string(worker) &&
+		r.reason == string(reason) && r.limits == string(limits) && r.failover == string(st) {
+		return r.t, nil
+	}
+	r := &memoRow{state: string(state), worker: string(worker), reason: string(reason), limits: string(limits), failover: string(st)}
+	r.t = TaskStatus{Task: string(task), State: r.state, Worker: r.worker, Reason: r.reason}
+	if err := m.dec.Status(&r.t, r.limits, r.failover); err != nil {
+		return TaskStatus{}, err
+	}
+	m.rows[r.t.Task] = r
+	return r.t, nil
+}

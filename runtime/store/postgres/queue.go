@@ -1092,6 +1092,25 @@ func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, stri
 
 // Status implements queue.Queue.
 func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error) {
+	return s.status(ctx, run, nil)
+}
+
+var _ queue.StatusFollower = (*Store)(nil)
+
+// FollowStatus implements queue.StatusFollower: a row's columns are
+// compared as the server sends them, and decoded only when they changed.
+func (s *Store) FollowStatus(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
+	if memo == nil {
+		memo = new(queue.StatusMemo)
+	}
+	return s.status(ctx, run, memo)
+}
+
+// statusSQL reads the tasks of a run ($1) for Status.
+const statusSQL = `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = $1 ORDER BY task COLLATE "C"`
+
+// status is Status, or with memo FollowStatus.
+func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
 	var rs queue.RunStatus
 	r, err := s.GetRun(ctx, run)
 	if err != nil {
@@ -1105,9 +1124,22 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	if err != nil {
 		return rs, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = $1 ORDER BY task COLLATE "C"`, run)
+	rows, err := s.pool.Query(ctx, statusSQL, run)
 	if err != nil {
 		return rs, err
+	}
+	if memo != nil {
+		defer rows.Close()
+		memo.Read(run)
+		for rows.Next() {
+			v := rows.RawValues() // text columns, none NULL: their text
+			t, err := memo.Row(v[0], v[1], v[2], v[3], v[4], v[5])
+			if err != nil {
+				return rs, err
+			}
+			rs.Tasks = append(rs.Tasks, t)
+		}
+		return rs, rows.Err()
 	}
 	var dec queue.Decoder
 	rs.Tasks, err = collect(rows, func(r pgx.Row) (queue.TaskStatus, error) {

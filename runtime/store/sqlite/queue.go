@@ -770,6 +770,22 @@ func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, stri
 
 // Status implements queue.Queue.
 func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error) {
+	return s.status(ctx, run, nil)
+}
+
+var _ queue.StatusFollower = (*Store)(nil)
+
+// FollowStatus implements queue.StatusFollower: a row's columns are
+// compared as read (sql.RawBytes), and decoded only when they changed.
+func (s *Store) FollowStatus(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
+	if memo == nil {
+		memo = new(queue.StatusMemo)
+	}
+	return s.status(ctx, run, memo)
+}
+
+// status is Status, or with memo FollowStatus.
+func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
 	var rs queue.RunStatus
 	r, err := s.GetRun(ctx, run)
 	if err != nil {
@@ -784,6 +800,18 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	if err != nil {
 		return rs, err
 	}
+	const tasks = `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = ? ORDER BY task`
+	if memo != nil {
+		memo.Read(run)
+		var c [6]sql.RawBytes
+		rs.Tasks, err = collect(func(r *sql.Rows) (queue.TaskStatus, error) {
+			if err := r.Scan(&c[0], &c[1], &c[2], &c[3], &c[4], &c[5]); err != nil {
+				return queue.TaskStatus{}, err
+			}
+			return memo.Row(c[0], c[1], c[2], c[3], c[4], c[5])
+		})(db.QueryContext(ctx, tasks, run))
+		return rs, err
+	}
 	var dec queue.Decoder
 	rs.Tasks, err = collect(func(r *sql.Rows) (queue.TaskStatus, error) {
 		var t queue.TaskStatus
@@ -792,7 +820,7 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 			return t, err
 		}
 		return t, dec.Status(&t, limits, st)
-	})(db.QueryContext(ctx, `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = ? ORDER BY task`, run))
+	})(db.QueryContext(ctx, tasks, run))
 	return rs, err
 }
 
