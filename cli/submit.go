@@ -251,8 +251,14 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
 	outage := false
+	// A queue that can reads again only the tasks that changed.
+	read := q.Status
+	if f, ok := q.(queue.StatusFollower); ok {
+		var memo queue.StatusMemo
+		read = func(ctx context.Context, run string) (queue.RunStatus, error) { return f.FollowStatus(ctx, run, &memo) }
+	}
 	for {
-		rs, err := q.Status(ctx, run)
+		rs, err := read(ctx, run)
 		if errors.Is(err, store.ErrNotFound) {
 			return &exitError{Code: ExitFindings, Err: err}
 		}
@@ -276,13 +282,12 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 			outage = false
 			fmt.Fprintln(io.Stderr, "pipec: the state answers again")
 		}
-		slices.SortStableFunc(rs.Tasks, func(a, b queue.TaskStatus) int { return cmp.Compare(rank[a.Task], rank[b.Task]) })
-		for _, ts := range rs.Tasks {
+		for _, ts := range planOrder(rs.Tasks, rank) {
 			// A start is told from the task's start count, not only from
 			// seeing it claimed: a task that ran between two looks (fast
 			// workers on one SQLite file) still shows where it started.
 			if n := ts.Failover.Starts; n != started[ts.Task] {
-				if on := startedOn(ts); n > started[ts.Task] && on != "" {
+				if on := startedOn(*ts); n > started[ts.Task] && on != "" {
 					fmt.Fprintf(io.Stdout, "%s: start %d on %s (%s)\n", ts.Task, n, on, ts.Failover.Describe(ts.Limits, nil))
 				}
 				started[ts.Task] = n // lower after a hand-back: the next start is told again
@@ -325,6 +330,25 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		case <-t.C:
 		}
 	}
+}
+
+// planOrder returns tasks sorted by rank, stably (tasks of one rank stay
+// in the store's order). It sorts pointers by their ranks looked up once:
+// a follower sorts every task of its run at every poll.
+func planOrder(tasks []queue.TaskStatus, rank map[string]int) []*queue.TaskStatus {
+	type ranked struct {
+		rank, i int
+	}
+	keys := make([]ranked, len(tasks))
+	for i := range tasks {
+		keys[i] = ranked{rank[tasks[i].Task], i}
+	}
+	slices.SortFunc(keys, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.i, b.i)) })
+	out := make([]*queue.TaskStatus, len(tasks))
+	for j, k := range keys {
+		out[j] = &tasks[k.i]
+	}
+	return out
 }
 
 // noteNoWorker says so when no worker is live: the run waits until one

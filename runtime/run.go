@@ -52,7 +52,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -224,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(o, iv, "")
+	r, err := newRunner(o, iv, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +322,9 @@ type taskState struct {
 // newRunner prepares a run of the plan's tasks, or of the task named only
 // (a visit: the other tasks' states would be built and never looked at, and
 // a worker builds a runner per task it runs, from plans of thousands).
-func newRunner(o Options, iv Interval, only string) (*runner, error) {
+// newRunner makes the runner of a run (only empty) or of a visit of the
+// task only, with setup when it fits o (else derived afresh).
+func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, error) {
 	if o.ObjectStores == nil {
 		o.ObjectStores = new(objstore.Clients)
 	}
@@ -343,20 +344,14 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 		host, _ := os.Hostname()
 		o.Worker = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	if o.StatePath == "" {
-		o.StatePath = store.DefaultPath
+	var err error
+	if !setup.fits(o) {
+		if setup, err = PreparePlan(o); err != nil {
+			return nil, err
+		}
 	}
-	statePath, err := filepath.Abs(o.StatePath)
-	if err != nil {
-		return nil, err
-	}
-	o.StatePath = statePath
-	if o.BaseDir == "" {
-		o.BaseDir = "."
-	}
-	if o.BaseDir, err = filepath.Abs(o.BaseDir); err != nil {
-		return nil, err
-	}
+	statePath := setup.statePath
+	o.StatePath, o.BaseDir = statePath, setup.baseDir
 	p := o.Plan
 	r := &runner{
 		o: o, plan: p, iv: iv, st: o.Store,
@@ -372,8 +367,8 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 		slots:      o.Slots,
 		checks:     map[string]*CheckResult{},
 		acceptedBy: map[int64][]sink.ManifestCheck{},
-		baseEnv:    exec.Env{}.Parse(exec.BaseEnv(o.Environ)),
-		parentEnv:  exec.Env{}.Parse(o.Environ),
+		baseEnv:    setup.baseEnv,
+		parentEnv:  setup.parentEnv,
 		blocked:    map[string]string{},
 		adopt:      map[string]store.Attempt{},
 	}
@@ -394,14 +389,7 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 		classes = append(classes, retry.Class{Name: e.Name, ExitCodes: e.ExitCodes, Match: e.Match, Deterministic: e.Deterministic})
 	}
 	r.classes = retry.NewClassifier(classes)
-	var secrets []string
-	for i := range p.Tasks {
-		for _, name := range p.Tasks[i].SecretEnv {
-			if v, ok := r.parentEnv[name]; ok && v != "" {
-				secrets = append(secrets, v)
-			}
-		}
-	}
+	secrets := slices.Clip(setup.secrets) // shared: appending copies
 	// The object store's secret access key (from the environment or the
 	// shared files) is masked too; a sink on S3 builds its client now, so
 	// that its credentials are known before anything is written.
@@ -416,12 +404,17 @@ func newRunner(o Options, iv Interval, only string) (*runner, error) {
 	if r.slots == nil {
 		r.slots = NewSlots(p, o.Parallel)
 	}
-	for i := range p.Tasks {
-		t := &p.Tasks[i]
-		if only != "" && t.Name != only {
-			continue
-		}
+	addTask := func(t *compiler.PlanTask) {
 		r.tasks[t.Name] = &taskState{t: t, state: taskPending, res: TaskResult{Name: t.Name, State: taskPending}}
+	}
+	if only != "" {
+		if t := setup.tasks[only]; t != nil {
+			addTask(t)
+		}
+	} else {
+		for i := range p.Tasks {
+			addTask(&p.Tasks[i])
+		}
 	}
 	for _, c := range p.Checks {
 		r.checksOf[c.Input] = append(r.checksOf[c.Input], c)

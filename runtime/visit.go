@@ -43,6 +43,9 @@ type Visit struct {
 	// them again.
 	Prior    []store.Attempt
 	HasPrior bool
+	// Setup, when set, is PreparePlan of the visit's Options, made once
+	// for the visits of a plan; one that does not fit them is not used.
+	Setup *PlanSetup
 }
 
 // VisitResult is how a visit ended.
@@ -254,11 +257,18 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	if o.Plan == nil || o.Store == nil || v.Run == "" {
 		return VisitResult{}, errors.New("runtime: a visit needs a plan, a store and a run")
 	}
-	iv, err := ResolveInterval(o.Plan.Schedule, o.Interval)
-	if err != nil {
+	setup := v.Setup
+	if !setup.fits(o) {
+		setup = nil
+	}
+	var iv Interval
+	var err error
+	if setup != nil && setup.resolved {
+		iv = setup.iv
+	} else if iv, err = ResolveInterval(o.Plan.Schedule, o.Interval); err != nil {
 		return VisitResult{}, err
 	}
-	r, err := newRunner(o, iv, v.Task)
+	r, err := newRunner(o, iv, v.Task, setup)
 	if err != nil {
 		return VisitResult{}, err
 	}
@@ -267,12 +277,15 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 		return VisitResult{}, fmt.Errorf("runtime: the plan has no task %q", v.Task)
 	}
 	r.runID, r.runCtx = v.Run, ctx
-	if why := needsSharedArtifacts(o.Plan, ts.t); r.artsLocal && why != "" {
-		// A clear refusal rather than versions kept on this worker's disk,
-		// where another worker would look for them in vain.
-		r.taskFailed(ctx, ts, "", 0, "", "no shared artifact store: "+why+"; set artifacts in the spec or give the "+
-			"workers --artifacts DIR, a folder they all mount")
-		return VisitResult{Task: ts.res, Deterministic: true}, nil
+	// Asked of local artifacts alone: the answer walks the whole plan.
+	if r.artsLocal {
+		if why := needsSharedArtifacts(o.Plan, ts.t); why != "" {
+			// A clear refusal rather than versions kept on this worker's
+			// disk, where another worker would look for them in vain.
+			r.taskFailed(ctx, ts, "", 0, "", "no shared artifact store: "+why+"; set artifacts in the spec or give the "+
+				"workers --artifacts DIR, a folder they all mount")
+			return VisitResult{Task: ts.res, Deterministic: true}, nil
+		}
 	}
 	r.visitBase = v.AttemptBase
 	r.ends = &visitEnds{started: v.Started}

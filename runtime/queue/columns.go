@@ -48,35 +48,95 @@ func DecodeStatus(t *TaskStatus, limits, st string) error {
 	return nil
 }
 
-// StatusDecoder is DecodeStatus for the tasks of one Status read: the
-// tasks of a run share a handful of distinct limits and failover states
-// (pipec submit --wait reads every task at each look), so each distinct
-// text is decoded once. Each task gets its own copy of the state's map.
-type StatusDecoder struct {
+// Decoder decodes the limits and failover state columns of one read's
+// rows, each distinct text once: the tasks of a run share a handful of
+// distinct limits and failover states (pipec submit --wait reads every
+// task at each look; a claim's candidates are mostly fresh tasks of one
+// plan). Each row gets its own copy of the state's map, which a claim
+// steps.
+type Decoder struct {
 	limits map[string]failover.Limits
 	states map[string]failover.State
 }
 
-// Decode is DecodeStatus.
-func (d *StatusDecoder) Decode(t *TaskStatus, limits, st string) error {
+// Status is DecodeStatus.
+func (d *Decoder) Status(t *TaskStatus, limits, st string) error {
+	if err := d.decode(&t.Limits, &t.Failover, limits, st); err != nil {
+		return fmt.Errorf("work %s: %w", t.Task, err)
+	}
+	return nil
+}
+
+// Candidate is DecodeWork without the dependents, which no claim reads
+// (Choose and the claim use the limits and failover state alone): a
+// candidate's Dependents stay nil.
+func (d *Decoder) Candidate(w *Work, limits, st string) error {
+	if err := d.decode(&w.Limits, &w.Failover, limits, st); err != nil {
+		return fmt.Errorf("work %s %s: %w", w.Run, w.Task, err)
+	}
+	return nil
+}
+
+func (d *Decoder) decode(l *failover.Limits, f *failover.State, limits, st string) error {
 	if d.limits == nil {
 		d.limits, d.states = map[string]failover.Limits{}, map[string]failover.State{}
 	}
-	l, ok := d.limits[limits]
+	dl, ok := d.limits[limits]
 	if !ok {
-		if err := json.Unmarshal([]byte(limits), &l); err != nil {
-			return fmt.Errorf("work %s: limits: %w", t.Task, err)
+		if err := json.Unmarshal([]byte(limits), &dl); err != nil {
+			return fmt.Errorf("limits: %w", err)
 		}
-		d.limits[limits] = l
+		d.limits[limits] = dl
 	}
-	f, ok := d.states[st]
+	df, ok := d.states[st]
 	if !ok {
-		if err := json.Unmarshal([]byte(st), &f); err != nil {
-			return fmt.Errorf("work %s: failover state: %w", t.Task, err)
+		if err := json.Unmarshal([]byte(st), &df); err != nil {
+			return fmt.Errorf("failover state: %w", err)
 		}
-		d.states[st] = f
+		d.states[st] = df
 	}
-	t.Limits, t.Failover = l, f
-	t.Failover.Visits = maps.Clone(f.Visits)
+	*l, *f = dl, df
+	f.Visits = maps.Clone(df.Visits)
 	return nil
+}
+
+// StatusMemo keeps the tasks of a run's last status read (StatusFollower)
+// with their columns' text, so that the next read of the run decodes only
+// the rows that changed: pipec submit --wait reads every task of its run
+// at every poll, and most rows are as they were.
+type StatusMemo struct {
+	run  string
+	rows map[string]*memoRow
+	dec  Decoder
+}
+
+type memoRow struct {
+	state, worker, reason, limits, failover string
+	t                                       TaskStatus
+}
+
+// Read starts a read of run's tasks: a memo of another run's is emptied.
+func (m *StatusMemo) Read(run string) {
+	if m.rows == nil || m.run != run {
+		m.run, m.rows = run, map[string]*memoRow{}
+	}
+}
+
+// Row is a task's status from its row's columns (task, state, worker,
+// reason, limits, failover), as the store holds them: the last read's when
+// they are unchanged (sharing its Failover.Visits map), else decoded (as
+// Decoder.Status) and kept. The bytes are not kept: a store may pass a
+// buffer it reuses.
+func (m *StatusMemo) Row(task, state, worker, reason, limits, st []byte) (TaskStatus, error) {
+	if r := m.rows[string(task)]; r != nil && r.state == string(state) && r.worker == string(worker) &&
+		r.reason == string(reason) && r.limits == string(limits) && r.failover == string(st) {
+		return r.t, nil
+	}
+	r := &memoRow{state: string(state), worker: string(worker), reason: string(reason), limits: string(limits), failover: string(st)}
+	r.t = TaskStatus{Task: string(task), State: r.state, Worker: r.worker, Reason: r.reason}
+	if err := m.dec.Status(&r.t, r.limits, r.failover); err != nil {
+		return TaskStatus{}, err
+	}
+	m.rows[r.t.Task] = r
+	return r.t, nil
 }

@@ -5,15 +5,16 @@ import (
 	"testing"
 )
 
-// TestStatusDecoder: the memo decodes as DecodeStatus does, and no two
-// tasks share a failover state's map.
-func TestStatusDecoder(t *testing.T) {
+// TestDecoder: the memo decodes as DecodeStatus and DecodeWork do (a
+// candidate without its dependents), and no two rows share a failover
+// state's map.
+func TestDecoder(t *testing.T) {
 	rows := [][2]string{
 		{`{"Attempts":1,"PerWorker":2,"Global":3,"Workers":0,"NoFailover":false}`, `{"visits":{"w1":1},"failovers":0,"worker":"w1","starts":1}`},
 		{`{"Attempts":1,"PerWorker":2,"Global":3,"Workers":0,"NoFailover":false}`, `{"visits":{"w1":1},"failovers":0,"worker":"w1","starts":1}`},
 		{`{"Attempts":0,"PerWorker":0,"Global":-1,"Workers":0,"NoFailover":true}`, `{"failovers":0,"starts":0}`},
 	}
-	var dec StatusDecoder
+	var dec Decoder
 	var got []TaskStatus
 	for i, r := range rows {
 		var want, have TaskStatus
@@ -21,7 +22,7 @@ func TestStatusDecoder(t *testing.T) {
 		if err := DecodeStatus(&want, r[0], r[1]); err != nil {
 			t.Fatal(err)
 		}
-		if err := dec.Decode(&have, r[0], r[1]); err != nil {
+		if err := dec.Status(&have, r[0], r[1]); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(have, want) {
@@ -34,7 +35,29 @@ func TestStatusDecoder(t *testing.T) {
 		t.Fatalf("two tasks share a map: %+v", got[1].Failover.Visits)
 	}
 	var bad TaskStatus
-	if err := dec.Decode(&bad, `{`, `{}`); err == nil {
+	if err := dec.Status(&bad, `{`, `{}`); err == nil {
 		t.Fatal("a broken limits column decoded")
+	}
+	var cands []Work
+	for i, r := range rows {
+		want, have := Work{Ref: Ref{"r", "t"}}, Work{Ref: Ref{"r", "t"}}
+		if err := DecodeWork(&want, r[0], r[1], `[]`); err != nil {
+			t.Fatal(err)
+		}
+		want.Dependents = nil
+		if err := dec.Candidate(&have, r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(have, want) {
+			t.Fatalf("candidate %d: %+v, want %+v", i, have, want)
+		}
+		cands = append(cands, have)
+	}
+	cands[0].Failover.Visits["w2"] = 1
+	if len(cands[1].Failover.Visits) != 1 || len(got[0].Failover.Visits) != 2 {
+		t.Fatalf("two rows share a map: %+v, %+v", cands[1].Failover.Visits, got[0].Failover.Visits)
+	}
+	if err := dec.Candidate(&Work{}, `{}`, `{`); err == nil {
+		t.Fatal("a broken failover column decoded")
 	}
 }

@@ -311,6 +311,16 @@ type Queue interface {
 	PoolSlots
 }
 
+// StatusFollower is a Queue that reads a run's status again and again
+// cheaply (pipec submit --wait, at every poll).
+type StatusFollower interface {
+	// FollowStatus is Status, decoding only the tasks whose rows changed
+	// since memo's last read of the run (StatusMemo): the tasks it returns
+	// may share their Failover.Visits maps with those of earlier reads, and
+	// are not to be modified.
+	FollowStatus(ctx context.Context, run string, memo *StatusMemo) (RunStatus, error)
+}
+
 // NormalLabels is labels sorted, without duplicates or empty strings, never
 // nil: the form stores keep and compare.
 func NormalLabels(labels []string) []string {

@@ -28,7 +28,7 @@ func BenchmarkWorkers1k(b *testing.B) {
 	}
 	// PIPEC_BENCH_PROFILE=DIR runs the workers from a test build of pipec
 	// that writes a CPU profile each (DIR/wN-i.pprof; go tool pprof -top
-	// DIR/*.pprof merges them).
+	// DIR/w*.pprof merges them), and the submit too (DIR/submit-i.pprof).
 	profDir := os.Getenv("PIPEC_BENCH_PROFILE")
 	var local, workers time.Duration
 	var cpu benchCPU
@@ -63,6 +63,9 @@ func BenchmarkWorkers1k(b *testing.B) {
 		before, _ := pg.Server(b).Psql(b.Context(), "", "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'")
 		b.StartTimer()
 		start = time.Now()
+		if profDir != "" {
+			cpu.profile = filepath.Join(profDir, fmt.Sprintf("submit-%d.pprof", i))
+		}
 		code, out := cpu.follow(b, e, ws, postmaster())
 		workers += time.Since(start)
 		b.StopTimer()
@@ -105,6 +108,9 @@ FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40
 // benchCPU sums the CPU time of a benchmark's processes.
 type benchCPU struct {
 	local, workers, server, submit time.Duration
+	// profile, when set, is where follow's submit (a test build of pipec)
+	// writes its CPU profile.
+	profile string
 }
 
 // follow runs pipec submit --wait of the benchmark DAG, adding the CPU time
@@ -122,9 +128,13 @@ func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, st
 		return w, s
 	}
 	w0, s0 := cpu()
-	cmd := exec.Command(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "100ms")
+	bin, env := pipecBin, append(os.Environ(), "PIPEC_STATE=")
+	if c.profile != "" {
+		bin, env = hookPipec(b), append(env, "PIPEC_TEST_CPUPROFILE="+c.profile)
+	}
+	cmd := exec.Command(bin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "100ms")
 	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	w1, s1 := cpu()
 	c.workers += w1 - w0

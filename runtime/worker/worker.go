@@ -97,6 +97,10 @@ type submitted struct {
 	plan     *compiler.Plan
 	baseDir  string
 	interval string
+	// setup is what every visit of the plan shares (runtime.PreparePlan
+	// of visitOptions); nil when it could not be made, and then each
+	// visit derives its own (and says why it cannot).
+	setup *runtime.PlanSetup
 }
 
 // planCache keeps the plans of the last runs a worker ran tasks of: a plan
@@ -126,6 +130,9 @@ func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
 		return nil, fmt.Errorf("the submitted plan does not decode: %w", err)
 	}
 	s := &submitted{plan: &p, baseDir: base, interval: iv}
+	if setup, err := runtime.PreparePlan(c.visitOptions(s)); err == nil {
+		s.setup = setup
+	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if _, ok := pc.runs[run]; !ok {
@@ -450,14 +457,10 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 		finish(queue.Result{Ending: queue.HandedBack})
 		return
 	}
-	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
-		Options: runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
-			Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
-			DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
-			DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects},
-		Run: cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt,
-		Prior: cl.Prior, HasPrior: cl.HasPrior})
+		Options: c.visitOptions(sub),
+		Run:     cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt,
+		Prior: cl.Prior, HasPrior: cl.HasPrior, Setup: sub.setup})
 	end, unused = res.End, res.Unused
 	if err != nil && cl.Attempt != nil {
 		unused = &cl.Attempt.AttemptRef // the visit could not even begin
@@ -490,6 +493,15 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 		finish(queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why})
 	}
 	return next
+}
+
+// visitOptions are the options of every visit of sub's plan.
+func (c *Config) visitOptions(sub *submitted) runtime.Options {
+	env := append(append([]string(nil), c.Environ...), "PIPEC_WORKER="+c.Info.Name)
+	return runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
+		Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
+		DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
+		DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects}
 }
 
 // claimOne claims a task, starting its first attempt in the claim's

@@ -343,7 +343,7 @@ func candidatesSQL(after bool) string {
 	return `WITH me AS (
 	SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()
 )
-SELECT w.run, w.task, w.limits, w.failover, w.dependents, w.labels, w.pool, w.pool_slots,
+SELECT w.run, w.task, w.limits, w.failover, w.labels, w.pool, w.pool_slots,
 	CASE WHEN cardinality(w.labels) = 0
 		THEN ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
 		ELSE ARRAY(SELECT k.name FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels
@@ -352,17 +352,20 @@ FROM work w, me WHERE w.state = 'ready' AND w.labels <@ me.labels` + keyset + `
 ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`
 }
 
+// scanCandidates reads a page of candidatesSQL; their dependents are not
+// read (queue.Decoder.Candidate).
 func scanCandidates(rows pgx.Rows, err error) ([]queue.Work, error) {
 	if err != nil {
 		return nil, err
 	}
+	var dec queue.Decoder
 	return collect(rows, func(r pgx.Row) (queue.Work, error) {
 		var w queue.Work
-		var limits, st, deps string
-		if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Labels, &w.Pool, &w.PoolSlots, &w.Live); err != nil {
+		var limits, st string
+		if err := r.Scan(&w.Run, &w.Task, &limits, &st, &w.Labels, &w.Pool, &w.PoolSlots, &w.Live); err != nil {
 			return w, err
 		}
-		return w, queue.DecodeWork(&w, limits, st, deps)
+		return w, dec.Candidate(&w, limits, st)
 	})
 }
 
@@ -1198,6 +1201,25 @@ func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, stri
 
 // Status implements queue.Queue.
 func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error) {
+	return s.status(ctx, run, nil)
+}
+
+var _ queue.StatusFollower = (*Store)(nil)
+
+// FollowStatus implements queue.StatusFollower: a row's columns are
+// compared as the server sends them, and decoded only when they changed.
+func (s *Store) FollowStatus(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
+	if memo == nil {
+		memo = new(queue.StatusMemo)
+	}
+	return s.status(ctx, run, memo)
+}
+
+// statusSQL reads the tasks of a run ($1) for Status.
+const statusSQL = `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = $1 ORDER BY task COLLATE "C"`
+
+// status is Status, or with memo FollowStatus.
+func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
 	var rs queue.RunStatus
 	r, err := s.GetRun(ctx, run)
 	if err != nil {
@@ -1211,18 +1233,31 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	if err != nil {
 		return rs, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = $1 ORDER BY task COLLATE "C"`, run)
+	rows, err := s.pool.Query(ctx, statusSQL, run)
 	if err != nil {
 		return rs, err
 	}
-	var dec queue.StatusDecoder
+	if memo != nil {
+		defer rows.Close()
+		memo.Read(run)
+		for rows.Next() {
+			v := rows.RawValues() // text columns, none NULL: their text
+			t, err := memo.Row(v[0], v[1], v[2], v[3], v[4], v[5])
+			if err != nil {
+				return rs, err
+			}
+			rs.Tasks = append(rs.Tasks, t)
+		}
+		return rs, rows.Err()
+	}
+	var dec queue.Decoder
 	rs.Tasks, err = collect(rows, func(r pgx.Row) (queue.TaskStatus, error) {
 		var t queue.TaskStatus
 		var limits, st string
 		if err := r.Scan(&t.Task, &t.State, &t.Worker, &t.Reason, &limits, &st); err != nil {
 			return t, err
 		}
-		return t, dec.Decode(&t, limits, st)
+		return t, dec.Status(&t, limits, st)
 	})
 	return rs, err
 }

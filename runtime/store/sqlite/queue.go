@@ -220,17 +220,22 @@ func scanWork(r *sql.Rows) (queue.Work, error) {
 	return w, queue.DecodeWork(&w, limits, st, deps)
 }
 
-// scanCandidate is scanWork with the task's pool and its slots after.
-func scanCandidate(r *sql.Rows) (queue.Work, error) {
-	var w queue.Work
-	var limits, st, deps, labels string
-	if err := r.Scan(&w.Run, &w.Task, &limits, &st, &deps, &w.Worker, &labels, &w.Pool, &w.PoolSlots); err != nil {
-		return w, err
-	}
-	if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
-		return w, fmt.Errorf("work %s %s: labels: %w", w.Run, w.Task, err)
-	}
-	return w, queue.DecodeWork(&w, limits, st, deps)
+// scanCandidates reads a claim's page of candidates (run, task, limits,
+// failover, worker, labels, pool and its slots); their dependents are not
+// read (queue.Decoder.Candidate).
+func scanCandidates(rows *sql.Rows, err error) ([]queue.Work, error) {
+	var dec queue.Decoder
+	return collect(func(r *sql.Rows) (queue.Work, error) {
+		var w queue.Work
+		var limits, st, labels string
+		if err := r.Scan(&w.Run, &w.Task, &limits, &st, &w.Worker, &labels, &w.Pool, &w.PoolSlots); err != nil {
+			return w, err
+		}
+		if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+			return w, fmt.Errorf("work %s %s: labels: %w", w.Run, w.Task, err)
+		}
+		return w, dec.Candidate(&w, limits, st)
+	})(rows, err)
 }
 
 // poolsBusy fills in, for the candidates with a pool, how many of the
@@ -354,7 +359,7 @@ func (s *Store) claimIn(ctx context.Context, tx *queueTx, worker string, lease t
 	cs := queue.NewCandidates()
 	busy := map[string]int{} // claimed tasks per pool, counted once per claim
 	for len(cs.Work) < queue.ClaimCandidates {
-		page, err := collect(scanCandidate)(tx.Query(ctx, `SELECT run, task, limits, failover, dependents, worker, labels, pool, pool_slots FROM work w
+		page, err := scanCandidates(tx.Query(ctx, `SELECT run, task, limits, failover, worker, labels, pool, pool_slots FROM work w
 WHERE `+isReady+` AND `+offeredSQL+` ORDER BY run, task LIMIT ?2 OFFSET ?3`, queue.JSON(live[me].Labels), claimPage, len(cs.Work)))
 		if err != nil {
 			return nil, err
@@ -765,6 +770,22 @@ func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, stri
 
 // Status implements queue.Queue.
 func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error) {
+	return s.status(ctx, run, nil)
+}
+
+var _ queue.StatusFollower = (*Store)(nil)
+
+// FollowStatus implements queue.StatusFollower: a row's columns are
+// compared as read (sql.RawBytes), and decoded only when they changed.
+func (s *Store) FollowStatus(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
+	if memo == nil {
+		memo = new(queue.StatusMemo)
+	}
+	return s.status(ctx, run, memo)
+}
+
+// status is Status, or with memo FollowStatus.
+func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
 	var rs queue.RunStatus
 	r, err := s.GetRun(ctx, run)
 	if err != nil {
@@ -779,15 +800,27 @@ func (s *Store) Status(ctx context.Context, run string) (queue.RunStatus, error)
 	if err != nil {
 		return rs, err
 	}
-	var dec queue.StatusDecoder
+	const tasks = `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = ? ORDER BY task`
+	if memo != nil {
+		memo.Read(run)
+		var c [6]sql.RawBytes
+		rs.Tasks, err = collect(func(r *sql.Rows) (queue.TaskStatus, error) {
+			if err := r.Scan(&c[0], &c[1], &c[2], &c[3], &c[4], &c[5]); err != nil {
+				return queue.TaskStatus{}, err
+			}
+			return memo.Row(c[0], c[1], c[2], c[3], c[4], c[5])
+		})(db.QueryContext(ctx, tasks, run))
+		return rs, err
+	}
+	var dec queue.Decoder
 	rs.Tasks, err = collect(func(r *sql.Rows) (queue.TaskStatus, error) {
 		var t queue.TaskStatus
 		var limits, st string
 		if err := r.Scan(&t.Task, &t.State, &t.Worker, &t.Reason, &limits, &st); err != nil {
 			return t, err
 		}
-		return t, dec.Decode(&t, limits, st)
-	})(db.QueryContext(ctx, `SELECT task, state, worker, reason, limits, failover FROM work WHERE run = ? ORDER BY task`, run))
+		return t, dec.Status(&t, limits, st)
+	})(db.QueryContext(ctx, tasks, run))
 	return rs, err
 }
 

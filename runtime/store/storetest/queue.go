@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ func runQueue(t *testing.T, open Opener) {
 		{"PoolSlotsWithClaims", testPoolSlotsWithClaims},
 		{"PoolSlotsConcurrent", testPoolSlotsConcurrent},
 		{"OneRunPerInterval", testOneRunPerInterval},
+		{"FollowStatus", testFollowStatus},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -138,6 +140,7 @@ func status(t *testing.T, h Handle, run string) (queue.RunStatus, map[string]que
 	if err != nil {
 		t.Fatal(err)
 	}
+	sameFollowed(t, h, run, new(queue.StatusMemo), rs)
 	by := map[string]queue.TaskStatus{}
 	for _, ts := range rs.Tasks {
 		by[ts.Task] = ts
@@ -919,5 +922,83 @@ func testFinishClaiming(t *testing.T, open Opener) {
 	}
 	if got, err := h.GetAttempt(ctx, next.Attempt.AttemptRef); err != nil || got.State != store.AttemptSucceeded {
 		t.Fatalf("b's attempt's end was not recorded: %+v, %v", got, err)
+	}
+}
+
+// sameFollowed checks that a store's FollowStatus (queue.StatusFollower,
+// when it has one) with memo reads what its Status read (want).
+func sameFollowed(t *testing.T, h Handle, run string, memo *queue.StatusMemo, want queue.RunStatus) {
+	t.Helper()
+	f, ok := h.(queue.StatusFollower)
+	if !ok {
+		return
+	}
+	got, err := f.FollowStatus(context.Background(), run, memo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("FollowStatus read\n%+v\nwhere Status read\n%+v", got, want)
+	}
+}
+
+// FollowStatus, its memo kept from read to read as a follower keeps it,
+// reads what Status reads after each change of the run's tasks: claims,
+// a failover, a hand-back, successes, a waiting message, the run's end;
+// and the same memo read for another run reads that run.
+func testFollowStatus(t *testing.T, open Opener) {
+	h := open(t, nil)(t)
+	if _, ok := h.(queue.StatusFollower); !ok {
+		t.Skip("no queue.StatusFollower")
+	}
+	l := failover.Limits{Attempts: 1, PerWorker: 1, Global: failover.NoLimit}
+	run := submit(t, h, submission("2024-01-01", task("extract", l), task("clean", once, "extract"), task("report", once)))
+	other := submit(t, h, submission("2024-01-02", task("other", once)))
+	var memo queue.StatusMemo
+	check := func() {
+		t.Helper()
+		rs, err := h.Status(context.Background(), run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameFollowed(t, h, run, &memo, rs)
+		sameFollowed(t, h, run, &memo, rs) // nothing changed in between
+	}
+	check()
+	register(t, h, "w1", "w2")
+	c := mustClaim(t, h, "w1", "extract")
+	check()
+	finish(t, h, "w1", c, queue.Result{Ending: queue.Failed, Reason: "boom"})
+	check()
+	c = mustClaim(t, h, "w2", "extract")
+	check()
+	if err := h.Stopping(context.Background(), "w2"); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, h, "w2", c, queue.Result{Ending: queue.HandedBack})
+	check()
+	// w1 had its visit, and w2 is stopping: extract waits for a worker.
+	c = mustClaim(t, h, "w1", "report")
+	check()
+	if rs, _ := status(t, h, run); !strings.HasPrefix(rs.Waiting, queue.WaitingPrefix("extract")) {
+		t.Fatalf("waiting %q", rs.Waiting)
+	}
+	finish(t, h, "w1", c, queue.Result{Ending: queue.Succeeded})
+	check()
+	register(t, h, "w3")
+	rs, err := h.Status(context.Background(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFollowed(t, h, other, &memo, rs)
+	check()
+	c = mustClaim(t, h, "w3", "extract")
+	finish(t, h, "w3", c, queue.Result{Ending: queue.Succeeded})
+	check()
+	c = mustClaim(t, h, "w3", "clean")
+	finish(t, h, "w3", c, queue.Result{Ending: queue.Succeeded})
+	check()
+	if rs, _ := status(t, h, run); rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s", rs.Run.State)
 	}
 }

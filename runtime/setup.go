@@ -1,0 +1,73 @@
+package runtime
+
+import (
+	"cmp"
+	"path/filepath"
+	"slices"
+
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// PlanSetup is what a runner derives from its plan and options alone,
+// whatever task it runs: absolute paths, the parsed environment, the
+// values of the plan's secret_env names, the tasks by name and the
+// interval. Deriving it walks the whole plan, so a worker prepares it once
+// per plan (PreparePlan) and hands it to each visit of that plan
+// (Visit.Setup) rather than redo it per task. It is read only once made,
+// and may be shared by concurrent visits.
+type PlanSetup struct {
+	// What it was derived from: a runner whose options differ derives its
+	// own (fits).
+	plan                     *compiler.Plan
+	rawStatePath, rawBaseDir string
+	interval                 string
+	environ                  []string
+	statePath, baseDir       string // absolute
+	baseEnv, parentEnv       exec.Env
+	secrets                  []string
+	tasks                    map[string]*compiler.PlanTask
+	// iv is the interval, when resolved: a visit resolves one that is not
+	// and says why it cannot.
+	iv       Interval
+	resolved bool
+}
+
+// PreparePlan derives o's PlanSetup. Relative paths are made absolute
+// against the current directory now, as a runner would at its start.
+func PreparePlan(o Options) (*PlanSetup, error) {
+	s := &PlanSetup{plan: o.Plan, rawStatePath: o.StatePath, rawBaseDir: o.BaseDir, interval: o.Interval,
+		environ: slices.Clone(o.Environ)}
+	if iv, err := ResolveInterval(o.Plan.Schedule, o.Interval); err == nil {
+		s.iv, s.resolved = iv, true
+	}
+	var err error
+	if s.statePath, err = filepath.Abs(cmp.Or(o.StatePath, store.DefaultPath)); err != nil {
+		return nil, err
+	}
+	if s.baseDir, err = filepath.Abs(cmp.Or(o.BaseDir, ".")); err != nil {
+		return nil, err
+	}
+	s.baseEnv = exec.Env{}.Parse(exec.BaseEnv(o.Environ))
+	s.parentEnv = exec.Env{}.Parse(o.Environ)
+	p := o.Plan
+	s.tasks = make(map[string]*compiler.PlanTask, len(p.Tasks))
+	for i := range p.Tasks {
+		t := &p.Tasks[i]
+		s.tasks[t.Name] = t
+		for _, name := range t.SecretEnv {
+			if v, ok := s.parentEnv[name]; ok && v != "" {
+				s.secrets = append(s.secrets, v)
+			}
+		}
+	}
+	return s, nil
+}
+
+// fits reports whether s was derived from o's plan, paths and environment.
+func (s *PlanSetup) fits(o Options) bool {
+	return s != nil && s.plan == o.Plan && s.rawStatePath == o.StatePath && s.rawBaseDir == o.BaseDir &&
+		s.interval == o.Interval &&
+		slices.Equal(s.environ, o.Environ)
+}
