@@ -39,6 +39,18 @@ func submitted(t *testing.T, s *postgres.Store) (queue.Ref, store.Attempt) {
 	return cl.Ref, a
 }
 
+// running is submitted, with a's process recorded (pid 4242, a lease of
+// a minute): a as the visit's MarkRunning left it.
+func running(t *testing.T, s *postgres.Store) (queue.Ref, store.Attempt) {
+	t.Helper()
+	ref, a := submitted(t, s)
+	a, err := s.MarkRunning(context.Background(), a.AttemptRef, 4242, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, a
+}
+
 func workState(t *testing.T, s *postgres.Store, run, task string) string {
 	t.Helper()
 	rs, err := s.Status(context.Background(), run)
@@ -129,10 +141,7 @@ func TestFinishIsAtomic(t *testing.T) {
 	assuming(t, func(t *testing.T, was bool) {
 		s := open(t, srv, nil)
 		ctx := context.Background()
-		ref, a := submitted(t, s)
-		if _, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		ref, a := running(t, s)
 		if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "x", ExitCode: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -166,11 +175,7 @@ func TestFinishAfterTheClaimWasLost(t *testing.T) {
 	assuming(t, func(t *testing.T, was bool) {
 		s := open(t, srv, nil)
 		ctx := context.Background()
-		ref, a := submitted(t, s)
-		a, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ref, a := running(t, s)
 		// The claim expires (worker w1 stopped renewing) and is swept.
 		if _, err := s.Pool().Exec(ctx, `UPDATE work SET claim_expiry = pipec_now() - interval '1 second' WHERE run = $1 AND task = 'a'`, ref.Run); err != nil {
 			t.Fatal(err)
@@ -178,7 +183,7 @@ func TestFinishAfterTheClaimWasLost(t *testing.T) {
 		if n, err := s.Sweep(ctx); err != nil || n != 1 {
 			t.Fatalf("sweep: %d, %v", n, err)
 		}
-		err = s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
+		err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
 			End: end(a, store.Outcome{State: store.AttemptSucceeded}, was)})
 		if !errors.Is(err, store.ErrLeaseLost) {
 			t.Fatalf("Finish of a lost claim: %v, want ErrLeaseLost", err)
@@ -289,18 +294,14 @@ func TestFinishAssumingAStaleAttempt(t *testing.T) {
 	assuming(t, func(t *testing.T, was bool) {
 		s := open(t, srv, nil)
 		ctx := context.Background()
-		ref, a := submitted(t, s)
-		a, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ref, a := running(t, s)
 		if _, err := s.Pool().Exec(ctx, `UPDATE attempts SET lease_expiry = pipec_now() - interval '1 second' WHERE run = $1`, ref.Run); err != nil {
 			t.Fatal(err)
 		}
 		if us, err := s.MarkUnknown(ctx); err != nil || len(us) != 1 {
 			t.Fatalf("mark unknown: %v, %v", us, err)
 		}
-		err = s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
+		err := s.Finish(ctx, "w1", ref, queue.Result{Ending: queue.Succeeded,
 			End: end(a, store.Outcome{State: store.AttemptSucceeded}, was)})
 		cur, gerr := s.GetAttempt(ctx, a.AttemptRef)
 		if gerr != nil {
