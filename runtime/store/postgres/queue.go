@@ -855,6 +855,12 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 // transaction (pipec_finish_missed). done is false when the visit's end is
 // not of that kind or a guard missed: nothing was written, and finish
 // decides after reading. Its events are finish's, in the same order.
+//
+// It locks the claim's row first, as every change to a claimed task does
+// (a sweep, a heartbeat, finish), so that whichever comes second waits
+// there before taking anything else; then the attempt's row and the
+// dependents' (finish takes those two the other way round, but never
+// while this one holds the claim's row).
 func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, next *nextClaim) (done bool, err error) {
 	e := r.End
 	if r.Ending != queue.Succeeded || e == nil || e.Was == nil || e.Was.AttemptRef != e.Ref || r.Unused != nil {
