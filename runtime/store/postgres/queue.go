@@ -755,20 +755,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_no
 			return err
 		}
 		if c.Advance {
-			// The task's state, its event, its dependents one need fewer
-			// (ready at none), and a wakeup for idle workers when some became
-			// ready: one statement.
-			writes.Queue(`WITH me AS (
-	UPDATE work SET state = $7, failover = $4, reason = '', claim_expiry = NULL WHERE run = $1 AND task = $2
-), ev AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $5, $2, 0, $6)
-), deps AS (
-	SELECT pipec_step_dependents($1, $3) AS state
-)
-SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM work WHERE run = $1 AND task = $2) <> ''
-	THEN pg_notify('`+workChannel+`', '') END,
-	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
-				ref.Run, ref.Task, w.Dependents, queue.JSON(w.Failover), c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), c.State)
+			queueStep(writes, ref, worker, c)
 			last := openDeps > 0 // the run goes on: nothing of the finish follows the writes
 			commit := last && next == nil
 			if commit {
@@ -787,7 +774,7 @@ SELECT CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FRO
 			}
 			var open int
 			var page, unserved []queue.Work
-			err := br.QueryRow().Scan(nil, &open)
+			err := br.QueryRow().Scan(nil, nil, &open)
 			switch {
 			case err != nil:
 			case commit:
@@ -881,22 +868,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		if b.Len() != 2 {
 			return errFinishMissed // Was holds that end already (a retry): likewise
 		}
-		// The task's state and event, its dependents one need fewer (ready
-		// at none), and a wakeup for idle workers when some became ready
-		// or a pool slot freed, as finish's step, only while the claim is
-		// this worker's.
-		b.Queue(`WITH me AS (
-	UPDATE work SET state = $4, reason = '', claim_expiry = NULL
-	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 RETURNING dependents, pool
-), ev AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_now(), $5, $2, 0, $6 FROM me
-), deps AS (
-	SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state FROM me
-)
-SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM me) THEN pipec_finish_missed() END,
-	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('`+workChannel+`', '') END,
-	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
-			ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
+		queueStep(b, ref, worker, c)
 		if next != nil {
 			queueClaimReads(b, worker)
 		}
@@ -952,6 +924,27 @@ SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM me) THEN pipec_finish_missed() END,
 		return false, nil
 	}
 	return true, err
+}
+
+// queueStep queues the DAG's step of a succeeded visit (c, an Advance) on
+// b: the task's state and event, its dependents one need fewer (ready at
+// none), and a wakeup for idle workers when some became ready or a pool
+// slot freed, in one statement; only while the claim is worker's, else the
+// statement fails (pipec_finish_missed). Its row: the guard, the wakeup,
+// and how many dependents are still to run.
+func queueStep(b *pgx.Batch, ref queue.Ref, worker string, c queue.Change) {
+	b.Queue(`WITH me AS (
+	UPDATE work SET state = $4, reason = '', claim_expiry = NULL
+	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 RETURNING dependents, pool
+), ev AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_now(), $5, $2, 0, $6 FROM me
+), deps AS (
+	SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state FROM me
+)
+SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM me) THEN pipec_finish_missed() END,
+	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('`+workChannel+`', '') END,
+	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
+		ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
 }
 
 // errFinishMissed: finishAssuming's guesses did not hold; nothing was
