@@ -87,6 +87,19 @@ func (a *Activities) stopAll(cause error) int {
 type run struct {
 	in   *RunInput
 	plan *compiler.Plan
+	// setup is what every visit of the plan shares (runtime.PreparePlan
+	// of visitOptions); nil when it could not be made, and then each
+	// visit derives its own (and says why it cannot).
+	setup *runtime.PlanSetup
+}
+
+// visitOptions are the options of every visit of r's plan.
+func (a *Activities) visitOptions(r *run) runtime.Options {
+	env := append(slices.Clone(a.Environ), "PIPEC_WORKER="+a.Name)
+	return runtime.Options{Plan: r.plan, BaseDir: r.in.BaseDir, Interval: r.in.Interval, Store: a.Store,
+		Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
+		DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
+		DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects}
 }
 
 // plan returns the run's input and plan, read from the workflow's first
@@ -119,6 +132,9 @@ func (a *Activities) plan(ctx context.Context, wid, rid string) (*run, error) {
 		return nil, fmt.Errorf("the submitted plan does not decode: %w", err)
 	}
 	r := &run{in: &in, plan: &p}
+	if setup, err := runtime.PreparePlan(a.visitOptions(r)); err == nil {
+		r.setup = setup
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.plans == nil {
@@ -259,13 +275,8 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, runID, task stri
 		return stoppedWaiting(vctx, out)
 	}
 	defer slot.release()
-	env := append(slices.Clone(a.Environ), "PIPEC_WORKER="+a.Name)
 	a.logf("%s %s: start on %s", runID, task, a.Name)
-	res, err := runtime.RunVisit(vctx, runtime.Visit{
-		Options: runtime.Options{Plan: p, BaseDir: in.BaseDir, Interval: in.Interval, Store: a.Store,
-			Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
-			DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
-			DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects},
+	res, err := runtime.RunVisit(vctx, runtime.Visit{Options: a.visitOptions(sub), Setup: sub.setup,
 		Run: runID, Task: task, AttemptBase: base})
 	bg := context.WithoutCancel(ctx)
 	if res.End != nil {
