@@ -797,13 +797,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_no
 			}
 			// No dependents, or all of them not run already (another of
 			// their needs failed): this may be the run's last task.
-			if err := lockSubmission(ctx, tx, ref.Run); err != nil {
-				return err
-			}
-			if err := maybeFinishRun(ctx, tx, ref.Run); err != nil {
-				return err
-			}
-			return claimAfter()
+			return endingRun(ctx, tx, ref.Run, next)
 		}
 		if writes.Len() > 0 {
 			if err := tx.SendBatch(ctx, writes).Close(); err != nil {
@@ -911,19 +905,27 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			return err
 		}
 		// No dependents, or none left to run: this may be the run's last
-		// task (the claim follows the commit, see nextClaim).
-		if err := lockSubmission(ctx, tx, ref.Run); err != nil {
-			return err
-		}
-		if next != nil {
-			next.after = true
-		}
-		return maybeFinishRun(ctx, tx, ref.Run)
+		// task.
+		return endingRun(ctx, tx, ref.Run, next)
 	})
 	if errors.Is(err, errFinishMissed) {
 		return false, nil
 	}
 	return true, err
+}
+
+// endingRun ends a finish that may end its run: under the submission's
+// lock, the run is finished when no task is left; the next claim (next)
+// follows the commit, so the run's hot row stays locked no longer than
+// that (see nextClaim).
+func endingRun(ctx context.Context, tx pgx.Tx, run string, next *nextClaim) error {
+	if err := lockSubmission(ctx, tx, run); err != nil {
+		return err
+	}
+	if next != nil {
+		next.after = true
+	}
+	return maybeFinishRun(ctx, tx, run)
 }
 
 // queueStep queues the DAG's step of a succeeded visit (c, an Advance) on
