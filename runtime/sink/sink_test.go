@@ -42,7 +42,11 @@ func newFixture(t testing.TB) *fixture {
 // open opens another handle on the fixture's database.
 func (f *fixture) open(t testing.TB) *sqlite.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), f.db, sqlite.Options{})
+	// The racing tests queue up to 8 handles behind SQLite's write lock, each
+	// commit an fsync: under a loaded CI disk a writer can wait past the
+	// default 30s without anything being wrong. What they check is fencing,
+	// not how long a slow disk makes a writer wait.
+	st, err := sqlite.Open(context.Background(), f.db, sqlite.Options{BusyTimeout: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// beatSpec is one task with a heartbeat block whose lease (1s) is far
-// shorter than the task.
+// beatSpec is one task with a heartbeat block whose lease (2s) is far
+// shorter than the task, yet long enough that a renewal held up by a loaded
+// machine (a process start and an fsynced write) does not lose it.
 const beatSpec = `
 pipeline "beat" {
   code_version = "v1"
@@ -24,7 +25,7 @@ pipeline "beat" {
     timeout = "2m"
     heartbeat {
       every = "100ms"
-      lease = "1s"
+      lease = "2s"
     }
   }
 }
@@ -38,18 +39,18 @@ func withPassword(url string) string {
 }
 
 // TestHeartbeatCommandOnWorker: a task on a worker that runs `pipec
-// heartbeat` for three times its lease keeps its one attempt. Under a
-// server's state the command renews through the heartbeat file the worker
-// watches, and PIPEC_STATE holds the server's URL without any password; on
-// a worker sharing an SQLite file PIPEC_STATE is that file's absolute path,
-// and the command renews in it.
+// heartbeat` for more than twice its lease (45 renewals 0.1s apart) keeps its
+// one attempt. Under a server's state the command renews through the
+// heartbeat file the worker watches, and PIPEC_STATE holds the server's URL
+// without any password; on a worker sharing an SQLite file PIPEC_STATE is
+// that file's absolute path, and the command renews in it.
 func TestHeartbeatCommandOnWorker(t *testing.T) { onBoth(t, testHeartbeatCommandOnWorker) }
 
 func testHeartbeatCommandOnWorker(t *testing.T, b backend) {
 	script := `#!/bin/sh
 printf '%s' "$PIPEC_STATE" > state.txt
 i=0
-while [ $i -lt 30 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sleep 0.1; i=$((i+1)); done
+while [ $i -lt 45 ]; do "` + pipecBin + `" heartbeat 2>> beat.err || exit 3; sleep 0.1; i=$((i+1)); done
 `
 	e := newEnvOn(t, b, beatSpec, map[string]string{"long.sh": script})
 	if b == onPostgres {
