@@ -325,3 +325,65 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// TestFinishClaimingAtALeaf: a succeeded visit of a task without
+// dependents may end its run, so its finish decides under the submission's
+// lock; the next task is claimed in the same call all the same (read with
+// the end or after it), and the run's last finish ends the run and claims
+// nothing.
+func TestFinishClaimingAtALeaf(t *testing.T) {
+	srv := pg.Server(t)
+	assuming(t, func(t *testing.T, was bool) {
+		s := open(t, srv, nil)
+		ctx := context.Background()
+		run, err := s.Submit(ctx, queue.Submission{
+			Run:  store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"},
+			Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01",
+			Tasks: []queue.Task{{Name: "a"}, {Name: "b"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		spec := store.AttemptSpec{Worker: "w1", Host: "h", Boot: "boot"}
+		cl, err := s.ClaimStarting(ctx, "w1", time.Minute, spec)
+		if err != nil || cl == nil || cl.Task != "a" || cl.Attempt == nil {
+			t.Fatalf("claim: %+v, %v", cl, err)
+		}
+		// ran is the attempt as the visit leaves it once its process ran.
+		ran := func(a *store.Attempt) store.Attempt {
+			t.Helper()
+			r, err := s.MarkRunning(ctx, a.AttemptRef, 4242, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		succeeded := store.Outcome{State: store.AttemptSucceeded}
+		a := ran(cl.Attempt)
+		next, err := s.FinishClaiming(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
+			End: end(a, succeeded, was)}, time.Minute, spec)
+		if err != nil || next == nil || next.Task != "b" || next.Attempt == nil || next.Attempt.State != store.AttemptQueued {
+			t.Fatalf("FinishClaiming of a: %+v, %v; want b claimed with a queued attempt", next, err)
+		}
+		finishedOnce(t, s, a)
+		if st := workState(t, s, run.ID, "b"); st != queue.WorkClaimed {
+			t.Fatalf("b is %s, want claimed", st)
+		}
+		if r, err := s.GetRun(ctx, run.ID); err != nil || r.State != store.RunRunning {
+			t.Fatalf("the run after a: %+v, %v; want running", r, err)
+		}
+		b := ran(next.Attempt)
+		last, err := s.FinishClaiming(ctx, "w1", next.Ref, queue.Result{Ending: queue.Succeeded,
+			End: end(b, succeeded, was)}, time.Minute, spec)
+		if err != nil || last != nil {
+			t.Fatalf("FinishClaiming of b: %+v, %v; want nothing claimed", last, err)
+		}
+		finishedOnce(t, s, b)
+		if r, err := s.GetRun(ctx, run.ID); err != nil || r.State != store.RunSucceeded {
+			t.Fatalf("the run after b: %+v, %v; want succeeded", r, err)
+		}
+	})
+}

@@ -595,7 +595,9 @@ var _ queue.FinishClaimer = (*Store)(nil)
 // claim (ClaimStarting's) in the same transaction. Where the finish's
 // writes end the round trips of a finish that does not end the run (the
 // usual case), the claim's first reads ride with them: a visit's end and
-// the next claim cost three round trips and one commit, not four and two.
+// the next claim cost three round trips and one commit, not four and two
+// (for a succeeded visit, finishAssuming: two and one when its dependents
+// are still to run, four and one when it may end the run).
 func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
 	next := &nextClaim{lease: lease, spec: spec}
 	err := s.granting(ctx, func(epoch int64) error {
@@ -618,9 +620,11 @@ func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref
 }
 
 // nextClaim is the claim FinishClaiming makes in its finish's transaction;
-// claim is what it claimed. after: the finish locked its run's submission
-// (it may end the run), so the claim is made after its commit instead: the
-// run's hot row stays locked no longer than the finish needs it.
+// claim is what it claimed. after: the finish read before it wrote, and
+// locked its run's submission (it may end the run), so the claim, which has
+// read nothing yet, is made after its commit instead: the run's hot row
+// stays locked no longer than the finish needs it. (finishAssuming has
+// read the claim's candidates by then, and claims in its transaction.)
 type nextClaim struct {
 	lease time.Duration
 	spec  store.AttemptSpec
@@ -905,8 +909,20 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			return err
 		}
 		// No dependents, or none left to run: this may be the run's last
-		// task.
-		return endingRun(ctx, tx, ref.Run, next)
+		// task, decided under the submission's lock. The next claim is
+		// made in this transaction from the candidates read and locked
+		// with the end: a claim after the commit would read them again in
+		// a transaction of its own. The claim's writes ride with the
+		// COMMIT, so the lock is held no round trip longer than a COMMIT
+		// alone would hold it.
+		if err := lockSubmission(ctx, tx, ref.Run); err != nil {
+			return err
+		}
+		if err := maybeFinishRun(ctx, tx, ref.Run); err != nil || next == nil {
+			return err
+		}
+		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, unserved)
+		return err
 	})
 	if errors.Is(err, errFinishMissed) {
 		return false, nil
