@@ -12,15 +12,15 @@ import (
 	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
-// submitted submits a run of two tasks, a -> b, registers worker w1 and has
-// it claim a and start its attempt (queued, as a visit starts one).
-func submitted(t *testing.T, s *postgres.Store) (queue.Ref, store.Attempt) {
+// submitWith submits a run of p's 2024-01-01 with tasks and registers
+// worker w1.
+func submitWith(t *testing.T, s *postgres.Store, tasks ...queue.Task) store.Run {
 	t.Helper()
 	ctx := context.Background()
 	run, err := s.Submit(ctx, queue.Submission{
 		Run:  store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"},
 		Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01",
-		Tasks: []queue.Task{{Name: "a"}, {Name: "b", Needs: []string{"a"}}},
+		Tasks: tasks,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +28,15 @@ func submitted(t *testing.T, s *postgres.Store) (queue.Ref, store.Attempt) {
 	if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	return run
+}
+
+// submitted submits a run of two tasks, a -> b, registers worker w1 and has
+// it claim a and start its attempt (queued, as a visit starts one).
+func submitted(t *testing.T, s *postgres.Store) (queue.Ref, store.Attempt) {
+	t.Helper()
+	ctx := context.Background()
+	run := submitWith(t, s, queue.Task{Name: "a"}, queue.Task{Name: "b", Needs: []string{"a"}})
 	cl, err := s.Claim(ctx, "w1", time.Minute)
 	if err != nil || cl == nil || cl.Task != "a" {
 		t.Fatalf("claim: %+v, %v", cl, err)
@@ -336,17 +345,7 @@ func TestFinishClaimingAtALeaf(t *testing.T) {
 	assuming(t, func(t *testing.T, was bool) {
 		s := open(t, srv, nil)
 		ctx := context.Background()
-		run, err := s.Submit(ctx, queue.Submission{
-			Run:  store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"},
-			Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01",
-			Tasks: []queue.Task{{Name: "a"}, {Name: "b"}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		run := submitWith(t, s, queue.Task{Name: "a"}, queue.Task{Name: "b"})
 		spec := store.AttemptSpec{Worker: "w1", Host: "h", Boot: "boot"}
 		cl, err := s.ClaimStarting(ctx, "w1", time.Minute, spec)
 		if err != nil || cl == nil || cl.Task != "a" || cl.Attempt == nil {

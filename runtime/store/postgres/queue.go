@@ -915,10 +915,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		// a transaction of its own. The claim's writes ride with the
 		// COMMIT, so the lock is held no round trip longer than a COMMIT
 		// alone would hold it.
-		if err := lockSubmission(ctx, tx, ref.Run); err != nil {
-			return err
-		}
-		if err := maybeFinishRun(ctx, tx, ref.Run); err != nil || next == nil {
+		if err := endingRun(ctx, tx, ref.Run, nil); err != nil || next == nil {
 			return err
 		}
 		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, unserved)
@@ -931,9 +928,9 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 }
 
 // endingRun ends a finish that may end its run: under the submission's
-// lock, the run is finished when no task is left; the next claim (next)
-// follows the commit, so the run's hot row stays locked no longer than
-// that (see nextClaim).
+// lock, the run is finished when no task is left; the next claim (next,
+// when given) follows the commit, so the run's hot row stays locked no
+// longer than that (see nextClaim).
 func endingRun(ctx context.Context, tx pgx.Tx, run string, next *nextClaim) error {
 	if err := lockSubmission(ctx, tx, run); err != nil {
 		return err
