@@ -273,8 +273,9 @@ type runner struct {
 	loseRun context.CancelCauseFunc
 	// self is this machine (host, boot id), recorded with every attempt.
 	self exec.Identity
-	// paths remembers the PATH searches of the run's task commands.
-	paths exec.Paths
+	// paths remembers the PATH searches of the plan's task commands: the
+	// setup's, so a worker's visits of one plan share it.
+	paths *exec.Paths
 	// blocked: non-idempotent tasks whose earlier attempt may have taken
 	// effect (not run; see orphans.go). adopt: non-idempotent tasks with a
 	// succeeded attempt in an earlier run (not run again).
@@ -369,6 +370,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		acceptedBy: map[int64][]sink.ManifestCheck{},
 		baseEnv:    setup.baseEnv,
 		parentEnv:  setup.parentEnv,
+		paths:      setup.paths,
 		blocked:    map[string]string{},
 		adopt:      map[string]store.Attempt{},
 	}

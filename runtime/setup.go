@@ -15,8 +15,9 @@ import (
 // values of the plan's secret_env names, the tasks by name and the
 // interval. Deriving it walks the whole plan, so a worker prepares it once
 // per plan (PreparePlan) and hands it to each visit of that plan
-// (Visit.Setup) rather than redo it per task. It is read only once made,
-// and may be shared by concurrent visits.
+// (Visit.Setup) rather than redo it per task. It is read only once made
+// (but for paths, safe for concurrent use), and may be shared by concurrent
+// visits.
 type PlanSetup struct {
 	// What it was derived from: a runner whose options differ derives its
 	// own (fits).
@@ -28,6 +29,10 @@ type PlanSetup struct {
 	baseEnv, parentEnv       exec.Env
 	secrets                  []string
 	tasks                    map[string]*compiler.PlanTask
+	// paths remembers where the tasks' commands were found in PATH. The one
+	// part that changes once made: each visit of a worker makes a runner of
+	// its own, and a cache per runner would search PATH at every task.
+	paths *exec.Paths
 	// iv is the interval, when resolved: a visit resolves one that is not
 	// and says why it cannot.
 	iv       Interval
@@ -38,7 +43,7 @@ type PlanSetup struct {
 // against the current directory now, as a runner would at its start.
 func PreparePlan(o Options) (*PlanSetup, error) {
 	s := &PlanSetup{plan: o.Plan, rawStatePath: o.StatePath, rawBaseDir: o.BaseDir, interval: o.Interval,
-		environ: slices.Clone(o.Environ)}
+		environ: slices.Clone(o.Environ), paths: new(exec.Paths)}
 	if iv, err := ResolveInterval(o.Plan.Schedule, o.Interval); err == nil {
 		s.iv, s.resolved = iv, true
 	}

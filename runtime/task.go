@@ -481,7 +481,7 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	}
 	l.log = r.logPath(a.AttemptRef)
 	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
-		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets(), Paths: &r.paths}, nil
+		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets(), Paths: r.paths}, nil
 }
 
 // markDelay is how long a started process runs before its pid is recorded
