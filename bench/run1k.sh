@@ -11,7 +11,7 @@
 #
 # It also prints the CPU time (user+system, children included) of each side,
 # the steadier figure on a shared machine. For a profile of the runtime on a
-# DAG of the same shape: go test -run x -bench BenchmarkRunDAG -cpuprofile
+# DAG of the same shape: go test -run '^$' -bench BenchmarkRunDAG -cpuprofile
 # cpu.prof ./runtime/ && go tool pprof -top cpu.prof
 set -uo pipefail
 main() {

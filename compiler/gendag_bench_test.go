@@ -14,7 +14,7 @@ import (
 // benchmark DAG (internal/gendag, seed 42): load the spec, HCL and CUE, then
 // compile it, at 1k, 10k and 100k tasks.
 //
-//	go test -run x -bench LoadAndCompileGendag -benchtime 3x ./compiler/
+//	go test -run '^$' -bench LoadAndCompileGendag -benchtime 3x ./compiler/
 func BenchmarkLoadAndCompileGendag(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		d, err := gendag.Generate(n, 42)

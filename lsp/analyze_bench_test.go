@@ -14,7 +14,7 @@ import (
 // change and its diagnostics without the protocol, so a CPU profile shows
 // where it goes:
 //
-//	PIPEC_BENCH_SPEC=DIR/pipeline.hcl go test -run x -bench Analyze -cpuprofile cpu.out ./lsp/
+//	PIPEC_BENCH_SPEC=DIR/pipeline.hcl go test -run '^$' -bench Analyze -cpuprofile cpu.out ./lsp/
 func BenchmarkAnalyze(b *testing.B) {
 	path := os.Getenv("PIPEC_BENCH_SPEC")
 	if path == "" {

@@ -20,7 +20,7 @@ import (
 // settings): the orders example (HCL and CUE) and the 10,000-task spec of
 // the benchmark DAG (internal/gendag).
 //
-//	go test -run x -bench ChangeToDiagnostics -benchtime 20x ./lsp/
+//	go test -run '^$' -bench ChangeToDiagnostics -benchtime 20x ./lsp/
 func BenchmarkChangeToDiagnostics(b *testing.B) {
 	type input struct {
 		name, path string
@@ -97,7 +97,7 @@ func BenchmarkChangeToDiagnostics(b *testing.B) {
 // 10,000-task spec and waits for its diagnostics, then reports the child's
 // peak resident memory (VmHWM) in MB.
 //
-//	go test -run x -bench ServerMemory10k -benchtime 1x ./lsp/
+//	go test -run '^$' -bench ServerMemory10k -benchtime 1x ./lsp/
 func BenchmarkServerMemory10k(b *testing.B) {
 	dir := gendagDir(b, 10000)
 	bin := buildPipec(b)
@@ -174,7 +174,7 @@ func startChild(b *testing.B, bin string) (*client, int) {
 // so that another build (the one before a change) is measured by the same
 // benchmark, alternately:
 //
-//	PIPEC_BENCH_BIN=/tmp/pipec-before go test -run x -bench ChangeToDiagnostics/gendag10k.cue ./lsp/
+//	PIPEC_BENCH_BIN=/tmp/pipec-before go test -run '^$' -bench ChangeToDiagnostics/gendag10k.cue ./lsp/
 func buildPipec(b *testing.B) string {
 	if bin := os.Getenv("PIPEC_BENCH_BIN"); bin != "" {
 		return bin

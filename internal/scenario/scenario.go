@@ -202,8 +202,8 @@ func PayFiles() map[string]string {
 		"charge.sh": `#!/bin/sh
 echo "charge $PIPEC_RUN_ID $PIPEC_WORKER" >> ledger
 if [ "$PIPEC_WORKER" = w1 ] && [ ! -f release ]; then
-  echo $$ > started-w1
-  while [ ! -f release ]; do sleep 0.05; done
+  echo $$ > started-w1.tmp && mv started-w1.tmp started-w1
+  while [ ! -f release ] && [ -f charge.sh ]; do sleep 0.05; done
 fi
 printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 `,
@@ -261,7 +261,7 @@ echo "charge $PIPEC_RUN_ID" >> ledger
 echo "paying with $PIPEC_TEST_SECRET"
 if [ -f hold ] && [ ! -f held ]; then
   touch held
-  while [ ! -f release ]; do sleep 0.05; done
+  while [ ! -f release ] && [ -f charge.sh ]; do sleep 0.05; done
 fi
 printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 `,

@@ -34,7 +34,7 @@ func TestFastPathAgreesWithFullParse(t *testing.T) {
 
 // BenchmarkIsPipeline judges the 10,000-task benchmark DAG (internal/gendag).
 //
-//	go test -run x -bench IsPipeline ./internal/specdetect/
+//	go test -run '^$' -bench IsPipeline ./internal/specdetect/
 func BenchmarkIsPipeline(b *testing.B) {
 	d, err := gendag.Generate(10000, 42)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // --stale case): one Read (runs, leases, pointers, one version per
 // pointer) and the decisions.
 //
-//	go test -run x -bench Backfill730 -benchtime 10x ./runtime/schedule/
+//	go test -run '^$' -bench Backfill730 -benchtime 10x ./runtime/schedule/
 func BenchmarkBackfill730(b *testing.B) { benchBackfill730(b, openStore(b)) }
 
 // BenchmarkBackfill730Postgres is the same on a PostgreSQL server of its

@@ -26,7 +26,7 @@ func dag1k(b *testing.B) []byte {
 // 3 pipec worker processes sharing one SQLite file (one slot each), and
 // reports the wall and attempts per second.
 //
-//	go test -run x -bench Workers1kSQLite -benchtime 2x ./runtime/worker/
+//	go test -run '^$' -bench Workers1kSQLite -benchtime 2x ./runtime/worker/
 func BenchmarkWorkers1kSQLite(b *testing.B) {
 	spec := dag1k(b)
 	var wall time.Duration

@@ -17,7 +17,7 @@ import (
 // with --parallel 3. It reports both walls, their ratio (the target
 // is at most 3×) and attempts per second on each store.
 //
-//	go test -run x -bench Workers1k -benchtime 3x ./runtime/worker/
+//	go test -run '^$' -bench Workers1k -benchtime 3x ./runtime/worker/
 func BenchmarkWorkers1k(b *testing.B) {
 	spec := dag1k(b)
 	// PIPEC_BENCH_SLOTS sets each worker's --slots (1 by default: three

@@ -318,8 +318,8 @@ pipeline "torn" {
 var tornFiles = map[string]string{"load.sh": `#!/bin/sh
 if [ ! -f held ]; then
   touch held
-  echo $$ > held.pid
-  while [ ! -f release ]; do touch "$PIPEC_HEARTBEAT"; sleep 0.05; done
+  echo $$ > held.pid.tmp && mv held.pid.tmp held.pid
+  while [ ! -f release ] && [ -f load.sh ]; do touch "$PIPEC_HEARTBEAT"; sleep 0.05; done
 fi
 printf 'id,token\n1,%s\n' "$PIPEC_TOKEN" > "$PIPEC_OUTPUT_out/data.csv"
 `}

@@ -53,7 +53,7 @@ var holdFiles = map[string]string{"hold.sh": `#!/bin/sh
 if [ "$PIPEC_WORKER" = w1 ] && [ ! -f release ]; then
   echo $$ > w1.pid
   touch started-w1
-  while [ ! -f release ]; do sleep 0.05; done
+  while [ ! -f release ] && [ -f hold.sh ]; do sleep 0.05; done
 fi
 printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 [ "$PIPEC_WORKER" = w1 ] && touch ended-w1

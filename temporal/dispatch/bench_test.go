@@ -28,7 +28,7 @@ import (
 // The spec is PIPEC_BENCH_SPEC (the generator's pipeline.hcl: -n 1000
 // -seed 42); without it the benchmark skips.
 //
-//	PIPEC_BENCH_SPEC=/tmp/dag1k/pipeline.hcl go test -run x -bench Workers1k -benchtime 1x ./dispatch/
+//	PIPEC_BENCH_SPEC=/tmp/dag1k/pipeline.hcl go test -run '^$' -bench Workers1k -benchtime 1x ./dispatch/
 func BenchmarkWorkers1k(b *testing.B) {
 	path := os.Getenv("PIPEC_BENCH_SPEC")
 	if path == "" {

@@ -163,7 +163,7 @@ pipeline "hold" {
 	e := newEnv(t, spec, map[string]string{"hold.sh": `#!/bin/sh
 if [ "$PIPEC_WORKER" = w1 ]; then
   echo $$ > started-w1
-  while :; do sleep 0.05; done
+  while [ -f hold.sh ]; do sleep 0.05; done
 fi
 printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 `})

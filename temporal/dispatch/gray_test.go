@@ -43,8 +43,8 @@ pipeline "hold" {
 
 var holdFiles = map[string]string{"hold.sh": `#!/bin/sh
 if [ "$PIPEC_WORKER" = w1 ]; then
-  echo $$ > started-w1
-  while [ ! -f release ]; do sleep 0.05; done
+  echo $$ > started-w1.tmp && mv started-w1.tmp started-w1
+  while [ ! -f release ] && [ -f hold.sh ]; do sleep 0.05; done
 fi
 printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 echo "$PIPEC_WORKER done" >> done

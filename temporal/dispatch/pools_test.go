@@ -52,7 +52,7 @@ pipeline "pooled" {
 // the pool full while it looks.
 var poolFiles = map[string]string{"probe.sh": `#!/bin/sh
 echo "start $(date +%s%N) $PIPEC_RUN_ID $1 $PIPEC_WORKER" >> probe
-while [ ! -f go ]; do sleep 0.05; done
+while [ ! -f go ] && [ -f probe.sh ]; do sleep 0.05; done
 sleep 0.2
 echo "end $(date +%s%N) $PIPEC_RUN_ID $1 $PIPEC_WORKER" >> probe
 `}

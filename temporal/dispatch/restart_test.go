@@ -51,7 +51,7 @@ var restartFiles = map[string]string{
 	"charge.sh": `#!/bin/sh
 echo "charge $PIPEC_RUN_ID $PIPEC_WORKER" >> ledger
 touch charging
-while [ ! -f release ]; do sleep 0.05; done
+while [ ! -f release ] && [ -f charge.sh ]; do sleep 0.05; done
 printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 `,
 	"step.sh": `#!/bin/sh
