@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
 	"syscall"
 
 	"github.com/mattn/go-isatty"
@@ -47,6 +48,12 @@ type IO struct {
 	// starts; an interrupt before that, or in any other command, ends pipec
 	// at once with exit code 130. Nil for in-process callers.
 	Graceful func()
+	// Procs, when set, is told by a command how many threads of its own Go
+	// code can run at once to any use: a worker of N slots runs N visits at
+	// a time, and more threads only hand its goroutines back and forth
+	// around each round trip to the store. Nil for in-process callers,
+	// whose process is not the command's to tune.
+	Procs func(n int)
 
 	// color is the --color flag's value, shared by every command.
 	color *string
@@ -96,7 +103,15 @@ func (io IO) colorOn(tty bool) bool {
 func Std() IO {
 	return IO{Stdin: os.Stdin, Stdout: quietPipe{w: os.Stdout}, Stderr: quietPipe{w: os.Stderr}, Getenv: os.Getenv, Environ: os.Environ,
 		StdoutTTY: isatty.IsTerminal(os.Stdout.Fd()) || isatty.IsCygwinTerminal(os.Stdout.Fd()),
-		StderrTTY: isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd())}
+		StderrTTY: isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd()),
+		Procs:     limitProcs}
+}
+
+// limitProcs lowers GOMAXPROCS to n, unless the environment sets it.
+func limitProcs(n int) {
+	if os.Getenv("GOMAXPROCS") == "" && n >= 1 && n < goruntime.GOMAXPROCS(0) {
+		goruntime.GOMAXPROCS(n)
+	}
 }
 
 // quietPipe drops output once its reader has gone (pipec run --json | head -1):

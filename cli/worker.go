@@ -128,6 +128,13 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 			return usageErr("worker: --label: %s", spec.LabelError(l))
 		}
 	}
+	if io.Procs != nil {
+		// A visit's own work (store round trips, process start, freezing
+		// outputs) is sequential: with one slot, a second thread bought
+		// nothing and cost 7–9% of the workers' CPU in hand-offs
+		// (docs/workers.md).
+		io.Procs(opts.slots)
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
