@@ -184,7 +184,7 @@ if [[ ${LSP:-1} == 1 ]]; then
 				[[ -n $ns ]] || continue
 				best[$b $name]=$(minf "${best[$b $name]:-}" "$(awk -v n="$ns" 'BEGIN { print n / 1e9 }')")
 				bestcpu[$b $name]=$(minf "${bestcpu[$b $name]:-}" "$cpu")
-			done < <(cd lsp && PIPEC_BENCH_BIN=$bin "$work/lint16/lsp.test" -test.run x \
+			done < <(cd lsp && PIPEC_BENCH_BIN=$bin "$work/lint16/lsp.test" -test.run '^$' \
 				-test.bench 'ChangeToDiagnostics/gendag10k.cue' -test.benchtime 20x 2>&1 |
 				awk '/^Benchmark/ { n = $1; sub(/^.*gendag10k\./, "", n); sub(/-[0-9]+$/, "", n)
 					for (i = 1; i <= NF; i++) { if ($i == "ns/op") ns = $(i-1); if ($i == "server-cpu-ms/op") c = $(i-1) }
