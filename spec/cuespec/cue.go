@@ -3,6 +3,7 @@ package cuespec
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -71,6 +72,8 @@ type cueLoader struct {
 	ds   diag.Diagnostics
 	// parsed is the file as parsed, used to place positions.
 	parsed *ast.File
+	// lines places positions of src (pos).
+	lines lineIndex
 	// fields indexes the fields of parsed by path; built only when needed.
 	fields *cueFieldIndex
 	// procs bounds how many goroutines evaluate a big plain file, and
@@ -308,46 +311,66 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 		load = l.cache.startLoad()
 		keys = make([][sha256.Size]byte, len(chunks))
 	}
-	var todo []int
-	for i, c := range chunks {
+	// Each chunk is proven valid by Go, found in the cache or evaluated by
+	// CUE on the goroutines below, while this one decodes the pipeline. The
+	// decoder leaves alone what CUE reported (cueCovers), so should CUE
+	// report anything, what it decoded is dropped and it decodes again.
+	var proven atomic.Int64
+	check := func(i int) {
+		c := chunks[i]
 		// A chunk of tasks that Go proves valid needs no evaluation (see
 		// provablyValidTasks); the first chunk, with the rest of the
 		// pipeline, always goes to CUE.
 		if i > 0 && !l.cueOnly && provablyValidTasks(c) {
-			l.proven++
-			continue
+			proven.Add(1)
+			return
 		}
 		if keys != nil {
 			keys[i] = chunkKey(c)
 			if l.cache.knownValid(keys[i], load) {
-				continue
+				return
 			}
 		}
-		todo = append(todo, i)
+		errs[i] = newCUEEvaluator().evaluate(c)
+		l.evaluations.Add(1)
+		if errs[i] == nil && keys != nil {
+			l.cache.rememberValid(keys[i], load)
+		}
 	}
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(procs, len(todo)) {
+	for range min(procs, len(chunks)) {
 		wg.Go(func() {
 			for i := range next {
-				errs[i] = newCUEEvaluator().evaluate(chunks[i])
-				l.evaluations.Add(1)
-				if errs[i] == nil && keys != nil {
-					l.cache.rememberValid(keys[i], load)
-				}
+				check(i)
 			}
 		})
 	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			l.addCUEErrors(err, "")
+	go func() {
+		for i := range chunks {
+			next <- i
 		}
+		close(next)
+	}()
+	before, notAllowed := len(l.ds), maps.Clone(l.cueNotAllowed)
+	p := l.decodePlain(merged)
+	wg.Wait()
+	l.proven += int(proven.Load())
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		l.ds, l.cueNotAllowed = l.ds[:before], notAllowed
+		for _, err := range errs {
+			if err != nil {
+				l.addCUEErrors(err, "")
+			}
+		}
+		p = l.decodePlain(merged)
 	}
+	return p
+}
+
+// decodePlain reads the pipeline of a merged plain file from its syntax
+// tree.
+func (l *cueLoader) decodePlain(merged *ast.File) *spec.Pipeline {
 	// A plain file has no definitions, hidden fields or embeddings, so its
 	// top level holds only the regular fields written there.
 	var pipelines []*ast.Field

@@ -1,6 +1,7 @@
 package cuespec
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -26,6 +27,12 @@ func (l *cueLoader) pos(p token.Pos) (diag.Pos, bool) {
 	if !p.IsValid() || p.File() == nil {
 		return diag.Pos{}, false
 	}
+	if p.Filename() == l.file {
+		if off := p.Offset(); off <= len(l.src) {
+			line, col := l.lines.place(l.src, off)
+			return diag.Pos{Line: line, Column: col, Byte: off}, true
+		}
+	}
 	pp := p.Position()
 	if pp.Filename != l.file {
 		return diag.Pos{}, false
@@ -39,6 +46,60 @@ func (l *cueLoader) pos(p token.Pos) (diag.Pos, bool) {
 		return diag.Pos{Line: line, Column: max(col, 1), Byte: off}, true
 	}
 	return diag.Pos{Line: line, Column: utf8.RuneCount(l.src[start:off]) + 1, Byte: off}, true
+}
+
+// lineIndex places byte offsets of one source on lines and columns, as
+// token.Pos.Position does for the file CUE parsed from that source (a line
+// starts after each newline, the last one excepted) with columns counted
+// in characters. The decoder asks for a position of nearly every node, in
+// the order of the source, so most offsets are on the line placed last: it
+// is kept, with whether it is plain ASCII (a column is then the byte
+// count). Not safe for concurrent use.
+type lineIndex struct {
+	starts     []int // each line's first byte; built on first use
+	last       int   // index in starts of the line placed last
+	lastEnd    int   // where that line ends (its newline, or the source's end)
+	lastASCII  bool
+	lastPlaced bool
+}
+
+// place returns the line (from 1) and column (in characters, from 1) of the
+// byte at off in src; off may be len(src).
+func (x *lineIndex) place(src []byte, off int) (line, col int) {
+	if x.starts == nil {
+		x.starts = []int{0}
+		for i := 0; ; {
+			j := bytes.IndexByte(src[i:], '\n')
+			if j < 0 || i+j+1 >= len(src) {
+				break
+			}
+			i += j + 1
+			x.starts = append(x.starts, i)
+		}
+	}
+	if !x.lastPlaced || off < x.starts[x.last] || off > x.lastEnd {
+		i, found := slices.BinarySearch(x.starts, off)
+		if !found {
+			i--
+		}
+		end := len(src)
+		if i+1 < len(x.starts) {
+			end = x.starts[i+1] - 1
+		}
+		x.last, x.lastEnd, x.lastPlaced = i, end, true
+		x.lastASCII = true
+		for _, b := range src[x.starts[i]:end] {
+			if b >= utf8.RuneSelf {
+				x.lastASCII = false
+				break
+			}
+		}
+	}
+	start := x.starts[x.last]
+	if x.lastASCII {
+		return x.last + 1, off - start + 1
+	}
+	return x.last + 1, utf8.RuneCount(src[start:off]) + 1
 }
 
 // span is the range from start to end; an end outside the file collapses
