@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"cuelang.org/go/cue"
@@ -57,6 +56,7 @@ func LoadCUECached(filename string, src []byte, cache *ChunkCache) (p *spec.Pipe
 		}
 	}()
 	p = l.load()
+	cache.keepPieces(l.pieces)
 	return p, l.ds.Sort()
 }
 
@@ -84,8 +84,15 @@ type cueLoader struct {
 	// evaluateAll reads even a plain file from its evaluated value, so tests
 	// can check the two ways of reading agree.
 	evaluateAll bool
-	// cache holds the chunks found valid by earlier loads (nil: none).
-	cache *ChunkCache
+	// cache holds the chunks found valid by earlier loads, and the pieces
+	// they parsed (nil: none); pieces are this load's, given back to the
+	// cache when it is done with them.
+	cache  *ChunkCache
+	pieces []*cuePiece
+	// pieceSize is how big the pieces a big file is parsed in are (see
+	// parseCUE): 0 means cuePieceSize, a negative size no pieces. Tests
+	// set it to compare the two parses.
+	pieceSize int
 	// evaluations and proven count the chunks CUE evaluated and those Go
 	// proved valid, for the tests.
 	evaluations atomic.Int64
@@ -106,7 +113,8 @@ type cueLoader struct {
 }
 
 func (l *cueLoader) load() *spec.Pipeline {
-	f, err := parser.ParseFile(l.file, l.src)
+	f, pieces, err := parseCUE(l.file, l.src, l.workers(), l.pieceSize, l.cache)
+	l.pieces = pieces
 	if err != nil {
 		l.addCUEErrors(err, spec.RuleSyntax)
 		return nil
@@ -123,6 +131,14 @@ func (l *cueLoader) load() *spec.Pipeline {
 		return nil
 	}
 	return l.loadEvaluated(ctx, sch, f)
+}
+
+// workers is how many goroutines parse and evaluate a big file (procs).
+func (l *cueLoader) workers() int {
+	if l.procs < 1 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return l.procs
 }
 
 // compileSchema compiles the embedded schema in ctx. It is embedded and
@@ -293,10 +309,7 @@ func copyLabel(l ast.Label) ast.Label {
 // the pipeline from the (merged) syntax tree.
 func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 	merged := mergeFile(f)
-	procs := l.procs
-	if procs < 1 {
-		procs = runtime.GOMAXPROCS(0)
-	}
+	procs := l.workers()
 	size := l.chunkSize
 	if size == 0 {
 		size = cueChunkSize
@@ -337,24 +350,18 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 			l.cache.rememberValid(keys[i], load)
 		}
 	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(procs, len(chunks)) {
-		wg.Go(func() {
-			for i := range next {
-				check(i)
-			}
-		})
+	checks := make([]func(), len(chunks))
+	for i := range chunks {
+		checks[i] = func() { check(i) }
 	}
+	checked := make(chan struct{})
 	go func() {
-		for i := range chunks {
-			next <- i
-		}
-		close(next)
+		runAll(procs, checks)
+		close(checked)
 	}()
 	before, notAllowed := len(l.ds), maps.Clone(l.cueNotAllowed)
 	p := l.decodePlain(merged)
-	wg.Wait()
+	<-checked
 	l.proven += int(proven.Load())
 	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		l.ds, l.cueNotAllowed = l.ds[:before], notAllowed

@@ -1,8 +1,11 @@
 package cuespec
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"hash"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -22,15 +25,83 @@ import (
 // The key is a position-free writing of the chunk's data (labels, literals,
 // lists, structs and attributes; comments left out), hashed. Two chunks with
 // the same key are the same CUE value, so they get the same answer.
+//
+// It also keeps the parsed pieces of big plain files (parseCUE) by their
+// text, so that a load parses again only the pieces an edit changed. A
+// load takes the pieces it uses out of the cache (moving a piece into a
+// file writes its positions, so no two loads may hold one) and gives them
+// back when done (keepPieces).
 type ChunkCache struct {
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]uint64 // key -> the load that last used it
 	// load counts the loads that consulted the cache.
 	load uint64
+	// pieces maps a piece's text to its parse; pieceBytes is the text they
+	// hold, and kept counts the calls of keepPieces (cuePiece.kept).
+	pieces     map[string]*cuePiece
+	pieceBytes int
+	kept       uint64
 }
 
 // NewChunkCache is an empty cache.
-func NewChunkCache() *ChunkCache { return &ChunkCache{m: map[[sha256.Size]byte]uint64{}} }
+func NewChunkCache() *ChunkCache {
+	return &ChunkCache{m: map[[sha256.Size]byte]uint64{}, pieces: map[string]*cuePiece{}}
+}
+
+// maxPieceBytes bounds the text of the pieces kept: a parsed tree takes
+// some 25 times its text in memory, so 2 MB of text (a 20,000-task spec)
+// is about 50 MB. The pieces of a bigger file are not kept at all.
+const maxPieceBytes = 2 << 20
+
+// takePiece takes the parse of a piece with this text out of the cache, or
+// returns nil.
+func (c *ChunkCache) takePiece(text []byte) *cuePiece {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pieces[string(text)]
+	if p != nil {
+		delete(c.pieces, p.text)
+		c.pieceBytes -= len(p.text)
+	}
+	return p
+}
+
+// keepPieces gives the pieces of one load to the cache, dropping those kept
+// longest ago beyond maxPieceBytes.
+func (c *ChunkCache) keepPieces(ps []*cuePiece) {
+	total := 0
+	for _, p := range ps {
+		total += len(p.text)
+	}
+	if c == nil || len(ps) == 0 || total > maxPieceBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kept++
+	for _, p := range ps {
+		if old := c.pieces[p.text]; old != nil {
+			c.pieceBytes -= len(old.text)
+		}
+		p.kept = c.kept
+		c.pieces[p.text] = p
+		c.pieceBytes += len(p.text)
+	}
+	if c.pieceBytes <= maxPieceBytes {
+		return
+	}
+	old := slices.SortedFunc(maps.Values(c.pieces), func(a, b *cuePiece) int { return cmp.Compare(a.kept, b.kept) })
+	for _, p := range old {
+		if c.pieceBytes <= maxPieceBytes {
+			break
+		}
+		delete(c.pieces, p.text)
+		c.pieceBytes -= len(p.text)
+	}
+}
 
 // maxValidChunks bounds the cache: 100 chunks is a 100,000-task spec, so a
 // few such documents fit. Past the bound, what the current load did not use

@@ -29,14 +29,7 @@ func TestLineIndexAgreesWithCUE(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcs["gendag"] = d.CUE()
-	files, _ := filepath.Glob(filepath.Join("testdata", "cue", "*", "*.cue"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srcs[f] = b
-	}
+	addTestdataSpecs(t, srcs)
 	for name, src := range srcs {
 		f, err := parser.ParseFile("p.cue", src)
 		if err != nil {
@@ -79,4 +72,19 @@ func cuePos(src []byte, p token.Pos) (diag.Pos, bool) {
 		return diag.Pos{Line: line, Column: max(col, 1), Byte: off}, true
 	}
 	return diag.Pos{Line: line, Column: utf8.RuneCount(src[start:off]) + 1, Byte: off}, true
+}
+
+// addTestdataSpecs adds the specs under testdata/cue to srcs, by path.
+func addTestdataSpecs(t *testing.T, srcs map[string][]byte) {
+	files, err := filepath.Glob(filepath.Join("testdata", "cue", "*", "*.cue"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no specs under testdata/cue: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs[f] = b
+	}
 }
