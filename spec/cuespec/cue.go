@@ -355,13 +355,17 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 		checks[i] = func() { check(i) }
 	}
 	checked := make(chan struct{})
+	var panicked any
 	go func() {
-		runAll(procs, checks)
-		close(checked)
+		defer close(checked)
+		panicked = runAll(procs, checks)
 	}()
 	before, notAllowed := len(l.ds), maps.Clone(l.cueNotAllowed)
 	p := l.decodePlain(merged)
 	<-checked
+	if panicked != nil {
+		panic(panicked) // LoadCUECached makes it a finding
+	}
 	l.proven += int(proven.Load())
 	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		l.ds, l.cueNotAllowed = l.ds[:before], notAllowed

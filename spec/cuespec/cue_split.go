@@ -247,7 +247,9 @@ func parsePieces(filename string, src []byte, lay cueLayout, procs int, cache *C
 			jobs = append(jobs, func() { pieces[i] = parsePiece(filename, text) })
 		}
 	}
-	runAll(procs, jobs)
+	if r := runAll(procs, jobs); r != nil {
+		panic(r)
+	}
 	parsed := slices.DeleteFunc(slices.Clone(pieces), func(p *cuePiece) bool { return p == nil })
 	if head == nil || len(parsed) < len(pieces) {
 		return nil, parsed
@@ -270,7 +272,9 @@ func parsePieces(filename string, src []byte, lay cueLayout, procs int, cache *C
 	for i, p := range pieces {
 		jobs = append(jobs, func() { moved[i] = p.moveTo(file, spans[i].from) })
 	}
-	runAll(procs, jobs)
+	if r := runAll(procs, jobs); r != nil {
+		panic(r)
+	}
 	if slices.Contains(moved, false) {
 		return nil, nil // a tree half moved is no use to anyone
 	}
@@ -321,13 +325,26 @@ func parsePiece(filename string, text []byte) *cuePiece {
 }
 
 // runAll runs jobs on up to procs goroutines and returns when all are done.
-func runAll(procs int, jobs []func()) {
+// A job that panics does not end the process (a panic on a goroutine of its
+// own would): the first panic's value is returned, for the caller to raise
+// where the loader recovers it (LoadCUECached), and the jobs after it on
+// that goroutine still run.
+func runAll(procs int, jobs []func()) (panicked any) {
 	next := make(chan func())
 	var wg sync.WaitGroup
+	var once sync.Once
+	run := func(job func()) {
+		defer func() {
+			if r := recover(); r != nil {
+				once.Do(func() { panicked = r })
+			}
+		}()
+		job()
+	}
 	for range min(procs, len(jobs)) {
 		wg.Go(func() {
 			for job := range next {
-				job()
+				run(job)
 			}
 		})
 	}
@@ -336,6 +353,7 @@ func runAll(procs int, jobs []func()) {
 	}
 	close(next)
 	wg.Wait()
+	return panicked
 }
 
 // plainFields reports whether decls are plain fields only.

@@ -320,3 +320,29 @@ func TestChunkCachePieces(t *testing.T) {
 		t.Fatal("no cache holds a piece")
 	}
 }
+
+// TestRunAllPanics: a job's panic comes back to the caller, and the other
+// jobs run.
+func TestRunAllPanics(t *testing.T) {
+	ran := make([]bool, 6)
+	jobs := make([]func(), len(ran))
+	for i := range jobs {
+		jobs[i] = func() {
+			ran[i] = true
+			if i == 2 {
+				panic("job 2")
+			}
+		}
+	}
+	if r := runAll(2, jobs); r != "job 2" {
+		t.Fatalf("runAll = %v, want the job's panic", r)
+	}
+	for i, r := range ran {
+		if !r {
+			t.Errorf("job %d did not run", i)
+		}
+	}
+	if r := runAll(2, jobs[:2]); r != nil {
+		t.Fatalf("runAll = %v without a panic", r)
+	}
+}
