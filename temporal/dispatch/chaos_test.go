@@ -64,9 +64,9 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
-	// midVisit reports whether w's log shows a visit started and not
-	// ended (a "start on" line not yet followed by that task's end).
-	midVisit := func(w *proc) bool {
+	// openVisits lists the visits w's log shows started and not ended (a
+	// "start on" line not yet followed by that task's end), as "run task".
+	openVisits := func(w *proc) []string {
 		open := map[string]bool{}
 		for _, line := range strings.Split(w.output(), "\n") {
 			visit, what, ok := strings.Cut(line, ": ")
@@ -75,9 +75,30 @@ func TestChaos(t *testing.T) {
 			}
 			open[visit] = strings.HasPrefix(what, "start on ")
 		}
-		for _, running := range open {
+		var out []string
+		for visit, running := range open {
 			if running {
-				return true
+				out = append(out, visit)
+			}
+		}
+		return out
+	}
+	// attemptOpen reports whether one of visits has an attempt in the state
+	// that has not ended: the worker logs a visit's start before the visit
+	// starts its attempt, and a worker stopped in between has started
+	// nothing, so losing it loses no visit.
+	attemptOpen := func(visits []string) bool {
+		t.Helper()
+		for _, v := range visits {
+			run, task, _ := strings.Cut(v, " ")
+			as, err := e.st.Attempts(ctx, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range as {
+				if a.Task == task && !a.State.Recordable() {
+					return true
+				}
 			}
 		}
 		return false
@@ -86,20 +107,21 @@ func TestChaos(t *testing.T) {
 	// after it catches a visit, not an idle worker: tasks take tens of
 	// milliseconds, and with batches of visits a worker may be between
 	// activities. Stopped, w writes nothing more, so a visit still open in
-	// its log once the pipe is drained is one the stop caught; otherwise it
-	// is resumed and stopped again at its next visit.
+	// its log once the pipe is drained, with its attempt started and not
+	// ended in the state, is one the stop caught; otherwise it is resumed
+	// and stopped again at its next visit.
 	stopMidVisit := func(w *proc) {
 		t.Helper()
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("worker was never stopped in a visit for a minute:\n%s", w.output())
 			}
-			if !midVisit(w) {
+			if len(openVisits(w)) == 0 {
 				continue
 			}
 			w.signal(t, syscall.SIGSTOP)
 			time.Sleep(50 * time.Millisecond) // what it wrote before the stop reaches its log
-			if midVisit(w) {
+			if attemptOpen(openVisits(w)) {
 				return
 			}
 			w.signal(t, syscall.SIGCONT)
