@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -111,18 +112,30 @@ type devServer struct {
 	out  strings.Builder
 }
 
-// freePort is a port p with p to p+7 free (the server's eight ports).
+// freePort is a port p with p to p+7 free (the server's eight ports),
+// below the kernel's range of ephemeral ports: the server must bind the
+// same ports again when it restarts, and a port from that range (what
+// listening on port 0 gives) may meanwhile be taken as the local port of
+// any outgoing connection, the workers' own dials to the server among them
+// ("bind: address already in use" in a CI run).
 func freePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	low := 32768 // Linux's default, when the range cannot be read
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
 		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		free := p+7 < 65536
-		for i := 1; i < 8 && free; i++ {
+	}
+	first := 10000
+	if low-8 <= first {
+		t.Fatalf("no ports below the ephemeral range (from %d)", low)
+	}
+	for range 200 {
+		p := first + rand.IntN(low-8-first)
+		free := true
+		for i := 0; i < 8 && free; i++ {
 			if m, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i)); err != nil {
 				free = false
 			} else {
@@ -133,7 +146,7 @@ func freePort(t testing.TB) int {
 			return p
 		}
 	}
-	t.Fatal("no 8 consecutive free ports")
+	t.Fatal("no 8 consecutive free ports below the ephemeral range")
 	return 0
 }
 
