@@ -63,9 +63,10 @@ type cueLayout struct {
 // NAME: {`) closed on a line of its own, and cuts its body into pieces of
 // about size bytes. A cut is made at the start of a line that begins a field
 // of that struct and follows a line of code, chosen by the line's own text
-// (cutsAt) once the piece holds three quarters of size: an edit moves the
-// cuts near it only, so the pieces after it are the same text as before
-// and the language server finds them in cache.
+// (cutsAt) once the piece holds three quarters of size, or at the first
+// such line past four times size: an edit moves the cuts near it only, so
+// the pieces after it are the same text as before and the language server
+// finds them in cache.
 //
 // It gives up (false) on anything that is not plain data as isPlainFile
 // reads it, or that it does not fully understand: an identifier other than a
