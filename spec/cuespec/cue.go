@@ -329,30 +329,28 @@ func (l *cueLoader) loadPlain(f *ast.File) *spec.Pipeline {
 	// decoder leaves alone what CUE reported (cueCovers), so should CUE
 	// report anything, what it decoded is dropped and it decodes again.
 	var proven atomic.Int64
-	check := func(i int) {
-		c := chunks[i]
-		// A chunk of tasks that Go proves valid needs no evaluation (see
-		// provablyValidTasks); the first chunk, with the rest of the
-		// pipeline, always goes to CUE.
-		if i > 0 && !l.cueOnly && provablyValidTasks(c) {
-			proven.Add(1)
-			return
-		}
-		if keys != nil {
-			keys[i] = chunkKey(c)
-			if l.cache.knownValid(keys[i], load) {
+	checks := make([]func(), len(chunks))
+	for i, c := range chunks {
+		checks[i] = func() {
+			// A chunk of tasks that Go proves valid needs no evaluation
+			// (see provablyValidTasks); the first chunk, with the rest of
+			// the pipeline, always goes to CUE.
+			if i > 0 && !l.cueOnly && provablyValidTasks(c) {
+				proven.Add(1)
 				return
 			}
+			if keys != nil {
+				keys[i] = chunkKey(c)
+				if l.cache.knownValid(keys[i], load) {
+					return
+				}
+			}
+			errs[i] = newCUEEvaluator().evaluate(c)
+			l.evaluations.Add(1)
+			if errs[i] == nil && keys != nil {
+				l.cache.rememberValid(keys[i], load)
+			}
 		}
-		errs[i] = newCUEEvaluator().evaluate(c)
-		l.evaluations.Add(1)
-		if errs[i] == nil && keys != nil {
-			l.cache.rememberValid(keys[i], load)
-		}
-	}
-	checks := make([]func(), len(chunks))
-	for i := range chunks {
-		checks[i] = func() { check(i) }
 	}
 	checked := make(chan struct{})
 	var panicked any

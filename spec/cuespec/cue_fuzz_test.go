@@ -3,8 +3,6 @@ package cuespec
 import (
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,16 +20,10 @@ import (
 //
 //	go test ./spec -run '^$' -fuzz FuzzLoadCUE -fuzztime 2m
 func FuzzLoadCUE(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "cue", "*", "*.cue"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed specs: %v", err)
-	}
-	for _, s := range seeds {
-		src, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(src)
+	seeds := map[string][]byte{}
+	addTestdataSpecs(f, seeds)
+	for _, name := range slices.Sorted(maps.Keys(seeds)) {
+		f.Add(seeds[name])
 	}
 	f.Add([]byte(""))
 	f.Add([]byte("pipeline: x: task: \"\\u00e9t\\u00e9\": {command: [\"é\"], timeout: \"1µs\"}"))
@@ -60,16 +52,10 @@ func FuzzLoadCUE(f *testing.F) {
 //
 //	go test ./spec -run '^$' -fuzz FuzzLoadCUEPlainEvaluated -fuzztime 2m
 func FuzzLoadCUEPlainEvaluated(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join("testdata", "cue", "*", "*.cue"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed specs: %v", err)
-	}
-	for _, s := range seeds {
-		src, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(src)
+	seeds := map[string][]byte{}
+	addTestdataSpecs(f, seeds)
+	for _, name := range slices.Sorted(maps.Keys(seeds)) {
+		f.Add(seeds[name])
 	}
 	// Inputs on which the two ways once disagreed.
 	f.Add([]byte("A00:{A:{A:\"000000000\",A:\"0\",A:0},A0:{A:0,B:0}}"))

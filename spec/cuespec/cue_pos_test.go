@@ -75,7 +75,7 @@ func cuePos(src []byte, p token.Pos) (diag.Pos, bool) {
 }
 
 // addTestdataSpecs adds the specs under testdata/cue to srcs, by path.
-func addTestdataSpecs(t *testing.T, srcs map[string][]byte) {
+func addTestdataSpecs(t testing.TB, srcs map[string][]byte) {
 	files, err := filepath.Glob(filepath.Join("testdata", "cue", "*", "*.cue"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no specs under testdata/cue: %v", err)
