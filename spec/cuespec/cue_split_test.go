@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"cuelang.org/go/cue/ast"
@@ -344,5 +345,43 @@ func TestRunAllPanics(t *testing.T) {
 	}
 	if r := runAll(2, jobs[:2]); r != nil {
 		t.Fatalf("runAll = %v without a panic", r)
+	}
+}
+
+// TestLoadCUECachedConcurrently: loads of one text that share a cache at
+// the same moment (two editors' documents alike) each hold pieces of their
+// own (a piece is taken out of the cache while a load moves it), and all
+// give the whole parse's result. Run with -race.
+func TestLoadCUECachedConcurrently(t *testing.T) {
+	d, err := gendag.Generate(800, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := d.CUE()
+	want, wantDs := LoadCUE("p.cue", src)
+	cache := NewChunkCache()
+	const loads = 4
+	errs := make(chan string, loads*3)
+	var wg sync.WaitGroup
+	for range loads {
+		wg.Go(func() {
+			for range 3 {
+				p, ds := LoadCUECached("p.cue", src, cache)
+				if d := cmp.Diff(want, p); d != "" {
+					errs <- "pipeline differs:\n" + d
+				}
+				if d := cmp.Diff(wantDs, ds); d != "" {
+					errs <- "findings differ:\n" + d
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if len(cache.pieces) == 0 {
+		t.Error("no piece was kept")
 	}
 }
