@@ -63,19 +63,26 @@ type lineIndex struct {
 	lastPlaced bool
 }
 
+// lineStarts is the lines table CUE's scanner makes of src (token.File's):
+// the offset of each line's first byte, a line starting after each newline
+// but the last byte.
+func lineStarts(src []byte) []int {
+	starts := []int{0}
+	for i := 0; ; {
+		j := bytes.IndexByte(src[i:], '\n')
+		if j < 0 || i+j+1 >= len(src) {
+			return starts
+		}
+		i += j + 1
+		starts = append(starts, i)
+	}
+}
+
 // place returns the line (from 1) and column (in characters, from 1) of the
 // byte at off in src; off may be len(src).
 func (x *lineIndex) place(src []byte, off int) (line, col int) {
 	if x.starts == nil {
-		x.starts = []int{0}
-		for i := 0; ; {
-			j := bytes.IndexByte(src[i:], '\n')
-			if j < 0 || i+j+1 >= len(src) {
-				break
-			}
-			i += j + 1
-			x.starts = append(x.starts, i)
-		}
+		x.starts = lineStarts(src)
 	}
 	if !x.lastPlaced || off < x.starts[x.last] || off > x.lastEnd {
 		i, found := slices.BinarySearch(x.starts, off)

@@ -303,13 +303,7 @@ func parseHead(filename string, src []byte, lay cueLayout) *ast.File {
 	if err != nil || len(f.Decls) == 0 || !isPlainFile(f) {
 		return nil
 	}
-	lines := []int{0}
-	for i, c := range src {
-		if c == '\n' && i+1 < len(src) {
-			lines = append(lines, i+1)
-		}
-	}
-	if !f.Decls[0].Pos().File().SetLines(lines) {
+	if !f.Decls[0].Pos().File().SetLines(lineStarts(src)) {
 		return nil
 	}
 	return f
