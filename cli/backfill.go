@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -291,8 +288,6 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var st store.Store
 	var q queue.Queue
 	var loc store.Location

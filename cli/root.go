@@ -62,8 +62,10 @@ type IO struct {
 	engine Engine
 }
 
-// ErrInterrupted is the cause of IO.Context's cancellation on Ctrl-C.
-var ErrInterrupted = errors.New("interrupted")
+// ErrInterrupted is the cause of IO.Context's cancellation on Ctrl-C. It is
+// a context.Canceled: what stops on the context (a run telling why its tasks
+// ended) sees the plain cancellation a user's interrupt is.
+var ErrInterrupted = fmt.Errorf("interrupted: %w", context.Canceled)
 
 // ExitInterrupted is the exit code after Ctrl-C, 128 + SIGINT as shells report
 // a process killed by it.

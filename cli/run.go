@@ -10,12 +10,10 @@ import (
 	"fmt"
 	stdio "io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -151,11 +149,6 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// The first Ctrl-C stops the tasks and records the run; a second one,
-	// with the default handling restored, ends pipec at once.
-	go func() { <-ctx.Done(); stop() }()
 	// A reader that goes away (pipec run --json | head) does not kill the
 	// run: cmd/pipec watches SIGPIPE and IO drops the lost output (see
 	// Interruptible). Ignoring SIGPIPE here instead would pass SIG_IGN on to
@@ -259,8 +252,6 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	loc, err := opts.state.location(io, path)
 	if err != nil {
 		return err

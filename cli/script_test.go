@@ -18,11 +18,11 @@ import (
 // test binary, so scripts see true exit codes and output streams.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"pipec": func() { os.Exit(cli.Main(os.Args[1:], cli.Std())) },
+		"pipec": func() { os.Exit(cli.Process(os.Args[1:])) },
 		// pipec-status runs pipec, then prints "exit status N" on stderr and
 		// exits 0, so a script can assert the exact exit code.
 		"pipec-status": func() {
-			code := cli.Main(os.Args[1:], cli.Std())
+			code := cli.Process(os.Args[1:])
 			fmt.Fprintf(os.Stderr, "exit status %d\n", code)
 		},
 	})

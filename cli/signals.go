@@ -8,6 +8,14 @@ import (
 	"syscall"
 )
 
+// Process runs pipec as its own process: Main with the process's IO and
+// its signals wired in (Interruptible). It returns the exit code.
+func Process(args []string) int {
+	io, stop := Interruptible(Std(), os.Exit)
+	defer stop()
+	return Main(args, io)
+}
+
 // Interruptible wires the process's signals into io, for cmd/pipec only (it
 // changes process-wide signal handling, so tests call Main without it):
 //
@@ -18,6 +26,11 @@ import (
 //     A command that stops cleanly (gracefulCommand) then records what it
 //     stopped and Main returns 130; in any other command, and on a second
 //     Ctrl-C, the process exits 130 at once through exit.
+//
+// Commands stop on io.Context alone, never on a signal handler of their own:
+// with two, a worker could stop on its own handler's cancellation and return
+// before this one cancelled io.Context, and Main then reported exit 0 for a
+// SIGTERM (seen under load with GOMAXPROCS=1).
 //
 // stop undoes the signal handling.
 func Interruptible(io IO, exit func(int)) (_ IO, stop func()) {

@@ -5,12 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -172,8 +169,6 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if opts.dryRun {
 		if opts.wait {
 			return usageErr("submit: --dry-run launches nothing for --wait to follow")

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -138,8 +136,6 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// Closed pipes are handled by cmd/pipec (it watches SIGPIPE); ignoring
 	// SIGPIPE here would pass SIG_IGN on to every task the worker starts.
 	host, _ := os.Hostname()

@@ -10,10 +10,8 @@ import (
 
 func main() {
 	tuneGC()
-	io, stop := cli.Interruptible(cli.Std(), os.Exit)
 	stopProfile := startProfile()
-	code := cli.Main(os.Args[1:], io)
-	stop()
+	code := cli.Process(os.Args[1:])
 	stopProfile()
 	os.Exit(code)
 }
