@@ -73,6 +73,9 @@ func runHeartbeat(ctx context.Context, io IO) error {
 	defer st.Close()
 	ref := store.AttemptRef{Run: vals[1], Task: vals[2], Number: attempt}
 	if err := st.RenewLease(ctx, ref, token, 0); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) && startPending(ctx, st, ref, token) {
+			return nil
+		}
 		if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
 			fmt.Fprintf(io.Stderr, "pipec heartbeat: lease lost for %s attempt %d (token %d): stop; this attempt's output will be fenced\n",
 				ref.Task, ref.Number, token)
@@ -81,6 +84,15 @@ func runHeartbeat(ctx context.Context, io IO) error {
 		return &exitError{Code: ExitFindings, Err: err}
 	}
 	return nil
+}
+
+// startPending reports that the attempt is still queued with this token: the
+// runtime records the process it started (MarkRunning) only once it has its
+// pid, and a task that beats at once can get there first. Its lease starts
+// with that record, so there is nothing to renew yet and nothing is lost.
+func startPending(ctx context.Context, st store.Store, ref store.AttemptRef, token int64) bool {
+	a, err := st.GetAttempt(ctx, ref)
+	return err == nil && a.State == store.AttemptQueued && a.Token == token
 }
 
 // heartbeatFile renews through the heartbeat file (runtime.BeatFile): under a

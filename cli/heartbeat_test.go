@@ -2,13 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestServerStateHasNoPassword: what tasks get as PIPEC_STATE under a
@@ -83,5 +86,54 @@ func TestHeartbeatThroughTheFile(t *testing.T) {
 	delete(env, "PIPEC_HEARTBEAT")
 	if code, errs := beat(); code != ExitUsage || !strings.Contains(errs, "PIPEC_HEARTBEAT is not set") {
 		t.Fatalf("heartbeat without a heartbeat block: exit %d: %s", code, errs)
+	}
+}
+
+// TestHeartbeatBeforeTheStartIsRecorded: a task that runs pipec heartbeat at
+// once can beat before the runtime recorded its process (the attempt still
+// queued, with the task's token): that is no lost lease. Another token, or
+// an attempt that ended, is.
+func TestHeartbeatBeforeTheStartIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "v1", PlanDigest: "sha256:plan",
+		IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), IntervalEnd: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "long", Resource: store.FenceResource("p", "2024-01-01"), Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat := func(token int64) (int, string) {
+		env := map[string]string{"PIPEC_STATE": path, "PIPEC_RUN_ID": r.ID, "PIPEC_TASK": "long", "PIPEC_ATTEMPT": "1",
+			"PIPEC_TOKEN": strconv.FormatInt(token, 10)}
+		var stderr bytes.Buffer
+		code := Main([]string{"heartbeat"}, IO{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(k string) string { return env[k] },
+			Environ: func() []string { return nil }})
+		return code, stderr.String()
+	}
+	if code, errs := beat(a.Token); code != 0 {
+		t.Fatalf("heartbeat before the start was recorded: exit %d: %s", code, errs)
+	}
+	if code, errs := beat(a.Token + 1); code != ExitFindings || !strings.Contains(errs, "lease lost") {
+		t.Fatalf("heartbeat with another token: exit %d: %s", code, errs)
+	}
+	if _, err := st.MarkRunning(ctx, a.AttemptRef, os.Getpid(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if code, errs := beat(a.Token); code != 0 {
+		t.Fatalf("heartbeat of a running attempt: exit %d: %s", code, errs)
+	}
+	if err := st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if code, errs := beat(a.Token); code != ExitFindings || !strings.Contains(errs, "lease lost") {
+		t.Fatalf("heartbeat of an ended attempt: exit %d: %s", code, errs)
 	}
 }
