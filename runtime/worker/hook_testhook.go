@@ -5,6 +5,7 @@ package worker
 import (
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/pipec/pipec/runtime/exec"
 )
@@ -13,8 +14,9 @@ import (
 // that must kill a real worker exactly there: PIPEC_TEST_HOOK=POINT:TASK
 // (hookBeforeFinish or hookAfterFinish, and the task's name);
 // PIPEC_TEST_HOOK=POINT:TASK:term stops it gracefully there instead
-// (SIGTERM, and the visit goes on). Only a binary built with -tags
-// pipec_testhook has it; see hook.go.
+// (SIGTERM; the visit goes on once the worker has taken the stop, as if the
+// signal had come at that point and not a moment later). Only a binary
+// built with -tags pipec_testhook has it; see hook.go.
 func (c *Config) hook(point, task string) {
 	switch os.Getenv("PIPEC_TEST_HOOK") {
 	case point + ":" + task:
@@ -24,6 +26,11 @@ func (c *Config) hook(point, task string) {
 	case point + ":" + task + ":term":
 		c.logf("test hook %s:%s: stopping this worker", point, task)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		select {
+		case <-c.stop:
+		case <-time.After(time.Minute):
+			c.logf("test hook %s:%s: the stop did not arrive", point, task)
+		}
 	}
 }
 

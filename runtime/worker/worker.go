@@ -87,6 +87,8 @@ type Config struct {
 	// claiming: the worker takes new tasks (healthy, not stopping); a
 	// visit's Finish claims the next one only then.
 	claiming *atomic.Bool
+	// stop is closed when the worker is told to stop (Run's context).
+	stop <-chan struct{}
 	// objects serves every visit's object stores, so credentials are
 	// resolved once per worker, not once per task.
 	objects *objstore.Clients
@@ -198,6 +200,7 @@ func Run(ctx context.Context, c Config) error {
 	c.self = c.testIdentity(c.self)
 	c.plans = &planCache{runs: map[string]*submitted{}}
 	c.claiming = new(atomic.Bool)
+	c.stop = ctx.Done()
 	bg := context.WithoutCancel(ctx)
 	if err := c.register(bg); err != nil {
 		return err
@@ -240,7 +243,13 @@ func Run(ctx context.Context, c Config) error {
 			mu.Lock()
 			delete(visits, e.ref)
 			mu.Unlock()
-			if e.next != nil {
+			switch {
+			case e.next == nil:
+			case ctx.Err() != nil:
+				// Told to stop as the visit ended: its next claim is
+				// not begun but handed back, as shutdown's are.
+				c.handBack(bg, e.next)
+			default:
 				c.startVisit(bg, e.next, &mu, visits, &wg, ended)
 			}
 		case <-wake:
@@ -407,18 +416,23 @@ func (c *Config) handBackNext(ctx context.Context, ended <-chan visitEnd) {
 	for {
 		select {
 		case e := <-ended:
-			if cl := e.next; cl != nil {
-				r := queue.Result{Ending: queue.HandedBack}
-				if cl.Attempt != nil {
-					r.Unused = &cl.Attempt.AttemptRef
-				}
-				if err := c.finish(ctx, cl.Ref, r); err != nil {
-					c.logf("%s %s: hand back: %v", cl.Run, cl.Task, err)
-				}
+			if e.next != nil {
+				c.handBack(ctx, e.next)
 			}
 		default:
 			return
 		}
+	}
+}
+
+// handBack returns a claim no visit began, uncounted.
+func (c *Config) handBack(ctx context.Context, cl *queue.Claim) {
+	r := queue.Result{Ending: queue.HandedBack}
+	if cl.Attempt != nil {
+		r.Unused = &cl.Attempt.AttemptRef
+	}
+	if err := c.finish(ctx, cl.Ref, r); err != nil {
+		c.logf("%s %s: hand back: %v", cl.Run, cl.Task, err)
 	}
 }
 
