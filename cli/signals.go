@@ -16,8 +16,9 @@ func Process(args []string) int {
 	return Main(args, io)
 }
 
-// Interruptible wires the process's signals into io, for cmd/pipec only (it
-// changes process-wide signal handling, so tests call Main without it):
+// Interruptible wires the process's signals into io, for a pipec process
+// only (Process): it changes process-wide signal handling, so in-process
+// tests call Main without it.
 //
 //   - SIGPIPE is watched, so a write to a closed pipe returns EPIPE (which
 //     quietPipe drops) instead of killing pipec; a watched signal, unlike an

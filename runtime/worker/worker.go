@@ -87,7 +87,8 @@ type Config struct {
 	// claiming: the worker takes new tasks (healthy, not stopping); a
 	// visit's Finish claims the next one only then.
 	claiming *atomic.Bool
-	// stop is closed when the worker is told to stop (Run's context).
+	// stop is closed when the worker is told to stop (Run's context);
+	// the tests' hook waits on it (hook_testhook.go).
 	stop <-chan struct{}
 	// objects serves every visit's object stores, so credentials are
 	// resolved once per worker, not once per task.
