@@ -18,16 +18,7 @@ import (
 // as a pointer holding token 0.
 func TestEventsFencedAtGrant(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01",
-		IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), IntervalEnd: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, st, run := newStateRun(t)
 	start := func() store.Attempt {
 		a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "make", Resource: "p@2024-01-01", Lease: time.Minute})
 		if err != nil {
@@ -60,4 +51,22 @@ func TestEventsFencedAtGrant(t *testing.T) {
 	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "holds token 0") {
 		t.Fatalf("events output lacks %q:\n%s", want, out.String())
 	}
+}
+
+// newStateRun is an SQLite state in the test's folder with a run of
+// pipeline p for 2024-01-01; the test closes the store.
+func newStateRun(t *testing.T) (string, *sqlite.Store, store.Run) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := st.CreateRun(context.Background(), store.NewRun{Pipeline: "p", Interval: "2024-01-01",
+		IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), IntervalEnd: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	return path, st, run
 }

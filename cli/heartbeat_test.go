@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestServerStateHasNoPassword: what tasks get as PIPEC_STATE under a
@@ -95,17 +94,8 @@ func TestHeartbeatThroughTheFile(t *testing.T) {
 // an attempt that ended, is.
 func TestHeartbeatBeforeTheStartIsRecorded(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, st, r := newStateRun(t)
 	defer st.Close()
-	r, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "v1", PlanDigest: "sha256:plan",
-		IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), IntervalEnd: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "long", Resource: store.FenceResource("p", "2024-01-01"), Queued: true})
 	if err != nil {
 		t.Fatal(err)
