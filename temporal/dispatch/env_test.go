@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -225,6 +226,13 @@ func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 	case <-p.done:
 	case <-time.After(60 * time.Second):
 		t.Fatalf("worker %s did not exit after %v", p.name, sig)
+	}
+	// Told to stop, it stops cleanly and exits 130, as pipec worker does.
+	if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+		var ee *exec.ExitError
+		if !errors.As(p.err, &ee) || ee.ExitCode() != 130 || !strings.Contains(p.output(), "pipec-temporal: interrupted") {
+			t.Fatalf("worker %s exited with %v after %v, want exit 130 saying it was interrupted:\n%s", p.name, p.err, sig, p.output())
+		}
 	}
 }
 

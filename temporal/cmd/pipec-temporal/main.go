@@ -20,11 +20,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -216,19 +214,34 @@ func worker(args []string) error {
 	if err := os.MkdirAll(*workdir, 0o700); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Signals as pipec worker takes them (cli.Interruptible): the first
+	// Ctrl-C or SIGTERM stops the worker cleanly, handing its tasks back,
+	// and it exits 130 as pipec worker does; a second one exits at once.
+	io, stop := cli.Interruptible(cli.Std(), os.Exit)
 	defer stop()
+	io.Graceful()
+	ctx := io.Context
 	sh, c, err := connect(ctx, *state, *engine)
 	if err != nil {
-		return err
+		return interrupted(ctx, err)
 	}
 	defer sh.Store.Close()
 	defer c.Close()
-	return dispatch.RunWorker(ctx, dispatch.WorkerConfig{
+	return interrupted(ctx, dispatch.RunWorker(ctx, dispatch.WorkerConfig{
 		Info:  queue.WorkerInfo{Name: *name, Host: host, PID: os.Getpid(), Slots: *slots, Labels: ls},
 		Store: sh.Store, Queue: sh.Queue, Client: c, Workdir: *workdir, Artifacts: *arts,
 		DefaultArtifacts: sh.DefaultArtifacts, ServerState: sh.TaskState, Environ: os.Environ(),
-		Lease: *lease, TaskLease: *taskLease, Unreachable: *unreachable, Log: os.Stderr})
+		Lease: *lease, TaskLease: *taskLease, Unreachable: *unreachable, Log: os.Stderr}))
+}
+
+// interrupted is err, unless the worker stopped because it was told to
+// (ctx cancelled by a signal): then it says so and exits 130.
+func interrupted(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), cli.ErrInterrupted) && (err == nil || errors.Is(err, context.Canceled)) {
+		fmt.Fprintln(os.Stderr, "pipec-temporal: interrupted")
+		return exitCode(cli.ExitInterrupted)
+	}
+	return err
 }
 
 func submit(args []string) error {
