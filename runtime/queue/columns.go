@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/pipec/pipec/internal/failover"
 )
@@ -102,24 +103,58 @@ func (d *Decoder) decode(l *failover.Limits, f *failover.State, limits, st strin
 
 // StatusMemo keeps the tasks of a run's last status read (StatusFollower)
 // with their columns' text, so that the next read of the run decodes only
-// the rows that changed: pipec submit --wait reads every task of its run
-// at every poll, and most rows are as they were.
+// the rows that changed (and, on a store that can tell, reads only those):
+// pipec submit --wait reads its run's tasks at every poll, and most rows
+// are as they were.
 type StatusMemo struct {
 	run  string
 	rows map[string]*memoRow
 	dec  Decoder
+	// mark is the store's own mark of the last whole read (Marked), ""
+	// for none; tasks is every row's t by name (Tasks), nil when a task
+	// was added since.
+	mark  string
+	tasks []TaskStatus
 }
 
 type memoRow struct {
 	state, worker, reason, limits, failover string
 	t                                       TaskStatus
+	i                                       int // t's index in tasks
 }
 
 // Read starts a read of run's tasks: a memo of another run's is emptied.
 func (m *StatusMemo) Read(run string) {
 	if m.rows == nil || m.run != run {
-		m.run, m.rows = run, map[string]*memoRow{}
+		m.run, m.rows, m.mark, m.tasks = run, map[string]*memoRow{}, "", nil
 	}
+}
+
+// Mark is what the store recorded of its last read of the run (Marked), ""
+// when there is none. A store that can tell which rows changed after a
+// mark (PostgreSQL: rows written since its snapshot) reads only those,
+// and takes the others from the memo (Tasks).
+func (m *StatusMemo) Mark() string { return m.mark }
+
+// Marked records mark once a read passed every row it found to Row; ""
+// makes the next read a whole one (after a failed read, say).
+func (m *StatusMemo) Marked(mark string) { m.mark = mark }
+
+// Tasks is every task the memo holds, by name (byte order, as the stores'
+// ORDER BY task COLLATE "C"): after a read of the changed rows alone, the
+// whole run. The slice is the memo's, valid until its next read: a read
+// that changes a task rewrites its element rather than copying every task
+// (pipec submit --wait reads a 10,000-task run at each poll).
+func (m *StatusMemo) Tasks() []TaskStatus {
+	if m.tasks == nil {
+		names := slices.Sorted(maps.Keys(m.rows))
+		m.tasks = make([]TaskStatus, len(names))
+		for i, n := range names {
+			r := m.rows[n]
+			r.i, m.tasks[i] = i, r.t
+		}
+	}
+	return m.tasks
 }
 
 // Row is a task's status from its row's columns (task, state, worker,
@@ -136,6 +171,12 @@ func (m *StatusMemo) Row(task, state, worker, reason, limits, st []byte) (TaskSt
 	r.t = TaskStatus{Task: string(task), State: r.state, Worker: r.worker, Reason: r.reason}
 	if err := m.dec.Status(&r.t, r.limits, r.failover); err != nil {
 		return TaskStatus{}, err
+	}
+	switch was := m.rows[r.t.Task]; {
+	case was == nil:
+		m.tasks = nil
+	case m.tasks != nil:
+		r.i, m.tasks[was.i] = was.i, r.t
 	}
 	m.rows[r.t.Task] = r
 	return r.t, nil

@@ -315,7 +315,8 @@ type Queue interface {
 // cheaply (pipec submit --wait, at every poll).
 type StatusFollower interface {
 	// FollowStatus is Status, decoding only the tasks whose rows changed
-	// since memo's last read of the run (StatusMemo): the tasks it returns
+	// since memo's last read of the run (StatusMemo), and on a store that
+	// can tell which did, reading only those: the tasks it returns
 	// may share their Failover.Visits maps with those of earlier reads, and
 	// are not to be modified.
 	FollowStatus(ctx context.Context, run string, memo *StatusMemo) (RunStatus, error)

@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
 	"github.com/pipec/pipec/runtime/store/storetest"
@@ -408,4 +412,139 @@ func TestEventTimeNeverGoesBack(t *testing.T) {
 	if evs[1].Time.Before(evs[0].Time) {
 		t.Fatalf("event %d at %s, after event %d at %s", evs[1].Seq, evs[1].Time, evs[0].Seq, evs[0].Time)
 	}
+}
+
+// FollowStatus reads only the rows written since its last read, and still
+// misses none: not a row written by a transaction that was open during
+// the last read and committed after it (its writer is below the read's
+// xmax but not visible to it), nor one of a transaction begun after.
+func TestFollowStatusSeesLateCommits(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pg.Server(t), nil)
+	r := submitTasks(t, s, "a", "b", "c")
+	var memo queue.StatusMemo
+	reasons := func() string {
+		t.Helper()
+		rs, err := s.FollowStatus(ctx, r.ID, &memo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b []string
+		for _, ts := range rs.Tasks {
+			b = append(b, ts.Task+"="+ts.Reason)
+		}
+		return strings.Join(b, " ")
+	}
+	write := func(tx pgx.Tx, task, reason string) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, `UPDATE work SET reason = $1 WHERE run = $2 AND task = $3`, reason, r.ID, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := reasons(); got != "a= b= c=" {
+		t.Fatalf("first read: %s", got)
+	}
+	// An older transaction writes a, stays open across the next read, and
+	// commits after it; a younger one writes b and commits before it.
+	older, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback(ctx)
+	write(older, "a", "late")
+	younger, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(younger, "b", "early")
+	if err := younger.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := reasons(); got != "a= b=early c=" {
+		t.Fatalf("with a's writer open: %s", got)
+	}
+	if err := older.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := reasons(); got != "a=late b=early c=" {
+		t.Fatalf("after a's writer committed: %s (its row was missed)", got)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(tx, "c", "later")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := reasons(); got != "a=late b=early c=later" {
+		t.Fatalf("after a write begun after the last read: %s", got)
+	}
+	if got := reasons(); got != "a=late b=early c=later" {
+		t.Fatalf("with nothing written: %s", got)
+	}
+}
+
+// submitTasks submits a run of tasks that need nothing.
+func submitTasks(t testing.TB, s *postgres.Store, names ...string) store.Run {
+	t.Helper()
+	once := failover.Limits{Attempts: 1, Global: failover.NoLimit, NoFailover: true}
+	sub := queue.Submission{
+		Run: store.NewRun{Pipeline: "orders", Interval: "2024-01-01",
+			IntervalStart: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), IntervalEnd: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC),
+			CodeVersion: "v1", PlanDigest: "sha256:plan"},
+		Plan: []byte(`{"pipeline":"orders"}`), BaseDir: "/specs/orders", Interval: "2024-01-01",
+	}
+	for _, n := range names {
+		sub.Tasks = append(sub.Tasks, queue.Task{Name: n, Limits: once})
+	}
+	r, err := s.Submit(context.Background(), sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// BenchmarkFollowStatus is what pipec submit --wait costs at each look at
+// a 10,000-task run of which 20 tasks changed since the last: Status (every
+// row read and decoded, the reference) beside FollowStatus (the rows
+// written since the last look read, and decoded when changed).
+//
+//	go test -run '^$' -bench FollowStatus ./runtime/store/postgres/
+func BenchmarkFollowStatus(b *testing.B) {
+	ctx := context.Background()
+	s := open(b, pg.Server(b), nil)
+	names := make([]string, 10000)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%05d", i)
+	}
+	r := submitTasks(b, s, names...)
+	step := 0
+	change := func(b *testing.B) {
+		b.StopTimer()
+		defer b.StartTimer()
+		for range 20 {
+			step++
+			if _, err := s.Pool().Exec(ctx, `UPDATE work SET reason = $1 WHERE run = $2 AND task = $3`,
+				fmt.Sprint(step), r.ID, names[step*7919%len(names)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	read := func(b *testing.B, look func() (queue.RunStatus, error)) {
+		for b.Loop() {
+			change(b)
+			rs, err := look()
+			if err != nil || len(rs.Tasks) != len(names) {
+				b.Fatalf("%d tasks, %v", len(rs.Tasks), err)
+			}
+		}
+	}
+	b.Run("Status", func(b *testing.B) {
+		read(b, func() (queue.RunStatus, error) { return s.Status(ctx, r.ID) })
+	})
+	b.Run("FollowStatus", func(b *testing.B) {
+		var memo queue.StatusMemo
+		read(b, func() (queue.RunStatus, error) { return s.FollowStatus(ctx, r.ID, &memo) })
+	})
 }

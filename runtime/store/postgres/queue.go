@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -1247,22 +1248,14 @@ func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) 
 	if err != nil {
 		return rs, err
 	}
+	if memo != nil {
+		memo.Read(run)
+		rs.Tasks, err = s.followTasks(ctx, run, memo)
+		return rs, err
+	}
 	rows, err := s.pool.Query(ctx, statusSQL, run)
 	if err != nil {
 		return rs, err
-	}
-	if memo != nil {
-		defer rows.Close()
-		memo.Read(run)
-		for rows.Next() {
-			v := rows.RawValues() // text columns, none NULL: their text
-			t, err := memo.Row(v[0], v[1], v[2], v[3], v[4], v[5])
-			if err != nil {
-				return rs, err
-			}
-			rs.Tasks = append(rs.Tasks, t)
-		}
-		return rs, rows.Err()
 	}
 	var dec queue.Decoder
 	rs.Tasks, err = collect(rows, func(r pgx.Row) (queue.TaskStatus, error) {
@@ -1274,6 +1267,61 @@ func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) 
 		return t, dec.Status(&t, limits, st)
 	})
 	return rs, err
+}
+
+// followSQL reads the tasks of a run ($1) written since a mark ($2, -1 for
+// all of them), and the mark of this read, in one statement (so under one
+// snapshot). The mark is the snapshot's xmin: every transaction below it
+// had ended when the read began, so a row written after the read was
+// written by a transaction at or above it. A row's writer is its xmin,
+// widened to 64 bits against the snapshot's xmax (xmin is the low 32 bits
+// of a transaction id no more than 2^31 below xmax). A row is read again
+// when its writer is at or above the last mark: never missed, sometimes
+// read twice (a writer that ended between two reads, or one of a
+// transaction that stayed open across them), and the memo tells those
+// apart. A run whose rows did not change reads one row: the mark, its
+// task NULL.
+const followSQL = `WITH s AS (
+	SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS mark,
+		pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS top
+), w AS (
+	SELECT task, state, worker, reason, limits, failover,
+		s.top - ((s.top - xmin::text::bigint) & 4294967295) AS writer
+	FROM work, s WHERE run = $1
+)
+SELECT s.mark::text, w.task, w.state, w.worker, w.reason, w.limits, w.failover
+FROM s LEFT JOIN w ON w.writer >= $2`
+
+// followTasks is every task of run for FollowStatus: the rows written
+// since memo's mark read and decoded, the others the memo's. A failed read
+// leaves no mark, so the next one reads every row.
+func (s *Store) followTasks(ctx context.Context, run string, memo *queue.StatusMemo) ([]queue.TaskStatus, error) {
+	since := int64(-1)
+	if m, err := strconv.ParseInt(memo.Mark(), 10, 64); err == nil {
+		since = m
+	}
+	memo.Marked("")
+	rows, err := s.pool.Query(ctx, followSQL, run, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var mark string
+	for rows.Next() {
+		v := rows.RawValues() // text columns; the task's NULL (nil) when none changed
+		mark = string(v[0])
+		if v[1] == nil {
+			continue
+		}
+		if _, err := memo.Row(v[1], v[2], v[3], v[4], v[5], v[6]); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	memo.Marked(mark)
+	return memo.Tasks(), nil
 }
 
 // workChannel is the NOTIFY channel of "tasks may be ready".
