@@ -72,10 +72,7 @@ func runHeartbeat(ctx context.Context, io IO) error {
 	}
 	defer st.Close()
 	ref := store.AttemptRef{Run: vals[1], Task: vals[2], Number: attempt}
-	if err := st.RenewLease(ctx, ref, token, 0); err != nil {
-		if errors.Is(err, store.ErrLeaseLost) && startPending(ctx, st, ref, token) {
-			return nil
-		}
+	if err := renewBeat(ctx, st, ref, token); err != nil {
 		if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
 			fmt.Fprintf(io.Stderr, "pipec heartbeat: lease lost for %s attempt %d (token %d): stop; this attempt's output will be fenced\n",
 				ref.Task, ref.Number, token)
@@ -86,13 +83,28 @@ func runHeartbeat(ctx context.Context, io IO) error {
 	return nil
 }
 
-// startPending reports that the attempt is still queued with this token: the
-// runtime records the process it started (MarkRunning) only once it has its
-// pid, and a task that beats at once can get there first. Its lease starts
-// with that record, so there is nothing to renew yet and nothing is lost.
-func startPending(ctx context.Context, st store.Store, ref store.AttemptRef, token int64) bool {
-	a, err := st.GetAttempt(ctx, ref)
-	return err == nil && a.State == store.AttemptQueued && a.Token == token
+// renewBeat renews the attempt's lease for a task's beat. A renewal is
+// refused while the attempt is queued: the runtime records the process it
+// started (MarkRunning) only once it has its pid, and a task that beats at
+// once can get there first. Read after the refusal, the attempt still
+// queued with this token has nothing to renew yet, and nothing is lost;
+// running with it, its start was recorded in between, and the lease is
+// renewed again. Anything else is the refusal.
+func renewBeat(ctx context.Context, st store.Store, ref store.AttemptRef, token int64) error {
+	err := st.RenewLease(ctx, ref, token, 0)
+	if !errors.Is(err, store.ErrLeaseLost) {
+		return err
+	}
+	a, gerr := st.GetAttempt(ctx, ref)
+	switch {
+	case gerr != nil || a.Token != token:
+		return err
+	case a.State == store.AttemptQueued:
+		return nil
+	case a.State == store.AttemptRunning:
+		return st.RenewLease(ctx, ref, token, 0)
+	}
+	return err
 }
 
 // heartbeatFile renews through the heartbeat file (runtime.BeatFile): under a

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,5 +126,49 @@ func TestHeartbeatBeforeTheStartIsRecorded(t *testing.T) {
 	}
 	if code, errs := beat(a.Token); code != ExitFindings || !strings.Contains(errs, "lease lost") {
 		t.Fatalf("heartbeat of an ended attempt: exit %d: %s", code, errs)
+	}
+}
+
+// startRecordedMeanwhile is the state a beat meets when the runtime records
+// the task's start (MarkRunning) just after refusing the beat's renewal of
+// the still-queued attempt, and before the beat reads the attempt.
+type startRecordedMeanwhile struct {
+	store.Store
+	recorded bool
+}
+
+func (s *startRecordedMeanwhile) RenewLease(ctx context.Context, ref store.AttemptRef, token int64, lease time.Duration) error {
+	err := s.Store.RenewLease(ctx, ref, token, lease)
+	if errors.Is(err, store.ErrLeaseLost) && !s.recorded {
+		s.recorded = true
+		if _, merr := s.Store.MarkRunning(ctx, ref, os.Getpid(), time.Minute); merr != nil {
+			return merr
+		}
+	}
+	return err
+}
+
+// A beat whose renewal was refused while the attempt was queued, and which
+// then finds it running with its token (the start recorded in between), is
+// no lost lease: the lease is renewed (a worker run failed so, the task's
+// first beat saying "lease lost" 7 ms after its start was recorded).
+func TestHeartbeatAsTheStartIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	_, st, r := newStateRun(t)
+	defer st.Close()
+	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "long", Resource: store.FenceResource("p", "2024-01-01"), Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meanwhile := &startRecordedMeanwhile{Store: st}
+	if err := renewBeat(ctx, meanwhile, a.AttemptRef, a.Token); err != nil || !meanwhile.recorded {
+		t.Fatalf("beat as the start was recorded: %v (recorded %v)", err, meanwhile.recorded)
+	}
+	got, err := st.GetAttempt(ctx, a.AttemptRef)
+	if err != nil || got.State != store.AttemptRunning {
+		t.Fatalf("attempt %+v, %v", got, err)
+	}
+	if err := renewBeat(ctx, st, a.AttemptRef, a.Token+1); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("beat with another token: %v, want the lease lost", err)
 	}
 }
