@@ -45,12 +45,17 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 			r.ID, string(sub.Plan), sub.BaseDir, sub.Interval); err != nil {
 			return err
 		}
-		for _, w := range rows {
-			if _, err := tx.Exec(ctx, `INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels, pool, pool_slots)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-				r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits), w.Labels, w.Pool, w.PoolSlots); err != nil {
-				return err
-			}
+		// The tasks' rows in one COPY: an INSERT each cost a round trip
+		// apiece, most of the time between a submit and the first task's
+		// start on a run of a thousand tasks.
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"work"},
+			[]string{"run", "task", "state", "waiting_on", "dependents", "limits", "labels", "pool", "pool_slots"},
+			pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+				w := rows[i]
+				return []any{r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits),
+					w.Labels, w.Pool, w.PoolSlots}, nil
+			})); err != nil {
+			return err
 		}
 		if err := notifyWork(ctx, tx); err != nil {
 			return err
