@@ -252,6 +252,28 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		var memo queue.StatusMemo
 		read = func(ctx context.Context, run string) (queue.RunStatus, error) { return f.FollowStatus(ctx, run, &memo) }
 	}
+	// A queue that can tells the run's end, looked at then, not at the
+	// next poll; nil (never ready) when it cannot, or no longer can.
+	var ended <-chan struct{}
+	if e, ok := q.(queue.RunEnds); ok {
+		ectx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if ch, err := e.RunEnded(ectx, run); err == nil {
+			ended = ch
+		}
+	}
+	next := func() bool { // false when ctx ended
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		case _, ok := <-ended:
+			if !ok {
+				ended = nil
+			}
+		}
+		return true
+	}
 	for {
 		rs, err := read(ctx, run)
 		if errors.Is(err, store.ErrNotFound) {
@@ -265,11 +287,9 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 				outage = true
 				fmt.Fprintf(io.Stderr, "pipec: the state does not answer (%v); still following %s, trying again\n", err, run)
 			}
-			select {
-			case <-ctx.Done():
+			if !next() {
 				fmt.Fprintf(io.Stderr, "pipec: stopped following %s; it goes on with the workers\n", run)
 				return &exitError{Code: ExitFindings}
-			case <-t.C:
 			}
 			continue
 		}
@@ -318,11 +338,9 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 			}
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if !next() {
 			fmt.Fprintf(io.Stderr, "pipec: stopped following %s; it goes on with the workers\n", run)
 			return &exitError{Code: ExitFindings}
-		case <-t.C:
 		}
 	}
 }

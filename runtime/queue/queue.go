@@ -322,6 +322,16 @@ type StatusFollower interface {
 	FollowStatus(ctx context.Context, run string, memo *StatusMemo) (RunStatus, error)
 }
 
+// RunEnds is a Queue that tells a follower when a run may have ended, so
+// pipec submit --wait returns as the run ends rather than at its next look.
+type RunEnds interface {
+	// RunEnded returns a channel that receives (without blocking the
+	// sender, so signals coalesce) when run may have ended. It is closed
+	// when ctx ends, or when the store can no longer tell (a broken
+	// connection): the follower's looks go on.
+	RunEnded(ctx context.Context, run string) (<-chan struct{}, error)
+}
+
 // NormalLabels is labels sorted, without duplicates or empty strings, never
 // nil: the form stores keep and compare.
 func NormalLabels(labels []string) []string {

@@ -1342,11 +1342,31 @@ func notifyWork(ctx context.Context, tx pgx.Tx) error {
 // Wakeups implements queue.Queue with LISTEN on one connection held for
 // ctx's lifetime.
 func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+	return s.listen(ctx, workChannel, "")
+}
+
+// runEndChannel is the NOTIFY channel of a run's end, its id the payload
+// (the runs_ended trigger).
+const runEndChannel = "pipec_run_end"
+
+var _ queue.RunEnds = (*Store)(nil)
+
+// RunEnded implements queue.RunEnds with LISTEN on one connection held for
+// ctx's lifetime.
+func (s *Store) RunEnded(ctx context.Context, run string) (<-chan struct{}, error) {
+	return s.listen(ctx, runEndChannel, run)
+}
+
+// listen returns a channel that receives (coalescing) the notifications of
+// channel, those whose payload is payload when that is set, on one
+// connection held for ctx's lifetime; it is closed when ctx ends or the
+// connection breaks.
+func (s *Store) listen(ctx context.Context, channel, payload string) (<-chan struct{}, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, `LISTEN `+workChannel); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
 		conn.Release()
 		return nil, err
 	}
@@ -1359,8 +1379,12 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), `UNLISTEN *`)
 		}()
 		for {
-			if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			n, err := conn.Conn().WaitForNotification(ctx)
+			if err != nil {
 				return // ctx ended, or the connection broke: the poll goes on
+			}
+			if payload != "" && n.Payload != payload {
+				continue
 			}
 			select {
 			case ch <- struct{}{}:

@@ -332,6 +332,19 @@ BEGIN
 END
 $$;
 `},
+	{14, "run ends notify", `
+-- A run that ends, however it ends (its last task, a cancel, a takeover),
+-- notifies pipec_run_end with its id when the transaction commits, so a
+-- follower (pipec submit --wait) sees the end at once, not at its next look.
+CREATE FUNCTION pipec_run_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_notify('pipec_run_end', NEW.id);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER runs_ended AFTER UPDATE OF state ON runs FOR EACH ROW
+	WHEN (OLD.state = 'running' AND NEW.state <> 'running') EXECUTE FUNCTION pipec_run_ended();
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
