@@ -603,7 +603,7 @@ var _ queue.FinishClaimer = (*Store)(nil)
 // usual case), the claim's first reads ride with them: a visit's end and
 // the next claim cost three round trips and one commit, not four and two
 // (for a succeeded visit, finishAssuming: two and one when its dependents
-// are still to run, four and one when it may end the run).
+// are still to run, three and one when it may end the run).
 func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
 	next := &nextClaim{lease: lease, spec: spec}
 	err := s.granting(ctx, func(epoch int64) error {
@@ -938,13 +938,10 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 // when given) follows the commit, so the run's hot row stays locked no
 // longer than that (see nextClaim).
 func endingRun(ctx context.Context, tx pgx.Tx, run string, next *nextClaim) error {
-	if err := lockSubmission(ctx, tx, run); err != nil {
-		return err
-	}
 	if next != nil {
 		next.after = true
 	}
-	return maybeFinishRun(ctx, tx, run)
+	return lockAndFinishRun(ctx, tx, run)
 }
 
 // queueStep queues the DAG's step of a succeeded visit (c, an Advance) on
@@ -1031,23 +1028,54 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 	})
 }
 
+// runLeftSQL reads whether any task of a run ($1) is left to do (an index
+// probe, work_unfinished), then, only for a run that is over, whether any
+// failed: RunEnd needs no more than that of the counts.
+const runLeftSQL = `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'ready', 'claimed')),
+	CASE WHEN EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'ready', 'claimed')) THEN false
+	ELSE EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) END`
+
 // maybeFinishRun finishes the run when none of its tasks is left to do
 // (queue.RunEnd). Called under lockSubmission.
 func maybeFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
-	// Whether any task is left (an index probe, work_unfinished), then,
-	// only for a run that is over, whether any failed: RunEnd needs no
-	// more than that of the counts.
 	var open, bad bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'ready', 'claimed'))`,
-		run).Scan(&open); err != nil {
+	if err := tx.QueryRow(ctx, runLeftSQL, run).Scan(&open, &bad); err != nil {
 		return err
 	}
-	if !open {
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run'))`,
-			run).Scan(&bad); err != nil {
-			return err
-		}
+	return finishRunIfOver(ctx, tx, run, open, bad)
+}
+
+// lockAndFinishRun is lockSubmission then maybeFinishRun, in one round
+// trip: the lock's statement and the counts' go in one batch, each
+// statement with its own snapshot, so the counts, read once the lock is
+// held, see every finish that held it before. The run's hot row stays
+// locked a round trip less.
+func lockAndFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 FROM submissions WHERE run = $1 FOR UPDATE`, run)
+	b.Queue(runLeftSQL, run)
+	br := tx.SendBatch(ctx, b)
+	var one int
+	var open, bad bool
+	err := br.QueryRow().Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("run %s was not submitted: %w", run, store.ErrNotFound)
 	}
+	if err == nil {
+		err = br.QueryRow().Scan(&open, &bad)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return finishRunIfOver(ctx, tx, run, open, bad)
+}
+
+// finishRunIfOver finishes the run when its counts (runLeftSQL) say it is
+// over.
+func finishRunIfOver(ctx context.Context, tx pgx.Tx, run string, open, bad bool) error {
 	state, over := queue.RunEnd(b2i(open), b2i(bad))
 	if !over {
 		return nil
