@@ -381,8 +381,9 @@ func submitLaunch(io IO, plan *compiler.Plan, base string, q queue.Queue, poll t
 		}
 		fmt.Fprintf(io.Stdout, "%s  submitted %s (%d tasks)\n", iv.Key, run.ID, len(plan.Tasks))
 		started(run.ID)
+		read := statusReader(q)
 		return followQuietly(ctx, io, iv, run.ID, poll, func(ctx context.Context) (store.RunState, string, error) {
-			rs, err := q.Status(ctx, run.ID)
+			rs, err := read(ctx, run.ID)
 			return rs.Run.State, rs.Waiting, err
 		})
 	}

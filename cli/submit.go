@@ -246,12 +246,7 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
 	outage := false
-	// A queue that can reads again only the tasks that changed.
-	read := q.Status
-	if f, ok := q.(queue.StatusFollower); ok {
-		var memo queue.StatusMemo
-		read = func(ctx context.Context, run string) (queue.RunStatus, error) { return f.FollowStatus(ctx, run, &memo) }
-	}
+	read := statusReader(q)
 	// A queue that can tells the run's end, looked at then, not at the
 	// next poll; nil (never ready) when it cannot, or no longer can.
 	var ended <-chan struct{}
@@ -343,6 +338,17 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 			return &exitError{Code: ExitFindings}
 		}
 	}
+}
+
+// statusReader reads one run's status again and again: on a queue that
+// can, reading and decoding again only the tasks that changed.
+func statusReader(q queue.Queue) func(ctx context.Context, run string) (queue.RunStatus, error) {
+	f, ok := q.(queue.StatusFollower)
+	if !ok {
+		return q.Status
+	}
+	var memo queue.StatusMemo
+	return func(ctx context.Context, run string) (queue.RunStatus, error) { return f.FollowStatus(ctx, run, &memo) }
 }
 
 // planOrder returns tasks sorted by rank, stably (tasks of one rank stay
