@@ -23,16 +23,18 @@ func dag1k(b *testing.B) []byte {
 }
 
 // BenchmarkWorkers1kSQLite runs the same DAG as BenchmarkWorkers1k through
-// 3 pipec worker processes sharing one SQLite file (one slot each), and
-// reports the wall and attempts per second.
+// 3 pipec worker processes sharing one SQLite file (one slot each) and,
+// side by side in each iteration, the same local pipec run --parallel 3,
+// and reports as BenchmarkWorkers1k does.
 //
 //	go test -run '^$' -bench Workers1kSQLite -benchtime 2x ./runtime/worker/
 func BenchmarkWorkers1kSQLite(b *testing.B) {
 	spec := dag1k(b)
-	var wall time.Duration
+	var local, wall time.Duration
 	var cpu benchCPU
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
+		local += cpu.localRun(b, spec)
 		e := newEnvOn(b, onSQLite, string(spec), nil)
 		var ws []*proc
 		for _, name := range []string{"w1", "w2", "w3"} {
@@ -55,7 +57,5 @@ func BenchmarkWorkers1kSQLite(b *testing.B) {
 			w.signal(b, syscall.SIGTERM)
 		}
 	}
-	b.ReportMetric(wall.Seconds()/float64(b.N), "workers-s/op")
-	b.ReportMetric(1000*float64(b.N)/wall.Seconds(), "workers-attempts/s")
-	cpu.report(b)
+	reportBeside(b, local, wall, &cpu)
 }
