@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -50,17 +51,23 @@ type leaseWatch struct {
 func newLeaseWatch(r *runner) *leaseWatch {
 	period := r.o.LeasePoll
 	if period <= 0 {
-		period = time.Second
-		for i := range r.plan.Tasks {
-			if hb := r.plan.Tasks[i].Heartbeat; hb != nil {
-				if d, err := time.ParseDuration(hb.Lease); err == nil && d/5 < period {
-					period = d / 5
-				}
-			}
-		}
-		period = max(period, 20*time.Millisecond)
+		period = r.leasePoll
 	}
 	return &leaseWatch{r: r, period: period, waiting: map[store.AttemptRef]chan struct{}{}}
+}
+
+// leasePoll is how often a runner of p looks for expired leases: a fifth of
+// its shortest heartbeat lease, between 20ms and a second.
+func leasePoll(p *compiler.Plan) time.Duration {
+	period := time.Second
+	for i := range p.Tasks {
+		if hb := p.Tasks[i].Heartbeat; hb != nil {
+			if d, err := time.ParseDuration(hb.Lease); err == nil && d/5 < period {
+				period = d / 5
+			}
+		}
+	}
+	return max(period, 20*time.Millisecond)
 }
 
 // watch returns a channel closed when the attempt's lease expires.

@@ -256,8 +256,9 @@ type runner struct {
 	red *exec.Redactor
 
 	tasks      map[string]*taskState
-	checksOf   map[string][]compiler.PlanCheck
+	checksOf   map[string][]compiler.PlanCheck // the setup's, shared: read only
 	pubsOf     map[string][]compiler.PlanPublish
+	leasePoll  time.Duration // the setup's, unless Options.LeasePoll is set
 	sinks      map[string]sink.Sink
 	sinkErr    map[string]string
 	sinkPlan   map[string]compiler.PlanSink
@@ -360,8 +361,9 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		resource:   p.Pipeline + "@" + iv.Key,
 		rand:       retry.NewRand(o.Seed),
 		tasks:      map[string]*taskState{},
-		checksOf:   map[string][]compiler.PlanCheck{},
-		pubsOf:     map[string][]compiler.PlanPublish{},
+		checksOf:   setup.checksOf,
+		pubsOf:     setup.pubsOf,
+		leasePoll:  setup.leasePoll,
 		sinks:      map[string]sink.Sink{},
 		sinkErr:    map[string]string{},
 		sinkPlan:   map[string]compiler.PlanSink{},
@@ -419,11 +421,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		}
 	}
 	for _, c := range p.Checks {
-		r.checksOf[c.Input] = append(r.checksOf[c.Input], c)
 		r.checks[c.Name] = &CheckResult{Name: c.Name, Artifact: c.Input, State: TaskNotRun}
-	}
-	for _, pub := range p.Publishes {
-		r.pubsOf[pub.Artifact] = append(r.pubsOf[pub.Artifact], pub)
 	}
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/exec"
@@ -37,6 +38,14 @@ type PlanSetup struct {
 	// and says why it cannot.
 	iv       Interval
 	resolved bool
+	// checksOf and pubsOf are the plan's checks and publishes by the
+	// artifact they read, and leasePoll how often a runner looks for
+	// expired leases: derived from the whole plan, once, not by each
+	// visit's runner (a 1,000-task run's visits walked the plan 1,000
+	// times).
+	checksOf  map[string][]compiler.PlanCheck
+	pubsOf    map[string][]compiler.PlanPublish
+	leasePoll time.Duration
 }
 
 // PreparePlan derives o's PlanSetup. Relative paths are made absolute
@@ -67,6 +76,15 @@ func PreparePlan(o Options) (*PlanSetup, error) {
 			}
 		}
 	}
+	s.checksOf = map[string][]compiler.PlanCheck{}
+	for _, c := range p.Checks {
+		s.checksOf[c.Input] = append(s.checksOf[c.Input], c)
+	}
+	s.pubsOf = map[string][]compiler.PlanPublish{}
+	for _, pub := range p.Publishes {
+		s.pubsOf[pub.Artifact] = append(s.pubsOf[pub.Artifact], pub)
+	}
+	s.leasePoll = leasePoll(p)
 	return s, nil
 }
 
