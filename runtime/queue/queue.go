@@ -317,7 +317,8 @@ type StatusFollower interface {
 	// FollowStatus is Status, decoding only the tasks whose rows changed
 	// since memo's last read of the run (StatusMemo), and on a store that
 	// can tell which did, reading only those: the tasks it returns
-	// may share their Failover.Visits maps with those of earlier reads, and
+	// may share their Failover.Visits maps with those of earlier reads,
+	// and their slice may be the memo's (valid until its next read); they
 	// are not to be modified.
 	FollowStatus(ctx context.Context, run string, memo *StatusMemo) (RunStatus, error)
 }
