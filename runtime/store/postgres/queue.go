@@ -280,8 +280,17 @@ func poolsBusy(ctx context.Context, tx pgx.Tx, cands []queue.Work) error {
 // lockSubmission serializes the decisions that finish tasks of one run, so
 // the last one to finish sees every other and finishes the run.
 func lockSubmission(ctx context.Context, tx pgx.Tx, run string) error {
+	return scanSubmissionLock(tx.QueryRow(ctx, lockSubmissionSQL, run), run)
+}
+
+// lockSubmissionSQL locks a run's ($1) submission row (lockSubmission).
+const lockSubmissionSQL = `SELECT 1 FROM submissions WHERE run = $1 FOR UPDATE`
+
+// scanSubmissionLock reads the row of lockSubmissionSQL: none means the
+// run was not submitted.
+func scanSubmissionLock(row pgx.Row, run string) error {
 	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM submissions WHERE run = $1 FOR UPDATE`, run).Scan(&one)
+	err := row.Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("run %s was not submitted: %w", run, store.ErrNotFound)
 	}
@@ -1052,15 +1061,11 @@ func maybeFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
 // locked a round trip less.
 func lockAndFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
 	b := &pgx.Batch{}
-	b.Queue(`SELECT 1 FROM submissions WHERE run = $1 FOR UPDATE`, run)
+	b.Queue(lockSubmissionSQL, run)
 	b.Queue(runLeftSQL, run)
 	br := tx.SendBatch(ctx, b)
-	var one int
 	var open, bad bool
-	err := br.QueryRow().Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = fmt.Errorf("run %s was not submitted: %w", run, store.ErrNotFound)
-	}
+	err := scanSubmissionLock(br.QueryRow(), run)
 	if err == nil {
 		err = br.QueryRow().Scan(&open, &bad)
 	}
