@@ -70,3 +70,17 @@ func newStateRun(t *testing.T) (string, *sqlite.Store, store.Run) {
 	}
 	return path, st, run
 }
+
+// newQueuedAttempt is newStateRun with a first attempt of its task "long",
+// queued (its token granted, its process not yet recorded).
+func newQueuedAttempt(t *testing.T) (string, *sqlite.Store, store.Run, store.Attempt) {
+	t.Helper()
+	path, st, r := newStateRun(t)
+	a, err := st.StartAttempt(context.Background(), store.AttemptSpec{Run: r.ID, Task: "long",
+		Resource: store.FenceResource("p", "2024-01-01"), Queued: true})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	return path, st, r, a
+}

@@ -95,12 +95,8 @@ func TestHeartbeatThroughTheFile(t *testing.T) {
 // an attempt that ended, is.
 func TestHeartbeatBeforeTheStartIsRecorded(t *testing.T) {
 	ctx := context.Background()
-	path, st, r := newStateRun(t)
+	path, st, r, a := newQueuedAttempt(t)
 	defer st.Close()
-	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "long", Resource: store.FenceResource("p", "2024-01-01"), Queued: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	beat := func(token int64) (int, string) {
 		env := map[string]string{"PIPEC_STATE": path, "PIPEC_RUN_ID": r.ID, "PIPEC_TASK": "long", "PIPEC_ATTEMPT": "1",
 			"PIPEC_TOKEN": strconv.FormatInt(token, 10)}
@@ -154,12 +150,8 @@ func (s *startRecordedMeanwhile) RenewLease(ctx context.Context, ref store.Attem
 // first beat saying "lease lost" 7 ms after its start was recorded).
 func TestHeartbeatAsTheStartIsRecorded(t *testing.T) {
 	ctx := context.Background()
-	_, st, r := newStateRun(t)
+	_, st, _, a := newQueuedAttempt(t)
 	defer st.Close()
-	a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "long", Resource: store.FenceResource("p", "2024-01-01"), Queued: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	meanwhile := &startRecordedMeanwhile{Store: st}
 	if err := renewBeat(ctx, meanwhile, a.AttemptRef, a.Token); err != nil || !meanwhile.recorded {
 		t.Fatalf("beat as the start was recorded: %v (recorded %v)", err, meanwhile.recorded)

@@ -441,6 +441,18 @@ func TestFollowStatusSeesLateCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// committed writes in a transaction of its own, begun and committed now.
+	committed := func(task, reason string) {
+		t.Helper()
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(tx, task, reason)
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if got := reasons(); got != "a= b= c=" {
 		t.Fatalf("first read: %s", got)
 	}
@@ -452,14 +464,7 @@ func TestFollowStatusSeesLateCommits(t *testing.T) {
 	}
 	defer older.Rollback(ctx)
 	write(older, "a", "late")
-	younger, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(younger, "b", "early")
-	if err := younger.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	committed("b", "early")
 	if got := reasons(); got != "a= b=early c=" {
 		t.Fatalf("with a's writer open: %s", got)
 	}
@@ -469,14 +474,7 @@ func TestFollowStatusSeesLateCommits(t *testing.T) {
 	if got := reasons(); got != "a=late b=early c=" {
 		t.Fatalf("after a's writer committed: %s (its row was missed)", got)
 	}
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(tx, "c", "later")
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	committed("c", "later")
 	if got := reasons(); got != "a=late b=early c=later" {
 		t.Fatalf("after a write begun after the last read: %s", got)
 	}
