@@ -466,11 +466,13 @@ WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, st
 // DAG's step): the same checks, the same columns written (the process's,
 // Outcome.Ran, then the end's) and the same events in the same order.
 //
-// With guard, cur is what the caller assumes the row holds, unread: the
-// update is made only while the row's state and token are cur's, and a
-// row that is not fails the statement (pipec_finish_missed, SQLSTATE
+// With a guard (the worker whose claim the attempt is of), cur is what the
+// caller assumes the row holds, unread: the statement first locks the
+// task's row while the worker's claim holds it, and the update is made
+// only while that claim is there and the attempt's state and token are
+// cur's; otherwise the statement fails (pipec_finish_missed, SQLSTATE
 // PE002), so that nothing of the transaction commits.
-func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome, guard bool) error {
+func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome, guard *claimGuard) error {
 	ref := cur.AttemptRef
 	was := cur.State
 	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
@@ -496,14 +498,21 @@ func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome, guard 
 	payloads = append(payloads, eventText(map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode,
 		"error_tail": o.ErrorTail, "token": cur.Token, "was": string(was)}))
 	args[7], args[8] = kinds, payloads
-	assumed, missed := "", ""
-	if guard {
+	locked, assumed, missed := "", "", ""
+	if guard != nil {
 		n := len(args)
-		args = append(args, string(cur.State), cur.Token)
-		assumed = fmt.Sprintf(` AND state = $%d AND token = $%d RETURNING 1`, n+1, n+2)
+		args = append(args, string(cur.State), cur.Token, guard.worker)
+		// The claim's row is locked before the attempt's (the CTE is
+		// materialized and read by the update's one-time filter, before it
+		// scans attempts), in the order every change to a claimed task
+		// takes them.
+		locked = fmt.Sprintf(`c AS MATERIALIZED (
+	SELECT 1 FROM work WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $%d FOR UPDATE
+), `, n+3)
+		assumed = fmt.Sprintf(` AND state = $%d AND token = $%d AND EXISTS (SELECT 1 FROM c) RETURNING 1`, n+1, n+2)
 		missed = ` WHERE CASE WHEN EXISTS (SELECT 1 FROM u) THEN true ELSE pipec_finish_missed() END`
 	}
-	b.Queue(`WITH n AS (SELECT pipec_now() AS now), u AS (
+	b.Queue(`WITH `+locked+`n AS (SELECT pipec_now() AS now), u AS (
 	UPDATE attempts SET `+process+`state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL
 	FROM n WHERE run = $1 AND task = $2 AND number = $3`+assumed+`
 )
@@ -511,6 +520,10 @@ INSERT INTO events (run, time, kind, task, attempt, payload)
 SELECT $1, n.now, e.kind, $2, $3, e.payload FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i)`+missed+` ORDER BY e.i`, args...)
 	return nil
 }
+
+// claimGuard is queueFinishAttempt's guard: the worker whose claim of the
+// task the attempt's end is made under.
+type claimGuard struct{ worker string }
 
 // GetAttempt implements store.Store.
 func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Attempt, error) {

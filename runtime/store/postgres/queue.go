@@ -386,9 +386,7 @@ func scanCandidates(rows pgx.Rows, err error) ([]queue.Work, error) {
 
 // claim is Claim in tx (txPipelined); with start, the claimed task's next
 // attempt is started too, with a token of epoch. The first page of
-// candidates and the unserved labelled tasks (read only for a claim that
-// finds nothing, but small and locking nothing) ride with the BEGIN; the
-// claim's writes with the COMMIT.
+// candidates rides with the BEGIN; the claim's writes with the COMMIT.
 func claim(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
 	cb := &pgx.Batch{}
 	queueClaimReads(cb, worker)
@@ -400,34 +398,29 @@ func claim(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease ti
 			return nil, err
 		}
 	}
-	page, unserved, err := readClaimReads(cbr)
+	page, err := readClaimReads(cbr)
 	if cerr := cbr.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	return claimFrom(ctx, tx, ends, worker, lease, start, epoch, page, unserved)
+	return claimFrom(ctx, tx, ends, worker, lease, start, epoch, page)
 }
 
-// queueClaimReads queues a claim's first reads on b: the first page of
-// candidates, and the unserved labelled tasks; readClaimReads reads them.
+// queueClaimReads queues a claim's first read on b, the first page of
+// candidates; readClaimReads reads it.
 func queueClaimReads(b *pgx.Batch, worker string) {
 	b.Queue(candidatesSQL(false), claimPage, worker)
-	b.Queue(unservedSQL, worker, queue.ClaimCandidates)
 }
 
-func readClaimReads(br pgx.BatchResults) (page, unserved []queue.Work, err error) {
-	if page, err = scanCandidates(br.Query()); err != nil {
-		return nil, nil, err
-	}
-	unserved, err = scanUnserved(br.Query())
-	return page, unserved, err
+func readClaimReads(br pgx.BatchResults) ([]queue.Work, error) {
+	return scanCandidates(br.Query())
 }
 
-// claimFrom is claim once its first reads are in (page, unserved).
+// claimFrom is claim once its first page of candidates is in.
 func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64,
-	page, unserved []queue.Work) (*queue.Claim, error) {
+	page []queue.Work) (*queue.Claim, error) {
 	var err error
 	cs := queue.NewCandidates()
 	for {
@@ -450,6 +443,13 @@ func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, leas
 	}
 	cands, pick := cs.Work, &cs.Pick
 	if pick.Chosen < 0 {
+		// Read only now: a round trip more for a claim that finds nothing
+		// (its worker then waits for work anyway), a statement less for
+		// every other.
+		unserved, err := scanUnserved(tx.Query(ctx, unservedSQL, worker, queue.ClaimCandidates))
+		if err != nil {
+			return nil, err
+		}
 		pick.Unserved(unserved)
 		return nil, setWaiting(ctx, tx, ends, pick.Waiting)
 	}
@@ -743,7 +743,7 @@ WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 		}
 		writes := &pgx.Batch{}
 		if r.End != nil {
-			if err := queueFinishAttempt(writes, cur, r.End.Outcome, false); err != nil {
+			if err := queueFinishAttempt(writes, cur, r.End.Outcome, nil); err != nil {
 				return err
 			}
 		}
@@ -792,14 +792,14 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_no
 				}
 			}
 			var open int
-			var page, unserved []queue.Work
+			var page []queue.Work
 			err := br.QueryRow().Scan(nil, nil, &open)
 			switch {
 			case err != nil:
 			case commit:
 				err = ends.committed(br)
 			case last:
-				page, unserved, err = readClaimReads(br)
+				page, err = readClaimReads(br)
 			}
 			if cerr := br.Close(); err == nil {
 				err = cerr
@@ -808,7 +808,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_no
 				return err
 			}
 			if last {
-				next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, unserved)
+				next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page)
 				return err
 			}
 			if open > 0 {
@@ -872,13 +872,11 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			next.claim, next.after = nil, false // a retried transaction decides afresh
 		}
 		b := &pgx.Batch{}
-		// The claim's row first, as finish locks it; a claim no longer
-		// this worker's is left to the step's guard.
-		b.Queue(`SELECT 1 FROM work WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 FOR UPDATE`, ref.Run, ref.Task, worker)
-		if err := queueFinishAttempt(b, *e.Was, e.Outcome, true); err != nil {
+		// The claim's row first, then the attempt's, in one statement.
+		if err := queueFinishAttempt(b, *e.Was, e.Outcome, &claimGuard{worker: worker}); err != nil {
 			return errFinishMissed // the end is not one Was can take: finish judges it after reading
 		}
-		if b.Len() != 2 {
+		if b.Len() != 1 {
 			return errFinishMissed // Was holds that end already (a retry): likewise
 		}
 		queueStep(b, ref, worker, c)
@@ -894,17 +892,15 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			}
 		}
 		var open int
-		var page, unserved []queue.Work
-		for range 2 { // the claim's lock, the attempt's end
-			if err == nil {
-				_, err = br.Exec()
-			}
+		var page []queue.Work
+		if err == nil {
+			_, err = br.Exec() // the claim's lock and the attempt's end
 		}
 		if err == nil {
 			err = br.QueryRow().Scan(nil, nil, &open)
 		}
 		if err == nil && next != nil {
-			page, unserved, err = readClaimReads(br)
+			page, err = readClaimReads(br)
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -920,7 +916,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			if next == nil {
 				return nil
 			}
-			next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, unserved)
+			next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page)
 			return err
 		}
 		// No dependents, or none left to run: this may be the run's last
@@ -933,7 +929,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		if err := endingRun(ctx, tx, ref.Run, nil); err != nil || next == nil {
 			return err
 		}
-		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, unserved)
+		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page)
 		return err
 	})
 	if errors.Is(err, errFinishMissed) {
