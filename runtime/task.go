@@ -481,7 +481,8 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 	}
 	l.log = r.logPath(a.AttemptRef)
 	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
-		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets(), Paths: r.paths}, nil
+		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets(), Paths: r.paths,
+		IdentifyLater: markedLate(t)}, nil
 }
 
 // markDelay is how long a started process runs before its pid is recorded
@@ -493,6 +494,11 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 // its orphan by pid and start time, not only by marker) and a task with a
 // heartbeat (its heartbeat command renews a lease only a running attempt has).
 const markDelay = 50 * time.Millisecond
+
+// markedLate says whether t's attempts wait markDelay before their start is
+// recorded (see markDelay). Their processes are identified late too, only
+// when that is recorded: most end sooner, and need no identity then.
+func markedLate(t *compiler.PlanTask) bool { return t.Idempotent && t.Heartbeat == nil }
 
 // endsWithin waits until p ended (true) or d passed (false).
 func endsWithin(p *exec.Process, d time.Duration) bool {
@@ -516,11 +522,12 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 	l.proc = p
 	l.marked = make(chan struct{})
 	go func() {
+		ended := markedLate(t) && endsWithin(p, markDelay)
 		id := p.Identity()
 		run := store.Running{Process: store.Process{Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID,
 			Start: id.Start}, Lease: lease}
 		l.recorded = a
-		if t.Idempotent && t.Heartbeat == nil && endsWithin(p, markDelay) {
+		if ended {
 			// Ended already: its start is recorded with its end, one store
 			// write instead of two (store.Outcome.Ran says why that is safe).
 			l.ran = &run

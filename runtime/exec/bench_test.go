@@ -14,7 +14,9 @@ import (
 
 // BenchmarkStart is the cost of running one `true`, the task of
 // bench/run1k.sh: through Start (a pipe for the output, its own group, its
-// identity read, the output copied and the group checked at the end), and
+// identity read at the start, or not at all with IdentifyLater as the
+// process is over before anyone asks, the output copied and the group
+// checked at the end), and
 // through os/exec alone with the same pipe and group, the least a Go program
 // pays to run a command and read its output. Their difference is Start's
 // own share; what os/exec costs over make (fork with the whole runtime's
@@ -23,18 +25,24 @@ import (
 // (self-cpu-us/op) and the children's (child-cpu-us/op).
 func BenchmarkStart(b *testing.B) {
 	env := os.Environ()
-	b.Run("exec", func(b *testing.B) {
-		paths := &Paths{} // as a run does: PATH searched once
-		measure(b, func() {
-			p, err := Start(context.Background(), Spec{Argv: []string{"true"}, Env: env, Paths: paths})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if res := p.Wait(); !res.Success() {
-				b.Fatal(res.Describe())
-			}
+	for _, later := range []bool{false, true} {
+		name := "exec"
+		if later {
+			name = "exec-identify-later" // as a run starts an idempotent task
+		}
+		b.Run(name, func(b *testing.B) {
+			paths := &Paths{} // as a run does: PATH searched once
+			measure(b, func() {
+				p, err := Start(context.Background(), Spec{Argv: []string{"true"}, Env: env, Paths: paths, IdentifyLater: later})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res := p.Wait(); !res.Success() {
+					b.Fatal(res.Describe())
+				}
+			})
 		})
-	})
+	}
 	b.Run("osexec", func(b *testing.B) {
 		path, err := osexec.LookPath("true")
 		if err != nil {

@@ -61,6 +61,12 @@ type Spec struct {
 	// Paths, when set, remembers PATH searches across the starts of one
 	// run (see Paths); nil searches every time.
 	Paths *Paths
+	// IdentifyLater: the child's identity is read when Identity is first
+	// called, not at the start, and not at all once the child has been
+	// reaped (Identity then has no start time: not Known). For a process
+	// whose identity is needed only if it outlives a moment (most end
+	// sooner), reading it at every start was a /proc read each.
+	IdentifyLater bool
 }
 
 // Result is how a process ended.
@@ -127,16 +133,19 @@ var copyBuffers = sync.Pool{New: func() any {
 
 // Process is a started child.
 type Process struct {
-	cmd       *osexec.Cmd
-	pid       int
-	id        Identity
-	grace     time.Duration
-	done      chan struct{}
-	res       Result
-	mu        sync.Mutex
-	timedOut  bool
-	stopped   bool
-	killTimer *time.Timer
+	cmd   *osexec.Cmd
+	pid   int
+	id    Identity // read once (identified), under mu
+	grace time.Duration
+	done  chan struct{}
+	res   Result
+	mu    sync.Mutex
+	// identified: id holds what can be known; reaped: the child is gone
+	// and its pid may name another process, so it is read no more.
+	identified, reaped bool
+	timedOut           bool
+	stopped            bool
+	killTimer          *time.Timer
 }
 
 // Start launches the process. An error means it could not start at all (no
@@ -180,12 +189,12 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		return nil, err
 	}
 	pw.Close()
-	p := &Process{cmd: cmd, pid: cmd.Process.Pid, grace: s.KillGrace, done: make(chan struct{})}
-	// Read now, while the child cannot have been reaped: its start time
-	// makes the recorded pid a name no other process will ever have.
-	p.id, _ = Identify(p.pid)
-	if p.id.PID == 0 {
-		p.id.PID, p.id.PGID = p.pid, p.pid
+	p := &Process{cmd: cmd, pid: cmd.Process.Pid, grace: s.KillGrace, done: make(chan struct{}),
+		id: Identity{PID: cmd.Process.Pid, PGID: cmd.Process.Pid}}
+	if !s.IdentifyLater {
+		// Read now, while the child cannot have been reaped: its start
+		// time makes the recorded pid a name no other process will ever have.
+		p.identify()
 	}
 
 	tail := newTail(s.TailBytes)
@@ -215,6 +224,13 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	stopCtx := context.AfterFunc(ctx, func() { p.Stop() })
 
 	go func() {
+		if s.IdentifyLater {
+			// Its identity can be read until it is reaped, and not after.
+			waitExited(p.pid)
+			p.mu.Lock()
+			p.reaped = true
+			p.mu.Unlock()
+		}
 		werr := cmd.Wait()
 		// The task is its main process: whatever it left running in its
 		// group (a "sleep 300 &", a child still appending to the output)
@@ -265,8 +281,24 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 func (p *Process) PID() int { return p.pid }
 
 // Identity is the child's identity (pid, group, start time, boot, host), to
-// record before anything depends on the process.
-func (p *Process) Identity() Identity { return p.id }
+// record before anything depends on the process. With Spec.IdentifyLater,
+// one asked for after the child was reaped has its pid and group only.
+func (p *Process) Identity() Identity {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.identified && !p.reaped {
+		p.identify()
+	}
+	return p.id
+}
+
+// identify reads the child's identity, which must not have been reaped.
+func (p *Process) identify() {
+	p.identified = true
+	if id, err := Identify(p.pid); err == nil {
+		p.id = id
+	}
+}
 
 // Done is closed when the process has ended and its result is ready.
 func (p *Process) Done() <-chan struct{} { return p.done }

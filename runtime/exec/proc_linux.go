@@ -97,6 +97,18 @@ func readStat(pid int) (procStat, error) {
 	return procStat{state: f[0][0], pgrp: pgrp, start: start}, nil
 }
 
+// waitExited returns once the child pid has exited, leaving it to be
+// reaped (WNOWAIT): until then its /proc entry is still its own.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
 // Identify reads the identity of a live process of this machine.
 func Identify(pid int) (Identity, error) {
 	self, err := Self()

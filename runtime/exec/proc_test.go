@@ -98,21 +98,41 @@ func TestTimeoutSaysAfterHowLong(t *testing.T) {
 }
 
 func TestIdentityOfAStartedProcess(t *testing.T) {
-	dir := t.TempDir()
-	p, err := Start(context.Background(), Spec{Argv: []string{"sleep", "30"}, Dir: dir, Env: env(), KillGrace: 100 * time.Millisecond})
+	for _, later := range []bool{false, true} {
+		dir := t.TempDir()
+		p, err := Start(context.Background(), Spec{Argv: []string{"sleep", "30"}, Dir: dir, Env: env(), KillGrace: 100 * time.Millisecond,
+			IdentifyLater: later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := p.Identity()
+		st, err := readStat(p.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _ := os.Hostname()
+		boot, _ := BootID()
+		if !id.Known() || id.PID != p.PID() || id.PGID != p.PID() || id.Start != st.start || id.Host != host || id.Boot != boot || boot == "" {
+			t.Errorf("IdentifyLater %v: identity = %+v, stat %+v", later, id, st)
+		}
+		p.Stop()
+		p.Wait()
+		if again := p.Identity(); again != id {
+			t.Errorf("IdentifyLater %v: identity once it ended = %+v, want %+v as first read", later, again, id)
+		}
+	}
+}
+
+// A process identified late that ended and was reaped before anyone asked
+// has its pid and group only: its pid may name another process by then.
+func TestIdentityAfterTheEnd(t *testing.T) {
+	p, err := Start(context.Background(), Spec{Argv: []string{"true"}, Dir: t.TempDir(), Env: env(), IdentifyLater: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Stop()
-	id := p.Identity()
-	st, err := readStat(p.PID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _ := os.Hostname()
-	boot, _ := BootID()
-	if !id.Known() || id.PID != p.PID() || id.PGID != p.PID() || id.Start != st.start || id.Host != host || id.Boot != boot || boot == "" {
-		t.Errorf("identity = %+v, stat %+v", id, st)
+	p.Wait()
+	if id := p.Identity(); id.Known() || id.PID != p.PID() || id.PGID != p.PID() || id.Start != 0 {
+		t.Errorf("identity of a reaped process = %+v, want pid %d and group only", id, p.PID())
 	}
 }
 
