@@ -232,14 +232,14 @@ FROM runs r WHERE r.id = $1 FOR SHARE OF r`, spec.Run, spec.Task).Scan(&state, &
 			// The grant and the attempt in one statement: the token row's lock
 			// serializes grants of the resource.
 			var valid bool
-			a, err = scanAttempt(flaggedRow{tx.QueryRow(ctx, `WITH `+grantSQL+`, n AS (SELECT pipec_now() AS now)
+			a, err = scanAttempt(trailedRow{tx.QueryRow(ctx, `WITH `+grantSQL+`, n AS (SELECT pipec_now() AS now)
 INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
 SELECT $3, $4, $5, $1, g.last, $6, CASE WHEN $7 THEN NULL ELSE n.now END, $8,
 	CASE WHEN $7 OR $9::bigint <= 0 THEN NULL ELSE n.now + $9::bigint * interval '1 microsecond' END, $10, $11, $12, $13
 FROM g, n
 RETURNING `+attemptColumns+`, (SELECT valid FROM g)`,
 				spec.Resource, epoch, spec.Run, spec.Task, n, string(st), spec.Queued, spec.Lease.Milliseconds(), micros(spec.Lease), spec.Worker, spec.PID,
-				spec.Host, spec.Boot), &valid})
+				spec.Host, spec.Boot), []any{&valid}})
 			if isUnique(err) {
 				return errRetry
 			}
@@ -563,14 +563,14 @@ func (s *Store) StateID(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// flaggedRow scans an attempt row followed by one more boolean column (a
-// grant's validity, a claim's fresh attempt).
-type flaggedRow struct {
+// trailedRow scans an attempt row followed by more columns (a grant's
+// validity; a claim's fresh attempt and its task's attempts before).
+type trailedRow struct {
 	pgx.Row
-	flag *bool
+	more []any
 }
 
-func (r flaggedRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.flag)...) }
+func (r trailedRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.more...)...) }
 
 // RaiseTokens implements store.Store, durably (synchronous_commit = on): a
 // sink adopted by this state refuses every token not above floor.

@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -250,7 +252,8 @@ func TestFinishAssumingAClaimTakenOver(t *testing.T) {
 
 // TestClaimStartingReadsThePriorAttempts: the claim hands the visit the
 // task's attempts on its resource (queue.Claim.Prior), its new one among
-// them, exactly as TaskAttempts reads them after it.
+// them, exactly as TaskAttempts reads them after it, and how many attempts
+// the task made before, with the claim's events in their order.
 func TestClaimStartingReadsThePriorAttempts(t *testing.T) {
 	s := open(t, pg.Server(t), nil)
 	ctx := context.Background()
@@ -286,6 +289,22 @@ func TestClaimStartingReadsThePriorAttempts(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, cl.Prior); diff != "" {
 		t.Errorf("the claim's prior attempts differ from TaskAttempts (-want +got):\n%s", diff)
+	}
+	if cl.AttemptBase != 1 || cl.Attempt.Number != 2 {
+		t.Errorf("claimed attempt %d after %d attempts, want 2 after 1", cl.Attempt.Number, cl.AttemptBase)
+	}
+	// The claim's event, then its attempt's start, as a claim and a
+	// StartAttempt one after the other write them.
+	evs, err := s.Events(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs[len(evs)-2:] {
+		kinds = append(kinds, fmt.Sprintf("%s %s#%d", e.Kind, e.Task, e.Attempt))
+	}
+	if w := []string{queue.EventWorkClaimed + " a#0", store.EventAttemptStarted + " a#2"}; !slices.Equal(kinds, w) {
+		t.Errorf("the claim's events = %v, want %v", kinds, w)
 	}
 }
 

@@ -455,69 +455,64 @@ func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, leas
 	}
 	c := &cands[pick.Chosen]
 	cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
-	// The claim, its event and (start) the attempt: one round trip, with
+	// The claim, its event and (start) the attempt: one statement, with
 	// the COMMIT unless a run's waiting message is to be set after.
 	b := &pgx.Batch{}
-	// The claim, the run waiting no more for this task (a message about
-	// another task stays: that one still waits) and the claim's event, in
-	// one statement (data-modifying CTEs always run), which returns the
-	// task's attempts so far.
-	b.Queue(`WITH c AS (
-	UPDATE work SET state = 'claimed', worker = $3, failover = $4, reason = '',
-		claim_expiry = pipec_now() + $5::bigint * interval '1 microsecond' WHERE run = $1 AND task = $2
-), s AS (
-	UPDATE submissions SET waiting = '' WHERE run = $1 AND left(waiting, length($8)) = $8
-), e AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $6, $2, 0, $7)
-)
+	if start == nil {
+		b.Queue(`WITH `+claimWritesSQL(1, 2, 3, 4, 5, 6, 7, 8)+`
 SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2`,
-		c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease),
-		queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
-	if start != nil {
-		// As StartAttempt, queued; the resource is the run's
-		// pipeline@interval, as the runtime names it (runtime.runner
-		// resource), and the claimed row keeps the run running. Its
-		// attempt.started event is written by the same statement, its
-		// payload as appendEvent would marshal it (sorted keys; the
-		// resource is pipeline@interval, plain ASCII, which to_json quotes
-		// as encoding/json does). A grant the epoch no longer covers fails
-		// the statement (pipec_epoch_refused), so the COMMIT riding after it
-		// never commits it.
+			c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease),
+			queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
+	} else {
+		// And the attempt started as StartAttempt starts it, queued; the
+		// resource is the run's pipeline@interval, as the runtime names it
+		// (runtime.runner resource), and the claimed row keeps the run
+		// running. Its attempt.started event is written after the claim's
+		// (it reads the claim's event first), its payload as appendEvent
+		// would marshal it (sorted keys; the resource is pipeline@interval,
+		// plain ASCII, which to_json quotes as encoding/json does). A grant
+		// the epoch no longer covers fails the statement
+		// (pipec_epoch_refused), the claim with it. Every row carries the
+		// task's attempts in the run before this one (base): with none
+		// (the run not running, and no attempt of the task in its
+		// interval), that is none.
 		b.Queue(`WITH r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
-`+grantFromRSQL+`, n AS (SELECT pipec_now() AS now), a AS (
+`+grantFromRSQL+`, n AS (SELECT pipec_now() AS now),
+b AS (SELECT COALESCE(MAX(number), 0) AS base FROM attempts WHERE run = $1 AND task = $3), a AS (
 	INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
-	SELECT $3, $4, (SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = $3 AND task = $4), r.resource, g.last, 'queued', NULL, 0,
-		NULL, $5, 0, $6, $7
-	FROM g, n, r
+	SELECT $1, $3, b.base + 1, r.resource, g.last, 'queued', NULL, 0, NULL, $14, 0, $9, $10
+	FROM g, n, r, b
 	WHERE CASE WHEN g.valid THEN true ELSE pipec_epoch_refused() END
 	RETURNING `+attemptColumns+`
-), ev AS (
+), `+claimWritesSQL(1, 3, 4, 5, 6, 7, 8, 11)+`, ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload)
-	SELECT a.run, n.now, $9, a.task, a.number,
-		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $8 || '}'
-	FROM a, n
+	SELECT a.run, n.now, $13, a.task, a.number,
+		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $12 || '}'
+	FROM a, n WHERE EXISTS (SELECT 1 FROM e)
 )
-SELECT `+attemptColumns+`, true AS fresh FROM a
+SELECT `+attemptColumns+`, true AS fresh, b.base FROM a, b
 UNION ALL
-SELECT `+attemptColumns+`, false FROM attempts
-WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $3) AND task = $4
-ORDER BY token`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Boot,
-			queue.JSON(start.Worker), store.EventAttemptStarted)
+SELECT `+attemptColumns+`, false, b.base FROM attempts, b
+WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1) AND task = $3
+ORDER BY token`, c.Run, epoch, c.Task, worker, queue.JSON(c.Failover), micros(lease),
+			queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), start.Host, start.Boot,
+			queue.WaitingPrefix(c.Task), queue.JSON(start.Worker), store.EventAttemptStarted, start.Worker)
 	}
 	commit := len(pick.Waiting) == 0
 	if commit {
 		ends.last(b)
 	}
 	br := tx.SendBatch(ctx, b)
-	err = br.QueryRow().Scan(&cl.AttemptBase)
-	if err == nil && start != nil {
+	if start == nil {
+		err = br.QueryRow().Scan(&cl.AttemptBase)
+	} else {
 		// No fresh row: the run is not running, and the visit's
 		// StartAttempt says so.
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
 			cl.Prior, err = collect(rows, func(r pgx.Row) (store.Attempt, error) {
 				var fresh bool
-				a, err := scanAttempt(flaggedRow{r, &fresh})
+				a, err := scanAttempt(trailedRow{r, []any{&fresh, &cl.AttemptBase}})
 				if err == nil && fresh {
 					cl.Attempt = &a
 				}
@@ -544,6 +539,23 @@ ORDER BY token`, c.Run, epoch, c.Run, c.Task, start.Worker, start.Host, start.Bo
 		}
 	}
 	return cl, nil
+}
+
+// claimWritesSQL is a claim's writes as CTEs c, s and e of one statement:
+// the task claimed, its run waiting no more for it (a message about
+// another task stays: that one still waits), and the claim's event, which
+// e returns. Data-modifying CTEs always run. The arguments number the
+// statement's parameters: run, task, worker, failover, lease (µs), the
+// event's kind and payload, and the task's waiting prefix.
+func claimWritesSQL(run, task, worker, failover, lease, kind, payload, prefix int) string {
+	return fmt.Sprintf(`c AS (
+	UPDATE work SET state = 'claimed', worker = $%[3]d, failover = $%[4]d, reason = '',
+		claim_expiry = pipec_now() + $%[5]d::bigint * interval '1 microsecond' WHERE run = $%[1]d AND task = $%[2]d
+), s AS (
+	UPDATE submissions SET waiting = '' WHERE run = $%[1]d AND left(waiting, length($%[8]d)) = $%[8]d
+), e AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($%[1]d, pipec_now(), $%[6]d, $%[2]d, 0, $%[7]d) RETURNING 1
+)`, run, task, worker, failover, lease, kind, payload, prefix)
 }
 
 // setWaiting sets the waiting message of the runs a claim found waiting
