@@ -467,8 +467,11 @@ SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2
 		// And the attempt started as StartAttempt starts it, queued; the
 		// resource is the run's pipeline@interval, as the runtime names it
 		// (runtime.runner resource), and the claimed row keeps the run
-		// running. Its attempt.started event is written after the claim's
-		// (it reads the claim's event first), its payload as appendEvent
+		// running. The claim's writes go first (the attempt's insert reads
+		// the claim's event in a one-time filter, before the grant it
+		// joins: the interval's token row, which every attempt of the
+		// interval waits for, is held no longer than before), and its
+		// attempt.started event after them, its payload as appendEvent
 		// would marshal it (sorted keys; the resource is pipeline@interval,
 		// plain ASCII, which to_json quotes as encoding/json does). A grant
 		// the epoch no longer covers fails the statement
@@ -476,25 +479,7 @@ SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2
 		// task's attempts in the run before this one (base): with none
 		// (the run not running, and no attempt of the task in its
 		// interval), that is none.
-		b.Queue(`WITH r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
-`+grantFromRSQL+`, n AS (SELECT pipec_now() AS now),
-b AS (SELECT COALESCE(MAX(number), 0) AS base FROM attempts WHERE run = $1 AND task = $3), a AS (
-	INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
-	SELECT $1, $3, b.base + 1, r.resource, g.last, 'queued', NULL, 0, NULL, $14, 0, $9, $10
-	FROM g, n, r, b
-	WHERE CASE WHEN g.valid THEN true ELSE pipec_epoch_refused() END
-	RETURNING `+attemptColumns+`
-), `+claimWritesSQL(1, 3, 4, 5, 6, 7, 8, 11)+`, ev AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload)
-	SELECT a.run, n.now, $13, a.task, a.number,
-		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $12 || '}'
-	FROM a, n WHERE EXISTS (SELECT 1 FROM e)
-)
-SELECT `+attemptColumns+`, true AS fresh, b.base FROM a, b
-UNION ALL
-SELECT `+attemptColumns+`, false, b.base FROM attempts, b
-WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1) AND task = $3
-ORDER BY token`, c.Run, epoch, c.Task, worker, queue.JSON(c.Failover), micros(lease),
+		b.Queue(claimStartingSQL, c.Run, epoch, c.Task, worker, queue.JSON(c.Failover), micros(lease),
 			queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), start.Host, start.Boot,
 			queue.WaitingPrefix(c.Task), queue.JSON(start.Worker), store.EventAttemptStarted, start.Worker)
 	}
@@ -541,20 +526,50 @@ ORDER BY token`, c.Run, epoch, c.Task, worker, queue.JSON(c.Failover), micros(le
 	return cl, nil
 }
 
+// claimStartingSQL is a claim that starts its attempt (claimFrom), in one
+// statement: $1 run, $2 epoch, $3 task, $4 worker, $5 failover, $6 lease
+// (µs), $7 and $8 the claim's event kind and payload, $9 host, $10 boot, $11
+// the task's waiting prefix, $12 the worker as JSON, $13 the attempt's event
+// kind, $14 the attempt's worker.
+var claimStartingSQL = `WITH ` + claimWritesSQL(1, 3, 4, 5, 6, 7, 8, 11) + `,
+r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
+` + grantFromRSQL + `, n AS (SELECT pipec_now() AS now),
+b AS (SELECT COALESCE(MAX(number), 0) AS base FROM attempts WHERE run = $1 AND task = $3), a AS (
+	INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
+	SELECT $1, $3, b.base + 1, r.resource, g.last, 'queued', NULL, 0, NULL, $14, 0, $9, $10
+	FROM g, n, r, b
+	WHERE EXISTS (SELECT 1 FROM e) AND CASE WHEN g.valid THEN true ELSE pipec_epoch_refused() END
+	RETURNING ` + attemptColumns + `
+), ev AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload)
+	SELECT a.run, n.now, $13, a.task, a.number,
+		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $12 || '}'
+	FROM a, n
+)
+SELECT ` + attemptColumns + `, true AS fresh, b.base FROM a, b
+UNION ALL
+SELECT ` + attemptColumns + `, false, b.base FROM attempts, b
+WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1) AND task = $3
+ORDER BY token`
+
 // claimWritesSQL is a claim's writes as CTEs c, s and e of one statement:
 // the task claimed, its run waiting no more for it (a message about
 // another task stays: that one still waits), and the claim's event, which
-// e returns. Data-modifying CTEs always run. The arguments number the
+// e writes after reading c and s (so that they ran) and returns: a
+// statement that reads e has the claim written first. Data-modifying CTEs
+// always run. The arguments number the
 // statement's parameters: run, task, worker, failover, lease (µs), the
 // event's kind and payload, and the task's waiting prefix.
 func claimWritesSQL(run, task, worker, failover, lease, kind, payload, prefix int) string {
 	return fmt.Sprintf(`c AS (
 	UPDATE work SET state = 'claimed', worker = $%[3]d, failover = $%[4]d, reason = '',
-		claim_expiry = pipec_now() + $%[5]d::bigint * interval '1 microsecond' WHERE run = $%[1]d AND task = $%[2]d
+		claim_expiry = pipec_now() + $%[5]d::bigint * interval '1 microsecond' WHERE run = $%[1]d AND task = $%[2]d RETURNING 1
 ), s AS (
-	UPDATE submissions SET waiting = '' WHERE run = $%[1]d AND left(waiting, length($%[8]d)) = $%[8]d
+	UPDATE submissions SET waiting = '' WHERE run = $%[1]d AND left(waiting, length($%[8]d)) = $%[8]d RETURNING 1
 ), e AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($%[1]d, pipec_now(), $%[6]d, $%[2]d, 0, $%[7]d) RETURNING 1
+	INSERT INTO events (run, time, kind, task, attempt, payload)
+	SELECT $%[1]d, pipec_now(), $%[6]d, $%[2]d, 0, $%[7]d WHERE EXISTS (SELECT 1 FROM c) AND (SELECT count(*) FROM s) >= 0
+	RETURNING 1
 )`, run, task, worker, failover, lease, kind, payload, prefix)
 }
 
