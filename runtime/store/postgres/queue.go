@@ -459,9 +459,7 @@ func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, leas
 	// the COMMIT unless a run's waiting message is to be set after.
 	b := &pgx.Batch{}
 	if start == nil {
-		b.Queue(`WITH `+claimWritesSQL(1, 2, 3, 4, 5, 6, 7, 8)+`
-SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2`,
-			c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease),
+		b.Queue(claimSQL, c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease),
 			queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
 	} else {
 		// And the attempt started as StartAttempt starts it, queued; the
@@ -475,10 +473,10 @@ SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2
 		// would marshal it (sorted keys; the resource is pipeline@interval,
 		// plain ASCII, which to_json quotes as encoding/json does). A grant
 		// the epoch no longer covers fails the statement
-		// (pipec_epoch_refused), the claim with it. Every row carries the
-		// task's attempts in the run before this one (base): with none
-		// (the run not running, and no attempt of the task in its
-		// interval), that is none.
+		// (pipec_epoch_refused), the claim with it. Every row carries how
+		// many attempts the task made in the run before (base); with no
+		// row (the run not running, and no attempt of the task in its
+		// interval), it made none.
 		b.Queue(claimStartingSQL, c.Run, epoch, c.Task, worker, queue.JSON(c.Failover), micros(lease),
 			queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), start.Host, start.Boot,
 			queue.WaitingPrefix(c.Task), queue.JSON(start.Worker), store.EventAttemptStarted, start.Worker)
@@ -526,6 +524,13 @@ SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2
 	return cl, nil
 }
 
+// claimSQL is a claim (claimFrom) that starts no attempt: $1 run, $2 task,
+// $3 worker, $4 failover, $5 lease (µs), $6 and $7 the claim's event kind
+// and payload, $8 the task's waiting prefix. It returns how many attempts
+// the task made in the run before.
+var claimSQL = `WITH ` + claimWritesSQL(1, 2, 3, 4, 5, 6, 7, 8) + `
+SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2`
+
 // claimStartingSQL is a claim that starts its attempt (claimFrom), in one
 // statement: $1 run, $2 epoch, $3 task, $4 worker, $5 failover, $6 lease
 // (µs), $7 and $8 the claim's event kind and payload, $9 host, $10 boot, $11
@@ -557,9 +562,9 @@ ORDER BY token`
 // another task stays: that one still waits), and the claim's event, which
 // e writes after reading c and s (so that they ran) and returns: a
 // statement that reads e has the claim written first. Data-modifying CTEs
-// always run. The arguments number the
-// statement's parameters: run, task, worker, failover, lease (µs), the
-// event's kind and payload, and the task's waiting prefix.
+// always run. The arguments number the statement's parameters: run, task,
+// worker, failover, lease (µs), the event's kind and payload, and the
+// task's waiting prefix.
 func claimWritesSQL(run, task, worker, failover, lease, kind, payload, prefix int) string {
 	return fmt.Sprintf(`c AS (
 	UPDATE work SET state = 'claimed', worker = $%[3]d, failover = $%[4]d, reason = '',
