@@ -1,4 +1,8 @@
-package worker_test
+// Package proctree measures the CPU time of a tree of processes from
+// /proc, for benchmarks that report CPU beside wall time: on a shared
+// machine CPU is the steadier measure, and it says which process the time
+// went to (workers and their tasks, a database server).
+package proctree
 
 import (
 	"os"
@@ -8,16 +12,12 @@ import (
 	"time"
 )
 
-// The benchmarks report CPU beside wall time: on a shared machine CPU is
-// the steadier measure, and it says which process the time went to (the
-// workers and their tasks, the database server, pipec submit --wait).
-
 // clockTick is the unit of /proc/PID/stat times (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond
 
-// procTimes reads a process's own CPU time and that of its children it
+// times reads a process's own CPU time and that of its children it
 // waited for (utime+stime, cutime+cstime of /proc/PID/stat), and its parent.
-func procTimes(pid int) (self, children time.Duration, ppid int, ok bool) {
+func times(pid int) (self, children time.Duration, ppid int, ok bool) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return 0, 0, 0, false
@@ -33,24 +33,24 @@ func procTimes(pid int) (self, children time.Duration, ppid int, ok bool) {
 	return n(11) + n(12), n(13) + n(14), ppid, true
 }
 
-// treeCPU is the CPU time of the processes rooted at root: their own and
-// that of the descendants they waited for, and of the live ones.
-func treeCPU(root int) time.Duration {
+// CPU is the CPU time of the processes rooted at root: their own and that
+// of the descendants they waited for, and of the live ones.
+func CPU(root int) time.Duration {
 	parent := map[int]int{}
-	times := map[int]time.Duration{}
+	cpu := map[int]time.Duration{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		self, children, ppid, ok := procTimes(pid)
+		self, children, ppid, ok := times(pid)
 		if ok {
-			parent[pid], times[pid] = ppid, self+children
+			parent[pid], cpu[pid] = ppid, self+children
 		}
 	}
 	var total time.Duration
-	for pid, t := range times {
+	for pid, t := range cpu {
 		for p := pid; p != 0; p = parent[p] {
 			if p == root {
 				total += t
@@ -61,20 +61,19 @@ func treeCPU(root int) time.Duration {
 	return total
 }
 
-// postmaster is the PostgreSQL server this test process started (its child
-// named postgres), 0 if none.
-func postmaster() int {
+// Child is the pid of a child of parent named comm, 0 if none.
+func Child(parent int, comm string) int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if strings.TrimSpace(string(comm)) != "postgres" {
+		c, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if strings.TrimSpace(string(c)) != comm {
 			continue
 		}
-		if _, _, ppid, ok := procTimes(pid); ok && ppid == os.Getpid() {
+		if _, _, ppid, ok := times(pid); ok && ppid == parent {
 			return pid
 		}
 	}
