@@ -465,22 +465,39 @@ WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, st
 // as one statement queued on b (Finish of the queue sends it with the
 // DAG's step): the same checks, the same columns written (the process's,
 // Outcome.Ran, then the end's) and the same events in the same order.
-//
-// With a guard (the worker whose claim the attempt is of), cur is what the
-// caller assumes the row holds, unread: the statement first locks the
-// task's row while the worker's claim holds it, and the update is made
-// only while that claim is there and the attempt's state and token are
-// cur's; otherwise the statement fails (pipec_finish_missed, SQLSTATE
-// PE002), so that nothing of the transaction commits.
-func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome, guard *claimGuard) error {
+func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome) error {
+	end, err := endOf(cur, o)
+	if err != nil || end == nil {
+		return err
+	}
+	b.Queue(`WITH n AS (SELECT pipec_now() AS now), u AS (
+	`+end.update+`
+)
+INSERT INTO events (run, time, kind, task, attempt, payload)
+SELECT $1, `+eventTime("n.now")+`, e.kind, $2, $3, e.payload FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i) ORDER BY e.i`, end.args...)
+	return nil
+}
+
+// attemptEnd is an attempt's end as SQL: update, the attempts row's
+// update (of a CTE whose n holds the time), and args, its parameters: $1-$3
+// the attempt, $4-$7 its end, $8 and $9 the kinds and payloads of its
+// events, in order; with a process to record (Outcome.Ran), $10-$15 the
+// process as markRunningSQL records it.
+type attemptEnd struct {
+	update          string
+	args            []any
+	kinds, payloads []string
+}
+
+// endOf is the end o of cur, checked as finishAttempt checks it; nil when
+// cur holds that end already.
+func endOf(cur store.Attempt, o store.Outcome) (*attemptEnd, error) {
 	ref := cur.AttemptRef
 	was := cur.State
 	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
 	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
-		return err
+		return nil, err
 	}
-	// $1-$3 the attempt, $4-$7 its end, $8 and $9 the events' kinds and
-	// payloads; with ran, $10-$15 its process as markRunningSQL records it.
 	var kinds, payloads []string
 	args := []any{ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail, nil, nil}
 	process := ""
@@ -498,32 +515,14 @@ func queueFinishAttempt(b *pgx.Batch, cur store.Attempt, o store.Outcome, guard 
 	payloads = append(payloads, eventText(map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode,
 		"error_tail": o.ErrorTail, "token": cur.Token, "was": string(was)}))
 	args[7], args[8] = kinds, payloads
-	locked, assumed, missed := "", "", ""
-	if guard != nil {
-		n := len(args)
-		args = append(args, string(cur.State), cur.Token, guard.worker)
-		// The claim's row is locked before the attempt's (the CTE is
-		// materialized and read by the update's one-time filter, before it
-		// scans attempts), in the order every change to a claimed task
-		// takes them.
-		locked = fmt.Sprintf(`c AS MATERIALIZED (
-	SELECT 1 FROM work WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $%d FOR UPDATE
-), `, n+3)
-		assumed = fmt.Sprintf(` AND state = $%d AND token = $%d AND EXISTS (SELECT 1 FROM c) RETURNING 1`, n+1, n+2)
-		missed = ` WHERE CASE WHEN EXISTS (SELECT 1 FROM u) THEN true ELSE pipec_finish_missed() END`
-	}
-	b.Queue(`WITH `+locked+`n AS (SELECT pipec_now() AS now), u AS (
-	UPDATE attempts SET `+process+`state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL
-	FROM n WHERE run = $1 AND task = $2 AND number = $3`+assumed+`
-)
-INSERT INTO events (run, time, kind, task, attempt, payload)
-SELECT $1, n.now, e.kind, $2, $3, e.payload FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i)`+missed+` ORDER BY e.i`, args...)
-	return nil
+	return &attemptEnd{
+		update: `UPDATE attempts SET ` + process + `state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL
+	FROM n WHERE run = $1 AND task = $2 AND number = $3`,
+		args:     args,
+		kinds:    kinds,
+		payloads: payloads,
+	}, nil
 }
-
-// claimGuard is queueFinishAttempt's guard: the worker whose claim of the
-// task the attempt's end is made under.
-type claimGuard struct{ worker string }
 
 // GetAttempt implements store.Store.
 func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Attempt, error) {
@@ -603,7 +602,7 @@ ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last, excluded.last)
 
 // queueEvent is appendEvent queued on a batch.
 func queueEvent(b *pgx.Batch, e store.Event, payload map[string]any) {
-	b.Queue(`INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5)`,
+	b.Queue(insertEventSQL,
 		e.Run, e.Kind, e.Task, e.Attempt, eventText(payload))
 }
 

@@ -414,6 +414,56 @@ func TestEventTimeNeverGoesBack(t *testing.T) {
 	}
 }
 
+// Every statement of the queue that writes events keeps their times in
+// order when the clock steps back before it: a submit, claims with and
+// without an attempt, an attempt's end read before it is written and one
+// written as the worker left it (each with the DAG's step and the next
+// claim), and the run's end.
+func TestEventTimeNeverGoesBackInTheQueue(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2024, 1, 2, 3, 0, 0, 0, time.UTC)
+	s := open(t, pg.Server(t), func() time.Time {
+		now = now.Add(-time.Minute) // the clock steps back at each transaction
+		return now
+	})
+	run := submitWith(t, s, queue.Task{Name: "a"}, queue.Task{Name: "b", Needs: []string{"a"}},
+		queue.Task{Name: "c", Needs: []string{"b"}}, queue.Task{Name: "d", Needs: []string{"c"}})
+	spec := store.AttemptSpec{Worker: "w1", Host: "h", Boot: "boot"}
+	cl, err := s.ClaimStarting(ctx, "w1", time.Minute, spec)
+	if err != nil || cl == nil || cl.Attempt == nil {
+		t.Fatalf("claim: %+v, %v", cl, err)
+	}
+	ran := &store.Running{Process: store.Process{PID: 4242, Host: "h", Boot: "boot"}}
+	for i, was := range []bool{true, false, true} {
+		a := *cl.Attempt
+		e := &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}}
+		if was {
+			e.Was = &a
+		}
+		if cl, err = s.FinishClaiming(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded, End: e}, time.Minute, spec); err != nil || cl == nil || cl.Attempt == nil {
+			t.Fatalf("finish %d: next %+v, %v", i, cl, err)
+		}
+	}
+	a := *cl.Attempt
+	if err := s.Finish(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded, End: &queue.AttemptEnd{Ref: a.AttemptRef,
+		Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}, Was: &a}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.GetRun(ctx, run.ID); err != nil || r.State != store.RunSucceeded {
+		t.Fatalf("the run: %+v, %v; want succeeded", r, err)
+	}
+	evs, err := s.Events(ctx, run.ID)
+	if err != nil || len(evs) < 4*5 {
+		t.Fatalf("%d events, %v; want five a task at least", len(evs), err)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Time.Before(evs[i-1].Time) {
+			t.Fatalf("event %d (%s) at %s, before event %d (%s) at %s", evs[i].Seq, evs[i].Kind, evs[i].Time,
+				evs[i-1].Seq, evs[i-1].Kind, evs[i-1].Time)
+		}
+	}
+}
+
 // FollowStatus reads only the rows written since its last read, and still
 // misses none: not a row written by a transaction that was open during
 // the last read and committed after it (its writer is below the read's

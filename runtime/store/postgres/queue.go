@@ -528,7 +528,7 @@ func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, leas
 // $3 worker, $4 failover, $5 lease (µs), $6 and $7 the claim's event kind
 // and payload, $8 the task's waiting prefix. It returns how many attempts
 // the task made in the run before.
-var claimSQL = `WITH ` + claimWritesSQL(1, 2, 3, 4, 5, 6, 7, 8) + `
+var claimSQL = `WITH n AS (SELECT pipec_now() AS now), ` + claimWritesSQL(1, 2, 3, 4, 5, 6, 7, 8) + `
 SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2`
 
 // claimStartingSQL is a claim that starts its attempt (claimFrom), in one
@@ -536,9 +536,9 @@ SELECT COALESCE(MAX(number), 0) FROM attempts a WHERE a.run = $1 AND a.task = $2
 // (µs), $7 and $8 the claim's event kind and payload, $9 host, $10 boot, $11
 // the task's waiting prefix, $12 the worker as JSON, $13 the attempt's event
 // kind, $14 the attempt's worker.
-var claimStartingSQL = `WITH ` + claimWritesSQL(1, 3, 4, 5, 6, 7, 8, 11) + `,
+var claimStartingSQL = `WITH n AS (SELECT pipec_now() AS now), ` + claimWritesSQL(1, 3, 4, 5, 6, 7, 8, 11) + `,
 r AS (SELECT pipeline || '@' || interval_key AS resource FROM runs WHERE id = $1 AND state = 'running'),
-` + grantFromRSQL + `, n AS (SELECT pipec_now() AS now),
+` + grantFromRSQL + `,
 b AS (SELECT COALESCE(MAX(number), 0) AS base FROM attempts WHERE run = $1 AND task = $3), a AS (
 	INSERT INTO attempts (run, task, number, resource, token, state, started, lease_ms, lease_expiry, worker, pid, host, boot_id)
 	SELECT $1, $3, b.base + 1, r.resource, g.last, 'queued', NULL, 0, NULL, $14, 0, $9, $10
@@ -547,7 +547,7 @@ b AS (SELECT COALESCE(MAX(number), 0) AS base FROM attempts WHERE run = $1 AND t
 	RETURNING ` + attemptColumns + `
 ), ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload)
-	SELECT a.run, n.now, $13, a.task, a.number,
+	SELECT a.run, ` + eventTime("n.now") + `, $13, a.task, a.number,
 		'{"lease_ms":0,"pid":0,"resource":' || to_json(a.resource)::text || ',"state":"queued","token":' || a.token || ',"worker":' || $12 || '}'
 	FROM a, n
 )
@@ -557,23 +557,23 @@ SELECT ` + attemptColumns + `, false, b.base FROM attempts, b
 WHERE resource = (SELECT pipeline || '@' || interval_key FROM runs WHERE id = $1) AND task = $3
 ORDER BY token`
 
-// claimWritesSQL is a claim's writes as CTEs c, s and e of one statement:
-// the task claimed, its run waiting no more for it (a message about
-// another task stays: that one still waits), and the claim's event, which
-// e writes after reading c and s (so that they ran) and returns: a
-// statement that reads e has the claim written first. Data-modifying CTEs
-// always run. The arguments number the statement's parameters: run, task,
+// claimWritesSQL is a claim's writes as CTEs c, s and e of one statement
+// whose n is the clock's reading: the task claimed, its run waiting no more
+// for it (a message about another task stays: that one still waits), and
+// the claim's event, which e writes after reading c and s (so that they
+// ran) and returns: a statement that reads e has the claim written first.
+// Data-modifying CTEs always run. The arguments number the statement's parameters: run, task,
 // worker, failover, lease (µs), the event's kind and payload, and the
 // task's waiting prefix.
 func claimWritesSQL(run, task, worker, failover, lease, kind, payload, prefix int) string {
 	return fmt.Sprintf(`c AS (
 	UPDATE work SET state = 'claimed', worker = $%[3]d, failover = $%[4]d, reason = '',
-		claim_expiry = pipec_now() + $%[5]d::bigint * interval '1 microsecond' WHERE run = $%[1]d AND task = $%[2]d RETURNING 1
+		claim_expiry = (SELECT now FROM n) + $%[5]d::bigint * interval '1 microsecond' WHERE run = $%[1]d AND task = $%[2]d RETURNING 1
 ), s AS (
 	UPDATE submissions SET waiting = '' WHERE run = $%[1]d AND left(waiting, length($%[8]d)) = $%[8]d RETURNING 1
 ), e AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload)
-	SELECT $%[1]d, pipec_now(), $%[6]d, $%[2]d, 0, $%[7]d WHERE EXISTS (SELECT 1 FROM c) AND (SELECT count(*) FROM s) >= 0
+	SELECT $%[1]d, `+eventTime("(SELECT now FROM n)")+`, $%[6]d, $%[2]d, 0, $%[7]d WHERE EXISTS (SELECT 1 FROM c) AND (SELECT count(*) FROM s) >= 0
 	RETURNING 1
 )`, run, task, worker, failover, lease, kind, payload, prefix)
 }
@@ -775,7 +775,7 @@ WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 		}
 		writes := &pgx.Batch{}
 		if r.End != nil {
-			if err := queueFinishAttempt(writes, cur, r.End.Outcome, nil); err != nil {
+			if err := queueFinishAttempt(writes, cur, r.End.Outcome); err != nil {
 				return err
 			}
 		}
@@ -786,7 +786,7 @@ WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 	UPDATE attempts SET state = 'failed', class = $4, exit_code = -1, error_tail = $5, ended = pipec_now()
 	WHERE run = $1 AND task = $2 AND number = $3 AND state = 'queued' RETURNING token
 )
-INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_now(), $6, $2, $3, $7 || a.token || ',"was":"queued"}' FROM a`,
+INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventNowSQL+`, $6, $2, $3, $7 || a.token || ',"was":"queued"}' FROM a`,
 				u.Run, u.Task, u.Number, queue.ClassNotStarted, queue.UnusedReason, store.EventAttemptFinished,
 				`{"class":`+queue.JSON(queue.ClassNotStarted)+`,"error_tail":`+queue.JSON(queue.UnusedReason)+`,"exit_code":-1,"state":"failed","token":`)
 		}
@@ -904,20 +904,18 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			next.claim, next.after = nil, false // a retried transaction decides afresh
 		}
 		b := &pgx.Batch{}
-		// The claim's row first, then the attempt's, in one statement.
-		if err := queueFinishAttempt(b, *e.Was, e.Outcome, &claimGuard{worker: worker}); err != nil {
-			return errFinishMissed // the end is not one Was can take: finish judges it after reading
+		end, err := endOf(*e.Was, e.Outcome)
+		if err != nil || end == nil {
+			// The end is not one Was can take, or Was holds it already (a
+			// retry): finish judges it after reading.
+			return errFinishMissed
 		}
-		if b.Len() != 1 {
-			return errFinishMissed // Was holds that end already (a retry): likewise
-		}
-		queueStep(b, ref, worker, c)
+		queueFinishStep(b, end, *e.Was, worker, c)
 		if next != nil {
 			queueClaimReads(b, worker)
 		}
 		skip := ends.first(b)
 		br := tx.SendBatch(ctx, b)
-		var err error
 		for range skip {
 			if _, err = br.Exec(); err != nil {
 				break
@@ -925,9 +923,6 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		}
 		var open int
 		var page []queue.Work
-		if err == nil {
-			_, err = br.Exec() // the claim's lock and the attempt's end
-		}
 		if err == nil {
 			err = br.QueryRow().Scan(nil, nil, &open)
 		}
@@ -992,7 +987,7 @@ func queueStep(b *pgx.Batch, ref queue.Ref, worker string, c queue.Change) {
 	UPDATE work SET state = $4, reason = '', claim_expiry = NULL
 	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 RETURNING dependents, pool
 ), ev AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, pipec_now(), $5, $2, 0, $6 FROM me
+	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventNowSQL+`, $5, $2, 0, $6 FROM me
 ), deps AS (
 	SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state FROM me
 )
@@ -1000,6 +995,38 @@ SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM me) THEN pipec_finish_missed() END,
 	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('`+workChannel+`', '') END,
 	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
 		ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
+}
+
+// queueFinishStep queues finishAssuming's one statement on b: a
+// succeeded visit's end, end of the attempt it assumes unread (was), and
+// the DAG's step (c, an Advance), as queueStep writes it. The claim's row
+// is written first (the update's lock is the one every change to a claimed
+// task takes first), then the attempt's, each only as the visit left it
+// (the claim worker's, the attempt in was's state with was's token), then
+// the dependents; the attempt's events and the task's go in that order.
+// A guess that misses fails the statement (pipec_finish_missed), so that
+// nothing of the transaction commits. Its row is queueStep's.
+func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker string, c queue.Change) {
+	n := len(end.args)
+	args := append(end.args[:n:n], string(was.State), was.Token, worker, c.State)
+	args[7] = append(end.kinds[:len(end.kinds):len(end.kinds)], c.Notes[0].Kind)
+	args[8] = append(end.payloads[:len(end.payloads):len(end.payloads)], queue.JSON(c.Notes[0].Payload))
+	b.Queue(fmt.Sprintf(`WITH me AS (
+	UPDATE work SET state = $%[4]d, reason = '', claim_expiry = NULL
+	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $%[3]d RETURNING dependents, pool
+), n AS (SELECT pipec_now() AS now), u AS (
+	`+end.update+` AND state = $%[1]d AND token = $%[2]d AND EXISTS (SELECT 1 FROM me) RETURNING 1
+), ev AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload)
+	SELECT $1, `+eventTime("n.now")+`, e.kind, $2, CASE WHEN e.i < cardinality($8::text[]) THEN $3 ELSE 0 END, e.payload
+	FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i) WHERE EXISTS (SELECT 1 FROM u) ORDER BY e.i
+), deps AS (
+	SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state
+	FROM me WHERE EXISTS (SELECT 1 FROM u)
+)
+SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM u) THEN pipec_finish_missed() END,
+	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('`+workChannel+`', '') END,
+	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`, n+1, n+2, n+3, n+4), args...)
 }
 
 // errFinishMissed: finishAssuming's guesses did not hold; nothing was

@@ -365,11 +365,28 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 	}
 	var seq int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5) RETURNING seq`,
+		return tx.QueryRow(ctx, insertEventSQL+` RETURNING seq`,
 			e.Run, e.Kind, e.Task, e.Attempt, string(e.Payload)).Scan(&seq)
 	})
 	return seq, err
 }
+
+// insertEventSQL appends an event: $1 run, $2 kind, $3 task, $4 attempt,
+// $5 payload.
+const insertEventSQL = `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, ` + eventNowSQL + `, $2, $3, $4, $5)`
+
+// eventNowSQL is the time of an event written now (eventTime).
+const eventNowSQL = `GREATEST(pipec_now(), ` + lastEventTimeSQL + `)`
+
+// eventTime is the time of an event written at now (SQL of the store's
+// clock): now, or the time of the event logged last when that is later
+// (the server's clock stepped back), so that an event's time never goes
+// back against its sequence number. Every statement that writes an event
+// takes its time from here; a statement's events read the last time once
+// (an uncorrelated subquery), before any of them is written.
+func eventTime(now string) string { return `GREATEST(` + now + `, ` + lastEventTimeSQL + `)` }
+
+const lastEventTimeSQL = `(SELECT time FROM events ORDER BY seq DESC LIMIT 1)`
 
 // appendEvent records an event inside a transaction; payload is marshalled
 // (encoding/json sorts map keys, so the stored text is deterministic).
@@ -382,7 +399,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, e store.Event, payload map[stri
 		}
 		text = string(b)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, pipec_now(), $2, $3, $4, $5)`,
+	_, err := tx.Exec(ctx, insertEventSQL,
 		e.Run, e.Kind, e.Task, e.Attempt, text)
 	return err
 }

@@ -345,6 +345,15 @@ $$;
 CREATE TRIGGER runs_ended AFTER UPDATE OF state ON runs FOR EACH ROW
 	WHEN (OLD.state = 'running' AND NEW.state <> 'running') EXECUTE FUNCTION pipec_run_ended();
 `},
+	{15, "event times set by the statements that write events", `
+-- An event's time is never before the time of the event logged before it:
+-- each statement that writes events now takes their time as the later of
+-- the clock and the last event's (eventTime in the store's code), reading
+-- the last event once per statement, not once per row in a trigger (a
+-- plpgsql call for each of the five or so events of every task).
+DROP TRIGGER events_time ON events;
+DROP FUNCTION pipec_event_time();
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
