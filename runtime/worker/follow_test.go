@@ -42,3 +42,48 @@ pipeline "follow" {
 		t.Fatalf("submit --wait: %v\n%s", err, out)
 	}
 }
+
+// An idle worker is woken when work is submitted, not at its next look: a
+// worker that looks only every minute (--lease 5m) still starts a run's
+// task at once, then, idle again once that run is over, the next run's.
+// It listens for wakeups only while it has nothing to do, so this is its
+// listening begun, ended by a claim, and begun again. The deadline is far
+// below the minute and only bounds a broken test.
+func TestAnIdleWorkerIsWokenAtOnce(t *testing.T) {
+	onBoth(t, testAnIdleWorkerIsWokenAtOnce)
+}
+
+func testAnIdleWorkerIsWokenAtOnce(t *testing.T, b backend) {
+	e := newEnvOn(t, b, `
+pipeline "wake" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "first" {
+    command = ["true"]
+  }
+  task "then" {
+    command = ["sleep", "0.2"]
+    depends_on = ["first"]
+  }
+}
+`, nil)
+	w := e.worker("w1", "--lease", "5m")
+	defer w.signal(t, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, interval := range []string{"2024-01-01", "2024-01-02"} {
+		cmd := exec.CommandContext(ctx, pipecBin, "submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", "50ms")
+		cmd.Dir = e.dir
+		cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+		out, err := cmd.CombinedOutput()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("the run of %s did not end within 30s of its submit (the worker looks every minute):\n%s\nworker:\n%s", interval, out, w.output())
+		}
+		if err != nil || !strings.Contains(string(out), "run wake/"+interval+"/r1 succeeded") {
+			t.Fatalf("submit --wait of %s: %v\n%s", interval, err, out)
+		}
+	}
+}

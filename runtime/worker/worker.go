@@ -218,12 +218,8 @@ func Run(ctx context.Context, c Config) error {
 	ended := make(chan visitEnd, c.Info.Slots)
 	tick := time.NewTicker(c.Poll)
 	defer tick.Stop()
-	wakeCtx, stopWake := context.WithCancel(bg)
-	defer stopWake()
-	wake, err := c.Queue.Wakeups(wakeCtx)
-	if err != nil {
-		c.logf("no wakeups, polling only: %v", err)
-	}
+	wake := &wakeups{q: c.Queue, logf: c.logf}
+	defer wake.off()
 	lastOK := time.Now()
 	due := true // heartbeat, sweep and lease check now
 	for {
@@ -235,6 +231,15 @@ func Run(ctx context.Context, c Config) error {
 		c.claiming.Store(healthy && ctx.Err() == nil)
 		if healthy && ctx.Err() == nil {
 			c.claim(bg, &mu, visits, &wg, ended)
+			if c.slotFree(&mu, visits) && wake.on(bg) {
+				// Listening from now on: a task made ready after the
+				// claim looked and before the listening began is
+				// claimed now, any later one wakes the worker.
+				c.claim(bg, &mu, visits, &wg, ended)
+			}
+			if !c.slotFree(&mu, visits) {
+				wake.off()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -253,11 +258,63 @@ func Run(ctx context.Context, c Config) error {
 			default:
 				c.startVisit(bg, e.next, &mu, visits, &wg, ended)
 			}
-		case <-wake:
+		case _, ok := <-wake.ch:
+			if !ok {
+				wake.off() // its connection broke: listening again at the next look
+			}
 		case <-tick.C:
 			due = true
 		}
 	}
+}
+
+// slotFree says whether the worker has a slot for one more visit.
+func (c *Config) slotFree(mu *sync.Mutex, visits map[queue.Ref]*visit) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return len(visits) < c.Info.Slots
+}
+
+// wakeups listens for the queue's wakeups (queue.Queue.Wakeups) while the
+// worker has a free slot and found nothing to claim, not while its slots
+// are full: each listener costs the store a signal and the worker a wakeup
+// at every notification (on PostgreSQL, nearly every finish), and a busy
+// worker has no use for them. ch is nil while not listening (a select
+// never takes it).
+type wakeups struct {
+	q      queue.Queue
+	logf   func(format string, args ...any)
+	ch     <-chan struct{}
+	stop   context.CancelFunc
+	failed bool // the last try failed: logged once, until one succeeds
+}
+
+// on listens, unless it does already; began says it began now (the caller
+// then looks for work once more).
+func (w *wakeups) on(ctx context.Context) (began bool) {
+	if w.ch != nil {
+		return false
+	}
+	lctx, stop := context.WithCancel(ctx)
+	ch, err := w.q.Wakeups(lctx)
+	if err != nil {
+		stop()
+		if !w.failed {
+			w.logf("no wakeups, polling only: %v", err)
+		}
+		w.failed = true
+		return false
+	}
+	w.ch, w.stop, w.failed = ch, stop, false
+	return true
+}
+
+// off stops listening.
+func (w *wakeups) off() {
+	if w.stop != nil {
+		w.stop()
+	}
+	w.ch, w.stop = nil, nil
 }
 
 // beat heartbeats (stopping the visits whose claims were taken over), then

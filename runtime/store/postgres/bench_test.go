@@ -104,13 +104,13 @@ func BenchmarkQueueCycle(b *testing.B) {
 }
 
 // cycle is one worker's loop of BenchmarkQueueCycle: claim, end, claim
-// again, waiting for a wakeup (or 10ms) when nothing is ready, until the
-// run is over.
+// again, until the run is over. As pipec worker does, it listens for
+// wakeups only while it found nothing to claim, and then waits for one (or
+// 10ms).
 func cycle(ctx context.Context, s *postgres.Store, worker, run string) error {
-	wake, err := s.Wakeups(ctx)
-	if err != nil {
-		return err
-	}
+	var wake <-chan struct{}
+	stop := func() {}
+	defer func() { stop() }()
 	spec := store.AttemptSpec{Worker: worker, Host: "h", Boot: "boot"}
 	cl, err := s.ClaimStarting(ctx, worker, time.Minute, spec)
 	for err == nil {
@@ -119,12 +119,25 @@ func cycle(ctx context.Context, s *postgres.Store, worker, run string) error {
 			if rerr != nil || r.State != store.RunRunning {
 				return rerr
 			}
-			select {
-			case <-wake:
-			case <-time.After(10 * time.Millisecond):
+			if wake == nil {
+				lctx, cancel := context.WithCancel(ctx)
+				if wake, err = s.Wakeups(lctx); err != nil {
+					cancel()
+					return err
+				}
+				stop = cancel
+			} else {
+				select {
+				case <-wake:
+				case <-time.After(10 * time.Millisecond):
+				}
 			}
 			cl, err = s.ClaimStarting(ctx, worker, time.Minute, spec)
 			continue
+		}
+		if wake != nil {
+			stop()
+			wake, stop = nil, func() {}
 		}
 		if cl.Attempt == nil {
 			return fmt.Errorf("%s claimed %s without its attempt", worker, cl.Task)
