@@ -45,3 +45,11 @@ func MigrationSQL(name string) string {
 	}
 	return ""
 }
+
+// CandidatesSQL is the statement with which a claim reads its first page of
+// candidates ($1 the page's size, $2 the worker).
+func CandidatesSQL() string { return candidatesSQL(false) }
+
+// RunLeftSQL is the statement that reads whether a run ($1) has a task
+// left to do, and whether one failed.
+func RunLeftSQL() string { return runLeftSQL }

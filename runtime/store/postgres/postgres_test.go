@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -462,6 +463,109 @@ func TestEventTimeNeverGoesBackInTheQueue(t *testing.T) {
 				evs[i-1].Seq, evs[i-1].Kind, evs[i-1].Time)
 		}
 	}
+}
+
+// A claim reads the ready tasks, not every task left to do, whatever the
+// table's statistics say. Here they were taken (ANALYZE, as autovacuum
+// does) while every task in the table was done, then a 3,000-task chain was
+// submitted: to the planner a task left to do is a rarity, and the index
+// of those left to do looks empty. A claim that walked that index would
+// read all 3,000 (and a run of n tasks n²/2 rows over its claims).
+func TestAClaimReadsOnlyReadyTasks(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pg.Server(t), nil)
+	chain := func(interval string) queue.Submission {
+		sub := queue.Submission{Run: store.NewRun{Pipeline: "p", Interval: interval, CodeVersion: "1"},
+			Plan: []byte(`{}`), BaseDir: "/spec", Interval: interval, Tasks: []queue.Task{{Name: "t0000"}}}
+		for i := 1; i < 3000; i++ {
+			sub.Tasks = append(sub.Tasks, queue.Task{Name: fmt.Sprintf("t%04d", i), Needs: []string{fmt.Sprintf("t%04d", i-1)}})
+		}
+		return sub
+	}
+	done, err := s.Submit(ctx, chain("2024-01-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `UPDATE work SET state = 'succeeded', waiting_on = 0 WHERE run = $1`, done.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE work`); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.Submit(ctx, chain("2024-01-02"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if read := workRowsRead(t, tx, postgres.CandidatesSQL(), "4, 'w1'"); read > 100 {
+		t.Fatalf("the claim read %.0f rows of work for one ready task", read)
+	}
+	// And whether the run has a task left is a probe, not a walk.
+	if read := workRowsRead(t, tx, postgres.RunLeftSQL(), "'"+next.ID+"'"); read > 10 {
+		t.Fatalf("whether the run has a task left read %.0f rows of work", read)
+	}
+}
+
+// workRowsRead is how many rows of work the plan the store runs for query
+// (prepared once, generic: Open's settings) read, executed in tx with args
+// (SQL literals).
+func workRowsRead(t *testing.T, tx pgx.Tx, query, args string) float64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := tx.Exec(ctx, `DEALLOCATE ALL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `PREPARE q AS `+query); err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	if err := tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE q(`+args+`)`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []struct{ Plan explainNode }
+	if err := json.Unmarshal([]byte(plan), &nodes); err != nil || len(nodes) != 1 {
+		t.Fatalf("plan %s: %v", plan, err)
+	}
+	read := nodes[0].Plan.workRowsRead()
+	if read > 10 {
+		t.Logf("%.0f rows of work read by\n%s\nplan:\n%s", read, query, plan)
+	}
+	return read
+}
+
+// explainNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type explainNode struct {
+	Relation string        `json:"Relation Name"`
+	Rows     float64       `json:"Actual Rows"`
+	Loops    float64       `json:"Actual Loops"`
+	Removed  float64       `json:"Rows Removed by Filter"`
+	Rechecks float64       `json:"Rows Removed by Index Recheck"`
+	Plans    []explainNode `json:"Plans"`
+}
+
+// workRowsRead is how many rows of work the nodes under n read: those they
+// returned and those their filters dropped.
+func (n explainNode) workRowsRead() float64 {
+	read := 0.0
+	if n.Relation == "work" {
+		read = (n.Rows + n.Removed + n.Rechecks) * max(n.Loops, 1)
+	}
+	for _, c := range n.Plans {
+		read += c.workRowsRead()
+	}
+	return read
 }
 
 // FollowStatus reads only the rows written since its last read, and still

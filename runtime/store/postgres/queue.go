@@ -1092,12 +1092,14 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 	})
 }
 
-// runLeftSQL reads whether any task of a run ($1) is left to do (an index
-// probe, work_unfinished), then, only for a run that is over, whether any
-// failed: RunEnd needs no more than that of the counts.
-const runLeftSQL = `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'ready', 'claimed')),
-	CASE WHEN EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'ready', 'claimed')) THEN false
-	ELSE EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) END`
+// runLeftSQL reads whether any task of a run ($1) is left to do (a probe
+// of work_blocked_or_claimed, then of work_open for a ready one), then,
+// only for a run that is over, whether any failed: RunEnd needs no more
+// than that of the counts.
+const runLeftSQL = `WITH l AS (SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'claimed'))
+	OR EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'ready') AS open)
+SELECT l.open, CASE WHEN l.open THEN false
+	ELSE EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) END FROM l`
 
 // maybeFinishRun finishes the run when none of its tasks is left to do
 // (queue.RunEnd). Called under lockSubmission.

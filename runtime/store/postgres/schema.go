@@ -354,6 +354,16 @@ CREATE TRIGGER runs_ended AFTER UPDATE OF state ON runs FOR EACH ROW
 DROP TRIGGER events_time ON events;
 DROP FUNCTION pipec_event_time();
 `},
+	{16, "claims read the ready tasks only", `
+-- A claim reads the ready tasks (work_open); the index of the tasks left to
+-- do kept them too, so a planner whose statistics predate a big submit (a
+-- table analyzed while its tasks were done: to it, that index looks
+-- empty) could walk it for the ready ones, every task left to do read at
+-- every claim. Without the ready tasks it answers no claim; whether a run
+-- has a task left asks it and work_open, a probe each.
+DROP INDEX work_unfinished;
+CREATE INDEX work_blocked_or_claimed ON work (run) WHERE state IN ('blocked', 'claimed');
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
