@@ -562,9 +562,9 @@ ORDER BY token`
 // for it (a message about another task stays: that one still waits), and
 // the claim's event, which e writes after reading c and s (so that they
 // ran) and returns: a statement that reads e has the claim written first.
-// Data-modifying CTEs always run. The arguments number the statement's parameters: run, task,
-// worker, failover, lease (µs), the event's kind and payload, and the
-// task's waiting prefix.
+// Data-modifying CTEs always run. The arguments number the statement's
+// parameters: run, task, worker, failover, lease (µs), the event's kind
+// and payload, and the task's waiting prefix.
 func claimWritesSQL(run, task, worker, failover, lease, kind, payload, prefix int) string {
 	return fmt.Sprintf(`c AS (
 	UPDATE work SET state = 'claimed', worker = $%[3]d, failover = $%[4]d, reason = '',
@@ -997,15 +997,16 @@ SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM me) THEN pipec_finish_missed() END,
 		ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
 }
 
-// queueFinishStep queues finishAssuming's one statement on b: a
-// succeeded visit's end, end of the attempt it assumes unread (was), and
-// the DAG's step (c, an Advance), as queueStep writes it. The claim's row
-// is written first (the update's lock is the one every change to a claimed
-// task takes first), then the attempt's, each only as the visit left it
-// (the claim worker's, the attempt in was's state with was's token), then
-// the dependents; the attempt's events and the task's go in that order.
-// A guess that misses fails the statement (pipec_finish_missed), so that
-// nothing of the transaction commits. Its row is queueStep's.
+// queueFinishStep queues finishAssuming's one statement on b: a succeeded
+// visit's end, that is end, the end of its attempt as the visit left it
+// (was, unread), and the DAG's step (c, an Advance) as queueStep writes
+// it. The claim's row is written first (the update's lock is the one every
+// change to a claimed task takes first), then the attempt's, each only as
+// the visit left it (the claim worker's, the attempt in was's state with
+// was's token), then the dependents; the attempt's events and the task's
+// go in that order. A guess that misses fails the statement
+// (pipec_finish_missed), so that nothing of the transaction commits. Its
+// row is queueStep's.
 func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker string, c queue.Change) {
 	n := len(end.args)
 	args := append(end.args[:n:n], string(was.State), was.Token, worker, c.State)
