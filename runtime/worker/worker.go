@@ -393,10 +393,7 @@ func (c *Config) register(ctx context.Context) error {
 // claim takes ready tasks while slots are free and starts their visits.
 func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended chan<- visitEnd) {
 	for {
-		mu.Lock()
-		free := len(visits) < c.Info.Slots
-		mu.Unlock()
-		if !free {
+		if !c.slotFree(mu, visits) {
 			return
 		}
 		cl, err := c.claimOne(ctx)
