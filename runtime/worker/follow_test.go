@@ -31,10 +31,7 @@ pipeline "follow" {
 	defer w.signal(t, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "1h")
-	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
-	out, err := cmd.CombinedOutput()
+	out, err := e.submitWait(ctx, "2024-01-01", "1h")
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("submit --wait --poll 1h did not return as the run ended:\n%s", out)
 	}
@@ -75,10 +72,7 @@ pipeline "wake" {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, interval := range []string{"2024-01-01", "2024-01-02"} {
-		cmd := exec.CommandContext(ctx, pipecBin, "submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", "50ms")
-		cmd.Dir = e.dir
-		cmd.Env = append(os.Environ(), "PIPEC_STATE=")
-		out, err := cmd.CombinedOutput()
+		out, err := e.submitWait(ctx, interval, "50ms")
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			t.Fatalf("the run of %s did not end within 30s of its submit (the worker looks every minute):\n%s\nworker:\n%s", interval, out, w.output())
 		}
@@ -86,4 +80,13 @@ pipeline "wake" {
 			t.Fatalf("submit --wait of %s: %v\n%s", interval, err, out)
 		}
 	}
+}
+
+// submitWait runs pipec submit --wait of the env's spec for interval,
+// looking every poll, until it returns or ctx ends.
+func (e *env) submitWait(ctx context.Context, interval, poll string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, pipecBin, "submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", poll)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	return cmd.CombinedOutput()
 }

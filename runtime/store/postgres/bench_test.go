@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
+	"github.com/pipec/pipec/spec"
 	"github.com/pipec/pipec/spec/specload"
 )
 
@@ -157,13 +157,9 @@ func gendagTasks(b *testing.B, n int) []queue.Task {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := b.TempDir()
-	if err := d.WriteFiles(dir); err != nil {
-		b.Fatal(err)
-	}
-	p, _, ds, err := specload.LoadFile(filepath.Join(dir, "pipeline.hcl"))
-	if err != nil || ds.HasErrors() {
-		b.Fatalf("load: %v %v", err, ds)
+	p, ds := specload.Load(spec.SyntaxHCL, "pipeline.hcl", d.HCL())
+	if ds.HasErrors() {
+		b.Fatal(ds[0])
 	}
 	res, ds := compiler.Compile(p)
 	if ds.HasErrors() {
