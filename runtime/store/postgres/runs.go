@@ -373,10 +373,10 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 
 // insertEventSQL appends an event: $1 run, $2 kind, $3 task, $4 attempt,
 // $5 payload.
-const insertEventSQL = `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, ` + eventNowSQL + `, $2, $3, $4, $5)`
+var insertEventSQL = `INSERT INTO events (run, time, kind, task, attempt, payload) VALUES ($1, ` + eventNowSQL + `, $2, $3, $4, $5)`
 
-// eventNowSQL is the time of an event written now (eventTime).
-const eventNowSQL = `GREATEST(pipec_now(), ` + lastEventTimeSQL + `)`
+// eventNowSQL is the time of an event written now.
+var eventNowSQL = eventTime("pipec_now()")
 
 // eventTime is the time of an event written at now (SQL of the store's
 // clock): now, or the time of the event logged last when that is later
