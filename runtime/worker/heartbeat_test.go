@@ -88,7 +88,7 @@ func TestHeartbeatCommandOnWorkerLost(t *testing.T) { onBoth(t, testHeartbeatCom
 
 func testHeartbeatCommandOnWorkerLost(t *testing.T, b backend) {
 	script := `#!/bin/sh
-trap '"` + pipecBin + `" heartbeat 2> lost.txt; echo $? > lost.code; exit 1' TERM
+trap '"` + pipecBin + `" heartbeat 2> lost.txt; echo $? > lost.part; mv lost.part lost.code; exit 1' TERM
 "` + pipecBin + `" heartbeat || exit 3
 sleep 30 &
 wait
@@ -99,7 +99,7 @@ wait
 	// Stop it (and that attempt) before the test's folder goes.
 	defer w1.signal(t, syscall.SIGTERM)
 	run := e.submit("2024-01-01")
-	e.waitFile("lost.code")
+	e.waitFile("lost.code") // whole once there: the script renames it into place
 	said, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))
 	if err != nil || !strings.Contains(string(said), "lease lost for long attempt 1") {
 		t.Fatalf("the stale attempt's heartbeat said %q (%v)", said, err)
