@@ -983,18 +983,40 @@ func endingRun(ctx context.Context, tx pgx.Tx, run string, next *nextClaim) erro
 // statement fails (pipec_finish_missed). Its row: the guard, the wakeup,
 // and how many dependents are still to run.
 func queueStep(b *pgx.Batch, ref queue.Ref, worker string, c queue.Change) {
-	b.Queue(`WITH me AS (
-	UPDATE work SET state = $4, reason = '', claim_expiry = NULL
-	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $3 RETURNING dependents, pool
-), ev AS (
-	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventNowSQL+`, $5, $2, 0, $6 FROM me
-), deps AS (
-	SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state FROM me
-)
-SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM me) THEN pipec_finish_missed() END,
-	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('`+workChannel+`', '') END,
-	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`,
-		ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
+	b.Queue(stepSQL, ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
+}
+
+// stepSQL is queueStep's statement, built once: $1 run, $2 task, $3
+// worker, $4 the task's state, $5 and $6 its event's kind and payload.
+var stepSQL = `WITH ` + stepEndSQL(4, 3) + `, ev AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, ` + eventNowSQL + `, $5, $2, 0, $6 FROM me
+), deps AS (` + stepDepsSQL + `)
+` + stepRowSQL("me")
+
+// stepEndSQL, stepDepsSQL and stepRowSQL are the DAG's step as queueStep
+// and queueFinishStep write it, $1 the run and $2 the task. stepEndSQL is
+// CTE me, the claimed task ended (state: parameter $state) while worker's
+// (parameter $worker), returning its dependents and pool.
+func stepEndSQL(state, worker int) string {
+	return fmt.Sprintf(`me AS (
+	UPDATE work SET state = $%d, reason = '', claim_expiry = NULL
+	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $%d RETURNING dependents, pool
+)`, state, worker)
+}
+
+// stepDepsSQL steps me's dependents (a CTE's body, to which a condition
+// may be added), each one need fewer, ready at none, returning their
+// states.
+const stepDepsSQL = `SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state FROM me`
+
+// stepRowSQL is the step's row, read from deps: the guard (the statement
+// fails, pipec_finish_missed, when CTE written wrote no row), the wakeup
+// for idle workers when a dependent became ready or a pool slot freed, and
+// how many dependents are still to run.
+func stepRowSQL(written string) string {
+	return `SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM ` + written + `) THEN pipec_finish_missed() END,
+	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('` + workChannel + `', '') END,
+	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`
 }
 
 // queueFinishStep queues finishAssuming's one statement on b: a succeeded
@@ -1012,22 +1034,14 @@ func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker st
 	args := append(end.args[:n:n], string(was.State), was.Token, worker, c.State)
 	args[7] = append(end.kinds[:len(end.kinds):len(end.kinds)], c.Notes[0].Kind)
 	args[8] = append(end.payloads[:len(end.payloads):len(end.payloads)], queue.JSON(c.Notes[0].Payload))
-	b.Queue(fmt.Sprintf(`WITH me AS (
-	UPDATE work SET state = $%[4]d, reason = '', claim_expiry = NULL
-	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $%[3]d RETURNING dependents, pool
-), n AS (SELECT pipec_now() AS now), u AS (
-	`+end.update+` AND state = $%[1]d AND token = $%[2]d AND EXISTS (SELECT 1 FROM me) RETURNING 1
+	b.Queue(`WITH `+stepEndSQL(n+4, n+3)+`, n AS (SELECT pipec_now() AS now), u AS (
+	`+end.update+fmt.Sprintf(` AND state = $%d AND token = $%d`, n+1, n+2)+` AND EXISTS (SELECT 1 FROM me) RETURNING 1
 ), ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload)
 	SELECT $1, `+eventTime("n.now")+`, e.kind, $2, CASE WHEN e.i < cardinality($8::text[]) THEN $3 ELSE 0 END, e.payload
 	FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i) WHERE EXISTS (SELECT 1 FROM u) ORDER BY e.i
-), deps AS (
-	SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_elements_text(me.dependents::jsonb))) AS state
-	FROM me WHERE EXISTS (SELECT 1 FROM u)
-)
-SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM u) THEN pipec_finish_missed() END,
-	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('`+workChannel+`', '') END,
-	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`, n+1, n+2, n+3, n+4), args...)
+), deps AS (`+stepDepsSQL+` WHERE EXISTS (SELECT 1 FROM u))
+`+stepRowSQL("u"), args...)
 }
 
 // errFinishMissed: finishAssuming's guesses did not hold; nothing was
