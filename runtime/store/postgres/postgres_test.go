@@ -518,6 +518,52 @@ func TestAClaimReadsOnlyReadyTasks(t *testing.T) {
 	}
 }
 
+// A claim reads a page of the ready tasks, however many are ready: with
+// 3,000 ready in one run and 3,000 in another (a backfill submitted at
+// once), the plan the store runs walks the ready tasks in the claim's
+// order and stops, where it read and sorted all 6,000 for a page of four;
+// on a table the server has no statistics of yet (a new store's first big
+// submit) and on one it has analyzed since.
+func TestAClaimReadsAPageOfManyReadyTasks(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pg.Server(t), nil)
+	for _, interval := range []string{"2024-01-01", "2024-01-02"} {
+		sub := queue.Submission{Run: store.NewRun{Pipeline: "p", Interval: interval, CodeVersion: "1"},
+			Plan: []byte(`{}`), BaseDir: "/spec", Interval: interval}
+		for i := range 3000 {
+			sub.Tasks = append(sub.Tasks, queue.Task{Name: fmt.Sprintf("t%04d", i)})
+		}
+		if _, err := s.Submit(ctx, sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, stats := range []string{"", "ANALYZE work"} {
+		if stats != "" {
+			if _, err := s.Pool().Exec(ctx, stats); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn, err := s.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := workRowsRead(t, tx, postgres.CandidatesSQL(), "4, 'w1'")
+		tx.Rollback(ctx)
+		// Closed: its statement cache no longer matches the server's.
+		conn.Hijack().Close(ctx)
+		if read > 40 {
+			t.Fatalf("after %q the claim read %.0f rows of work for a page of 4", stats, read)
+		}
+	}
+}
+
 // workRowsRead is how many rows of work the plan the store runs for query
 // (prepared once, generic: Open's settings) read, executed in tx with args
 // (SQL literals).

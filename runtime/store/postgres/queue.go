@@ -347,23 +347,25 @@ func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Dur
 const claimPage = 4
 
 // candidatesSQL reads a page of ready candidates (LIMIT $1) this worker
-// ($2) offers the labels of, locked, each with the live workers able to run
-// it (for a task without labels every live worker); after, when set, keeps
-// to the candidates after the last of the previous page ($3, $4).
+// ($2, live) offers the labels of, locked, each with the live workers able
+// to run it (for a task without labels every live worker); after, when
+// set, keeps to the candidates after the last of the previous page ($3,
+// $4). The plan walks work_ready in the page's order and stops: the
+// labels' test is wrapped in COALESCE because the planner, which cannot
+// estimate a containment, would take it to keep one ready task in two
+// hundred and then read and sort them all rather than walk the index.
 func candidatesSQL(after bool) string {
 	keyset := ""
 	if after {
 		keyset = ` AND (w.run COLLATE "C", w.task COLLATE "C") > ($3::text COLLATE "C", $4::text COLLATE "C")`
 	}
-	return `WITH me AS (
-	SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()
-)
-SELECT w.run, w.task, w.limits, w.failover, w.labels, w.pool, w.pool_slots,
+	return `SELECT w.run, w.task, w.limits, w.failover, w.labels, w.pool, w.pool_slots,
 	CASE WHEN cardinality(w.labels) = 0
 		THEN ARRAY(SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C")
 		ELSE ARRAY(SELECT k.name FROM workers k WHERE k.state = 'live' AND k.expiry > pipec_now() AND k.labels @> w.labels
 			ORDER BY k.name COLLATE "C") END
-FROM work w, me WHERE w.state = 'ready' AND w.labels <@ me.labels` + keyset + `
+FROM work w WHERE w.state = 'ready'
+	AND COALESCE(w.labels <@ (SELECT labels FROM workers WHERE name = $2 AND state = 'live' AND expiry > pipec_now()), false)` + keyset + `
 ORDER BY w.run COLLATE "C", w.task COLLATE "C" LIMIT $1 FOR UPDATE OF w SKIP LOCKED`
 }
 
@@ -1108,10 +1110,11 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 }
 
 // runLeftSQL reads whether any task of a run ($1) is left to do (a probe
-// of work_blocked_or_claimed, then of work_open for a ready one), then,
+// each of work_blocked, work_claimed and work_ready), then,
 // only for a run that is over, whether any failed: RunEnd needs no more
 // than that of the counts.
-const runLeftSQL = `WITH l AS (SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('blocked', 'claimed'))
+const runLeftSQL = `WITH l AS (SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'blocked')
+	OR EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'claimed')
 	OR EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'ready') AS open)
 SELECT l.open, CASE WHEN l.open THEN false
 	ELSE EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) END FROM l`

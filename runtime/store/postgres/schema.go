@@ -364,6 +364,22 @@ DROP FUNCTION pipec_event_time();
 DROP INDEX work_unfinished;
 CREATE INDEX work_blocked_or_claimed ON work (run) WHERE state IN ('blocked', 'claimed');
 `},
+	{17, "claims read the ready tasks in their order", `
+-- A claim reads the first ready tasks by run, then task. work_open held the
+-- ready (and claimed) tasks by state and run only, so its plan read every
+-- ready task of every run and sorted them for a page of four: a backfill
+-- with thousands of ready tasks paid for all of them at every claim. The
+-- ready tasks now have an index in the claim's own order, which the claim
+-- walks for its page and stops; the claimed tasks and the blocked ones an
+-- index each (by run: a finish finds its claim there, and whether a run
+-- has a task left is a probe of each), so a claim writes three index
+-- entries where it wrote four.
+DROP INDEX work_open;
+DROP INDEX work_blocked_or_claimed;
+CREATE INDEX work_ready ON work (run COLLATE "C", task COLLATE "C") WHERE state = 'ready';
+CREATE INDEX work_claimed ON work (run) WHERE state = 'claimed';
+CREATE INDEX work_blocked ON work (run) WHERE state = 'blocked';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
