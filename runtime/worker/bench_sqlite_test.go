@@ -57,5 +57,5 @@ func BenchmarkWorkers1kSQLite(b *testing.B) {
 			w.signal(b, syscall.SIGTERM)
 		}
 	}
-	reportBeside(b, local, wall, &cpu)
+	reportBeside(b, 1000, local, wall, &cpu)
 }

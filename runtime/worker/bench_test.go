@@ -21,7 +21,28 @@ import (
 //
 //	go test -run '^$' -bench Workers1k -benchtime 3x ./runtime/worker/
 func BenchmarkWorkers1k(b *testing.B) {
-	spec := dag1k(b)
+	workersBesideLocal(b, dag1k(b), 1000)
+}
+
+// BenchmarkWorkersReady is BenchmarkWorkers1k with 3,000 tasks that need
+// nothing, all ready from the start, as the first tasks of a backfill's
+// runs are: what a claim costs must not grow with the tasks ready.
+//
+//	go test -run '^$' -bench WorkersReady -benchtime 2x ./runtime/worker/
+func BenchmarkWorkersReady(b *testing.B) {
+	var spec strings.Builder
+	spec.WriteString("pipeline \"bench\" {\n  code_version = \"1\"\n  schedule {\n    every = \"24h\"\n    start = \"2024-01-01T00:00:00Z\"\n  }\n")
+	for i := range 3000 {
+		fmt.Fprintf(&spec, "  task \"t%04d\" {\n    command = [\"true\"]\n    timeout = \"1m\"\n  }\n", i)
+	}
+	spec.WriteString("}\n")
+	workersBesideLocal(b, []byte(spec.String()), 3000)
+}
+
+// workersBesideLocal runs spec (of tasks tasks) through 3 pipec worker
+// processes on PostgreSQL and, side by side in each iteration, a local
+// pipec run --parallel 3 of it on SQLite, and reports both.
+func workersBesideLocal(b *testing.B, spec []byte, tasks int) {
 	// PIPEC_BENCH_SLOTS sets each worker's --slots (1 by default: three
 	// tasks at once, as the local run's --parallel 3).
 	slots := os.Getenv("PIPEC_BENCH_SLOTS")
@@ -84,7 +105,7 @@ FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40
 			w.signal(b, syscall.SIGTERM)
 		}
 	}
-	reportBeside(b, local, workers, &cpu)
+	reportBeside(b, tasks, local, workers, &cpu)
 }
 
 // localRun runs the benchmark DAG with a local pipec run --parallel 3 on
@@ -110,13 +131,13 @@ func (c *benchCPU) localRun(b *testing.B, spec []byte) time.Duration {
 
 // reportBeside reports the workers' wall beside the local run's, their
 // ratio (the goal is at most 2×), attempts per second on each, and the CPU.
-func reportBeside(b *testing.B, local, workers time.Duration, cpu *benchCPU) {
+func reportBeside(b *testing.B, tasks int, local, workers time.Duration, cpu *benchCPU) {
 	n := float64(b.N)
 	b.ReportMetric(local.Seconds()/n, "local-s/op")
 	b.ReportMetric(workers.Seconds()/n, "workers-s/op")
 	b.ReportMetric(workers.Seconds()/local.Seconds(), "ratio")
-	b.ReportMetric(1000*n/local.Seconds(), "local-attempts/s")
-	b.ReportMetric(1000*n/workers.Seconds(), "workers-attempts/s")
+	b.ReportMetric(float64(tasks)*n/local.Seconds(), "local-attempts/s")
+	b.ReportMetric(float64(tasks)*n/workers.Seconds(), "workers-attempts/s")
 	b.ReportMetric(cpu.local.Seconds()/n, "local-cpu-s/op")
 	cpu.report(b)
 }
