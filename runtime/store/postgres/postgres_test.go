@@ -527,15 +527,18 @@ func TestAClaimReadsOnlyReadyTasks(t *testing.T) {
 func TestAClaimReadsAPageOfManyReadyTasks(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, pg.Server(t), nil)
+	var runs []string
 	for _, interval := range []string{"2024-01-01", "2024-01-02"} {
 		sub := queue.Submission{Run: store.NewRun{Pipeline: "p", Interval: interval, CodeVersion: "1"},
 			Plan: []byte(`{}`), BaseDir: "/spec", Interval: interval}
 		for i := range 3000 {
 			sub.Tasks = append(sub.Tasks, queue.Task{Name: fmt.Sprintf("t%04d", i)})
 		}
-		if _, err := s.Submit(ctx, sub); err != nil {
+		r, err := s.Submit(ctx, sub)
+		if err != nil {
 			t.Fatal(err)
 		}
+		runs = append(runs, r.ID)
 	}
 	if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
 		t.Fatal(err)
@@ -555,11 +558,17 @@ func TestAClaimReadsAPageOfManyReadyTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 		read := workRowsRead(t, tx, postgres.CandidatesSQL(), "4, 'w1'")
+		// Nothing blocked or claimed: whether the run has a task left
+		// asks for a ready one, a probe too.
+		left := workRowsRead(t, tx, postgres.RunLeftSQL(), "'"+runs[0]+"'")
 		tx.Rollback(ctx)
 		// Closed: its statement cache no longer matches the server's.
 		conn.Hijack().Close(ctx)
 		if read > 40 {
 			t.Fatalf("after %q the claim read %.0f rows of work for a page of 4", stats, read)
+		}
+		if left > 10 {
+			t.Fatalf("after %q whether the run has a task left read %.0f rows of work", stats, left)
 		}
 	}
 }
@@ -593,6 +602,8 @@ func workRowsRead(t *testing.T, tx pgx.Tx, query, args string) float64 {
 
 // explainNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
 type explainNode struct {
+	Type     string        `json:"Node Type"`
+	Index    string        `json:"Index Name"`
 	Relation string        `json:"Relation Name"`
 	Rows     float64       `json:"Actual Rows"`
 	Loops    float64       `json:"Actual Loops"`
@@ -602,10 +613,12 @@ type explainNode struct {
 }
 
 // workRowsRead is how many rows of work the nodes under n read: those they
-// returned and those their filters dropped.
+// returned and those their filters dropped, and the entries a bitmap read
+// from an index of work (a bitmap is read whole, however few rows of it
+// the heap scan above returns).
 func (n explainNode) workRowsRead() float64 {
 	read := 0.0
-	if n.Relation == "work" {
+	if n.Relation == "work" || n.Type == "Bitmap Index Scan" && strings.HasPrefix(n.Index, "work") {
 		read = (n.Rows + n.Removed + n.Rechecks) * max(n.Loops, 1)
 	}
 	for _, c := range n.Plans {

@@ -1110,12 +1110,14 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 }
 
 // runLeftSQL reads whether any task of a run ($1) is left to do (a probe
-// each of work_blocked, work_claimed and work_ready), then,
+// each of work_blocked, work_claimed and work_ready, whose run is compared
+// in that index's collation, "C": equality is the same in every
+// deterministic collation, and only so is the index used), then,
 // only for a run that is over, whether any failed: RunEnd needs no more
 // than that of the counts.
 const runLeftSQL = `WITH l AS (SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'blocked')
 	OR EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'claimed')
-	OR EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'ready') AS open)
+	OR EXISTS (SELECT 1 FROM work WHERE run COLLATE "C" = $1 AND state = 'ready') AS open)
 SELECT l.open, CASE WHEN l.open THEN false
 	ELSE EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) END FROM l`
 
