@@ -1114,8 +1114,9 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 // in that index's collation, "C": equality is the same in every
 // deterministic collation, and only so is the index used), then,
 // only for a run that is over, whether any failed: RunEnd needs no more
-// than that of the counts.
-const runLeftSQL = `WITH l AS (SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'blocked')
+// than that of the counts. l is materialized: it is read twice, and
+// inlined its probes would run twice.
+const runLeftSQL = `WITH l AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'blocked')
 	OR EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'claimed')
 	OR EXISTS (SELECT 1 FROM work WHERE run COLLATE "C" = $1 AND state = 'ready') AS open)
 SELECT l.open, CASE WHEN l.open THEN false
