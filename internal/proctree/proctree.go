@@ -61,6 +61,12 @@ func CPU(root int) time.Duration {
 	return total
 }
 
+// Own is the CPU time of process pid alone, without its children's.
+func Own(pid int) time.Duration {
+	self, _, _, _ := times(pid)
+	return self
+}
+
 // Child is the pid of a child of parent named comm, 0 if none.
 func Child(parent int, comm string) int {
 	ents, _ := os.ReadDir("/proc")

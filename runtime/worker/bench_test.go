@@ -145,6 +145,9 @@ func reportBeside(b *testing.B, tasks int, local, workers time.Duration, cpu *be
 // benchCPU sums the CPU time of a benchmark's processes.
 type benchCPU struct {
 	local, workers, server, submit time.Duration
+	// workersOwn is the part of workers that is the worker processes' own,
+	// not their tasks'.
+	workersOwn time.Duration
 	// profile, when set, is where follow's submit (a test build of pipec)
 	// writes its CPU profile.
 	profile string
@@ -159,16 +162,17 @@ type benchCPU struct {
 // postmaster, 0 for none) and the submit took meanwhile.
 func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, string) {
 	b.Helper()
-	cpu := func() (w, s time.Duration) {
+	cpu := func() (w, own, s time.Duration) {
 		for _, p := range ws {
 			w += proctree.CPU(p.cmd.Process.Pid)
+			own += proctree.Own(p.cmd.Process.Pid)
 		}
 		if server != 0 {
 			s = proctree.CPU(server)
 		}
-		return w, s
+		return w, own, s
 	}
-	w0, s0 := cpu()
+	w0, own0, s0 := cpu()
 	bin, env := pipecBin, append(os.Environ(), "PIPEC_STATE=")
 	if c.profile != "" {
 		bin, env = hookPipec(b), append(env, "PIPEC_TEST_CPUPROFILE="+c.profile)
@@ -177,8 +181,9 @@ func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, st
 	cmd.Dir = e.dir
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
-	w1, s1 := cpu()
+	w1, own1, s1 := cpu()
 	c.workers += w1 - w0
+	c.workersOwn += own1 - own0
 	c.server += s1 - s0
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -195,6 +200,7 @@ func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, st
 func (c *benchCPU) report(b *testing.B) {
 	n := float64(b.N)
 	b.ReportMetric(c.workers.Seconds()/n, "workers-cpu-s/op")
+	b.ReportMetric(c.workersOwn.Seconds()/n, "workers-own-cpu-s/op")
 	if c.server > 0 {
 		b.ReportMetric(c.server.Seconds()/n, "server-cpu-s/op")
 	}
