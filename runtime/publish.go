@@ -36,8 +36,15 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		// Frozen before anything reads it: the audit reads this immutable
 		// copy on this machine, never the staging directory something may
 		// still write into, and the artifact store gets these bytes.
-		frozen := r.frozenRoot(staging, out)
+		frozen, inStore := r.frozenRoot(staging, out)
 		dir, digest, err := sink.Freeze(staging, frozen)
+		if err != nil && inStore && !r.artsLocal {
+			// The shared store's folder refused (its permissions, say):
+			// frozen beside the staging, the put says what the store
+			// refuses, as the store's failure rather than the output's.
+			frozen, inStore = r.frozenBeside(staging, out), false
+			dir, digest, err = sink.Freeze(staging, frozen)
+		}
 		if err != nil {
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s cannot be read: %v", out, err), zombie)
 			continue
@@ -105,7 +112,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			r.rejectOutput(ctx, t, l, out, &v, why, zombie)
 			continue
 		}
-		if !r.artsLocal {
+		if !inStore {
 			// This worker's frozen copy was only for the audit and the put.
 			_ = os.RemoveAll(frozen)
 			_ = os.Remove(filepath.Dir(frozen))
@@ -124,18 +131,27 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 	}
 }
 
-// frozenRoot is where an output is frozen on this machine (sink.Freeze puts
-// it in <root>/<hex digest>). With the default artifact store, beside the
-// state, that is the version's folder in the store itself
-// (versions/<pipeline>/<artifact>/<digest>), and the put keeps it. With a
-// shared store it is a folder of the attempt's own, beside its staging
-// (one attempt removing its copy after the put cannot take away another
-// attempt's of the same bytes); a rejected output's copy stays there, and
-// pipec gc removes it with the attempt's staging.
-func (r *runner) frozenRoot(staging, artifact string) string {
-	if r.artsLocal {
-		return filepath.Join(r.stateDir, "versions", r.plan.Pipeline, artifact)
+// frozenRoot is where an output is frozen (sink.Freeze puts it in
+// <root>/<hex digest>), and whether that is in the artifact store. With the
+// default store, beside the state, or a shared folder store on the state's
+// filesystem, it is the version's folder in the store itself
+// (<store>/<pipeline>/<artifact>/<digest>), and the put keeps it: one copy
+// and its fsyncs, not a second folder moved in and synced again. A rejected
+// output's copy stays there, where nothing refers to it, and pipec gc
+// removes it. Otherwise it is frozenBeside.
+func (r *runner) frozenRoot(staging, artifact string) (string, bool) {
+	if r.freezeRoot != "" {
+		return filepath.Join(r.freezeRoot, r.plan.Pipeline, artifact), true
 	}
+	return r.frozenBeside(staging, artifact), false
+}
+
+// frozenBeside is a folder of the attempt's own, beside its staging, for a
+// store on another filesystem or another machine: the audit reads this
+// copy, the put sends it, and it is removed after (one attempt removing its
+// copy cannot take away another attempt's of the same bytes); a rejected
+// output's copy stays, and pipec gc removes it with the attempt's staging.
+func (r *runner) frozenBeside(staging, artifact string) string {
 	return filepath.Join(filepath.Dir(staging), ".frozen-"+artifact)
 }
 

@@ -6,7 +6,9 @@
 // The runtime stages an attempt's outputs on the worker's own disk, freezes
 // each one there (an immutable, content-addressed copy), audits the frozen
 // copy, and puts an accepted one into the store before anything downstream
-// may read it or it is published. The state database records the version's
+// may read it or it is published. A Folder on the worker's own filesystem
+// is frozen into directly (Folder.OnFilesystemOf), and the put finds the
+// version in place; either way only an accepted version is ever read. The state database records the version's
 // Key (its location, "<pipeline>/<artifact>/<hex digest>"), not a path, and
 // every reader turns it into a folder on its own machine with Get.
 //

@@ -26,7 +26,8 @@ import (
 // A put from another filesystem copies into a temporary folder beside the
 // final one, fsyncs every file and folder, renames it into place and fsyncs
 // the parent (sink.Freeze); from the same filesystem it renames the frozen
-// folder (durable already) into place and fsyncs the parent. Either way a
+// folder (durable already) into place and fsyncs the parent; a version the
+// runtime froze into the store itself is found in place. Either way a
 // version is either all there, durable, or not there at all: a reader
 // never sees part of one, and a crash leaves only a .tmp- folder, which Get
 // and List ignore and pipec gc removes. Files are read-only (0444) and
@@ -55,6 +56,12 @@ func NewFolder(root string) (*Folder, error) {
 func (f *Folder) Path(k Key) string {
 	return filepath.Join(f.Root, k.Pipeline, k.Artifact, k.hex())
 }
+
+// OnFilesystemOf reports whether dir is on the store's filesystem. A
+// worker whose state folder is there freezes its outputs straight into the
+// store (runtime's produce), as a local run does into its default store:
+// the put then finds the version in place, with no copy or rename to make.
+func (f *Folder) OnFilesystemOf(dir string) bool { return sameFilesystem(f.Root, dir) }
 
 // Put implements Store. dir may be k's own folder in this store already (a
 // local run freezes straight into its default store); then it is kept.

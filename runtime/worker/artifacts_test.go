@@ -234,3 +234,60 @@ func TestWorkerWithoutArtifactsRefuses(t *testing.T) {
 		t.Errorf("extract's starts = %v, want one (a refusal does not fail over)", got)
 	}
 }
+
+// TestOutputsFrozenIntoTheStore: the shared store is on the workers'
+// filesystem, so an output is frozen straight into it: the check audits the
+// version's folder in the store, and nothing is frozen beside the staging.
+// Where the store cannot take the pipeline's folder (a file has its name),
+// the output is frozen beside the staging and the put's refusal is what the
+// run reports: the store failed, not the output.
+func TestOutputsFrozenIntoTheStore(t *testing.T) {
+	spec := strings.Replace(artSpec, "row_count_min = 1", "row_count_min = 1\n    command       = [\"./audit.sh\"]", 1)
+	files := map[string]string{"audit.sh": "#!/bin/sh\necho \"$PIPEC_CHECK_INPUT\" > audit-input.txt\n"}
+	for name, body := range artFiles {
+		files[name] = body
+	}
+	t.Run("store", func(t *testing.T) {
+		e := newEnv(t, spec, files)
+		e.worker("w1")
+		run := e.submit("2024-01-01")
+		e.checkFromStore(run, "w1")
+		audited := e.readFile("audit-input.txt")
+		if rel, err := filepath.Rel(e.arts, audited); err != nil || !strings.HasPrefix(filepath.ToSlash(rel), "arts/clean/") {
+			t.Errorf("the check audited %s, not the version's folder in the store %s", audited, e.arts)
+		}
+		filepath.WalkDir(filepath.Join(e.dir, "work-w1"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && strings.HasPrefix(d.Name(), ".frozen-") {
+				t.Errorf("an output was frozen beside its staging too: %s", path)
+			}
+			return nil
+		})
+	})
+	t.Run("refused", func(t *testing.T) {
+		e := newEnv(t, spec, files)
+		if err := os.WriteFile(filepath.Join(e.arts, "arts"), []byte("not a folder\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.worker("w1")
+		run := e.submit("2024-01-01")
+		if rs := e.until(run, "the run's end", finished); rs.Run.State == store.RunSucceeded {
+			t.Fatalf("run %s succeeded without its artifact store: %+v", run, rs)
+		}
+		evs, err := e.st.Events(context.Background(), run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var said []string
+		for _, ev := range evs {
+			if s := string(ev.Payload); strings.Contains(s, "put into the artifact store") {
+				said = append(said, s)
+			}
+			if s := string(ev.Payload); strings.Contains(s, "cannot be read") {
+				t.Errorf("the store's refusal was reported as the output's: %s", s)
+			}
+		}
+		if len(said) == 0 {
+			t.Errorf("no event of run %s says the put into the artifact store failed", run)
+		}
+	})
+}
