@@ -8,9 +8,10 @@
 // copy, and puts an accepted one into the store before anything downstream
 // may read it or it is published. A Folder on the worker's own filesystem
 // is frozen into directly (Folder.OnFilesystemOf), and the put finds the
-// version in place; either way only an accepted version is ever read. The state database records the version's
-// Key (its location, "<pipeline>/<artifact>/<hex digest>"), not a path, and
-// every reader turns it into a folder on its own machine with Get.
+// version in place; either way only an accepted version is ever read. The
+// state database records the version's Key (its location,
+// "<pipeline>/<artifact>/<hex digest>"), not a path, and every reader turns
+// it into a folder on its own machine with Get.
 //
 // The first implementation is a Folder: a directory, on a filesystem every
 // worker mounts (NFS, CephFS, EFS), written durably. The second is S3 (an
