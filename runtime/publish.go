@@ -138,10 +138,11 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 // (<store>/<pipeline>/<artifact>/<digest>), and the put keeps it: one copy
 // and its fsyncs, not a second folder moved in and synced again. A rejected
 // output's copy stays there, where nothing refers to it, and pipec gc
-// removes it. Otherwise it is frozenBeside.
+// removes it. Otherwise it is frozenBeside. (Asked per output, not per
+// visit: most visits freeze nothing.)
 func (r *runner) frozenRoot(staging, artifact string) (string, bool) {
-	if r.freezeRoot != "" {
-		return filepath.Join(r.freezeRoot, r.plan.Pipeline, artifact), true
+	if f, ok := r.arts.(*artifacts.Folder); ok && (r.artsLocal || f.OnFilesystemOf(r.stateDir)) {
+		return filepath.Join(f.Root, r.plan.Pipeline, artifact), true
 	}
 	return r.frozenBeside(staging, artifact), false
 }

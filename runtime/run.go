@@ -242,14 +242,10 @@ type runner struct {
 	// it, it is versions/ beside the state (openArtifacts).
 	arts      artifacts.Store
 	artsLocal bool
-	// freezeRoot is the root of the folder store outputs are frozen
-	// straight into (frozenRoot): the default one, or a shared one on
-	// the state folder's filesystem; "" to freeze beside the staging.
-	freezeRoot string
-	resource   string
-	rand       *retry.Rand
-	budget     *retry.Budget
-	classes    *retry.Classifier
+	resource  string
+	rand      *retry.Rand
+	budget    *retry.Budget
+	classes   *retry.Classifier
 
 	// baseEnv is what every task gets of pipec's environment; parentEnv is
 	// all of it, where secret_env names are looked up.
@@ -382,9 +378,6 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 	}
 	if r.arts, r.artsLocal, err = openArtifacts(o, r.stateDir); err != nil {
 		return nil, err
-	}
-	if f, ok := r.arts.(*artifacts.Folder); ok && (r.artsLocal || f.OnFilesystemOf(r.stateDir)) {
-		r.freezeRoot = f.Root
 	}
 	// Without /proc (not Linux) only the host is known: orphans can then
 	// not be found, and are fenced by tokens alone.

@@ -210,9 +210,7 @@ func otherFilesystem(t *testing.T) string {
 		t.Skipf("no /dev/shm: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	a, errA := os.Stat(dir)
-	b, errB := os.Stat(t.TempDir())
-	if errA != nil || errB != nil || sameDevice(a, b) {
+	if sameFilesystem(dir, t.TempDir()) {
 		t.Skip("/dev/shm is on the same filesystem as the temporary folder")
 	}
 	return dir
