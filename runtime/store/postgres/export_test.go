@@ -53,3 +53,9 @@ func CandidatesSQL() string { return candidatesSQL(false) }
 // RunLeftSQL is the statement that reads whether a run ($1) has a task
 // left to do, and whether one failed.
 func RunLeftSQL() string { return runLeftSQL }
+
+// StepSQL is the DAG's step after a visit's end that wrote nothing else: $1
+// run, $2 task, $3 worker, $4 the task's state, $5 and $6 its event's kind
+// and payload. Its first write finds the claimed row as every visit's end
+// does.
+func StepSQL() string { return stepSQL }

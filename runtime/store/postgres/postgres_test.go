@@ -573,6 +573,64 @@ func TestAClaimReadsAPageOfManyReadyTasks(t *testing.T) {
 	}
 }
 
+// TestAFinishProbesItsOwnClaim: with 400 tasks of one run claimed by 100
+// workers of 4 slots (a backfill's run), a visit's end reads its own
+// claimed row, not the run's other claims, on a table whose statistics
+// predate the claims and on one analyzed since.
+func TestAFinishProbesItsOwnClaim(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pg.Server(t), nil)
+	sub := queue.Submission{Run: store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"},
+		Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01"}
+	for i := range 1000 {
+		sub.Tasks = append(sub.Tasks, queue.Task{Name: fmt.Sprintf("t%04d", i)})
+	}
+	r, err := s.Submit(ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "ANALYZE work"); err != nil {
+		t.Fatal(err)
+	}
+	// 100 workers of 4 slots each.
+	var last, worker string
+	for w := range 100 {
+		worker = fmt.Sprintf("w%03d", w)
+		if err := s.Register(ctx, queue.WorkerInfo{Name: worker, Host: "h", PID: w + 1, Slots: 4}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			c, err := s.Claim(ctx, worker, time.Minute)
+			if err != nil || c == nil {
+				t.Fatalf("claim: %v, %v", c, err)
+			}
+			last = c.Task
+		}
+	}
+	for _, stats := range []string{"", "ANALYZE work"} {
+		if stats != "" {
+			if _, err := s.Pool().Exec(ctx, stats); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn, err := s.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := workRowsRead(t, tx, postgres.StepSQL(), "'"+r.ID+"', '"+last+"', '"+worker+"', 'succeeded', 'work.succeeded', '{}'")
+		tx.Rollback(ctx)
+		conn.Hijack().Close(ctx)
+		// Its row and its update; at most its worker's other claims.
+		if read > 8 {
+			t.Fatalf("with statistics from before the claims (then %q), a finish read %.0f rows of work", stats, read)
+		}
+	}
+}
+
 // workRowsRead is how many rows of work the plan the store runs for query
 // (prepared once, generic: Open's settings) read, executed in tx with args
 // (SQL literals).

@@ -380,6 +380,16 @@ CREATE INDEX work_ready ON work (run COLLATE "C", task COLLATE "C") WHERE state 
 CREATE INDEX work_claimed ON work (run) WHERE state = 'claimed';
 CREATE INDEX work_blocked ON work (run) WHERE state = 'blocked';
 `},
+	{18, "a finish probes its own claim", `
+-- A visit's end finds its claimed row by run and task. A planner whose
+-- statistics predate the claims (a table analyzed before a big submit, or
+-- never) prefers the small work_claimed to the primary key, and with it
+-- keyed by run alone it read every claimed task of the run at each finish:
+-- with hundreds of slots busy on one run, hundreds of rows where one will
+-- do. Keyed by run and task, either index is one probe.
+DROP INDEX work_claimed;
+CREATE INDEX work_claimed ON work (run, task) WHERE state = 'claimed';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
