@@ -543,6 +543,25 @@ func TestAClaimReadsAPageOfManyReadyTasks(t *testing.T) {
 	if err := s.Register(ctx, queue.WorkerInfo{Name: "w1", Host: "h", PID: 1, Slots: 1}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	onBothStatistics(t, s, func(stats string, tx pgx.Tx) {
+		if read := workRowsRead(t, tx, postgres.CandidatesSQL(), "4, 'w1'"); read > 40 {
+			t.Fatalf("after %q the claim read %.0f rows of work for a page of 4", stats, read)
+		}
+		// Nothing blocked or claimed: whether the run has a task left
+		// asks for a ready one, a probe too.
+		if left := workRowsRead(t, tx, postgres.RunLeftSQL(), "'"+runs[0]+"'"); left > 10 {
+			t.Fatalf("after %q whether the run has a task left read %.0f rows of work", stats, left)
+		}
+	})
+}
+
+// onBothStatistics calls read in a transaction of a fresh connection, on
+// the statistics of work as the test's writes left them (none taken since),
+// then again after ANALYZE work. Each transaction is rolled back and its
+// connection closed: its statement cache no longer matches the server's.
+func onBothStatistics(t *testing.T, s *postgres.Store, read func(stats string, tx pgx.Tx)) {
+	t.Helper()
+	ctx := context.Background()
 	for _, stats := range []string{"", "ANALYZE work"} {
 		if stats != "" {
 			if _, err := s.Pool().Exec(ctx, stats); err != nil {
@@ -553,23 +572,15 @@ func TestAClaimReadsAPageOfManyReadyTasks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		read := workRowsRead(t, tx, postgres.CandidatesSQL(), "4, 'w1'")
-		// Nothing blocked or claimed: whether the run has a task left
-		// asks for a ready one, a probe too.
-		left := workRowsRead(t, tx, postgres.RunLeftSQL(), "'"+runs[0]+"'")
-		tx.Rollback(ctx)
-		// Closed: its statement cache no longer matches the server's.
-		conn.Hijack().Close(ctx)
-		if read > 40 {
-			t.Fatalf("after %q the claim read %.0f rows of work for a page of 4", stats, read)
-		}
-		if left > 10 {
-			t.Fatalf("after %q whether the run has a task left read %.0f rows of work", stats, left)
-		}
+		func() {
+			defer func() { conn.Hijack().Close(ctx) }()
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			read(stats, tx)
+		}()
 	}
 }
 
@@ -607,28 +618,13 @@ func TestAFinishProbesItsOwnClaim(t *testing.T) {
 			last = c.Task
 		}
 	}
-	for _, stats := range []string{"", "ANALYZE work"} {
-		if stats != "" {
-			if _, err := s.Pool().Exec(ctx, stats); err != nil {
-				t.Fatal(err)
-			}
-		}
-		conn, err := s.Pool().Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+	onBothStatistics(t, s, func(stats string, tx pgx.Tx) {
 		read := workRowsRead(t, tx, postgres.StepSQL(), "'"+r.ID+"', '"+last+"', '"+worker+"', 'succeeded', 'work.succeeded', '{}'")
-		tx.Rollback(ctx)
-		conn.Hijack().Close(ctx)
 		// Its row and its update; at most its worker's other claims.
 		if read > 8 {
 			t.Fatalf("with statistics from before the claims (then %q), a finish read %.0f rows of work", stats, read)
 		}
-	}
+	})
 }
 
 // workRowsRead is how many rows of work the plan the store runs for query
