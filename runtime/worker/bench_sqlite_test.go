@@ -11,11 +11,14 @@ import (
 	"github.com/pipec/pipec/internal/gendag"
 )
 
+// dag1kTasks is how many tasks dag1k has.
+const dag1kTasks = 1000
+
 // dag1k is the spec of the 1,000-task benchmark DAG (internal/gendag, seed
 // 42), the one bench/run1k.sh measures.
 func dag1k(b *testing.B) []byte {
 	b.Helper()
-	d, err := gendag.Generate(1000, 42)
+	d, err := gendag.Generate(dag1kTasks, 42)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,5 +60,5 @@ func BenchmarkWorkers1kSQLite(b *testing.B) {
 			w.signal(b, syscall.SIGTERM)
 		}
 	}
-	reportBeside(b, 1000, local, wall, &cpu)
+	reportBeside(b, dag1kTasks, local, wall, &cpu)
 }

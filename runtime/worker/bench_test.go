@@ -21,7 +21,7 @@ import (
 //
 //	go test -run '^$' -bench Workers1k -benchtime 3x ./runtime/worker/
 func BenchmarkWorkers1k(b *testing.B) {
-	workersBesideLocal(b, dag1k(b), 1000)
+	workersBesideLocal(b, dag1k(b), dag1kTasks)
 }
 
 // BenchmarkWorkersReady is BenchmarkWorkers1k with 3,000 tasks that need

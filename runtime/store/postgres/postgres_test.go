@@ -591,15 +591,11 @@ func onBothStatistics(t *testing.T, s *postgres.Store, read func(stats string, t
 func TestAFinishProbesItsOwnClaim(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, pg.Server(t), nil)
-	sub := queue.Submission{Run: store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"},
-		Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01"}
-	for i := range 1000 {
-		sub.Tasks = append(sub.Tasks, queue.Task{Name: fmt.Sprintf("t%04d", i)})
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%04d", i)
 	}
-	r, err := s.Submit(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := submitTasks(t, s, names...)
 	if _, err := s.Pool().Exec(ctx, "ANALYZE work"); err != nil {
 		t.Fatal(err)
 	}
