@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/pipec/pipec/internal/s3test"
@@ -85,6 +86,36 @@ func benchPublish(b *testing.B, f *fixture, s Sink, read func(context.Context, s
 			trips(client.RoundTrips() - before)
 		}
 		if err := read(ctx, interval); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFreezeManyFiles freezes one output of 200 files of 8 KiB in two
+// folders, as a partitioned dataset is written, into a fresh root each time:
+// the copy, its digest and the fsyncs that make the version durable. Where
+// the test's temporary folder lies decides most of it (TMPDIR=DIR):
+//
+//	go test ./runtime/sink -run '^$' -bench FreezeManyFiles
+func BenchmarkFreezeManyFiles(b *testing.B) {
+	const files, size = 200, 8 << 10
+	staging := b.TempDir()
+	data := make([]byte, size)
+	for i := range files {
+		dir := filepath.Join(staging, fmt.Sprintf("part=%d", i%2))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		data[0] = byte(i)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.csv", i)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	roots := b.TempDir()
+	b.SetBytes(files * size)
+	b.ResetTimer()
+	for i := range b.N {
+		if _, _, err := Freeze(staging, filepath.Join(roots, strconv.Itoa(i))); err != nil {
 			b.Fatal(err)
 		}
 	}

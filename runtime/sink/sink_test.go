@@ -387,3 +387,71 @@ func TestVisibleNothingPublished(t *testing.T) {
 		t.Error("NewDirectory accepted fencing \"sometimes\"")
 	}
 }
+
+// TestFreezeBigVersion freezes a version of more files than one batch of
+// fsyncs holds: every file copied read-only with its bytes, the digest
+// the staging's, and no descriptor left open, also when a copy fails
+// with a batch of files written and not yet synced.
+func TestFreezeBigVersion(t *testing.T) {
+	const files = 2*syncBatch + syncBatch/2
+	staging := t.TempDir()
+	content := map[string]string{"zz.csv": "last\n"}
+	for i := range files {
+		content[fmt.Sprintf("part=%d/f%03d.csv", i%2, i)] = fmt.Sprintf("id\n%d\n", i)
+	}
+	for rel, s := range content {
+		p := filepath.Join(staging, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := Digest(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := openDescriptors(t)
+	dir, digest, err := Freeze(staging, t.TempDir())
+	if err != nil || digest != want {
+		t.Fatalf("Freeze = %s, %v; want digest %s", digest, err, want)
+	}
+	if n := openDescriptors(t); n != open {
+		t.Errorf("%d descriptors open after Freeze, %d before", n, open)
+	}
+	for rel, s := range content {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != s {
+			t.Fatalf("%s = %q, %v; want %q", rel, b, err, s)
+		}
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o444 {
+			t.Fatalf("%s: %v, %v; want read-only", rel, fi, err)
+		}
+	}
+
+	// zz.csv is copied last, after the partitions' files, half a batch of
+	// them written and not yet synced; its name is taken in the
+	// destination, so the copy fails there.
+	dst := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dst, "zz.csv"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walkCopy(staging, dst); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("walkCopy onto a taken name = %v, want an error saying it exists", err)
+	}
+	if n := openDescriptors(t); n != open {
+		t.Errorf("%d descriptors open after a failed copy, %d before", n, open)
+	}
+}
+
+// openDescriptors counts this process's open file descriptors.
+func openDescriptors(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd to count descriptors in: %v", err)
+	}
+	return len(ents)
+}

@@ -152,6 +152,8 @@ func walkCopyExcept(src, dst, skip string) (string, error) {
 	}
 	h := sha256.New()
 	dirs := []string{dst}
+	var copied unsynced
+	defer copied.close()
 	for _, e := range entries {
 		if skip != "" && e.rel == skip {
 			continue
@@ -167,11 +169,20 @@ func walkCopyExcept(src, dst, skip string) (string, error) {
 			}
 			continue
 		}
-		if err := hashFile(h, filepath.Join(src, filepath.FromSlash(e.rel)), e, dst); err != nil {
+		out, err := hashFile(h, filepath.Join(src, filepath.FromSlash(e.rel)), e, dst)
+		if err != nil {
 			return "", err
+		}
+		if out != nil {
+			if err := copied.add(out); err != nil {
+				return "", err
+			}
 		}
 	}
 	if dst != "" {
+		if err := copied.sync(); err != nil {
+			return "", err
+		}
 		// Children before parents, so each directory's entries are durable
 		// before the directory that names it is synced.
 		for i := len(dirs) - 1; i >= 0; i-- {
@@ -184,19 +195,19 @@ func walkCopyExcept(src, dst, skip string) (string, error) {
 }
 
 // hashFile feeds one file into h and, when dst is set, copies it there
-// read-only and fsynced.
-func hashFile(h hash.Hash, path string, e entry, dst string) error {
+// read-only and returns the copy open and not yet fsynced (see unsynced).
+func hashFile(h hash.Hash, path string, e entry, dst string) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
+		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	size := info.Size()
 	fmt.Fprintf(h, "f\x00%s\x00%d\x00", e.rel, size)
@@ -206,23 +217,66 @@ func hashFile(h hash.Hash, path string, e entry, dst string) error {
 		// Read-only: a published version is immutable. Execute bits are kept.
 		out, err = os.OpenFile(filepath.Join(dst, filepath.FromSlash(e.rel)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444|(e.mode&0o111))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer out.Close()
 		w = io.MultiWriter(h, out)
 	}
 	n, err := io.Copy(w, f)
+	if err == nil && n != size {
+		err = fmt.Errorf("%s changed while it was read (%d bytes, stat said %d)", path, n, size)
+	}
 	if err != nil {
-		return err
-	}
-	if n != size {
-		return fmt.Errorf("%s changed while it was read (%d bytes, stat said %d)", path, n, size)
-	}
-	if out != nil {
-		if err := out.Sync(); err != nil {
-			return err
+		if out != nil {
+			out.Close()
 		}
-		return out.Close()
+		return nil, err
 	}
-	return nil
+	return out, nil
+}
+
+// syncBatch is how many copied files wait, written and open, for their
+// fsyncs. Each copy's writeback starts as soon as it is written
+// (startWriteback) and the batch is fsynced after: the disk writes overlap,
+// and the first fsync's journal commit (ext4, XFS) carries the others'
+// names, where a sync right after each copy waited for its own writes and
+// commit in turn (BenchmarkFreezeManyFiles: 200 files of 8 KiB froze in
+// about 50 ms instead of 150 on an ext4 with a journal). The batch bounds
+// the descriptors a large version holds open.
+const syncBatch = 64
+
+// unsynced is the copies of a version not yet fsynced, in the order they
+// were written.
+type unsynced []*os.File
+
+// add keeps f for the next sync, syncing the batch once it is full.
+func (u *unsynced) add(f *os.File) error {
+	startWriteback(f)
+	*u = append(*u, f)
+	if len(*u) < syncBatch {
+		return nil
+	}
+	return u.sync()
+}
+
+// sync fsyncs and closes every file kept, and reports the first failure.
+func (u *unsynced) sync() error {
+	var first error
+	for _, f := range *u {
+		if err := f.Sync(); err != nil && first == nil {
+			first = err
+		}
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	*u = (*u)[:0]
+	return first
+}
+
+// close closes what a failed copy left unsynced: its folder is removed.
+func (u *unsynced) close() {
+	for _, f := range *u {
+		f.Close()
+	}
+	*u = nil
 }
