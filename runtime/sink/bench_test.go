@@ -100,16 +100,12 @@ func benchPublish(b *testing.B, f *fixture, s Sink, read func(context.Context, s
 func BenchmarkFreezeManyFiles(b *testing.B) {
 	const files, size = 200, 8 << 10
 	staging := b.TempDir()
-	data := make([]byte, size)
+	content := map[string]string{}
 	for i := range files {
-		dir := filepath.Join(staging, fmt.Sprintf("part=%d", i%2))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		data[0] = byte(i)
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.csv", i)), data, 0o644); err != nil {
-			b.Fatal(err)
-		}
+		content[fmt.Sprintf("part=%d/f%03d.csv", i%2, i)] = fmt.Sprintf("%0*d", size, i)
+	}
+	if err := writeFiles(staging, content); err != nil {
+		b.Fatal(err)
 	}
 	roots := b.TempDir()
 	b.SetBytes(files * size)

@@ -86,14 +86,8 @@ func (f *fixture) tryProduce(st store.Store, task, interval string, files map[st
 	if err != nil {
 		return store.Version{}, err
 	}
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return store.Version{}, err
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return store.Version{}, err
-		}
+	if err := writeFiles(dir, files); err != nil {
+		return store.Version{}, err
 	}
 	digest, err := Digest(dir)
 	if err != nil {
@@ -109,6 +103,20 @@ func (f *fixture) tryProduce(st store.Store, task, interval string, files map[st
 	}
 	v.State = store.VersionAccepted
 	return v, nil
+}
+
+// writeFiles writes files (slash paths under dir: content) into dir.
+func writeFiles(dir string, files map[string]string) error {
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func readVisible(t testing.TB, d *Directory, interval, name string) string {
@@ -399,14 +407,8 @@ func TestFreezeBigVersion(t *testing.T) {
 	for i := range files {
 		content[fmt.Sprintf("part=%d/f%03d.csv", i%2, i)] = fmt.Sprintf("id\n%d\n", i)
 	}
-	for rel, s := range content {
-		p := filepath.Join(staging, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := writeFiles(staging, content); err != nil {
+		t.Fatal(err)
 	}
 	want, err := Digest(staging)
 	if err != nil {
