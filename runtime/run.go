@@ -291,6 +291,8 @@ type runner struct {
 	// instead of relaunching it: the task is another worker's).
 	visitBase int
 	leaseLost atomic.Bool
+	// held is Visit.Held (nil: the dispatcher fences its visits itself).
+	held func(context.Context) error
 	// ends is a visit's attempt end left to the worker (visit.go); nil in
 	// a local run, which is how the engine tells the two apart (visiting).
 	ends *visitEnds

@@ -185,6 +185,9 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 		ts.res.Attempts = out.number
 		r.mu.Unlock()
 		switch {
+		case out.startErr != nil && errors.Is(out.startErr, errNotHeld):
+			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), "not run here: another visit has the task")
+			return
 		case out.startErr != nil:
 			r.mu.Lock()
 			ts.res.Ending = "could not start: " + out.startErr.Error()
@@ -335,6 +338,13 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		}
 	}()
 	if !t.Idempotent {
+		// Never beside the visit that took the task over: this attempt is
+		// in the store, so a yes means that visit, if any, will find it.
+		if err := r.confirmHeld(ctx); err != nil {
+			_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
+				Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: "never started: " + err.Error()})
+			return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.LeaseExpired}}
+		}
 		// Its effect may happen the moment the process starts: say so on
 		// stable storage first, so a rerun knows it may have run.
 		if _, err := r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{

@@ -46,6 +46,17 @@ type Visit struct {
 	// Setup, when set, is PreparePlan of the visit's Options, made once
 	// for the visits of a plan; one that does not fit them is not used.
 	Setup *PlanSetup
+	// Held, when set, confirms that the dispatcher still gives this visit
+	// its task. A queue's claim fences a stale visit in the store, but a
+	// dispatcher that gives a visit up on its own (Temporal times an
+	// activity out; its worker learns that only from its next heartbeat)
+	// cannot: its visit asks Held after reading the task's earlier
+	// attempts and before ending any of their processes, and before a
+	// non-idempotent attempt's process starts. A yes after the read means
+	// no later visit existed when the read was made, so what this visit
+	// ends is never a later visit's. An error stops the visit as a lost
+	// lease, with nothing more started.
+	Held func(context.Context) error
 }
 
 // VisitResult is how a visit ended.
@@ -204,6 +215,11 @@ func (r *runner) settleVisit(ctx context.Context, ts *taskState, v Visit) error 
 			open = append(open, a)
 		}
 	}
+	if len(open) > 0 {
+		if err := r.confirmHeld(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.endOrphans(ctx, open); err != nil {
 		return err
 	}
@@ -213,6 +229,22 @@ func (r *runner) settleVisit(ctx context.Context, ts *taskState, v Visit) error 
 		}
 	}
 	return r.settlePrior(ctx, ts, as)
+}
+
+// errNotHeld: the dispatcher gave the visit's task to another visit
+// (Visit.Held).
+var errNotHeld = errors.New("the dispatcher gave the task to another visit")
+
+// confirmHeld asks Visit.Held, if set; a no makes the visit a lost lease.
+func (r *runner) confirmHeld(ctx context.Context) error {
+	if r.held == nil {
+		return nil
+	}
+	if err := r.held(ctx); err != nil {
+		r.leaseLost.Store(true)
+		return fmt.Errorf("%w: %v", errNotHeld, err)
+	}
+	return nil
 }
 
 // Classes of a task whose process succeeded but whose outputs were not
@@ -287,7 +319,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 			return VisitResult{Task: ts.res, Deterministic: true}, nil
 		}
 	}
-	r.visitBase = v.AttemptBase
+	r.visitBase, r.held = v.AttemptBase, v.Held
 	r.ends = &visitEnds{started: v.Started}
 	r.leases = newLeaseWatch(r)
 	leaseCtx, stopLeases := context.WithCancel(ctx)
@@ -296,7 +328,9 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	r.mu.Lock()
 	ts.state = taskRunning
 	r.mu.Unlock()
-	if err := r.settleVisit(ctx, ts, v); err != nil {
+	if err := r.settleVisit(ctx, ts, v); errors.Is(err, errNotHeld) {
+		r.taskFailed(ctx, ts, retry.LeaseExpired, 0, err.Error(), "not run here: another visit has the task")
+	} else if err != nil {
 		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "its earlier attempts could not be settled")
 	} else {
 		r.runOne(ctx, ts)

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
@@ -178,13 +180,6 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 		}
 		return outs
 	}
-	sub, err := a.plan(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
-	if err != nil {
-		// Another worker may read it: no failure of the task.
-		a.logf("%s %s: the run's plan: %v; handing it back", runID, strings.Join(tasks, ","), err)
-		return handBack(0), nil
-	}
-	a.keepRun(runID)
 	vctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	key := new(int)
@@ -201,6 +196,9 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 	}()
 	done := make(chan struct{})
 	defer close(done)
+	// Heartbeats from the start, before the plan is read: a worker's
+	// first visit of a run reads it from the run's history, which under
+	// load can take longer than the heartbeat timeout.
 	go func() {
 		every := max(info.HeartbeatTimeout/4, 20*time.Millisecond)
 		if info.HeartbeatTimeout <= 0 {
@@ -208,6 +206,7 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 		}
 		t := time.NewTicker(every)
 		defer t.Stop()
+		activity.RecordHeartbeat(ctx, a.Name)
 		for {
 			select {
 			case <-done:
@@ -220,6 +219,14 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 			}
 		}
 	}()
+	sub, err := a.plan(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID)
+	if err != nil {
+		// Another worker may read it: no failure of the task.
+		a.logf("%s %s: the run's plan: %v; handing it back", runID, strings.Join(tasks, ","), err)
+		return handBack(0), nil
+	}
+	a.keepRun(runID)
+	hold := &holder{client: a.Client, token: info.TaskToken, name: a.Name, timeout: info.HeartbeatTimeout}
 	if a.slots != nil {
 		select {
 		case a.slots <- struct{}{}:
@@ -235,7 +242,7 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 		if errors.Is(context.Cause(vctx), errShutdown) {
 			return handBack(i), nil
 		}
-		out, err := a.visit(ctx, vctx, sub, runID, task, i < len(first) && first[i])
+		out, err := a.visit(ctx, vctx, sub, hold, runID, task, i < len(first) && first[i])
 		if err != nil {
 			return nil, err
 		}
@@ -244,9 +251,59 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 	return outs, nil
 }
 
+// holder confirms with Temporal that an activity is still the one its
+// workflow waits for (runtime.Visit.Held). Temporal gives an activity up
+// when no heartbeat came within its timeout, and starts the task
+// elsewhere; the activity's worker (paused, starved) learns that only
+// from a heartbeat's answer, and must not end that other visit's process
+// or start a non-idempotent task beside it meanwhile. A heartbeat answered
+// holds the activity at least until the timeout after it was sent: within
+// half of that, no call is made.
+type holder struct {
+	client  client.Client
+	token   []byte
+	name    string
+	timeout time.Duration
+
+	mu   sync.Mutex
+	sent time.Time // when the last heartbeat answered was sent
+	// refused is the answer that said no: Temporal gave the activity up,
+	// or its workflow asks it to stop (the run is cancelled).
+	refused error
+}
+
+func (h *holder) confirm(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refused != nil {
+		return h.refused
+	}
+	if !h.sent.IsZero() && time.Since(h.sent) < h.timeout/2 {
+		return nil
+	}
+	sent := time.Now()
+	// Unanswered within the timeout, the activity may be given up by now:
+	// as good as a no.
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(h.timeout, 10*time.Second))
+	defer cancel()
+	if err := h.client.RecordActivityHeartbeat(cctx, h.token, h.name); err != nil {
+		h.refused = fmt.Errorf("Temporal no longer waits for this visit: %w", err)
+		return h.refused
+	}
+	h.sent = sent
+	return nil
+}
+
+// refusal is the answer that said no (nil while none did).
+func (h *holder) refusal() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refused
+}
+
 // visit runs one task's visit in vctx (ctx's, cancelled with a cause when
 // the worker stops or is cut off from Temporal).
-func (a *Activities) visit(ctx, vctx context.Context, sub *run, runID, task string, first bool) (VisitOutput, error) {
+func (a *Activities) visit(ctx, vctx context.Context, sub *run, hold *holder, runID, task string, first bool) (VisitOutput, error) {
 	in, p := sub.in, sub.plan
 	out := VisitOutput{Worker: a.Name}
 	// The attempts of the task in this run, on any worker, before this
@@ -276,8 +333,9 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, runID, task stri
 	}
 	defer slot.release()
 	a.logf("%s %s: start on %s", runID, task, a.Name)
+	testPauseBeforeVisit(task)
 	res, err := runtime.RunVisit(vctx, runtime.Visit{Options: a.visitOptions(sub), Setup: sub.setup,
-		Run: runID, Task: task, AttemptBase: base})
+		Run: runID, Task: task, AttemptBase: base, Held: hold.confirm})
 	bg := context.WithoutCancel(ctx)
 	if res.End != nil {
 		// The visit's last attempt's end (a queue's Finish records it).
@@ -286,7 +344,17 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, runID, task stri
 		}
 	}
 	cause := context.Cause(vctx)
+	refused := hold.refusal()
+	var cancelled *temporal.CanceledError
 	switch {
+	case errors.As(refused, &cancelled):
+		a.logf("%s %s: stopped: the run is cancelled", runID, task)
+		return out, cancelled
+	case refused != nil:
+		// Its workflow has given the task to another visit: not this
+		// worker's to report, nor its next tasks to run.
+		a.logf("%s %s: stopped here: %v", runID, task, refused)
+		return out, refused
 	case errors.Is(cause, errShutdown):
 		a.logf("%s %s: handed back", runID, task)
 		out.Ending = queue.HandedBack

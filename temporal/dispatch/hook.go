@@ -11,3 +11,7 @@ func testIdentity(self exec.Identity) exec.Identity { return self }
 // testContinueAfter is RunInput.ContinueAfter for a submitted run: 0 (as
 // Temporal suggests) in every build but the tests' own.
 func testContinueAfter() int { return 0 }
+
+// testPauseBeforeVisit waits, in the tests' build, before a visit of the
+// task the test names; in every other build it returns at once.
+func testPauseBeforeVisit(string) {}
