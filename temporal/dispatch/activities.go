@@ -196,9 +196,9 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 	}()
 	done := make(chan struct{})
 	defer close(done)
-	// Heartbeats from the start, before the plan is read: a worker's
-	// first visit of a run reads it from the run's history, which under
-	// load can take longer than the heartbeat timeout.
+	// Heartbeats every quarter timeout from the start, before the plan is
+	// read: a worker's first visit of a run reads it from the run's
+	// history, which under load can take longer than the timeout.
 	go func() {
 		every := max(info.HeartbeatTimeout/4, 20*time.Millisecond)
 		if info.HeartbeatTimeout <= 0 {
@@ -206,7 +206,6 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 		}
 		t := time.NewTicker(every)
 		defer t.Stop()
-		activity.RecordHeartbeat(ctx, a.Name)
 		for {
 			select {
 			case <-done:
@@ -476,29 +475,81 @@ func (a *Activities) Lost(ctx context.Context, run, task, worker string) (string
 	if err != nil {
 		return "", err
 	}
+	worker, refs := lostAttempts(as, task, worker)
+	return worker, a.markLost(ctx, refs)
+}
+
+// lostAttempts is Lost's choice among the run's attempts as: the worker
+// the lost visit of task counts on, and its attempts to make unknown.
+func lostAttempts(as []store.Attempt, task, worker string) (string, []store.AttemptRef) {
 	if worker == "" {
-		last := -1
-		for i, at := range as {
-			if at.Task == task && (last < 0 || at.Number > as[last].Number) {
-				last = i
-			}
-		}
+		last := latestAttempt(as, task)
 		if last < 0 || as[last].State.Finished() {
 			return "", nil
 		}
 		worker = as[last].Worker
 	}
+	var refs []store.AttemptRef
 	for _, at := range as {
-		if at.Task != task || at.Worker != worker || at.State.Finished() || at.State == store.AttemptUnknown {
-			continue
-		}
-		err := a.Store.FinishAttempt(ctx, at.AttemptRef, store.Outcome{State: store.AttemptUnknown,
-			Class: "lost", ErrorTail: queue.UnknownClaimExpired + " (no heartbeat to Temporal)"})
-		if err != nil && !errors.Is(err, store.ErrConflict) {
-			return worker, err
+		if at.Task == task && at.Worker == worker && !at.State.Finished() && at.State != store.AttemptUnknown {
+			refs = append(refs, at.AttemptRef)
 		}
 	}
-	return worker, nil
+	return worker, refs
+}
+
+// latestAttempt is the index in as of task's attempt of the highest
+// number, -1 for none.
+func latestAttempt(as []store.Attempt, task string) int {
+	last := -1
+	for i, at := range as {
+		if at.Task == task && (last < 0 || at.Number > as[last].Number) {
+			last = i
+		}
+	}
+	return last
+}
+
+// markLost makes the attempts refs unknown once Temporal confirmed that
+// the workflow still waits for this activity (confirmCurrent). They were
+// chosen from attempts read before that: while the workflow waited, so
+// before it started the task anywhere else, and none of them is the
+// attempt of a visit that took the lost one's place. A workflow task (or
+// an activity) whose worker was paused past its timeout runs on when it
+// resumes; without the check, it would choose among attempts of visits
+// started since, and make a live one unknown.
+func (a *Activities) markLost(ctx context.Context, refs []store.AttemptRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	if err := a.confirmCurrent(ctx); err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		err := a.Store.FinishAttempt(ctx, ref, store.Outcome{State: store.AttemptUnknown,
+			Class: "lost", ErrorTail: queue.UnknownClaimExpired + " (no heartbeat to Temporal)"})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// confirmCurrent has Temporal answer a heartbeat of the running activity:
+// a yes says its workflow still waits for it. A local activity cannot ask:
+// the histories recorded before Lost became an activity run it as one.
+func (a *Activities) confirmCurrent(ctx context.Context) error {
+	if !activity.IsActivity(ctx) {
+		return nil
+	}
+	info := activity.GetInfo(ctx)
+	if info.IsLocalActivity {
+		return nil
+	}
+	if err := a.Client.RecordActivityHeartbeat(ctx, info.TaskToken, a.Name); err != nil {
+		return fmt.Errorf("Temporal no longer waits for this activity: %w", err)
+	}
+	return nil
 }
 
 // LostInBatch is Lost for a batch of visits Temporal timed out (or whose
@@ -518,14 +569,10 @@ func (a *Activities) LostInBatch(ctx context.Context, run string, tasks []string
 		return nil, err
 	}
 	out := make([]string, len(tasks))
+	var refs []store.AttemptRef
 	onIt := true // the worker was on the first task that did not succeed
 	for i, task := range tasks {
-		last := -1
-		for j, at := range as {
-			if at.Task == task && (last < 0 || at.Number > as[last].Number) {
-				last = j
-			}
-		}
+		last := latestAttempt(as, task)
 		if last >= 0 && as[last].State == store.AttemptSucceeded {
 			continue
 		}
@@ -543,11 +590,11 @@ func (a *Activities) LostInBatch(ctx context.Context, run string, tasks []string
 			state = string(as[last].State)
 		}
 		a.logf("%s %s: lost with its batch on %s (its attempt: %s)", run, task, w, state)
-		if out[i], err = a.Lost(ctx, run, task, w); err != nil {
-			return out, err
-		}
+		var its []store.AttemptRef
+		out[i], its = lostAttempts(as, task, w)
+		refs = append(refs, its...)
 	}
-	return out, nil
+	return out, a.markLost(ctx, refs)
 }
 
 // Notes records the failover model's events of a visit's end.

@@ -25,6 +25,13 @@ import (
 // failover model picked.
 const WorkflowQueue = "pipec"
 
+// StateQueue is the queue of the activities that judge a lost visit in
+// the state (Activities.Lost, LostInBatch). Every worker polls it beside
+// its slots: they are short writes, never a task's process, and must not
+// wait for a visit to end. They are activities, not local activities, for
+// the reason markLost gives.
+const StateQueue = "pipec.state"
+
 // TasksQueue is the activity queue of tasks requiring labels (sorted).
 // Tasks without labels share the workflows' queue: the worker that
 // completes the workflow task which starts them may take them at once

@@ -21,7 +21,8 @@ import (
 // (a nondeterminism error). testdata/*.history.json are histories recorded
 // by the end-to-end tests (PIPEC_RECORD_HISTORY=1 rewrites them): a run
 // that succeeds, one whose task fails over until it waits for a worker and
-// a third joins, one cancelled, one whose worker was killed mid-task. Each
+// a third joins, one cancelled, one whose worker was killed mid-task, one
+// whose first visit was given up while its worker was paused. Each
 // end-to-end test that records also replays its live history.
 
 func replayer(t testing.TB) worker.WorkflowReplayer {

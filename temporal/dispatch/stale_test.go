@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/enums/v1"
 
 	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/runtime/store"
@@ -68,8 +71,24 @@ func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 	}
 	w1.signal(t, syscall.SIGCONT)
 	if r := e.until(run); r.State != store.RunSucceeded {
+		for _, a := range e.attempts(run, "load") {
+			t.Logf("attempt %d on %s: %s %s %s", a.Number, a.Worker, a.State, a.Class, a.ErrorTail)
+		}
+		evs, _ := e.st.Events(context.Background(), run)
+		for _, ev := range evs {
+			t.Logf("event %s %s %s", ev.Kind, ev.Task, ev.Payload)
+		}
+		it := e.c.GetWorkflowHistory(context.Background(), "pipec/stale/2024-01-01", "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				break
+			}
+			t.Logf("history %d %s %s", ev.GetEventId(), ev.GetEventTime().AsTime().Format("15:04:05.000"), ev.GetEventType())
+		}
 		t.Fatalf("run %s, want succeeded", r.State)
 	}
+	e.replay("stale", "2024-01-01", "stale-visit")
 	if n := e.lines("ran", "w2 end"); n != 1 {
 		t.Errorf("w2's process ended %d times, want once", n)
 	}

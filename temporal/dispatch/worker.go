@@ -129,6 +129,9 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 		registerActivities(w, a)
 		ws = append(ws, w)
 	}
+	state := worker.New(c.Client, StateQueue, worker.Options{WorkerStopTimeout: opts.WorkerStopTimeout, Identity: opts.Identity})
+	registerActivities(state, a)
+	ws = append(ws, state)
 	mine := worker.New(c.Client, WorkerQueue(info.Name), opts)
 	registerActivities(mine, a)
 	ws = append(ws, mine)

@@ -219,6 +219,24 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 	// Batches of visits: versioned, so histories recorded before replay
 	// with a visit per task.
 	batching := workflow.GetVersion(ctx, versionBatchedVisits, workflow.DefaultVersion, 1) >= 1
+	// Lost visits judged by activities on StateQueue instead of local
+	// activities (markLost says why): versioned, as batches.
+	lostByActivity := workflow.GetVersion(ctx, versionLostActivity, workflow.DefaultVersion, 1) >= 1
+	// judgeLost runs ActivityLost or ActivityLostInBatch.
+	judgeLost := func(name string, result any, args ...any) error {
+		if lostByActivity {
+			// A few writes: a worker that does not answer within seconds
+			// is paused or cut off (it may have taken the activity with a
+			// poll it made before), and another worker takes it over.
+			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: StateQueue,
+				StartToCloseTimeout: 5 * time.Second, RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond,
+					MaximumAttempts: 10}})
+			return workflow.ExecuteActivity(actx, name, args...).Get(ctx, result)
+		}
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
+		return workflow.ExecuteLocalActivity(lctx, name, args...).Get(ctx, result)
+	}
 	// seen are the workers that ended a visit: how many batches a set of
 	// ready tasks is spread over (from the history: deterministic).
 	seen := map[string]bool{}
@@ -363,7 +381,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			var found string
 			if lostOn != nil {
 				worker = *lostOn
-			} else if err := workflow.ExecuteLocalActivity(lctx, ActivityLost, in.Run, t.work.Task, worker).Get(ctx, &found); err != nil {
+			} else if err := judgeLost(ActivityLost, &found, in.Run, t.work.Task, worker); err != nil {
 				workflow.GetLogger(ctx).Warn("a lost visit's attempts", "task", t.work.Task, "error", err)
 			}
 			if worker == "" {
@@ -518,9 +536,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 					for i, t := range v.tasks {
 						names[i] = t.work.Task
 					}
-					lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
-						RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}})
-					if lerr := workflow.ExecuteLocalActivity(lctx, ActivityLostInBatch, in.Run, names, hb).Get(ctx, &lostOn); lerr != nil {
+					if lerr := judgeLost(ActivityLostInBatch, &lostOn, in.Run, names, hb); lerr != nil {
 						workflow.GetLogger(ctx).Warn("a lost batch's attempts", "error", lerr)
 					}
 				}
@@ -609,6 +625,10 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 // versionWaitingEvent is the change that records a run.waiting event when
 // the run starts waiting for a worker (workflow.GetVersion).
 const versionWaitingEvent = "run.waiting-event"
+
+// versionLostActivity is the change that judges lost visits in
+// activities rather than local activities (judgeLost).
+const versionLostActivity = "lost-activity"
 
 // versionBatchedVisits is the change that starts the first starts of ready
 // tasks bound for one queue in batches (ActivityVisits).
