@@ -286,7 +286,7 @@ func (h *holder) confirm(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(h.timeout, 10*time.Second))
 	defer cancel()
 	if err := h.client.RecordActivityHeartbeat(cctx, h.token, h.name); err != nil {
-		h.refused = fmt.Errorf("Temporal no longer waits for this visit: %w", err)
+		h.refused = fmt.Errorf("Temporal no longer waits for this activity: %w", err)
 		return h.refused
 	}
 	h.sent = sent
@@ -546,10 +546,8 @@ func (a *Activities) confirmCurrent(ctx context.Context) error {
 	if info.IsLocalActivity {
 		return nil
 	}
-	if err := a.Client.RecordActivityHeartbeat(ctx, info.TaskToken, a.Name); err != nil {
-		return fmt.Errorf("Temporal no longer waits for this activity: %w", err)
-	}
-	return nil
+	h := holder{client: a.Client, token: info.TaskToken, name: a.Name, timeout: info.StartToCloseTimeout}
+	return h.confirm(ctx)
 }
 
 // LostInBatch is Lost for a batch of visits Temporal timed out (or whose
