@@ -59,7 +59,9 @@ func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 	e.waitFile("paused")
 	w1.signal(t, syscall.SIGSTOP)
 	e.worker("w2")
-	for deadline := time.Now().Add(time.Minute); e.lines("ran", "w2 start") == 0; time.Sleep(20 * time.Millisecond) {
+	// The workflow tasks and the lost visit's judging that w1's polls took
+	// before it stopped time out first (10 s and 5 s each).
+	for deadline := time.Now().Add(2 * time.Minute); e.lines("ran", "w2 start") == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			w1.signal(t, syscall.SIGCONT)
 			t.Fatal("the task never started on w2")
