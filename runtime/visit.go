@@ -47,10 +47,12 @@ type Visit struct {
 	// for the visits of a plan; one that does not fit them is not used.
 	Setup *PlanSetup
 	// Held, when set, confirms that the dispatcher still gives this visit
-	// its task. A queue's claim fences a stale visit in the store, but a
-	// dispatcher that gives a visit up on its own (Temporal times an
-	// activity out; its worker learns that only from its next heartbeat)
-	// cannot: its visit asks Held after reading the task's earlier
+	// its task. A claim whose transaction read the task's attempts and
+	// started its first one (Prior, Started) fences a stale visit in the
+	// store; a dispatcher that cannot (an SQLite claim; Temporal, which
+	// times an activity out on its own) sets Held, since a worker learns
+	// that its visit was given up only from its next heartbeat. The visit
+	// asks Held after reading the task's earlier
 	// attempts and before ending any of their processes, and before a
 	// non-idempotent attempt's process starts. A yes after the read means
 	// no later visit existed when the read was made, so what this visit

@@ -12,10 +12,12 @@ import (
 
 // hook kills this worker with SIGKILL at a point of a visit, for tests
 // that must kill a real worker exactly there: PIPEC_TEST_HOOK=POINT:TASK
-// (hookBeforeFinish or hookAfterFinish, and the task's name);
+// (hookBeforeVisit, hookBeforeFinish or hookAfterFinish, and the task's name);
 // PIPEC_TEST_HOOK=POINT:TASK:term stops it gracefully there instead
 // (SIGTERM; the visit goes on once the worker has taken the stop, as if the
-// signal had come at that point and not a moment later). Only a binary
+// signal had come at that point and not a moment later);
+// PIPEC_TEST_HOOK=POINT:TASK:pause holds it there until the test resumes
+// it. Only a binary
 // built with -tags pipec_testhook has it; see hook.go.
 func (c *Config) hook(point, task string) {
 	switch os.Getenv("PIPEC_TEST_HOOK") {
@@ -23,6 +25,18 @@ func (c *Config) hook(point, task string) {
 		c.logf("test hook %s:%s: killing this worker", point, task)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
+	case point + ":" + task + ":pause":
+		// Held between "paused" (created here, in the worker's folder)
+		// and "resume" (created by the test), so the test can stop the
+		// worker at this point.
+		c.logf("test hook %s:%s: pausing", point, task)
+		_ = os.WriteFile("paused", nil, 0o644)
+		for {
+			if _, err := os.Stat("resume"); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	case point + ":" + task + ":term":
 		c.logf("test hook %s:%s: stopping this worker", point, task)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -375,6 +376,30 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 	return true
 }
 
+// holds is a visit's runtime.Visit.Held: whether the worker's claim cl is
+// still its own, as a heartbeat answers. A worker paused past its lease
+// (or starved) learns that its claim was taken over only from its next
+// heartbeat, and its visit must not end the takeover's process as an
+// orphan, nor start a non-idempotent task beside it, meanwhile. A claim
+// whose transaction read the task's attempts and started its first one
+// (PostgreSQL) needs no asking: what the visit read was read while the
+// claim held, and a swept claim's attempt refuses to start.
+func (c *Config) holds(cl *queue.Claim) func(context.Context) error {
+	if cl.HasPrior && cl.Attempt != nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		held, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
+		if err != nil {
+			return fmt.Errorf("the store could not confirm the claim: %w", err)
+		}
+		if !slices.Contains(held, cl.Ref) {
+			return errors.New("the claim was taken over")
+		}
+		return nil
+	}
+}
+
 // register registers the worker. A live registration of its name by an
 // earlier process on this host that is gone (killed, and restarted by a
 // supervisor under the same name) is taken over at once: its claims expire
@@ -518,6 +543,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 			c.logf("%s %s: finish: %v", cl.Run, cl.Task, err)
 		}
 	}
+	c.hook(hookBeforeVisit, cl.Task)
 	sub, err := c.plan(bg, cl.Run)
 	if err != nil {
 		// Without its plan the task cannot run here; another worker may
@@ -529,7 +555,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: c.visitOptions(sub),
 		Run:     cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt,
-		Prior: cl.Prior, HasPrior: cl.HasPrior, Setup: sub.setup})
+		Prior: cl.Prior, HasPrior: cl.HasPrior, Setup: sub.setup, Held: c.holds(cl)})
 	end, unused = res.End, res.Unused
 	if err != nil && cl.Attempt != nil {
 		unused = &cl.Attempt.AttemptRef // the visit could not even begin
@@ -627,6 +653,7 @@ func (c *Config) logf(format string, args ...any) {
 // Test hook points (hook.go): just before a visit's Finish, and just after
 // it committed.
 const (
+	hookBeforeVisit  = "before-visit"
 	hookBeforeFinish = "before-finish"
 	hookAfterFinish  = "after-finish"
 )
