@@ -92,27 +92,32 @@ func benchPublish(b *testing.B, f *fixture, s Sink, read func(context.Context, s
 }
 
 // BenchmarkFreezeManyFiles freezes one output of 200 files of 8 KiB in two
-// folders, as a partitioned dataset is written, into a fresh root each time:
+// folders, then in 100, as partitioned datasets are written, into a fresh
+// root each time:
 // the copy, its digest and the fsyncs that make the version durable. Where
 // the test's temporary folder lies decides most of it (TMPDIR=DIR):
 //
 //	go test ./runtime/sink -run '^$' -bench FreezeManyFiles
 func BenchmarkFreezeManyFiles(b *testing.B) {
 	const files, size = 200, 8 << 10
-	staging := b.TempDir()
-	content := map[string]string{}
-	for i := range files {
-		content[fmt.Sprintf("part=%d/f%03d.csv", i%2, i)] = fmt.Sprintf("%0*d", size, i)
-	}
-	if err := writeFiles(staging, content); err != nil {
-		b.Fatal(err)
-	}
-	roots := b.TempDir()
-	b.SetBytes(files * size)
-	b.ResetTimer()
-	for i := range b.N {
-		if _, _, err := Freeze(staging, filepath.Join(roots, strconv.Itoa(i))); err != nil {
-			b.Fatal(err)
-		}
+	for _, folders := range []int{2, 100} {
+		b.Run(fmt.Sprintf("folders=%d", folders), func(b *testing.B) {
+			staging := b.TempDir()
+			content := map[string]string{}
+			for i := range files {
+				content[fmt.Sprintf("part=%d/f%03d.csv", i%folders, i)] = fmt.Sprintf("%0*d", size, i)
+			}
+			if err := writeFiles(staging, content); err != nil {
+				b.Fatal(err)
+			}
+			roots := b.TempDir()
+			b.SetBytes(files * size)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, _, err := Freeze(staging, filepath.Join(roots, strconv.Itoa(i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
