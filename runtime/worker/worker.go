@@ -15,7 +15,9 @@
 //     as lost leases; their relaunch gets higher tokens, so whatever the old
 //     process publishes later is fenced. A worker that comes back (SIGCONT)
 //     learns from its next heartbeat which claims it lost, stops those
-//     tasks and goes on claiming.
+//     tasks and goes on claiming; until then its visits confirm their
+//     claim before they end a process or start a non-idempotent task
+//     (holds).
 package worker
 
 import (
