@@ -1,8 +1,9 @@
 // Package scenario holds the pipelines the tests of every dispatcher run
 // (pipec's own workers on either store, with a folder or an object store,
 // and Temporal), so they all attack the same work: the chaos scenario, a
-// non-idempotent charge, the guarantee matrix's pipeline and a scheduled
-// pipeline for due runs and backfills.
+// non-idempotent charge, the guarantee matrix's pipeline, a scheduled
+// pipeline for due runs and backfills, and a task taken over from a visit
+// that was given up (Stale).
 package scenario
 
 import (
@@ -346,4 +347,60 @@ func MostAtOnce(path string) (runs, top int, err error) {
 		}
 	}
 	return runs, top, sc.Err()
+}
+
+// Stale is one task, load, whose process (StaleLoad, as load.sh) says in
+// the file ran on which worker it started and ended, and runs long enough
+// to be found running: the pipeline of the tests where a worker whose
+// visit was given up resumes beside the worker that took the task over.
+const Stale = `
+pipeline "stale" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "load" {
+    command = ["./load.sh"]
+  }
+}
+`
+
+// StaleLoad is Stale's task command.
+const StaleLoad = `#!/bin/sh
+echo "$PIPEC_WORKER start" >> ran
+sleep 1.5
+echo "$PIPEC_WORKER end" >> ran
+`
+
+// CheckTakeover checks what Stale's run left in dir and the state, as (its
+// task's attempts): the task's process ran to its end once, on takeover,
+// never on stale, and takeover's attempts succeeded.
+func CheckTakeover(dir, stale, takeover string, as []store.Attempt) error {
+	b, err := os.ReadFile(filepath.Join(dir, "ran"))
+	if err != nil {
+		return err
+	}
+	var errs []string
+	ended := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		switch {
+		case strings.HasPrefix(l, stale+" "):
+			errs = append(errs, "the task's process ran on "+stale+" ("+l+")")
+		case l == takeover+" end":
+			ended++
+		}
+	}
+	if ended != 1 {
+		errs = append(errs, fmt.Sprintf("%s's process ended %d times, want once", takeover, ended))
+	}
+	for _, a := range as {
+		if a.Worker == takeover && a.State != store.AttemptSucceeded {
+			errs = append(errs, fmt.Sprintf("%s's attempt %d: %s (%s), want succeeded", takeover, a.Number, a.State, a.ErrorTail))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
 }

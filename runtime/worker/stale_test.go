@@ -7,30 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// staleSpec is one task whose process says on which worker it started and
-// ended, and runs long enough to be found running.
-const staleSpec = `
-pipeline "stale" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "load" {
-    command = ["./load.sh"]
-  }
-}
-`
-
-var staleFiles = map[string]string{"load.sh": `#!/bin/sh
-echo "$PIPEC_WORKER start" >> ran
-sleep 1.5
-echo "$PIPEC_WORKER end" >> ran
-`}
 
 // A visit whose claim was taken over does not touch the visit that took
 // it. On an SQLite state, where a claim does not read the task's attempts
@@ -44,7 +24,7 @@ echo "$PIPEC_WORKER end" >> ran
 // lock is freed (the claim is w2's), and stops. w2's attempt succeeds, and
 // so does the run.
 func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
-	e := newEnvOn(t, onSQLite, staleSpec, staleFiles)
+	e := newEnvOn(t, onSQLite, scenario.Stale, map[string]string{"load.sh": scenario.StaleLoad})
 	w1 := e.hookedWorker(t, "w1", "before-visit:load:pause")
 	run := e.submit("2024-01-01")
 	e.waitFile("paused")
@@ -78,15 +58,7 @@ func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 		}
 		t.Fatalf("run %s, want succeeded", rs.Run.State)
 	}
-	if n := e.lines("ran", "w2 end"); n != 1 {
-		t.Errorf("w2's process ended %d times, want once", n)
-	}
-	if n := e.lines("ran", "w1 "); n != 0 {
-		t.Errorf("the task's process ran on w1 (%d lines)", n)
-	}
-	for _, a := range e.attempts(run, "load") {
-		if a.Worker == "w2" && a.State != store.AttemptSucceeded {
-			t.Errorf("w2's attempt %d: %s (%s), want succeeded", a.Number, a.State, a.ErrorTail)
-		}
+	if err := scenario.CheckTakeover(e.dir, "w1", "w2", e.attempts(run, "load")); err != nil {
+		t.Error(err)
 	}
 }

@@ -14,29 +14,9 @@ import (
 	"go.temporal.io/api/enums/v1"
 
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// staleSpec is one task whose process says on which worker it started and
-// ended, and runs long enough to be found running.
-const staleSpec = `
-pipeline "stale" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "load" {
-    command = ["./load.sh"]
-  }
-}
-`
-
-var staleFiles = map[string]string{"load.sh": `#!/bin/sh
-echo "$PIPEC_WORKER start" >> ran
-sleep 1.5
-echo "$PIPEC_WORKER end" >> ran
-`}
 
 // A visit Temporal gave up on does not touch the visit that took its task
 // over. w1 is stopped (SIGSTOP) after its visit's activity started and
@@ -51,7 +31,7 @@ echo "$PIPEC_WORKER end" >> ran
 // the run.
 func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 	pg := pgtest.Start(t)
-	e := newEnvAt(t, staleSpec, staleFiles, pg.NewSchema(t))
+	e := newEnvAt(t, scenario.Stale, map[string]string{"load.sh": scenario.StaleLoad}, pg.NewSchema(t))
 	p := startProxy(t, e.ts.GetFrontendHostPort())
 	w1 := e.workerEnv(bin, []string{"PIPEC_TEST_PAUSE_TASK=load"}, "w1",
 		"--engine", "temporal://"+p.addr()+"?namespace="+e.ts.GetDefaultNamespace())
@@ -91,16 +71,8 @@ func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 		t.Fatalf("run %s, want succeeded", r.State)
 	}
 	e.replay("stale", "2024-01-01", "stale-visit")
-	if n := e.lines("ran", "w2 end"); n != 1 {
-		t.Errorf("w2's process ended %d times, want once", n)
-	}
-	if n := e.lines("ran", "w1 "); n != 0 {
-		t.Errorf("the task's process ran on w1 (%d lines)", n)
-	}
-	for _, a := range e.attempts(run, "load") {
-		if a.Worker == "w2" && a.State != store.AttemptSucceeded {
-			t.Errorf("w2's attempt %d: %s (%s), want succeeded", a.Number, a.State, a.ErrorTail)
-		}
+	if err := scenario.CheckTakeover(e.dir, "w1", "w2", e.attempts(run, "load")); err != nil {
+		t.Error(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w1.output(), "load: stopped here: Temporal no longer waits"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
