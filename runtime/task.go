@@ -185,7 +185,7 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 		ts.res.Attempts = out.number
 		r.mu.Unlock()
 		switch {
-		case out.startErr != nil && errors.Is(out.startErr, errNotHeld):
+		case errors.Is(out.startErr, errNotHeld):
 			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), "not run here: another visit has the task")
 			return
 		case out.startErr != nil:

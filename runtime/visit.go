@@ -52,12 +52,12 @@ type Visit struct {
 	// store; a dispatcher that cannot (an SQLite claim; Temporal, which
 	// times an activity out on its own) sets Held, since a worker learns
 	// that its visit was given up only from its next heartbeat. The visit
-	// asks Held after reading the task's earlier
-	// attempts and before ending any of their processes, and before a
-	// non-idempotent attempt's process starts. A yes after the read means
-	// no later visit existed when the read was made, so what this visit
-	// ends is never a later visit's. An error stops the visit as a lost
-	// lease, with nothing more started.
+	// asks Held after reading the task's earlier attempts and before
+	// ending any of their processes, and before a non-idempotent attempt's
+	// process starts. A yes after the read means no later visit existed
+	// when the read was made, so what this visit ends is never a later
+	// visit's. An error stops the visit as a lost lease, with nothing more
+	// started.
 	Held func(context.Context) error
 }
 
