@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipec/pipec/internal/testpause"
 	"github.com/pipec/pipec/runtime/exec"
 )
 
@@ -26,17 +27,10 @@ func (c *Config) hook(point, task string) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	case point + ":" + task + ":pause":
-		// Held between "paused" (created here, in the worker's folder)
-		// and "resume" (created by the test), so the test can stop the
-		// worker at this point.
+		// Held until the test resumes it (testpause), so the test can
+		// stop the worker at this point.
 		c.logf("test hook %s:%s: pausing", point, task)
-		_ = os.WriteFile("paused", nil, 0o644)
-		for {
-			if _, err := os.Stat("resume"); err == nil {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testpause.Wait()
 	case point + ":" + task + ":term":
 		c.logf("test hook %s:%s: stopping this worker", point, task)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)

@@ -5,8 +5,8 @@ package dispatch
 import (
 	"os"
 	"strconv"
-	"time"
 
+	"github.com/pipec/pipec/internal/testpause"
 	"github.com/pipec/pipec/runtime/exec"
 )
 
@@ -30,19 +30,12 @@ func testContinueAfter() int {
 	return n
 }
 
-// testPauseBeforeVisit holds a visit of the task PIPEC_TEST_PAUSE_TASK, in
-// the worker's folder, between "paused" (which it creates) and "resume"
-// (which the test creates), so the test can stop the worker at that
-// point of a visit: its activity started, the task's attempts not read.
+// testPauseBeforeVisit holds a visit of the task PIPEC_TEST_PAUSE_TASK
+// until the test resumes it (testpause), so the test can stop the worker
+// at that point of a visit: its activity started, the task's attempts not
+// read.
 func testPauseBeforeVisit(task string) {
-	if task == "" || task != os.Getenv("PIPEC_TEST_PAUSE_TASK") {
-		return
-	}
-	_ = os.WriteFile("paused", nil, 0o644)
-	for {
-		if _, err := os.Stat("resume"); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if task != "" && task == os.Getenv("PIPEC_TEST_PAUSE_TASK") {
+		testpause.Wait()
 	}
 }

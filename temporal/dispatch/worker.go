@@ -130,7 +130,8 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 		ws = append(ws, w)
 	}
 	state := worker.New(c.Client, StateQueue, worker.Options{WorkerStopTimeout: opts.WorkerStopTimeout, Identity: opts.Identity})
-	registerActivities(state, a)
+	state.RegisterActivityWithOptions(a.Lost, activity.RegisterOptions{Name: ActivityLost})
+	state.RegisterActivityWithOptions(a.LostInBatch, activity.RegisterOptions{Name: ActivityLostInBatch})
 	ws = append(ws, state)
 	mine := worker.New(c.Client, WorkerQueue(info.Name), opts)
 	registerActivities(mine, a)
