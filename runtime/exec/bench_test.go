@@ -16,13 +16,10 @@ import (
 // bench/run1k.sh: through Start (a pipe for the output, its own group, its
 // identity read at the start, or not at all with IdentifyLater as the
 // process is over before anyone asks, the output copied and the group
-// checked at the end), and
-// through os/exec alone with the same pipe and group, the least a Go program
-// pays to run a command and read its output. Their difference is Start's
-// own share; what os/exec costs over make (fork with the whole runtime's
-// signal handlers reset in the child, the pipe polled by the runtime) is a
-// floor under every task of a run. Reported per process: this process's CPU
-// (self-cpu-us/op) and the children's (child-cpu-us/op).
+// checked at the end), and through os/exec with the same pipe and group,
+// as Start ran it before it forked by itself (see child): what a Go program
+// usually pays to run a command and read its output. Reported per process:
+// this process's CPU (self-cpu-us/op) and the children's (child-cpu-us/op).
 func BenchmarkStart(b *testing.B) {
 	env := os.Environ()
 	for _, later := range []bool{false, true} {

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -133,7 +132,6 @@ var copyBuffers = sync.Pool{New: func() any {
 
 // Process is a started child.
 type Process struct {
-	cmd   *osexec.Cmd
 	pid   int
 	id    Identity // read once (identified), under mu
 	grace time.Duration
@@ -167,30 +165,14 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		closeLog()
 		return nil, err
 	}
-	pr, pw, err := os.Pipe()
+	started := time.Now()
+	c, err := spawn(path, s)
 	if err != nil {
 		closeLog()
 		return nil, err
 	}
-	cmd := &osexec.Cmd{
-		Path:        path,
-		Args:        s.Argv,
-		Dir:         s.Dir,
-		Env:         s.Env,
-		Stdout:      pw,
-		Stderr:      pw,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		closeLog()
-		return nil, err
-	}
-	pw.Close()
-	p := &Process{cmd: cmd, pid: cmd.Process.Pid, grace: s.KillGrace, done: make(chan struct{}),
-		id: Identity{PID: cmd.Process.Pid, PGID: cmd.Process.Pid}}
+	p := &Process{pid: c.pid, grace: s.KillGrace, done: make(chan struct{}),
+		id: Identity{PID: c.pid, PGID: c.pid}}
 	if !s.IdentifyLater {
 		// Read now, while the child cannot have been reaped: its start
 		// time makes the recorded pid a name no other process will ever have.
@@ -207,15 +189,6 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		out = io.MultiWriter(capped, tail)
 	}
 	red := newRedactor(out, s.Redact)
-	copied := make(chan struct{})
-	go func() {
-		buf := copyBuffers.Get().(*[]byte)
-		// Hidden behind a plain Reader: *os.File's WriteTo would copy
-		// through a fresh 32 KiB buffer of its own.
-		_, _ = io.CopyBuffer(red, struct{ io.Reader }{pr}, *buf)
-		copyBuffers.Put(buf)
-		close(copied)
-	}()
 
 	var timer *time.Timer
 	if s.Timeout > 0 {
@@ -224,14 +197,15 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	stopCtx := context.AfterFunc(ctx, func() { p.Stop() })
 
 	go func() {
-		if s.IdentifyLater {
-			// Its identity can be read until it is reaped, and not after.
-			waitExited(p.pid)
-			p.mu.Lock()
-			p.reaped = true
-			p.mu.Unlock()
-		}
-		werr := cmd.Wait()
+		buf := copyBuffers.Get().(*[]byte)
+		defer copyBuffers.Put(buf)
+		c.copyUntilExit(red, *buf)
+		// The child has exited and is not reaped: its pid is still its own
+		// until now, and is read no more from here.
+		p.mu.Lock()
+		p.reaped = true
+		p.mu.Unlock()
+		ws, werr := c.reap()
 		// The task is its main process: whatever it left running in its
 		// group (a "sleep 300 &", a child still appending to the output)
 		// ends with it, before anyone reads the output. The group id cannot
@@ -246,13 +220,8 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		}
 		// The child is gone; its output may still be held open by a
 		// grandchild. Read what is there, then stop waiting.
-		select {
-		case <-copied:
-		case <-time.After(drainWait):
-			pr.Close()
-			<-copied
-		}
-		pr.Close()
+		c.drain(red, *buf, drainWait)
+		c.close()
 		_ = red.Flush()
 		capped.finish()
 		closeLog()
@@ -260,14 +229,14 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		if p.killTimer != nil {
 			p.killTimer.Stop()
 		}
-		res := Result{ExitCode: cmd.ProcessState.ExitCode(), TimedOut: p.timedOut, Timeout: s.Timeout, Stopped: p.stopped,
+		res := Result{ExitCode: ws.ExitStatus(), TimedOut: p.timedOut, Timeout: s.Timeout, Stopped: p.stopped,
 			Leftovers: leftovers, Tail: tail.String(), Started: started, Ended: time.Now()}
 		p.mu.Unlock()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		if ws.Signaled() {
 			res.Signal = ws.Signal()
 			res.ExitCode = -1
 		}
-		if werr != nil && res.ExitCode == 0 && res.Signal == 0 {
+		if werr != nil {
 			// Wait failed for another reason than the exit status.
 			res.ExitCode = -1
 		}

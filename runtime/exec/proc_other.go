@@ -13,9 +13,6 @@ const (
 // BootID needs Linux.
 func BootID() (string, error) { return "", ErrUnsupported }
 
-// waitExited has nothing to wait for: no identity is read here.
-func waitExited(int) {}
-
 // Identify needs Linux.
 func Identify(pid int) (Identity, error) { return Identity{}, ErrUnsupported }
 

@@ -1,0 +1,97 @@
+//go:build linux
+
+package exec
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A process that escaped the group (a new session) and holds the output
+// open does not hold the task: its output is read for drainWait after the
+// task's exit, then the task is over.
+func TestOutputHeldOpenByAnEscapee(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid is not installed:", err)
+	}
+	dir := t.TempDir()
+	script(t, dir, "task.sh", `setsid sh -c 'echo $$ > escapee.pid; echo from the escapee; exec sleep 60' &
+while [ ! -s escapee.pid ]; do sleep 0.01; done
+echo from the task`)
+	start := time.Now()
+	p, err := Start(context.Background(), Spec{Argv: []string{"./task.sh"}, Dir: dir, Env: env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	select {
+	case <-p.Done():
+		r = p.Wait()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the task is held by a process outside its group")
+	}
+	escapee := readPID(t, filepath.Join(dir, "escapee.pid"))
+	t.Cleanup(func() { _ = syscall.Kill(escapee, syscall.SIGKILL) })
+	if !r.Success() || r.Leftovers {
+		t.Errorf("result = %+v", r)
+	}
+	if !strings.Contains(r.Tail, "from the escapee\n") || !strings.Contains(r.Tail, "from the task\n") {
+		t.Errorf("tail = %q", r.Tail)
+	}
+	if syscall.Kill(escapee, 0) != nil {
+		t.Errorf("the escapee %d is gone before the end of its sleep", escapee)
+	}
+	if d := time.Since(start); d < drainWait {
+		t.Errorf("the task ended after %v, before the output was waited for (%v)", d, drainWait)
+	}
+}
+
+// A variable set twice reaches the child once, with its last value, as
+// os/exec gave it.
+func TestEnvLastWins(t *testing.T) {
+	p, err := Start(context.Background(), Spec{Argv: []string{"sh", "-c", `echo "$A"; env | grep -c '^A='`},
+		Dir: t.TempDir(), Env: append(env(), "A=first", "B=b", "A=last")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Wait(); !r.Success() || r.Tail != "last\n1\n" {
+		t.Errorf("result = %+v", r)
+	}
+	if got := dedupEnv([]string{"A=1", "B=2"}); strings.Join(got, " ") != "A=1 B=2" {
+		t.Errorf("dedupEnv changed a list without duplicates: %q", got)
+	}
+}
+
+// Without a pidfd (a kernel before 5.3) the exit is seen by a goroutine
+// that waits without reaping: the output and the status are the same.
+func TestExitSeenWithoutPidfd(t *testing.T) {
+	c, err := spawn("/bin/sh", Spec{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Dir: t.TempDir(), Env: env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.exitFD >= 0 {
+		syscall.Close(c.exitFD)
+		c.exitFD = -1
+	}
+	if err := c.watchBy(func() { waitExited(c.pid) }); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	buf := make([]byte, 4)
+	c.copyUntilExit(&out, buf)
+	ws, err := c.reap()
+	c.drain(&out, buf, drainWait)
+	c.close()
+	if err != nil || ws.ExitStatus() != 3 {
+		t.Errorf("status %v, %v; want exit 3", ws.ExitStatus(), err)
+	}
+	if out.String() != "out\nerr\n" {
+		t.Errorf("output = %q", out.String())
+	}
+}
