@@ -159,8 +159,12 @@ func (c *child) close() {
 }
 
 // dedupEnv keeps the last of variables set twice, as os/exec did: a C
-// program's getenv would see the first.
+// program's getenv would see the first. A sorted list (Env.List's) has the
+// entries of one variable side by side, and is checked without a map.
 func dedupEnv(env []string) []string {
+	if sortedUnique(env) {
+		return env
+	}
 	seen := make(map[string]bool, len(env))
 	dup := false
 	for _, kv := range env {
@@ -187,6 +191,19 @@ func dedupEnv(env []string) []string {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
+}
+
+// sortedUnique reports that env is sorted and sets no variable twice.
+func sortedUnique(env []string) bool {
+	prev := ""
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if i > 0 && (kv < env[i-1] || k == prev) {
+			return false
+		}
+		prev = k
+	}
+	return true
 }
 
 // watchBy makes exitFD readable once wait returns, for a child whose exit

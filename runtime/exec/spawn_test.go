@@ -63,8 +63,16 @@ func TestEnvLastWins(t *testing.T) {
 	if r := p.Wait(); !r.Success() || r.Tail != "last\n1\n" {
 		t.Errorf("result = %+v", r)
 	}
-	if got := dedupEnv([]string{"A=1", "B=2"}); strings.Join(got, " ") != "A=1 B=2" {
-		t.Errorf("dedupEnv changed a list without duplicates: %q", got)
+	for _, c := range []struct{ env, want string }{
+		{"A=1 B=2", "A=1 B=2"},
+		{"B=2 A=1", "B=2 A=1"},
+		{"A=1 A=2 B=3", "A=2 B=3"}, // sorted, one variable twice
+		{"A0=x A=1 A=2", "A0=x A=2"},
+		{"B=1 A=2 B=3", "A=2 B=3"},
+	} {
+		if got := strings.Join(dedupEnv(strings.Fields(c.env)), " "); got != c.want {
+			t.Errorf("dedupEnv(%s) = %s, want %s", c.env, got, c.want)
+		}
 	}
 }
 
