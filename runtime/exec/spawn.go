@@ -3,6 +3,7 @@ package exec
 import (
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -119,7 +120,7 @@ func (c *child) drain(w io.Writer, buf []byte, limit time.Duration) {
 // output is closed.
 func (c *child) read(w io.Writer, buf []byte) {
 	n, err := syscall.Read(c.out, buf)
-	if err == syscall.EINTR || err == syscall.EAGAIN {
+	if err == syscall.EINTR {
 		return
 	}
 	if n <= 0 {
@@ -137,9 +138,14 @@ func (c *child) reap() (syscall.WaitStatus, error) {
 		c.waited <- st // reap may be called again
 		return st.ws, st.err
 	}
+	return wait4(c.pid)
+}
+
+// wait4 reaps pid and returns its status.
+func wait4(pid int) (syscall.WaitStatus, error) {
 	for {
 		var ws syscall.WaitStatus
-		_, err := syscall.Wait4(c.pid, &ws, 0, nil)
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
 		if err != syscall.EINTR {
 			return ws, err
 		}
@@ -166,19 +172,6 @@ func dedupEnv(env []string) []string {
 		return env
 	}
 	seen := make(map[string]bool, len(env))
-	dup := false
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if seen[k] {
-			dup = true
-			break
-		}
-		seen[k] = true
-	}
-	if !dup {
-		return env
-	}
-	clear(seen)
 	out := make([]string, 0, len(env))
 	for i := len(env) - 1; i >= 0; i-- {
 		k, _, _ := strings.Cut(env[i], "=")
@@ -187,9 +180,7 @@ func dedupEnv(env []string) []string {
 			out = append(out, env[i])
 		}
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out
 }
 

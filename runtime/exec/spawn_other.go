@@ -23,14 +23,8 @@ func procAttr(*int) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: 
 func (c *child) watchExit(int) error {
 	waited := make(chan waitStatus, 1)
 	err := c.watchBy(func() {
-		for {
-			var ws syscall.WaitStatus
-			_, err := syscall.Wait4(c.pid, &ws, 0, nil)
-			if err != syscall.EINTR {
-				waited <- waitStatus{ws, err}
-				return
-			}
-		}
+		ws, err := wait4(c.pid)
+		waited <- waitStatus{ws, err}
 	})
 	if err == nil {
 		c.waited = waited
