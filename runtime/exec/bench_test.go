@@ -18,8 +18,10 @@ import (
 // process is over before anyone asks, the output copied and the group
 // checked at the end), and through os/exec with the same pipe and group,
 // as Start ran it before it forked by itself (see child): what a Go program
-// usually pays to run a command and read its output. Reported per process:
-// this process's CPU (self-cpu-us/op) and the children's (child-cpu-us/op).
+// usually pays to run a command and read its output; and bare, forked and
+// reaped with its output not read, the least Go pays for a command.
+// Reported per process: this process's CPU (self-cpu-us/op) and the
+// children's (child-cpu-us/op).
 func BenchmarkStart(b *testing.B) {
 	env := os.Environ()
 	for _, later := range []bool{false, true} {
@@ -60,6 +62,23 @@ func BenchmarkStart(b *testing.B) {
 			pr.Close()
 			if err := cmd.Wait(); err != nil {
 				b.Fatal(err)
+			}
+		})
+	})
+	// The floor in docs/runtime.md: fork, exec and reap in one goroutine.
+	b.Run("bare", func(b *testing.B) {
+		path, err := osexec.LookPath("true")
+		if err != nil {
+			b.Skip(err)
+		}
+		attr := &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{Setpgid: true}}
+		measure(b, func() {
+			pid, err := syscall.ForkExec(path, []string{"true"}, attr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ws, err := wait4(pid); err != nil || ws.ExitStatus() != 0 {
+				b.Fatal(ws, err)
 			}
 		})
 	})
