@@ -131,11 +131,10 @@ func (c *child) read(w io.Writer, buf []byte) {
 	_, _ = w.Write(buf[:n])
 }
 
-// reap waits for the child's end and returns its status.
+// reap waits for the child's end and returns its status; once.
 func (c *child) reap() (syscall.WaitStatus, error) {
 	if c.waited != nil {
 		st := <-c.waited
-		c.waited <- st // reap may be called again
 		return st.ws, st.err
 	}
 	return wait4(c.pid)
