@@ -380,12 +380,57 @@ func (d *Directory) reconcileLocked(ctx context.Context, artifact, interval stri
 	if err != nil {
 		return false, err
 	}
+	var (
+		p     *store.Pointer
+		state catchUpState
+	)
 	if d.Pipeline != "" {
-		if err := d.catchUp(ctx, artifact, interval, rec); err != nil {
+		got, err := d.Store.Pointer(ctx, d.Pipeline, d.Name, artifact, interval)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, err
 		}
-		if rec, err = d.readRecord(interval); err != nil {
+		if err == nil {
+			p = &got
+			if state, err = d.catchUpState(ctx); err != nil {
+				return false, err
+			}
+		}
+	}
+	return d.settle(ctx, artifact, interval, rec, p, state)
+}
+
+// catchUpState is what a catch-up needs to know of the sink beside an
+// interval's record and pointer: the store's state id, and whether the
+// sink is bound to it (a pointer of a state the sink is not bound to says
+// nothing there).
+type catchUpState struct {
+	id    string
+	bound bool
+}
+
+func (d *Directory) catchUpState(ctx context.Context) (catchUpState, error) {
+	b, err := d.readBinding()
+	if err != nil {
+		return catchUpState{}, err
+	}
+	id, err := d.Store.StateID(ctx)
+	if err != nil {
+		return catchUpState{}, err
+	}
+	return catchUpState{id: id, bound: b != nil && b.State == id}, nil
+}
+
+// settle brings one interval in line, the caller holding the lock: the
+// store's pointer p (nil: none) accepted into the record when the store is
+// ahead of it, then the link pointed at what the record says.
+func (d *Directory) settle(ctx context.Context, artifact, interval string, rec *Record, p *store.Pointer, state catchUpState) (bool, error) {
+	if p != nil && state.bound {
+		caught, err := d.catchUp(ctx, artifact, rec, *p, state.id)
+		if err != nil {
 			return false, err
+		}
+		if caught != nil {
+			rec = caught
 		}
 	}
 	if rec == nil {
@@ -394,42 +439,38 @@ func (d *Directory) reconcileLocked(ctx context.Context, artifact, interval stri
 	return d.swapLink(interval, rec.Version)
 }
 
-// catchUp accepts the store's pointer into the sink when the store is ahead
-// of the sink's record (a crash between the swap and the record).
-func (d *Directory) catchUp(ctx context.Context, artifact, interval string, rec *Record) error {
-	p, err := d.Store.Pointer(ctx, d.Pipeline, d.Name, artifact, interval)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	b, err := d.readBinding()
-	if err != nil {
-		return err
-	}
-	stateID, err := d.Store.StateID(ctx)
-	if err != nil {
-		return err
-	}
-	if b == nil || b.State != stateID {
-		return nil // not this state's sink: its pointers say nothing here
-	}
+// catchUp accepts the store's pointer p into the sink when the store is
+// ahead of the sink's record rec (a crash between the swap and the record),
+// and returns the record it wrote (nil: none). The sink is bound to the
+// state stateID.
+func (d *Directory) catchUp(ctx context.Context, artifact string, rec *Record, p store.Pointer, stateID string) (*Record, error) {
 	if rec != nil && (rec.Pipeline != d.Pipeline || rec.Artifact != artifact) {
-		return nil
+		return nil, nil
+	}
+	fenced := d.Fencing != FencingNone
+	// A fenced record at or above the pointer's token is never behind it
+	// (fence.Decide: the same token is the same version or fenced), which
+	// is every interval of a sink that nothing crashed on: its version is
+	// not read.
+	if fenced && rec != nil && p.Token <= rec.Token {
+		return nil, nil
 	}
 	v, err := d.Store.GetVersion(ctx, p.Version)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if fence.Decide(rec.held(), p.Token, VersionName(v), d.Fencing != FencingNone) != fence.Accept {
-		return nil
+	if fence.Decide(rec.held(), p.Token, VersionName(v), fenced) != fence.Accept {
+		return nil, nil
 	}
 	if fi, err := os.Stat(filepath.Join(d.Path, VersionsDir, VersionName(v))); err != nil || !fi.IsDir() {
-		return fmt.Errorf("published version %s is missing from %s: %v", v.Label(), d.Path, err)
+		return nil, fmt.Errorf("published version %s is missing from %s: %v", v.Label(), d.Path, err)
 	}
-	return d.writeRecord(Record{Pipeline: v.Pipeline, Artifact: v.Artifact, Interval: v.Interval, Token: v.Token,
-		Version: VersionName(v), Digest: v.Digest, State: stateID, Run: v.Run, Attempt: v.Attempt})
+	caught := Record{Pipeline: v.Pipeline, Artifact: v.Artifact, Interval: v.Interval, Token: v.Token,
+		Version: VersionName(v), Digest: v.Digest, State: stateID, Run: v.Run, Attempt: v.Attempt}
+	if err := d.writeRecord(caught); err != nil {
+		return nil, err
+	}
+	return &caught, nil
 }
 
 // swapLink points PATH/<interval> at .versions/<version>, atomically, and
@@ -470,40 +511,82 @@ func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
 	if _, err := os.Stat(d.Path); errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
-	if err := d.removeStaleLinks(); err != nil {
-		return 0, err
-	}
-	type key struct{ artifact, interval string }
-	seen := map[key]bool{}
-	var keys []key
-	recs, err := d.Records()
+	// Every run's start does this: a backfill's thousandth run must not
+	// pay a lock, a query and a record read for each interval the sink
+	// already holds. So one lock, one query for the pointers, and the
+	// records read only where the links do not already show the pointers.
+	unlock, err := lockFile(filepath.Join(d.Path, ".lock"))
 	if err != nil {
 		return 0, err
 	}
-	for _, r := range recs {
-		k := key{r.Artifact, r.Interval}
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
+	defer unlock()
+	if err := d.removeStaleLinksLocked(); err != nil {
+		return 0, err
+	}
+	var (
+		ps    []store.Pointer
+		state catchUpState
+	)
+	if d.Pipeline != "" {
+		if ps, err = d.Store.Pointers(ctx, d.Pipeline, d.Name); err != nil {
+			return 0, err
+		}
+		if len(ps) > 0 {
+			if state, err = d.catchUpState(ctx); err != nil {
+				return 0, err
+			}
 		}
 	}
-	if d.Pipeline != "" {
-		ps, err := d.Store.Pointers(ctx, d.Pipeline, d.Name)
+	// An interval whose link shows the token of every pointer the store
+	// holds there is settled (shows); the others are read and settled one
+	// by one, records first, as they sort.
+	type key struct{ artifact, interval string }
+	shown := map[string]bool{}
+	if state.bound && d.Fencing != FencingNone {
+		for _, p := range ps {
+			if ok, seen := shown[p.Interval]; !seen || ok {
+				shown[p.Interval] = d.shows(p)
+			}
+		}
+	}
+	var keys []key
+	records := map[string]*Record{}
+	intervals, err := d.recordedIntervals()
+	if err != nil {
+		return 0, err
+	}
+	for _, iv := range intervals {
+		if shown[iv] {
+			continue
+		}
+		r, err := d.readRecord(iv)
 		if err != nil {
 			return 0, err
 		}
-		for _, p := range ps {
-			k := key{p.Artifact, p.Interval}
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
+		if r != nil {
+			keys = append(keys, key{r.Artifact, r.Interval})
+			records[r.Interval] = r
 		}
+	}
+	pointers := map[key]*store.Pointer{}
+	for i, p := range ps {
+		if shown[p.Interval] {
+			continue
+		}
+		k := key{p.Artifact, p.Interval}
+		if r := records[p.Interval]; r == nil || r.Artifact != p.Artifact {
+			keys = append(keys, k)
+		}
+		pointers[k] = &ps[i]
 	}
 	changed := 0
 	var errs []error
 	for _, k := range keys {
-		ok, err := d.Reconcile(ctx, k.artifact, k.interval)
+		if err := checkNames(k.artifact, k.interval); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ok, err := d.settle(ctx, k.artifact, k.interval, records[k.interval], pointers[k], state)
 		if ok {
 			changed++
 		}
@@ -514,18 +597,39 @@ func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
 	return changed, errors.Join(errs...)
 }
 
-// removeStaleLinks deletes PATH/.link-* left by a crash between creating a
-// temporary link and renaming it. Links are only made under the lock, so
-// holding it, every one found is debris.
-func (d *Directory) removeStaleLinks() error {
-	if _, err := os.Stat(d.Path); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	unlock, err := lockFile(filepath.Join(d.Path, ".lock"))
+// shows reports whether PATH/<interval> already shows the version the
+// store's pointer p points at, in a fenced sink bound to p's state: the
+// link names a folder of p's artifact and interval made with p's token
+// (one token is one attempt, whose version of an artifact and interval is
+// one), and the folder is there. Then the sink's record is that version
+// too: a record is written only after the store's swap and before the
+// link's, and a fenced pointer never goes back, so a record ahead of the
+// link would have the pointer ahead of it as well.
+func (d *Directory) shows(p store.Pointer) bool {
+	target, err := os.Readlink(filepath.Join(d.Path, p.Interval))
 	if err != nil {
-		return err
+		return false
 	}
-	defer unlock()
+	name, ok := strings.CutPrefix(target, VersionsDir+string(filepath.Separator))
+	if !ok {
+		return false
+	}
+	digest, ok := strings.CutPrefix(name, p.Artifact+"@"+p.Interval+"#sha256-")
+	if !ok {
+		return false
+	}
+	digest, ok = strings.CutSuffix(digest, ".t"+strconv.FormatInt(p.Token, 10))
+	if !ok || digest == "" || strings.Trim(digest, "0123456789abcdef") != "" {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(d.Path, target))
+	return err == nil && fi.IsDir()
+}
+
+// removeStaleLinksLocked deletes PATH/.link-* left by a crash between
+// creating a temporary link and renaming it. Links are only made under the
+// lock, which the caller holds: every one found is debris.
+func (d *Directory) removeStaleLinksLocked() error {
 	stale, err := filepath.Glob(filepath.Join(d.Path, ".link-*"))
 	if err != nil {
 		return err

@@ -206,20 +206,13 @@ func (d *Directory) writeRecord(r Record) error {
 
 // Records returns every fencing record of the sink, by interval.
 func (d *Directory) Records() ([]Record, error) {
-	ents, err := os.ReadDir(d.fenceDir())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	intervals, err := d.recordedIntervals()
 	if err != nil {
 		return nil, err
 	}
 	var out []Record
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
-			continue
-		}
-		r, err := d.readRecord(strings.TrimSuffix(name, ".json"))
+	for _, iv := range intervals {
+		r, err := d.readRecord(iv)
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +221,26 @@ func (d *Directory) Records() ([]Record, error) {
 		}
 	}
 	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Interval, b.Interval) })
+	return out, nil
+}
+
+// recordedIntervals lists the intervals the sink has a record file for, by
+// their names alone, in order.
+func (d *Directory) recordedIntervals() ([]string, error) {
+	ents, err := os.ReadDir(d.fenceDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		name := e.Name()
+		if iv, ok := strings.CutSuffix(name, ".json"); ok && !strings.HasPrefix(name, ".") {
+			out = append(out, iv)
+		}
+	}
 	return out, nil
 }
 

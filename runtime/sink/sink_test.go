@@ -367,6 +367,73 @@ func TestLostResponseReconciled(t *testing.T) {
 	}
 }
 
+// TestReconcileAllFindsEveryCrash leaves intervals of one sink in each
+// state a crashed publish can leave one in, beside intervals that are
+// settled, and checks that one ReconcileAll repairs exactly those: it reads
+// only the intervals whose link does not already show the token of the
+// store's pointer, so each crash must show there.
+func TestReconcileAllFindsEveryCrash(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := f.sink(t, f.st, FencingToken)
+	days := []string{"2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"}
+	for _, iv := range days {
+		if _, err := d.Publish(ctx, f.produce(t, f.st, "clean", iv, map[string]string{"data.csv": "v1 " + iv})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// swapped is a newer version of iv that won in the store and was
+	// copied into the sink: a publish stopped after its step 3.
+	swapped := func(iv string) store.Version {
+		v := f.produce(t, f.st, "clean", iv, map[string]string{"data.csv": "v2 " + iv})
+		if err := d.materialize(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: d.Name, Artifact: v.Artifact,
+			Interval: v.Interval, Version: v.ID, Token: v.Token})
+		if err != nil || res.Outcome != store.Won {
+			t.Fatalf("swap = %+v, %v", res, err)
+		}
+		return v
+	}
+	swapped("2024-01-02") // stopped before the sink's record
+	v3 := swapped("2024-01-03")
+	stateID, err := f.st.StateID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.writeRecord(Record{Pipeline: v3.Pipeline, Artifact: v3.Artifact, Interval: v3.Interval, Token: v3.Token,
+		Version: VersionName(v3), Digest: v3.Digest, State: stateID, Run: v3.Run, Attempt: v3.Attempt}); err != nil {
+		t.Fatal(err) // stopped before the link swap
+	}
+	if err := os.Remove(filepath.Join(d.Path, "2024-01-04")); err != nil {
+		t.Fatal(err) // a link lost
+	}
+	n, err := d.ReconcileAll(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("ReconcileAll = %d, %v; want the 3 crashed intervals repaired", n, err)
+	}
+	for _, iv := range days {
+		want := "v1 " + iv
+		if iv == "2024-01-02" || iv == "2024-01-03" {
+			want = "v2 " + iv
+		}
+		if got := readVisible(t, d, iv, "data.csv"); got != want {
+			t.Errorf("%s shows %q, want %q", iv, got, want)
+		}
+		rec, err := d.readRecord(iv)
+		if err != nil || rec == nil {
+			t.Fatalf("%s: record %v, %v", iv, rec, err)
+		}
+		if vis, _ := d.Visible(iv); filepath.Base(vis) != rec.Version {
+			t.Errorf("%s shows %s, its record says %s", iv, filepath.Base(vis), rec.Version)
+		}
+	}
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
+		t.Errorf("ReconcileAll on a reconciled sink = %d, %v", n, err)
+	}
+}
+
 func TestUnfencedSinkIsAtLeastOnce(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
