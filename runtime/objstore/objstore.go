@@ -334,6 +334,8 @@ type Object struct {
 	Key      string
 	Size     int64
 	Modified time.Time
+	// ETag is the object's ETag as the server lists it (quoted).
+	ETag string
 }
 
 // List lists the keys under prefix. With delim "/", keys in deeper
@@ -353,7 +355,8 @@ func (c *Client) List(ctx context.Context, bucket, prefix, delim string) ([]Obje
 			return nil, nil, c.wrap("list", bucket, prefix, err)
 		}
 		for _, o := range page.Contents {
-			objs = append(objs, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+			objs = append(objs, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified),
+				ETag: aws.ToString(o.ETag)})
 		}
 		for _, cp := range page.CommonPrefixes {
 			dirs = append(dirs, aws.ToString(cp.Prefix))

@@ -667,4 +667,18 @@ func TestS3ReconcileCompletesStoppedPublish(t *testing.T) {
 	if n, err := s.ReconcileAll(bg); err != nil || n != 0 {
 		t.Fatalf("second reconcile: %d %v, want none", n, err)
 	}
+	// A settled sink is reconciled from one listing, whatever the number
+	// of its intervals: a backfill's runs each start with one.
+	for _, iv := range []string{"2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"} {
+		if _, err := s.Publish(bg, f.produce(t, f.st, "clean", iv, filesOf(iv+"\n"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trips := s.Client.RoundTrips()
+	if n, err := s.ReconcileAll(bg); err != nil || n != 0 {
+		t.Fatalf("reconcile of a settled sink: %d %v, want none", n, err)
+	}
+	if trips = s.Client.RoundTrips() - trips; trips > 2 {
+		t.Errorf("reconciling a settled sink of 5 intervals took %d requests, want 2 (the binding and the listing)", trips)
+	}
 }
