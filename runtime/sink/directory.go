@@ -597,15 +597,20 @@ func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
 	return changed, errors.Join(errs...)
 }
 
-// shows reports whether PATH/<interval> already shows the version the
-// store's pointer p points at, in a fenced sink bound to p's state: the
-// link names a folder of p's artifact and interval made with p's token
-// (one token is one attempt, whose version of an artifact and interval is
-// one), and the folder is there. Then the sink's record is that version
-// too: a record is written only after the store's swap and before the
-// link's, and a fenced pointer never goes back, so a record ahead of the
-// link would have the pointer ahead of it as well.
+// shows reports whether PATH/<interval> already shows the version of the
+// store's pointer p (a fenced sink bound to p's state): the link names a
+// folder of p's artifact and interval made with p's token (one token, one
+// attempt, one version of it) and the folder is there. Then the record says
+// the same: it is written after the store's swap and before the link's, so
+// a record ahead of the link took the pointer past the link's token, and
+// fenced swaps never bring it back. A pointer whose last swap skipped the
+// token check (fencing = "none" then) is read the long way; one brought
+// back by such a swap and then a fenced one, crashing both times, may keep
+// the record below what link and pointer agree on until its next publish.
 func (d *Directory) shows(p store.Pointer) bool {
+	if p.Unfenced {
+		return false
+	}
 	target, err := os.Readlink(filepath.Join(d.Path, p.Interval))
 	if err != nil {
 		return false
