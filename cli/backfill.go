@@ -340,7 +340,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		b.launch, b.detach = submitLaunch(io, plan, base, q, opts.poll), !opts.wait
+		launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll)
+		defer stop()
+		b.launch, b.detach = launch, !opts.wait
 		if io.engine != nil {
 			e := opts.engine.get(io)
 			if e == "" {

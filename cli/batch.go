@@ -369,9 +369,15 @@ func submission(plan *compiler.Plan, base string, iv runtime.Interval, value str
 
 // submitLaunch hands an interval to the workers and follows its run
 // quietly (its end, and "waiting for a worker" when that changes); with
-// detach, the last interval of the batch is not followed.
-func submitLaunch(io IO, plan *compiler.Plan, base string, q queue.Queue, poll time.Duration) func(context.Context, runtime.Interval, func(string)) outcome {
+// detach, the last interval of the batch is not followed. The followers
+// share one listener for run ends, held until stop (before the store is
+// closed: closing it waits for the listener's connection).
+func submitLaunch(ctx context.Context, io IO, plan *compiler.Plan, base string, q queue.Queue, poll time.Duration) (
+	launch func(context.Context, runtime.Interval, func(string)) outcome, stop func()) {
+	listenCtx, stop := context.WithCancel(ctx)
+	ends := newRunEnds(q)
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
+		ends.start(listenCtx)
 		run, err := q.Submit(ctx, submission(plan, base, iv, iv.Key))
 		if o, ok := refused(plan, iv, err); ok {
 			return o
@@ -382,22 +388,24 @@ func submitLaunch(io IO, plan *compiler.Plan, base string, q queue.Queue, poll t
 		fmt.Fprintf(io.Stdout, "%s  submitted %s (%d tasks)\n", iv.Key, run.ID, len(plan.Tasks))
 		started(run.ID)
 		read := statusReader(q)
-		return followQuietly(ctx, io, iv, run.ID, poll, func(ctx context.Context) (store.RunState, string, error) {
+		return followQuietly(ctx, io, iv, run.ID, poll, ends, func(ctx context.Context) (store.RunState, string, error) {
 			rs, err := read(ctx, run.ID)
 			return rs.Run.State, rs.Waiting, err
 		})
-	}
+	}, stop
 }
 
 // followQuietly follows a handed-over run until it ends: it prints
 // each change of what the run waits for, and its end; look reads the run's
-// state and waiting message, every poll. A cancelled ctx detaches.
-func followQuietly(ctx context.Context, io IO, iv runtime.Interval, run string, poll time.Duration,
+// state and waiting message, every poll and at each run's end that ends
+// tells (nil: none). A cancelled ctx detaches.
+func followQuietly(ctx context.Context, io IO, iv runtime.Interval, run string, poll time.Duration, ends *runEnds,
 	look func(context.Context) (store.RunState, string, error)) outcome {
 	waiting := ""
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
 	for {
+		ended := ends.wait()
 		state, now, err := look(ctx)
 		if err != nil && ctx.Err() == nil {
 			return outcome{run: run, state: "error", why: err.Error()}
@@ -417,6 +425,7 @@ func followQuietly(ctx context.Context, io IO, iv runtime.Interval, run string, 
 		case <-ctx.Done():
 			return outcome{run: run, state: "detached"}
 		case <-t.C:
+		case <-ended:
 		}
 	}
 }

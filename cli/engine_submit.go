@@ -63,7 +63,7 @@ func engineLaunch(io IO, e Engine, engine string, st store.Store, plan *compiler
 		fmt.Fprintf(io.Stdout, "%s  submitted %s (%d tasks)\n", iv.Key, run.ID, len(plan.Tasks))
 		started(run.ID)
 		var w runWaiting
-		return followQuietly(ctx, io, iv, run.ID, poll, func(ctx context.Context) (store.RunState, string, error) {
+		return followQuietly(ctx, io, iv, run.ID, poll, nil, func(ctx context.Context) (store.RunState, string, error) {
 			r, err := st.GetRun(ctx, run.ID)
 			if err != nil {
 				return "", "", err

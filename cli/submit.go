@@ -200,7 +200,8 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 		return err
 	}
 	withArtifacts(plan, arts)
-	launch := submitLaunch(io, plan, base, q, opts.poll)
+	launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll)
+	defer stop()
 	if io.engine != nil {
 		e := opts.engine.get(io)
 		if e == "" {

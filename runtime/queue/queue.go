@@ -327,7 +327,8 @@ type StatusFollower interface {
 // pipec submit --wait returns as the run ends rather than at its next look.
 type RunEnds interface {
 	// RunEnded returns a channel that receives (without blocking the
-	// sender, so signals coalesce) when run may have ended. It is closed
+	// sender, so signals coalesce) when run may have ended, or with run
+	// "" when any run may have (one listener for a batch). It is closed
 	// when ctx ends, or when the store can no longer tell (a broken
 	// connection): the follower's looks go on.
 	RunEnded(ctx context.Context, run string) (<-chan struct{}, error)

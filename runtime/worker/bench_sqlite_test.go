@@ -34,7 +34,7 @@ func dag1k(b *testing.B) []byte {
 func BenchmarkWorkers1kSQLite(b *testing.B) {
 	spec := dag1k(b)
 	var local, wall time.Duration
-	var cpu benchCPU
+	cpu := benchCPU{job: oneRun()}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		local += cpu.localRun(b, spec)

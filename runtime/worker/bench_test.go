@@ -5,11 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/gendag"
 	"github.com/pipec/pipec/internal/proctree"
 )
 
@@ -21,7 +23,43 @@ import (
 //
 //	go test -run '^$' -bench Workers1k -benchtime 3x ./runtime/worker/
 func BenchmarkWorkers1k(b *testing.B) {
-	workersBesideLocal(b, dag1k(b), dag1kTasks)
+	workersBesideLocal(b, dag1k(b), dag1kTasks, oneRun())
+}
+
+// BenchmarkWorkersBackfill is a backfill through the workers: 100 daily
+// intervals of the 20-task DAG of internal/gendag (seed 42, its last
+// task's output published every interval), one run at a time, handed to 3
+// one-slot workers on PostgreSQL by pipec backfill --submit --wait, beside
+// the same pipec backfill run locally with --parallel 3 on SQLite. Each
+// interval is handed over as the last one ends, so how soon the backfill
+// sees a run's end counts beside the tasks.
+//
+//	go test -run '^$' -bench WorkersBackfill -benchtime 2x ./runtime/worker/
+func BenchmarkWorkersBackfill(b *testing.B) {
+	const tasks, intervals = 20, 100
+	d, err := gendag.Generate(tasks, 42)
+	if err != nil {
+		b.Fatal(err)
+	}
+	last := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, intervals-1).Format(time.DateOnly)
+	args := []string{"backfill", "pipeline.hcl", "--from", "2024-01-01", "--to", last}
+	workersBesideLocal(b, d.HCL(), tasks*intervals, benchJob{
+		local:  append(slices.Clone(args), "--parallel", "3"),
+		submit: append(slices.Clone(args), "--submit", "--wait", "--poll", "100ms"),
+	})
+}
+
+// benchJob is what a worker benchmark measures: the local command, and
+// the one handing the same work to the workers and following it (the
+// state is added to both).
+type benchJob struct{ local, submit []string }
+
+// oneRun is one interval: pipec run, and pipec submit --wait.
+func oneRun() benchJob {
+	return benchJob{
+		local:  []string{"run", "pipeline.hcl", "--interval", "2024-01-01", "--parallel", "3"},
+		submit: []string{"submit", "pipeline.hcl", "--interval", "2024-01-01", "--wait", "--poll", "100ms"},
+	}
 }
 
 // BenchmarkWorkersReady is BenchmarkWorkers1k with 3,000 tasks that need
@@ -36,13 +74,13 @@ func BenchmarkWorkersReady(b *testing.B) {
 		fmt.Fprintf(&spec, "  task \"t%04d\" {\n    command = [\"true\"]\n    timeout = \"1m\"\n  }\n", i)
 	}
 	spec.WriteString("}\n")
-	workersBesideLocal(b, []byte(spec.String()), 3000)
+	workersBesideLocal(b, []byte(spec.String()), 3000, oneRun())
 }
 
-// workersBesideLocal runs spec (of tasks tasks) through 3 pipec worker
-// processes on PostgreSQL and, side by side in each iteration, a local
-// pipec run --parallel 3 of it on SQLite, and reports both.
-func workersBesideLocal(b *testing.B, spec []byte, tasks int) {
+// workersBesideLocal runs job on spec (of tasks attempts) through 3 pipec
+// worker processes on PostgreSQL and, side by side in each iteration,
+// locally on SQLite, and reports both.
+func workersBesideLocal(b *testing.B, spec []byte, tasks int, job benchJob) {
 	// PIPEC_BENCH_SLOTS sets each worker's --slots (1 by default: three
 	// tasks at once, as the local run's --parallel 3).
 	slots := os.Getenv("PIPEC_BENCH_SLOTS")
@@ -54,12 +92,12 @@ func workersBesideLocal(b *testing.B, spec []byte, tasks int) {
 	// DIR/w*.pprof merges them), and the submit too (DIR/submit-i.pprof).
 	profDir := os.Getenv("PIPEC_BENCH_PROFILE")
 	var local, workers time.Duration
-	var cpu benchCPU
+	cpu := benchCPU{job: job}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		local += cpu.localRun(b, spec)
 
-		// The same DAG through 3 workers on PostgreSQL.
+		// The same work through 3 workers on PostgreSQL.
 		e := newEnv(b, string(spec), nil)
 		var ws []*proc
 		for _, name := range []string{"w1", "w2", "w3"} {
@@ -108,16 +146,16 @@ FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40
 	reportBeside(b, tasks, local, workers, &cpu)
 }
 
-// localRun runs the benchmark DAG with a local pipec run --parallel 3 on
-// SQLite, the reference the workers are measured beside, in each
-// iteration, and returns its wall time (its CPU goes to c.local).
+// localRun runs the benchmark's job locally on SQLite (pipec run
+// --parallel 3 of the DAG), the reference the workers are measured beside,
+// in each iteration, and returns its wall time (its CPU goes to c.local).
 func (c *benchCPU) localRun(b *testing.B, spec []byte) time.Duration {
 	b.Helper()
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "pipeline.hcl"), spec, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	run := exec.Command(pipecBin, "run", "pipeline.hcl", "--interval", "2024-01-01", "--parallel", "3")
+	run := exec.Command(pipecBin, c.job.local...)
 	run.Dir = dir
 	run.Env = append(os.Environ(), "PIPEC_STATE=")
 	start := time.Now()
@@ -144,6 +182,8 @@ func reportBeside(b *testing.B, tasks int, local, workers time.Duration, cpu *be
 
 // benchCPU sums the CPU time of a benchmark's processes.
 type benchCPU struct {
+	// job is the work measured.
+	job                            benchJob
 	local, workers, server, submit time.Duration
 	// workersOwn is the part of workers that is the worker processes' own,
 	// not their tasks'.
@@ -157,7 +197,8 @@ type benchCPU struct {
 // the steadier measure, and it says which process the time went to (the
 // workers and their tasks, the database server, pipec submit --wait).
 
-// follow runs pipec submit --wait of the benchmark DAG, adding the CPU time
+// follow hands the job to the workers and follows it (pipec submit --wait
+// of the benchmark DAG), adding the CPU time
 // the workers (with their tasks), the database server (server: its
 // postmaster, 0 for none) and the submit took meanwhile.
 func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, string) {
@@ -177,7 +218,7 @@ func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, st
 	if c.profile != "" {
 		bin, env = hookPipec(b), append(env, "PIPEC_TEST_CPUPROFILE="+c.profile)
 	}
-	cmd := exec.Command(bin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "100ms")
+	cmd := exec.Command(bin, append(slices.Clone(c.job.submit), "--state", e.url)...)
 	cmd.Dir = e.dir
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()

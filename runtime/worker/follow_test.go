@@ -40,6 +40,39 @@ pipeline "follow" {
 	}
 }
 
+// So does pipec backfill --submit --wait, for each of its runs: it hands
+// the next interval over as a run ends, not at its next look (one listener
+// for the whole backfill), and returns as the last one ends.
+func TestBackfillSubmitSeesEachEndAtOnce(t *testing.T) {
+	e := newEnvOn(t, onPostgres, `
+pipeline "follow" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "nap" {
+    command = ["sleep", "0.3"]
+  }
+}
+`, nil)
+	w := e.worker("w1")
+	defer w.signal(t, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pipecBin, "backfill", "pipeline.hcl", "--from", "2024-01-01", "--to", "2024-01-03",
+		"--submit", "--wait", "--state", e.url, "--poll", "1h")
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	out, err := cmd.CombinedOutput()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("backfill --submit --wait --poll 1h did not go on as each run ended:\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "3 of 3 run(s) succeeded") {
+		t.Fatalf("backfill --submit --wait: %v\n%s", err, out)
+	}
+}
+
 // An idle worker is woken when work is submitted, not at its next look: a
 // worker that looks only every minute (--lease 5m) still starts a run's
 // task at once, then, idle again once that run is over, the next run's.
