@@ -11,11 +11,15 @@ import (
 	"time"
 )
 
-// On PostgreSQL, pipec submit --wait sees the run's end as it commits, not
-// at its next look: with a look an hour apart, it still returns as the run
-// ends (the deadline only bounds a broken test).
+// pipec submit --wait sees the run's end as it commits, not at its next
+// look: with a look an hour apart, it still returns as the run ends (the
+// deadline only bounds a broken test).
 func TestSubmitWaitSeesTheEndAtOnce(t *testing.T) {
-	e := newEnvOn(t, onPostgres, `
+	onBoth(t, testSubmitWaitSeesTheEndAtOnce)
+}
+
+func testSubmitWaitSeesTheEndAtOnce(t *testing.T, b backend) {
+	e := newEnvOn(t, b, `
 pipeline "follow" {
   code_version = "v1"
   schedule {
@@ -44,7 +48,11 @@ pipeline "follow" {
 // the next interval over as a run ends, not at its next look (one listener
 // for the whole backfill), and returns as the last one ends.
 func TestBackfillSubmitSeesEachEndAtOnce(t *testing.T) {
-	e := newEnvOn(t, onPostgres, `
+	onBoth(t, testBackfillSubmitSeesEachEndAtOnce)
+}
+
+func testBackfillSubmitSeesEachEndAtOnce(t *testing.T, b backend) {
+	e := newEnvOn(t, b, `
 pipeline "follow" {
   code_version = "v1"
   schedule {

@@ -28,7 +28,8 @@ package sqlite
 //     ready bump a counter (work_signal); Wakeups polls PRAGMA data_version,
 //     which changes when another connection commits and costs no read of
 //     the database, and reads the counter only then; the poll backs off
-//     while nothing commits.
+//     while nothing commits. RunEnded watches run_end_signal the same way,
+//     a counter every run's end bumps (a trigger on runs).
 
 import (
 	"context"
@@ -824,14 +825,29 @@ func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) 
 	return rs, err
 }
 
-// Wakeups implements queue.Queue by polling PRAGMA data_version on one
-// read connection held for ctx's lifetime (it changes when another
-// connection committed, and reads nothing of the file but its
-// shared-memory index), then the work signal when it did. The poll starts
-// at DefaultWakeupPoll after every change and doubles while nothing
-// commits, up to MaxWakeupPoll, so an idle worker costs next to nothing
-// and a busy file is watched closely.
+// Wakeups implements queue.Queue by watching the work signal.
 func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+	return s.watch(ctx, `SELECT n FROM work_signal WHERE id = 1`)
+}
+
+var _ queue.RunEnds = (*Store)(nil)
+
+// RunEnded implements queue.RunEnds by watching the run end signal, which
+// every run's end bumps: it tells of any run's end, which a follower of one
+// run takes as "may have ended" and looks.
+func (s *Store) RunEnded(ctx context.Context, _ string) (<-chan struct{}, error) {
+	return s.watch(ctx, `SELECT n FROM run_end_signal WHERE id = 1`)
+}
+
+// watch signals (coalescing) each change of the number the query counter
+// reads, by
+// polling PRAGMA data_version on one read connection held for ctx's
+// lifetime (it changes when another connection committed, and reads
+// nothing of the file but its shared-memory index), then the counter when
+// it did. The poll starts at DefaultWakeupPoll after every change and
+// doubles while nothing commits, up to MaxWakeupPoll, so an idle watcher
+// costs next to nothing and a busy file is watched closely.
+func (s *Store) watch(ctx context.Context, counter string) (<-chan struct{}, error) {
 	conn, err := s.r.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -842,7 +858,7 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	}
 	dataVersion, err = conn.PrepareContext(ctx, `PRAGMA data_version`)
 	if err == nil {
-		signal, err = conn.PrepareContext(ctx, `SELECT n FROM work_signal WHERE id = 1`)
+		signal, err = conn.PrepareContext(ctx, counter)
 	}
 	var version, last int64
 	if err == nil {
@@ -872,7 +888,7 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 			}
 			v, err := read(dataVersion)
 			if err != nil {
-				return // ctx ended, or the file is gone: the worker's poll goes on
+				return // ctx ended, or the file is gone: the watcher's poll goes on
 			}
 			if v == version {
 				delay = min(2*delay, MaxWakeupPoll)

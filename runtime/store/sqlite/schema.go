@@ -336,6 +336,22 @@ CREATE TABLE pool_holds (
 	PRIMARY KEY (pool, run, task)
 );
 `},
+	{15, "run ends signal", `
+-- A run that ends, however it ends (its last task, a cancel, a takeover),
+-- bumps this counter in its own transaction, so a follower (pipec submit
+-- --wait, a submitted backfill) that watches it (RunEnded, as Wakeups
+-- watches work_signal) sees the end at once, not at its next look.
+CREATE TABLE run_end_signal (
+	id INTEGER PRIMARY KEY CHECK (id = 1),
+	n  INTEGER NOT NULL
+);
+INSERT INTO run_end_signal (id, n) VALUES (1, 0);
+CREATE TRIGGER runs_ended AFTER UPDATE OF state ON runs
+WHEN OLD.state = 'running' AND NEW.state <> 'running'
+BEGIN
+	UPDATE run_end_signal SET n = n + 1 WHERE id = 1;
+END;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.
