@@ -54,6 +54,13 @@ const (
 	MaxWakeupPoll     = 160 * time.Millisecond
 )
 
+// RunEndPoll is how soon after a commit RunEnded polls again: a follower
+// hears a run's end within it. A busy file commits all the time, and the
+// follower shares the machine with the workers: polled as often as
+// Wakeups does, it added a quarter to pipec submit --wait's CPU on
+// BenchmarkWorkers1kSQLite (0.20 to 0.25-0.26 s a run).
+const RunEndPoll = 50 * time.Millisecond
+
 // bumpSignal tells idle workers (Wakeups) that tasks may have become ready.
 func bumpSignal(ctx context.Context, tx *queueTx) error {
 	_, err := tx.Exec(ctx, `UPDATE work_signal SET n = n + 1 WHERE id = 1`)
@@ -827,7 +834,7 @@ func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) 
 
 // Wakeups implements queue.Queue by watching the work signal.
 func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
-	return s.watch(ctx, `SELECT n FROM work_signal WHERE id = 1`)
+	return s.watch(ctx, `SELECT n FROM work_signal WHERE id = 1`, s.poll)
 }
 
 var _ queue.RunEnds = (*Store)(nil)
@@ -836,18 +843,17 @@ var _ queue.RunEnds = (*Store)(nil)
 // every run's end bumps: it tells of any run's end, which a follower of one
 // run takes as "may have ended" and looks.
 func (s *Store) RunEnded(ctx context.Context, _ string) (<-chan struct{}, error) {
-	return s.watch(ctx, `SELECT n FROM run_end_signal WHERE id = 1`)
+	return s.watch(ctx, `SELECT n FROM run_end_signal WHERE id = 1`, max(s.poll, RunEndPoll))
 }
 
 // watch signals (coalescing) each change of the number the query counter
-// reads, by
-// polling PRAGMA data_version on one read connection held for ctx's
-// lifetime (it changes when another connection committed, and reads
+// reads, by polling PRAGMA data_version on one read connection held for
+// ctx's lifetime (it changes when another connection committed, and reads
 // nothing of the file but its shared-memory index), then the counter when
-// it did. The poll starts at DefaultWakeupPoll after every change and
-// doubles while nothing commits, up to MaxWakeupPoll, so an idle watcher
-// costs next to nothing and a busy file is watched closely.
-func (s *Store) watch(ctx context.Context, counter string) (<-chan struct{}, error) {
+// it did. The poll starts at poll after every change and doubles while
+// nothing commits, up to MaxWakeupPoll, so an idle watcher costs next to
+// nothing and a busy file is watched closely.
+func (s *Store) watch(ctx context.Context, counter string, poll time.Duration) (<-chan struct{}, error) {
 	conn, err := s.r.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -877,7 +883,7 @@ func (s *Store) watch(ctx context.Context, counter string) (<-chan struct{}, err
 		defer conn.Close()
 		defer dataVersion.Close()
 		defer signal.Close()
-		delay := s.poll
+		delay := poll
 		t := time.NewTimer(delay)
 		defer t.Stop()
 		for {
@@ -895,7 +901,7 @@ func (s *Store) watch(ctx context.Context, counter string) (<-chan struct{}, err
 				t.Reset(delay)
 				continue
 			}
-			version, delay = v, s.poll
+			version, delay = v, poll
 			n, err := read(signal)
 			if err != nil {
 				return
