@@ -397,8 +397,8 @@ func submitLaunch(ctx context.Context, io IO, plan *compiler.Plan, base string, 
 
 // followQuietly follows a handed-over run until it ends: it prints
 // each change of what the run waits for, and its end; look reads the run's
-// state and waiting message, every poll and at each run's end that ends
-// tells (nil: none). A cancelled ctx detaches.
+// state and waiting message every poll, and as any run ends when ends can
+// tell (nil: every poll only). A cancelled ctx detaches.
 func followQuietly(ctx context.Context, io IO, iv runtime.Interval, run string, poll time.Duration, ends *runEnds,
 	look func(context.Context) (store.RunState, string, error)) outcome {
 	waiting := ""
