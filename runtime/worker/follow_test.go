@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,44 +16,44 @@ import (
 // look: with a look an hour apart, it still returns as the run ends (the
 // deadline only bounds a broken test).
 func TestSubmitWaitSeesTheEndAtOnce(t *testing.T) {
-	onBoth(t, testSubmitWaitSeesTheEndAtOnce)
-}
-
-func testSubmitWaitSeesTheEndAtOnce(t *testing.T, b backend) {
-	e := newEnvOn(t, b, `
-pipeline "follow" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "nap" {
-    command = ["sleep", "1"]
-  }
-}
-`, nil)
-	w := e.worker("w1")
-	defer w.signal(t, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := e.submitWait(ctx, "2024-01-01", "1h")
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Fatalf("submit --wait --poll 1h did not return as the run ended:\n%s", out)
-	}
-	if err != nil || !strings.Contains(string(out), "run follow/2024-01-01/r1 succeeded") {
-		t.Fatalf("submit --wait: %v\n%s", err, out)
-	}
+	onBoth(t, func(t *testing.T, b backend) {
+		e := napEnv(t, b, "1")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		out, err := e.submitWait(ctx, "2024-01-01", "1h")
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("submit --wait --poll 1h did not return as the run ended:\n%s", out)
+		}
+		if err != nil || !strings.Contains(string(out), "run follow/2024-01-01/r1 succeeded") {
+			t.Fatalf("submit --wait: %v\n%s", err, out)
+		}
+	})
 }
 
 // So does pipec backfill --submit --wait, for each of its runs: it hands
 // the next interval over as a run ends, not at its next look (one listener
 // for the whole backfill), and returns as the last one ends.
 func TestBackfillSubmitSeesEachEndAtOnce(t *testing.T) {
-	onBoth(t, testBackfillSubmitSeesEachEndAtOnce)
+	onBoth(t, func(t *testing.T, b backend) {
+		e := napEnv(t, b, "0.3")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		out, err := e.pipecUntil(ctx, "backfill", "pipeline.hcl", "--from", "2024-01-01", "--to", "2024-01-03",
+			"--submit", "--wait", "--state", e.url, "--poll", "1h")
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("backfill --submit --wait --poll 1h did not go on as each run ended:\n%s", out)
+		}
+		if err != nil || !strings.Contains(string(out), "3 of 3 run(s) succeeded") {
+			t.Fatalf("backfill --submit --wait: %v\n%s", err, out)
+		}
+	})
 }
 
-func testBackfillSubmitSeesEachEndAtOnce(t *testing.T, b backend) {
-	e := newEnvOn(t, b, `
+// napEnv is the pipeline "follow", of one task sleeping nap seconds, on b
+// with one worker.
+func napEnv(t *testing.T, b backend, nap string) *env {
+	t.Helper()
+	e := newEnvOn(t, b, fmt.Sprintf(`
 pipeline "follow" {
   code_version = "v1"
   schedule {
@@ -60,25 +61,13 @@ pipeline "follow" {
     start = "2024-01-01T00:00:00Z"
   }
   task "nap" {
-    command = ["sleep", "0.3"]
+    command = ["sleep", %q]
   }
 }
-`, nil)
+`, nap), nil)
 	w := e.worker("w1")
-	defer w.signal(t, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, pipecBin, "backfill", "pipeline.hcl", "--from", "2024-01-01", "--to", "2024-01-03",
-		"--submit", "--wait", "--state", e.url, "--poll", "1h")
-	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
-	out, err := cmd.CombinedOutput()
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Fatalf("backfill --submit --wait --poll 1h did not go on as each run ended:\n%s", out)
-	}
-	if err != nil || !strings.Contains(string(out), "3 of 3 run(s) succeeded") {
-		t.Fatalf("backfill --submit --wait: %v\n%s", err, out)
-	}
+	t.Cleanup(func() { w.signal(t, syscall.SIGTERM) })
+	return e
 }
 
 // An idle worker is woken when work is submitted, not at its next look: a
@@ -126,7 +115,13 @@ pipeline "wake" {
 // submitWait runs pipec submit --wait of the env's spec for interval,
 // looking every poll, until it returns or ctx ends.
 func (e *env) submitWait(ctx context.Context, interval, poll string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, pipecBin, "submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", poll)
+	return e.pipecUntil(ctx, "submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", poll)
+}
+
+// pipecUntil runs pipec with args in the env's folder until it returns or
+// ctx ends, and returns its output.
+func (e *env) pipecUntil(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, pipecBin, args...)
 	cmd.Dir = e.dir
 	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
 	return cmd.CombinedOutput()
