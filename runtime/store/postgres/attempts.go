@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -249,10 +248,8 @@ RETURNING `+attemptColumns+`, (SELECT valid FROM g)`,
 			if !valid {
 				return errNewEpoch
 			}
-			return appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
-				"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
-				"lease_ms": spec.Lease.Milliseconds(),
-			})
+			return appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number},
+				store.StartedPayload(a, spec.Lease))
 		})
 	})
 	if err != nil {
@@ -301,10 +298,10 @@ func markRunningArgs(cur store.Attempt, run store.Running) []any {
 }
 
 // runningEvent is the attempt.running event of a queued attempt's start.
-func runningEvent(cur store.Attempt, run store.Running) (store.Event, map[string]any) {
+func runningEvent(cur store.Attempt, run store.Running) (store.Event, store.AttemptRunningPayload) {
 	ref := cur.AttemptRef
 	return store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-		map[string]any{"token": cur.Token, "pid": run.Process.PID, "lease_ms": run.Lease.Milliseconds()}
+		store.RunningPayload(cur.Token, run)
 }
 
 // markRunning is MarkRunningAs inside a transaction, on cur as read with
@@ -457,8 +454,7 @@ WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, st
 		return err
 	}
 	return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
-		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-			"token": cur.Token, "was": string(cur.State)})
+		store.FinishedPayload(o, cur.Token, cur.State))
 }
 
 // queueFinishAttempt is finishAttempt for cur, read with its row locked,
@@ -512,8 +508,7 @@ func endOf(cur store.Attempt, o store.Outcome) (*attemptEnd, error) {
 		process = `started = COALESCE(started, n.now), pid = $10, lease_ms = $11, pgid = $12, proc_start = $13, host = $14, boot_id = $15, `
 	}
 	kinds = append(kinds, store.EventAttemptFinished)
-	payloads = append(payloads, eventText(map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode,
-		"error_tail": o.ErrorTail, "token": cur.Token, "was": string(was)}))
+	payloads = append(payloads, eventText(store.FinishedPayload(o, cur.Token, was)))
 	args[7], args[8] = kinds, payloads
 	return &attemptEnd{
 		update: `UPDATE attempts SET ` + process + `state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL
@@ -606,9 +601,11 @@ func queueEvent(b *pgx.Batch, e store.Event, payload map[string]any) {
 		e.Run, e.Kind, e.Task, e.Attempt, eventText(payload))
 }
 
-func eventText(payload map[string]any) string {
-	if payload == nil {
-		return ""
+// eventText is store.PayloadText of plain data.
+func eventText(payload any) string {
+	text, err := store.PayloadText(payload)
+	if err != nil {
+		panic(err) // only called with plain data, which always encodes (as queue.JSON)
 	}
-	return queue.JSON(payload)
+	return text
 }

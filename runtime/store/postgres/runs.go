@@ -390,16 +390,12 @@ const lastEventTimeSQL = `(SELECT time FROM events ORDER BY seq DESC LIMIT 1)`
 
 // appendEvent records an event inside a transaction; payload is marshalled
 // (encoding/json sorts map keys, so the stored text is deterministic).
-func appendEvent(ctx context.Context, tx pgx.Tx, e store.Event, payload map[string]any) error {
-	var text string
-	if payload != nil {
-		b, err := json.Marshal(payload)
-		if err != nil {
-			return err
-		}
-		text = string(b)
+func appendEvent(ctx context.Context, tx pgx.Tx, e store.Event, payload any) error {
+	text, err := store.PayloadText(payload)
+	if err != nil {
+		return err
 	}
-	_, err := tx.Exec(ctx, insertEventSQL,
+	_, err = tx.Exec(ctx, insertEventSQL,
 		e.Run, e.Kind, e.Task, e.Attempt, text)
 	return err
 }

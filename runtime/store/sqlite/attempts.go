@@ -188,10 +188,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		nanos(a.LeaseExpiry), a.Worker, a.PID, a.Host, a.Boot, leaseBoot, leaseUntil); err != nil {
 		return err
 	}
-	return appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number}, map[string]any{
-		"token": a.Token, "resource": a.Resource, "state": string(a.State), "worker": a.Worker, "pid": a.PID,
-		"lease_ms": spec.Lease.Milliseconds(),
-	})
+	return appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptStarted, Task: a.Task, Attempt: a.Number},
+		store.StartedPayload(*a, spec.Lease))
 }
 
 // runIsRunning refuses a run that does not exist or is no longer running.
@@ -382,13 +380,12 @@ WHERE run = ?15 AND task = ?16 AND number = ?17 AND state = ?18 AND token = ?19`
 		was = store.AttemptRunning
 	}
 	finished := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
-		map[string]any{"state": string(o.State), "class": o.Class, "exit_code": o.ExitCode, "error_tail": o.ErrorTail,
-			"token": cur.Token, "was": string(was)}}
+		store.FinishedPayload(o, cur.Token, was)}
 	if o.Ran == nil || cur.State != store.AttemptQueued {
 		return appendEvent(ctx, tx, now, finished.e, finished.payload)
 	}
 	running := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-		map[string]any{"token": cur.Token, "pid": o.Ran.Process.PID, "lease_ms": o.Ran.Lease.Milliseconds()}}
+		store.RunningPayload(cur.Token, *o.Ran)}
 	return appendEvents(ctx, tx, now, running, finished)
 }
 
@@ -525,7 +522,7 @@ WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, started,
 	}
 	if cur.State == store.AttemptQueued {
 		if err := appendEvent(ctx, tx, now, store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
-			map[string]any{"token": cur.Token, "pid": p.PID, "lease_ms": lease.Milliseconds()}); err != nil {
+			store.RunningPayload(cur.Token, store.Running{Process: p, Lease: lease})); err != nil {
 			return store.Attempt{}, err
 		}
 	}

@@ -395,37 +395,29 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 }
 
 // appendEvent records an event inside a transaction; payload is marshalled
-// (encoding/json sorts map keys, so the stored text is deterministic).
-func appendEvent(ctx context.Context, tx *wtx, now int64, e store.Event, payload map[string]any) error {
-	var text string
-	if payload != nil {
-		b, err := json.Marshal(payload)
-		if err != nil {
-			return err
-		}
-		text = string(b)
+// (store.PayloadText).
+func appendEvent(ctx context.Context, tx *wtx, now int64, e store.Event, payload any) error {
+	text, err := store.PayloadText(payload)
+	if err != nil {
+		return err
 	}
-	_, err := tx.ExecContext(ctx, insertEvent, e.Run, now, e.Kind, e.Task, e.Attempt, text)
+	_, err = tx.ExecContext(ctx, insertEvent, e.Run, now, e.Kind, e.Task, e.Attempt, text)
 	return err
 }
 
 // eventRow is one event for appendEvents.
 type eventRow struct {
 	e       store.Event
-	payload map[string]any
+	payload any
 }
 
 // appendEvents appends two events at once, in order, in one statement.
 func appendEvents(ctx context.Context, tx *wtx, now int64, a, b eventRow) error {
 	var args [12]any
 	for i, r := range [2]eventRow{a, b} {
-		var text string
-		if r.payload != nil {
-			j, err := json.Marshal(r.payload)
-			if err != nil {
-				return err
-			}
-			text = string(j)
+		text, err := store.PayloadText(r.payload)
+		if err != nil {
+			return err
 		}
 		copy(args[i*6:], []any{r.e.Run, now, r.e.Kind, r.e.Task, r.e.Attempt, text})
 	}
