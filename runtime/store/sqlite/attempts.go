@@ -401,20 +401,12 @@ func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, erro
 
 // TaskAttempts implements Store.
 func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]store.Attempt, error) {
-	return scanAttempts(s.query(ctx, taskAttemptsSQL, resource, task))
+	return s.attempts(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`, resource, task)
 }
-
-// taskAttemptsSQL reads a task's attempts on its resource (every run of
-// the interval), by token: ?1 resource, ?2 task.
-const taskAttemptsSQL = `SELECT ` + attemptColumns + ` FROM attempts WHERE resource = ? AND task = ? ORDER BY token`
 
 // attempts reads the attempts query selects (attemptColumns).
 func (s *Store) attempts(ctx context.Context, query string, args ...any) ([]store.Attempt, error) {
-	return scanAttempts(s.query(ctx, query, args...))
-}
-
-// scanAttempts reads every row of rows (attemptColumns) and closes them.
-func scanAttempts(rows *sql.Rows, err error) ([]store.Attempt, error) {
+	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -424,14 +424,6 @@ WHERE run = ?1 AND task = ?2`, c.Run, c.Task, worker, queue.JSON(c.Failover), un
 					return nil, err
 				}
 				cl.Attempt = &a
-				// And the task's attempts as the visit asks at its start
-				// (queue.Claim.Prior): here the pages are the write's,
-				// where a read of its own, on a file other processes
-				// write, would begin a transaction and reread them.
-				if cl.Prior, err = tx.TaskAttempts(ctx, resource, c.Task); err != nil {
-					return nil, err
-				}
-				cl.HasPrior = true
 			}
 		}
 		out = cl

@@ -95,11 +95,6 @@ func (t *queueTx) StartAttempt(ctx context.Context, spec store.AttemptSpec) (sto
 	return a, err
 }
 
-// TaskAttempts is Store.TaskAttempts inside this transaction.
-func (t *queueTx) TaskAttempts(ctx context.Context, resource, task string) ([]store.Attempt, error) {
-	return scanAttempts(t.tx.QueryContext(ctx, taskAttemptsSQL, resource, task))
-}
-
 // FinishAttempt is Store.FinishAttempt inside this transaction: the worker
 // queue records a visit's last attempt's end with the visit's
 // (queue.Result.End).
