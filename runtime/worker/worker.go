@@ -154,8 +154,11 @@ func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
 
 // visit is one task this worker runs.
 type visit struct {
-	cl     *queue.Claim
-	cancel context.CancelCauseFunc
+	cl *queue.Claim
+	// claimedAt is when the claim was asked for (before its transaction
+	// began): the claim expires no sooner than a lease after it.
+	claimedAt time.Time
+	cancel    context.CancelCauseFunc
 	// finishing is set before the visit's Finish: from then on a claim
 	// missing from a heartbeat is the visit's own end (or, if it was taken
 	// over, Finish says so), not a takeover to stop it for.
@@ -259,7 +262,7 @@ func Run(ctx context.Context, c Config) error {
 				// not begun but handed back, as shutdown's are.
 				c.handBack(bg, e.next)
 			default:
-				c.startVisit(bg, e.next, &mu, visits, &wg, ended)
+				c.startVisit(bg, e.next, e.nextAt, &mu, visits, &wg, ended)
 			}
 		case _, ok := <-wake.ch:
 			if !ok {
@@ -385,21 +388,26 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 // orphan, nor start a non-idempotent task beside it, meanwhile. A claim
 // whose transaction read the task's attempts and started its first one
 // (PostgreSQL) needs no asking: what the visit read was read while the
-// claim held, and a swept claim's attempt refuses to start.
+// claim held, and a swept claim's attempt refuses to start. (A visit that
+// begins half a lease after its claim asks first either way: runVisit.)
 func (c *Config) holds(cl *queue.Claim) func(context.Context) error {
 	if cl.HasPrior && cl.Attempt != nil {
 		return nil
 	}
-	return func(ctx context.Context) error {
-		held, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
-		if err != nil {
-			return fmt.Errorf("the store could not confirm the claim: %w", err)
-		}
-		if !slices.Contains(held, cl.Ref) {
-			return errors.New("the claim was taken over")
-		}
-		return nil
+	return func(ctx context.Context) error { return c.heldNow(ctx, cl) }
+}
+
+// heldNow asks the store whether cl is still this worker's claim: a
+// heartbeat, and its answer.
+func (c *Config) heldNow(ctx context.Context, cl *queue.Claim) error {
+	held, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
+	if err != nil {
+		return fmt.Errorf("the store could not confirm the claim: %w", err)
 	}
+	if !slices.Contains(held, cl.Ref) {
+		return errors.New("the claim was taken over")
+	}
+	return nil
 }
 
 // register registers the worker. A live registration of its name by an
@@ -423,6 +431,7 @@ func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref
 		if !c.slotFree(mu, visits) {
 			return
 		}
+		at := time.Now()
 		cl, err := c.claimOne(ctx)
 		if err != nil {
 			c.logf("claim: %v", err)
@@ -431,21 +440,24 @@ func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref
 		if cl == nil {
 			return
 		}
-		c.startVisit(ctx, cl, mu, visits, wg, ended)
+		c.startVisit(ctx, cl, at, mu, visits, wg, ended)
 	}
 }
 
 // visitEnd is a visit's end as its goroutine reports it: the next task its
-// Finish claimed (queue.FinishClaimer), if any, takes its slot.
+// Finish claimed (queue.FinishClaimer), if any, takes its slot; nextAt is
+// when that claim was asked for.
 type visitEnd struct {
-	ref  queue.Ref
-	next *queue.Claim
+	ref    queue.Ref
+	next   *queue.Claim
+	nextAt time.Time
 }
 
-// startVisit runs a claimed task's visit on its own goroutine.
-func (c *Config) startVisit(ctx context.Context, cl *queue.Claim, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended chan<- visitEnd) {
+// startVisit runs a claimed task's visit on its own goroutine; at is when
+// the claim was asked for.
+func (c *Config) startVisit(ctx context.Context, cl *queue.Claim, at time.Time, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended chan<- visitEnd) {
 	vctx, cancel := context.WithCancelCause(ctx)
-	v := &visit{cl: cl, cancel: cancel}
+	v := &visit{cl: cl, claimedAt: at, cancel: cancel}
 	mu.Lock()
 	visits[cl.Ref] = v
 	mu.Unlock()
@@ -453,8 +465,8 @@ func (c *Config) startVisit(ctx context.Context, cl *queue.Claim, mu *sync.Mutex
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		next := c.runVisit(vctx, v)
-		ended <- visitEnd{ref: cl.Ref, next: next}
+		next, nextAt := c.runVisit(vctx, v)
+		ended <- visitEnd{ref: cl.Ref, next: next, nextAt: nextAt}
 	}()
 }
 
@@ -521,7 +533,7 @@ func (c *Config) handBack(ctx context.Context, cl *queue.Claim) {
 // runVisit runs one claimed task and reports how it ended; when the queue
 // claims the worker's next task in the same transaction
 // (queue.FinishClaimer), it returns that claim.
-func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
+func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim, nextAt time.Time) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
 	var end *queue.AttemptEnd    // the last attempt's end, recorded by Finish
@@ -534,6 +546,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 		v.finishing.Store(true)
 		c.hook(hookBeforeFinish, cl.Task)
 		var err error
+		nextAt = time.Now()
 		next, err = c.finishClaiming(bg, cl.Ref, r)
 		if err == nil {
 			c.hook(hookAfterFinish, cl.Task)
@@ -553,6 +566,19 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 		c.logf("%s %s: %v; handing it back", cl.Run, cl.Task, err)
 		finish(queue.Result{Ending: queue.HandedBack})
 		return
+	}
+	if time.Since(v.claimedAt) > c.Lease/2 {
+		// The claim may have expired while this worker was paused or
+		// starved, and its task been taken over by another: a visit that
+		// began now would start the task beside the takeover's (the
+		// claim's own read of the task's attempts predates it), before any
+		// heartbeat told it. So the store is asked first. A younger claim
+		// cannot have expired, and costs nothing.
+		if err := c.heldNow(ctx, cl); err != nil {
+			c.logf("%s %s: not begun: %v", cl.Run, cl.Task, err)
+			finish(queue.Result{Ending: queue.LeaseLost}) // refused when another worker has it already
+			return
+		}
 	}
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: c.visitOptions(sub),
@@ -589,7 +615,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim) {
 		c.logf("%s %s: failed on %s (%s)", cl.Run, cl.Task, c.Info.Name, why)
 		finish(queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why})
 	}
-	return next
+	return next, nextAt
 }
 
 // visitOptions are the options of every visit of sub's plan.
