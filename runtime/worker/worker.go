@@ -573,10 +573,12 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim, nex
 		// began now would start the task beside the takeover's (the
 		// claim's own read of the task's attempts predates it), before any
 		// heartbeat told it. So the store is asked first. A younger claim
-		// cannot have expired, and costs nothing.
+		// cannot have expired, and costs nothing. Handed back, uncounted,
+		// when the answer is not yes: refused if it is another worker's,
+		// claimed again if the store was only out of reach.
 		if err := c.heldNow(ctx, cl); err != nil {
 			c.logf("%s %s: not begun: %v", cl.Run, cl.Task, err)
-			finish(queue.Result{Ending: queue.LeaseLost}) // refused when another worker has it already
+			finish(queue.Result{Ending: queue.HandedBack})
 			return
 		}
 	}
