@@ -95,10 +95,17 @@ func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Pla
 		if err != nil {
 			return nil, err
 		}
+		vs, err := st.PointedVersions(ctx, plan.Pipeline, sk)
+		if err != nil {
+			return nil, err
+		}
 		for _, p := range ps {
-			v, err := st.GetVersion(ctx, p.Version)
-			if err != nil {
-				return nil, fmt.Errorf("the version %d that %s shows for %s@%s: %w", p.Version, sk, p.Artifact, p.Interval, err)
+			v, ok := vs[p.Version]
+			if !ok {
+				// Swapped between the two reads.
+				if v, err = st.GetVersion(ctx, p.Version); err != nil {
+					return nil, fmt.Errorf("the version %d that %s shows for %s@%s: %w", p.Version, sk, p.Artifact, p.Interval, err)
+				}
 			}
 			f.visible[sk+"\x00"+p.Artifact+"\x00"+p.Interval] = v
 		}

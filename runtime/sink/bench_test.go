@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/pipec/pipec/internal/s3test"
 	"github.com/pipec/pipec/runtime/store"
@@ -120,4 +121,46 @@ func BenchmarkFreezeManyFiles(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkReconcileSettled is what every run's start pays for a sink
+// that holds many intervals and needs nothing (a backfill's later runs):
+// ReconcileAll of the directory sink and of the s3 sink (versitygw on
+// loopback) after 365 daily intervals were published, on an SQLite state.
+//
+//	go test ./runtime/sink -run '^$' -bench ReconcileSettled
+func BenchmarkReconcileSettled(b *testing.B) {
+	const intervals = 365
+	publishAll := func(b *testing.B, f *fixture, s Sink) {
+		b.Helper()
+		day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		for i := range intervals {
+			iv := day.AddDate(0, 0, i).Format(time.DateOnly)
+			if _, err := s.Publish(context.Background(), f.produce(b, f.st, "clean", iv, filesOf(iv+"\n"))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	reconcile := func(b *testing.B, s Sink) {
+		b.Helper()
+		b.ResetTimer()
+		for range b.N {
+			if n, err := s.ReconcileAll(context.Background()); err != nil || n != 0 {
+				b.Fatalf("reconcile of a settled sink: %d, %v", n, err)
+			}
+		}
+	}
+	b.Run("directory", func(b *testing.B) {
+		f := newFixture(b)
+		d := f.sink(b, f.st, FencingToken)
+		publishAll(b, f, d)
+		reconcile(b, d)
+	})
+	b.Run("s3", func(b *testing.B) {
+		s3test.Start(b, "lake")
+		f := newFixture(b)
+		s := f.s3sink(b, f.st, FencingToken)
+		publishAll(b, f, s)
+		reconcile(b, s)
+	})
 }

@@ -423,6 +423,12 @@ func (s *S3) ReconcileAll(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The pointers' versions in one read, not one each: a backfill's run
+	// reads them for every interval the sink holds.
+	versions, err := s.Store.PointedVersions(ctx, s.Pipeline, s.Name)
+	if err != nil {
+		return 0, err
+	}
 	// One GET per interval whose pointer object is not listed as the
 	// record the state's pointer makes: 16 at a time, so a run's start
 	// after a crash does not wait on thousands of them in a row.
@@ -438,7 +444,7 @@ func (s *S3) ReconcileAll(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			ok, err := s.catchUp(ctx, p, stateID, listed[s.pointerKey(p.Interval)])
+			ok, err := s.catchUp(ctx, p, versions[p.Version], stateID, listed[s.pointerKey(p.Interval)])
 			mu.Lock()
 			defer mu.Unlock()
 			if ok {
@@ -468,15 +474,19 @@ func (s *S3) pointerETags(ctx context.Context) (map[string]string, error) {
 }
 
 // catchUp swaps the sink's pointer object for p's interval to p's version
-// when the state is ahead of it. listed is the object's ETag as listed (""
-// if it was not): a plain PUT's ETag is the MD5 of its body on S3 and on
-// the servers pipec is tested with, so an object listed with the MD5 of
-// the record p makes is that record, and is not read again. Any other
-// ETag, a server whose ETags are not MD5s included, is read and judged.
-func (s *S3) catchUp(ctx context.Context, p store.Pointer, stateID, listed string) (bool, error) {
-	v, err := s.Store.GetVersion(ctx, p.Version)
-	if err != nil {
-		return false, err
+// when the state is ahead of it. v is that version as read with the
+// pointers (read here when it was not: ID 0, a pointer swapped since).
+// listed is the object's ETag as listed ("" if it was not): a plain PUT's
+// ETag is the MD5 of its body on S3 and on the servers pipec is tested
+// with, so an object listed with the MD5 of the record p makes is that
+// record, and is not read again. Any other ETag, a server whose ETags are
+// not MD5s included, is read and judged.
+func (s *S3) catchUp(ctx context.Context, p store.Pointer, v store.Version, stateID, listed string) (bool, error) {
+	if v.ID != p.Version {
+		var err error
+		if v, err = s.Store.GetVersion(ctx, p.Version); err != nil {
+			return false, err
+		}
 	}
 	name := VersionName(v)
 	want := Record{Pipeline: v.Pipeline, Artifact: v.Artifact, Interval: v.Interval, Token: v.Token, Version: name,

@@ -675,10 +675,27 @@ func TestS3ReconcileCompletesStoppedPublish(t *testing.T) {
 		}
 	}
 	trips := s.Client.RoundTrips()
+	reads := &versionReads{Store: s.Store}
+	s.Store = reads
 	if n, err := s.ReconcileAll(bg); err != nil || n != 0 {
 		t.Fatalf("reconcile of a settled sink: %d %v, want none", n, err)
 	}
 	if trips = s.Client.RoundTrips() - trips; trips > 2 {
 		t.Errorf("reconciling a settled sink of 5 intervals took %d requests, want 2 (the binding and the listing)", trips)
 	}
+	// And one read of the state for the pointers' versions, not one each.
+	if n := reads.gets.Load(); n != 0 {
+		t.Errorf("reconciling a settled sink of 5 intervals read %d versions one by one, want them read with the pointers", n)
+	}
+}
+
+// versionReads counts a store's GetVersion calls.
+type versionReads struct {
+	store.Store
+	gets atomic.Int64
+}
+
+func (r *versionReads) GetVersion(ctx context.Context, id int64) (store.Version, error) {
+	r.gets.Add(1)
+	return r.Store.GetVersion(ctx, id)
 }

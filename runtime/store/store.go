@@ -596,6 +596,13 @@ type Store interface {
 	// Pointers returns every pointer of a pipeline's sink, ordered by
 	// artifact, interval.
 	Pointers(ctx context.Context, pipeline, sink string) ([]Pointer, error)
+	// PointedVersions returns the versions that the pointers of a
+	// pipeline's sink name, by id: what a GetVersion of each pointer's
+	// version reads, in one read, for a caller that judges every pointer
+	// (a sink's reconcile at each run's start, which a backfill pays once
+	// per interval for every interval held). A pointer swapped after it
+	// may name a version missing here.
+	PointedVersions(ctx context.Context, pipeline, sink string) (map[int64]Version, error)
 
 	// StateID is the store's identity: random, made when the store was
 	// created, never changed. A sink is bound to the state that publishes
@@ -624,4 +631,13 @@ type EventTailer interface {
 	// EventsAfter returns the run's events with a sequence number above
 	// seq, in sequence order.
 	EventsAfter(ctx context.Context, run string, seq int64) ([]Event, error)
+}
+
+// VersionsByID indexes vs by id.
+func VersionsByID(vs []Version) map[int64]Version {
+	m := make(map[int64]Version, len(vs))
+	for _, v := range vs {
+		m[v.ID] = v
+	}
+	return m
 }

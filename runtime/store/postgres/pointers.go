@@ -140,6 +140,20 @@ func held(p store.Pointer) fence.Held {
 	return fence.Held{Exists: p.Version != 0, Token: p.Token, Version: fmt.Sprint(p.Version)}
 }
 
+// PointedVersions implements store.Store.
+func (s *Store) PointedVersions(ctx context.Context, pipeline, sink string) (map[int64]store.Version, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+versionColumns+` FROM versions
+WHERE id IN (SELECT version FROM pointers WHERE pipeline = $1 AND sink = $2)`, pipeline, sink)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := collect(rows, scanVersion)
+	if err != nil {
+		return nil, err
+	}
+	return store.VersionsByID(vs), nil
+}
+
 // Pointers implements store.Store.
 func (s *Store) Pointers(ctx context.Context, pipeline, sink string) ([]store.Pointer, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = $1 AND sink = $2

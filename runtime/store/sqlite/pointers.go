@@ -175,6 +175,16 @@ func held(p store.Pointer) fence.Held {
 	return fence.Held{Exists: p.Version != 0, Token: p.Token, Version: fmt.Sprint(p.Version)}
 }
 
+// PointedVersions implements Store.
+func (s *Store) PointedVersions(ctx context.Context, pipeline, sink string) (map[int64]store.Version, error) {
+	vs, err := collect(func(r *sql.Rows) (store.Version, error) { return scanVersion(r) })(s.query(ctx, `SELECT `+versionColumns+` FROM versions
+WHERE id IN (SELECT version FROM pointers WHERE pipeline = ? AND sink = ?)`, pipeline, sink))
+	if err != nil {
+		return nil, err
+	}
+	return store.VersionsByID(vs), nil
+}
+
 // Pointers implements Store.
 func (s *Store) Pointers(ctx context.Context, pipeline, sink string) ([]store.Pointer, error) {
 	rows, err := s.query(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = ? AND sink = ? ORDER BY artifact, interval_key`,

@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -373,7 +375,22 @@ func testCompareAndSwapPointer(t *testing.T, open single) {
 	}
 	ps, err := s.Pointers(ctx, "orders", "warehouse")
 	if err != nil || len(ps) != 1 {
-		t.Errorf("Pointers = %v, %v", ps, err)
+		t.Fatalf("Pointers = %v, %v", ps, err)
+	}
+	// The pointer's version, as GetVersion reads it; none of another sink.
+	want, err := s.GetVersion(ctx, ps[0].Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.PointedVersions(ctx, "orders", "warehouse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[int64]store.Version{want.ID: want}, got); diff != "" {
+		t.Errorf("PointedVersions differs from GetVersion of the pointer (-want +got):\n%s", diff)
+	}
+	if got, err := s.PointedVersions(ctx, "orders", "lake"); err != nil || len(got) != 0 {
+		t.Errorf("PointedVersions of a sink with no pointers = %v, %v", got, err)
 	}
 }
 
