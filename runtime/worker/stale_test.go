@@ -24,16 +24,7 @@ import (
 // start the task beside it: it asks the store first, gets its answer once
 // the lock is freed (the claim is w2's), and stops. w2's attempt succeeds,
 // and so does the run.
-func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
-	for _, b := range []backend{onSQLite, onPostgres} {
-		t.Run(string(b), func(t *testing.T) {
-			if b == onPostgres {
-				pg.Server(t)
-			}
-			staleVisit(t, b)
-		})
-	}
-}
+func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) { onBoth(t, staleVisit) }
 
 func staleVisit(t *testing.T, b backend) {
 	e := newEnvOn(t, b, scenario.Stale, map[string]string{"load.sh": scenario.StaleLoad})
