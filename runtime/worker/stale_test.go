@@ -91,3 +91,39 @@ func holdHeartbeats(t *testing.T, e *env, b backend, worker string) func() {
 		conn.Close(ctx)
 	}
 }
+
+// A visit that begins late, its worker held up while its heartbeats went
+// on (so its claim is still its own), has the store confirm the claim and
+// runs the task: once, on its own worker, with no failover. (The test
+// build's pause holds the visit alone: the worker's heartbeats go on.)
+func TestLateVisitStillHeldRuns(t *testing.T) {
+	onBoth(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b, scenario.Stale, map[string]string{"load.sh": scenario.StaleLoad})
+		e.hookedWorker(t, "w1", "before-visit:load:pause")
+		run := e.submit("2024-01-01")
+		e.waitFile("paused")
+		time.Sleep(700 * time.Millisecond) // past half the worker's 1 s lease
+		if err := os.WriteFile(filepath.Join(e.dir, "resume"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rs := e.until(run, "the run's end", finished)
+		ts := rs.Tasks[0]
+		if rs.Run.State != store.RunSucceeded || ts.Worker != "w1" || ts.Failover.Starts != 1 || ts.Failover.Failovers != 0 {
+			t.Fatalf("run %s, task on %q after %d starts and %d failovers; want succeeded on w1 at its first start",
+				rs.Run.State, ts.Worker, ts.Failover.Starts, ts.Failover.Failovers)
+		}
+		if got := e.lines("ran", "w1 "); got != 2 {
+			t.Errorf("ran holds %d lines of w1, want its start and its end", got)
+		}
+		// Begun at once, not handed back and claimed again.
+		evs, err := e.st.Events(context.Background(), run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Kind == queue.EventWorkHandedBack {
+				t.Errorf("the task was handed back (%s): the confirmed claim was not used", ev.Payload)
+			}
+		}
+	})
+}
