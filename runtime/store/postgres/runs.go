@@ -389,7 +389,7 @@ func eventTime(now string) string { return `GREATEST(` + now + `, ` + lastEventT
 const lastEventTimeSQL = `(SELECT time FROM events ORDER BY seq DESC LIMIT 1)`
 
 // appendEvent records an event inside a transaction; payload is marshalled
-// (encoding/json sorts map keys, so the stored text is deterministic).
+// (store.PayloadText).
 func appendEvent(ctx context.Context, tx pgx.Tx, e store.Event, payload any) error {
 	text, err := store.PayloadText(payload)
 	if err != nil {
