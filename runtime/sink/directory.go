@@ -717,7 +717,15 @@ func (d *Directory) VisibleVersion(_ context.Context, interval string) (Visible,
 // Intervals implements Managed: the interval links (dot-files are the
 // sink's own).
 func (d *Directory) Intervals(context.Context) ([]string, error) {
-	entries, err := os.ReadDir(d.Path)
+	return namesIn(d.Path, func(e fs.DirEntry) (string, bool) {
+		return e.Name(), !strings.HasPrefix(e.Name(), ".") && e.Type()&fs.ModeSymlink != 0
+	})
+}
+
+// namesIn lists, in order, what keep makes of the entries of dir that it
+// keeps; a dir that does not exist holds none.
+func namesIn(dir string, keep func(fs.DirEntry) (string, bool)) ([]string, error) {
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -726,8 +734,8 @@ func (d *Directory) Intervals(context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") && e.Type()&fs.ModeSymlink != 0 {
-			out = append(out, e.Name())
+		if name, ok := keep(e); ok {
+			out = append(out, name)
 		}
 	}
 	return out, nil

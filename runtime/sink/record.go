@@ -227,21 +227,11 @@ func (d *Directory) Records() ([]Record, error) {
 // recordedIntervals lists the intervals the sink has a record file for, by
 // their names alone, in order.
 func (d *Directory) recordedIntervals() ([]string, error) {
-	ents, err := os.ReadDir(d.fenceDir())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
+	return namesIn(d.fenceDir(), func(e fs.DirEntry) (string, bool) {
 		name := e.Name()
-		if iv, ok := strings.CutSuffix(name, ".json"); ok && !strings.HasPrefix(name, ".") {
-			out = append(out, iv)
-		}
-	}
-	return out, nil
+		iv, ok := strings.CutSuffix(name, ".json")
+		return iv, ok && !strings.HasPrefix(name, ".")
+	})
 }
 
 // Binding returns the sink's binding, nil when no state published to it yet.
