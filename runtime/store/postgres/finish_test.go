@@ -405,3 +405,92 @@ func TestFinishClaimingAtALeaf(t *testing.T) {
 		}
 	})
 }
+
+// TestLeavesEndingTogetherEndTheRun: the run's last two tasks, neither with
+// dependents, end at once on two workers. Each decides whether its end
+// ends the run under the submission's lock (a task without dependents
+// takes it with its end), and reads what is left only once it holds the
+// lock, so the second to hold it sees the first's end committed and ends
+// the run. The lock is held here while both ends are sent, so both wait
+// for it with their ends written but not committed: had either read what
+// is left before the lock, it would have found the other's task still
+// claimed, and with both so the run would never end.
+func TestLeavesEndingTogetherEndTheRun(t *testing.T) {
+	srv := pg.Server(t)
+	assuming(t, func(t *testing.T, was bool) {
+		s := open(t, srv, nil)
+		ctx := context.Background()
+		run := submitWith(t, s, queue.Task{Name: "a"}, queue.Task{Name: "b"})
+		if err := s.Register(ctx, queue.WorkerInfo{Name: "w2", Host: "h", PID: 2, Slots: 1}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		type visit struct {
+			worker string
+			spec   store.AttemptSpec
+			claim  *queue.Claim
+			ran    store.Attempt
+		}
+		var visits []*visit
+		for _, w := range []string{"w1", "w2"} {
+			v := &visit{worker: w, spec: store.AttemptSpec{Worker: w, Host: "h", Boot: "boot"}}
+			cl, err := s.ClaimStarting(ctx, w, time.Minute, v.spec)
+			if err != nil || cl == nil || cl.Attempt == nil {
+				t.Fatalf("claim by %s: %+v, %v", w, cl, err)
+			}
+			if v.ran, err = s.MarkRunning(ctx, cl.Attempt.AttemptRef, 4242, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			v.claim = cl
+			visits = append(visits, v)
+		}
+		hold, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hold.Rollback(ctx)
+		if _, err := hold.Exec(ctx, `SELECT 1 FROM submissions WHERE run = $1 FOR UPDATE`, run.ID); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, len(visits))
+		for _, v := range visits {
+			go func() {
+				next, err := s.FinishClaiming(ctx, v.worker, v.claim.Ref, queue.Result{Ending: queue.Succeeded,
+					End: end(v.ran, store.Outcome{State: store.AttemptSucceeded}, was)}, time.Minute, v.spec)
+				if err == nil && next != nil {
+					err = fmt.Errorf("%s claimed %s, but no task was left", v.worker, next.Ref)
+				}
+				errs <- err
+			}()
+		}
+		// Both ends wait for the lock.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var waiting int
+			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE '%submissions%' AND pid <> pg_backend_pid()`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting == len(visits) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d ends wait for the submission's lock, want %d", waiting, len(visits))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := hold.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range visits {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, v := range visits {
+			finishedOnce(t, s, v.ran)
+		}
+		if r, err := s.GetRun(ctx, run.ID); err != nil || r.State != store.RunSucceeded {
+			t.Fatalf("the run after both ends: %+v, %v; want succeeded", r, err)
+		}
+	})
+}

@@ -913,6 +913,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			return errFinishMissed
 		}
 		queueFinishStep(b, end, *e.Was, worker, c)
+		queueLeafRunEnd(b, ref)
 		if next != nil {
 			queueClaimReads(b, worker)
 		}
@@ -924,9 +925,13 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			}
 		}
 		var open int
+		var leaf leafRunEnd
 		var page []queue.Work
 		if err == nil {
 			err = br.QueryRow().Scan(nil, nil, &open)
+		}
+		if err == nil {
+			leaf, err = readLeafRunEnd(br)
 		}
 		if err == nil && next != nil {
 			page, err = readClaimReads(br)
@@ -949,13 +954,19 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			return err
 		}
 		// No dependents, or none left to run: this may be the run's last
-		// task, decided under the submission's lock. The next claim is
-		// made in this transaction from the candidates read and locked
-		// with the end: a claim after the commit would read them again in
-		// a transaction of its own. The claim's writes ride with the
-		// COMMIT, so the lock is held no round trip longer than a COMMIT
-		// alone would hold it.
-		if err := endingRun(ctx, tx, ref.Run, nil); err != nil || next == nil {
+		// task, decided under the submission's lock (a task without
+		// dependents took it with its end: leaf). The next claim is made
+		// in this transaction from the candidates read and locked with the
+		// end: a claim after the commit would read them again in a
+		// transaction of its own. The claim's writes ride with the COMMIT,
+		// so the lock is held no round trip longer than a COMMIT alone
+		// would hold it.
+		if leaf.locked {
+			err = finishRunIfOver(ctx, tx, ref.Run, leaf.open, leaf.bad)
+		} else {
+			err = endingRun(ctx, tx, ref.Run, nil)
+		}
+		if err != nil || next == nil {
 			return err
 		}
 		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page)
@@ -1121,6 +1132,52 @@ const runLeftSQL = `WITH l AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM work WH
 	OR EXISTS (SELECT 1 FROM work WHERE run COLLATE "C" = $1 AND state = 'ready') AS open)
 SELECT l.open, CASE WHEN l.open THEN false
 	ELSE EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) END FROM l`
+
+// leafRunEnd is what queueLeafRunEnd read: whether the submission's lock
+// was taken (the task has no dependents), and then runLeftSQL's counts.
+type leafRunEnd struct{ locked, open, bad bool }
+
+// queueLeafRunEnd queues, after a visit's end (the statement that steps
+// the DAG), lockAndFinishRun's two statements for a task ($2 of run $1)
+// that has no dependents: its end may be the run's last, whatever its
+// dependents did, so it takes the submission's lock with its end, in the
+// same round trip, where it took it in a round trip of its own after
+// reading that no dependent was left (a third of the 1,000-task DAG's
+// tasks are such leaves). For any other task both statements read
+// nothing: a task with dependents waits behind no other finish, and one
+// whose dependents were all not run locks after reading (endingRun).
+// readLeafRunEnd reads them.
+func queueLeafRunEnd(b *pgx.Batch, ref queue.Ref) {
+	b.Queue(lockLeafSQL, ref.Run, ref.Task)
+	b.Queue(leafRunLeftSQL, ref.Run, ref.Task)
+}
+
+func readLeafRunEnd(br pgx.BatchResults) (leafRunEnd, error) {
+	var l leafRunEnd
+	var one int
+	err := br.QueryRow().Scan(&one)
+	l.locked = err == nil
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		// No row for a task with dependents (or a run not submitted,
+		// which endingRun then says): its counts read none either.
+		err = br.QueryRow().Scan(&l.open, &l.bad)
+	}
+	if errors.Is(err, pgx.ErrNoRows) && !l.locked {
+		err = nil
+	}
+	return l, err
+}
+
+// isLeafSQL is true when task $2 of run $1 has no dependents.
+const isLeafSQL = `EXISTS (SELECT 1 FROM work WHERE run = $1 AND task = $2 AND dependents = '[]')`
+
+// lockLeafSQL is lockSubmissionSQL for a task without dependents; no row
+// for any other.
+const lockLeafSQL = `SELECT 1 FROM submissions WHERE run = $1 AND ` + isLeafSQL + ` FOR UPDATE OF submissions`
+
+// leafRunLeftSQL is runLeftSQL for a task without dependents; no row (and
+// no probe: the condition is checked first) for any other.
+const leafRunLeftSQL = runLeftSQL + ` WHERE ` + isLeafSQL
 
 // maybeFinishRun finishes the run when none of its tasks is left to do
 // (queue.RunEnd). Called under lockSubmission.
