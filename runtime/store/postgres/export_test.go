@@ -59,3 +59,7 @@ func RunLeftSQL() string { return runLeftSQL }
 // and payload. Its first write finds the claimed row as every visit's end
 // does.
 func StepSQL() string { return stepSQL }
+
+// JSONStringSQL is jsonStringSQL: text expression x as a JSON string,
+// quoted as encoding/json quotes it.
+func JSONStringSQL(x string) string { return jsonStringSQL(x) }

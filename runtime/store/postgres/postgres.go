@@ -291,6 +291,43 @@ func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds
 	}
 }
 
+// txOne is a transaction of one statement, sql with args, in one round
+// trip: the BEGIN (and a test clock) and the COMMIT ride with it. scan
+// reads the statement's rows; an error it returns rolls the transaction
+// back. Committed as tx commits (asynchronously), retried as tx retries.
+func (s *Store) txOne(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
+	return s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+		b := &pgx.Batch{}
+		b.Queue(sql, args...)
+		skip := ends.first(b)
+		ends.last(b)
+		br := tx.SendBatch(ctx, b)
+		var err error
+		for range skip {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				err = scan(rows)
+				rows.Close()
+				if rerr := rows.Err(); err == nil {
+					err = rerr
+				}
+			}
+		}
+		if err == nil {
+			err = ends.committed(br)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
 // txEnds puts a pipelined transaction's BEGIN and COMMIT into fn's batches.
 type txEnds struct {
 	clock  store.Clock

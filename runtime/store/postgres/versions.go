@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -51,36 +52,52 @@ func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Versi
 		return store.Version{}, fmt.Errorf("record version: digest %q is not sha256:<hex>", v.Digest)
 	}
 	var out store.Version
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	inserted := false
+	err := s.txOne(ctx, func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return nil
+		}
 		var err error
-		out, err = scanVersion(tx.QueryRow(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, created)
-SELECT r.pipeline, $1, $2, $3, a.run, a.task, a.number, a.token, r.code_version, $7, 'staged', pipec_now()
-FROM attempts a JOIN runs r ON r.id = a.run
-WHERE a.run = $4 AND a.task = $5 AND a.number = $6
-ON CONFLICT (artifact, interval_key, digest, run, task, attempt) DO NOTHING
-RETURNING `+versionColumns, v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, v.Location))
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Either the version exists already or the attempt does not.
-			existing, err := scanVersion(tx.QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
+		out, err = scanVersion(rows)
+		inserted = err == nil
+		return err
+	}, recordVersionSQL, v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt, v.Location,
+		store.EventVersionRecorded, queue.JSON(v.Label()))
+	if err == nil && !inserted {
+		// Either the version exists already or the attempt does not.
+		out, err = scanVersion(s.pool.QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE artifact = $1 AND interval_key = $2 AND digest = $3 AND run = $4 AND task = $5 AND attempt = $6`,
-				v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("attempt %s: %w", store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt}, store.ErrNotFound)
-			}
-			out = existing
-			return err
+			v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt))
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("attempt %s: %w", store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt}, store.ErrNotFound)
 		}
-		if err != nil {
-			return err
-		}
-		return appendEvent(ctx, tx, store.Event{Run: v.Run, Kind: store.EventVersionRecorded, Task: v.Task, Attempt: v.Attempt},
-			map[string]any{"version": out.ID, "label": out.Label(), "token": out.Token})
-	})
+	}
 	if err != nil {
 		return store.Version{}, fmt.Errorf("record version: %w", err)
 	}
 	return out, nil
 }
+
+// recordVersionSQL is RecordVersion's one statement: the version ($1
+// artifact, $2 interval, $3 digest, $7 location) of attempt $4 $5 $6,
+// staged with the attempt's token and its run's code version, and its
+// event (kind $8) with the payload appendEvent would write, the label ($9)
+// quoted in Go: {"label":…,"token":…,"version":…}. No row when the version
+// was recorded before or the attempt does not exist.
+var recordVersionSQL = `WITH n AS (SELECT pipec_now() AS now), v AS (
+	INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, created)
+	SELECT r.pipeline, $1, $2, $3, a.run, a.task, a.number, a.token, r.code_version, $7, 'staged', n.now
+	FROM attempts a JOIN runs r ON r.id = a.run, n
+	WHERE a.run = $4 AND a.task = $5 AND a.number = $6
+	ON CONFLICT (artifact, interval_key, digest, run, task, attempt) DO NOTHING
+	RETURNING ` + versionColumns + `
+), e AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload)
+	SELECT v.run, ` + eventTime("n.now") + `, $8, v.task, v.attempt,
+		'{"label":' || $9::text || ',"token":' || v.token || ',"version":' || v.id || '}'
+	FROM v, n
+)
+SELECT ` + versionColumns + ` FROM v`
 
 // AcceptVersion implements store.Store.
 func (s *Store) AcceptVersion(ctx context.Context, id int64) error {
@@ -93,7 +110,25 @@ func (s *Store) RejectVersion(ctx context.Context, id int64, reason string) erro
 }
 
 // audit moves a staged version to its audit verdict; a verdict is final.
+// A staged version (every version its producer audits) moves in one round
+// trip (auditSQL); any other is read first, under its lock.
 func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reason string) error {
+	kind := store.EventVersionAccepted
+	if to == store.VersionRejected {
+		kind = store.EventVersionRejected
+	}
+	reasonField := ""
+	if reason != "" {
+		reasonField = `,"reason":` + queue.JSON(reason)
+	}
+	moved := false
+	err := s.txOne(ctx, func(rows pgx.Rows) error {
+		moved = rows.Next()
+		return nil
+	}, auditSQL, id, string(to), reason, kind, reasonField)
+	if err != nil || moved {
+		return err
+	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		v, err := getVersion(ctx, tx, id, true)
 		if err != nil {
@@ -108,16 +143,39 @@ func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reas
 		if err := changed(tx.Exec(ctx, `UPDATE versions SET state = $1, reason = $2 WHERE id = $3 AND state = 'staged'`, string(to), reason, id)); err != nil {
 			return fmt.Errorf("version %s: %w", v.Label(), err)
 		}
-		kind := store.EventVersionAccepted
-		if to == store.VersionRejected {
-			kind = store.EventVersionRejected
-		}
 		payload := map[string]any{"version": id, "label": v.Label(), "token": v.Token}
 		if reason != "" {
 			payload["reason"] = reason
 		}
 		return appendEvent(ctx, tx, store.Event{Run: v.Run, Kind: kind, Task: v.Task, Attempt: v.Attempt}, payload)
 	})
+}
+
+// auditSQL is audit's one statement for a staged version ($1): its state
+// ($2) and reason ($3), and its event (kind $4) with the payload
+// appendEvent would write, {"label":…[,"reason":…],"token":…,"version":…}
+// ($5 the reason's field, quoted in Go, or empty), the label quoted as
+// encoding/json quotes it (jsonStringSQL). No row when the version is not
+// staged.
+var auditSQL = `WITH n AS (SELECT pipec_now() AS now), u AS (
+	UPDATE versions SET state = $2, reason = $3 WHERE id = $1 AND state = 'staged'
+	RETURNING id, run, task, attempt, token, artifact || '@' || interval_key || '#' || digest AS label
+), e AS (
+	INSERT INTO events (run, time, kind, task, attempt, payload)
+	SELECT u.run, ` + eventTime("n.now") + `, $4, u.task, u.attempt,
+		'{"label":' || ` + jsonStringSQL("u.label") + ` || $5::text || ',"token":' || u.token || ',"version":' || u.id || '}'
+	FROM u, n
+)
+SELECT 1 FROM u`
+
+// jsonStringSQL is text expression x as a JSON string, quoted as
+// encoding/json quotes it, so an event written by a statement has the bytes
+// appendEvent would give it: to_json escapes the quote, the backslash and
+// the control characters as Go does (\b, \f, \n, \r, \t, else \u00XX),
+// and Go also escapes <, >, & and U+2028, U+2029, which to_json leaves.
+func jsonStringSQL(x string) string {
+	return `replace(replace(replace(replace(replace(to_json(` + x + `::text)::text,
+		'<', '\u003c'), '>', '\u003e'), '&', '\u0026'), U&'\2028', '\u2028'), U&'\2029', '\u2029')`
 }
 
 // GetVersion implements store.Store.
