@@ -24,6 +24,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -35,6 +37,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pipec/pipec/internal/netdelay"
 )
 
 // RequireEnv is the environment variable that makes a missing PostgreSQL a
@@ -327,6 +331,29 @@ func (s *Server) URL(db string, params ...string) string {
 		q += "&" + params[i] + "=" + params[i+1]
 	}
 	return "postgres://postgres@/" + db + "?" + q
+}
+
+// Delayed is url (one of this server's, URL or NewSchema) through a
+// loopback TCP proxy that delays every byte by oneWay in each direction
+// (package netdelay): the server as a client on another machine sees it,
+// a round trip twice oneWay away. The proxy closes with the test.
+func (s *Server) Delayed(t testing.TB, url string, oneWay time.Duration) string {
+	t.Helper()
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(s.SocketDir, ".s.PGSQL."+strconv.Itoa(s.Port))
+	p, err := netdelay.Start(func() (net.Conn, error) { return net.Dial("unix", sock) }, oneWay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	q := u.Query()
+	q.Del("host")
+	q.Del("port")
+	u.Host, u.RawQuery = p.Addr(), q.Encode()
+	return u.String()
 }
 
 // Psql runs SQL with the server's psql as the superuser and returns its

@@ -91,6 +91,17 @@ func workersBesideLocal(b *testing.B, spec []byte, tasks int, job benchJob) {
 	// that writes a CPU profile each (DIR/wN-i.pprof; go tool pprof -top
 	// DIR/w*.pprof merges them), and the submit too (DIR/submit-i.pprof).
 	profDir := os.Getenv("PIPEC_BENCH_PROFILE")
+	// PIPEC_BENCH_RTT=1ms has the workers and the submit talk to the server
+	// through a loopback proxy that delays each direction by half of it
+	// (pgtest.Server.Delayed), as clients on other machines would; the
+	// server's own answers over its socket take microseconds.
+	var rtt time.Duration
+	if v := os.Getenv("PIPEC_BENCH_RTT"); v != "" {
+		var err error
+		if rtt, err = time.ParseDuration(v); err != nil || rtt < 0 {
+			b.Fatalf("PIPEC_BENCH_RTT=%s: not a duration", v)
+		}
+	}
 	var local, workers time.Duration
 	cpu := benchCPU{job: job}
 	for i := 0; i < b.N; i++ {
@@ -99,6 +110,9 @@ func workersBesideLocal(b *testing.B, spec []byte, tasks int, job benchJob) {
 
 		// The same work through 3 workers on PostgreSQL.
 		e := newEnv(b, string(spec), nil)
+		if rtt > 0 {
+			e.url = pg.Server(b).Delayed(b, e.url, rtt/2)
+		}
 		var ws []*proc
 		for _, name := range []string{"w1", "w2", "w3"} {
 			if profDir != "" {

@@ -1,0 +1,125 @@
+package netdelay
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo serves an echo server on a unix socket and returns its dialer.
+func echo(t *testing.T) func() (net.Conn, error) {
+	t.Helper()
+	path := t.TempDir() + "/echo.sock"
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return func() (net.Conn, error) { return net.Dial("unix", path) }
+}
+
+// TestBytesArriveWholeAndInOrder: a megabyte written in uneven pieces
+// comes back through the proxy (both ways delayed) byte for byte.
+func TestBytesArriveWholeAndInOrder(t *testing.T) {
+	p, err := Start(echo(t), time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	go func() {
+		for rest := data; len(rest) > 0; {
+			n := min(len(rest), 1+len(rest)%7919)
+			if _, err := c.Write(rest[:n]); err != nil {
+				return
+			}
+			rest = rest[n:]
+		}
+	}()
+	got := make([]byte, len(data))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("the bytes came back changed or out of order")
+	}
+}
+
+// TestARoundTripTakesTwoDelays: a question and its answer each wait the
+// delay, so a round trip takes at least twice it (the least the proxy
+// promises; how much more depends on the machine).
+func TestARoundTripTakesTwoDelays(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	p, err := Start(echo(t), delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := []byte("ping")
+	for range 3 {
+		start := time.Now()
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < 2*delay {
+			t.Fatalf("a round trip took %v, under twice the delay of %v", took, delay)
+		}
+	}
+}
+
+// TestCloseEndsConnections: Close ends the connections it joined, and a
+// client sees its connection end.
+func TestCloseEndsConnections(t *testing.T) {
+	p, err := Start(echo(t), time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	one := make([]byte, 1)
+	if _, err := io.ReadFull(c, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(one); err == nil {
+		t.Fatal("the connection still answers after Close")
+	}
+	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		t.Fatal("the proxy still accepts after Close")
+	}
+}
