@@ -228,6 +228,11 @@ func Run(ctx context.Context, c Config) error {
 	defer wake.off()
 	lastOK := time.Now()
 	due := true // heartbeat, sweep and lease check now
+	// looked: a visit's end just looked for work in its own transaction
+	// and found none, so the loop does not look again at once (in a narrow
+	// DAG, where workers go idle at most ends, a claim that finds nothing
+	// each time); it begins listening, and then looks, as ever.
+	looked := false
 	for {
 		healthy := true
 		if due {
@@ -236,7 +241,9 @@ func Run(ctx context.Context, c Config) error {
 		}
 		c.claiming.Store(healthy && ctx.Err() == nil)
 		if healthy && ctx.Err() == nil {
-			c.claim(bg, &mu, visits, &wg, ended)
+			if !looked {
+				c.claim(bg, &mu, visits, &wg, ended)
+			}
 			if c.slotFree(&mu, visits) && wake.on(bg) {
 				// Listening from now on: a task made ready after the
 				// claim looked and before the listening began is
@@ -247,6 +254,7 @@ func Run(ctx context.Context, c Config) error {
 				wake.off()
 			}
 		}
+		looked = false
 		select {
 		case <-ctx.Done():
 			c.claiming.Store(false)
@@ -255,6 +263,7 @@ func Run(ctx context.Context, c Config) error {
 			mu.Lock()
 			delete(visits, e.ref)
 			mu.Unlock()
+			looked = e.next == nil && e.looked
 			switch {
 			case e.next == nil:
 			case ctx.Err() != nil:
@@ -446,11 +455,13 @@ func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref
 
 // visitEnd is a visit's end as its goroutine reports it: the next task its
 // Finish claimed (queue.FinishClaimer), if any, takes its slot; nextAt is
-// when that claim was asked for.
+// when that claim was asked for; looked says that the Finish looked for
+// one (and found none, when next is nil).
 type visitEnd struct {
 	ref    queue.Ref
 	next   *queue.Claim
 	nextAt time.Time
+	looked bool
 }
 
 // startVisit runs a claimed task's visit on its own goroutine; at is when
@@ -465,8 +476,9 @@ func (c *Config) startVisit(ctx context.Context, cl *queue.Claim, at time.Time, 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		next, nextAt := c.runVisit(vctx, v)
-		ended <- visitEnd{ref: cl.Ref, next: next, nextAt: nextAt}
+		e := c.runVisit(vctx, v)
+		e.ref = cl.Ref
+		ended <- e
 	}()
 }
 
@@ -533,7 +545,7 @@ func (c *Config) handBack(ctx context.Context, cl *queue.Claim) {
 // runVisit runs one claimed task and reports how it ended; when the queue
 // claims the worker's next task in the same transaction
 // (queue.FinishClaimer), it returns that claim.
-func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim, nextAt time.Time) {
+func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 	cl := v.cl
 	bg := context.WithoutCancel(ctx)
 	var end *queue.AttemptEnd    // the last attempt's end, recorded by Finish
@@ -546,8 +558,8 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim, nex
 		v.finishing.Store(true)
 		c.hook(hookBeforeFinish, cl.Task)
 		var err error
-		nextAt = time.Now()
-		next, err = c.finishClaiming(bg, cl.Ref, r)
+		e.nextAt = time.Now()
+		e.next, e.looked, err = c.finishClaiming(bg, cl.Ref, r)
 		if err == nil {
 			c.hook(hookAfterFinish, cl.Task)
 		}
@@ -617,7 +629,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (next *queue.Claim, nex
 		c.logf("%s %s: failed on %s (%s)", cl.Run, cl.Task, c.Info.Name, why)
 		finish(queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why})
 	}
-	return next, nextAt
+	return e
 }
 
 // visitOptions are the options of every visit of sub's plan.
@@ -647,14 +659,14 @@ func (c *Config) attemptSpec() store.AttemptSpec {
 // claimed in the same transaction when the queue can (queue.FinishClaimer).
 // A first try that fails is retried as a plain finish: nothing of it
 // committed, or (a lost claim) Finish says so again.
-func (c *Config) finishClaiming(ctx context.Context, ref queue.Ref, r queue.Result) (*queue.Claim, error) {
+func (c *Config) finishClaiming(ctx context.Context, ref queue.Ref, r queue.Result) (next *queue.Claim, looked bool, err error) {
 	if fc, ok := c.Queue.(queue.FinishClaimer); ok && c.claiming.Load() {
 		next, err := fc.FinishClaiming(ctx, c.Info.Name, ref, r, c.Lease, c.attemptSpec())
 		if err == nil || errors.Is(err, store.ErrLeaseLost) {
-			return next, err
+			return next, err == nil, err
 		}
 	}
-	return nil, c.finish(ctx, ref, r)
+	return nil, false, c.finish(ctx, ref, r)
 }
 
 // finish is Queue.Finish, tried again while the store is unreachable (for

@@ -56,8 +56,9 @@ func RunLeftSQL() string { return runLeftSQL }
 
 // StepSQL is the DAG's step after a visit's end that wrote nothing else: $1
 // run, $2 task, $3 worker, $4 the task's state, $5 and $6 its event's kind
-// and payload. Its first write finds the claimed row as every visit's end
-// does.
+// and payload, $7 whether the wakeup for dependents made ready is left to a
+// claim that follows. Its first write finds the claimed row as every
+// visit's end does.
 func StepSQL() string { return stepSQL }
 
 // JSONStringSQL is jsonStringSQL: text expression x as a JSON string,

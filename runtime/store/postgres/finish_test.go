@@ -494,3 +494,77 @@ WHERE wait_event_type = 'Lock' AND query LIKE '%submissions%' AND pid <> pg_back
 		}
 	})
 }
+
+// TestWakeupsOnlyForTasksLeft: a visit's end that made dependents ready
+// wakes the idle workers, unless the same transaction claims the only one
+// it made ready: each woken worker would claim and find nothing. What a
+// listener hears after each end is read up to a marker the test sends once
+// the end committed (notifications arrive in commit order).
+func TestWakeupsOnlyForTasksLeft(t *testing.T) {
+	srv := pg.Server(t)
+	for _, c := range []struct {
+		name     string
+		tasks    []queue.Task
+		claiming bool
+		wake     bool
+	}{
+		{"one made ready and claimed", []queue.Task{{Name: "a"}, {Name: "b", Needs: []string{"a"}}}, true, false},
+		{"two made ready, one claimed", []queue.Task{{Name: "a"}, {Name: "b", Needs: []string{"a"}}, {Name: "c", Needs: []string{"a"}}}, true, true},
+		{"one made ready, none claimed", []queue.Task{{Name: "a"}, {Name: "b", Needs: []string{"a"}}}, false, true},
+		{"none made ready", []queue.Task{{Name: "a"}, {Name: "z"}, {Name: "b", Needs: []string{"a", "z"}}}, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assuming(t, func(t *testing.T, was bool) {
+				ctx := context.Background()
+				s := open(t, srv, nil)
+				submitWith(t, s, c.tasks...)
+				spec := store.AttemptSpec{Worker: "w1", Host: "h", Boot: "boot"}
+				cl, err := s.ClaimStarting(ctx, "w1", time.Minute, spec)
+				if err != nil || cl == nil || cl.Task != "a" {
+					t.Fatalf("claim: %+v, %v", cl, err)
+				}
+				a, err := s.MarkRunning(ctx, cl.Attempt.AttemptRef, 4242, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				listen, err := s.Pool().Acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer listen.Release()
+				if _, err := listen.Exec(ctx, `LISTEN pipec_work`); err != nil {
+					t.Fatal(err)
+				}
+				defer listen.Exec(ctx, `UNLISTEN *`)
+				r := queue.Result{Ending: queue.Succeeded, End: end(a, store.Outcome{State: store.AttemptSucceeded}, was)}
+				if c.claiming {
+					next, err := s.FinishClaiming(ctx, "w1", cl.Ref, r, time.Minute, spec)
+					if err != nil || next == nil {
+						t.Fatalf("FinishClaiming: %+v, %v", next, err)
+					}
+				} else if err := s.Finish(ctx, "w1", cl.Ref, r); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Pool().Exec(ctx, `SELECT pg_notify('pipec_work', 'marker')`); err != nil {
+					t.Fatal(err)
+				}
+				woken := false
+				for {
+					wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+					n, err := listen.Conn().WaitForNotification(wctx)
+					cancel()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n.Payload == "marker" {
+						break
+					}
+					woken = true
+				}
+				if woken != c.wake {
+					t.Fatalf("idle workers woken: %v, want %v", woken, c.wake)
+				}
+			})
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -407,7 +408,7 @@ func claim(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease ti
 	if err != nil {
 		return nil, err
 	}
-	return claimFrom(ctx, tx, ends, worker, lease, start, epoch, page)
+	return claimFrom(ctx, tx, ends, worker, lease, start, epoch, page, stepWake{})
 }
 
 // queueClaimReads queues a claim's first read on b, the first page of
@@ -420,9 +421,12 @@ func readClaimReads(br pgx.BatchResults) ([]queue.Work, error) {
 	return scanCandidates(br.Query())
 }
 
-// claimFrom is claim once its first page of candidates is in.
+// claimFrom is claim once its first page of candidates is in; wake is
+// what a visit's end before it in the transaction left it to decide
+// (stepWake): idle workers are woken with the claim's commit unless it
+// claims the only task the end made ready.
 func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64,
-	page []queue.Work) (*queue.Claim, error) {
+	page []queue.Work, wake stepWake) (*queue.Claim, error) {
 	var err error
 	cs := queue.NewCandidates()
 	for {
@@ -453,13 +457,23 @@ func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, leas
 			return nil, err
 		}
 		pick.Unserved(unserved)
+		if wake.needed(nil) {
+			if err := notifyWork(ctx, tx); err != nil {
+				return nil, err
+			}
+		}
 		return nil, setWaiting(ctx, tx, ends, pick.Waiting)
 	}
 	c := &cands[pick.Chosen]
 	cl := &queue.Claim{Ref: c.Ref, Limits: c.Limits, Failover: c.Failover}
 	// The claim, its event and (start) the attempt: one statement, with
-	// the COMMIT unless a run's waiting message is to be set after.
+	// the COMMIT unless a run's waiting message is to be set after; before
+	// it, the wakeup the end before it left to the claim, when one is due.
 	b := &pgx.Batch{}
+	notify := wake.needed(c)
+	if notify {
+		b.Queue(notifyWorkSQL)
+	}
 	if start == nil {
 		b.Queue(claimSQL, c.Run, c.Task, worker, queue.JSON(c.Failover), micros(lease),
 			queue.EventWorkClaimed, queue.JSON(queue.ClaimedPayload(c, worker)), queue.WaitingPrefix(c.Task))
@@ -488,9 +502,14 @@ func claimFrom(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, leas
 		ends.last(b)
 	}
 	br := tx.SendBatch(ctx, b)
-	if start == nil {
+	if notify {
+		_, err = br.Exec()
+	}
+	switch {
+	case err != nil:
+	case start == nil:
 		err = br.QueryRow().Scan(&cl.AttemptBase)
-	} else {
+	default:
 		// No fresh row: the run is not running, and the visit's
 		// StartAttempt says so.
 		var rows pgx.Rows
@@ -808,8 +827,11 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventN
 			return err
 		}
 		if c.Advance {
-			queueStep(writes, ref, worker, c)
 			last := openDeps > 0 // the run goes on: nothing of the finish follows the writes
+			// With dependents left, the next claim follows in this
+			// transaction (below) and decides the wakeup for them.
+			wake := stepWake{run: ref.Run}
+			queueStep(writes, ref, worker, c, last && next != nil)
 			commit := last && next == nil
 			if commit {
 				ends.last(writes)
@@ -827,7 +849,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventN
 			}
 			var open int
 			var page []queue.Work
-			err := br.QueryRow().Scan(nil, nil, &open)
+			err := wake.scan(br.QueryRow(), &open)
 			switch {
 			case err != nil:
 			case commit:
@@ -842,7 +864,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventN
 				return err
 			}
 			if last {
-				next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page)
+				next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, wake)
 				return err
 			}
 			if open > 0 {
@@ -912,7 +934,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			// retry): finish judges it after reading.
 			return errFinishMissed
 		}
-		queueFinishStep(b, end, *e.Was, worker, c)
+		queueFinishStep(b, end, *e.Was, worker, c, next != nil)
 		queueLeafRunEnd(b, ref)
 		if next != nil {
 			queueClaimReads(b, worker)
@@ -927,8 +949,9 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		var open int
 		var leaf leafRunEnd
 		var page []queue.Work
+		wake := stepWake{run: ref.Run}
 		if err == nil {
-			err = br.QueryRow().Scan(nil, nil, &open)
+			err = wake.scan(br.QueryRow(), &open)
 		}
 		if err == nil {
 			leaf, err = readLeafRunEnd(br)
@@ -950,7 +973,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			if next == nil {
 				return nil
 			}
-			next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page)
+			next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, wake)
 			return err
 		}
 		// No dependents, or none left to run: this may be the run's last
@@ -969,7 +992,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		if err != nil || next == nil {
 			return err
 		}
-		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page)
+		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, wake)
 		return err
 	})
 	if errors.Is(err, errFinishMissed) {
@@ -991,20 +1014,23 @@ func endingRun(ctx context.Context, tx pgx.Tx, run string, next *nextClaim) erro
 
 // queueStep queues the DAG's step of a succeeded visit (c, an Advance) on
 // b: the task's state and event, its dependents one need fewer (ready at
-// none), and a wakeup for idle workers when some became ready or a pool
-// slot freed, in one statement; only while the claim is worker's, else the
-// statement fails (pipec_finish_missed). Its row: the guard, the wakeup,
-// and how many dependents are still to run.
-func queueStep(b *pgx.Batch, ref queue.Ref, worker string, c queue.Change) {
-	b.Queue(stepSQL, ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload))
+// none), and a wakeup for idle workers when some became ready (unless
+// deferReady: the claim that follows in the transaction decides, stepWake)
+// or a pool slot freed, in one statement; only while the claim is worker's,
+// else the statement fails (pipec_finish_missed). Its row: the guard, the
+// wakeup, how many dependents are still to run, how many became ready, and
+// the dependents.
+func queueStep(b *pgx.Batch, ref queue.Ref, worker string, c queue.Change, deferReady bool) {
+	b.Queue(stepSQL, ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), deferReady)
 }
 
 // stepSQL is queueStep's statement, built once: $1 run, $2 task, $3
-// worker, $4 the task's state, $5 and $6 its event's kind and payload.
+// worker, $4 the task's state, $5 and $6 its event's kind and payload, $7
+// deferReady.
 var stepSQL = `WITH ` + stepEndSQL(4, 3) + `, ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, ` + eventNowSQL + `, $5, $2, 0, $6 FROM me
 ), deps AS (` + stepDepsSQL + `)
-` + stepRowSQL("me")
+` + stepRowSQL("me", 7)
 
 // stepEndSQL, stepDepsSQL and stepRowSQL are the DAG's step as queueStep
 // and queueFinishStep write it, $1 the run and $2 the task. stepEndSQL is
@@ -1026,10 +1052,47 @@ const stepDepsSQL = `SELECT pipec_step_dependents($1, ARRAY(SELECT jsonb_array_e
 // fails, pipec_finish_missed, when CTE written wrote no row), the wakeup
 // for idle workers when a dependent became ready or a pool slot freed, and
 // how many dependents are still to run.
-func stepRowSQL(written string) string {
-	return `SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM ` + written + `) THEN pipec_finish_missed() END,
-	CASE WHEN count(*) FILTER (WHERE state = 'ready') > 0 OR (SELECT pool FROM me) <> '' THEN pg_notify('` + workChannel + `', '') END,
-	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')) FROM deps`
+func stepRowSQL(written string, deferReady int) string {
+	return fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM `+written+`) THEN pipec_finish_missed() END,
+	CASE WHEN (count(*) FILTER (WHERE state = 'ready') > 0 AND NOT $%d::boolean) OR (SELECT pool FROM me) <> ''
+		THEN pg_notify('`+workChannel+`', '') END,
+	count(*) FILTER (WHERE state IN ('blocked', 'ready', 'claimed')),
+	count(*) FILTER (WHERE state = 'ready'), COALESCE((SELECT dependents FROM me), '[]') FROM deps`, deferReady)
+}
+
+// stepWake is what a visit's end read from its step (stepRowSQL) when it
+// left the wakeup of idle workers for the dependents it made ready to the
+// claim that follows in its transaction: how many it made ready, and its
+// dependents (JSON) in run. A wakeup that only sends idle workers after the
+// one task this worker claims costs each of them a claim that finds
+// nothing: in a narrow DAG, most of the claims made.
+type stepWake struct {
+	run   string
+	ready int
+	deps  string
+}
+
+// scan reads the step's row into w (run is the caller's), and how many of
+// the dependents are still to run.
+func (w *stepWake) scan(row pgx.Row, open *int) error {
+	return row.Scan(nil, nil, open, &w.ready, &w.deps)
+}
+
+// needed says whether idle workers must be woken when claimed (nil for
+// nothing) is what the transaction claims: unless it claims the only
+// dependent the step made ready, one is left for them.
+func (w stepWake) needed(claimed *queue.Work) bool {
+	if w.ready == 0 {
+		return false
+	}
+	if w.ready > 1 || claimed == nil || claimed.Run != w.run {
+		return true
+	}
+	var deps []string
+	if err := json.Unmarshal([]byte(w.deps), &deps); err != nil {
+		return true
+	}
+	return !slices.Contains(deps, claimed.Task) // a ready dependent was made ready by this step
 }
 
 // queueFinishStep queues finishAssuming's one statement on b: a succeeded
@@ -1042,9 +1105,9 @@ func stepRowSQL(written string) string {
 // go in that order. A guess that misses fails the statement
 // (pipec_finish_missed), so that nothing of the transaction commits. Its
 // row is queueStep's.
-func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker string, c queue.Change) {
+func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker string, c queue.Change, deferReady bool) {
 	n := len(end.args)
-	args := append(end.args[:n:n], string(was.State), was.Token, worker, c.State)
+	args := append(end.args[:n:n], string(was.State), was.Token, worker, c.State, deferReady)
 	args[7] = append(end.kinds[:len(end.kinds):len(end.kinds)], c.Notes[0].Kind)
 	args[8] = append(end.payloads[:len(end.payloads):len(end.payloads)], queue.JSON(c.Notes[0].Payload))
 	b.Queue(`WITH `+stepEndSQL(n+4, n+3)+`, n AS (SELECT pipec_now() AS now), u AS (
@@ -1054,7 +1117,7 @@ func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker st
 	SELECT $1, `+eventTime("n.now")+`, e.kind, $2, CASE WHEN e.i < cardinality($8::text[]) THEN $3 ELSE 0 END, e.payload
 	FROM n, unnest($8::text[], $9::text[]) WITH ORDINALITY AS e(kind, payload, i) WHERE EXISTS (SELECT 1 FROM u) ORDER BY e.i
 ), deps AS (`+stepDepsSQL+` WHERE EXISTS (SELECT 1 FROM u))
-`+stepRowSQL("u"), args...)
+`+stepRowSQL("u", n+5), args...)
 }
 
 // errFinishMissed: finishAssuming's guesses did not hold; nothing was
@@ -1497,13 +1560,17 @@ func (s *Store) followTasks(ctx context.Context, run string, memo *queue.StatusM
 	return memo.Tasks(), nil
 }
 
+// notifyWorkSQL wakes the workers waiting on workChannel once its
+// transaction commits.
+const notifyWorkSQL = `SELECT pg_notify('` + workChannel + `', '')`
+
 // workChannel is the NOTIFY channel of "tasks may be ready".
 const workChannel = "pipec_work"
 
 // notifyWork wakes the listening workers when the transaction commits
 // (PostgreSQL delivers notifications at commit and folds duplicates).
 func notifyWork(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify('`+workChannel+`', '')`)
+	_, err := tx.Exec(ctx, notifyWorkSQL)
 	return err
 }
 
