@@ -244,9 +244,12 @@ func isUnique(err error) bool {
 // about rows that may not exist yet. Distinct names may share a hash; that
 // only serializes them.
 func lockKey(ctx context.Context, tx pgx.Tx, kind, name string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, kind+"\x1f"+name)
+	_, err := tx.Exec(ctx, lockKeySQL, kind+"\x1f"+name)
 	return err
 }
+
+// lockKeySQL is lockKey's statement, $1 the kind and name joined by \x1f.
+const lockKeySQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
 
 // timeOf converts a nullable timestamp; NULL is the zero time.
 func timeOf(t *time.Time) time.Time {

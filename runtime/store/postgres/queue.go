@@ -37,36 +37,72 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 		return store.Run{}, err
 	}
 	var r store.Run
-	err = s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+		writes := &pgx.Batch{}
 		var err error
-		if r, err = createRun(ctx, tx, sub.Run); err != nil {
+		var n int
+		if r, n, err = createRun(ctx, tx, ends, sub.Run, writes); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO submissions (run, plan, base_dir, interval_value) VALUES ($1, $2, $3, $4)`,
-			r.ID, string(sub.Plan), sub.BaseDir, sub.Interval); err != nil {
+		writes.Queue(`INSERT INTO submissions (run, plan, base_dir, interval_value) VALUES ($1, $2, $3, $4)`,
+			r.ID, string(sub.Plan), sub.BaseDir, sub.Interval)
+		// The tasks' rows in one statement, a column an array (an INSERT
+		// a task cost a round trip apiece, then a COPY two of its own).
+		queueWork(writes, r.ID, rows)
+		writes.Queue(notifyWorkSQL)
+		payload, err := store.PayloadText(map[string]any{"tasks": len(sub.Tasks)})
+		if err != nil {
 			return err
 		}
-		// The tasks' rows in one COPY: an INSERT each cost a round trip
-		// apiece, most of the time between a submit and the first task's
-		// start on a run of a thousand tasks.
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"work"},
-			[]string{"run", "task", "state", "waiting_on", "dependents", "limits", "labels", "pool", "pool_slots"},
-			pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-				w := rows[i]
-				return []any{r.ID, w.Task, w.State, w.WaitingOn, queue.JSON(w.Dependents), queue.JSON(w.Limits),
-					w.Labels, w.Pool, w.PoolSlots}, nil
-			})); err != nil {
-			return err
-		}
-		if err := notifyWork(ctx, tx); err != nil {
-			return err
-		}
-		return appendEvent(ctx, tx, store.Event{Run: r.ID, Kind: queue.EventRunSubmitted}, map[string]any{"tasks": len(sub.Tasks)})
+		writes.Queue(insertEventSQL, r.ID, queue.EventRunSubmitted, "", 0, payload)
+		return sendCreating(ctx, tx, ends, writes, &r, n)
 	})
 	if err != nil {
 		return store.Run{}, fmt.Errorf("submit: %w", err)
 	}
 	return r, nil
+}
+
+// queueWork queues the insert of a submitted run's tasks (queue.Plan) on b.
+// Each column is an array; a task's labels, a list of their own, go as
+// JSON text.
+func queueWork(b *pgx.Batch, run string, rows []queue.NewWork) {
+	n := len(rows)
+	task, state, deps, limits, labels, pool := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n)
+	waiting, slots := make([]int32, n), make([]int32, n)
+	for i, w := range rows {
+		task[i], state[i], deps[i], limits[i], pool[i] = w.Task, w.State, queue.JSON(w.Dependents), queue.JSON(w.Limits), w.Pool
+		labels[i] = "[]"
+		if len(w.Labels) > 0 {
+			labels[i] = queue.JSON(w.Labels)
+		}
+		waiting[i], slots[i] = int32(w.WaitingOn), int32(w.PoolSlots)
+	}
+	b.Queue(`INSERT INTO work (run, task, state, waiting_on, dependents, limits, labels, pool, pool_slots)
+SELECT $1, t.task, t.state, t.waiting_on, t.dependents, t.limits,
+	ARRAY(SELECT l FROM jsonb_array_elements_text(t.labels::jsonb) WITH ORDINALITY AS x(l, i) ORDER BY i), t.pool, t.pool_slots
+FROM unnest($2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[])
+	AS t(task, state, waiting_on, dependents, limits, labels, pool, pool_slots)`,
+		run, task, state, waiting, deps, limits, labels, pool, slots)
+}
+
+// sendCreating sends writes, the last batch of a transaction whose first
+// n statements are createRun's, with the COMMIT, and reads the results.
+func sendCreating(ctx context.Context, tx pgx.Tx, ends *txEnds, writes *pgx.Batch, r *store.Run, n int) error {
+	ends.last(writes)
+	br := tx.SendBatch(ctx, writes)
+	err := readCreated(br, r, n)
+	for i := n; err == nil && i < writes.Len()-1; i++ {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = ends.committed(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Register implements queue.Queue.
@@ -1283,18 +1319,25 @@ func finishRunIfOver(ctx context.Context, tx pgx.Tx, run string, open, bad bool)
 	if !over {
 		return nil
 	}
-	tag, err := tx.Exec(ctx, `UPDATE runs SET state = $2, finished = pipec_now() WHERE id = $1 AND state = 'running'`, run, string(state))
-	if err != nil || tag.RowsAffected() == 0 {
+	payload, err := store.PayloadText(map[string]any{"state": string(state)})
+	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE submissions SET waiting = '' WHERE run = $1`, run); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM run_leases WHERE run = $1`, run); err != nil {
-		return err
-	}
-	return appendEvent(ctx, tx, store.Event{Run: run, Kind: store.EventRunFinished}, map[string]any{"state": string(state)})
+	_, err = tx.Exec(ctx, finishRunSQL, run, string(state), store.EventRunFinished, payload)
+	return err
 }
+
+// finishRunSQL finishes run $1 with state $2, if it is still running, in
+// one statement (one round trip where it took four): its waiting message
+// cleared, its lease dropped, and its event (kind $3, payload $4) logged.
+var finishRunSQL = `WITH r AS (
+	UPDATE runs SET state = $2, finished = pipec_now() WHERE id = $1 AND state = 'running' RETURNING id
+), s AS (
+	UPDATE submissions SET waiting = '' WHERE run IN (SELECT id FROM r)
+), l AS (
+	DELETE FROM run_leases WHERE run IN (SELECT id FROM r)
+)
+INSERT INTO events (run, time, kind, task, attempt, payload) SELECT r.id, ` + eventNowSQL + `, $3, '', 0, $4 FROM r`
 
 // Sweep implements queue.Queue: a claim whose lease expired belongs to a
 // worker that stopped renewing (SIGSTOP, SIGKILL, a partition); the model
@@ -1471,26 +1514,46 @@ const statusSQL = `SELECT task, state, worker, reason, limits, failover FROM wor
 
 // status is Status, or with memo FollowStatus.
 func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) (queue.RunStatus, error) {
+	// The run, its waiting message and its tasks in one round trip (a
+	// follower reads them at every look).
 	var rs queue.RunStatus
-	r, err := s.GetRun(ctx, run)
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+runColumns+` FROM runs WHERE id = $1`, run)
+	b.Queue(`SELECT waiting FROM submissions WHERE run = $1`, run)
+	if memo != nil {
+		memo.Read(run)
+		since := int64(-1)
+		if m, err := strconv.ParseInt(memo.Mark(), 10, 64); err == nil {
+			since = m
+		}
+		memo.Marked("")
+		b.Queue(followSQL, run, since)
+	} else {
+		b.Queue(statusSQL, run)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	r, err := scanRun(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rs, fmt.Errorf("run %q: %w", run, store.ErrNotFound)
+	}
 	if err != nil {
 		return rs, err
 	}
 	rs.Run = r
-	err = s.pool.QueryRow(ctx, `SELECT waiting FROM submissions WHERE run = $1`, run).Scan(&rs.Waiting)
+	err = br.QueryRow().Scan(&rs.Waiting)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rs, fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
 	}
 	if err != nil {
 		return rs, err
 	}
-	if memo != nil {
-		memo.Read(run)
-		rs.Tasks, err = s.followTasks(ctx, run, memo)
+	rows, err := br.Query()
+	if err != nil {
 		return rs, err
 	}
-	rows, err := s.pool.Query(ctx, statusSQL, run)
-	if err != nil {
+	if memo != nil {
+		rs.Tasks, err = followTasks(rows, memo)
 		return rs, err
 	}
 	var dec queue.Decoder
@@ -1528,19 +1591,11 @@ const followSQL = `WITH s AS (
 SELECT s.mark::text, w.task, w.state, w.worker, w.reason, w.limits, w.failover
 FROM s LEFT JOIN w ON w.writer >= $2`
 
-// followTasks is every task of run for FollowStatus: the rows written
-// since memo's mark read and decoded, the others the memo's. A failed read
-// leaves no mark, so the next one reads every row.
-func (s *Store) followTasks(ctx context.Context, run string, memo *queue.StatusMemo) ([]queue.TaskStatus, error) {
-	since := int64(-1)
-	if m, err := strconv.ParseInt(memo.Mark(), 10, 64); err == nil {
-		since = m
-	}
-	memo.Marked("")
-	rows, err := s.pool.Query(ctx, followSQL, run, since)
-	if err != nil {
-		return nil, err
-	}
+// followTasks is every task of a run for FollowStatus, from followSQL's
+// rows (the read status queued): the rows written since memo's mark read
+// and decoded, the others the memo's. A failed read leaves no mark, so the
+// next one reads every row.
+func followTasks(rows pgx.Rows, memo *queue.StatusMemo) ([]queue.TaskStatus, error) {
 	defer rows.Close()
 	var mark string
 	for rows.Next() {
