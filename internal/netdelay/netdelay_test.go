@@ -30,19 +30,27 @@ func echo(t *testing.T) func() (net.Conn, error) {
 	return func() (net.Conn, error) { return net.Dial("unix", path) }
 }
 
-// TestBytesArriveWholeAndInOrder: a megabyte written in uneven pieces
-// comes back through the proxy (both ways delayed) byte for byte.
-func TestBytesArriveWholeAndInOrder(t *testing.T) {
-	p, err := Start(echo(t), time.Millisecond)
+// dialThrough starts a proxy to dial with delay and connects to it; both
+// close with the test.
+func dialThrough(t *testing.T, dial func() (net.Conn, error), delay time.Duration) (*Proxy, net.Conn) {
+	t.Helper()
+	p, err := Start(dial, delay)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return p, c
+}
+
+// TestBytesArriveWholeAndInOrder: a megabyte written in uneven pieces
+// comes back through the proxy (both ways delayed) byte for byte.
+func TestBytesArriveWholeAndInOrder(t *testing.T) {
+	_, c := dialThrough(t, echo(t), time.Millisecond)
 	data := make([]byte, 1<<20)
 	rand.Read(data)
 	go func() {
@@ -68,16 +76,7 @@ func TestBytesArriveWholeAndInOrder(t *testing.T) {
 // promises; how much more depends on the machine).
 func TestARoundTripTakesTwoDelays(t *testing.T) {
 	const delay = 20 * time.Millisecond
-	p, err := Start(echo(t), delay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := dialThrough(t, echo(t), delay)
 	b := []byte("ping")
 	for range 3 {
 		start := time.Now()
@@ -96,15 +95,7 @@ func TestARoundTripTakesTwoDelays(t *testing.T) {
 // TestCloseEndsConnections: Close ends the connections it joined, and a
 // client sees its connection end.
 func TestCloseEndsConnections(t *testing.T) {
-	p, err := Start(echo(t), time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := dialThrough(t, echo(t), time.Millisecond)
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}

@@ -406,6 +406,24 @@ func TestFinishClaimingAtALeaf(t *testing.T) {
 	})
 }
 
+// claimRunning has worker claim a task, its attempt started with the
+// claim, and its process recorded (pid 4242, a lease of a minute), as a
+// visit leaves it once the process ran; spec is the worker's, as its
+// FinishClaiming passes it.
+func claimRunning(t *testing.T, s *postgres.Store, worker string) (cl *queue.Claim, spec store.AttemptSpec, ran store.Attempt) {
+	t.Helper()
+	ctx := context.Background()
+	spec = store.AttemptSpec{Worker: worker, Host: "h", Boot: "boot"}
+	cl, err := s.ClaimStarting(ctx, worker, time.Minute, spec)
+	if err != nil || cl == nil || cl.Attempt == nil {
+		t.Fatalf("claim by %s: %+v, %v", worker, cl, err)
+	}
+	if ran, err = s.MarkRunning(ctx, cl.Attempt.AttemptRef, 4242, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return cl, spec, ran
+}
+
 // TestLeavesEndingTogetherEndTheRun: the run's last two tasks, neither with
 // dependents, end at once on two workers. Each decides whether its end
 // ends the run under the submission's lock (a task without dependents
@@ -432,15 +450,8 @@ func TestLeavesEndingTogetherEndTheRun(t *testing.T) {
 		}
 		var visits []*visit
 		for _, w := range []string{"w1", "w2"} {
-			v := &visit{worker: w, spec: store.AttemptSpec{Worker: w, Host: "h", Boot: "boot"}}
-			cl, err := s.ClaimStarting(ctx, w, time.Minute, v.spec)
-			if err != nil || cl == nil || cl.Attempt == nil {
-				t.Fatalf("claim by %s: %+v, %v", w, cl, err)
-			}
-			if v.ran, err = s.MarkRunning(ctx, cl.Attempt.AttemptRef, 4242, time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			v.claim = cl
+			v := &visit{worker: w}
+			v.claim, v.spec, v.ran = claimRunning(t, s, w)
 			visits = append(visits, v)
 		}
 		hold, err := s.Pool().Begin(ctx)
@@ -518,14 +529,9 @@ func TestWakeupsOnlyForTasksLeft(t *testing.T) {
 				ctx := context.Background()
 				s := open(t, srv, nil)
 				submitWith(t, s, c.tasks...)
-				spec := store.AttemptSpec{Worker: "w1", Host: "h", Boot: "boot"}
-				cl, err := s.ClaimStarting(ctx, "w1", time.Minute, spec)
-				if err != nil || cl == nil || cl.Task != "a" {
-					t.Fatalf("claim: %+v, %v", cl, err)
-				}
-				a, err := s.MarkRunning(ctx, cl.Attempt.AttemptRef, 4242, time.Minute)
-				if err != nil {
-					t.Fatal(err)
+				cl, spec, a := claimRunning(t, s, "w1")
+				if cl.Task != "a" {
+					t.Fatalf("claimed %s, want a", cl.Task)
 				}
 				listen, err := s.Pool().Acquire(ctx)
 				if err != nil {
