@@ -64,3 +64,23 @@ func StepSQL() string { return stepSQL }
 // JSONStringSQL is jsonStringSQL: text expression x as a JSON string,
 // quoted as encoding/json quotes it.
 func JSONStringSQL(x string) string { return jsonStringSQL(x) }
+
+// PipelinedCommitSetting is synchronous_commit as a pipelined transaction
+// sees it: one of txPipelinedDurable when durable, else of txPipelined.
+func (s *Store) PipelinedCommitSetting(ctx context.Context, durable bool) (string, error) {
+	var got string
+	err := s.pipelined(ctx, durable, func(tx pgx.Tx, ends *txEnds) error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT current_setting('synchronous_commit')`)
+		skip := ends.first(b)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		for range skip {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		return br.QueryRow().Scan(&got)
+	})
+	return got, err
+}

@@ -25,13 +25,17 @@ func scanPointer(sc pgx.Row) (store.Pointer, error) {
 }
 
 func getPointer(ctx context.Context, q queryer, pipeline, sink, artifact, interval string) (store.Pointer, error) {
-	p, err := scanPointer(q.QueryRow(ctx, `SELECT `+pointerColumns+` FROM pointers
-WHERE pipeline = $1 AND sink = $2 AND artifact = $3 AND interval_key = $4`, pipeline, sink, artifact, interval))
+	p, err := scanPointer(q.QueryRow(ctx, getPointerSQL, pipeline, sink, artifact, interval))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Pointer{}, fmt.Errorf("pointer %s:%s/%s@%s: %w", pipeline, sink, artifact, interval, store.ErrNotFound)
 	}
 	return p, err
 }
+
+// getPointerSQL reads the pointer of $1 pipeline, $2 sink, $3 artifact, $4
+// interval.
+const getPointerSQL = `SELECT ` + pointerColumns + ` FROM pointers
+WHERE pipeline = $1 AND sink = $2 AND artifact = $3 AND interval_key = $4`
 
 // CompareAndSwapPointer implements store.Store. The comparison and the write
 // happen under an advisory lock on (sink, artifact, interval), taken before
@@ -43,12 +47,52 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 		return store.CASResult{}, fmt.Errorf("compare-and-swap: pipeline, sink, artifact and interval are required")
 	}
 	var res store.CASResult
-	err := s.txDurable(ctx, func(tx pgx.Tx) error {
+	// Two round trips: what the decision reads (the version, the pointer,
+	// the newest token granted for the version's task), under the lock, with
+	// the BEGIN; then its writes with the COMMIT.
+	err := s.txPipelinedDurable(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		res = store.CASResult{}
-		if err := lockKey(ctx, tx, "pointer", sw.Pipeline+"\x1f"+sw.Sink+"\x1f"+sw.Artifact+"\x1f"+sw.Interval); err != nil {
-			return err
+		reads := &pgx.Batch{}
+		reads.Queue(lockKeySQL, "pointer\x1f"+sw.Pipeline+"\x1f"+sw.Sink+"\x1f"+sw.Artifact+"\x1f"+sw.Interval)
+		reads.Queue(`SELECT `+versionColumns+` FROM versions WHERE id = $1`, sw.Version)
+		reads.Queue(getPointerSQL, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
+		// Read whatever the decision: it is needed only for a swap the
+		// pointer would accept, and costs an index probe or two.
+		reads.Queue(`SELECT COALESCE(MAX(g.token), 0) FROM versions v
+JOIN attempts a ON a.run = v.run AND a.task = v.task AND a.number = v.attempt
+JOIN attempts g ON g.resource = a.resource AND g.task = a.task
+WHERE v.id = $1`, sw.Version)
+		skip := ends.first(reads) + 1 // and the lock
+		br := tx.SendBatch(ctx, reads)
+		var err error
+		for range skip {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
 		}
-		v, err := getVersion(ctx, tx, sw.Version, false)
+		var v store.Version
+		var cur store.Pointer
+		var granted int64
+		exists := false
+		if err == nil {
+			v, err = scanVersion(br.QueryRow())
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = fmt.Errorf("version %d: %w", sw.Version, store.ErrNotFound)
+			}
+		}
+		if err == nil {
+			cur, err = scanPointer(br.QueryRow())
+			exists = err == nil
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&granted)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
@@ -60,11 +104,6 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 			return fmt.Errorf("version %s is %s, only an accepted version is published: %w", v.Label(), v.State, store.ErrConflict)
 		case v.Token != sw.Token:
 			return fmt.Errorf("version %s was produced with token %d, not %d: %w", v.Label(), v.Token, sw.Token, store.ErrConflict)
-		}
-		cur, err := getPointer(ctx, tx, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
-		exists := err == nil
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
 		}
 		res.Previous = cur
 		payload := map[string]any{
@@ -80,48 +119,48 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 		}
 		ev := store.Event{Run: v.Run, Task: v.Task, Attempt: v.Attempt}
 		decision := fence.Decide(held(cur), sw.Token, fmt.Sprint(sw.Version), !sw.Unfenced)
-		if decision == fence.Accept && !sw.Unfenced {
+		if decision == fence.Accept && !sw.Unfenced && fence.FencedAtGrant(sw.Token, granted) {
 			// Fence at grant: the producing task's newest attempt in the
 			// version's fenced resource holds the artifact, published or not.
-			var granted int64
-			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(g.token), 0) FROM attempts a
-JOIN attempts g ON g.resource = a.resource AND g.task = a.task
-WHERE a.run = $1 AND a.task = $2 AND a.number = $3`, v.Run, v.Task, v.Attempt).Scan(&granted); err != nil {
-				return err
-			}
-			if fence.FencedAtGrant(sw.Token, granted) {
-				decision = fence.Fenced
-				res.GrantedToken = granted
-				payload["granted_token"] = granted
-				payload["fenced_by"] = "grant"
-			}
+			decision = fence.Fenced
+			res.GrantedToken = granted
+			payload["granted_token"] = granted
+			payload["fenced_by"] = "grant"
 		}
+		writes := &pgx.Batch{}
 		switch {
 		case decision == fence.Idempotent:
 			res.Outcome, res.Pointer = store.Idempotent, cur
 			ev.Kind = store.EventPublishIdempotent
-			return appendEvent(ctx, tx, ev, payload)
 		case decision == fence.Fenced:
 			res.Outcome, res.Pointer = store.Fenced, cur
 			ev.Kind = store.EventPublishFenced
-			return appendEvent(ctx, tx, ev, payload)
 		case sw.Expect != nil && *sw.Expect != cur.Token:
 			res.Outcome, res.Pointer = store.Conflict, cur
 			payload["expected_token"] = *sw.Expect
 			ev.Kind = store.EventPublishConflict
-			return appendEvent(ctx, tx, ev, payload)
-		}
-		next, err := scanPointer(tx.QueryRow(ctx, `INSERT INTO pointers (pipeline, sink, artifact, interval_key, version, token, unfenced, updated)
+		default:
+			res.Outcome = store.Won
+			ev.Kind = store.EventPublishWon
+			writes.Queue(`INSERT INTO pointers (pipeline, sink, artifact, interval_key, version, token, unfenced, updated)
 VALUES ($1, $2, $3, $4, $5, $6, $7, pipec_now())
 ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = excluded.version, token = excluded.token,
 	unfenced = excluded.unfenced, updated = excluded.updated
-RETURNING `+pointerColumns, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced))
+RETURNING `+pointerColumns, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced)
+		}
+		text, err := store.PayloadText(payload)
 		if err != nil {
 			return err
 		}
-		res.Outcome, res.Pointer = store.Won, next
-		ev.Kind = store.EventPublishWon
-		return appendEvent(ctx, tx, ev, payload)
+		writes.Queue(insertEventSQL, ev.Run, ev.Kind, ev.Task, ev.Attempt, text)
+		if res.Outcome != store.Won {
+			return sendLast(ctx, tx, ends, writes)
+		}
+		return sendLastReading(ctx, tx, ends, writes, 1, func(br pgx.BatchResults) error {
+			var err error
+			res.Pointer, err = scanPointer(br.QueryRow())
+			return err
+		})
 	})
 	if err != nil {
 		return store.CASResult{}, fmt.Errorf("compare-and-swap %s/%s@%s: %w", sw.Sink, sw.Artifact, sw.Interval, err)

@@ -285,8 +285,18 @@ type queryer interface {
 // knows it will send nothing after. Committed as tx commits
 // (asynchronously), retried as tx retries.
 func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds) error) error {
+	return s.pipelined(ctx, false, fn)
+}
+
+// txPipelinedDurable is txPipelined with a synchronous commit (as
+// txDurable): its BEGIN sets synchronous_commit = on for the transaction.
+func (s *Store) txPipelinedDurable(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds) error) error {
+	return s.pipelined(ctx, true, fn)
+}
+
+func (s *Store) pipelined(ctx context.Context, durable bool, fn func(tx pgx.Tx, ends *txEnds) error) error {
 	for try := 0; ; try++ {
-		err := s.pipelinedOnce(ctx, fn)
+		err := s.pipelinedOnce(ctx, durable, fn)
 		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
 			continue
 		}
@@ -333,9 +343,10 @@ func (s *Store) txOne(ctx context.Context, scan func(pgx.Rows) error, sql string
 
 // txEnds puts a pipelined transaction's BEGIN and COMMIT into fn's batches.
 type txEnds struct {
-	clock  store.Clock
-	begun  bool
-	commit bool
+	clock   store.Clock
+	durable bool // the commit is synchronous (txPipelinedDurable)
+	begun   bool
+	commit  bool
 }
 
 // first puts the BEGIN (and the test clock) at the head of b and returns
@@ -346,6 +357,9 @@ func (e *txEnds) first(b *pgx.Batch) int {
 		return 0
 	}
 	head := []*pgx.QueuedQuery{{SQL: "BEGIN ISOLATION LEVEL READ COMMITTED"}}
+	if e.durable {
+		head = append(head, &pgx.QueuedQuery{SQL: "SET LOCAL synchronous_commit = on"})
+	}
 	if e.clock != nil {
 		head = append(head, &pgx.QueuedQuery{SQL: `SELECT set_config('pipec.now', $1, true)`,
 			Arguments: []any{e.clock().UTC().Format(time.RFC3339Nano)}})
@@ -372,13 +386,13 @@ func (e *txEnds) committed(br pgx.BatchResults) error {
 	return err
 }
 
-func (s *Store) pipelinedOnce(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds) error) error {
+func (s *Store) pipelinedOnce(ctx context.Context, durable bool, fn func(tx pgx.Tx, ends *txEnds) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	ends := &txEnds{clock: s.clock}
+	ends := &txEnds{clock: s.clock, durable: durable}
 	err = fn(connTx{c.Conn()}, ends)
 	if !ends.begun {
 		return err

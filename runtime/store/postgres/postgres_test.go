@@ -809,3 +809,19 @@ func BenchmarkFollowStatus(b *testing.B) {
 		read(b, func() (queue.RunStatus, error) { return s.FollowStatus(ctx, r.ID, &memo) })
 	})
 }
+
+// TestPipelinedDurableCommitsSynchronously: a pipelined transaction that
+// must survive a crash of the server (a pointer swap) commits with
+// synchronous_commit on, as txDurable's; the others asynchronously.
+func TestPipelinedDurableCommitsSynchronously(t *testing.T) {
+	s := open(t, pg.Server(t), nil)
+	for durable, want := range map[bool]string{true: "on", false: "off"} {
+		got, err := s.PipelinedCommitSetting(context.Background(), durable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("durable %v: synchronous_commit is %q, want %q", durable, got, want)
+		}
+	}
+}

@@ -90,19 +90,7 @@ FROM unnest($2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[
 // sendCreating sends writes, the last batch of a transaction whose first
 // n statements are createRun's, with the COMMIT, and reads the results.
 func sendCreating(ctx context.Context, tx pgx.Tx, ends *txEnds, writes *pgx.Batch, r *store.Run, n int) error {
-	ends.last(writes)
-	br := tx.SendBatch(ctx, writes)
-	err := readCreated(br, r, n)
-	for i := n; err == nil && i < writes.Len()-1; i++ {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = ends.committed(br)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return sendLastReading(ctx, tx, ends, writes, n, func(br pgx.BatchResults) error { return readCreated(br, r, n) })
 }
 
 // Register implements queue.Queue.
@@ -1162,13 +1150,20 @@ var errFinishMissed = errors.New("the visit's end found its rows changed")
 
 // sendLast sends b, fn's last batch, with the COMMIT.
 func sendLast(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch) error {
+	return sendLastReading(ctx, tx, ends, b, 0, nil)
+}
+
+// sendLastReading is sendLast, with read reading the results of b's first
+// statements (the first of them); the others' are only checked.
+func sendLastReading(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch, first int, read func(pgx.BatchResults) error) error {
 	ends.last(b)
 	br := tx.SendBatch(ctx, b)
 	var err error
-	for range b.Len() - 1 {
-		if _, err = br.Exec(); err != nil {
-			break
-		}
+	if read != nil {
+		err = read(br)
+	}
+	for i := first; err == nil && i < b.Len()-1; i++ {
+		_, err = br.Exec()
 	}
 	if err == nil {
 		err = ends.committed(br)
