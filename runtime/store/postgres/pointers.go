@@ -53,7 +53,7 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 	err := s.txPipelinedDurable(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		res = store.CASResult{}
 		reads := &pgx.Batch{}
-		reads.Queue(lockKeySQL, "pointer\x1f"+sw.Pipeline+"\x1f"+sw.Sink+"\x1f"+sw.Artifact+"\x1f"+sw.Interval)
+		queueLockKey(reads, "pointer", sw.Pipeline+"\x1f"+sw.Sink+"\x1f"+sw.Artifact+"\x1f"+sw.Interval)
 		reads.Queue(`SELECT `+versionColumns+` FROM versions WHERE id = $1`, sw.Version)
 		reads.Queue(getPointerSQL, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
 		// Read whatever the decision: it is needed only for a swap the

@@ -244,11 +244,18 @@ func isUnique(err error) bool {
 // about rows that may not exist yet. Distinct names may share a hash; that
 // only serializes them.
 func lockKey(ctx context.Context, tx pgx.Tx, kind, name string) error {
-	_, err := tx.Exec(ctx, lockKeySQL, kind+"\x1f"+name)
+	_, err := tx.Exec(ctx, lockKeySQL, lockName(kind, name))
 	return err
 }
 
-// lockKeySQL is lockKey's statement, $1 the kind and name joined by \x1f.
+// queueLockKey is lockKey queued on a batch, for a transaction that sends
+// its first reads with the lock.
+func queueLockKey(b *pgx.Batch, kind, name string) { b.Queue(lockKeySQL, lockName(kind, name)) }
+
+// lockName is the text an advisory lock on kind's name hashes.
+func lockName(kind, name string) string { return kind + "\x1f" + name }
+
+// lockKeySQL is lockKey's statement, $1 the lock's name (lockName).
 const lockKeySQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
 
 // timeOf converts a nullable timestamp; NULL is the zero time.
@@ -313,31 +320,23 @@ func (s *Store) txOne(ctx context.Context, scan func(pgx.Rows) error, sql string
 		b := &pgx.Batch{}
 		b.Queue(sql, args...)
 		skip := ends.first(b)
-		ends.last(b)
-		br := tx.SendBatch(ctx, b)
-		var err error
-		for range skip {
-			if _, err = br.Exec(); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				err = scan(rows)
-				rows.Close()
-				if rerr := rows.Err(); err == nil {
-					err = rerr
+		return sendLastReading(ctx, tx, ends, b, skip+1, func(br pgx.BatchResults) error {
+			for range skip {
+				if _, err := br.Exec(); err != nil {
+					return err
 				}
 			}
-		}
-		if err == nil {
-			err = ends.committed(br)
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		return err
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			err = scan(rows)
+			rows.Close()
+			if rerr := rows.Err(); err == nil {
+				err = rerr
+			}
+			return err
+		})
 	})
 }
 
@@ -382,6 +381,32 @@ func (e *txEnds) committed(br pgx.BatchResults) error {
 	tag, err := br.Exec()
 	if err == nil && tag.String() != "COMMIT" {
 		err = pgx.ErrTxCommitRollback // the transaction had failed
+	}
+	return err
+}
+
+// sendLast sends b, fn's last batch, with the COMMIT.
+func sendLast(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch) error {
+	return sendLastReading(ctx, tx, ends, b, 0, nil)
+}
+
+// sendLastReading is sendLast, with read reading the results of b's first
+// statements (the first of them); the others' are only checked.
+func sendLastReading(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch, first int, read func(pgx.BatchResults) error) error {
+	ends.last(b)
+	br := tx.SendBatch(ctx, b)
+	var err error
+	if read != nil {
+		err = read(br)
+	}
+	for i := first; err == nil && i < b.Len()-1; i++ {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = ends.committed(br)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

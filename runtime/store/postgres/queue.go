@@ -1148,32 +1148,6 @@ func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker st
 // written.
 var errFinishMissed = errors.New("the visit's end found its rows changed")
 
-// sendLast sends b, fn's last batch, with the COMMIT.
-func sendLast(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch) error {
-	return sendLastReading(ctx, tx, ends, b, 0, nil)
-}
-
-// sendLastReading is sendLast, with read reading the results of b's first
-// statements (the first of them); the others' are only checked.
-func sendLastReading(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch, first int, read func(pgx.BatchResults) error) error {
-	ends.last(b)
-	br := tx.SendBatch(ctx, b)
-	var err error
-	if read != nil {
-		err = read(br)
-	}
-	for i := first; err == nil && i < b.Len()-1; i++ {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = ends.committed(br)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 func b2i(b bool) int {
 	if b {
 		return 1

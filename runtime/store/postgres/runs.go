@@ -51,7 +51,7 @@ func createRun(ctx context.Context, tx pgx.Tx, ends *txEnds, nr store.NewRun, wr
 		// every creation of a run of the pipeline that counts its slots
 		// waits here for the one before it to commit, so the count below
 		// (a fresh snapshot under READ COMMITTED) sees it.
-		reads.Queue(lockKeySQL, "run-slots\x1f"+nr.Pipeline)
+		queueLockKey(reads, "run-slots", nr.Pipeline)
 	}
 	reads.Queue(`INSERT INTO run_seqs (pipeline, interval_key, last) VALUES ($1, $2, 1)
 ON CONFLICT (pipeline, interval_key) DO UPDATE SET last = run_seqs.last + 1 RETURNING last`, nr.Pipeline, nr.Interval)
