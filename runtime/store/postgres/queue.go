@@ -1158,7 +1158,7 @@ func b2i(b bool) int {
 // applyChange writes a change that does not advance the DAG: the task's
 // row, its events, and the spread of its failure.
 func applyChange(ctx context.Context, tx pgx.Tx, w *queue.Work, c queue.Change) error {
-	if _, err := tx.Exec(ctx, `UPDATE work SET state = $3, failover = $4, reason = $5, worker = CASE WHEN $3 = 'ready' THEN '' ELSE worker END,
+	if _, err := tx.Exec(ctx, `UPDATE work SET state = $3::text, failover = $4, reason = $5, worker = CASE WHEN $3::text = 'ready' THEN '' ELSE worker END,
 	claim_expiry = NULL WHERE run = $1 AND task = $2`, w.Run, w.Task, c.State, queue.JSON(w.Failover), c.Reason); err != nil {
 		return err
 	}
