@@ -295,7 +295,7 @@ type launched struct {
 	ran *store.Running
 	// recorded is the attempt as this runner's writes left it, set before
 	// marked is closed: a, or as MarkRunningAs returned it
-	// (queue.AttemptEnd.Was).
+	// (store.Outcome.Was).
 	recorded store.Attempt
 }
 
@@ -575,7 +575,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		return out
 	}
 	if res.Success() {
-		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran}); err != nil {
+		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded}); err != nil {
 			out.verdict = retry.Verdict{Class: retry.Store}
 			out.tail = err.Error()
 			return out
@@ -594,7 +594,8 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if out.tail == "" {
 		out.tail = res.Describe()
 	}
-	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail, Ran: l.ran}
+	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail, Ran: l.ran,
+		Was: &l.recorded}
 	if unseenEnd(ts.t.Idempotent, res) {
 		o.State = store.AttemptUnknown
 		out.unknown = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: it was stopped while it ran (%s); "+

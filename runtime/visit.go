@@ -190,7 +190,7 @@ func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched)
 	<-renewed
 	_ = r.endAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran})
 	if l.markErr == nil {
-		r.ends.pending.Was = &l.recorded
+		r.ends.pending.Outcome.Was = &l.recorded
 	}
 	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
 }

@@ -301,7 +301,7 @@ func Finished(w *Work, worker string, r Result) (Change, error) {
 
 // Success is what a succeeded visit does to its task, whatever the task's
 // row holds: the DAG advances, the failover state stays. A queue may write
-// it without reading the row first (see AttemptEnd.Was).
+// it without reading the row first (see store.Outcome.Was).
 func Success(worker string) Change {
 	return Change{State: WorkSucceeded, Advance: true,
 		Notes: []Note{{EventWorkSucceeded, map[string]any{"worker": worker}}}}

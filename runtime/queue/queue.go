@@ -226,15 +226,11 @@ const (
 
 // AttemptEnd is an attempt's end as store.Store.FinishAttempt takes it.
 type AttemptEnd struct {
-	Ref     store.AttemptRef
+	Ref store.AttemptRef
+	// Outcome.Was, when set, is the attempt as the visit's own writes left
+	// it. A queue whose reads cost a round trip may also assume the claim
+	// is still the worker's, guarded the same way.
 	Outcome store.Outcome
-	// Was, when set, is the attempt as the visit's own writes left it (the
-	// claim's queued attempt, or as MarkRunningAs returned it). A queue
-	// whose reads cost a round trip may write the end assuming it, each
-	// write guarded on what it assumed (the attempt's state and token, the
-	// claim still the worker's); when a guard misses, nothing of the
-	// guesses is kept and the end is decided as without Was.
-	Was *store.Attempt
 }
 
 // Work states.

@@ -345,6 +345,12 @@ type Outcome struct {
 	// would have left, and a rerun already handles (the process is found by
 	// its marker, see exec.Marker; here it has already ended).
 	Ran *Running
+	// Was, when set, is the attempt as its caller's own writes left it
+	// (queued as started, or as MarkRunningAs returned it). A store may
+	// write the end assuming the row is so, each write guarded on what it
+	// assumed (the attempt's state and token); when a guard misses, nothing
+	// of the guess is kept and the end is decided on the row as read.
+	Was *Attempt
 }
 
 // Version is one produced output of one attempt, identified by content digest.

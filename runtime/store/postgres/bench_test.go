@@ -161,7 +161,7 @@ func cycle(ctx context.Context, s *postgres.Store, worker, run string) error {
 		a := *cl.Attempt
 		ran := &store.Running{Process: store.Process{PID: 4242, Host: "h", Boot: "boot"}}
 		cl, err = s.FinishClaiming(ctx, worker, cl.Ref, queue.Result{Ending: queue.Succeeded, End: &queue.AttemptEnd{
-			Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}, Was: &a}}, time.Minute, spec)
+			Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran, Was: &a}}}, time.Minute, spec)
 	}
 	return err
 }

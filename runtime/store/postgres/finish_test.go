@@ -110,7 +110,7 @@ func TestFinishRecordsTheAttemptsEnd(t *testing.T) {
 }
 
 // assuming runs test twice: the visit's end without and with the attempt as
-// the visit left it (queue.AttemptEnd.Was), which Finish may assume
+// the visit left it (store.Outcome.Was), which Finish may assume
 // instead of reading it; where it no longer holds, the outcome must be
 // the same as without it.
 func assuming(t *testing.T, test func(t *testing.T, was bool)) {
@@ -127,7 +127,7 @@ func assuming(t *testing.T, test func(t *testing.T, was bool)) {
 func end(a store.Attempt, o store.Outcome, was bool) *queue.AttemptEnd {
 	e := &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: o}
 	if was {
-		e.Was = &a
+		e.Outcome.Was = &a
 	}
 	return e
 }

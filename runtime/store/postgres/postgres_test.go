@@ -439,7 +439,7 @@ func TestEventTimeNeverGoesBackInTheQueue(t *testing.T) {
 		a := *cl.Attempt
 		e := &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}}
 		if was {
-			e.Was = &a
+			e.Outcome.Was = &a
 		}
 		if cl, err = s.FinishClaiming(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded, End: e}, time.Minute, spec); err != nil || cl == nil || cl.Attempt == nil {
 			t.Fatalf("finish %d: next %+v, %v", i, cl, err)
@@ -447,7 +447,7 @@ func TestEventTimeNeverGoesBackInTheQueue(t *testing.T) {
 	}
 	a := *cl.Attempt
 	if err := s.Finish(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded, End: &queue.AttemptEnd{Ref: a.AttemptRef,
-		Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}, Was: &a}}); err != nil {
+		Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran, Was: &a}}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := s.GetRun(ctx, run.ID); err != nil || r.State != store.RunSucceeded {

@@ -927,7 +927,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventN
 }
 
 // finishAssuming is finish for a succeeded visit whose attempt's end comes
-// with the attempt as the visit left it (queue.AttemptEnd.Was): the end,
+// with the attempt as the visit left it (store.Outcome.Outcome.Was): the end,
 // the DAG's step and (next) the claim's first reads go in one round trip
 // with the BEGIN, without reading first what the writes change: each write
 // is guarded on what the visit knows (its claim still its own, its attempt
@@ -943,7 +943,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventN
 // while this one holds the claim's row).
 func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, next *nextClaim) (done bool, err error) {
 	e := r.End
-	if r.Ending != queue.Succeeded || e == nil || e.Was == nil || e.Was.AttemptRef != e.Ref || r.Unused != nil {
+	if r.Ending != queue.Succeeded || e == nil || e.Outcome.Was == nil || e.Outcome.Was.AttemptRef != e.Ref || r.Unused != nil {
 		return false, nil
 	}
 	c := queue.Success(worker)
@@ -952,13 +952,13 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			next.claim, next.after = nil, false // a retried transaction decides afresh
 		}
 		b := &pgx.Batch{}
-		end, err := endOf(*e.Was, e.Outcome)
+		end, err := endOf(*e.Outcome.Was, e.Outcome)
 		if err != nil || end == nil {
 			// The end is not one Was can take, or Was holds it already (a
 			// retry): finish judges it after reading.
 			return errFinishMissed
 		}
-		queueFinishStep(b, end, *e.Was, worker, c, next != nil)
+		queueFinishStep(b, end, *e.Outcome.Was, worker, c, next != nil)
 		queueLeafRunEnd(b, ref)
 		if next != nil {
 			queueClaimReads(b, worker)

@@ -325,6 +325,9 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 // finishAttempt is FinishAttempt inside a write transaction (the worker
 // queue's Finish records a visit's last attempt with it, Tx.FinishAttempt).
 func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef, o store.Outcome) error {
+	if done, err := s.finishAssuming(ctx, tx, ref, o); done || err != nil {
+		return err
+	}
 	cur, err := getAttemptHead(ctx, tx, ref)
 	if err != nil {
 		return err
@@ -347,10 +350,46 @@ func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef
 // the read, but SQLite buffers RETURNING rows in a temporary table, which
 // costs more than the read.)
 func (s *Store) finishFrom(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) error {
+	missed, err := s.writeFinish(ctx, tx, cur, o)
+	if missed {
+		return fmt.Errorf("finish attempt %s: changed concurrently: %w", cur.AttemptRef, store.ErrConflict)
+	}
+	return err
+}
+
+// finishAssuming is finishAttempt with the attempt as its caller last wrote
+// it (Outcome.Was) instead of read, for the two ends of every task: a
+// queued attempt ending with the process it ran (Outcome.Ran), a running
+// one without. done when the update, guarded on that state and token,
+// found the row so; when it did not, nothing is written and the row is
+// read.
+func (s *Store) finishAssuming(ctx context.Context, tx *wtx, ref store.AttemptRef, o store.Outcome) (done bool, err error) {
+	was := o.Was
+	if was == nil || was.AttemptRef != ref || was.State != assumable(o) {
+		return false, nil
+	}
+	if noop, err := store.CheckFinish(*was, o, o.Ran != nil); noop || err != nil {
+		return false, nil // decided on the row as read
+	}
+	missed, err := s.writeFinish(ctx, tx, *was, o)
+	return !missed, err
+}
+
+// assumable is the state in which an end may assume its attempt: queued
+// for one that records its process (Outcome.Ran), else running.
+func assumable(o store.Outcome) store.AttemptState {
+	if o.Ran != nil {
+		return store.AttemptQueued
+	}
+	return store.AttemptRunning
+}
+
+// writeFinish is finishFrom's writes; missed when the update found no row
+// in cur's state with cur's token (nothing is written then).
+func (s *Store) writeFinish(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) (missed bool, err error) {
 	ref := cur.AttemptRef
 	now := s.now()
 	var res sql.Result
-	var err error
 	if o.Ran == nil {
 		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
 WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
@@ -372,8 +411,11 @@ WHERE run = ?15 AND task = ?16 AND number = ?17 AND state = ?18 AND token = ?19`
 			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, started, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
 			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
 	}
-	if err := changed(res, err); err != nil {
-		return fmt.Errorf("finish attempt %s: %w", ref, err)
+	if err != nil {
+		return false, fmt.Errorf("finish attempt %s: %w", ref, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err == nil, err
 	}
 	was := cur.State
 	if o.Ran != nil {
@@ -382,11 +424,11 @@ WHERE run = ?15 AND task = ?16 AND number = ?17 AND state = ?18 AND token = ?19`
 	finished := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
 		store.FinishedPayload(o, cur.Token, was)}
 	if o.Ran == nil || cur.State != store.AttemptQueued {
-		return appendEvent(ctx, tx, now, finished.e, finished.payload)
+		return false, appendEvent(ctx, tx, now, finished.e, finished.payload)
 	}
 	running := eventRow{store.Event{Run: ref.Run, Kind: store.EventAttemptRunning, Task: ref.Task, Attempt: ref.Number},
 		store.RunningPayload(cur.Token, *o.Ran)}
-	return appendEvents(ctx, tx, now, running, finished)
+	return false, appendEvents(ctx, tx, now, running, finished)
 }
 
 // GetAttempt implements Store.

@@ -207,7 +207,7 @@ func BenchmarkTaskWrites(b *testing.B) {
 		}
 		ran := &store.Running{Process: store.Process{Host: "h", Boot: "b", PID: 1000 + i, PGID: 1000 + i, Start: uint64(i)},
 			Lease: time.Minute}
-		if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: ran}); err != nil {
+		if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: ran, Was: &a}); err != nil {
 			b.Fatal(err)
 		}
 	}

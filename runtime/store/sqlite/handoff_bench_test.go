@@ -29,7 +29,7 @@ func BenchmarkTaskWritesHandedOff(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ran := &store.Running{Process: store.Process{Host: "h", Boot: "b", PID: 1000 + i, PGID: 1000 + i, Start: uint64(i)},
 			Lease: time.Minute}
-		started, err := s.FinishAndStart(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: ran},
+		started, err := s.FinishAndStart(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: ran, Was: &a},
 			[]store.AttemptSpec{spec(i + 1)})
 		if err != nil || started[0].Err != nil {
 			b.Fatal(err, started)

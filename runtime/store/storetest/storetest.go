@@ -87,6 +87,7 @@ func runStore(t *testing.T, open single) {
 		{"ResolveAttempt", testResolveAttempt},
 		{"FinishRecordsProcess", testFinishRecordsProcess},
 		{"FinishUnknown", testFinishUnknown},
+		{"FinishAssumingWas", testFinishAssumingWas},
 		{"FinishAndStart", testFinishAndStart},
 		{"TaskAttempts", testTaskAttempts},
 		{"CancelRun", testCancelRun},
