@@ -927,7 +927,7 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventN
 }
 
 // finishAssuming is finish for a succeeded visit whose attempt's end comes
-// with the attempt as the visit left it (store.Outcome.Outcome.Was): the end,
+// with the attempt as the visit left it (store.Outcome.Was): the end,
 // the DAG's step and (next) the claim's first reads go in one round trip
 // with the BEGIN, without reading first what the writes change: each write
 // is guarded on what the visit knows (its claim still its own, its attempt

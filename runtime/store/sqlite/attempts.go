@@ -348,7 +348,8 @@ func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef
 // the attempt.running event from a queued attempt), so a short task's end
 // costs no more statements than any end. (UPDATE ... RETURNING would save
 // the read, but SQLite buffers RETURNING rows in a temporary table, which
-// costs more than the read.)
+// costs more than the read; finishAssuming saves it when the caller knows
+// the row.)
 func (s *Store) finishFrom(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) error {
 	missed, err := s.writeFinish(ctx, tx, cur, o)
 	if missed {
@@ -414,8 +415,12 @@ WHERE run = ?15 AND task = ?16 AND number = ?17 AND state = ?18 AND token = ?19`
 	if err != nil {
 		return false, fmt.Errorf("finish attempt %s: %w", ref, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return err == nil, err
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		return true, nil
 	}
 	was := cur.State
 	if o.Ran != nil {

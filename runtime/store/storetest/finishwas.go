@@ -56,8 +56,7 @@ func testFinishAssumingWas(t *testing.T, open single) {
 			end := func(assume bool) string {
 				s := open(t, nil)
 				run := newRun(t, s, "2024-01-01")
-				a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "t", Resource: store.FenceResource("orders", "2024-01-01"),
-					Host: "h1", Boot: "b1", Lease: time.Minute, Queued: true})
+				a, err := s.StartAttempt(ctx, queuedSpec(run.ID, "t"))
 				if err != nil {
 					t.Fatal(err)
 				}

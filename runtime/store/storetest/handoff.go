@@ -18,17 +18,13 @@ func testFinishAndStart(t *testing.T, open single) {
 	ctx := context.Background()
 	s := open(t, nil)
 	run := newRun(t, s, "2024-01-01")
-	res := store.FenceResource("orders", "2024-01-01")
-	spec := func(run, task string) store.AttemptSpec {
-		return store.AttemptSpec{Run: run, Task: task, Resource: res, Host: "h1", Boot: "b1", Lease: time.Minute, Queued: true}
-	}
-	a, err := s.StartAttempt(ctx, spec(run.ID, "a"))
+	a, err := s.StartAttempt(ctx, queuedSpec(run.ID, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ran := &store.Running{Process: store.Process{Host: "h1", Boot: "b1", PID: 4711, PGID: 4711, Start: 1}, Lease: time.Minute}
 	ok := store.Outcome{State: store.AttemptSucceeded, Ran: ran}
-	started, err := store.FinishAndStart(ctx, s, a.AttemptRef, ok, []store.AttemptSpec{spec(run.ID, "b"), spec(run.ID, "c")})
+	started, err := store.FinishAndStart(ctx, s, a.AttemptRef, ok, []store.AttemptSpec{queuedSpec(run.ID, "b"), queuedSpec(run.ID, "c")})
 	if err != nil || len(started) != 2 {
 		t.Fatalf("FinishAndStart = %+v, %v", started, err)
 	}
@@ -67,10 +63,10 @@ func testFinishAndStart(t *testing.T, open single) {
 	if err := s.FinishAttempt(ctx, b.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "exit", ExitCode: 1, ErrorTail: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.FinishAndStart(ctx, s, b.AttemptRef, ok, []store.AttemptSpec{spec(run.ID, "d")}); !errors.Is(err, store.ErrConflict) {
+	if _, err := store.FinishAndStart(ctx, s, b.AttemptRef, ok, []store.AttemptSpec{queuedSpec(run.ID, "d")}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("a refused end: %v", err)
 	}
-	if as, err := s.TaskAttempts(ctx, res, "d"); err != nil || len(as) != 0 {
+	if as, err := s.TaskAttempts(ctx, store.FenceResource("orders", "2024-01-01"), "d"); err != nil || len(as) != 0 {
 		t.Fatalf("attempts of d after a refused end: %+v, %v", as, err)
 	}
 
@@ -80,7 +76,7 @@ func testFinishAndStart(t *testing.T, open single) {
 		t.Fatal(err)
 	}
 	c := started[1].Attempt
-	started, err = store.FinishAndStart(ctx, s, c.AttemptRef, ok, []store.AttemptSpec{spec(over.ID, "e"), spec(run.ID, "f")})
+	started, err = store.FinishAndStart(ctx, s, c.AttemptRef, ok, []store.AttemptSpec{queuedSpec(over.ID, "e"), queuedSpec(run.ID, "f")})
 	if err != nil || len(started) != 2 {
 		t.Fatalf("FinishAndStart = %+v, %v", started, err)
 	}

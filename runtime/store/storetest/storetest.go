@@ -119,6 +119,14 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// queuedSpec is the spec of task's attempt in run, taken queued (as a run
+// takes it before the task waits for a slot) in the orders pipeline's
+// interval 2024-01-01 on host h1.
+func queuedSpec(run, task string) store.AttemptSpec {
+	return store.AttemptSpec{Run: run, Task: task, Resource: store.FenceResource("orders", "2024-01-01"),
+		Host: "h1", Boot: "b1", Lease: time.Minute, Queued: true}
+}
+
 func newRun(t testing.TB, s store.Store, interval string) store.Run {
 	t.Helper()
 	r, err := s.CreateRun(context.Background(), store.NewRun{
