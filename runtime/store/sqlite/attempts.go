@@ -324,69 +324,53 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 
 // finishAttempt is FinishAttempt inside a write transaction (the worker
 // queue's Finish records a visit's last attempt with it, Tx.FinishAttempt).
+// An end that comes with the attempt as its caller left it (Outcome.Was)
+// is written on that: the row is read, and the end decided on it, only
+// when the update found the row otherwise, or the end is not one to write
+// on what the caller assumed (a noop or a refusal is the row's to say).
 func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef, o store.Outcome) error {
-	if done, err := s.finishAssuming(ctx, tx, ref, o); done || err != nil {
-		return err
+	if was := o.Was; was != nil && was.AttemptRef == ref {
+		if o, noop, err := judged(*was, o); !noop && err == nil {
+			if missed, err := s.writeFinish(ctx, tx, *was, o); !missed || err != nil {
+				return err
+			}
+		}
 	}
 	cur, err := getAttemptHead(ctx, tx, ref)
 	if err != nil {
 		return err
 	}
-	if o.Ran != nil && !cur.State.CanBecome(store.AttemptRunning) {
-		o.Ran = nil
-	}
-	if noop, err := store.CheckFinish(cur, o, o.Ran != nil); noop || err != nil {
+	o, noop, err := judged(cur, o)
+	if noop || err != nil {
 		return err
 	}
-	return s.finishFrom(ctx, tx, cur, o)
-}
-
-// finishFrom records o on the attempt cur, as read in this transaction, in
-// one UPDATE (conditional on cur's state and token: the WHERE is the safety)
-// and one statement for its events. With Outcome.Ran the UPDATE first
-// records the process exactly as MarkRunningAs would (the same columns, and
-// the attempt.running event from a queued attempt), so a short task's end
-// costs no more statements than any end. (UPDATE ... RETURNING would save
-// the read, but SQLite buffers RETURNING rows in a temporary table, which
-// costs more than the read; finishAssuming saves it when the caller knows
-// the row.)
-func (s *Store) finishFrom(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) error {
 	missed, err := s.writeFinish(ctx, tx, cur, o)
 	if missed {
-		return fmt.Errorf("finish attempt %s: changed concurrently: %w", cur.AttemptRef, store.ErrConflict)
+		return fmt.Errorf("finish attempt %s: changed concurrently: %w", ref, store.ErrConflict)
 	}
 	return err
 }
 
-// finishAssuming is finishAttempt with the attempt as its caller last wrote
-// it (Outcome.Was) instead of read, for the two ends of every task: a
-// queued attempt ending with the process it ran (Outcome.Ran), a running
-// one without. done when the update, guarded on that state and token,
-// found the row so; when it did not, nothing is written and the row is
-// read.
-func (s *Store) finishAssuming(ctx context.Context, tx *wtx, ref store.AttemptRef, o store.Outcome) (done bool, err error) {
-	was := o.Was
-	if was == nil || was.AttemptRef != ref || was.State != assumable(o) {
-		return false, nil
+// judged is o as it applies to cur (its process recorded only while cur
+// may still become running) and FinishAttempt's judgement of it
+// (store.CheckFinish).
+func judged(cur store.Attempt, o store.Outcome) (store.Outcome, bool, error) {
+	if o.Ran != nil && !cur.State.CanBecome(store.AttemptRunning) {
+		o.Ran = nil
 	}
-	if noop, err := store.CheckFinish(*was, o, o.Ran != nil); noop || err != nil {
-		return false, nil // decided on the row as read
-	}
-	missed, err := s.writeFinish(ctx, tx, *was, o)
-	return !missed, err
+	noop, err := store.CheckFinish(cur, o, o.Ran != nil)
+	return o, noop, err
 }
 
-// assumable is the state in which an end may assume its attempt: queued
-// for one that records its process (Outcome.Ran), else running.
-func assumable(o store.Outcome) store.AttemptState {
-	if o.Ran != nil {
-		return store.AttemptQueued
-	}
-	return store.AttemptRunning
-}
-
-// writeFinish is finishFrom's writes; missed when the update found no row
-// in cur's state with cur's token (nothing is written then).
+// writeFinish records o on the attempt cur in one UPDATE, conditional on
+// cur's state and token (the WHERE is the safety), and one statement for
+// its events; missed when the update found no row so (nothing is written
+// then). With Outcome.Ran the UPDATE first records the process exactly as
+// MarkRunningAs would (the same columns, and the attempt.running event
+// from a queued attempt), so a short task's end costs no more statements
+// than any end. (UPDATE ... RETURNING would save finishAttempt's read, but
+// SQLite buffers RETURNING rows in a temporary table, which costs more
+// than the read.)
 func (s *Store) writeFinish(ctx context.Context, tx *wtx, cur store.Attempt, o store.Outcome) (missed bool, err error) {
 	ref := cur.AttemptRef
 	now := s.now()
@@ -397,19 +381,16 @@ WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o
 			ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
 	} else {
 		p, lease := o.Ran.Process, o.Ran.Lease
-		started := nanos(cur.Started)
-		if cur.State == store.AttemptQueued {
-			started = now
-		}
 		leaseBoot, leaseUntil := s.leaseUntil(lease)
-		// host and boot_id are kept when the process names no host, as
-		// markRunning does; lease_expiry ends at 0, as a finish leaves it.
+		// Started now from queued, kept from running, as markRunning does;
+		// host and boot_id are kept when the process names no host;
+		// lease_expiry ends at 0, as a finish leaves it.
 		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5,
-lease_expiry = 0, started = ?6, pid = ?7, pgid = ?8, proc_start = ?9,
-host = CASE WHEN ?10 <> '' THEN ?10 ELSE host END, boot_id = CASE WHEN ?10 <> '' THEN ?11 ELSE boot_id END,
-lease_ms = ?12, lease_boot = ?13, lease_until = ?14
-WHERE run = ?15 AND task = ?16 AND number = ?17 AND state = ?18 AND token = ?19`,
-			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, started, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
+lease_expiry = 0, started = CASE WHEN state = 'queued' THEN ?5 ELSE started END, pid = ?6, pgid = ?7, proc_start = ?8,
+host = CASE WHEN ?9 <> '' THEN ?9 ELSE host END, boot_id = CASE WHEN ?9 <> '' THEN ?10 ELSE boot_id END,
+lease_ms = ?11, lease_boot = ?12, lease_until = ?13
+WHERE run = ?14 AND task = ?15 AND number = ?16 AND state = ?17 AND token = ?18`,
+			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
 			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
 	}
 	if err != nil {
@@ -530,7 +511,7 @@ func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run sto
 	return a, nil
 }
 
-// markRunning is MarkRunningAs inside a write (finishFrom writes the same
+// markRunning is MarkRunningAs inside a write (writeFinish writes the same
 // columns for an Outcome.Ran).
 func (s *Store) markRunning(ctx context.Context, tx *wtx, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
 	p, lease := run.Process, run.Lease
