@@ -320,17 +320,23 @@ func (d *Directory) materializeDir(ctx context.Context, v store.Version) (string
 		os.RemoveAll(tmp)
 		return "", err
 	}
-	digest, err := walkCopy(src, tmp)
+	digest, copied, err := walkCopy(src, tmp)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("copy from %s: %w", src, err)
 	}
 	if digest != v.Digest {
+		copied.discard()
 		os.RemoveAll(tmp)
 		return "", fmt.Errorf("staging changed after the audit: digest %s, audited %s", digest, v.Digest)
 	}
-	// The manifest goes in before the rename, so no published folder is
-	// ever without it.
+	// The copy is synced but for tmp itself, which is synced once, after
+	// the manifest is in: it goes in before the rename, so no published
+	// folder is ever without it.
+	if err := copied.sync(false); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
 	if err := writeManifest(tmp, manifestOf(v, d.Lineage)); err != nil {
 		os.RemoveAll(tmp)
 		return "", err

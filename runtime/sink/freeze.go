@@ -30,15 +30,22 @@ func Freeze(staging, root string) (dir, digest string, err error) {
 		os.RemoveAll(tmp)
 		return "", "", fmt.Errorf("freeze: %w", err)
 	}
-	digest, err = walkCopy(staging, tmp)
+	digest, copied, err := walkCopy(staging, tmp)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", "", fmt.Errorf("freeze %s: %w", staging, err)
 	}
 	final := filepath.Join(root, strings.TrimPrefix(digest, "sha256:"))
 	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
+		// Content-addressed: the same digest is the same bytes, synced
+		// when that folder was frozen. The copy is thrown away unsynced.
+		copied.discard()
 		os.RemoveAll(tmp)
-		return final, digest, nil // content-addressed: the same digest is the same bytes
+		return final, digest, nil
+	}
+	if err := copied.sync(true); err != nil {
+		os.RemoveAll(tmp)
+		return "", "", fmt.Errorf("freeze: %w", err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		os.RemoveAll(tmp)

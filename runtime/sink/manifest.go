@@ -131,5 +131,6 @@ func refuseReserved(staging string) error {
 // manifest: equal to the version's recorded digest while the folder is
 // intact.
 func ContentDigest(dir string) (string, error) {
-	return walkCopyExcept(dir, "", ManifestName)
+	digest, _, err := walkCopyExcept(dir, "", ManifestName)
+	return digest, err
 }

@@ -465,8 +465,9 @@ func TestVisibleNothingPublished(t *testing.T) {
 
 // TestFreezeBigVersion freezes a version of more files than one batch of
 // fsyncs holds: every file copied read-only with its bytes, the digest
-// the staging's, and no descriptor left open, also when a copy fails
-// with a batch of files written and not yet synced.
+// the staging's, and no descriptor left open, also when the same content
+// is frozen again and when a copy fails, each with a batch of files
+// written and not yet synced.
 func TestFreezeBigVersion(t *testing.T) {
 	const files = 2*syncBatch + syncBatch/2
 	staging := t.TempDir()
@@ -482,12 +483,25 @@ func TestFreezeBigVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := openDescriptors(t)
-	dir, digest, err := Freeze(staging, t.TempDir())
+	root := t.TempDir()
+	dir, digest, err := Freeze(staging, root)
 	if err != nil || digest != want {
 		t.Fatalf("Freeze = %s, %v; want digest %s", digest, err, want)
 	}
 	if n := openDescriptors(t); n != open {
 		t.Errorf("%d descriptors open after Freeze, %d before", n, open)
+	}
+	// The same content again: the folder already frozen, and the copy,
+	// thrown away unsynced, leaves no descriptor and no folder behind.
+	again, digest, err := Freeze(staging, root)
+	if err != nil || again != dir || digest != want {
+		t.Fatalf("Freeze again = %s %s, %v; want %s %s", again, digest, err, dir, want)
+	}
+	if n := openDescriptors(t); n != open {
+		t.Errorf("%d descriptors open after freezing the same content again, %d before", n, open)
+	}
+	if ents, err := os.ReadDir(root); err != nil || len(ents) != 1 {
+		t.Errorf("the root holds %v (%v); want the one frozen folder", ents, err)
 	}
 	for rel, s := range content {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
@@ -507,7 +521,7 @@ func TestFreezeBigVersion(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dst, "zz.csv"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := walkCopy(staging, dst); !errors.Is(err, fs.ErrExist) {
+	if _, _, err := walkCopy(staging, dst); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("walkCopy onto a taken name = %v, want an error saying it exists", err)
 	}
 	if n := openDescriptors(t); n != open {

@@ -84,7 +84,8 @@ func checkElem(what, s string) error {
 // attempts that write the same data get the same digest. Symbolic links and
 // other special files are refused: a version must be self-contained.
 func Digest(dir string) (string, error) {
-	return walkCopy(dir, "")
+	digest, _, err := walkCopyExcept(dir, "", "")
+	return digest, err
 }
 
 // entry is one thing under a directory tree, by slash path.
@@ -134,26 +135,31 @@ func listTree(root string) ([]entry, error) {
 	return out, nil
 }
 
-// walkCopy hashes the tree at src and, when dst is not empty, copies it into
-// the existing directory dst in the same pass, fsyncing every file and
-// directory it creates. Hashing the bytes as they are copied means the digest
-// describes exactly what landed in dst, even if something still writes into
-// src.
-func walkCopy(src, dst string) (string, error) {
+// walkCopy hashes the tree at src and copies it into the existing directory
+// dst in the same pass. Hashing the bytes as they are copied means the
+// digest describes exactly what landed in dst, even if something still
+// writes into src. The copy is not yet durable: the caller syncs it
+// (treeCopy.sync) once it knows it keeps dst, or discards it, so that a
+// copy thrown away (content already frozen) costs no fsync.
+func walkCopy(src, dst string) (string, *treeCopy, error) {
 	return walkCopyExcept(src, dst, "")
 }
 
 // walkCopyExcept is walkCopy leaving out the top-level entry named skip
-// (none when empty): a version folder's manifest, for ContentDigest.
-func walkCopyExcept(src, dst, skip string) (string, error) {
+// (none when empty): a version folder's manifest, for ContentDigest; with
+// dst empty it only hashes, and returns no copy.
+func walkCopyExcept(src, dst, skip string) (digest string, _ *treeCopy, err error) {
 	entries, err := listTree(src)
 	if err != nil {
-		return "", fmt.Errorf("digest: %w", err)
+		return "", nil, fmt.Errorf("digest: %w", err)
 	}
 	h := sha256.New()
-	dirs := []string{dst}
-	var copied unsynced
-	defer copied.close()
+	c := &treeCopy{dirs: []string{dst}}
+	defer func() {
+		if err != nil {
+			c.discard()
+		}
+	}()
 	for _, e := range entries {
 		if skip != "" && e.rel == skip {
 			continue
@@ -163,36 +169,59 @@ func walkCopyExcept(src, dst, skip string) (string, error) {
 			if dst != "" {
 				p := filepath.Join(dst, filepath.FromSlash(e.rel))
 				if err := os.Mkdir(p, 0o755); err != nil {
-					return "", err
+					return "", nil, err
 				}
-				dirs = append(dirs, p)
+				c.dirs = append(c.dirs, p)
 			}
 			continue
 		}
 		out, err := hashFile(h, filepath.Join(src, filepath.FromSlash(e.rel)), e, dst)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if out != nil {
-			if err := copied.add(out); err != nil {
-				return "", err
+			if err := c.files.add(out); err != nil {
+				return "", nil, err
 			}
 		}
 	}
-	if dst != "" {
-		if err := copied.sync(); err != nil {
-			return "", err
-		}
-		// Children before parents, so each directory's entries are durable
-		// before the directory that names it is synced.
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := atomicfile.SyncDir(dirs[i]); err != nil {
-				return "", err
-			}
-		}
+	digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	if dst == "" {
+		return digest, nil, nil
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+	return digest, c, nil
 }
+
+// treeCopy is what walkCopy wrote into its dst and has not synced: the
+// copied files, open (a full batch of them is synced as it fills, see
+// syncBatch), and the directories, dst first.
+type treeCopy struct {
+	files unsynced
+	dirs  []string
+}
+
+// sync makes the copy durable: the files, then the directories children
+// before parents, so that each directory's entries are durable before the
+// directory naming it is synced; dst itself too unless the caller adds
+// more to it and syncs it after (top false).
+func (c *treeCopy) sync(top bool) error {
+	if err := c.files.sync(); err != nil {
+		return err
+	}
+	last := 0
+	if !top {
+		last = 1
+	}
+	for i := len(c.dirs) - 1; i >= last; i-- {
+		if err := atomicfile.SyncDir(c.dirs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discard closes the copies without syncing them: their folder is removed.
+func (c *treeCopy) discard() { c.files.close() }
 
 // hashFile feeds one file into h and, when dst is set, copies it there
 // read-only and returns the copy open and not yet fsynced (see unsynced).
@@ -273,7 +302,7 @@ func (u *unsynced) sync() error {
 	return first
 }
 
-// close closes what a failed copy left unsynced: its folder is removed.
+// close closes what a copy not kept left unsynced: its folder is removed.
 func (u *unsynced) close() {
 	for _, f := range *u {
 		f.Close()
