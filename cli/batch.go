@@ -14,6 +14,7 @@ import (
 	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/schedule"
+	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -307,10 +308,11 @@ func describeOutcome(o outcome) string {
 func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc store.Location, seed uint64, slots *runtime.Slots,
 	arts string) func(context.Context, runtime.Interval, func(string)) outcome {
 	objects := new(objstore.Clients) // one for every run of the batch
+	shown := new(sink.Shown)
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
 			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
-			ObjectStores: objects,
+			ObjectStores: objects, SinksShown: shown,
 			OnEvent: func(ev runtime.Event) {
 				if ev.Kind == store.EventRunCreated {
 					started(ev.Run)

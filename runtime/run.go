@@ -96,6 +96,11 @@ type Options struct {
 	// and artifacts). A worker passes one for all its visits, so credentials
 	// are resolved once; nil gives each run its own.
 	ObjectStores *objstore.Clients
+	// SinksShown is what earlier runs of this process saw the directory
+	// sinks' links show (sink.Shown): a run's start then reads again only
+	// the links whose pointer changed. A backfill passes one for all its
+	// runs; nil: each run's start reads every link.
+	SinksShown *sink.Shown
 	// StatePath is the store's database file; tasks get it as PIPEC_STATE.
 	// Logs, staging directories and heartbeat files live in its
 	// store.ScratchDir unless Scratch names another folder.
@@ -429,7 +434,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
 			Pipeline: p.Pipeline, Store: r.st, StatePath: cmp.Or(o.ServerState, o.StatePath), Lineage: r.lineage,
-			ObjectStores: o.ObjectStores,
+			ObjectStores: o.ObjectStores, Shown: o.SinksShown,
 			Files: func(ctx context.Context, v store.Version) (string, error) {
 				return artifacts.Files(ctx, r.arts, v.Location)
 			}})

@@ -70,6 +70,9 @@ type Directory struct {
 	// Lineage, if set, supplies the pipeline and the accepting checks for
 	// each version's manifest (see manifest.go).
 	Lineage Lineage
+	// Shown, if set, is what earlier runs of this process saw the links
+	// show: ReconcileAll reads again only the links whose pointer changed.
+	Shown *Shown
 	// Files, if set, is where this machine reads a version's files: the
 	// runtime's artifact store (runtime/artifacts), since the version's
 	// Location is a key in it. Nil: the Location is the folder itself.
@@ -551,7 +554,12 @@ func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
 	if state.bound && d.Fencing != FencingNone {
 		for _, p := range ps {
 			if ok, seen := shown[p.Interval]; !seen || ok {
-				shown[p.Interval] = d.shows(p)
+				shown[p.Interval] = d.Shown.known(d, p) || d.shows(p)
+			}
+		}
+		for _, p := range ps {
+			if shown[p.Interval] {
+				d.Shown.saw(d, p)
 			}
 		}
 	}

@@ -86,6 +86,8 @@ type Config struct {
 	Files Files
 	// ObjectStores builds an s3 sink's client (nil: one of its own).
 	ObjectStores *objstore.Clients
+	// Shown is a directory sink's Directory.Shown (nil: none).
+	Shown *Shown
 }
 
 // Types lists the sink types Open builds.
@@ -118,7 +120,7 @@ func Open(c Config) (Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Pipeline, d.StatePath, d.Lineage, d.Files = c.Pipeline, c.StatePath, c.Lineage, c.Files
+		d.Pipeline, d.StatePath, d.Lineage, d.Files, d.Shown = c.Pipeline, c.StatePath, c.Lineage, c.Files, c.Shown
 		return d, nil
 	case "s3":
 		s, err := NewS3(context.Background(), c.Name, c.Path, c.Fencing, c.Store, c.ObjectStores)

@@ -382,20 +382,7 @@ func TestReconcileAllFindsEveryCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// swapped is a newer version of iv that won in the store and was
-	// copied into the sink: a publish stopped after its step 3.
-	swapped := func(iv string) store.Version {
-		v := f.produce(t, f.st, "clean", iv, map[string]string{"data.csv": "v2 " + iv})
-		if err := d.materialize(ctx, v); err != nil {
-			t.Fatal(err)
-		}
-		res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: d.Name, Artifact: v.Artifact,
-			Interval: v.Interval, Version: v.ID, Token: v.Token})
-		if err != nil || res.Outcome != store.Won {
-			t.Fatalf("swap = %+v, %v", res, err)
-		}
-		return v
-	}
+	swapped := func(iv string) store.Version { return f.swappedAhead(t, d, iv) }
 	swapped("2024-01-02") // stopped before the sink's record
 	v3 := swapped("2024-01-03")
 	stateID, err := f.st.StateID(ctx)
@@ -431,6 +418,72 @@ func TestReconcileAllFindsEveryCrash(t *testing.T) {
 	}
 	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
 		t.Errorf("ReconcileAll on a reconciled sink = %d, %v", n, err)
+	}
+}
+
+// swappedAhead is a newer version of iv ("v2 <iv>") that won in the store
+// and was copied into the sink d: a publish stopped after its step 3, the
+// store's pointer ahead of the sink's record and link.
+func (f *fixture) swappedAhead(t testing.TB, d *Directory, iv string) store.Version {
+	t.Helper()
+	ctx := context.Background()
+	v := f.produce(t, f.st, "clean", iv, map[string]string{"data.csv": "v2 " + iv})
+	if err := d.materialize(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.st.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: d.Name, Artifact: v.Artifact,
+		Interval: v.Interval, Version: v.ID, Token: v.Token})
+	if err != nil || res.Outcome != store.Won {
+		t.Fatalf("swap = %+v, %v", res, err)
+	}
+	return v
+}
+
+// TestReconcileAllRemembersShownLinks: with a Shown kept across runs (a
+// backfill's), a run's start reads again only the links whose pointer
+// changed since an earlier run saw them shown, so a publish that crashed
+// in another process after the store's swap is still repaired, while a
+// link removed by hand, its pointer unchanged, waits for a run with a
+// fresh Shown (the next process).
+func TestReconcileAllRemembersShownLinks(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := f.sink(t, f.st, FencingToken)
+	days := []string{"2024-01-01", "2024-01-02", "2024-01-03"}
+	for _, iv := range days {
+		if _, err := d.Publish(ctx, f.produce(t, f.st, "clean", iv, map[string]string{"data.csv": "v1 " + iv})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.Shown = new(Shown)
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
+		t.Fatalf("ReconcileAll of a settled sink = %d, %v", n, err)
+	}
+	f.swappedAhead(t, d, "2024-01-02")
+	if err := os.Remove(filepath.Join(d.Path, "2024-01-03")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 1 {
+		t.Fatalf("ReconcileAll with what the first saw = %d, %v; want the crashed publish repaired", n, err)
+	}
+	if got := readVisible(t, d, "2024-01-02", "data.csv"); got != "v2 2024-01-02" {
+		t.Errorf("2024-01-02 shows %q after the crash was repaired", got)
+	}
+	if _, err := os.Lstat(filepath.Join(d.Path, "2024-01-03")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the link removed by hand, its pointer seen shown before, was read again: %v", err)
+	}
+	d.Shown = new(Shown)
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 1 {
+		t.Fatalf("ReconcileAll of the next process = %d, %v; want the lost link repaired", n, err)
+	}
+	for _, iv := range days {
+		want := "v1 " + iv
+		if iv == "2024-01-02" {
+			want = "v2 " + iv
+		}
+		if got := readVisible(t, d, iv, "data.csv"); got != want {
+			t.Errorf("%s shows %q, want %q", iv, got, want)
+		}
 	}
 }
 
