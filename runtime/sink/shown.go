@@ -17,10 +17,12 @@ import (
 // pipec moves a link only to the version of the sink's record, which it
 // writes after the store's pointer (Publish, settle), so any later move
 // came with a new pointer, which is read again (a crashed publish in
-// another process included). A link changed or removed by something other
-// than pipec is repaired by the next process's first run, or by the
-// interval's next publish. The zero value is ready; a nil *Shown
-// remembers nothing.
+// another process included). A fenced pointer never takes a value it had
+// before; one taken back to it by a publish that skipped the token check
+// (another spec's fencing = "none") and left unlinked by a crash is missed,
+// as is a link changed or removed by something other than pipec: the next
+// process's first run repairs them, or the interval's next publish. The
+// zero value is ready; a nil *Shown remembers nothing.
 type Shown struct {
 	mu   sync.Mutex
 	seen map[shownKey]shownAs
