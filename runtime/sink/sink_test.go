@@ -382,9 +382,8 @@ func TestReconcileAllFindsEveryCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	swapped := func(iv string) store.Version { return f.swappedAhead(t, d, iv) }
-	swapped("2024-01-02") // stopped before the sink's record
-	v3 := swapped("2024-01-03")
+	f.swappedAhead(t, d, "2024-01-02") // stopped before the sink's record
+	v3 := f.swappedAhead(t, d, "2024-01-03")
 	stateID, err := f.st.StateID(ctx)
 	if err != nil {
 		t.Fatal(err)
