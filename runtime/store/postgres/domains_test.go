@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pipec/pipec/runtime/store"
@@ -18,15 +17,7 @@ import (
 // tables' checks refused are still refused, with the same SQLSTATE.
 func TestDomainsMigration(t *testing.T) {
 	ctx := context.Background()
-	url := pg.Server(t).NewSchema(t)
-	if err := postgres.MigrateTo(ctx, url, 18); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	url, conn := schemaAt(t, 18)
 	if _, err := conn.Exec(ctx, `
 INSERT INTO runs (id, pipeline, interval_key, seq, code_version, plan_digest, state, created)
 	VALUES ('r1', 'p', 'i', 1, '1', 'sha256:x', 'running', now());
