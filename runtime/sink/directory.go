@@ -125,6 +125,8 @@ type Result struct {
 	// Pointer is the store's pointer after the call (for Fenced, the newer
 	// one that won).
 	Pointer store.Pointer
+	// generation is the sink's pointer generation a Won swap made.
+	generation int64
 }
 
 // VersionName is the name of a version's immutable folder under
@@ -243,6 +245,9 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 	}
 	if err := d.accept(v, stateID); err != nil {
 		return res, fmt.Errorf("publish %s to %s: pointer swapped in the store, sink not yet: %w", v.Label(), d.Name, err)
+	}
+	if res.Outcome == store.Won && fenced {
+		d.Shown.swapped(d, res.Pointer, res.generation)
 	}
 	return res, nil
 }
@@ -415,6 +420,8 @@ func (d *Directory) reconcileLocked(ctx context.Context, artifact, interval stri
 type catchUpState struct {
 	id    string
 	bound bool
+	// adoptions is how many adoptions the binding records.
+	adoptions int
 }
 
 func (d *Directory) catchUpState(ctx context.Context) (catchUpState, error) {
@@ -426,7 +433,11 @@ func (d *Directory) catchUpState(ctx context.Context) (catchUpState, error) {
 	if err != nil {
 		return catchUpState{}, err
 	}
-	return catchUpState{id: id, bound: b != nil && b.State == id}, nil
+	st := catchUpState{id: id, bound: b != nil && b.State == id}
+	if b != nil {
+		st.adoptions = len(b.Adoptions)
+	}
+	return st, nil
 }
 
 // settle brings one interval in line, the caller holding the lock: the
@@ -529,18 +540,39 @@ func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer unlock()
+	// With a memo of the runs before (Shown): when the store's generation
+	// of the sink's pointers is the one at which every link was seen
+	// settled, no pointer moved since but by this process's publishes,
+	// which settled their links, and there is nothing to read. The
+	// generation is read before the pointers, so a swap that commits in
+	// between is seen as a move at the next run's start.
+	var (
+		ps      []store.Pointer
+		state   catchUpState
+		settled *settledAt
+	)
+	if d.Shown != nil && d.Pipeline != "" && d.Fencing != FencingNone {
+		g, err := d.Store.PointersGeneration(ctx, d.Pipeline, d.Name)
+		if err != nil {
+			return 0, err
+		}
+		if state, err = d.catchUpState(ctx); err != nil {
+			return 0, err
+		}
+		at := settledAt{generation: g, adoptions: state.adoptions}
+		if state.bound && d.Shown.isSettled(d, at) {
+			return 0, nil
+		}
+		settled = &at
+	}
 	if err := d.removeStaleLinksLocked(); err != nil {
 		return 0, err
 	}
-	var (
-		ps    []store.Pointer
-		state catchUpState
-	)
 	if d.Pipeline != "" {
 		if ps, err = d.Store.Pointers(ctx, d.Pipeline, d.Name); err != nil {
 			return 0, err
 		}
-		if len(ps) > 0 {
+		if len(ps) > 0 && settled == nil {
 			if state, err = d.catchUpState(ctx); err != nil {
 				return 0, err
 			}
@@ -607,6 +639,9 @@ func (d *Directory) ReconcileAll(ctx context.Context) (int, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 && settled != nil && state.bound {
+		d.Shown.settle(d, *settled)
 	}
 	return changed, errors.Join(errs...)
 }

@@ -23,9 +23,78 @@ import (
 // as is a link changed or removed by something other than pipec: the next
 // process's first run repairs them, or the interval's next publish. The
 // zero value is ready; a nil *Shown remembers nothing.
+//
+// It also remembers the generation of each sink's pointers
+// (store.Store.PointersGeneration) at which all its links were seen
+// settled: while the store's generation is still that one, no pointer
+// moved, and a run's start reads that one row and nothing else of the
+// sink. A publish of this process that moves the next generation and
+// settles its own link keeps it so (swapped). A swap of any other process
+// moves the generation, so a crash after it is repaired as before; what a
+// settled sink's runs leave for the next process is what no swap made: a
+// link changed by hand, and the hidden temporary link (PATH/.link-*) of a
+// reconcile that crashed in another process.
 type Shown struct {
-	mu   sync.Mutex
-	seen map[shownKey]shownAs
+	mu      sync.Mutex
+	seen    map[shownKey]shownAs
+	settled map[sinkKey]settledAt
+}
+
+// sinkKey is one sink of one pipeline.
+type sinkKey struct{ path, pipeline, sink string }
+
+// settledAt is when a sink's links were last seen all settled: the
+// generation of its pointers, and its binding's adoptions then (a sink
+// adopted by another state and back again was published to by that one).
+type settledAt struct {
+	generation int64
+	adoptions  int
+}
+
+func (d *Directory) sinkKey() sinkKey { return sinkKey{d.Path, d.Pipeline, d.Name} }
+
+// isSettled says every link of d was seen settled at at (the generation,
+// the binding's adoptions as now).
+func (s *Shown) isSettled(d *Directory, at settledAt) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok := s.settled[d.sinkKey()]
+	return ok && got == at
+}
+
+// settle records that every link of d was seen settled at at, read before
+// the links were.
+func (s *Shown) settle(d *Directory, at settledAt) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.settled == nil {
+		s.settled = map[sinkKey]settledAt{}
+	}
+	s.settled[d.sinkKey()] = at
+}
+
+// swapped records a publish of this process that moved d's pointer p to
+// generation and settled p's link: a sink seen settled at the generation
+// before is settled at this one. After any other generation, some swap in
+// between was not seen here, and the next run's start reads the sink.
+func (s *Shown) swapped(d *Directory, p store.Pointer, generation int64) {
+	if s == nil {
+		return
+	}
+	s.saw(d, p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := d.sinkKey()
+	if at, ok := s.settled[k]; ok && at.generation == generation-1 {
+		at.generation = generation
+		s.settled[k] = at
+	}
 }
 
 // shownKey is one interval of one sink: its folder, the pipeline and the

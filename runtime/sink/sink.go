@@ -191,7 +191,7 @@ func swapInStore(ctx context.Context, st store.Store, sinkName string, v store.V
 	if err != nil {
 		return false, fmt.Errorf("publish %s to %s: %w", v.Label(), sinkName, err)
 	}
-	res.Outcome, res.Pointer = cas.Outcome, cas.Pointer
+	res.Outcome, res.Pointer, res.generation = cas.Outcome, cas.Pointer, cas.Generation
 	switch {
 	case cas.Outcome == store.Fenced && cas.GrantedToken > 0:
 		res.FencedBy, res.HeldToken = "grant", cas.GrantedToken

@@ -486,6 +486,63 @@ func TestReconcileAllRemembersShownLinks(t *testing.T) {
 	}
 }
 
+// TestReconcileAllSkipsASettledSink: a run's start with a Shown that saw
+// every link settled at the store's generation of the sink's pointers
+// reads nothing more of the sink (not even the temporary links a crash
+// left, which any other reconcile removes), also after a publish of its
+// own process; a swap of another process moves the generation, and the
+// next run's start reads the sink and repairs that swap's crash.
+func TestReconcileAllSkipsASettledSink(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d := f.sink(t, f.st, FencingToken)
+	days := []string{"2024-01-01", "2024-01-02", "2024-01-03"}
+	for _, iv := range days {
+		if _, err := d.Publish(ctx, f.produce(t, f.st, "clean", iv, map[string]string{"data.csv": "v1 " + iv})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.Shown = new(Shown)
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
+		t.Fatalf("ReconcileAll of a settled sink = %d, %v", n, err)
+	}
+	debris := filepath.Join(d.Path, ".link-debris")
+	if err := os.Symlink(filepath.Join(VersionsDir, "gone"), debris); err != nil {
+		t.Fatal(err)
+	}
+	read := func() bool {
+		_, err := os.Lstat(debris)
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 || read() {
+		t.Fatalf("ReconcileAll with no pointer moved = %d, %v, sink read: %v; want nothing read", n, err, read())
+	}
+	// This process's own publish moves the generation and settles its link.
+	if res, err := d.Publish(ctx, f.produce(t, f.st, "clean", "2024-01-02", map[string]string{"data.csv": "v2 2024-01-02"})); err != nil || res.Outcome != store.Won {
+		t.Fatalf("publish = %+v, %v", res, err)
+	}
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 || read() {
+		t.Fatalf("ReconcileAll after a publish of its own = %d, %v, sink read: %v; want nothing read", n, err, read())
+	}
+	// Another process's publish, crashed after the store's swap.
+	f.swappedAhead(t, d, "2024-01-03")
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 1 || !read() {
+		t.Fatalf("ReconcileAll after another process's swap = %d, %v, sink read: %v; want the crash repaired", n, err, read())
+	}
+	for _, iv := range days {
+		want := "v2 " + iv
+		if iv == "2024-01-01" {
+			want = "v1 " + iv
+		}
+		if got := readVisible(t, d, iv, "data.csv"); got != want {
+			t.Errorf("%s shows %q, want %q", iv, got, want)
+		}
+	}
+	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
+		t.Fatalf("ReconcileAll once settled again = %d, %v", n, err)
+	}
+}
+
 func TestUnfencedSinkIsAtLeastOnce(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()

@@ -450,6 +450,9 @@ type CASResult struct {
 	// GrantedToken, for a publish fenced at grant, is the higher token an
 	// attempt of the producing task holds (0 otherwise).
 	GrantedToken int64
+	// Generation, for a Won swap, is the sink's pointer generation it made
+	// (PointersGeneration); 0 for any other outcome.
+	Generation int64
 }
 
 // Event kinds the store itself records. Callers may append any other kind.
@@ -602,6 +605,13 @@ type Store interface {
 	// Pointers returns every pointer of a pipeline's sink, ordered by
 	// artifact, interval.
 	Pointers(ctx context.Context, pipeline, sink string) ([]Pointer, error)
+	// PointersGeneration is how many Won swaps of a pipeline's sink's
+	// pointers the store has recorded (0: none). Each Won swap takes the
+	// next generation, in the order the swaps commit, so a reader that saw
+	// every pointer of the sink after reading generation g knows, reading g
+	// again, that none of them moved since: one row read where Pointers
+	// reads every interval the sink holds.
+	PointersGeneration(ctx context.Context, pipeline, sink string) (int64, error)
 	// PointedVersions returns the versions that the pointers of a
 	// pipeline's sink name, by id: what a GetVersion of each pointer's
 	// version reads, in one read, for a caller that judges every pointer

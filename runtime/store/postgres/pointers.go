@@ -147,6 +147,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, pipec_now())
 ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = excluded.version, token = excluded.token,
 	unfenced = excluded.unfenced, updated = excluded.updated
 RETURNING `+pointerColumns, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced)
+			writes.Queue(bumpGenerationSQL, sw.Pipeline, sw.Sink)
 		}
 		text, err := store.PayloadText(payload)
 		if err != nil {
@@ -156,16 +157,34 @@ RETURNING `+pointerColumns, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.V
 		if res.Outcome != store.Won {
 			return sendLast(ctx, tx, ends, writes)
 		}
-		return sendLastReading(ctx, tx, ends, writes, 1, func(br pgx.BatchResults) error {
+		return sendLastReading(ctx, tx, ends, writes, 2, func(br pgx.BatchResults) error {
 			var err error
-			res.Pointer, err = scanPointer(br.QueryRow())
-			return err
+			if res.Pointer, err = scanPointer(br.QueryRow()); err != nil {
+				return err
+			}
+			return br.QueryRow().Scan(&res.Generation)
 		})
 	})
 	if err != nil {
 		return store.CASResult{}, fmt.Errorf("compare-and-swap %s/%s@%s: %w", sw.Sink, sw.Artifact, sw.Interval, err)
 	}
 	return res, nil
+}
+
+// bumpGenerationSQL takes the next generation of sink $2 of pipeline $1
+// and returns it; the row stays locked until the swap commits.
+const bumpGenerationSQL = `INSERT INTO pointer_generations (pipeline, sink, generation) VALUES ($1, $2, 1)
+ON CONFLICT (pipeline, sink) DO UPDATE SET generation = pointer_generations.generation + 1 RETURNING generation`
+
+// PointersGeneration implements store.Store.
+func (s *Store) PointersGeneration(ctx context.Context, pipeline, sink string) (int64, error) {
+	var g int64
+	err := s.pool.QueryRow(ctx, `SELECT generation FROM pointer_generations WHERE pipeline = $1 AND sink = $2`,
+		pipeline, sink).Scan(&g)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return g, err
 }
 
 // Pointer implements store.Store.

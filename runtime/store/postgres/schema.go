@@ -424,6 +424,20 @@ BEGIN
 END
 $$;
 `},
+	{20, "pointer generations", `
+-- How many swaps moved the pointers of each sink (PointersGeneration), in
+-- the swaps' own transactions: a process that saw every pointer of a sink
+-- at one generation reads this row, not every pointer, to know that none
+-- moved since (a backfill's runs each reconcile the sink at their start).
+-- A swap's update holds the row until its commit, so generations follow
+-- the order the swaps commit.
+CREATE TABLE pointer_generations (
+	pipeline   text NOT NULL,
+	sink       text NOT NULL,
+	generation bigint NOT NULL CHECK (generation > 0),
+	PRIMARY KEY (pipeline, sink)
+);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -157,11 +157,30 @@ ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = exc
 			sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced, now); err != nil {
 			return err
 		}
+		if err := tx.QueryRowContext(ctx, bumpGenerationSQL, sw.Pipeline, sw.Sink).Scan(&res.Generation); err != nil {
+			return err
+		}
 		res.Outcome, res.Pointer = store.Won, next
 		ev.Kind = store.EventPublishWon
 		return appendEvent(ctx, tx, now, ev, payload)
 	})
 	return res, err
+}
+
+// bumpGenerationSQL takes the next generation of sink $2 of pipeline $1
+// (a swap's, under the write lock every swap takes) and returns it.
+const bumpGenerationSQL = `INSERT INTO pointer_generations (pipeline, sink, generation) VALUES (?, ?, 1)
+ON CONFLICT (pipeline, sink) DO UPDATE SET generation = generation + 1 RETURNING generation`
+
+// PointersGeneration implements Store.
+func (s *Store) PointersGeneration(ctx context.Context, pipeline, sink string) (int64, error) {
+	var g int64
+	err := s.queryRow(ctx, `SELECT generation FROM pointer_generations WHERE pipeline = ? AND sink = ?`,
+		pipeline, sink).Scan(&g)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return g, err
 }
 
 // Pointer implements Store.

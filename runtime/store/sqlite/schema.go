@@ -352,6 +352,18 @@ BEGIN
 	UPDATE run_end_signal SET n = n + 1 WHERE id = 1;
 END;
 `},
+	{16, "pointer generations", `
+-- How many swaps moved the pointers of each sink (PointersGeneration), in
+-- the swaps' own transactions: a process that saw every pointer of a sink
+-- at one generation reads this row, not every pointer, to know that none
+-- moved since (a backfill's runs each reconcile the sink at their start).
+CREATE TABLE pointer_generations (
+	pipeline   TEXT NOT NULL,
+	sink       TEXT NOT NULL,
+	generation INTEGER NOT NULL CHECK (generation > 0),
+	PRIMARY KEY (pipeline, sink)
+);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

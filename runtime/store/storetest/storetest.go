@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,7 @@ func runStore(t *testing.T, open single) {
 		{"AbandonRun", testAbandonRun},
 		{"ConcurrentTokens", testConcurrentTokens},
 		{"ConcurrentSwaps", testConcurrentSwaps},
+		{"PointersGeneration", testPointersGeneration},
 		{"FenceAtGrant", testFenceAtGrant},
 		{"PipelineScope", testPipelineScope},
 		{"RunLease", testRunLease},
@@ -544,6 +546,96 @@ func testConcurrentSwaps(t *testing.T, open single) {
 			t.Fatalf("round %d: pointer token %d after %d", round, p.Token, last)
 		}
 		last = p.Token
+	}
+}
+
+// Every swap that moves a pointer of a sink takes the sink's next
+// generation, and only such a swap: a reader that saw the sink at one
+// generation can tell from that one row whether any pointer moved since.
+func testPointersGeneration(t *testing.T, open single) {
+	s := open(t, nil)
+	ctx := context.Background()
+	r := newRun(t, s, "2024-01-01")
+	gen := func(pipeline, sink string) int64 {
+		t.Helper()
+		g, err := s.PointersGeneration(ctx, pipeline, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	swap := func(v store.Version, unfenced bool) store.CASResult {
+		t.Helper()
+		res, err := s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: "warehouse", Artifact: v.Artifact,
+			Interval: v.Interval, Version: v.ID, Token: v.Token, Unfenced: unfenced})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if g := gen("orders", "warehouse"); g != 0 {
+		t.Fatalf("a sink never swapped is at generation %d, want 0", g)
+	}
+	v1 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:aa")
+	v2 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:bb")
+	for i, c := range []struct {
+		v        store.Version
+		unfenced bool
+		outcome  store.CASOutcome
+		gen      int64 // the swap's, 0 when it moved nothing
+		after    int64
+	}{
+		{v2, false, store.Won, 1, 1},
+		{v2, false, store.Idempotent, 0, 1},
+		{v1, false, store.Fenced, 0, 1},
+		{v1, true, store.Won, 2, 2}, // fencing = "none": back to an older version, a move all the same
+	} {
+		res := swap(c.v, c.unfenced)
+		if res.Outcome != c.outcome || res.Generation != c.gen {
+			t.Errorf("swap %d = %s at generation %d, want %s at %d", i, res.Outcome, res.Generation, c.outcome, c.gen)
+		}
+		if g := gen("orders", "warehouse"); g != c.after {
+			t.Errorf("after swap %d the sink is at generation %d, want %d", i, g, c.after)
+		}
+	}
+	if g := gen("orders", "lake"); g != 0 {
+		t.Errorf("another sink is at generation %d, want 0", g)
+	}
+	if g := gen("billing", "warehouse"); g != 0 {
+		t.Errorf("another pipeline's sink of the same name is at generation %d, want 0", g)
+	}
+
+	// Swaps of distinct intervals at once: each takes a generation of its
+	// own, and the sink ends at the last.
+	const n = 8
+	vs := make([]store.Version, n)
+	for i := range vs {
+		iv := fmt.Sprintf("2024-02-%02d", i+1)
+		vs[i] = publishable(t, s, newRun(t, s, iv).ID, "clean", "orders_clean", iv, "sha256:cc")
+	}
+	gens := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, v := range vs {
+		wg.Go(func() {
+			var res store.CASResult
+			res, errs[i] = s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: "warehouse", Artifact: v.Artifact,
+				Interval: v.Interval, Version: v.ID, Token: v.Token})
+			gens[i] = res.Generation
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(gens)
+	for i, g := range gens {
+		if g != int64(3+i) {
+			t.Fatalf("concurrent swaps took generations %v, want 3 to %d", gens, 2+n)
+		}
+	}
+	if g := gen("orders", "warehouse"); g != 2+n {
+		t.Errorf("after the concurrent swaps the sink is at generation %d, want %d", g, 2+n)
 	}
 }
 
