@@ -419,7 +419,7 @@ WHERE run = ?14 AND task = ?15 AND number = ?16 AND state = ?17 AND token = ?18`
 
 // GetAttempt implements Store.
 func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Attempt, error) {
-	return getAttempt(ctx, s.r, ref)
+	return getAttempt(ctx, prepared{s}, ref)
 }
 
 // Attempts implements Store.

@@ -20,28 +20,26 @@ func seedVersions(b *testing.B, s *Store, run, interval string, n int) []store.V
 	b.Helper()
 	out := make([]store.Version, 0, n)
 	err := s.write(context.Background(), grants, func(ctx context.Context, tx *wtx) error {
-		var first int
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ? AND task = 'clean'`, run).Scan(&first); err != nil {
-			return err
-		}
 		for i := 0; i < n; i++ {
 			tok, err := s.grantToken(ctx, tx, "orders@"+interval)
 			if err != nil {
 				return err
 			}
-			num := first + i
-			if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state) VALUES (?, 'clean', ?, ?, ?, 'succeeded')`,
-				run, num, "orders@"+interval, tok); err != nil {
+			// Each version the one attempt of a task of its own: a task's
+			// later grant would fence its earlier versions (fence at grant).
+			task := fmt.Sprintf("clean-%s-%d", interval, tok)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO attempts (run, task, number, resource, token, state) VALUES (?, ?, 1, ?, ?, 'succeeded')`,
+				run, task, "orders@"+interval, tok); err != nil {
 				return err
 			}
 			digest := fmt.Sprintf("sha256:%064x", tok)
-			res, err := tx.ExecContext(ctx, `INSERT INTO versions (artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, created)
-VALUES ('orders_clean', ?, ?, ?, 'clean', ?, ?, '', '', 'accepted', 1)`, interval, digest, run, num, tok)
+			res, err := tx.ExecContext(ctx, `INSERT INTO versions (pipeline, artifact, interval_key, digest, run, task, attempt, token, code_version, location, state, created)
+VALUES ('orders', 'orders_clean', ?, ?, ?, ?, 1, ?, '', '', 'accepted', 1)`, interval, digest, run, task, tok)
 			if err != nil {
 				return err
 			}
 			id, _ := res.LastInsertId()
-			out = append(out, store.Version{ID: id, Artifact: "orders_clean", Interval: interval, Token: tok})
+			out = append(out, store.Version{ID: id, Pipeline: "orders", Artifact: "orders_clean", Interval: interval, Token: tok})
 		}
 		return nil
 	})
@@ -76,7 +74,7 @@ func BenchmarkFencedPublish(b *testing.B) {
 			v := pool[0]
 			pool = pool[1:]
 			t0 := time.Now()
-			res, err := s.CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+			res, err := s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: v.Pipeline, Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
 			elapsed += time.Since(t0)
 			if err != nil || res.Outcome != store.Won {
 				b.Fatalf("swap %d: %+v, %v", i, res, err)
@@ -115,7 +113,7 @@ func concurrentPublish(b *testing.B, publishers int, shared bool) {
 		go func() {
 			defer wg.Done()
 			for _, v := range pools[p] {
-				res, err := handles[p].CompareAndSwapPointer(ctx, store.Swap{Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
+				res, err := handles[p].CompareAndSwapPointer(ctx, store.Swap{Pipeline: v.Pipeline, Sink: "warehouse", Artifact: v.Artifact, Interval: v.Interval, Version: v.ID, Token: v.Token})
 				if err == nil && res.Outcome != store.Won {
 					err = fmt.Errorf("outcome %s", res.Outcome)
 				}

@@ -64,7 +64,7 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 // predictNoSwap reads the pointer outside the write lock and reports
 // whether the swap would certainly change nothing.
 func (s *Store) predictNoSwap(ctx context.Context, sw store.Swap) bool {
-	cur, err := getPointer(ctx, s.r, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
+	cur, err := getPointer(ctx, prepared{s}, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
 	if err != nil {
 		return false
 	}
@@ -185,7 +185,7 @@ func (s *Store) PointersGeneration(ctx context.Context, pipeline, sink string) (
 
 // Pointer implements Store.
 func (s *Store) Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (store.Pointer, error) {
-	return getPointer(ctx, s.r, pipeline, sink, artifact, interval)
+	return getPointer(ctx, prepared{s}, pipeline, sink, artifact, interval)
 }
 
 // held is a pointer as the fencing rule sees it (a version is named by its

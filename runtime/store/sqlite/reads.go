@@ -52,3 +52,11 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Ro
 	}
 	return st.QueryRowContext(ctx, args...)
 }
+
+// prepared is the read connections through prepared statements (queryRow),
+// for the helpers that read one row from a transaction or from them.
+type prepared struct{ s *Store }
+
+func (p prepared) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return p.s.queryRow(ctx, query, args...)
+}

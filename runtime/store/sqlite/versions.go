@@ -133,7 +133,7 @@ func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reas
 
 // GetVersion implements Store.
 func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error) {
-	return getVersion(ctx, s.r, id)
+	return getVersion(ctx, prepared{s}, id)
 }
 
 // AcceptedVersion implements Store.
