@@ -50,9 +50,10 @@ func MigrationSQL(name string) string {
 // candidates ($1 the page's size, $2 the worker).
 func CandidatesSQL() string { return candidatesSQL(false) }
 
-// RunLeftSQL is the statement that reads whether a run ($1) has a task
-// left to do, and whether one failed.
-func RunLeftSQL() string { return runLeftSQL }
+// RunEndSQL is the statement that ends a run ($1) with none of its tasks
+// left to do: $2 its state when none failed, $3 when one did, $4 its
+// event's kind.
+func RunEndSQL() string { return runEndSQL }
 
 // StepSQL is the DAG's step after a visit's end that wrote nothing else: $1
 // run, $2 task, $3 worker, $4 the task's state, $5 and $6 its event's kind

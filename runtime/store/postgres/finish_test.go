@@ -356,9 +356,8 @@ func b2i(b bool) int {
 
 // TestFinishClaimingAtALeaf: a succeeded visit of a task without
 // dependents may end its run, so its finish decides under the submission's
-// lock; the next task is claimed in the same call all the same (read with
-// the end or after it), and the run's last finish ends the run and claims
-// nothing.
+// lock; the next task is claimed in the same call all the same, and the
+// run's last finish ends the run and claims nothing.
 func TestFinishClaimingAtALeaf(t *testing.T) {
 	srv := pg.Server(t)
 	assuming(t, func(t *testing.T, was bool) {
@@ -426,8 +425,8 @@ func claimRunning(t *testing.T, s *postgres.Store, worker string) (cl *queue.Cla
 
 // TestLeavesEndingTogetherEndTheRun: the run's last two tasks, neither with
 // dependents, end at once on two workers. Each decides whether its end
-// ends the run under the submission's lock (a task without dependents
-// takes it with its end), and reads what is left only once it holds the
+// ends the run under the submission's lock (taken in the batch that
+// carries its COMMIT), and reads what is left only once it holds the
 // lock, so the second to hold it sees the first's end committed and ends
 // the run. The lock is held here while both ends are sent, so both wait
 // for it with their ends written but not committed: had either read what

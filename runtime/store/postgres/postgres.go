@@ -346,6 +346,13 @@ type txEnds struct {
 	durable bool // the commit is synchronous (txPipelinedDurable)
 	begun   bool
 	commit  bool
+	// runEnd, when set, is a run the transaction may end (a visit's end
+	// that left none of its dependents to run): the submission's lock and
+	// the run's end (queueRunEnd) go into the batch that carries the
+	// COMMIT, just before it, so the run's hot row is locked for no round
+	// trip and no choice of the worker's. last queues them, committed
+	// reads them.
+	runEnd string
 }
 
 // first puts the BEGIN (and the test clock) at the head of b and returns
@@ -372,12 +379,29 @@ func (e *txEnds) first(b *pgx.Batch) int {
 // that fails aborts the transaction before it, and fn reads its result
 // (committed) after b's own.
 func (e *txEnds) last(b *pgx.Batch) {
+	if e.runEnd != "" {
+		queueRunEnd(b, e.runEnd)
+	}
 	b.Queue("COMMIT")
 	e.commit = true
 }
 
-// committed reads the result of the COMMIT that last queued.
+// tail is how many statements last queued: the run's end, and the COMMIT.
+func (e *txEnds) tail() int {
+	if e.runEnd != "" {
+		return 3
+	}
+	return 1
+}
+
+// committed reads the result of the COMMIT that last queued (and of the
+// run's end before it).
 func (e *txEnds) committed(br pgx.BatchResults) error {
+	if e.runEnd != "" {
+		if err := readRunEnd(br, e.runEnd); err != nil {
+			return err
+		}
+	}
 	tag, err := br.Exec()
 	if err == nil && tag.String() != "COMMIT" {
 		err = pgx.ErrTxCommitRollback // the transaction had failed
@@ -399,7 +423,7 @@ func sendLastReading(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch,
 	if read != nil {
 		err = read(br)
 	}
-	for i := first; err == nil && i < b.Len()-1; i++ {
+	for i := first; err == nil && i < b.Len()-ends.tail(); i++ {
 		_, err = br.Exec()
 	}
 	if err == nil {
@@ -421,6 +445,10 @@ func (s *Store) pipelinedOnce(ctx context.Context, durable bool, fn func(tx pgx.
 	err = fn(connTx{c.Conn()}, ends)
 	if !ends.begun {
 		return err
+	}
+	if err == nil && !ends.commit && ends.runEnd != "" {
+		// The run's end rides with the COMMIT, here a batch of its own.
+		err = sendLast(ctx, connTx{c.Conn()}, ends, &pgx.Batch{})
 	}
 	if err != nil {
 		// Also after a COMMIT fn queued: a statement before it failed, so

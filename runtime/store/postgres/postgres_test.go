@@ -513,7 +513,7 @@ func TestAClaimReadsOnlyReadyTasks(t *testing.T) {
 		t.Fatalf("the claim read %.0f rows of work for one ready task", read)
 	}
 	// And whether the run has a task left is a probe, not a walk.
-	if read := workRowsRead(t, tx, postgres.RunLeftSQL(), "'"+next.ID+"'"); read > 10 {
+	if read := workRowsRead(t, tx, postgres.RunEndSQL(), "'"+next.ID+"', 'succeeded', 'failed', 'run.finished'"); read > 10 {
 		t.Fatalf("whether the run has a task left read %.0f rows of work", read)
 	}
 }
@@ -549,7 +549,7 @@ func TestAClaimReadsAPageOfManyReadyTasks(t *testing.T) {
 		}
 		// Nothing blocked or claimed: whether the run has a task left
 		// asks for a ready one, a probe too.
-		if left := workRowsRead(t, tx, postgres.RunLeftSQL(), "'"+runs[0]+"'"); left > 10 {
+		if left := workRowsRead(t, tx, postgres.RunEndSQL(), "'"+runs[0]+"', 'succeeded', 'failed', 'run.finished'"); left > 10 {
 			t.Fatalf("after %q whether the run has a task left read %.0f rows of work", stats, left)
 		}
 	})

@@ -688,8 +688,8 @@ var _ queue.FinishClaimer = (*Store)(nil)
 // writes end the round trips of a finish that does not end the run (the
 // usual case), the claim's first reads ride with them: a visit's end and
 // the next claim cost three round trips and one commit, not four and two
-// (for a succeeded visit, finishAssuming: two and one when its dependents
-// are still to run, three and one when it may end the run).
+// (for a succeeded visit, finishAssuming: two and one, the run's end
+// riding with the COMMIT when the visit's end may end the run).
 func (s *Store) FinishClaiming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, lease time.Duration, spec store.AttemptSpec) (*queue.Claim, error) {
 	next := &nextClaim{lease: lease, spec: spec}
 	err := s.granting(ctx, func(epoch int64) error {
@@ -940,7 +940,9 @@ INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, `+eventN
 // (a sweep, a heartbeat, finish), so that whichever comes second waits
 // there before taking anything else; then the attempt's row and the
 // dependents' (finish takes those two the other way round, but never
-// while this one holds the claim's row).
+// while this one holds the claim's row); then, when the end may end the
+// run, the submission's row last, after the next claim's writes, in the
+// batch of the COMMIT (txEnds.runEnd).
 func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref, r queue.Result, next *nextClaim) (done bool, err error) {
 	e := r.End
 	if r.Ending != queue.Succeeded || e == nil || e.Outcome.Was == nil || e.Outcome.Was.AttemptRef != e.Ref || r.Unused != nil {
@@ -959,7 +961,6 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			return errFinishMissed
 		}
 		queueFinishStep(b, end, *e.Outcome.Was, worker, c, next != nil)
-		queueLeafRunEnd(b, ref)
 		if next != nil {
 			queueClaimReads(b, worker)
 		}
@@ -971,14 +972,10 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			}
 		}
 		var open int
-		var leaf leafRunEnd
 		var page []queue.Work
 		wake := stepWake{run: ref.Run}
 		if err == nil {
 			err = wake.scan(br.QueryRow(), &open)
-		}
-		if err == nil {
-			leaf, err = readLeafRunEnd(br)
 		}
 		if err == nil && next != nil {
 			page, err = readClaimReads(br)
@@ -1001,20 +998,17 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 			return err
 		}
 		// No dependents, or none left to run: this may be the run's last
-		// task, decided under the submission's lock (a task without
-		// dependents took it with its end: leaf). The next claim is made
+		// task, decided under the submission's lock, which every finish
+		// that may end the run takes. The lock and the decision ride with
+		// the COMMIT (txEnds.runEnd), after the next claim's writes, made
 		// in this transaction from the candidates read and locked with the
-		// end: a claim after the commit would read them again in a
-		// transaction of its own. The claim's writes ride with the COMMIT,
-		// so the lock is held no round trip longer than a COMMIT alone
-		// would hold it.
-		if leaf.locked {
-			err = finishRunIfOver(ctx, tx, ref.Run, leaf.open, leaf.bad)
-		} else {
-			err = endingRun(ctx, tx, ref.Run, nil)
-		}
-		if err != nil || next == nil {
-			return err
+		// end (a claim after the commit would read them again in a
+		// transaction of its own): the run's hot row is held for the
+		// server's execution of that last batch, no round trip and no
+		// choice of the worker's longer.
+		ends.runEnd = ref.Run
+		if next == nil {
+			return nil // the COMMIT follows, with the run's end
 		}
 		next.claim, err = claimFrom(ctx, tx, ends, worker, next.lease, &next.spec, next.epoch, page, wake)
 		return err
@@ -1188,125 +1182,77 @@ RETURNING dependents`, w.Run, task, why).Scan(&deps)
 	})
 }
 
-// runLeftSQL reads whether any task of a run ($1) is left to do (a probe
+// runOpenSQL is whether any task of a run ($1) is left to do: a probe
 // each of work_blocked, work_claimed and work_ready, whose run is compared
-// in that index's collation, "C": equality is the same in every
-// deterministic collation, and only so is the index used), then,
-// only for a run that is over, whether any failed: RunEnd needs no more
-// than that of the counts. l is materialized: it is read twice, and
-// inlined its probes would run twice.
-const runLeftSQL = `WITH l AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'blocked')
+// in that index's collation, "C" (equality is the same in every
+// deterministic collation, and only so is the index used).
+const runOpenSQL = `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'blocked')
 	OR EXISTS (SELECT 1 FROM work WHERE run = $1 AND state = 'claimed')
-	OR EXISTS (SELECT 1 FROM work WHERE run COLLATE "C" = $1 AND state = 'ready') AS open)
-SELECT l.open, CASE WHEN l.open THEN false
-	ELSE EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) END FROM l`
+	OR EXISTS (SELECT 1 FROM work WHERE run COLLATE "C" = $1 AND state = 'ready') AS open`
 
-// leafRunEnd is what queueLeafRunEnd read: whether the submission's lock
-// was taken (the task has no dependents), and then runLeftSQL's counts.
-type leafRunEnd struct{ locked, open, bad bool }
+// runEndSQL finishes run $1, if it is still running and none of its tasks
+// is left to do (runOpenSQL), in one statement: $2 its state when none of
+// its tasks failed or was not run, $3 when some did (queue.RunEnd's two
+// ends, runEndArgs), its waiting message cleared, its lease dropped, and
+// its event logged (kind $4, the state as payload). The caller holds the
+// submission's lock, taken by a statement before this one, whose own
+// snapshot then sees every finish that held the lock before. l is
+// materialized: inlined, its probes could run once per row they filter.
+var runEndSQL = `WITH l AS MATERIALIZED (` + runOpenSQL + `), r AS (
+	UPDATE runs SET finished = pipec_now(),
+		state = CASE WHEN EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) THEN $3 ELSE $2 END
+	WHERE id = $1 AND state = 'running' AND NOT (SELECT open FROM l) RETURNING id, state
+), s AS (
+	UPDATE submissions SET waiting = '' WHERE run IN (SELECT id FROM r)
+), ls AS (
+	DELETE FROM run_leases WHERE run IN (SELECT id FROM r)
+)
+INSERT INTO events (run, time, kind, task, attempt, payload)
+SELECT r.id, ` + eventNowSQL + `, $4, '', 0, '{"state":' || to_json(r.state::text)::text || '}' FROM r`
 
-// queueLeafRunEnd queues, after a visit's end (the statement that steps
-// the DAG), lockAndFinishRun's two statements for a task ($2 of run $1)
-// that has no dependents: its end may be the run's last, whatever its
-// dependents did, so it takes the submission's lock with its end, in the
-// same round trip, where it took it in a round trip of its own after
-// reading that no dependent was left (a third of the 1,000-task DAG's
-// tasks are such leaves). For any other task both statements read
-// nothing: a task with dependents waits behind no other finish, and one
-// whose dependents were all not run locks after reading (endingRun).
-// readLeafRunEnd reads them.
-func queueLeafRunEnd(b *pgx.Batch, ref queue.Ref) {
-	b.Queue(lockLeafSQL, ref.Run, ref.Task)
-	b.Queue(leafRunLeftSQL, ref.Run, ref.Task)
+// runEndArgs are runEndSQL's arguments for run: the ends queue.RunEnd
+// gives a run with no task left, without and with a failed one.
+func runEndArgs(run string) []any {
+	ok, _ := queue.RunEnd(0, 0)
+	failed, _ := queue.RunEnd(0, 1)
+	return []any{run, string(ok), string(failed), store.EventRunFinished}
 }
-
-func readLeafRunEnd(br pgx.BatchResults) (leafRunEnd, error) {
-	var l leafRunEnd
-	var one int
-	err := br.QueryRow().Scan(&one)
-	l.locked = err == nil
-	if err == nil || errors.Is(err, pgx.ErrNoRows) {
-		// No row for a task with dependents (or a run not submitted,
-		// which endingRun then says): its counts read none either.
-		err = br.QueryRow().Scan(&l.open, &l.bad)
-	}
-	if errors.Is(err, pgx.ErrNoRows) && !l.locked {
-		err = nil
-	}
-	return l, err
-}
-
-// isLeafSQL is true when task $2 of run $1 has no dependents.
-const isLeafSQL = `EXISTS (SELECT 1 FROM work WHERE run = $1 AND task = $2 AND dependents = '[]')`
-
-// lockLeafSQL is lockSubmissionSQL for a task without dependents; no row
-// for any other.
-const lockLeafSQL = `SELECT 1 FROM submissions WHERE run = $1 AND ` + isLeafSQL + ` FOR UPDATE OF submissions`
-
-// leafRunLeftSQL is runLeftSQL for a task without dependents; no row (and
-// no probe: the condition is checked first) for any other.
-const leafRunLeftSQL = runLeftSQL + ` WHERE ` + isLeafSQL
 
 // maybeFinishRun finishes the run when none of its tasks is left to do
-// (queue.RunEnd). Called under lockSubmission.
+// (runEndSQL). Called under lockSubmission.
 func maybeFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
-	var open, bad bool
-	if err := tx.QueryRow(ctx, runLeftSQL, run).Scan(&open, &bad); err != nil {
-		return err
-	}
-	return finishRunIfOver(ctx, tx, run, open, bad)
-}
-
-// lockAndFinishRun is lockSubmission then maybeFinishRun, in one round
-// trip: the lock's statement and the counts' go in one batch, each
-// statement with its own snapshot, so the counts, read once the lock is
-// held, see every finish that held it before. The run's hot row stays
-// locked a round trip less.
-func lockAndFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
-	b := &pgx.Batch{}
-	b.Queue(lockSubmissionSQL, run)
-	b.Queue(runLeftSQL, run)
-	br := tx.SendBatch(ctx, b)
-	var open, bad bool
-	err := scanSubmissionLock(br.QueryRow(), run)
-	if err == nil {
-		err = br.QueryRow().Scan(&open, &bad)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return finishRunIfOver(ctx, tx, run, open, bad)
-}
-
-// finishRunIfOver finishes the run when its counts (runLeftSQL) say it is
-// over.
-func finishRunIfOver(ctx context.Context, tx pgx.Tx, run string, open, bad bool) error {
-	state, over := queue.RunEnd(b2i(open), b2i(bad))
-	if !over {
-		return nil
-	}
-	payload, err := store.PayloadText(map[string]any{"state": string(state)})
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, finishRunSQL, run, string(state), store.EventRunFinished, payload)
+	_, err := tx.Exec(ctx, runEndSQL, runEndArgs(run)...)
 	return err
 }
 
-// finishRunSQL finishes run $1 with state $2, if it is still running, in
-// one statement (one round trip where it took four): its waiting message
-// cleared, its lease dropped, and its event (kind $3, payload $4) logged.
-var finishRunSQL = `WITH r AS (
-	UPDATE runs SET state = $2, finished = pipec_now() WHERE id = $1 AND state = 'running' RETURNING id
-), s AS (
-	UPDATE submissions SET waiting = '' WHERE run IN (SELECT id FROM r)
-), l AS (
-	DELETE FROM run_leases WHERE run IN (SELECT id FROM r)
-)
-INSERT INTO events (run, time, kind, task, attempt, payload) SELECT r.id, ` + eventNowSQL + `, $3, '', 0, $4 FROM r`
+// lockAndFinishRun is lockSubmission then maybeFinishRun, in one round
+// trip: each statement of a batch has its own snapshot, so the run's end,
+// decided once the lock is held, sees every finish that held it before.
+func lockAndFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
+	b := &pgx.Batch{}
+	queueRunEnd(b, run)
+	br := tx.SendBatch(ctx, b)
+	err := readRunEnd(br, run)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// queueRunEnd queues the submission's lock and the run's end
+// (lockAndFinishRun's statements) on b; readRunEnd reads them.
+func queueRunEnd(b *pgx.Batch, run string) {
+	b.Queue(lockSubmissionSQL, run)
+	b.Queue(runEndSQL, runEndArgs(run)...)
+}
+
+func readRunEnd(br pgx.BatchResults, run string) error {
+	if err := scanSubmissionLock(br.QueryRow(), run); err != nil {
+		return err
+	}
+	_, err := br.Exec()
+	return err
+}
 
 // Sweep implements queue.Queue: a claim whose lease expired belongs to a
 // worker that stopped renewing (SIGSTOP, SIGKILL, a partition); the model

@@ -173,6 +173,22 @@ func kinds(t *testing.T, h Handle, run string) []string {
 	return out
 }
 
+// finishedPayload is the payload of run's run.finished event, as the
+// store logged it ("" for none): the same bytes from every store.
+func finishedPayload(t *testing.T, h Handle, run string) string {
+	t.Helper()
+	evs, err := h.Events(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Kind == store.EventRunFinished {
+			return string(e.Payload)
+		}
+	}
+	return ""
+}
+
 // A DAG extract -> clean -> load, with report beside it needing nothing:
 // ready tasks are claimed by run and task, a success makes its dependents
 // ready, and the run ends, succeeded, with the last task.
@@ -236,6 +252,9 @@ func testSubmitClaimFinishAdvance(t *testing.T, open Opener) {
 		!slices.Contains(ev, queue.EventWorkSucceeded+" load") || ev[len(ev)-1] != store.EventRunFinished {
 		t.Fatalf("events %v", ev)
 	}
+	if got := finishedPayload(t, h, run); got != `{"state":"succeeded"}` {
+		t.Errorf("run.finished payload %s", got)
+	}
 }
 
 func testSubmitRefusesBrokenDAG(t *testing.T, open Opener) {
@@ -284,6 +303,9 @@ func testFailureSpreadsNotRun(t *testing.T, open Opener) {
 		if !slices.Contains(ev, k) {
 			t.Errorf("events lack %q: %v", k, ev)
 		}
+	}
+	if got := finishedPayload(t, h, run); got != `{"state":"failed"}` {
+		t.Errorf("run.finished payload %s", got)
 	}
 }
 
