@@ -40,7 +40,8 @@ type Shown struct {
 	settled map[sinkKey]settledAt
 }
 
-// sinkKey is one sink of one pipeline.
+// sinkKey is one sink of one pipeline: its folder, the pipeline and the
+// sink's name scope the store's pointers.
 type sinkKey struct{ path, pipeline, sink string }
 
 // settledAt is when a sink's links were last seen all settled: the
@@ -97,9 +98,11 @@ func (s *Shown) swapped(d *Directory, p store.Pointer, generation int64) {
 	}
 }
 
-// shownKey is one interval of one sink: its folder, the pipeline and the
-// sink's name scope the store's pointers.
-type shownKey struct{ path, pipeline, sink, interval string }
+// shownKey is one interval of one sink.
+type shownKey struct {
+	sinkKey
+	interval string
+}
 
 // shownAs is the pointer a link was seen showing.
 type shownAs struct {
@@ -108,7 +111,7 @@ type shownAs struct {
 }
 
 func (d *Directory) shownKey(p store.Pointer) shownKey {
-	return shownKey{d.Path, d.Pipeline, d.Name, p.Interval}
+	return shownKey{d.sinkKey(), p.Interval}
 }
 
 // known says the link of p's interval was seen showing p.

@@ -438,14 +438,11 @@ func (f *fixture) swappedAhead(t testing.TB, d *Directory, iv string) store.Vers
 	return v
 }
 
-// TestReconcileAllRemembersShownLinks: with a Shown kept across runs (a
-// backfill's), a run's start reads again only the links whose pointer
-// changed since an earlier run saw them shown, so a publish that crashed
-// in another process after the store's swap is still repaired, while a
-// link removed by hand, its pointer unchanged, waits for a run with a
-// fresh Shown (the next process).
-func TestReconcileAllRemembersShownLinks(t *testing.T) {
-	f := newFixture(t)
+// settledWithShown is a fenced sink with three intervals published ("v1
+// <day>" in data.csv), then reconciled with a Shown, as a backfill's first
+// run leaves it; days are the intervals.
+func (f *fixture) settledWithShown(t *testing.T) (*Directory, []string) {
+	t.Helper()
 	ctx := context.Background()
 	d := f.sink(t, f.st, FencingToken)
 	days := []string{"2024-01-01", "2024-01-02", "2024-01-03"}
@@ -458,6 +455,19 @@ func TestReconcileAllRemembersShownLinks(t *testing.T) {
 	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
 		t.Fatalf("ReconcileAll of a settled sink = %d, %v", n, err)
 	}
+	return d, days
+}
+
+// TestReconcileAllRemembersShownLinks: with a Shown kept across runs (a
+// backfill's), a run's start reads again only the links whose pointer
+// changed since an earlier run saw them shown, so a publish that crashed
+// in another process after the store's swap is still repaired, while a
+// link removed by hand, its pointer unchanged, waits for a run with a
+// fresh Shown (the next process).
+func TestReconcileAllRemembersShownLinks(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	d, days := f.settledWithShown(t)
 	f.swappedAhead(t, d, "2024-01-02")
 	if err := os.Remove(filepath.Join(d.Path, "2024-01-03")); err != nil {
 		t.Fatal(err)
@@ -495,17 +505,7 @@ func TestReconcileAllRemembersShownLinks(t *testing.T) {
 func TestReconcileAllSkipsASettledSink(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	d := f.sink(t, f.st, FencingToken)
-	days := []string{"2024-01-01", "2024-01-02", "2024-01-03"}
-	for _, iv := range days {
-		if _, err := d.Publish(ctx, f.produce(t, f.st, "clean", iv, map[string]string{"data.csv": "v1 " + iv})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d.Shown = new(Shown)
-	if n, err := d.ReconcileAll(ctx); err != nil || n != 0 {
-		t.Fatalf("ReconcileAll of a settled sink = %d, %v", n, err)
-	}
+	d, days := f.settledWithShown(t)
 	debris := filepath.Join(d.Path, ".link-debris")
 	if err := os.Symlink(filepath.Join(VersionsDir, "gone"), debris); err != nil {
 		t.Fatal(err)

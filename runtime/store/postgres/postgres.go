@@ -389,7 +389,7 @@ func (e *txEnds) last(b *pgx.Batch) {
 // tail is how many statements last queued: the run's end, and the COMMIT.
 func (e *txEnds) tail() int {
 	if e.runEnd != "" {
-		return 3
+		return runEndStatements + 1
 	}
 	return 1
 }

@@ -1195,9 +1195,9 @@ const runOpenSQL = `SELECT EXISTS (SELECT 1 FROM work WHERE run = $1 AND state =
 // its tasks failed or was not run, $3 when some did (queue.RunEnd's two
 // ends, runEndArgs), its waiting message cleared, its lease dropped, and
 // its event logged (kind $4, the state as payload). The caller holds the
-// submission's lock, taken by a statement before this one, whose own
-// snapshot then sees every finish that held the lock before. l is
-// materialized: inlined, its probes could run once per row they filter.
+// submission's lock, taken by a statement before this one: this one's
+// snapshot, taken once the lock is held, sees every finish that held it
+// before.
 var runEndSQL = `WITH l AS MATERIALIZED (` + runOpenSQL + `), r AS (
 	UPDATE runs SET finished = pipec_now(),
 		state = CASE WHEN EXISTS (SELECT 1 FROM work WHERE run = $1 AND state IN ('failed', 'not_run')) THEN $3 ELSE $2 END
@@ -1238,6 +1238,9 @@ func lockAndFinishRun(ctx context.Context, tx pgx.Tx, run string) error {
 	}
 	return err
 }
+
+// runEndStatements is how many statements queueRunEnd queues.
+const runEndStatements = 2
 
 // queueRunEnd queues the submission's lock and the run's end
 // (lockAndFinishRun's statements) on b; readRunEnd reads them.
