@@ -162,7 +162,7 @@ func StartServer(bin string) (*Server, error) {
 	data := filepath.Join(dir, "data")
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "--auth=trust",
 		"-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	initdb.SysProcAttr = procAttr(cred, syscall.SIGKILL)
 	initdb.Dir = dir
 	initdb.Env = pgEnv()
 	if out, err := initdb.CombinedOutput(); err != nil {
@@ -195,8 +195,8 @@ func (s *Server) start() error {
 		s.cmd.Args = append(s.cmd.Args, "-c", o)
 	}
 	// SIGINT is PostgreSQL's fast shutdown; it also arrives when the test
-	// process dies without cleaning up.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGINT}
+	// process dies without cleaning up (on Linux).
+	s.cmd.SysProcAttr = procAttr(s.cred, syscall.SIGINT)
 	s.cmd.Dir = s.Dir
 	s.cmd.Env = pgEnv()
 	s.log.Reset()
