@@ -50,10 +50,12 @@ func newDAG(p *compiler.Plan) *dag {
 }
 
 // engine is what the scheduler asks of the task engine: run a task to its
-// end (start, concurrently), record one that will not run (notRun), and
-// say how one ended (ended: its state and error class).
+// end (start, concurrently, on a goroutine of spawn's), record one that
+// will not run (notRun), and say how one ended (ended: its state and error
+// class).
 type engine struct {
 	start  func(task string)
+	spawn  func(func())
 	notRun func(task, why string)
 	ended  func(task string) (state, class string)
 }
@@ -65,10 +67,10 @@ func (g *dag) run(e engine) {
 	running := 0
 	start := func(name string) {
 		running++
-		go func() {
+		e.spawn(func() {
 			e.start(name)
 			done <- name
-		}()
+		})
 	}
 	var finish func(name string)
 	finish = func(name string) {

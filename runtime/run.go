@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/internal/goreuse"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/objstore"
@@ -232,6 +233,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer r.gos.Close()
 	return r.run(ctx)
 }
 
@@ -269,6 +271,7 @@ type runner struct {
 	sinkPlan   map[string]compiler.PlanSink
 	slots      *Slots
 	runID      string
+	gos        goreuse.Pool // runs the tasks and their starts' markers: a kept goroutine's stack is grown already
 	evMu       sync.Mutex
 	leases     *leaseWatch
 	zombies    sync.WaitGroup
@@ -651,6 +654,7 @@ func (r *runner) schedule(ctx context.Context) {
 			r.mu.Unlock()
 			r.runOne(ctx, ts)
 		},
+		spawn:  r.gos.Go,
 		notRun: func(name, why string) { r.notRun(ctx, r.tasks[name], why) },
 		ended: func(name string) (string, string) {
 			r.mu.Lock()

@@ -531,7 +531,7 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 	}
 	l.proc = p
 	l.marked = make(chan struct{})
-	go func() {
+	r.gos.Go(func() {
 		ended := markedLate(t) && endsWithin(p, markDelay)
 		id := p.Identity()
 		run := store.Running{Process: store.Process{Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID,
@@ -548,7 +548,7 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
 		}
 		close(l.marked) // after the event: the attempt's end is reported after its start
-	}()
+	})
 	return nil
 }
 
