@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/internal/goreuse"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/objstore"
@@ -96,6 +97,9 @@ type Config struct {
 	// objects serves every visit's object stores, so credentials are
 	// resolved once per worker, not once per task.
 	objects *objstore.Clients
+	// visitGos runs the visits: a kept goroutine's stack is grown already
+	// (internal/goreuse).
+	visitGos *goreuse.Pool
 }
 
 // submitted is a run's plan, read once per run by a worker.
@@ -207,6 +211,8 @@ func Run(ctx context.Context, c Config) error {
 	c.self = c.testIdentity(c.self)
 	c.plans = &planCache{runs: map[string]*submitted{}}
 	c.claiming = new(atomic.Bool)
+	c.visitGos = new(goreuse.Pool)
+	defer c.visitGos.Close()
 	c.stop = ctx.Done()
 	bg := context.WithoutCancel(ctx)
 	if err := c.register(bg); err != nil {
@@ -474,12 +480,12 @@ func (c *Config) startVisit(ctx context.Context, cl *queue.Claim, at time.Time, 
 	mu.Unlock()
 	c.logf("%s %s: start %d on %s (%s)", cl.Run, cl.Task, cl.Failover.Starts, c.Info.Name, cl.Failover.Describe(cl.Limits, nil))
 	wg.Add(1)
-	go func() {
+	c.visitGos.Go(func() {
 		defer wg.Done()
 		e := c.runVisit(vctx, v)
 		e.ref = cl.Ref
 		ended <- e
-	}()
+	})
 }
 
 // shutdown is the graceful stop: no more claims, running tasks stopped and
