@@ -40,7 +40,7 @@ type waitStatus struct {
 // process group of its own, stdin on /dev/null and stdout and stderr on one
 // pipe.
 func spawn(path string, s Spec) (*child, error) {
-	null, err := devNull()
+	null, err := devNull.fd()
 	if err != nil {
 		return nil, err
 	}
@@ -71,19 +71,36 @@ func spawn(path string, s Spec) (*child, error) {
 	return c, nil
 }
 
-// devNull is a read-only descriptor of /dev/null, opened at the first
-// spawn and kept for the process's life: every child's stdin. Opening it
+// devNull is every child's stdin: one read-only descriptor of /dev/null,
+// opened at the first spawn and kept for the process's life. Opening it
 // for each child cost a path lookup per task (a few percent of a no-op
 // task's start); reads of /dev/null share no state, so one descriptor
 // serves every child, and close-on-exec keeps it out of them but as their
 // stdin.
-var devNull = sync.OnceValues(func() (int, error) {
-	fd, err := syscall.Open(os.DevNull, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, &os.PathError{Op: "open", Path: os.DevNull, Err: err}
+var devNull = nullFile{path: os.DevNull, opened: -1}
+
+// nullFile opens path read-only once it is asked for, and again at the
+// next ask when that failed (out of descriptors, say): a failure is not
+// kept.
+type nullFile struct {
+	path   string
+	mu     sync.Mutex
+	opened int // -1 until opened
+}
+
+func (n *nullFile) fd() (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.opened >= 0 {
+		return n.opened, nil
 	}
+	fd, err := syscall.Open(n.path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: n.path, Err: err}
+	}
+	n.opened = fd
 	return fd, nil
-})
+}
 
 // copyUntilExit copies the child's output to w as it comes until the child
 // has exited (it is not reaped yet).

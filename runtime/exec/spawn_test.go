@@ -5,6 +5,7 @@ package exec
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -101,5 +102,26 @@ func TestExitSeenWithoutPidfd(t *testing.T) {
 	}
 	if out.String() != "out\nerr\n" {
 		t.Errorf("output = %q", out.String())
+	}
+}
+
+// TestNullFileKeepsNoFailure: a descriptor that could not be opened is
+// opened at the next ask, and one that was is kept.
+func TestNullFileKeepsNoFailure(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "null")
+	n := nullFile{path: missing, opened: -1}
+	if fd, err := n.fd(); err == nil || fd != -1 {
+		t.Fatalf("fd of a missing file: %d, %v", fd, err)
+	}
+	if err := os.WriteFile(missing, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := n.fd()
+	if err != nil || fd < 0 {
+		t.Fatalf("fd once the file exists: %d, %v", fd, err)
+	}
+	defer syscall.Close(fd)
+	if again, err := n.fd(); err != nil || again != fd {
+		t.Fatalf("fd asked again: %d, %v; want the kept %d", again, err, fd)
 	}
 }
