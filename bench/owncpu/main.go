@@ -46,7 +46,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "owncpu:", err)
 		os.Exit(2)
 	}
-	out.Close()
+	if out != os.Stderr {
+		out.Close()
+	}
 	os.Exit(code)
 }
 
