@@ -19,12 +19,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pipec/pipec/internal/proctree"
 )
 
 func main() {
@@ -71,47 +71,16 @@ func run(argv []string, out *os.File) (int, error) {
 		}
 	}
 	wall := time.Since(start)
-	self, children, err := split(pid)
-	if err != nil {
-		return 0, err
+	self, children, ok := proctree.Split(pid)
+	if !ok {
+		return 0, fmt.Errorf("/proc/%d/stat cannot be read", pid)
 	}
 	_ = cmd.Wait() // reaps it; its exit status is in ProcessState
 	ps := cmd.ProcessState
 	cpu := ps.UserTime() + ps.SystemTime()
-	fmt.Fprintf(out, "wall %.3f cpu %.3f self %.3f children %.3f\n", wall.Seconds(), cpu.Seconds(), self, children)
+	fmt.Fprintf(out, "wall %.3f cpu %.3f self %.3f children %.3f\n", wall.Seconds(), cpu.Seconds(), self.Seconds(), children.Seconds())
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
 	}
 	return ps.ExitCode(), nil
 }
-
-// split reads a zombie's own CPU seconds and its reaped children's from
-// /proc/PID/stat (utime, stime, cutime, cstime).
-func split(pid int) (self, children float64, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	// The command name, in parentheses, may hold spaces: the fields
-	// counted here follow its closing parenthesis.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	var t [4]float64
-	for k := range t {
-		n, err := strconv.ParseUint(f[11+k], 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		t[k] = float64(n) / ticksPerSecond
-	}
-	return t[0] + t[1], t[2] + t[3], nil
-}
-
-// ticksPerSecond is USER_HZ, which Linux fixes at 100 for every program.
-const ticksPerSecond = 100

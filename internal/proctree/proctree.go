@@ -67,6 +67,14 @@ func Own(pid int) time.Duration {
 	return self
 }
 
+// Split is the CPU time of process pid alone and that of the children it
+// waited for; ok is false when pid cannot be read. A zombie (waited for
+// with WNOWAIT, not reaped) still has both.
+func Split(pid int) (self, children time.Duration, ok bool) {
+	self, children, _, ok = times(pid)
+	return self, children, ok
+}
+
 // Child is the pid of a child of parent named comm, 0 if none.
 func Child(parent int, comm string) int {
 	ents, _ := os.ReadDir("/proc")
