@@ -353,7 +353,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	} else {
 		// One set of slots for every run: a pool (such as "backfill")
 		// bounds the whole backfill, not each run.
-		b.launch = localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts)
+		launch, stop := localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts)
+		defer stop()
+		b.launch = launch
 	}
 	res := b.run(ctx, bp.decisions)
 	if res.interrupted {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/internal/goreuse"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
@@ -304,15 +305,17 @@ func describeOutcome(o outcome) string {
 }
 
 // localLaunch runs an interval in this process, as pipec run does; slots
-// are shared by every run of the batch (a pool bounds all of them).
+// are shared by every run of the batch (a pool bounds all of them). stop
+// ends the goroutines the batch's runs kept, once no run is left.
 func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc store.Location, seed uint64, slots *runtime.Slots,
-	arts string) func(context.Context, runtime.Interval, func(string)) outcome {
+	arts string) (launch func(context.Context, runtime.Interval, func(string)) outcome, stop func()) {
 	objects := new(objstore.Clients) // one for every run of the batch
 	shown := new(sink.Shown)
+	gos := new(goreuse.Pool)
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
 			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
-			ObjectStores: objects, SinksShown: shown,
+			ObjectStores: objects, SinksShown: shown, Goroutines: gos,
 			OnEvent: func(ev runtime.Event) {
 				if ev.Kind == store.EventRunCreated {
 					started(ev.Run)
@@ -330,7 +333,7 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 			return outcome{run: sum.Run.ID, state: string(store.RunFailed)}
 		}
 		return outcome{run: sum.Run.ID, state: string(store.RunSucceeded)}
-	}
+	}, gos.Close
 }
 
 // refused is the outcome of a run the store would not create: its interval

@@ -275,7 +275,9 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	return dueRun(ctx, io, plan, st, workQueue(st), now, localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts), false, false, false)
+	launch, stop := localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts)
+	defer stop()
+	return dueRun(ctx, io, plan, st, workQueue(st), now, launch, false, false, false)
 }
 
 // busyMessage names the run that holds an interval and its owner.

@@ -102,6 +102,12 @@ type Options struct {
 	// the links whose pointer changed. A backfill passes one for all its
 	// runs; nil: each run's start reads every link.
 	SinksShown *sink.Shown
+	// Goroutines keeps the goroutines the run's tasks and their starts'
+	// markers run on, their stacks grown already (internal/goreuse). A
+	// backfill passes one for all its runs and a worker one for all its
+	// visits, as each run or visit would otherwise grow new stacks; nil: the
+	// run's own, ended with it.
+	Goroutines *goreuse.Pool
 	// StatePath is the store's database file; tasks get it as PIPEC_STATE.
 	// Logs, staging directories and heartbeat files live in its
 	// store.ScratchDir unless Scratch names another folder.
@@ -233,7 +239,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.gos.Close()
+	defer r.endGoroutines()
 	return r.run(ctx)
 }
 
@@ -271,7 +277,7 @@ type runner struct {
 	sinkPlan   map[string]compiler.PlanSink
 	slots      *Slots
 	runID      string
-	gos        goreuse.Pool // runs the tasks and their starts' markers: a kept goroutine's stack is grown already
+	gos        *goreuse.Pool // runs the tasks and their starts' markers: Options.Goroutines, or the runner's own
 	evMu       sync.Mutex
 	leases     *leaseWatch
 	zombies    sync.WaitGroup
@@ -331,6 +337,14 @@ type taskState struct {
 	handed *handed
 }
 
+// endGoroutines ends the runner's kept goroutines when they are its own;
+// Options.Goroutines outlives the run, and its owner closes it.
+func (r *runner) endGoroutines() {
+	if r.o.Goroutines == nil {
+		r.gos.Close()
+	}
+}
+
 // newRunner prepares a run of the plan's tasks, or of the task named only
 // (a visit: the other tasks' states would be built and never looked at, and
 // a worker builds a runner per task it runs, from plans of thousands).
@@ -339,6 +353,10 @@ type taskState struct {
 func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, error) {
 	if o.ObjectStores == nil {
 		o.ObjectStores = new(objstore.Clients)
+	}
+	gos := o.Goroutines
+	if gos == nil {
+		gos = new(goreuse.Pool)
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = goruntime.GOMAXPROCS(0)
@@ -385,6 +403,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		paths:      setup.paths,
 		blocked:    map[string]string{},
 		adopt:      map[string]store.Attempt{},
+		gos:        gos,
 	}
 	if r.arts, r.artsLocal, err = openArtifacts(o, r.stateDir); err != nil {
 		return nil, err

@@ -306,7 +306,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	if err != nil {
 		return VisitResult{}, err
 	}
-	defer r.gos.Close()
+	defer r.endGoroutines()
 	ts := r.tasks[v.Task]
 	if ts == nil {
 		return VisitResult{}, fmt.Errorf("runtime: the plan has no task %q", v.Task)

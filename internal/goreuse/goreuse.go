@@ -66,3 +66,11 @@ func (p *Pool) Close() {
 		close(next)
 	}
 }
+
+// Idle says how many goroutines wait for a function: those a later Go
+// reuses rather than start.
+func (p *Pool) Idle() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}

@@ -644,7 +644,8 @@ func (c *Config) visitOptions(sub *submitted) runtime.Options {
 	return runtime.Options{Plan: sub.plan, BaseDir: sub.baseDir, Interval: sub.interval, Store: c.Store,
 		Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
 		DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
-		DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects}
+		DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects,
+		Goroutines: c.visitGos}
 }
 
 // claimOne claims a task, starting its first attempt in the claim's

@@ -177,7 +177,8 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY created, pipeline, interval_key, seq"
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	// Prepared (one of four texts): every run's start lists its interval's runs.
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
