@@ -312,15 +312,21 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 	objects := new(objstore.Clients) // one for every run of the batch
 	shown := new(sink.Shown)
 	gos := new(goreuse.Pool)
+	batch := runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Store: st,
+		StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
+		ObjectStores: objects, SinksShown: shown, Goroutines: gos}
+	// Derived once for every run; when it cannot be, each run derives its
+	// own and says why.
+	batch.Setup, _ = runtime.PreparePlan(batch)
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
-		sum, err := runtime.Run(ctx, runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Interval: iv.Key, Store: st,
-			StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
-			ObjectStores: objects, SinksShown: shown, Goroutines: gos,
-			OnEvent: func(ev runtime.Event) {
-				if ev.Kind == store.EventRunCreated {
-					started(ev.Run)
-				}
-			}})
+		o := batch
+		o.Interval = iv.Key
+		o.OnEvent = func(ev runtime.Event) {
+			if ev.Kind == store.EventRunCreated {
+				started(ev.Run)
+			}
+		}
+		sum, err := runtime.Run(ctx, o)
 		if o, ok := refused(plan, iv, err); ok {
 			return o
 		}

@@ -108,6 +108,10 @@ type Options struct {
 	// visits, as each run or visit would otherwise grow new stacks; nil: the
 	// run's own, ended with it.
 	Goroutines *goreuse.Pool
+	// Setup, when set, is PreparePlan of these options (but for the
+	// interval), made once for the runs or visits of one plan: a worker's
+	// visits, a backfill's runs. One that does not fit them is not used.
+	Setup *PlanSetup
 	// StatePath is the store's database file; tasks get it as PIPEC_STATE.
 	// Logs, staging directories and heartbeat files live in its
 	// store.ScratchDir unless Scratch names another folder.
@@ -235,7 +239,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(o, iv, "", nil)
+	r, err := newRunner(o, iv, "", o.Setup)
 	if err != nil {
 		return nil, err
 	}

@@ -15,10 +15,11 @@ import (
 // whatever task it runs: absolute paths, the parsed environment, the
 // values of the plan's secret_env names, the tasks by name and the
 // interval. Deriving it walks the whole plan, so a worker prepares it once
-// per plan (PreparePlan) and hands it to each visit of that plan
-// (Visit.Setup) rather than redo it per task. It is read only once made
-// (but for paths, safe for concurrent use), and may be shared by concurrent
-// visits.
+// per plan (PreparePlan) and hands it to each visit of that plan, and a
+// backfill to each of its runs (Options.Setup), rather than redo it per
+// task or run; the commands found in PATH are remembered across them too.
+// It is read only once made (but for paths, safe for concurrent use), and
+// may be shared by concurrent runs and visits.
 type PlanSetup struct {
 	// What it was derived from: a runner whose options differ derives its
 	// own (fits).
@@ -88,9 +89,19 @@ func PreparePlan(o Options) (*PlanSetup, error) {
 	return s, nil
 }
 
-// fits reports whether s was derived from o's plan, paths and environment.
+// intervalOf is o's interval as s resolved it, when s was made for that
+// interval and could resolve it.
+func (s *PlanSetup) intervalOf(o Options) (Interval, bool) {
+	if s == nil || !s.resolved || s.interval != o.Interval {
+		return Interval{}, false
+	}
+	return s.iv, true
+}
+
+// fits reports whether s was derived from o's plan, paths and environment:
+// the interval is not part of it (a backfill's runs share one), and s's
+// resolved interval is used only for the one it was made with.
 func (s *PlanSetup) fits(o Options) bool {
 	return s != nil && s.plan == o.Plan && s.rawStatePath == o.StatePath && s.rawBaseDir == o.BaseDir &&
-		s.interval == o.Interval &&
 		slices.Equal(s.environ, o.Environ)
 }

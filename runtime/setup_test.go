@@ -58,6 +58,19 @@ func TestPlanSetup(t *testing.T) {
 	if want, err := ResolveInterval(nil, o.Interval); err != nil || !setup.resolved || setup.iv != want {
 		t.Fatalf("interval %+v (resolved %v), want %+v (%v)", setup.iv, setup.resolved, want, err)
 	}
+	// Another interval (a backfill's next run): the setup fits, but its
+	// interval is not that one's.
+	next := o
+	next.Interval = "2024-01-02"
+	if !setup.fits(next) {
+		t.Fatal("a setup does not fit the options of another interval")
+	}
+	if got, ok := setup.intervalOf(o); !ok || got != setup.iv {
+		t.Fatalf("interval of its own options: %+v, %v", got, ok)
+	}
+	if got, ok := setup.intervalOf(next); ok {
+		t.Fatalf("interval of another interval's options: %+v", got)
+	}
 	if got := setup.secrets; !slices.Equal(got, []string{"s3cret", "k3y"}) {
 		t.Fatalf("plan secrets %q", got)
 	}

@@ -43,9 +43,6 @@ type Visit struct {
 	// them again.
 	Prior    []store.Attempt
 	HasPrior bool
-	// Setup, when set, is PreparePlan of the visit's Options, made once
-	// for the visits of a plan; one that does not fit them is not used.
-	Setup *PlanSetup
 	// Held, when set, confirms that the dispatcher still gives this visit
 	// its task. A claim whose transaction read the task's attempts and
 	// started its first one (Prior, Started) fences a stale visit in the
@@ -291,14 +288,14 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	if o.Plan == nil || o.Store == nil || v.Run == "" {
 		return VisitResult{}, errors.New("runtime: a visit needs a plan, a store and a run")
 	}
-	setup := v.Setup
+	setup := o.Setup
 	if !setup.fits(o) {
 		setup = nil
 	}
 	var iv Interval
 	var err error
-	if setup != nil && setup.resolved {
-		iv = setup.iv
+	if known, ok := setup.intervalOf(o); ok {
+		iv = known
 	} else if iv, err = ResolveInterval(o.Plan.Schedule, o.Interval); err != nil {
 		return VisitResult{}, err
 	}

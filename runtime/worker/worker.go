@@ -603,7 +603,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 	res, err := runtime.RunVisit(ctx, runtime.Visit{
 		Options: c.visitOptions(sub),
 		Run:     cl.Run, Task: cl.Task, AttemptBase: cl.AttemptBase, Started: cl.Attempt,
-		Prior: cl.Prior, HasPrior: cl.HasPrior, Setup: sub.setup, Held: c.holds(cl)})
+		Prior: cl.Prior, HasPrior: cl.HasPrior, Held: c.holds(cl)})
 	end, unused = res.End, res.Unused
 	if err != nil && cl.Attempt != nil {
 		unused = &cl.Attempt.AttemptRef // the visit could not even begin
@@ -645,7 +645,7 @@ func (c *Config) visitOptions(sub *submitted) runtime.Options {
 		Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
 		DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
 		DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects,
-		Goroutines: c.visitGos}
+		Goroutines: c.visitGos, Setup: sub.setup}
 }
 
 // claimOne claims a task, starting its first attempt in the claim's

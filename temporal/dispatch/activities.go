@@ -101,7 +101,7 @@ func (a *Activities) visitOptions(r *run) runtime.Options {
 	return runtime.Options{Plan: r.plan, BaseDir: r.in.BaseDir, Interval: r.in.Interval, Store: a.Store,
 		Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
 		DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
-		DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects}
+		DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects, Setup: r.setup}
 }
 
 // plan returns the run's input and plan, read from the workflow's first
@@ -333,7 +333,7 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, hold *holder, ru
 	defer slot.release()
 	a.logf("%s %s: start on %s", runID, task, a.Name)
 	testPauseBeforeVisit(task)
-	res, err := runtime.RunVisit(vctx, runtime.Visit{Options: a.visitOptions(sub), Setup: sub.setup,
+	res, err := runtime.RunVisit(vctx, runtime.Visit{Options: a.visitOptions(sub),
 		Run: runID, Task: task, AttemptBase: base, Held: hold.confirm})
 	bg := context.WithoutCancel(ctx)
 	if res.End != nil {
