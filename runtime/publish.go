@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -228,7 +229,7 @@ func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *laun
 // runCheck audits one staged version with one check (package audit: the
 // built-in assertions on CSV and JSON Lines, then the check's command).
 func (r *runner) runCheck(ctx context.Context, c compiler.PlanCheck, dir string) (bool, string) {
-	env := append(r.baseEnv.List(),
+	env := append(slices.Clip(r.baseEnv),
 		"PIPEC_RUN_ID="+r.runID,
 		"PIPEC_INTERVAL_START="+r.iv.Start.Format(time.RFC3339),
 		"PIPEC_INTERVAL_END="+r.iv.End.Format(time.RFC3339),

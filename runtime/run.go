@@ -264,9 +264,10 @@ type runner struct {
 	budget    *retry.Budget
 	classes   *retry.Classifier
 
-	// baseEnv is what every task gets of pipec's environment; parentEnv is
-	// all of it, where secret_env names are looked up.
-	baseEnv   exec.Env
+	// baseEnv is what every task gets of pipec's environment, rendered
+	// (exec.Env.List); parentEnv is all of it, where secret_env names are
+	// looked up.
+	baseEnv   []string
 	parentEnv exec.Env
 	// red masks the values of every secret_env name of the plan wherever
 	// the run writes or prints (see redact.go).
@@ -402,7 +403,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		slots:      o.Slots,
 		checks:     map[string]*CheckResult{},
 		acceptedBy: map[int64][]sink.ManifestCheck{},
-		baseEnv:    setup.baseEnv,
+		baseEnv:    setup.baseList,
 		parentEnv:  setup.parentEnv,
 		paths:      setup.paths,
 		blocked:    map[string]string{},

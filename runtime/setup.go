@@ -29,6 +29,7 @@ type PlanSetup struct {
 	environ                  []string
 	statePath, baseDir       string // absolute
 	baseEnv, parentEnv       exec.Env
+	baseList                 []string // baseEnv.List(), which every task's environment starts from
 	secrets                  []string
 	tasks                    map[string]*compiler.PlanTask
 	// paths remembers where the tasks' commands were found in PATH. The one
@@ -65,6 +66,7 @@ func PreparePlan(o Options) (*PlanSetup, error) {
 		return nil, err
 	}
 	s.baseEnv = exec.Env{}.Parse(exec.BaseEnv(o.Environ))
+	s.baseList = s.baseEnv.List()
 	s.parentEnv = exec.Env{}.Parse(o.Environ)
 	p := o.Plan
 	s.tasks = make(map[string]*compiler.PlanTask, len(p.Tasks))

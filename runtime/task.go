@@ -429,10 +429,7 @@ func (r *runner) leaseOf(t *compiler.PlanTask) (lease, every time.Duration) {
 // environment, before it waits for a slot.
 func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundInput, every time.Duration) (*launched, exec.Spec, error) {
 	l := &launched{a: a, staging: map[string]string{}}
-	env := make(exec.Env, len(r.baseEnv)+16)
-	for k, v := range r.baseEnv {
-		env[k] = v
-	}
+	env := make(exec.Env, 16) // over r.baseEnv
 	for k, v := range t.Env {
 		env[k] = v
 	}
@@ -490,7 +487,7 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 		timeout, _ = time.ParseDuration(t.Timeout)
 	}
 	l.log = r.logPath(a.AttemptRef)
-	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.List(), Timeout: timeout,
+	return l, exec.Spec{Argv: t.Command, Dir: r.o.BaseDir, Env: env.Over(r.baseEnv), Timeout: timeout,
 		KillGrace: r.o.KillGrace, LogPath: l.log, LogLimit: r.o.LogLimit, Redact: r.red.Secrets(), Paths: r.paths,
 		IdentifyLater: markedLate(t)}, nil
 }

@@ -53,3 +53,30 @@ func (e Env) List() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Over renders base, sorted "KEY=value" entries as List renders them, with
+// e's variables set over it: what List renders of base's variables and e's
+// together, e's value winning. A task's environment is a few variables of
+// its own over pipec's, the same for every task; copying pipec's into a map
+// and rendering it again at every task was a third of preparing one.
+func (e Env) Over(base []string) []string {
+	own := e.List()
+	out := make([]string, 0, len(base)+len(own))
+	i := 0
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); e.has(k) {
+			continue
+		}
+		for i < len(own) && own[i] < kv {
+			out = append(out, own[i])
+			i++
+		}
+		out = append(out, kv)
+	}
+	return append(out, own[i:]...)
+}
+
+func (e Env) has(k string) bool {
+	_, ok := e[k]
+	return ok
+}
