@@ -22,7 +22,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +31,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/internal/goreuse"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/exec"
@@ -102,60 +100,6 @@ type Config struct {
 	visitGos *goreuse.Pool
 }
 
-// submitted is a run's plan, read once per run by a worker.
-type submitted struct {
-	plan     *compiler.Plan
-	baseDir  string
-	interval string
-	// setup is what every visit of the plan shares (runtime.PreparePlan
-	// of visitOptions); nil when it could not be made, and then each
-	// visit derives its own (and says why it cannot).
-	setup *runtime.PlanSetup
-}
-
-// planCache keeps the plans of the last runs a worker ran tasks of: a plan
-// of a thousand tasks is large, and a worker runs many tasks of one run.
-type planCache struct {
-	mu    sync.Mutex
-	runs  map[string]*submitted
-	order []string
-}
-
-const planCacheSize = 16
-
-func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
-	pc := c.plans
-	pc.mu.Lock()
-	if s, ok := pc.runs[run]; ok {
-		pc.mu.Unlock()
-		return s, nil
-	}
-	pc.mu.Unlock()
-	b, base, iv, err := c.Queue.Submitted(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	var p compiler.Plan
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("the submitted plan does not decode: %w", err)
-	}
-	s := &submitted{plan: &p, baseDir: base, interval: iv}
-	if setup, err := runtime.PreparePlan(c.visitOptions(s)); err == nil {
-		s.setup = setup
-	}
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if _, ok := pc.runs[run]; !ok {
-		pc.runs[run] = s
-		pc.order = append(pc.order, run)
-		if len(pc.order) > planCacheSize {
-			delete(pc.runs, pc.order[0])
-			pc.order = pc.order[1:]
-		}
-	}
-	return s, nil
-}
-
 // visit is one task this worker runs.
 type visit struct {
 	cl *queue.Claim
@@ -209,7 +153,7 @@ func Run(ctx context.Context, c Config) error {
 	c.logMu = &sync.Mutex{}
 	c.self, _ = exec.Self() // as the runtime's own attempts record it
 	c.self = c.testIdentity(c.self)
-	c.plans = &planCache{runs: map[string]*submitted{}}
+	c.plans = newPlanCache()
 	c.claiming = new(atomic.Bool)
 	c.visitGos = new(goreuse.Pool)
 	defer c.visitGos.Close()
