@@ -222,6 +222,15 @@ func (r *runner) adoptZombie(ts *taskState, l *launched) {
 // drainZombies waits for relaunched attempts' old processes to end, at most
 // ZombieGrace after the tasks are done, then kills what is left.
 func (r *runner) drainZombies() {
+	r.zombieMu.Lock()
+	none := len(r.zombieList) == 0
+	r.zombieMu.Unlock()
+	if none {
+		// Nothing adopted (the tasks are done, so nothing will be): no
+		// goroutine and timer to wait for nothing, at the end of every
+		// worker's visit.
+		return
+	}
 	done := make(chan struct{})
 	go func() { r.zombies.Wait(); close(done) }()
 	select {
