@@ -28,8 +28,8 @@ type PlanSetup struct {
 	interval                 string
 	environ                  []string
 	statePath, baseDir       string // absolute
-	baseEnv, parentEnv       exec.Env
-	baseList                 []string // baseEnv.List(), which every task's environment starts from
+	parentEnv                exec.Env
+	baseEnv                  []string // the variables of parentEnv every task gets (exec.BaseEnv), rendered: each task's environment starts from them
 	secrets                  []string
 	tasks                    map[string]*compiler.PlanTask
 	// paths remembers where the tasks' commands were found in PATH. The one
@@ -65,8 +65,7 @@ func PreparePlan(o Options) (*PlanSetup, error) {
 	if s.baseDir, err = filepath.Abs(cmp.Or(o.BaseDir, ".")); err != nil {
 		return nil, err
 	}
-	s.baseEnv = exec.Env{}.Parse(exec.BaseEnv(o.Environ))
-	s.baseList = s.baseEnv.List()
+	s.baseEnv = exec.Env{}.Parse(exec.BaseEnv(o.Environ)).List()
 	s.parentEnv = exec.Env{}.Parse(o.Environ)
 	p := o.Plan
 	s.tasks = make(map[string]*compiler.PlanTask, len(p.Tasks))
