@@ -53,6 +53,8 @@ func newPlanCache() *planCache {
 	return &planCache{runs: newBounded[string, *submitted](planCacheSize), plans: newBounded[planKey, decodedPlan](planCacheSize)}
 }
 
+// plan is run's plan: read from the queue once per run, and decoded (its
+// setup prepared) once per plan and folder.
 func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
 	pc := c.plans
 	pc.mu.Lock()
