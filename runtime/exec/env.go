@@ -64,7 +64,8 @@ func (e Env) Over(base []string) []string {
 	out := make([]string, 0, len(base)+len(own))
 	i := 0
 	for _, kv := range base {
-		if k, _, _ := strings.Cut(kv, "="); e.has(k) {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, mine := e[k]; mine {
 			continue
 		}
 		for i < len(own) && own[i] < kv {
@@ -74,9 +75,4 @@ func (e Env) Over(base []string) []string {
 		out = append(out, kv)
 	}
 	return append(out, own[i:]...)
-}
-
-func (e Env) has(k string) bool {
-	_, ok := e[k]
-	return ok
 }
