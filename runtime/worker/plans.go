@@ -13,13 +13,9 @@ import (
 
 // submitted is a run's plan, read once per run by a worker.
 type submitted struct {
-	plan     *compiler.Plan
+	decodedPlan
 	baseDir  string
 	interval string
-	// setup is what every visit of the plan shares (runtime.PreparePlan
-	// of visitOptions); nil when it could not be made, and then each
-	// visit derives its own (and says why it cannot).
-	setup *runtime.PlanSetup
 }
 
 // planCache keeps the plans of the last runs a worker ran tasks of, and the
@@ -43,7 +39,10 @@ type planKey struct {
 // decodedPlan is a plan decoded, and the setup its visits share; runs of
 // one plan share both (a setup fits the options of every interval).
 type decodedPlan struct {
-	plan  *compiler.Plan
+	plan *compiler.Plan
+	// setup is runtime.PreparePlan of visitOptions; nil when it could not
+	// be made, and then each visit derives its own (and says why it
+	// cannot).
 	setup *runtime.PlanSetup
 }
 
@@ -71,7 +70,7 @@ func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
 	pc.mu.Lock()
 	d, ok := pc.plans.get(key)
 	pc.mu.Unlock()
-	s = &submitted{plan: d.plan, baseDir: base, interval: iv, setup: d.setup}
+	s = &submitted{decodedPlan: d, baseDir: base, interval: iv}
 	if !ok {
 		var p compiler.Plan
 		if err := json.Unmarshal(b, &p); err != nil {
@@ -81,7 +80,7 @@ func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
 		if setup, err := runtime.PreparePlan(c.visitOptions(s)); err == nil {
 			s.setup = setup
 		}
-		d = decodedPlan{plan: s.plan, setup: s.setup}
+		d = s.decodedPlan
 	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
