@@ -14,6 +14,7 @@
 set -uo pipefail
 main() {
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/workfs.sh"
 tasks=${TASKS:-20} intervals=${INTERVALS:-365} rounds=${ROUNDS:-3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -62,5 +63,6 @@ printf 'backfill of %d intervals × %d tasks: pipec %ss, make -j2 %ss, %s× (bes
 printf '     cpu: pipec %ss, make %ss, %s×\n' "$cpu_p" "$cpu_m" "$(awk -v a="$cpu_p" -v b="$cpu_m" 'BEGIN { printf "%.2f", a / b }')"
 printf '     pipec, first quarter of the intervals %ss, last quarter %ss, %s×\n' "$first" "$last" \
 	"$(awk -v a="$last" -v b="$first" 'BEGIN { printf "%.2f", a / b }')"
+workfs "$work"
 }
 main "$@"

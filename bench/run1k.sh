@@ -18,6 +18,7 @@
 set -uo pipefail
 main() {
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/workfs.sh"
 runs=${RUNS:-7}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -55,6 +56,7 @@ verdict=$(awk -v r="$ratio" 'BEGIN { print (r <= 1.25 ? "PASS" : "FAIL") }')
 printf '%s run 1k vs make -j2: pipec %ss, make %ss, %s× (target <= 1.25×, best of %d)\n' "$verdict" "$best_p" "$best_m" "$ratio" "$runs"
 printf '     cpu: pipec %ss, make %ss, %s×\n' "$cpu_p" "$cpu_m" "$(awk -v a="$cpu_p" -v b="$cpu_m" 'BEGIN { printf "%.2f", a / b }')"
 printf '     own cpu (children apart, in 10 ms ticks): pipec %ss, make %ss; their children: %ss, %ss\n' "$own_p" "$own_m" "$kids_p" "$kids_m"
+workfs "$work"
 [[ $verdict == PASS ]]
 }
 main "$@"
