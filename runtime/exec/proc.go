@@ -87,7 +87,9 @@ type Target struct {
 // while that leader is verified alive, or when its environment carries every
 // entry of the marker and it started no earlier than the attempt. Each
 // process is held by a pidfd while it is verified and signalled, so a pid
-// reused in between is never hit. /proc is read once for all targets.
+// reused in between is never hit. /proc is read once for all targets (a
+// process seen in the middle of an execve, with no environment yet, is read
+// again).
 //
 // An attempt of another host (or of no recorded host) is reported as
 // Elsewhere and one of an earlier boot as Rebooted; neither is touched. The result has one entry per target;

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -124,17 +126,22 @@ func Identify(pid int) (Identity, error) {
 }
 
 // environ reads pid's environment as a set of "KEY=value" entries; one that
-// cannot be read (another user's process) is empty.
-func environ(pid int) map[string]bool {
+// cannot be read (another user's process) is nil. blank: the read succeeded
+// with nothing, as it does for a process in the middle of an execve until
+// its new image's environment is set up.
+func environ(pid int) (env map[string]bool, blank bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
-		return nil
+		return nil, false
+	}
+	if len(b) == 0 {
+		return nil, true
 	}
 	have := map[string]bool{}
 	for _, kv := range bytes.Split(b, []byte{0}) {
 		have[string(kv)] = true
 	}
-	return have
+	return have, false
 }
 
 // in reports whether every entry of m is in env.
@@ -187,6 +194,7 @@ func findProcs(targets []Target) ([][]*heldProc, error) {
 			}
 		}
 	}
+	var unread []blankProc
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -203,7 +211,7 @@ func findProcs(targets []Target) ([][]*heldProc, error) {
 		}
 		owner := -1
 		var env map[string]bool
-		envRead := false
+		envRead, blank := false, false
 		for i, t := range targets {
 			id := t.ID
 			switch {
@@ -211,9 +219,10 @@ func findProcs(targets []Target) ([][]*heldProc, error) {
 				owner = i
 			case leaderAlive[i] && st.pgrp == id.PGID && st.start >= id.Start:
 				owner = i
-			case st.start >= id.Start && len(t.Marker) > 0:
+			case t.markable(st):
 				if !envRead {
-					env, envRead = environ(pid), true
+					env, blank = environ(pid)
+					envRead = true
 				}
 				if t.Marker.in(env) {
 					owner = i
@@ -223,11 +232,61 @@ func findProcs(targets []Target) ([][]*heldProc, error) {
 				break
 			}
 		}
+		if owner < 0 && blank && st.pgrp > 0 {
+			unread = append(unread, blankProc{heldProc{pid: pid, fd: fd}, st})
+			continue
+		}
 		if owner < 0 {
 			unix.Close(fd)
 			continue
 		}
 		out[owner] = append(out[owner], &heldProc{pid: pid, fd: fd})
 	}
+	// A user process that showed no environment (kernel threads, in process
+	// group 0, never have one) is most likely in the middle of an execve: a
+	// marked orphan's shell starting its next command, say. Its new image's
+	// environment is set up within microseconds of running, but a process
+	// preempted there can take milliseconds to run again. Each is read again,
+	// 1, 2, 4 ... 32 ms apart, until it shows one (and is matched by its
+	// marker as above) or some 60 ms have passed.
+	for wait := time.Millisecond; len(unread) > 0 && wait <= 32*time.Millisecond; wait *= 2 {
+		time.Sleep(wait)
+		unread = slices.DeleteFunc(unread, func(p blankProc) bool {
+			env, blank := environ(p.pid)
+			if blank {
+				return false
+			}
+			if i := markedBy(targets, p.st, env); i >= 0 {
+				out[i] = append(out[i], &heldProc{pid: p.pid, fd: p.fd})
+			} else {
+				p.close()
+			}
+			return true
+		})
+	}
+	for _, p := range unread {
+		p.close()
+	}
 	return out, nil
+}
+
+// blankProc is a process held while its environment is read again.
+type blankProc struct {
+	heldProc
+	st procStat
+}
+
+// markable: a process of stat st may be t's by its marker, having started
+// no earlier than t's attempt.
+func (t Target) markable(st procStat) bool { return len(t.Marker) > 0 && st.start >= t.ID.Start }
+
+// markedBy returns the first target that a process of stat st and
+// environment env belongs to by its marker, or -1.
+func markedBy(targets []Target, st procStat, env map[string]bool) int {
+	for i, t := range targets {
+		if t.markable(st) && t.Marker.in(env) {
+			return i
+		}
+	}
+	return -1
 }
