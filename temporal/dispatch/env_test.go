@@ -335,7 +335,11 @@ func (e *env) lines(name, prefix string) int {
 // status asks the run's workflow.
 func (e *env) status(pipeline, interval string) dispatch.Status {
 	e.t.Helper()
-	s, err := dispatch.Query(context.Background(), e.c, dispatch.WorkflowID(pipeline, interval), "")
+	// A query waits for the workflow's task in flight, which may take
+	// longer than the client's default deadline of 10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := dispatch.Query(ctx, e.c, dispatch.WorkflowID(pipeline, interval), "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
