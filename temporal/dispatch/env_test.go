@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/temporaltest"
 
@@ -332,18 +333,30 @@ func (e *env) lines(name, prefix string) int {
 	return n
 }
 
-// status asks the run's workflow.
+// status asks the run's workflow. A query waits for the workflow's task in
+// flight, which after a server restart may wait out Temporal's own
+// timeouts, and the client gives a call 10 s at most: a query that ran out
+// of time is asked again, for a minute.
 func (e *env) status(pipeline, interval string) dispatch.Status {
 	e.t.Helper()
-	// A query waits for the workflow's task in flight, which may take
-	// longer than the client's default deadline of 10 s.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := dispatch.Query(ctx, e.c, dispatch.WorkflowID(pipeline, interval), "")
-	if err != nil {
-		e.t.Fatal(err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s, err := dispatch.Query(context.Background(), e.c, dispatch.WorkflowID(pipeline, interval), "")
+		if err == nil {
+			return s
+		}
+		if !timedOut(err) || time.Now().After(deadline) {
+			e.t.Fatal(err)
+		}
+		e.t.Logf("query of %s %s: %v; asking again", pipeline, interval, err)
 	}
-	return s
+}
+
+// timedOut: a call to Temporal ran out of time (the client's deadline, or
+// the server's answer that it did).
+func timedOut(err error) bool {
+	var late *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &late)
 }
 
 // pairSpec is a producer and a consumer whose output is checked and
