@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 )
 
@@ -122,7 +123,7 @@ CREATE TABLE state_identity (
 	id       INTEGER PRIMARY KEY CHECK (id = 1),
 	state_id TEXT NOT NULL
 );
-INSERT INTO state_identity (id, state_id) VALUES (1, lower(hex(randomblob(16))));
+` + newStateIdentity + `;
 
 -- Versions and pointers are scoped by pipeline: two pipelines sharing one
 -- state file with the same artifact names never see each other's data.
@@ -369,22 +370,47 @@ CREATE TABLE pointer_generations (
 // SchemaVersion is the schema version this code writes.
 func SchemaVersion() int { return migrations[len(migrations)-1].version }
 
-// migrate brings the schema up to date in one transaction. A database written
-// by a newer pipec (a higher version than this code knows) is refused rather
-// than guessed at.
-func migrate(ctx context.Context, tx *wtx) error {
-	if err := tx.script(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+// newStateIdentity gives a new state its random identity.
+const newStateIdentity = `INSERT INTO state_identity (id, state_id) VALUES (1, lower(hex(randomblob(16))))`
+
+// schemaVersionTable records the migrations applied; migrate makes it first.
+const schemaVersionTable = `CREATE TABLE IF NOT EXISTS schema_version (
 	version INTEGER PRIMARY KEY,
 	name    TEXT NOT NULL
-)`); err != nil {
+)`
+
+// freshSchema is the schema the migrations end with, and the rows they
+// write, as one script: TestFreshSchemaIsTheMigrations generates it from
+// them and checks that a state made by it holds what a state migrated step
+// by step does. Replaying the migrations made SQLite parse its whole schema
+// again after each ALTER TABLE: a new state cost 5.6 ms to make, against
+// 1.7 ms by this script, which every first run in a new folder pays.
+//
+//go:embed schema_fresh.sql
+var freshSchema string
+
+// migrate brings the schema up to date in one transaction. A database written
+// by a newer pipec (a higher version than this code knows) is refused rather
+// than guessed at. A new, empty database is made by freshSchema at once.
+func migrate(ctx context.Context, tx *wtx) error {
+	if err := tx.script(ctx, schemaVersionTable); err != nil {
 		return fmt.Errorf("create schema_version: %w", err)
 	}
-	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current); err != nil {
+	var current, objects int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0), (SELECT count(*) FROM sqlite_master) FROM schema_version`).Scan(&current, &objects); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if latest := SchemaVersion(); current > latest {
 		return fmt.Errorf("database schema version %d is newer than this pipec supports (%d)", current, latest)
+	}
+	if current == 0 && objects == 1 { // schema_version alone
+		if err := tx.script(ctx, freshSchema); err != nil {
+			return fmt.Errorf("new schema: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, newStateIdentity); err != nil {
+			return fmt.Errorf("new state identity: %w", err)
+		}
+		return nil
 	}
 	for _, m := range migrations {
 		if m.version <= current {
