@@ -12,7 +12,10 @@
 # It also prints the CPU time (user+system, children included) of each side,
 # the steadier figure on a shared machine, and that time split in two
 # (bench/owncpu): each side's own, and its children's, the same `true`s on
-# both sides. For a profile of the runtime on a
+# both sides. Then each side's fixed cost, from a 2-task DAG of the same
+# family run after each pair, and the ratio at the margin: what the
+# 998 more tasks cost each side (docs/runtime.md, "A run's fixed cost").
+# For a profile of the runtime on a
 # DAG of the same shape: go test -run '^$' -bench BenchmarkRunDAG -cpuprofile
 # cpu.prof ./runtime/ && go tool pprof -top cpu.prof
 set -uo pipefail
@@ -23,6 +26,7 @@ runs=${RUNS:-7}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$root" && go run ./bench/gendag -n 1000 -seed 42 -out "$work/dag") || exit 2
+(cd "$root" && go run ./bench/gendag -n 2 -seed 42 -out "$work/dag2") || exit 2
 if [[ -n ${PIPEC:-} ]]; then
 	cp "$PIPEC" "$work/pipec" || exit 2 # another build, e.g. an older commit's, for comparison
 else
@@ -30,6 +34,7 @@ else
 fi
 (cd "$root" && go build -o "$work/owncpu" ./bench/owncpu) || exit 2
 best_p="" best_m="" cpu_p="" cpu_m="" own_p="" own_m="" kids_p="" kids_m=""
+fix_p="" fix_m="" fixc_p="" fixc_m="" # the 2-task DAG's
 # timed CMD... sets W (wall seconds), C (user+system seconds), S (CMD's own
 # part of C) and K (its children's part) of CMD.
 timed() {
@@ -43,7 +48,13 @@ for ((i = 0; i <= runs; i++)); do
 	p=$W pc=$C ps=$S pk=$K
 	timed make -s -j2 -f "$work/dag/Makefile" || exit 1
 	m=$W mc=$C ms=$S mk=$K
+	mkdir -p "$work/f$i" && cp "$work/dag2/pipeline.hcl" "$work/f$i/"
+	timed env -C "$work/f$i" "$work/pipec" run pipeline.hcl --interval 2024-01-01 --parallel 2 || { echo "pipec run (2 tasks) failed"; exit 1; }
+	fp=$W fpc=$C
+	timed make -s -j2 -f "$work/dag2/Makefile" || exit 1
 	((i == 0)) && continue # warm-up
+	fix_p=$(minf "$fix_p" "$fp") fix_m=$(minf "$fix_m" "$W")
+	fixc_p=$(minf "$fixc_p" "$fpc") fixc_m=$(minf "$fixc_m" "$C")
 	printf 'run %d: pipec %ss (cpu %ss: own %ss, children %ss)  make -j2 %ss (cpu %ss: own %ss, children %ss)\n' \
 		"$i" "$p" "$pc" "$ps" "$pk" "$m" "$mc" "$ms" "$mk"
 	best_p=$(minf "$best_p" "$p") best_m=$(minf "$best_m" "$m")
@@ -56,6 +67,9 @@ verdict=$(awk -v r="$ratio" 'BEGIN { print (r <= 1.25 ? "PASS" : "FAIL") }')
 printf '%s run 1k vs make -j2: pipec %ss, make %ss, %s× (target <= 1.25×, best of %d)\n' "$verdict" "$best_p" "$best_m" "$ratio" "$runs"
 printf '     cpu: pipec %ss, make %ss, %s×\n' "$cpu_p" "$cpu_m" "$(awk -v a="$cpu_p" -v b="$cpu_m" 'BEGIN { printf "%.2f", a / b }')"
 printf '     own cpu (children apart, in 10 ms ticks): pipec %ss, make %ss; their children: %ss, %ss\n' "$own_p" "$own_m" "$kids_p" "$kids_m"
+margin() { awk -v a="$1" -v fa="$2" -v b="$3" -v fb="$4" 'BEGIN { printf "%.2f", (a - fa) / (b - fb) }'; }
+printf '     fixed (a 2-task DAG): pipec %ss, make %ss (cpu %ss, %ss); at the margin (1,000 tasks less 2): wall %s×, cpu %s×\n' \
+	"$fix_p" "$fix_m" "$fixc_p" "$fixc_m" "$(margin "$best_p" "$fix_p" "$best_m" "$fix_m")" "$(margin "$cpu_p" "$fixc_p" "$cpu_m" "$fixc_m")"
 workfs "$work"
 [[ $verdict == PASS ]]
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -21,16 +22,7 @@ import (
 func TestFreshSchemaIsTheMigrations(t *testing.T) {
 	dir := t.TempDir()
 	migrated := filepath.Join(dir, "migrated.db")
-	// The first migration by hand, so that Open replays every later one
-	// rather than taking the fresh path.
-	db := rawDB(t, migrated)
-	for _, q := range []string{migrations[0].sql, schemaVersionTable,
-		fmt.Sprintf(`INSERT INTO schema_version (version, name) VALUES (%d, '%s')`, migrations[0].version, migrations[0].name)} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
+	firstMigrationOnly(t, migrated)
 	openTest(t, migrated, nil).Close()
 	golden.Check(t, "schema_fresh.sql", []byte(freshScriptOf(t, rawDB(t, migrated))))
 
@@ -45,6 +37,44 @@ func TestFreshSchemaIsTheMigrations(t *testing.T) {
 	if !hex.MatchString(gotID) || gotID == wantID {
 		t.Errorf("state ids %q (fresh) and %q (migrated): want two different random ids", gotID, wantID)
 	}
+}
+
+// BenchmarkNewState: making a new state file, by schema_fresh.sql (what
+// Open does) and by replaying the migrations (what it did), side by side.
+func BenchmarkNewState(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	for _, way := range []string{"fresh-script", "migrations"} {
+		b.Run(way, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				path := filepath.Join(dir, fmt.Sprintf("%s-%d.db", way, i))
+				if way == "migrations" {
+					b.StopTimer()
+					firstMigrationOnly(b, path)
+					b.StartTimer()
+				}
+				s, err := Open(ctx, path, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+			}
+		})
+	}
+}
+
+// firstMigrationOnly makes a state of schema 1 at path, so that Open
+// replays every later migration rather than taking the fresh path.
+func firstMigrationOnly(t testing.TB, path string) {
+	t.Helper()
+	db := rawDB(t, path)
+	for _, q := range []string{migrations[0].sql, schemaVersionTable,
+		fmt.Sprintf(`INSERT INTO schema_version (version, name) VALUES (%d, '%s')`, migrations[0].version, migrations[0].name)} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
 }
 
 // freshScriptOf writes the schema of db (schema_version aside, which
