@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,6 +37,50 @@ func TestFreshSchemaIsTheMigrations(t *testing.T) {
 	hex := regexp.MustCompile(`^[0-9a-f]{32}$`)
 	if !hex.MatchString(gotID) || gotID == wantID {
 		t.Errorf("state ids %q (fresh) and %q (migrated): want two different random ids", gotID, wantID)
+	}
+}
+
+// TestNewStateOpenedByManyAtOnce: handles that open one new state file at
+// the same moment all succeed and share one schema, made once, and one
+// identity: the first to take the write lock makes the state, the others
+// find it made.
+func TestNewStateOpenedByManyAtOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	const handles = 6
+	ids := make([]string, handles)
+	errs := make([]error, handles)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range handles {
+		wg.Go(func() {
+			<-start
+			s, err := Open(ctx, path, Options{})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer s.Close()
+			ids[i], errs[i] = s.StateID(ctx)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("handle %d: %v", i, err)
+		}
+		if ids[i] != ids[0] {
+			t.Errorf("handle %d sees state %q, handle 0 %q", i, ids[i], ids[0])
+		}
+	}
+	db := rawDB(t, path)
+	if got := queryStrings(t, db, `SELECT name FROM schema_version ORDER BY version`); len(got) != len(migrations) {
+		t.Errorf("schema_version: %q, want the %d migrations once each", got, len(migrations))
+	}
+	s := openTest(t, path, nil)
+	if err := s.IntegrityCheck(ctx); err != nil {
+		t.Error(err)
 	}
 }
 
