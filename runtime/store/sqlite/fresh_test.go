@@ -135,15 +135,9 @@ func freshScriptOf(t *testing.T, db *sql.DB) string {
 		WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name <> 'schema_version' ORDER BY rowid`) {
 		b.WriteString(o + ";\n")
 	}
-	for _, table := range tablesOf(t, db) {
-		if table == "state_identity" {
-			continue
-		}
-		cols := queryStrings(t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
-		for _, row := range rowsOf(t, db, table, cols) {
-			fmt.Fprintf(&b, "INSERT INTO %s (%s) VALUES (%s);\n", table, strings.Join(cols, ", "), row)
-		}
-	}
+	eachRow(t, db, func(table string, cols []string, row string) {
+		fmt.Fprintf(&b, "INSERT INTO %s (%s) VALUES (%s);\n", table, strings.Join(cols, ", "), row)
+	})
 	return b.String()
 }
 
@@ -153,33 +147,29 @@ func contentsOf(t *testing.T, db *sql.DB) (objects []string, stateID string) {
 	t.Helper()
 	objects = queryStrings(t, db, `SELECT type || ' ' || name || ' on ' || tbl_name || ': ' || COALESCE(sql, '')
 		FROM sqlite_master WHERE name <> 'sqlite_sequence' ORDER BY type, name`)
-	for _, table := range tablesOf(t, db) {
-		if table == "state_identity" {
-			continue
-		}
-		cols := queryStrings(t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
-		for _, row := range rowsOf(t, db, table, cols) {
-			objects = append(objects, table+": "+row)
-		}
-	}
+	eachRow(t, db, func(table string, _ []string, row string) { objects = append(objects, table+": "+row) })
 	if err := db.QueryRow(`SELECT state_id FROM state_identity WHERE id = 1`).Scan(&stateID); err != nil {
 		t.Fatal(err)
 	}
 	return objects, stateID
 }
 
-func tablesOf(t *testing.T, db *sql.DB) []string {
-	return queryStrings(t, db, `SELECT name FROM sqlite_master
-		WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY rowid`)
-}
-
-// rowsOf is each row of table as SQL literals, in the order they were written.
-func rowsOf(t *testing.T, db *sql.DB, table string, cols []string) []string {
-	quoted := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = "quote(" + c + ")"
+// eachRow calls fn with each row of db's tables as SQL literals, table by
+// table in the order they were made and in the order the rows were written;
+// state_identity's row is left out, since each state draws its own.
+func eachRow(t *testing.T, db *sql.DB, fn func(table string, cols []string, row string)) {
+	t.Helper()
+	for _, table := range queryStrings(t, db, `SELECT name FROM sqlite_master
+		WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name <> 'state_identity' ORDER BY rowid`) {
+		cols := queryStrings(t, db, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
+		quoted := make([]string, len(cols))
+		for i, c := range cols {
+			quoted[i] = "quote(" + c + ")"
+		}
+		for _, row := range queryStrings(t, db, "SELECT "+strings.Join(quoted, " || ', ' || ")+" FROM "+table+" ORDER BY rowid") {
+			fn(table, cols, row)
+		}
 	}
-	return queryStrings(t, db, "SELECT "+strings.Join(quoted, " || ', ' || ")+" FROM "+table+" ORDER BY rowid")
 }
 
 func queryStrings(t *testing.T, db *sql.DB, query string, args ...any) []string {
