@@ -9,6 +9,10 @@
 #	bench/run1k.sh              RUNS=9 bench/run1k.sh
 #	PIPEC=/path/to/pipec bench/run1k.sh   measure another build
 #
+# Beside the best of each side it prints the median and range of each
+# run's ratio to the make run right after it: the best walls of the two
+# sides can come from different moments of a busy machine, and the range
+# says how far one reading of the figure is from the next.
 # It also prints the CPU time (user+system, children included) of each side,
 # the steadier figure on a shared machine, and that time split in two
 # (bench/owncpu): each side's own, and its children's, the same `true`s on
@@ -34,6 +38,7 @@ else
 fi
 (cd "$root" && go build -o "$work/owncpu" ./bench/owncpu) || exit 2
 best_p="" best_m="" cpu_p="" cpu_m="" own_p="" own_m="" kids_p="" kids_m=""
+pairs=() # each run's wall ratio, pipec over the make that ran right after it
 fix_p="" fix_m="" fixc_p="" fixc_m="" # the 2-task DAG's
 # timed CMD... sets W (wall seconds), C (user+system seconds), S (CMD's own
 # part of C) and K (its children's part) of CMD.
@@ -57,6 +62,7 @@ for ((i = 0; i <= runs; i++)); do
 	fixc_p=$(minf "$fixc_p" "$fpc") fixc_m=$(minf "$fixc_m" "$C")
 	printf 'run %d: pipec %ss (cpu %ss: own %ss, children %ss)  make -j2 %ss (cpu %ss: own %ss, children %ss)\n' \
 		"$i" "$p" "$pc" "$ps" "$pk" "$m" "$mc" "$ms" "$mk"
+	pairs+=("$(awk -v a="$p" -v b="$m" 'BEGIN { printf "%.4f", a / b }')")
 	best_p=$(minf "$best_p" "$p") best_m=$(minf "$best_m" "$m")
 	cpu_p=$(minf "$cpu_p" "$pc") cpu_m=$(minf "$cpu_m" "$mc")
 	own_p=$(minf "$own_p" "$ps") own_m=$(minf "$own_m" "$ms")
@@ -65,6 +71,11 @@ done
 ratio=$(awk -v a="$best_p" -v b="$best_m" 'BEGIN { printf "%.2f", a / b }')
 verdict=$(awk -v r="$ratio" 'BEGIN { print (r <= 1.25 ? "PASS" : "FAIL") }')
 printf '%s run 1k vs make -j2: pipec %ss, make %ss, %s× (target <= 1.25×, best of %d)\n' "$verdict" "$best_p" "$best_m" "$ratio" "$runs"
+# The best walls of both sides may come from different moments of the
+# machine; the ratio of each run to the make beside it shows how far the
+# figure moves from one pair to the next.
+printf '     each pair (pipec / the make run beside it): median %s×, %s–%s×\n' $(printf '%s\n' "${pairs[@]}" | sort -n |
+	awk '{ r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2; printf "%.2f %.2f %.2f", m, r[1], r[NR] }')
 printf '     cpu: pipec %ss, make %ss, %s×\n' "$cpu_p" "$cpu_m" "$(awk -v a="$cpu_p" -v b="$cpu_m" 'BEGIN { printf "%.2f", a / b }')"
 printf '     own cpu (children apart, in 10 ms ticks): pipec %ss, make %ss; their children: %ss, %ss\n' "$own_p" "$own_m" "$kids_p" "$kids_m"
 margin() { awk -v a="$1" -v fa="$2" -v b="$3" -v fb="$4" 'BEGIN { printf "%.2f", (a - fa) / (b - fb) }'; }
