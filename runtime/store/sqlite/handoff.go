@@ -11,11 +11,14 @@ import (
 var _ store.Handoff = (*Store)(nil)
 
 // FinishAndStart implements store.Handoff: the end and the starts in one
-// write, so in one transaction and one commit. Each start runs in its own
-// savepoint, so a refused start undoes only itself; a refused end fails
-// the write, which undoes everything. An end that must be on stable storage
-// before it returns (Outcome.Ran.Durable) is written alone, as
-// FinishAttempt would, and the starts after it.
+// write, so in one transaction and one commit. A refused end fails the
+// write, which undoes everything. So does a refused start, which is rare
+// (its run ended meanwhile): the end and the starts are then written one
+// write each (store.FinishThenStart), so that the refused start is left out
+// alone. A savepoint around each start would keep the end without a second
+// write, at two more statements on the path of every task. An end that
+// must be on stable storage before it returns (Outcome.Ran.Durable) is
+// written alone, as FinishAttempt would, and the starts after it.
 func (s *Store) FinishAndStart(ctx context.Context, ref store.AttemptRef, o store.Outcome, next []store.AttemptSpec) ([]store.Started, error) {
 	if !o.State.Recordable() {
 		return nil, fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
@@ -34,27 +37,26 @@ func (s *Store) FinishAndStart(ctx context.Context, ref store.AttemptRef, o stor
 				out[i].Err = fmt.Errorf("start attempt: run and task are required")
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT start`); err != nil {
-				return err
-			}
 			err := s.startAttempt(ctx, tx, spec, &out[i].Attempt)
 			if errors.Is(err, errEpochSpent) {
 				return err // the whole write is retried with a new epoch
 			}
 			if err != nil {
-				out[i] = store.Started{Err: fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)}
-				if _, err := tx.ExecContext(ctx, `ROLLBACK TO start`); err != nil {
-					return err
-				}
-			}
-			if _, err := tx.ExecContext(ctx, `RELEASE start`); err != nil {
-				return err
+				return errStartRefused
 			}
 		}
 		return nil
 	})
+	if errors.Is(err, errStartRefused) {
+		return store.FinishThenStart(ctx, s, ref, o, next)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
+
+// errStartRefused fails a handoff's write when one of its starts failed,
+// so that nothing of it commits; FinishAndStart then writes the end and
+// the starts one by one.
+var errStartRefused = errors.New("a start of the handoff was refused")
