@@ -16,12 +16,7 @@ func TestFinishAndStartEpochSpent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := openTest(t, path, nil)
 	ctx := context.Background()
-	run := newRun(t, s, "2024-01-01")
-	res := store.FenceResource("orders", "2024-01-01")
-	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "a", Resource: res, Queued: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, res, a := queuedAttempt(t, s)
 	if _, err := rawDB(t, path).Exec(`UPDATE tokens SET last = ? WHERE resource = ?`, 2*epochSpan-1, res); err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +56,7 @@ func TestFinishAndStartEventsInOrder(t *testing.T) {
 		return now
 	})
 	ctx := context.Background()
-	run := newRun(t, s, "2024-01-01")
-	res := store.FenceResource("orders", "2024-01-01")
-	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "a", Resource: res, Queued: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, res, a := queuedAttempt(t, s)
 	// A day later, still stepping back at each reading: later than the
 	// events before, earlier from one of the handoff's events to the next.
 	now = now.Add(24 * time.Hour)
@@ -99,4 +89,17 @@ func TestFinishAndStartEventsInOrder(t *testing.T) {
 			t.Fatalf("events %q, want %q", got, want)
 		}
 	}
+}
+
+// queuedAttempt is a new run of s, its fencing resource, and the queued
+// attempt of its task a that a handoff then ends.
+func queuedAttempt(t *testing.T, s *Store) (store.Run, string, store.Attempt) {
+	t.Helper()
+	run := newRun(t, s, "2024-01-01")
+	res := store.FenceResource("orders", "2024-01-01")
+	a, err := s.StartAttempt(context.Background(), store.AttemptSpec{Run: run.ID, Task: "a", Resource: res, Queued: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, res, a
 }
