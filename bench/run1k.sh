@@ -18,7 +18,7 @@
 # (bench/owncpu): each side's own, and its children's, the same `true`s on
 # both sides. Then each side's fixed cost, from a 2-task DAG of the same
 # family run after each pair, and the ratio at the margin: what the
-# 998 more tasks cost each side (docs/runtime.md, "A run's fixed cost").
+# 998 more tasks cost each side (docs/performance.md, "A run's fixed cost").
 # For a profile of the runtime on a
 # DAG of the same shape: go test -run '^$' -bench BenchmarkRunDAG -cpuprofile
 # cpu.prof ./runtime/ && go tool pprof -top cpu.prof

@@ -130,7 +130,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		// A visit's own work (store round trips, process start, freezing
 		// outputs) is sequential: with one slot, a second thread bought
 		// nothing and cost 7–9% of the workers' CPU in hand-offs
-		// (docs/workers.md).
+		// (docs/performance.md).
 		io.Procs(opts.slots)
 	}
 	if ctx == nil {

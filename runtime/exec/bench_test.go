@@ -65,7 +65,7 @@ func BenchmarkStart(b *testing.B) {
 			}
 		})
 	})
-	// The floor in docs/runtime.md: fork, exec and reap in one goroutine.
+	// The floor in docs/performance.md: fork, exec and reap in one goroutine.
 	b.Run("bare", func(b *testing.B) {
 		path, err := osexec.LookPath("true")
 		if err != nil {
