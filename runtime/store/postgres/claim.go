@@ -173,13 +173,10 @@ func scanCandidates(rows pgx.Rows, err error) ([]queue.Work, error) {
 func claim(ctx context.Context, tx pgx.Tx, ends *txEnds, worker string, lease time.Duration, start *store.AttemptSpec, epoch int64) (*queue.Claim, error) {
 	cb := &pgx.Batch{}
 	queueClaimReads(cb, worker)
-	skip := ends.first(cb)
-	cbr := tx.SendBatch(ctx, cb)
-	for range skip {
-		if _, err := cbr.Exec(); err != nil {
-			cbr.Close()
-			return nil, err
-		}
+	cbr, err := sendSkipping(ctx, tx, ends, cb, 0)
+	if err != nil {
+		cbr.Close()
+		return nil, err
 	}
 	page, err := readClaimReads(cbr)
 	if cerr := cbr.Close(); err == nil {

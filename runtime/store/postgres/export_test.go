@@ -73,13 +73,10 @@ func (s *Store) PipelinedCommitSetting(ctx context.Context, durable bool) (strin
 	err := s.pipelined(ctx, durable, func(tx pgx.Tx, ends *txEnds) error {
 		b := &pgx.Batch{}
 		b.Queue(`SELECT current_setting('synchronous_commit')`)
-		skip := ends.first(b)
-		br := tx.SendBatch(ctx, b)
+		br, err := sendSkipping(ctx, tx, ends, b, 0)
 		defer br.Close()
-		for range skip {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 		return br.QueryRow().Scan(&got)
 	})

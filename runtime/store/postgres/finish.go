@@ -147,15 +147,12 @@ WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 			reads.Queue(`SELECT `+attemptColumns+` FROM attempts WHERE run = $1 AND task = $2 AND number = $3 FOR UPDATE`,
 				r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number)
 		}
-		skip := ends.first(reads) // the BEGIN rides with the locks
-		br := tx.SendBatch(ctx, reads)
-		for range skip {
-			if _, err := br.Exec(); err != nil {
-				br.Close()
-				return err
-			}
+		br, err := sendSkipping(ctx, tx, ends, reads, 0) // the BEGIN rides with the locks
+		if err != nil {
+			br.Close()
+			return err
 		}
-		err := br.QueryRow().Scan(&limits, &st, &deps)
+		err = br.QueryRow().Scan(&limits, &st, &deps)
 		if err == nil || errors.Is(err, pgx.ErrNoRows) {
 			if serr := br.QueryRow().Scan(&openDeps); serr != nil {
 				br.Close()
@@ -326,13 +323,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		if next != nil {
 			queueClaimReads(b, worker)
 		}
-		skip := ends.first(b)
-		br := tx.SendBatch(ctx, b)
-		for range skip {
-			if _, err = br.Exec(); err != nil {
-				break
-			}
-		}
+		br, err := sendSkipping(ctx, tx, ends, b, 0)
 		var open int
 		var page []queue.Work
 		wake := stepWake{run: ref.Run}

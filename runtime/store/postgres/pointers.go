@@ -62,14 +62,7 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 JOIN attempts a ON a.run = v.run AND a.task = v.task AND a.number = v.attempt
 JOIN attempts g ON g.resource = a.resource AND g.task = a.task
 WHERE v.id = $1`, sw.Version)
-		skip := ends.first(reads) + 1 // and the lock
-		br := tx.SendBatch(ctx, reads)
-		var err error
-		for range skip {
-			if _, err = br.Exec(); err != nil {
-				break
-			}
-		}
+		br, err := sendSkipping(ctx, tx, ends, reads, 1) // and the lock
 		var v store.Version
 		var cur store.Pointer
 		var granted int64

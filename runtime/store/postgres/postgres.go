@@ -375,6 +375,22 @@ func (e *txEnds) first(b *pgx.Batch) int {
 	return len(head)
 }
 
+// sendSkipping sends b as tx's next batch, with the transaction's opening
+// statements at its head when it is the first (txEnds.first), and reads
+// the results of those and of b's more first statements (a lock taken,
+// say, whose rows nobody reads): what is left to read is the rest of b's.
+// The caller closes br, whatever err says.
+func sendSkipping(ctx context.Context, tx pgx.Tx, ends *txEnds, b *pgx.Batch, more int) (pgx.BatchResults, error) {
+	skip := ends.first(b) + more
+	br := tx.SendBatch(ctx, b)
+	for range skip {
+		if _, err := br.Exec(); err != nil {
+			return br, err
+		}
+	}
+	return br, nil
+}
+
 // last puts the COMMIT at the tail of b, fn's last batch: a statement of b
 // that fails aborts the transaction before it, and fn reads its result
 // (committed) after b's own.

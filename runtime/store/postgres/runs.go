@@ -59,13 +59,10 @@ ON CONFLICT (pipeline, interval_key) DO UPDATE SET last = run_seqs.last + 1 RETU
 FROM run_leases l JOIN runs r ON r.id = l.run
 WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipeline, nr.Interval)
 	reads.Queue(runningRunsSQL, nr.Pipeline)
-	skip := ends.first(reads) + b2i(nr.MaxActive > 0)
-	br := tx.SendBatch(ctx, reads)
-	for range skip {
-		if _, err = br.Exec(); err != nil {
-			br.Close()
-			return r, 0, err
-		}
+	br, err := sendSkipping(ctx, tx, ends, reads, b2i(nr.MaxActive > 0))
+	if err != nil {
+		br.Close()
+		return r, 0, err
 	}
 	var seq int
 	var holder, host string

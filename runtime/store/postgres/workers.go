@@ -61,14 +61,11 @@ WHERE name = $1 AND state <> 'stopped'`, name, micros(lease))
 		b.Queue(`UPDATE work SET claim_expiry = pipec_now() + $2::bigint * interval '1 microsecond'
 WHERE worker = $1 AND state = 'claimed' AND claim_expiry > pipec_now()
 	AND EXISTS (SELECT 1 FROM workers WHERE name = $1 AND state <> 'stopped') RETURNING run, task`, name, micros(lease))
-		skip := ends.first(b)
 		ends.last(b)
-		br := tx.SendBatch(ctx, b)
+		br, err := sendSkipping(ctx, tx, ends, b, 0)
 		defer br.Close()
-		for range skip {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 		tag, err := br.Exec()
 		if err != nil {
@@ -107,14 +104,11 @@ func (s *Store) peek(ctx context.Context, query string, args ...any) (bool, erro
 	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
 		b := &pgx.Batch{}
 		b.Queue(`SELECT EXISTS (`+query+`)`, args...)
-		skip := ends.first(b)
 		ends.last(b)
-		br := tx.SendBatch(ctx, b)
+		br, err := sendSkipping(ctx, tx, ends, b, 0)
 		defer br.Close()
-		for range skip {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if err != nil {
+			return err
 		}
 		if err := br.QueryRow().Scan(&found); err != nil {
 			return err
