@@ -33,11 +33,11 @@ func dag1k(b *testing.B) []byte {
 //	go test -run '^$' -bench Workers1kSQLite -benchtime 2x ./runtime/worker/
 func BenchmarkWorkers1kSQLite(b *testing.B) {
 	spec := dag1k(b)
-	var local, wall time.Duration
+	var pairs walls
 	cpu := benchCPU{job: oneRun()}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		local += cpu.localRun(b, spec)
+		local := cpu.localRun(b, spec)
 		e := newEnvOn(b, onSQLite, string(spec), nil)
 		var ws []*proc
 		for _, name := range []string{"w1", "w2", "w3"} {
@@ -51,7 +51,7 @@ func BenchmarkWorkers1kSQLite(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		code, out := cpu.follow(b, e, ws, 0)
-		wall += time.Since(start)
+		pairs.add(local, time.Since(start))
 		b.StopTimer()
 		if code != 0 {
 			b.Fatalf("submit --wait: exit %d\n%s", code, out)
@@ -60,5 +60,5 @@ func BenchmarkWorkers1kSQLite(b *testing.B) {
 			w.signal(b, syscall.SIGTERM)
 		}
 	}
-	reportBeside(b, dag1kTasks, local, wall, &cpu)
+	reportBeside(b, dag1kTasks, pairs, &cpu)
 }

@@ -102,11 +102,11 @@ func workersBesideLocal(b *testing.B, spec []byte, tasks int, job benchJob) {
 			b.Fatalf("PIPEC_BENCH_RTT=%s: not a duration", v)
 		}
 	}
-	var local, workers time.Duration
+	var pairs walls
 	cpu := benchCPU{job: job}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		local += cpu.localRun(b, spec)
+		local := cpu.localRun(b, spec)
 
 		// The same work through 3 workers on PostgreSQL.
 		e := newEnv(b, string(spec), nil)
@@ -129,7 +129,7 @@ func workersBesideLocal(b *testing.B, spec []byte, tasks int, job benchJob) {
 			cpu.profile = filepath.Join(profDir, fmt.Sprintf("submit-%d.pprof", i))
 		}
 		code, out := cpu.follow(b, e, ws, proctree.Child(os.Getpid(), "postgres"))
-		workers += time.Since(start)
+		pairs.add(local, time.Since(start))
 		b.StopTimer()
 		after, _ := pg.Server(b).Psql(b.Context(), "", "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'")
 		b.Logf("commits: %s -> %s", strings.TrimSpace(before), strings.TrimSpace(after))
@@ -157,7 +157,7 @@ FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40
 			w.signal(b, syscall.SIGTERM)
 		}
 	}
-	reportBeside(b, tasks, local, workers, &cpu)
+	reportBeside(b, tasks, pairs, &cpu)
 }
 
 // localRun runs the benchmark's job locally on SQLite (pipec run
@@ -181,13 +181,41 @@ func (c *benchCPU) localRun(b *testing.B, spec []byte) time.Duration {
 	return wall
 }
 
+// walls are a benchmark's wall times, iteration by iteration: the local
+// run's and the workers' beside it.
+type walls struct{ local, workers []time.Duration }
+
+func (w *walls) add(local, workers time.Duration) {
+	w.local, w.workers = append(w.local, local), append(w.workers, workers)
+}
+
 // reportBeside reports the workers' wall beside the local run's, their
-// ratio (the goal is at most 2×), attempts per second on each, and the CPU.
-func reportBeside(b *testing.B, tasks int, local, workers time.Duration, cpu *benchCPU) {
+// ratio (the goal is at most 2×) over all iterations and, as
+// bench/run1k.sh prints its pairs', the median and range of each
+// iteration's (one reading moves with the machine's load: the median
+// keeps an iteration disturbed from weighing on the figure), attempts per
+// second on each, and the CPU.
+func reportBeside(b *testing.B, tasks int, w walls, cpu *benchCPU) {
 	n := float64(b.N)
+	var local, workers time.Duration
+	ratios := make([]float64, len(w.local))
+	for i := range w.local {
+		local, workers = local+w.local[i], workers+w.workers[i]
+		ratios[i] = w.workers[i].Seconds() / w.local[i].Seconds()
+	}
+	slices.Sort(ratios)
 	b.ReportMetric(local.Seconds()/n, "local-s/op")
 	b.ReportMetric(workers.Seconds()/n, "workers-s/op")
 	b.ReportMetric(workers.Seconds()/local.Seconds(), "ratio")
+	if len(ratios) > 0 {
+		median := ratios[len(ratios)/2]
+		if len(ratios)%2 == 0 {
+			median = (ratios[len(ratios)/2-1] + median) / 2
+		}
+		b.ReportMetric(median, "ratio-median")
+		b.ReportMetric(ratios[0], "ratio-min")
+		b.ReportMetric(ratios[len(ratios)-1], "ratio-max")
+	}
 	b.ReportMetric(float64(tasks)*n/local.Seconds(), "local-attempts/s")
 	b.ReportMetric(float64(tasks)*n/workers.Seconds(), "workers-attempts/s")
 	b.ReportMetric(cpu.local.Seconds()/n, "local-cpu-s/op")
