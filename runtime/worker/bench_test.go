@@ -189,12 +189,11 @@ func (w *walls) add(local, workers time.Duration) {
 	w.local, w.workers = append(w.local, local), append(w.workers, workers)
 }
 
-// reportBeside reports the workers' wall beside the local run's, their
-// ratio (the goal is at most 2×) over all iterations and, as
-// bench/run1k.sh prints its pairs', the median and range of each
-// iteration's (one reading moves with the machine's load: the median
-// keeps an iteration disturbed from weighing on the figure), attempts per
-// second on each, and the CPU.
+// reportBeside reports the workers' wall beside the local run's and their
+// ratio (the goal is at most 2×): over all iterations, and the median and
+// range of each iteration's, as bench/run1k.sh reports its pairs (one
+// reading moves with the machine's load, and one disturbed iteration does
+// not move a median); attempts per second on each, and the CPU.
 func reportBeside(b *testing.B, tasks int, w walls, cpu *benchCPU) {
 	n := float64(b.N)
 	var local, workers time.Duration
