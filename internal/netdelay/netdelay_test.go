@@ -10,7 +10,7 @@ import (
 )
 
 // echo serves an echo server on a unix socket and returns its dialer.
-func echo(t *testing.T) func() (net.Conn, error) {
+func echo(t testing.TB) func() (net.Conn, error) {
 	t.Helper()
 	path := t.TempDir() + "/echo.sock"
 	ln, err := net.Listen("unix", path)
@@ -32,7 +32,7 @@ func echo(t *testing.T) func() (net.Conn, error) {
 
 // dialThrough starts a proxy to dial with delay and connects to it; both
 // close with the test.
-func dialThrough(t *testing.T, dial func() (net.Conn, error), delay time.Duration) (*Proxy, net.Conn) {
+func dialThrough(t testing.TB, dial func() (net.Conn, error), delay time.Duration) (*Proxy, net.Conn) {
 	t.Helper()
 	p, err := Start(dial, delay)
 	if err != nil {
@@ -89,6 +89,30 @@ func TestARoundTripTakesTwoDelays(t *testing.T) {
 		if took := time.Since(start); took < 2*delay {
 			t.Fatalf("a round trip took %v, under twice the delay of %v", took, delay)
 		}
+	}
+}
+
+// BenchmarkRoundTrip measures a small message's round trip through the
+// proxy (rtt-us) beside the round trip it was asked for (asked-us): what
+// the proxy adds is its own two hops each way and how late its sleeps
+// wake.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, delay := range []time.Duration{0, 50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond} {
+		b.Run(delay.String(), func(b *testing.B) {
+			_, c := dialThrough(b, echo(b), delay)
+			msg := make([]byte, 16)
+			for b.Loop() {
+				if _, err := c.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "rtt-us")
+			b.ReportMetric(float64(2*delay.Microseconds()), "asked-us")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
 }
 

@@ -94,7 +94,9 @@ func workersBesideLocal(b *testing.B, spec []byte, tasks int, job benchJob) {
 	// PIPEC_BENCH_RTT=1ms has the workers and the submit talk to the server
 	// through a loopback proxy that delays each direction by half of it
 	// (pgtest.Server.Delayed), as clients on other machines would; the
-	// server's own answers over its socket take microseconds.
+	// server's own answers over its socket take microseconds. The proxy
+	// adds some 0.15 ms of its own (go test -bench RoundTrip
+	// ./internal/netdelay/).
 	var rtt time.Duration
 	if v := os.Getenv("PIPEC_BENCH_RTT"); v != "" {
 		var err error
