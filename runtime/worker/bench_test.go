@@ -95,7 +95,7 @@ func workersBesideLocal(b *testing.B, spec []byte, tasks int, job benchJob) {
 	// through a loopback proxy that delays each direction by half of it
 	// (pgtest.Server.Delayed), as clients on other machines would; the
 	// server's own answers over its socket take microseconds. The proxy
-	// adds some 0.15 ms of its own (go test -bench RoundTrip
+	// adds some 0.1 ms of its own (go test -bench RoundTrip
 	// ./internal/netdelay/).
 	var rtt time.Duration
 	if v := os.Getenv("PIPEC_BENCH_RTT"); v != "" {
