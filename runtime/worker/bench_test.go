@@ -231,6 +231,9 @@ type benchCPU struct {
 	// workersOwn is the part of workers that is the worker processes' own,
 	// not their tasks'.
 	workersOwn time.Duration
+	// harness is the benchmark's own process meanwhile: with
+	// PIPEC_BENCH_RTT the proxy, which shares the cores with the rest.
+	harness time.Duration
 	// profile, when set, is where follow's submit (a test build of pipec)
 	// writes its CPU profile.
 	profile string
@@ -257,6 +260,7 @@ func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, st
 		return w, own, s
 	}
 	w0, own0, s0 := cpu()
+	h0 := proctree.Own(os.Getpid())
 	bin, env := pipecBin, append(os.Environ(), "PIPEC_STATE=")
 	if c.profile != "" {
 		bin, env = hookPipec(b), append(env, "PIPEC_TEST_CPUPROFILE="+c.profile)
@@ -266,6 +270,7 @@ func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, st
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	w1, own1, s1 := cpu()
+	c.harness += proctree.Own(os.Getpid()) - h0
 	c.workers += w1 - w0
 	c.workersOwn += own1 - own0
 	c.server += s1 - s0
@@ -290,4 +295,5 @@ func (c *benchCPU) report(b *testing.B) {
 	}
 	b.ReportMetric(c.submit.Seconds()/n, "submit-cpu-s/op")
 	b.ReportMetric((c.workers+c.server+c.submit).Seconds()/n, "all-cpu-s/op")
+	b.ReportMetric(c.harness.Seconds()/n, "harness-cpu-s/op")
 }
