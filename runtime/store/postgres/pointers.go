@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pipec/pipec/runtime/fence"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -89,52 +88,13 @@ WHERE v.id = $1`, sw.Version)
 		if err != nil {
 			return err
 		}
-		switch {
-		case v.Pipeline != sw.Pipeline || v.Artifact != sw.Artifact || v.Interval != sw.Interval:
-			return fmt.Errorf("version %s of pipeline %s is not of %s@%s in pipeline %s: %w", v.Label(), v.Pipeline,
-				sw.Artifact, sw.Interval, sw.Pipeline, store.ErrConflict)
-		case v.State != store.VersionAccepted:
-			return fmt.Errorf("version %s is %s, only an accepted version is published: %w", v.Label(), v.State, store.ErrConflict)
-		case v.Token != sw.Token:
-			return fmt.Errorf("version %s was produced with token %d, not %d: %w", v.Label(), v.Token, sw.Token, store.ErrConflict)
+		d, err := store.DecideSwap(sw, v, cur, exists, func() (int64, error) { return granted, nil })
+		if err != nil {
+			return err
 		}
-		res.Previous = cur
-		payload := map[string]any{
-			"sink": sw.Sink, "artifact": sw.Artifact, "interval": sw.Interval,
-			"version": sw.Version, "label": v.Label(), "token": sw.Token,
-		}
-		if sw.Unfenced {
-			payload["unfenced"] = true
-		}
-		if exists {
-			payload["current_version"] = cur.Version
-			payload["current_token"] = cur.Token
-		}
-		ev := store.Event{Run: v.Run, Task: v.Task, Attempt: v.Attempt}
-		decision := fence.Decide(held(cur), sw.Token, fmt.Sprint(sw.Version), !sw.Unfenced)
-		if decision == fence.Accept && !sw.Unfenced && fence.FencedAtGrant(sw.Token, granted) {
-			// Fence at grant: the producing task's newest attempt in the
-			// version's fenced resource holds the artifact, published or not.
-			decision = fence.Fenced
-			res.GrantedToken = granted
-			payload["granted_token"] = granted
-			payload["fenced_by"] = "grant"
-		}
+		res = d.Result
 		writes := &pgx.Batch{}
-		switch {
-		case decision == fence.Idempotent:
-			res.Outcome, res.Pointer = store.Idempotent, cur
-			ev.Kind = store.EventPublishIdempotent
-		case decision == fence.Fenced:
-			res.Outcome, res.Pointer = store.Fenced, cur
-			ev.Kind = store.EventPublishFenced
-		case sw.Expect != nil && *sw.Expect != cur.Token:
-			res.Outcome, res.Pointer = store.Conflict, cur
-			payload["expected_token"] = *sw.Expect
-			ev.Kind = store.EventPublishConflict
-		default:
-			res.Outcome = store.Won
-			ev.Kind = store.EventPublishWon
+		if res.Outcome == store.Won {
 			writes.Queue(`INSERT INTO pointers (pipeline, sink, artifact, interval_key, version, token, unfenced, updated)
 VALUES ($1, $2, $3, $4, $5, $6, $7, pipec_now())
 ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = excluded.version, token = excluded.token,
@@ -142,11 +102,11 @@ ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = exc
 RETURNING `+pointerColumns, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval, sw.Version, sw.Token, sw.Unfenced)
 			writes.Queue(bumpGenerationSQL, sw.Pipeline, sw.Sink)
 		}
-		text, err := store.PayloadText(payload)
+		text, err := store.PayloadText(d.Payload)
 		if err != nil {
 			return err
 		}
-		writes.Queue(insertEventSQL, ev.Run, ev.Kind, ev.Task, ev.Attempt, text)
+		writes.Queue(insertEventSQL, d.Event.Run, d.Event.Kind, d.Event.Task, d.Event.Attempt, text)
 		if res.Outcome != store.Won {
 			return sendLast(ctx, tx, ends, writes)
 		}
@@ -183,12 +143,6 @@ func (s *Store) PointersGeneration(ctx context.Context, pipeline, sink string) (
 // Pointer implements store.Store.
 func (s *Store) Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (store.Pointer, error) {
 	return getPointer(ctx, s.pool, pipeline, sink, artifact, interval)
-}
-
-// held is a pointer as the fencing rule sees it (a version is named by its
-// id in the store).
-func held(p store.Pointer) fence.Held {
-	return fence.Held{Exists: p.Version != 0, Token: p.Token, Version: fmt.Sprint(p.Version)}
 }
 
 // PointedVersions implements store.Store.

@@ -68,8 +68,7 @@ func (s *Store) predictNoSwap(ctx context.Context, sw store.Swap) bool {
 	if err != nil {
 		return false
 	}
-	return fence.Decide(held(cur), sw.Token, fmt.Sprint(sw.Version), !sw.Unfenced) != fence.Accept ||
-		(sw.Expect != nil && *sw.Expect != cur.Token)
+	return sw.Against(cur) != fence.Accept || (sw.Expect != nil && *sw.Expect != cur.Token)
 }
 
 // errSwapNeedsFull stops a compare-and-swap run at NORMAL that would swap.
@@ -85,67 +84,24 @@ func (s *Store) cas(ctx context.Context, mode commitMode, sw store.Swap) (store.
 		if err != nil {
 			return err
 		}
-		switch {
-		case v.Pipeline != sw.Pipeline || v.Artifact != sw.Artifact || v.Interval != sw.Interval:
-			return fmt.Errorf("version %s of pipeline %s is not of %s@%s in pipeline %s: %w", v.Label(), v.Pipeline,
-				sw.Artifact, sw.Interval, sw.Pipeline, store.ErrConflict)
-		case v.State != store.VersionAccepted:
-			return fmt.Errorf("version %s is %s, only an accepted version is published: %w", v.Label(), v.State, store.ErrConflict)
-		case v.Token != sw.Token:
-			return fmt.Errorf("version %s was produced with token %d, not %d: %w", v.Label(), v.Token, sw.Token, store.ErrConflict)
-		}
 		now := s.now()
 		cur, err := getPointer(ctx, tx, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
 		exists := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		res.Previous = cur
-		next := store.Pointer{Pipeline: sw.Pipeline, Sink: sw.Sink, Artifact: sw.Artifact, Interval: sw.Interval, Version: sw.Version,
-			Token: sw.Token, Unfenced: sw.Unfenced, Updated: timeOf(now)}
-		payload := map[string]any{
-			"sink": sw.Sink, "artifact": sw.Artifact, "interval": sw.Interval,
-			"version": sw.Version, "label": v.Label(), "token": sw.Token,
-		}
-		if sw.Unfenced {
-			payload["unfenced"] = true
-		}
-		if exists {
-			payload["current_version"] = cur.Version
-			payload["current_token"] = cur.Token
-		}
-		ev := store.Event{Run: v.Run, Task: v.Task, Attempt: v.Attempt}
-		decision := fence.Decide(held(cur), sw.Token, fmt.Sprint(sw.Version), !sw.Unfenced)
-		if decision == fence.Accept && !sw.Unfenced {
-			// Fence at grant: the producing task's newest attempt in the
-			// version's fenced resource holds the artifact, published or not.
-			var granted int64
-			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(g.token), 0) FROM attempts a
+		d, err := store.DecideSwap(sw, v, cur, exists, func() (granted int64, err error) {
+			err = tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(g.token), 0) FROM attempts a
 JOIN attempts g ON g.resource = a.resource AND g.task = a.task
-WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&granted); err != nil {
-				return err
-			}
-			if fence.FencedAtGrant(sw.Token, granted) {
-				decision = fence.Fenced
-				res.GrantedToken = granted
-				payload["granted_token"] = granted
-				payload["fenced_by"] = "grant"
-			}
+WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&granted)
+			return granted, err
+		})
+		if err != nil {
+			return err
 		}
-		switch {
-		case decision == fence.Idempotent:
-			res.Outcome, res.Pointer = store.Idempotent, cur
-			ev.Kind = store.EventPublishIdempotent
-			return appendEvent(ctx, tx, now, ev, payload)
-		case decision == fence.Fenced:
-			res.Outcome, res.Pointer = store.Fenced, cur
-			ev.Kind = store.EventPublishFenced
-			return appendEvent(ctx, tx, now, ev, payload)
-		case sw.Expect != nil && *sw.Expect != cur.Token:
-			res.Outcome, res.Pointer = store.Conflict, cur
-			payload["expected_token"] = *sw.Expect
-			ev.Kind = store.EventPublishConflict
-			return appendEvent(ctx, tx, now, ev, payload)
+		res = d.Result
+		if res.Outcome != store.Won {
+			return appendEvent(ctx, tx, now, d.Event, d.Payload)
 		}
 		if mode != durable {
 			return errSwapNeedsFull
@@ -160,9 +116,9 @@ ON CONFLICT (pipeline, sink, artifact, interval_key) DO UPDATE SET version = exc
 		if err := tx.QueryRowContext(ctx, bumpGenerationSQL, sw.Pipeline, sw.Sink).Scan(&res.Generation); err != nil {
 			return err
 		}
-		res.Outcome, res.Pointer = store.Won, next
-		ev.Kind = store.EventPublishWon
-		return appendEvent(ctx, tx, now, ev, payload)
+		res.Pointer = store.Pointer{Pipeline: sw.Pipeline, Sink: sw.Sink, Artifact: sw.Artifact, Interval: sw.Interval, Version: sw.Version,
+			Token: sw.Token, Unfenced: sw.Unfenced, Updated: timeOf(now)}
+		return appendEvent(ctx, tx, now, d.Event, d.Payload)
 	})
 	return res, err
 }
@@ -186,12 +142,6 @@ func (s *Store) PointersGeneration(ctx context.Context, pipeline, sink string) (
 // Pointer implements Store.
 func (s *Store) Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (store.Pointer, error) {
 	return getPointer(ctx, prepared{s}, pipeline, sink, artifact, interval)
-}
-
-// held is a pointer as the fencing rule sees it (a version is named by its
-// id in the store).
-func held(p store.Pointer) fence.Held {
-	return fence.Held{Exists: p.Version != 0, Token: p.Token, Version: fmt.Sprint(p.Version)}
 }
 
 // PointedVersions implements Store.
