@@ -198,8 +198,8 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // finish meanwhile), the task's next number is taken under an advisory lock
 // on (run, task), and the token is granted in the same transaction.
 func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
-	if spec.Run == "" || spec.Task == "" {
-		return store.Attempt{}, fmt.Errorf("start attempt: run and task are required")
+	if err := spec.Check(); err != nil {
+		return store.Attempt{}, err
 	}
 	var a store.Attempt
 	err := s.granting(ctx, func(epoch int64) error {

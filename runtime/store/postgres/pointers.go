@@ -42,8 +42,8 @@ WHERE pipeline = $1 AND sink = $2 AND artifact = $3 AND interval_key = $4`
 // most one wins against a given pointer value and the pointer's token only
 // grows. The commit is durable (synchronous_commit = on) before it returns.
 func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store.CASResult, error) {
-	if sw.Pipeline == "" || sw.Sink == "" || sw.Artifact == "" || sw.Interval == "" {
-		return store.CASResult{}, fmt.Errorf("compare-and-swap: pipeline, sink, artifact and interval are required")
+	if err := sw.Check(); err != nil {
+		return store.CASResult{}, err
 	}
 	var res store.CASResult
 	// Two round trips: what the decision reads (the version, the pointer,

@@ -19,8 +19,8 @@ import (
 // and taken by one creator at a time, and of two runs starting at once
 // exactly one gets it.
 func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, error) {
-	if nr.Pipeline == "" || nr.Interval == "" {
-		return store.Run{}, fmt.Errorf("create run: pipeline and interval are required")
+	if err := nr.Check(); err != nil {
+		return store.Run{}, err
 	}
 	var r store.Run
 	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {

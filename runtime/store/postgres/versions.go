@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,11 +44,8 @@ func getVersion(ctx context.Context, q queryer, id int64, lock bool) (store.Vers
 // carries the token of the attempt that produced it; a repeated record (the
 // unique key) returns the existing row.
 func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Version, error) {
-	if v.Artifact == "" || v.Interval == "" || v.Run == "" || v.Task == "" || v.Attempt <= 0 {
-		return store.Version{}, fmt.Errorf("record version: artifact, interval, run, task and attempt are required")
-	}
-	if !strings.HasPrefix(v.Digest, "sha256:") {
-		return store.Version{}, fmt.Errorf("record version: digest %q is not sha256:<hex>", v.Digest)
+	if err := v.CheckRecord(); err != nil {
+		return store.Version{}, err
 	}
 	var out store.Version
 	inserted := false

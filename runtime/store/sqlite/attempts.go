@@ -114,8 +114,8 @@ func expiry(now int64, lease time.Duration) int64 {
 
 // StartAttempt implements Store. It grants a token (see NextToken).
 func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
-	if spec.Run == "" || spec.Task == "" {
-		return store.Attempt{}, fmt.Errorf("start attempt: run and task are required")
+	if err := spec.Check(); err != nil {
+		return store.Attempt{}, err
 	}
 	var a store.Attempt
 	err := s.write(ctx, grants, func(ctx context.Context, tx *wtx) error {

@@ -33,8 +33,7 @@ func (s *Store) FinishAndStart(ctx context.Context, ref store.AttemptRef, o stor
 		}
 		for i, spec := range next {
 			out[i] = store.Started{}
-			if spec.Run == "" || spec.Task == "" {
-				out[i].Err = fmt.Errorf("start attempt: run and task are required")
+			if out[i].Err = spec.Check(); out[i].Err != nil {
 				continue
 			}
 			err := s.startAttempt(ctx, tx, spec, &out[i].Attempt)

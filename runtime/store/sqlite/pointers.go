@@ -40,8 +40,8 @@ WHERE pipeline = ? AND sink = ? AND artifact = ? AND interval_key = ?`, pipeline
 // several publishers racing with distinct tokens at most one wins against any
 // given pointer value, and the pointer's token only grows.
 func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store.CASResult, error) {
-	if sw.Pipeline == "" || sw.Sink == "" || sw.Artifact == "" || sw.Interval == "" {
-		return store.CASResult{}, fmt.Errorf("compare-and-swap: pipeline, sink, artifact and interval are required")
+	if err := sw.Check(); err != nil {
+		return store.CASResult{}, err
 	}
 	// A fenced, conflicting or idempotent publish changes no pointer, only the
 	// event log, and needs no fsync. When a (lock-free, maybe stale) read of

@@ -15,8 +15,8 @@ import (
 
 // CreateRun implements Store.
 func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, error) {
-	if nr.Pipeline == "" || nr.Interval == "" {
-		return store.Run{}, fmt.Errorf("create run: pipeline and interval are required")
+	if err := nr.Check(); err != nil {
+		return store.Run{}, err
 	}
 	var r store.Run
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -41,11 +40,8 @@ func getVersion(ctx context.Context, q rowQuerier, id int64) (store.Version, err
 // the store (the attempt and its run), not from v, so a version always carries
 // the token of the attempt that produced it.
 func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Version, error) {
-	if v.Artifact == "" || v.Interval == "" || v.Run == "" || v.Task == "" || v.Attempt <= 0 {
-		return store.Version{}, fmt.Errorf("record version: artifact, interval, run, task and attempt are required")
-	}
-	if !strings.HasPrefix(v.Digest, "sha256:") {
-		return store.Version{}, fmt.Errorf("record version: digest %q is not sha256:<hex>", v.Digest)
+	if err := v.CheckRecord(); err != nil {
+		return store.Version{}, err
 	}
 	var out store.Version
 	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
