@@ -60,6 +60,12 @@ func FinishedPayload(o Outcome, token int64, was AttemptState) AttemptFinishedPa
 		Token: token, Was: string(was)}
 }
 
+// UnknownPayload is attempt.unknown's when a's lease expired: the token
+// it held and when its lease ran out.
+func UnknownPayload(a Attempt) map[string]any {
+	return map[string]any{"token": a.Token, "lease_expiry": a.LeaseExpiry.Format(time.RFC3339Nano)}
+}
+
 // PayloadText is payload as the event log stores it: its JSON (a map's
 // keys sorted, so the text is deterministic), or "" for none (nil, or a
 // nil map).

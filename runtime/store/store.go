@@ -117,14 +117,23 @@ func (s AttemptState) Finished() bool { return fence.State(s).Finished() }
 // non-idempotent attempt interrupted by pipec or killed by someone else).
 func (s AttemptState) Recordable() bool { return s.Finished() || s == AttemptUnknown }
 
+// CheckEnd refuses to record o as the end of attempt ref when its state
+// is not one (Recordable), before a store touches its tables.
+func (o Outcome) CheckEnd(ref AttemptRef) error {
+	if !o.State.Recordable() {
+		return fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
+	}
+	return nil
+}
+
 // CheckFinish is FinishAttempt's judgement of recording o on cur, written
 // once for every store: noop when cur already holds exactly that end (a
 // retried write), ErrConflict when the state machine forbids it. wasRunning
 // says Outcome.Ran moves cur to running first.
 func CheckFinish(cur Attempt, o Outcome, wasRunning bool) (noop bool, err error) {
 	ref := cur.AttemptRef
-	if !o.State.Recordable() {
-		return false, fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
+	if err := o.CheckEnd(ref); err != nil {
+		return false, err
 	}
 	if cur.State == o.State && cur.Class == o.Class && cur.ExitCode == o.ExitCode && cur.ErrorTail == o.ErrorTail {
 		return true, nil

@@ -410,7 +410,7 @@ WHERE state = 'running' AND lease_expiry <= pipec_now() RETURNING `+attemptColum
 		sortAttempts(expired)
 		for _, a := range expired {
 			if err := appendEvent(ctx, tx, store.Event{Run: a.Run, Kind: store.EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
-				map[string]any{"token": a.Token, "lease_expiry": a.LeaseExpiry.Format(time.RFC3339Nano)}); err != nil {
+				store.UnknownPayload(a)); err != nil {
 				return err
 			}
 		}
@@ -425,8 +425,8 @@ WHERE state = 'running' AND lease_expiry <= pipec_now() RETURNING `+attemptColum
 
 // FinishAttempt implements store.Store.
 func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
-	if !o.State.Recordable() {
-		return fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
+	if err := o.CheckEnd(ref); err != nil {
+		return err
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
 }

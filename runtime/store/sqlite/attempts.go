@@ -296,7 +296,7 @@ WHERE run = ? AND task = ? AND number = ? AND state = 'running' AND token = ?`, 
 				return err
 			}
 			if err := appendEvent(ctx, tx, now, store.Event{Run: a.Run, Kind: store.EventAttemptUnknown, Task: a.Task, Attempt: a.Number},
-				map[string]any{"token": a.Token, "lease_expiry": a.LeaseExpiry.Format(time.RFC3339Nano)}); err != nil {
+				store.UnknownPayload(a)); err != nil {
 				return err
 			}
 			a.State = store.AttemptUnknown
@@ -312,8 +312,8 @@ WHERE run = ? AND task = ? AND number = ? AND state = 'running' AND token = ?`, 
 
 // FinishAttempt implements Store.
 func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
-	if !o.State.Recordable() {
-		return fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
+	if err := o.CheckEnd(ref); err != nil {
+		return err
 	}
 	mode := normal
 	if o.Ran != nil && o.Ran.Durable {

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -20,8 +19,8 @@ var _ store.Handoff = (*Store)(nil)
 // must be on stable storage before it returns (Outcome.Ran.Durable) is
 // written alone, as FinishAttempt would, and the starts after it.
 func (s *Store) FinishAndStart(ctx context.Context, ref store.AttemptRef, o store.Outcome, next []store.AttemptSpec) ([]store.Started, error) {
-	if !o.State.Recordable() {
-		return nil, fmt.Errorf("finish attempt %s: state %q is not an end", ref, o.State)
+	if err := o.CheckEnd(ref); err != nil {
+		return nil, err
 	}
 	if o.Ran != nil && o.Ran.Durable {
 		return store.FinishThenStart(ctx, s, ref, o, next)
