@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -221,15 +220,7 @@ func (d *Directory) publish(ctx context.Context, v store.Version, expect *int64)
 		decision = fence.Decide(rec.held(), v.Token, VersionName(v), fenced)
 	}
 	if decision == fence.Fenced {
-		res.Outcome, res.FencedBy, res.HeldToken = store.Fenced, "sink", rec.Token
-		res.Pointer, _ = d.Store.Pointer(ctx, v.Pipeline, d.Name, v.Artifact, v.Interval)
-		payload, _ := json.Marshal(map[string]any{"sink": d.Name, "artifact": v.Artifact, "interval": v.Interval,
-			"label": v.Label(), "token": v.Token, "current_token": rec.Token, "fenced_by": "sink", "sink_state": rec.State})
-		if _, err := d.Store.AppendEvent(ctx, store.Event{Run: v.Run, Kind: store.EventPublishFenced, Task: v.Task,
-			Attempt: v.Attempt, Payload: payload}); err != nil {
-			return res, err
-		}
-		return res, nil
+		return res, fencedBySink(ctx, d.Store, d.Name, v, rec, &res)
 	}
 	won, err := swapInStore(ctx, d.Store, d.Name, v, expect, &res)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pipec/pipec/runtime/store"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/pipec/pipec/internal/atomicfile"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // FenceDir is the folder under a sink's path where the sink keeps its own

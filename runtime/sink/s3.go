@@ -294,15 +294,7 @@ func (s *S3) Publish(ctx context.Context, v store.Version) (Result, error) {
 		}
 		decision := fence.Decide(rec.held(), v.Token, name, fenced)
 		if decision == fence.Fenced {
-			res.Outcome, res.FencedBy, res.HeldToken = store.Fenced, "sink", rec.Token
-			res.Pointer, _ = s.Store.Pointer(ctx, v.Pipeline, s.Name, v.Artifact, v.Interval)
-			payload, _ := json.Marshal(map[string]any{"sink": s.Name, "artifact": v.Artifact, "interval": v.Interval,
-				"label": v.Label(), "token": v.Token, "current_token": rec.Token, "fenced_by": "sink", "sink_state": rec.State})
-			if _, err := s.Store.AppendEvent(ctx, store.Event{Run: v.Run, Kind: store.EventPublishFenced, Task: v.Task,
-				Attempt: v.Attempt, Payload: payload}); err != nil {
-				return res, err
-			}
-			return res, nil
+			return res, fencedBySink(ctx, s.Store, s.Name, v, rec, &res)
 		}
 		if !storeDone {
 			won, err := swapInStore(ctx, s.Store, s.Name, v, nil, &res)

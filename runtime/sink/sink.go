@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -199,6 +200,19 @@ func swapInStore(ctx context.Context, st store.Store, sinkName string, v store.V
 		res.FencedBy, res.HeldToken = "pointer", cas.Pointer.Token
 	}
 	return cas.Outcome == store.Won || cas.Outcome == store.Idempotent, nil
+}
+
+// fencedBySink is every sink's publish of v refused by its own record
+// rec (fence.Decide said Fenced): the outcome and the store's pointer in
+// res, and publish.fenced in the store's log.
+func fencedBySink(ctx context.Context, st store.Store, sinkName string, v store.Version, rec *Record, res *Result) error {
+	res.Outcome, res.FencedBy, res.HeldToken = store.Fenced, "sink", rec.Token
+	res.Pointer, _ = st.Pointer(ctx, v.Pipeline, sinkName, v.Artifact, v.Interval)
+	payload, _ := json.Marshal(map[string]any{"sink": sinkName, "artifact": v.Artifact, "interval": v.Interval,
+		"label": v.Label(), "token": v.Token, "current_token": rec.Token, "fenced_by": "sink", "sink_state": rec.State})
+	_, err := st.AppendEvent(ctx, store.Event{Run: v.Run, Kind: store.EventPublishFenced, Task: v.Task,
+		Attempt: v.Attempt, Payload: payload})
+	return err
 }
 
 // adopt is the state's half of every sink's adoption: from the sink's
