@@ -68,7 +68,7 @@ func engineLaunch(io IO, e Engine, engine string, st store.Store, plan *compiler
 			if err != nil {
 				return "", "", err
 			}
-			evs, err := readAfter(ctx, st, run.ID, w.seq)
+			evs, err := store.EventsAfter(ctx, st, run.ID, w.seq)
 			if err != nil {
 				return "", "", err
 			}

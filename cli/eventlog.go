@@ -33,22 +33,6 @@ func toLogEvent(e store.Event) logEvent {
 	return logEvent{Seq: e.Seq, Time: e.Time.UTC(), Run: e.Run, Kind: e.Kind, Task: e.Task, Attempt: e.Attempt, Data: data}
 }
 
-// readAfter returns the run's events past seq.
-func readAfter(ctx context.Context, st store.Store, run string, seq int64) ([]store.Event, error) {
-	if ea, ok := st.(store.EventTailer); ok {
-		return ea.EventsAfter(ctx, run, seq)
-	}
-	evs, err := st.Events(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	i := 0
-	for i < len(evs) && evs[i].Seq <= seq {
-		i++
-	}
-	return evs[i:], nil
-}
-
 // logFollower is the progress of `pipec run --json`: each time the runtime
 // reports a state change, it prints the run's log entries it has not printed
 // yet, read back from the store. The stream is therefore the log itself, the
@@ -85,7 +69,7 @@ func (p *logFollower) drain() {
 	if p.run == "" || p.err != nil {
 		return
 	}
-	evs, err := readAfter(context.WithoutCancel(p.ctx), p.st, p.run, p.last)
+	evs, err := store.EventsAfter(context.WithoutCancel(p.ctx), p.st, p.run, p.last)
 	if err != nil {
 		p.err = err
 		return

@@ -207,7 +207,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	evs, err := eventsAfter(r.Context(), s.Src.Store, id, seq)
+	evs, err := store.EventsAfter(r.Context(), s.Src.Store, id, seq)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -217,23 +217,6 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"state": run.State, "seq": seq})
-}
-
-// eventsAfter follows a run's log cheaply on a store that can
-// (store.EventTailer); a store without it is read whole and filtered.
-func eventsAfter(ctx context.Context, st store.Store, run string, seq int64) ([]store.Event, error) {
-	if t, ok := st.(store.EventTailer); ok {
-		return t.EventsAfter(ctx, run, seq)
-	}
-	evs, err := st.Events(ctx, run)
-	if err != nil {
-		return nil, err
-	}
-	i := 0
-	for i < len(evs) && evs[i].Seq <= seq {
-		i++
-	}
-	return evs[i:], nil
 }
 
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {

@@ -658,6 +658,24 @@ type EventTailer interface {
 	EventsAfter(ctx context.Context, run string, seq int64) ([]Event, error)
 }
 
+// EventsAfter is run's events with a sequence number above seq, in
+// sequence order: through st's EventTailer when it has one, else its
+// whole log read and cut.
+func EventsAfter(ctx context.Context, st Store, run string, seq int64) ([]Event, error) {
+	if t, ok := st.(EventTailer); ok {
+		return t.EventsAfter(ctx, run, seq)
+	}
+	evs, err := st.Events(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(evs) && evs[i].Seq <= seq {
+		i++
+	}
+	return evs[i:], nil
+}
+
 // VersionsByID indexes vs by id.
 func VersionsByID(vs []Version) map[int64]Version {
 	m := make(map[int64]Version, len(vs))
