@@ -151,7 +151,7 @@ func testArtifactsRestartAfterKill(t *testing.T, b backend) {
 	// The orphaned task (its process group) outlives its worker; it is
 	// fenced, and stopped here so it does not outlive the test.
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
-	w1.signal(t, syscall.SIGKILL)
+	w1.Signal(t, syscall.SIGKILL)
 	if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestArtifactsHandedOverAfterProducerGone(t *testing.T) {
 	}
 	run := strings.Fields(out)[1]
 	e.readFile("stalled")
-	w1.signal(t, syscall.SIGTERM)
+	w1.Signal(t, syscall.SIGTERM)
 	if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +211,8 @@ func TestWorkerWithoutArtifactsRefuses(t *testing.T) {
 	e := newEnv(t, artSpec, artFiles)
 	e.arts = ""
 	w := e.worker("w1")
-	if !strings.Contains(w.output(), "no --artifacts") {
-		t.Errorf("the worker did not warn at start:\n%s", w.output())
+	if !strings.Contains(w.Output(), "no --artifacts") {
+		t.Errorf("the worker did not warn at start:\n%s", w.Output())
 	}
 	run := e.submit("2024-01-01")
 	rs := e.until(run, "the run's end", finished)

@@ -57,7 +57,7 @@ func BenchmarkWorkers1kSQLite(b *testing.B) {
 			b.Fatalf("submit --wait: exit %d\n%s", code, out)
 		}
 		for _, w := range ws {
-			w.signal(b, syscall.SIGTERM)
+			w.Signal(b, syscall.SIGTERM)
 		}
 	}
 	reportBeside(b, dag1kTasks, pairs, &cpu)

@@ -156,7 +156,7 @@ FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40
 		// Stopped, so the next iteration's workers have the machine (and
 		// a profile is written as its worker exits).
 		for _, w := range ws {
-			w.signal(b, syscall.SIGTERM)
+			w.Signal(b, syscall.SIGTERM)
 		}
 	}
 	reportBeside(b, tasks, pairs, &cpu)
@@ -251,8 +251,8 @@ func (c *benchCPU) follow(b *testing.B, e *env, ws []*proc, server int) (int, st
 	b.Helper()
 	cpu := func() (w, own, s time.Duration) {
 		for _, p := range ws {
-			w += proctree.CPU(p.cmd.Process.Pid)
-			own += proctree.Own(p.cmd.Process.Pid)
+			w += proctree.CPU(p.Cmd.Process.Pid)
+			own += proctree.Own(p.Cmd.Process.Pid)
 		}
 		if server != 0 {
 			s = proctree.CPU(server)

@@ -60,14 +60,14 @@ func testChaos(t *testing.T, b backend) {
 	}
 	e.until(runs[0], "some progress", progress(100))
 	if b == onPostgres {
-		w2.signal(t, syscall.SIGSTOP)
+		w2.Signal(t, syscall.SIGSTOP)
 	}
 	e.until(runs[0], "more progress", progress(250))
-	w3.signal(t, syscall.SIGKILL)
+	w3.Signal(t, syscall.SIGKILL)
 	e.worker("w4", "--slots", "2")
 	e.until(runs[0], "more progress still", progress(500))
 	if b == onPostgres {
-		w2.signal(t, syscall.SIGCONT)
+		w2.Signal(t, syscall.SIGCONT)
 	}
 
 	for _, r := range runs {

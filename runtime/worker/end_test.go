@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,20 +44,6 @@ func hookPipec(t testing.TB) string {
 func (e *env) hookedWorker(t *testing.T, name, hook string) *proc {
 	t.Helper()
 	return e.workerWith(hookPipec(t), []string{"PIPEC_TEST_HOOK=" + hook}, name)
-}
-
-// waitKilled waits for the worker to die of its test hook's SIGKILL.
-func (p *proc) waitKilled(t *testing.T) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("worker %s was not killed by its hook:\n%s", p.name, p.output())
-	}
-	ee, ok := p.err.(*exec.ExitError)
-	if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("worker %s ended with %v, not by SIGKILL:\n%s", p.name, p.err, p.output())
-	}
 }
 
 func (e *env) attempts(run, task string) []store.Attempt {
@@ -115,7 +100,7 @@ func testKilledAfterTheEndIsNotRerun(t *testing.T, b backend) {
 	e := newEnvOn(t, b, dagSpec, dagFiles)
 	w1 := e.hookedWorker(t, "w1", "after-finish:extract")
 	run := e.submit("2024-01-01")
-	w1.waitKilled(t)
+	w1.WaitKilled(t)
 	if as := e.attempts(run, "extract"); len(as) != 1 || as[0].State != store.AttemptSucceeded {
 		t.Fatalf("extract's attempts when w1 died: %+v", as)
 	}
@@ -168,7 +153,7 @@ func testKilledBeforeTheEndRunsAgain(t *testing.T, b backend) {
 	e := newEnvOn(t, b, dagSpec, dagFiles)
 	w1 := e.hookedWorker(t, "w1", "before-finish:extract")
 	run := e.submit("2024-01-01")
-	w1.waitKilled(t)
+	w1.WaitKilled(t)
 	if as := e.attempts(run, "extract"); len(as) != 1 || as[0].State.Finished() {
 		t.Fatalf("extract's attempts when w1 died before its Finish: %+v", as)
 	}
@@ -205,12 +190,12 @@ func testStoppedAfterTheEndHandsBackTheNextClaim(t *testing.T, b backend) {
 	w1 := e.hookedWorker(t, "w1", "after-finish:extract:term")
 	run := e.submit("2024-01-01")
 	select {
-	case <-w1.done:
+	case <-w1.Done:
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("worker w1 did not stop:\n%s", w1.output())
+		t.Fatalf("worker w1 did not stop:\n%s", w1.Output())
 	}
-	if ee, ok := w1.err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(w1.output(), "worker w1 stopped") {
-		t.Fatalf("w1 exited with %v after SIGTERM, want 130 after a clean stop\n%s", w1.err, w1.output())
+	if ee, ok := w1.Err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(w1.Output(), "worker w1 stopped") {
+		t.Fatalf("w1 exited with %v after SIGTERM, want 130 after a clean stop\n%s", w1.Err, w1.Output())
 	}
 	rs, err := e.st.Status(context.Background(), run)
 	if err != nil {
@@ -218,7 +203,7 @@ func testStoppedAfterTheEndHandsBackTheNextClaim(t *testing.T, b backend) {
 	}
 	for _, ts := range rs.Tasks {
 		if ts.Task == "clean" && (ts.State != queue.WorkReady || ts.Failover.Starts != 0) {
-			t.Fatalf("clean after w1 stopped: %+v\n%s", ts, w1.output())
+			t.Fatalf("clean after w1 stopped: %+v\n%s", ts, w1.Output())
 		}
 	}
 	e.worker("w2")
@@ -236,9 +221,9 @@ func testStoppedAfterTheEndHandsBackTheNextClaim(t *testing.T, b backend) {
 	}
 	// w1's Finish did claim clean, and w1 handed it back.
 	if got := e.starts(run, "clean"); strings.Join(got, " ") != "w1 w2" {
-		t.Fatalf("clean's claims: %v, want [w1 w2]\n%s", got, w1.output())
+		t.Fatalf("clean's claims: %v, want [w1 w2]\n%s", got, w1.Output())
 	}
 	if n := e.events(run, queue.EventWorkHandedBack, "clean"); n != 1 {
-		t.Fatalf("clean handed back %d times, want 1\n%s", n, w1.output())
+		t.Fatalf("clean handed back %d times, want 1\n%s", n, w1.Output())
 	}
 }

@@ -144,5 +144,5 @@ func testWorkedCaseRetriesForever(t *testing.T, b backend) {
 	if s := e.starts(run, "extract"); len(s) != 1 {
 		t.Fatalf("starts %v: want one visit, on w1, forever", s)
 	}
-	w1.signal(t, syscall.SIGTERM)
+	w1.Signal(t, syscall.SIGTERM)
 }

@@ -66,7 +66,7 @@ pipeline "follow" {
 }
 `, nap), nil)
 	w := e.worker("w1")
-	t.Cleanup(func() { w.signal(t, syscall.SIGTERM) })
+	t.Cleanup(func() { w.Signal(t, syscall.SIGTERM) })
 	return e
 }
 
@@ -98,13 +98,13 @@ pipeline "wake" {
 }
 `, nil)
 	w := e.worker("w1", "--lease", "5m")
-	defer w.signal(t, syscall.SIGTERM)
+	defer w.Signal(t, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, interval := range []string{"2024-01-01", "2024-01-02"} {
 		out, err := e.submitWait(ctx, interval, "50ms")
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("the run of %s did not end within 30s of its submit (the worker looks every minute):\n%s\nworker:\n%s", interval, out, w.output())
+			t.Fatalf("the run of %s did not end within 30s of its submit (the worker looks every minute):\n%s\nworker:\n%s", interval, out, w.Output())
 		}
 		if err != nil || !strings.Contains(string(out), "run wake/"+interval+"/r1 succeeded") {
 			t.Fatalf("submit --wait of %s: %v\n%s", interval, err, out)

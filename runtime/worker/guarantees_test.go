@@ -3,7 +3,6 @@ package worker_test
 import (
 	"fmt"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,7 +45,7 @@ func testNonIdempotentNotRunTwice(t *testing.T, b backend) {
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
 	e.worker("w2")
-	w1.signal(t, syscall.SIGTERM)
+	w1.Signal(t, syscall.SIGTERM)
 	rs := e.until(run, "the run to end", finished)
 	if rs.Run.State != store.RunFailed {
 		t.Fatalf("run %s, want failed: %+v", rs.Run.State, rs.Tasks)
@@ -143,12 +142,12 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 	w1 := e.worker("w1")
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
-	w1.signal(t, syscall.SIGSTOP)
+	w1.Signal(t, syscall.SIGSTOP)
 	time.Sleep(3 * time.Second) // three leases
-	w1.signal(t, syscall.SIGCONT)
+	w1.Signal(t, syscall.SIGCONT)
 	rs := e.until(run, "the run to end", finished)
 	if rs.Run.State != store.RunSucceeded {
-		t.Fatalf("run %s, want succeeded: %+v\n%s", rs.Run.State, rs.Tasks, w1.output())
+		t.Fatalf("run %s, want succeeded: %+v\n%s", rs.Run.State, rs.Tasks, w1.Output())
 	}
 	if got := e.published(); got != "id,worker\n1,w1\n" {
 		t.Fatalf("published %q", got)
@@ -166,14 +165,14 @@ func testRestartedUnderOwnName(t *testing.T, b backend) {
 	w1 := e.worker("w1")
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
-	w1.signal(t, syscall.SIGKILL)
+	w1.Signal(t, syscall.SIGKILL)
 	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	again := e.worker("w1")
 	rs := e.until(run, "the run to end", finished)
 	if rs.Run.State != store.RunSucceeded {
-		t.Fatalf("run %s, want succeeded: %+v\n%s", rs.Run.State, rs.Tasks, again.output())
+		t.Fatalf("run %s, want succeeded: %+v\n%s", rs.Run.State, rs.Tasks, again.Output())
 	}
 	if as := e.attempts(run, "load"); len(as) < 2 {
 		t.Fatalf("attempts %+v: want the killed one and its relaunch", as)
@@ -200,9 +199,9 @@ func testCancelSubmittedRun(t *testing.T, b backend) {
 		t.Fatalf("run %s (%q), want cancelled", rs.Run.State, rs.Run.Cancelled)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(w1.output(), "stopping it") {
+	for !strings.Contains(w1.Output(), "stopping it") {
 		if time.Now().After(deadline) {
-			t.Fatalf("w1 did not stop the task:\n%s", w1.output())
+			t.Fatalf("w1 did not stop the task:\n%s", w1.Output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -242,17 +241,10 @@ func TestStoreRestartMidRun(t *testing.T) {
 	srv := pgtest.Start(t)
 	e := newEnvAt(t, srv.NewSchema(t), chainSpec(8), nil)
 	w1, w2 := e.worker("w1"), e.worker("w2")
-	follow := &proc{name: "submit", done: make(chan struct{})}
-	follow.cmd = osexec.Command(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
-	follow.cmd.Dir, follow.cmd.Env = e.dir, append(os.Environ(), "PIPEC_STATE=")
-	follow.cmd.Stdout, follow.cmd.Stderr = follow, follow
-	if err := follow.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { follow.err = follow.cmd.Wait(); close(follow.done) }()
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(follow.output(), "t2: start"); {
+	follow := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(follow.Output(), "t2: start"); {
 		if time.Now().After(deadline) {
-			t.Fatalf("the run did not get going:\n%s", follow.output())
+			t.Fatalf("the run did not get going:\n%s", follow.Output())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -260,21 +252,21 @@ func TestStoreRestartMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-follow.done:
+	case <-follow.Done:
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("submit --wait did not end:\n%s", follow.output())
+		t.Fatalf("submit --wait did not end:\n%s", follow.Output())
 	}
-	if follow.err != nil || !strings.Contains(follow.output(), "run chain/2024-01-01/r1 succeeded") {
-		t.Fatalf("submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s", follow.err, follow.output(), w1.output(), w2.output())
+	if follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
+		t.Fatalf("submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s", follow.Err, follow.Output(), w1.Output(), w2.Output())
 	}
 	for _, w := range []*proc{w1, w2} {
 		select {
-		case <-w.done:
-			t.Fatalf("worker %s exited: %v\n%s", w.name, w.err, w.output())
+		case <-w.Done:
+			t.Fatalf("worker %s exited: %v\n%s", w.Name, w.Err, w.Output())
 		default:
 		}
-		if n := strings.Count(w.output(), "the store is unreachable"); n > 1 {
-			t.Errorf("worker %s said the store is unreachable %d times, want at most once:\n%s", w.name, n, w.output())
+		if n := strings.Count(w.Output(), "the store is unreachable"); n > 1 {
+			t.Errorf("worker %s said the store is unreachable %d times, want at most once:\n%s", w.Name, n, w.Output())
 		}
 	}
 }
@@ -292,8 +284,8 @@ func TestWorkerStartsWhileStoreDown(t *testing.T) {
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(w1.output(), "trying again"); n != 1 {
-		t.Fatalf("w1 said it waits for the state %d times, want once:\n%s", n, w1.output())
+	if n := strings.Count(w1.Output(), "trying again"); n != 1 {
+		t.Fatalf("w1 said it waits for the state %d times, want once:\n%s", n, w1.Output())
 	}
 	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
 	if code != 0 {

@@ -97,7 +97,7 @@ wait
 	w1 := e.worker("w1")
 	// The lost lease is w1's, not the task's: w1 starts the task again.
 	// Stop it (and that attempt) before the test's folder goes.
-	defer w1.signal(t, syscall.SIGTERM)
+	defer w1.Signal(t, syscall.SIGTERM)
 	run := e.submit("2024-01-01")
 	e.waitFile("lost.code") // whole once there: the script renames it into place
 	said, err := os.ReadFile(filepath.Join(e.dir, "lost.txt"))

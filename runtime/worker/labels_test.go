@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/proctest"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -79,22 +80,10 @@ func testLabelsPinTasksToWorkers(t *testing.T, b backend) {
 // background.
 func (e *env) started(args ...string) *proc {
 	e.t.Helper()
-	p := &proc{name: args[0], cmd: exec.Command(pipecBin, args...), done: make(chan struct{})}
-	p.cmd.Dir = e.dir
-	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=")
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	cmd := exec.Command(pipecBin, args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "PIPEC_STATE=")
+	p := proctest.Start(e.t, args[0], cmd, 0)
 	return p
 }
 
@@ -112,14 +101,14 @@ func testWaitingForLabels(t *testing.T, b backend) {
 	wait := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
 	run := "lab/2024-01-01/r1"
 	want := "task extract: waiting for a worker with labels spark (none is live)"
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(wait.output(), "submitted "+run); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(wait.Output(), "submitted "+run); time.Sleep(20 * time.Millisecond) {
 		select {
-		case <-wait.done:
-			t.Fatalf("submit --wait ended before submitting: %v\n%s", wait.err, wait.output())
+		case <-wait.Done:
+			t.Fatalf("submit --wait ended before submitting: %v\n%s", wait.Err, wait.Output())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("submit did not submit:\n%s", wait.output())
+			t.Fatalf("submit did not submit:\n%s", wait.Output())
 		}
 	}
 	rs := e.until(run, "waiting for a worker", func(rs queue.RunStatus) bool { return rs.Waiting != "" })
@@ -152,13 +141,13 @@ func testWaitingForLabels(t *testing.T, b backend) {
 
 	e.worker("spark", "--label", "spark", "--lease", steadyLease)
 	select {
-	case <-wait.done:
+	case <-wait.Done:
 	case <-time.After(4 * time.Minute):
-		t.Fatalf("submit --wait did not end:\n%s", wait.output())
+		t.Fatalf("submit --wait did not end:\n%s", wait.Output())
 	}
-	out := wait.output()
-	if wait.err != nil {
-		t.Fatalf("submit --wait: %v\n%s", wait.err, out)
+	out := wait.Output()
+	if wait.Err != nil {
+		t.Fatalf("submit --wait: %v\n%s", wait.Err, out)
 	}
 	note := "pipec: note: task extract requires labels spark, which no live worker offers: the run waits for a worker started with --label spark"
 	// (The claim itself may come and go between two of --wait's polls:
@@ -210,10 +199,10 @@ func testFailoverAmongLabelledWorkers(t *testing.T, b backend) {
 		}
 	}
 	for _, p := range []*proc{n1, g1, g2} {
-		p.signal(t, syscall.SIGTERM)
+		p.Signal(t, syscall.SIGTERM)
 	}
-	if strings.Contains(n1.output(), "start ") {
-		t.Errorf("n1 started something:\n%s", n1.output())
+	if strings.Contains(n1.Output(), "start ") {
+		t.Errorf("n1 started something:\n%s", n1.Output())
 	}
 }
 
@@ -239,7 +228,7 @@ func testLabelledTaskHandedBack(t *testing.T, b backend) {
 		_, err := os.Stat(filepath.Join(e.dir, "s1.started"))
 		return err == nil
 	})
-	s1.signal(t, syscall.SIGTERM)
+	s1.Signal(t, syscall.SIGTERM)
 	want := "task extract: waiting for a worker with labels spark (none is live)"
 	rs := e.until(run, "waiting for spark", func(rs queue.RunStatus) bool { return rs.Waiting == want })
 	for _, ts := range rs.Tasks {

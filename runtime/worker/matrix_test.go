@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,23 +63,7 @@ func (d dispatcher) start(e *env, interval string) *proc {
 		e.submit(interval)
 		return w
 	}
-	p := &proc{name: "run", done: make(chan struct{})}
-	p.cmd = osexec.Command(pipecBin, "run", "pipeline.hcl", "--interval", interval, "--state", e.url)
-	p.cmd.Dir, p.cmd.Env = e.dir, append(os.Environ(), "PIPEC_STATE=")
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return e.started("run", "pipeline.hcl", "--interval", interval, "--state", e.url)
 }
 
 // interrupt stops the process running the tasks the way a person or a
@@ -89,10 +72,10 @@ func (d dispatcher) start(e *env, interval string) *proc {
 func (d dispatcher) interrupt(e *env, p *proc) {
 	e.t.Helper()
 	if d.local {
-		p.signal(e.t, syscall.SIGINT)
+		p.Signal(e.t, syscall.SIGINT)
 		return
 	}
-	p.signal(e.t, syscall.SIGTERM)
+	p.Signal(e.t, syscall.SIGTERM)
 	e.worker("w2")
 }
 
@@ -122,8 +105,8 @@ func TestMatrixNonIdempotentInterrupted(t *testing.T) {
 		waitFor(e, "held")
 		d.interrupt(e, p)
 		if d.local {
-			if !strings.Contains(p.output(), "pipec resolve") {
-				t.Fatalf("the interrupted run does not name pipec resolve:\n%s", p.output())
+			if !strings.Contains(p.Output(), "pipec resolve") {
+				t.Fatalf("the interrupted run does not name pipec resolve:\n%s", p.Output())
 			}
 		} else {
 			rs := e.until(e.anyRun(), "the run", finished)
@@ -256,7 +239,7 @@ func TestMatrixOneRunPerInterval(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d.local {
-			<-p.done
+			<-p.Done
 		} else {
 			e.until(e.anyRun(), "the run", finished)
 		}
@@ -353,9 +336,9 @@ func TestMatrixTornPartition(t *testing.T) {
 		}
 		if d.local {
 			select {
-			case <-p.done:
+			case <-p.Done:
 			case <-time.After(2 * time.Minute):
-				t.Fatalf("the run did not end:\n%s", p.output())
+				t.Fatalf("the run did not end:\n%s", p.Output())
 			}
 		} else if rs := e.until(e.anyRun(), "the run", finished); rs.Run.State != store.RunSucceeded {
 			t.Fatalf("run %s, want succeeded", rs.Run.State)

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,12 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/proctest"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
@@ -139,35 +137,16 @@ func newEnvAt(t testing.TB, url string, spec string, files map[string]string) *e
 }
 
 // proc is a running pipec process.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
-	err  error
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+type proc = proctest.Proc
 
 // worker starts `pipec worker --name name` with a short lease and waits
 // until it registered.
 func (e *env) worker(name string, extra ...string) *proc {
 	e.t.Helper()
 	p := e.workerWith(pipecBin, nil, name, extra...)
-	if !strings.Contains(p.output(), "worker "+name+" registered") {
-		<-p.done
-		e.t.Fatalf("worker %s exited before registering: %v\n%s", name, p.err, p.output())
+	if !strings.Contains(p.Output(), "worker "+name+" registered") {
+		<-p.Done
+		e.t.Fatalf("worker %s exited before registering: %v\n%s", name, p.Err, p.Output())
 	}
 	return p
 }
@@ -181,57 +160,15 @@ func (e *env) workerWith(bin string, environ []string, name string, extra ...str
 	if e.arts != "" {
 		args = append(args, "--artifacts", e.arts)
 	}
-	p := &proc{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Dir = e.dir
-	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE="), environ...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Signal(syscall.SIGCONT)
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if e.t.Failed() {
-			e.t.Logf("worker %s output:\n%s", name, p.output())
-		}
-	})
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(append(os.Environ(), "PIPEC_STATE="), environ...)
+	p := proctest.Start(e.t, name, cmd, 0)
 	// Wait until the worker is registered, so that a test starting two
 	// workers and then submitting has both live when the first claim is
 	// judged (on a loaded machine the second could register after it).
-	registered := "worker " + name + " registered"
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), registered); {
-		select {
-		case <-p.done:
-			return p
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("worker %s did not register within 60s:\n%s", name, p.output())
-		}
-	}
+	p.WaitOutput(e.t, "worker "+name+" registered", 60*time.Second)
 	return p
-}
-
-// stop sends sig and, unless it is SIGSTOP or SIGCONT, waits for the exit.
-func (p *proc) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
-		return
-	}
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("worker %s did not exit after %v", p.name, sig)
-	}
 }
 
 // pipec runs a pipec command to its end and returns exit code and output.

@@ -192,12 +192,12 @@ func TestS3Chaos(t *testing.T) {
 		}
 	}
 	e.until(runs[0], "some progress", progress(40))
-	w2.signal(t, syscall.SIGSTOP)
+	w2.Signal(t, syscall.SIGSTOP)
 	e.until(runs[0], "more progress", progress(100))
-	w3.signal(t, syscall.SIGKILL)
+	w3.Signal(t, syscall.SIGKILL)
 	e.worker("w4", "--slots", "2")
 	e.until(runs[0], "more progress still", progress(180))
-	w2.signal(t, syscall.SIGCONT)
+	w2.Signal(t, syscall.SIGCONT)
 	for _, r := range runs {
 		if rs := e.until(r, "the end of "+r, finished); rs.Run.State != store.RunSucceeded {
 			var bad []string

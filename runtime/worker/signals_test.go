@@ -111,13 +111,13 @@ func testSIGTERMNotCounted(t *testing.T, b backend) {
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
 	e.worker("w2")
-	w1.signal(t, syscall.SIGTERM)
+	w1.Signal(t, syscall.SIGTERM)
 	// A graceful stop on a signal: pipec's interrupt exit code.
-	if ee, ok := w1.err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(w1.output(), "worker w1 stopped") {
-		t.Fatalf("w1 exited with %v after SIGTERM, want 130 after a clean stop\n%s", w1.err, w1.output())
+	if ee, ok := w1.Err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(w1.Output(), "worker w1 stopped") {
+		t.Fatalf("w1 exited with %v after SIGTERM, want 130 after a clean stop\n%s", w1.Err, w1.Output())
 	}
-	if !strings.Contains(w1.output(), "handed back") {
-		t.Errorf("w1 does not say it handed the task back:\n%s", w1.output())
+	if !strings.Contains(w1.Output(), "handed back") {
+		t.Errorf("w1 does not say it handed the task back:\n%s", w1.Output())
 	}
 	rs := e.until(run, "the end", finished)
 	ts := rs.Tasks[0]
@@ -144,7 +144,7 @@ func testSIGKILLMidTask(t *testing.T, b backend) {
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
 	e.worker("w2")
-	w1.signal(t, syscall.SIGKILL)
+	w1.Signal(t, syscall.SIGKILL)
 	rs := e.until(run, "the end", finished)
 	if rs.Run.State != store.RunSucceeded {
 		t.Fatalf("run %s: %+v", rs.Run.State, rs.Tasks)
@@ -180,7 +180,7 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 	w1 := e.elsewhere("w1") // its task outlives its claim, as on another machine
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
-	w1.signal(t, syscall.SIGSTOP)
+	w1.Signal(t, syscall.SIGSTOP)
 	w2 := e.worker("w2")
 	rs := e.until(run, "w2 to finish the run", finished)
 	if rs.Run.State != store.RunSucceeded {
@@ -191,9 +191,9 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFile("ended-w1")
-	w1.signal(t, syscall.SIGCONT)
+	w1.Signal(t, syscall.SIGCONT)
 	e.until(run, "w1 to notice", func(queue.RunStatus) bool {
-		return strings.Contains(w1.output(), "this worker's lease on it expired") || strings.Contains(w1.output(), "not this worker's to report")
+		return strings.Contains(w1.Output(), "this worker's lease on it expired") || strings.Contains(w1.Output(), "not this worker's to report")
 	})
 
 	as, err := e.st.Attempts(t.Context(), run)
@@ -227,7 +227,7 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 	}
 
 	// w1 goes on claiming: the next interval, with w2 gone, runs on w1.
-	w2.signal(t, syscall.SIGTERM)
+	w2.Signal(t, syscall.SIGTERM)
 	next := e.submit("2024-01-02")
 	rs = e.until(next, "the next run", finished)
 	if rs.Run.State != store.RunSucceeded || rs.Tasks[0].Worker != "w1" {
@@ -254,7 +254,7 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 	w1 := e.elsewhere("w1") // its task outlives its claim, as on another machine
 	run := e.submit("2024-01-01")
 	e.waitFile("started-w1")
-	w1.signal(t, syscall.SIGSTOP)
+	w1.Signal(t, syscall.SIGSTOP)
 	w2 := e.worker("w2")
 	if rs := e.until(run, "w2 to finish the run", finished); rs.Run.State != store.RunSucceeded {
 		t.Fatalf("run %s: %+v", rs.Run.State, rs.Tasks)
@@ -263,16 +263,16 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 	for _, iv := range []string{"2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"} {
 		e.until(e.submit(iv), "run "+iv, finished)
 	}
-	w1.signal(t, syscall.SIGCONT)
+	w1.Signal(t, syscall.SIGCONT)
 	e.until(run, "w1 to give the task up", func(queue.RunStatus) bool {
-		return strings.Contains(w1.output(), "this worker's lease on it expired")
+		return strings.Contains(w1.Output(), "this worker's lease on it expired")
 	})
 	const lost = "lost its claim here"
-	if n := strings.Count(w1.output(), lost); n != 1 {
-		t.Errorf("w1 said %q %d times, want once:\n%s", lost, n, w1.output())
+	if n := strings.Count(w1.Output(), lost); n != 1 {
+		t.Errorf("w1 said %q %d times, want once:\n%s", lost, n, w1.Output())
 	}
-	if strings.Contains(w2.output(), lost) {
-		t.Errorf("w2 lost no claim, yet said %q:\n%s", lost, w2.output())
+	if strings.Contains(w2.Output(), lost) {
+		t.Errorf("w2 lost no claim, yet said %q:\n%s", lost, w2.Output())
 	}
 }
 
@@ -283,8 +283,8 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 func (e *env) elsewhere(name string) *proc {
 	e.t.Helper()
 	p := e.workerWith(hookPipec(e.t.(*testing.T)), []string{"PIPEC_TEST_HOST=elsewhere.test"}, name)
-	if !strings.Contains(p.output(), "worker "+name+" registered") {
-		e.t.Fatalf("worker %s did not register:\n%s", name, p.output())
+	if !strings.Contains(p.Output(), "worker "+name+" registered") {
+		e.t.Fatalf("worker %s did not register:\n%s", name, p.Output())
 	}
 	return p
 }

@@ -32,7 +32,7 @@ func staleVisit(t *testing.T, b backend) {
 	w1 := e.hookedWorker(t, "w1", "before-visit:load:pause")
 	run := e.submit("2024-01-01")
 	e.waitFile("paused")
-	w1.signal(t, syscall.SIGSTOP)
+	w1.Signal(t, syscall.SIGSTOP)
 	e.worker("w2")
 	e.until(run, "w2 running the task", func(queue.RunStatus) bool { return e.lines("ran", "w2 start") > 0 })
 
@@ -40,7 +40,7 @@ func staleVisit(t *testing.T, b backend) {
 	if err := os.WriteFile(filepath.Join(e.dir, "resume"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w1.signal(t, syscall.SIGCONT)
+	w1.Signal(t, syscall.SIGCONT)
 	// Long enough for w1's visit to read and end or start a process
 	// (milliseconds), shorter than the 1 s lease w2's heartbeats keep
 	// renewing.

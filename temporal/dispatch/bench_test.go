@@ -89,7 +89,7 @@ func BenchmarkWorkers1k(b *testing.B) {
 		e := newEnvAt(b, string(spec), nil, pg.NewSchema(b))
 		var tpids []int
 		for _, name := range []string{"w1", "w2", "w3"} {
-			tpids = append(tpids, e.worker(name).cmd.Process.Pid)
+			tpids = append(tpids, e.worker(name).Cmd.Process.Pid)
 		}
 		tcpu := procsCPU(tpids)
 		b.StartTimer()

@@ -68,7 +68,7 @@ func TestChaos(t *testing.T) {
 	// "start on" line not yet followed by that task's end), as "run task".
 	openVisits := func(w *proc) []string {
 		open := map[string]bool{}
-		for _, line := range strings.Split(w.output(), "\n") {
+		for _, line := range strings.Split(w.Output(), "\n") {
 			visit, what, ok := strings.Cut(line, ": ")
 			if !ok {
 				continue
@@ -114,17 +114,17 @@ func TestChaos(t *testing.T) {
 		t.Helper()
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("worker was never stopped in a visit for a minute:\n%s", w.output())
+				t.Fatalf("worker was never stopped in a visit for a minute:\n%s", w.Output())
 			}
 			if len(openVisits(w)) == 0 {
 				continue
 			}
-			w.signal(t, syscall.SIGSTOP)
+			w.Signal(t, syscall.SIGSTOP)
 			time.Sleep(50 * time.Millisecond) // what it wrote before the stop reaches its log
 			if attemptOpen(openVisits(w)) {
 				return
 			}
-			w.signal(t, syscall.SIGCONT)
+			w.Signal(t, syscall.SIGCONT)
 		}
 	}
 	progress(60)
@@ -132,13 +132,13 @@ func TestChaos(t *testing.T) {
 	stopped := time.Now()
 	progress(150)
 	stopMidVisit(w3)
-	w3.signal(t, syscall.SIGKILL)
+	w3.Signal(t, syscall.SIGKILL)
 	e.worker("w4", "--slots", "2")
 	progress(300)
 	// Resumed only past the 2 s heartbeat timeout, so w2's visit is lost
 	// (its completion comes late and is fenced), not merely slow.
 	time.Sleep(time.Until(stopped.Add(4 * time.Second)))
-	w2.signal(t, syscall.SIGCONT)
+	w2.Signal(t, syscall.SIGCONT)
 
 	for _, r := range runs {
 		if got := e.until(r); got.State != store.RunSucceeded {

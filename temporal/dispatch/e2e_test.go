@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/pipec/pipec/runtime/store"
@@ -59,9 +58,9 @@ func TestPipecEngineFlag(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "a,b,temporal") {
 		t.Fatalf("pipec workers: exit %d\n%s", code, out)
 	}
-	w.signal(t, syscall.SIGTERM)
-	if !strings.Contains(w.output(), "worker w1 stopped") {
-		t.Fatalf("the worker did not stop gracefully:\n%s", w.output())
+	interrupt(t, w)
+	if !strings.Contains(w.Output(), "worker w1 stopped") {
+		t.Fatalf("the worker did not stop gracefully:\n%s", w.Output())
 	}
 	// --due is pipec's own command on Temporal too (due_test.go): its
 	// usage errors are pipec's.

@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/pipec/pipec/cli"
+	"github.com/pipec/pipec/internal/proctest"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/temporal/dispatch"
 )
@@ -142,26 +141,7 @@ func newEnvAt(t testing.TB, spec string, files map[string]string, url string) *e
 }
 
 // proc is a running process.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
-	err  error
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+type proc = proctest.Proc
 
 // worker starts a pipec-temporal worker and waits until it registered.
 func (e *env) worker(name string, extra ...string) *proc {
@@ -181,59 +161,30 @@ func (e *env) workerEnv(binary string, environ []string, name string, extra ...s
 	e.t.Helper()
 	args := append([]string{"worker", "--engine", e.engine, "--state", e.url, "--name", name,
 		"--workdir", filepath.Join(e.dir, "work-"+name), "--lease", "1s", "--artifacts", e.arts}, extra...)
-	p := &proc{name: name, cmd: exec.Command(binary, args...), done: make(chan struct{})}
-	p.cmd.Dir = e.dir
-	p.cmd.Env = append(append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE="), environ...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Signal(syscall.SIGCONT)
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if e.t.Failed() {
-			e.t.Logf("worker %s output:\n%s", name, p.output())
-		}
-	})
-	registered := "worker " + name + " registered"
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), registered); {
-		select {
-		case <-p.done:
-			e.t.Fatalf("worker %s exited before registering: %v\n%s", name, p.err, p.output())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("worker %s did not register within 60s:\n%s", name, p.output())
-		}
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = e.dir
+	cmd.Env = append(append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE="), environ...)
+	return registered(e.t, proctest.Start(e.t, name, cmd, 0))
+}
+
+// registered waits until worker p registered, and fails t if it exited
+// first.
+func registered(t testing.TB, p *proc) *proc {
+	t.Helper()
+	if !p.WaitOutput(t, "worker "+p.Name+" registered", 60*time.Second) {
+		t.Fatalf("worker %s exited before registering: %v\n%s", p.Name, p.Err, p.Output())
 	}
 	return p
 }
 
-func (p *proc) signal(t testing.TB, sig syscall.Signal) {
+// interrupt sends the worker SIGTERM, and fails t unless it stopped
+// cleanly and exited 130 saying so, as pipec worker does.
+func interrupt(t testing.TB, p *proc) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
-		return
-	}
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("worker %s did not exit after %v", p.name, sig)
-	}
-	// Told to stop, it stops cleanly and exits 130, as pipec worker does.
-	if sig == syscall.SIGTERM || sig == syscall.SIGINT {
-		var ee *exec.ExitError
-		if !errors.As(p.err, &ee) || ee.ExitCode() != 130 || !strings.Contains(p.output(), "pipec-temporal: interrupted") {
-			t.Fatalf("worker %s exited with %v after %v, want exit 130 saying it was interrupted:\n%s", p.name, p.err, sig, p.output())
-		}
+	p.Signal(t, syscall.SIGTERM)
+	var ee *exec.ExitError
+	if !errors.As(p.Err, &ee) || ee.ExitCode() != 130 || !strings.Contains(p.Output(), "pipec-temporal: interrupted") {
+		t.Fatalf("worker %s exited with %v after SIGTERM, want exit 130 saying it was interrupted:\n%s", p.Name, p.Err, p.Output())
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -171,9 +170,9 @@ printf 'id,worker\n1,%s\n' "$PIPEC_WORKER" > "$PIPEC_OUTPUT_out/data.csv"
 	_, run, _ := e.submit("2024-01-01", false)
 	e.waitFile("started-w1")
 	e.worker("w2")
-	w1.signal(t, syscall.SIGTERM)
-	if !strings.Contains(w1.output(), "handed back") {
-		t.Fatalf("w1 did not hand the task back:\n%s", w1.output())
+	interrupt(t, w1)
+	if !strings.Contains(w1.Output(), "handed back") {
+		t.Fatalf("w1 did not hand the task back:\n%s", w1.Output())
 	}
 	if r := e.until(run); r.State != store.RunSucceeded {
 		t.Fatalf("run %s, want succeeded: %+v", r.State, e.status("hold", "2024-01-01"))

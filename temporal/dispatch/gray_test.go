@@ -68,9 +68,9 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
 	e.waitFile("started-w1")
 	e.worker("w2")
-	w1.signal(t, syscall.SIGSTOP)
+	w1.Signal(t, syscall.SIGSTOP)
 	if r := e.until(run); r.State != store.RunSucceeded {
-		w1.signal(t, syscall.SIGCONT)
+		w1.Signal(t, syscall.SIGCONT)
 		t.Fatalf("run %s, want succeeded", r.State)
 	}
 	published := func() string {
@@ -78,7 +78,7 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 		return string(b)
 	}
 	if got := published(); got != "id,worker\n1,w2\n" {
-		w1.signal(t, syscall.SIGCONT)
+		w1.Signal(t, syscall.SIGCONT)
 		t.Fatalf("published %q, want w2's", got)
 	}
 	// w1's task completes while w1 is paused (its process is not), then
@@ -88,14 +88,14 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 	}
 	for deadline := time.Now().Add(time.Minute); !strings.Contains(e.waitFile("done"), "w1 done"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			w1.signal(t, syscall.SIGCONT)
+			w1.Signal(t, syscall.SIGCONT)
 			t.Fatal("w1's task never completed")
 		}
 	}
-	w1.signal(t, syscall.SIGCONT)
-	for deadline := time.Now().Add(time.Minute); strings.Count(w1.output(), "load: ") < 2; time.Sleep(50 * time.Millisecond) {
+	w1.Signal(t, syscall.SIGCONT)
+	for deadline := time.Now().Add(time.Minute); strings.Count(w1.Output(), "load: ") < 2; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("w1's visit did not end:\n%s", w1.output())
+			t.Fatalf("w1's visit did not end:\n%s", w1.Output())
 		}
 	}
 	time.Sleep(2 * time.Second) // whatever w1's visit still tries

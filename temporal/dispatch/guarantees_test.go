@@ -28,7 +28,7 @@ func TestNonIdempotentNeverTwiceOnKill(t *testing.T) {
 	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
 	pid := e.waitFile("started-w1")
 	e.worker("w2")
-	w1.signal(t, syscall.SIGKILL)
+	w1.Signal(t, syscall.SIGKILL)
 	t.Cleanup(func() { killPID(pid) })
 	if r := e.until(run); r.State != store.RunFailed {
 		t.Fatalf("run %s, want failed", r.State)
@@ -223,7 +223,7 @@ func TestUnreachableTemporalStopsTasks(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); syscall.Kill(n, 0) == nil; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			killPID(pid)
-			t.Fatalf("the task's process %d still runs with Temporal gone:\n%s", n, w1.output())
+			t.Fatalf("the task's process %d still runs with Temporal gone:\n%s", n, w1.Output())
 		}
 	}
 	// The SDK's deadline (no heartbeat got through) or the worker's own
@@ -232,9 +232,9 @@ func TestUnreachableTemporalStopsTasks(t *testing.T) {
 	said := func(out string) bool {
 		return strings.Contains(out, "clean: stopped: Temporal cancelled the visit or could not be reached") || strings.Contains(out, "Temporal unreachable")
 	}
-	for deadline := time.Now().Add(30 * time.Second); !said(w1.output()); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !said(w1.Output()); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("w1 does not say why it stopped its task:\n%s", w1.output())
+			t.Fatalf("w1 does not say why it stopped its task:\n%s", w1.Output())
 		}
 	}
 }

@@ -10,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/pipec/pipec/internal/proctest"
 	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/temporal/dispatch"
@@ -59,7 +59,7 @@ func matrixRun(t *testing.T) (e *env, w *proc, run, out string) {
 // their own environment; it never travels through Temporal).
 func TestMatrixTemporalSecretsMasked(t *testing.T) {
 	e, w, run, out := matrixRun(t)
-	texts := map[string]string{"submit's output": out, "worker's output": w.output()}
+	texts := map[string]string{"submit's output": out, "worker's output": w.Output()}
 	for what, args := range map[string][]string{
 		"events":        {"events", run, "--json"},
 		"status":        {"status"},
@@ -238,37 +238,9 @@ func mustJSON(t *testing.T, v any) string {
 // and waits until it registered.
 func (e *env) queueWorker(name string) *proc {
 	e.t.Helper()
-	p := &proc{name: name, cmd: exec.Command(pipecBin, "worker", "--state", e.url, "--name", name,
-		"--workdir", filepath.Join(e.dir, "work-"+name), "--lease", "1s", "--artifacts", e.arts), done: make(chan struct{})}
-	p.cmd.Dir = e.dir
-	p.cmd.Env = append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE=")
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(30 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-		}
-	})
-	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.output(), "worker "+name+" registered"); time.Sleep(10 * time.Millisecond) {
-		select {
-		case <-p.done:
-			e.t.Fatalf("worker %s exited before registering: %v\n%s", name, p.err, p.output())
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("worker %s did not register within 60s:\n%s", name, p.output())
-		}
-	}
-	return p
+	cmd := exec.Command(pipecBin, "worker", "--state", e.url, "--name", name,
+		"--workdir", filepath.Join(e.dir, "work-"+name), "--lease", "1s", "--artifacts", e.arts)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE=")
+	return registered(e.t, proctest.Start(e.t, name, cmd, 30*time.Second))
 }

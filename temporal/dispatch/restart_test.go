@@ -169,9 +169,9 @@ func TestServerOutagePastGrace(t *testing.T) {
 	srv.kill()
 	// The SDK cancels the visit when its heartbeats do not get through for
 	// the heartbeat timeout, or the worker stops it past its grace.
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(w1.output(), "charge: stopped"); {
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(w1.Output(), "charge: stopped"); {
 		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not stop its visit:\n%s", w1.output())
+			t.Fatalf("the worker did not stop its visit:\n%s", w1.Output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

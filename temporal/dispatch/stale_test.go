@@ -37,13 +37,13 @@ func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 		"--engine", "temporal://"+p.addr()+"?namespace="+e.ts.GetDefaultNamespace())
 	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "1s")
 	e.waitFile("paused")
-	w1.signal(t, syscall.SIGSTOP)
+	w1.Signal(t, syscall.SIGSTOP)
 	e.worker("w2")
 	// The workflow tasks and the lost visit's judging that w1's polls took
 	// before it stopped time out first (10 s and 5 s each).
 	for deadline := time.Now().Add(2 * time.Minute); e.lines("ran", "w2 start") == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			w1.signal(t, syscall.SIGCONT)
+			w1.Signal(t, syscall.SIGCONT)
 			t.Fatal("the task never started on w2")
 		}
 	}
@@ -51,7 +51,7 @@ func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.dir, "resume"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w1.signal(t, syscall.SIGCONT)
+	w1.Signal(t, syscall.SIGCONT)
 	if r := e.until(run); r.State != store.RunSucceeded {
 		for _, a := range e.attempts(run, "load") {
 			t.Logf("attempt %d on %s: %s %s %s", a.Number, a.Worker, a.State, a.Class, a.ErrorTail)
@@ -74,9 +74,9 @@ func TestStaleVisitLeavesTheTakeoverAlone(t *testing.T) {
 	if err := scenario.CheckTakeover(e.dir, "w1", "w2", e.attempts(run, "load")); err != nil {
 		t.Error(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w1.output(), "load: stopped here: Temporal no longer waits"); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w1.Output(), "load: stopped here: Temporal no longer waits"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("w1 never said its visit was given up:\n%s", w1.output())
+			t.Fatalf("w1 never said its visit was given up:\n%s", w1.Output())
 		}
 	}
 }
