@@ -19,11 +19,11 @@ type SwapDecision struct {
 // DecideSwap is the publish rule every store applies to sw, so that none
 // derives it again: the version v it names must be of sw's pipeline,
 // artifact and interval, accepted, and produced with sw.Token (else an
-// ErrConflict); then the pointer as read decides (cur; exists false when
-// there is none) by fence.Decide, a fenced swap it would accept is refused
+// ErrConflict); then the pointer as read decides (cur; its zero value
+// when there is none, as no pointer names version 0) by fence.Decide, a fenced swap it would accept is refused
 // when the version's task was granted a higher token since (fence at
 // grant; granted is asked only then), and sw.Expect is compared last.
-func DecideSwap(sw Swap, v Version, cur Pointer, exists bool, granted func() (int64, error)) (SwapDecision, error) {
+func DecideSwap(sw Swap, v Version, cur Pointer, granted func() (int64, error)) (SwapDecision, error) {
 	switch {
 	case v.Pipeline != sw.Pipeline || v.Artifact != sw.Artifact || v.Interval != sw.Interval:
 		return SwapDecision{}, fmt.Errorf("version %s of pipeline %s is not of %s@%s in pipeline %s: %w", v.Label(), v.Pipeline,
@@ -44,7 +44,7 @@ func DecideSwap(sw Swap, v Version, cur Pointer, exists bool, granted func() (in
 	if sw.Unfenced {
 		d.Payload["unfenced"] = true
 	}
-	if exists {
+	if cur.Version != 0 {
 		d.Payload["current_version"] = cur.Version
 		d.Payload["current_token"] = cur.Token
 	}

@@ -61,7 +61,7 @@ func TestDecideSwap(t *testing.T) {
 			payload: with("current_version", int64(3), "current_token", int64(4))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := DecideSwap(tc.sw, tc.v, tc.cur, tc.cur.Version != 0, func() (int64, error) {
+			d, err := DecideSwap(tc.sw, tc.v, tc.cur, func() (int64, error) {
 				if tc.granted < 0 {
 					t.Error("the grants were asked")
 				}
@@ -102,7 +102,7 @@ func TestDecideSwapRefusesVersions(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			v := ok
 			change(&v)
-			_, err := DecideSwap(swap, v, Pointer{}, false, func() (int64, error) {
+			_, err := DecideSwap(swap, v, Pointer{}, func() (int64, error) {
 				t.Error("the grants were asked")
 				return 0, nil
 			})
@@ -112,7 +112,7 @@ func TestDecideSwapRefusesVersions(t *testing.T) {
 		})
 	}
 	errGrants := errors.New("grants unreadable")
-	if _, err := DecideSwap(swap, ok, Pointer{}, false, func() (int64, error) { return 0, errGrants }); !errors.Is(err, errGrants) {
+	if _, err := DecideSwap(swap, ok, Pointer{}, func() (int64, error) { return 0, errGrants }); !errors.Is(err, errGrants) {
 		t.Fatalf("got %v, want the grants' error", err)
 	}
 }

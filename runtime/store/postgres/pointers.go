@@ -65,7 +65,6 @@ WHERE v.id = $1`, sw.Version)
 		var v store.Version
 		var cur store.Pointer
 		var granted int64
-		exists := false
 		if err == nil {
 			v, err = scanVersion(br.QueryRow())
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -74,7 +73,6 @@ WHERE v.id = $1`, sw.Version)
 		}
 		if err == nil {
 			cur, err = scanPointer(br.QueryRow())
-			exists = err == nil
 			if errors.Is(err, pgx.ErrNoRows) {
 				err = nil
 			}
@@ -88,7 +86,7 @@ WHERE v.id = $1`, sw.Version)
 		if err != nil {
 			return err
 		}
-		d, err := store.DecideSwap(sw, v, cur, exists, func() (int64, error) { return granted, nil })
+		d, err := store.DecideSwap(sw, v, cur, func() (int64, error) { return granted, nil })
 		if err != nil {
 			return err
 		}

@@ -86,11 +86,10 @@ func (s *Store) cas(ctx context.Context, mode commitMode, sw store.Swap) (store.
 		}
 		now := s.now()
 		cur, err := getPointer(ctx, tx, sw.Pipeline, sw.Sink, sw.Artifact, sw.Interval)
-		exists := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		d, err := store.DecideSwap(sw, v, cur, exists, func() (granted int64, err error) {
+		d, err := store.DecideSwap(sw, v, cur, func() (granted int64, err error) {
 			err = tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(g.token), 0) FROM attempts a
 JOIN attempts g ON g.resource = a.resource AND g.task = a.task
 WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&granted)
