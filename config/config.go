@@ -126,7 +126,7 @@ func load(file, dir string) (*Config, diag.Diagnostics, error) {
 // Parse reads a configuration from src; file names it in diagnostics. Dir is
 // left empty (Find and Load set it).
 func Parse(file string, src []byte) (*Config, diag.Diagnostics) {
-	p := parser{file: file, cfg: &Config{File: file}}
+	p := parser{file: file, cfg: &Config{File: file}, lines: lineCount(src)}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		p.errAt(yamlErrorLine(err), 1, "%s", yamlErrorText(err))
@@ -254,6 +254,25 @@ type parser struct {
 	file string
 	cfg  *Config
 	ds   diag.Diagnostics
+	// lines is how many lines the file has, counted as YAML breaks them
+	// (at \n, \r\n and a lone \r).
+	lines int
+}
+
+// lineCount counts src's lines as YAML breaks them.
+func lineCount(src []byte) int {
+	s := string(src)
+	return strings.Count(s, "\n") + strings.Count(s, "\r") - strings.Count(s, "\r\n") + 1
+}
+
+// pos is a node's position kept inside the file: YAML places what a
+// document lacks (the value of a lone "---", the end of the stream) on the
+// line after the last.
+func (p *parser) pos(line, col int) diag.Pos {
+	if line > p.lines {
+		line = p.lines
+	}
+	return diag.Pos{Line: max(line, 1), Column: max(col, 1)}
 }
 
 var topKeys = []string{"ignore", "rules", "sarif", "workers"}
@@ -452,13 +471,17 @@ func (p *parser) err(n *yaml.Node, format string, args ...any) {
 	} else {
 		end++
 	}
-	p.ds = append(p.ds, diag.Errorf(Rule, diag.Range{Filename: p.file,
-		Start: diag.Pos{Line: n.Line, Column: n.Column}, End: diag.Pos{Line: n.Line, Column: end}}, format, args...))
+	p.add(p.pos(n.Line, n.Column), end-n.Column, format, args...)
 }
 
 func (p *parser) errAt(line, col int, format string, args ...any) {
-	p.ds = append(p.ds, diag.Errorf(Rule, diag.Range{Filename: p.file,
-		Start: diag.Pos{Line: line, Column: col}, End: diag.Pos{Line: line, Column: col + 1}}, format, args...))
+	p.add(p.pos(line, col), 1, format, args...)
+}
+
+// add records a finding width columns wide from start.
+func (p *parser) add(start diag.Pos, width int, format string, args ...any) {
+	end := diag.Pos{Line: start.Line, Column: start.Column + width}
+	p.ds = append(p.ds, diag.Errorf(Rule, diag.Range{Filename: p.file, Start: start, End: end}, format, args...))
 }
 
 // kindName names a node's kind for messages.

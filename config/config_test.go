@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/pipec/pipec/diag"
 	"github.com/pipec/pipec/internal/golden"
 	"github.com/pipec/pipec/lint"
@@ -173,8 +175,41 @@ func TestIgnored(t *testing.T) {
 	}
 }
 
-func TestParseNeverPanics(t *testing.T) {
+// FuzzParse feeds arbitrary YAML to the parser: nothing may panic, every
+// finding is the config rule's, at a line of the file, and the same bytes
+// give the same configuration and findings.
+func FuzzParse(f *testing.F) {
 	for _, src := range []string{"", "~", "[]", "- a", "rules: [", "rules:\n  ? [a]\n  : b\n", "a: &x 1\nb: *x\n", "workers: 1e999", "workers: 99999999999999999999", "workers: [~]", "workers: [{labels: ~}]", "workers: [{labels: [[a]]}]", "workers: [&a {labels: [x]}, *a]", "workers: [{labels: [x], labels: [y]}]", "workers: {labels: [x]}", "\x00\xff"} {
-		Parse("p.yaml", []byte(src))
+		f.Add([]byte(src))
 	}
+	files, _ := filepath.Glob("testdata/*.yaml")
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		c, ds := Parse("p.yaml", src)
+		lines := lineCount(src) // YAML breaks lines at \r too, as editors do
+		for _, d := range ds {
+			if d.Rule != Rule || d.Message == "" {
+				t.Fatalf("finding of another rule or without message: %+v", d)
+			}
+			if d.Range.Start.Line < 1 || d.Range.Start.Line > lines || d.Range.Start.Column < 1 {
+				t.Fatalf("finding outside the file (%d lines): %s", lines, d)
+			}
+		}
+		if len(c.WorkerLabels) != 0 && len(c.WorkerLabels) != c.Workers {
+			t.Fatalf("%d workers with %d label sets", c.Workers, len(c.WorkerLabels))
+		}
+		c2, ds2 := Parse("p.yaml", src)
+		if diff := cmp.Diff([]any{c, ds}, []any{c2, ds2}); diff != "" {
+			t.Fatalf("two parses differ (-first +second):\n%s", diff)
+		}
+		c.Dir = "/repo"
+		c.Options()
+		for _, p := range []string{"a.hcl", "terraform/main.tf", "x/y/z.pkr.hcl", ""} {
+			c.Ignored(p)
+		}
+	})
 }
