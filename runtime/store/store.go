@@ -44,6 +44,12 @@ import (
 	"github.com/pipec/pipec/runtime/fence"
 )
 
+// EpochSpan is how many tokens one epoch holds: every backend grants a
+// token as epoch*EpochSpan + n, readable in decimal (epoch 3, grant 17:
+// 3000000017), so the first grant of a new epoch (after a crash took the
+// last one back) is above every token granted before it.
+const EpochSpan = 1_000_000_000
+
 // Clock returns the current time. The store judges lease expiry with it alone,
 // so two machines' clocks are never compared.
 type Clock func() time.Time

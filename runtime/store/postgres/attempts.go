@@ -13,9 +13,9 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// epochSpan is how many tokens one epoch holds: a token is
-// epoch*epochSpan + n, readable in decimal (epoch 3, grant 17: 3000000017).
-const epochSpan = 1_000_000_000
+// epochSpanSQL is store.EpochSpan as SQL text, for the statements' constant
+// strings (TestEpochSpanSQL holds the two equal).
+const epochSpanSQL = "1000000000"
 
 // errNewEpoch: this handle's epoch was taken back by a crash, or its tokens
 // ran out; the grant is made again after a new epoch is recorded.
@@ -108,18 +108,18 @@ func (s *Store) epochAlive(ctx context.Context, e int64) bool {
 // of the resource from any connection; valid is false when the epoch was
 // taken back by a crash or the token would reach past the newest epoch.
 const grantSQL = `g AS (
-	INSERT INTO tokens (resource, last) VALUES ($1, $2::bigint * ` + "1000000000" + `)
+	INSERT INTO tokens (resource, last) VALUES ($1, $2::bigint * ` + epochSpanSQL + `)
 	` + grantConflictSQL
 
 // grantFromRSQL is grantSQL for the resource of the CTE "r" (column
 // resource) instead of $1: no row when r has none.
 const grantFromRSQL = `g AS (
-	INSERT INTO tokens (resource, last) SELECT resource, $2::bigint * ` + "1000000000" + ` FROM r
+	INSERT INTO tokens (resource, last) SELECT resource, $2::bigint * ` + epochSpanSQL + ` FROM r
 	` + grantConflictSQL
 
-const grantConflictSQL = `ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last + 1, $2::bigint * ` + "1000000000" + `)
+const grantConflictSQL = `ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last + 1, $2::bigint * ` + epochSpanSQL + `)
 	RETURNING last,
-		EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $2) AND last < ((SELECT epoch FROM epochs) + 1) * ` + "1000000000" + ` AS valid
+		EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $2) AND last < ((SELECT epoch FROM epochs) + 1) * ` + epochSpanSQL + ` AS valid
 )`
 
 // NextToken implements store.Store (see the package doc's epochs).
@@ -587,18 +587,12 @@ ON CONFLICT (resource) DO UPDATE SET last = GREATEST(tokens.last, excluded.last)
 		// Tokens above floor may lie in an epoch nobody recorded; record
 		// it, so grants there are valid (and a handle's next new epoch is
 		// higher still).
-		if _, err := tx.Exec(ctx, `UPDATE epochs SET epoch = GREATEST(epoch, $1::bigint / `+"1000000000"+`)`, floor); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE epochs SET epoch = GREATEST(epoch, $1::bigint / `+epochSpanSQL+`)`, floor); err != nil {
 			return err
 		}
 		return appendEvent(ctx, tx, store.Event{Kind: store.EventTokensRaised}, map[string]any{
 			"resources": resources, "floor": floor, "reason": reason})
 	})
-}
-
-// queueEvent is appendEvent queued on a batch.
-func queueEvent(b *pgx.Batch, e store.Event, payload map[string]any) {
-	b.Queue(insertEventSQL,
-		e.Run, e.Kind, e.Task, e.Attempt, eventText(payload))
 }
 
 // eventText is store.PayloadText of plain data.

@@ -10,10 +10,6 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// epochSpan is how many tokens one epoch holds: a token is
-// epoch*epochSpan + n, readable in decimal (epoch 3, grant 17: 3000000017).
-const epochSpan = 1_000_000_000
-
 // errEpochSpent: the tokens of the current epoch ran out; the write is
 // retried with a new, durably recorded epoch.
 var errEpochSpent = errors.New("token epoch spent")
@@ -36,8 +32,8 @@ func (s *Store) grantToken(ctx context.Context, tx *wtx, resource string) (int64
 		resource).Scan(&last, &newest); err != nil {
 		return 0, err
 	}
-	tok := max(last+1, s.txEpoch*epochSpan)
-	if tok >= (newest+1)*epochSpan {
+	tok := max(last+1, s.txEpoch*store.EpochSpan)
+	if tok >= (newest+1)*store.EpochSpan {
 		// Would reach into an epoch nobody recorded yet, which a crash could
 		// hand out again: record a new epoch first.
 		return 0, errEpochSpent
@@ -150,13 +146,13 @@ func (s *Store) startAttempt(ctx context.Context, tx *wtx, spec store.AttemptSpe
 ON CONFLICT (resource) DO UPDATE SET last = MAX(last + 1, ?2)
 RETURNING last, (SELECT epoch FROM epochs), (SELECT state FROM runs WHERE id = ?3),
 	(SELECT COALESCE(MAX(number), 0) + 1 FROM attempts WHERE run = ?3 AND task = ?4)`,
-		spec.Resource, s.txEpoch*epochSpan, spec.Run, spec.Task).Scan(&tok, &newest, &runState, &n); err != nil {
+		spec.Resource, s.txEpoch*store.EpochSpan, spec.Run, spec.Task).Scan(&tok, &newest, &runState, &n); err != nil {
 		return err
 	}
 	if err := runStateIsRunning(spec.Run, runState); err != nil {
 		return err
 	}
-	if tok >= (newest+1)*epochSpan {
+	if tok >= (newest+1)*store.EpochSpan {
 		return errEpochSpent // as grantToken: a new epoch is recorded first
 	}
 	now := s.now()
@@ -485,7 +481,7 @@ ON CONFLICT (resource) DO UPDATE SET last = MAX(last, excluded.last)`, res, floo
 		// Tokens above floor may lie in an epoch nobody recorded here; record
 		// it, so grants there are not refused as spent (and a handle opened
 		// later records a higher one still).
-		if _, err := tx.ExecContext(ctx, `UPDATE epochs SET epoch = MAX(epoch, ?)`, floor/epochSpan); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE epochs SET epoch = MAX(epoch, ?)`, floor/store.EpochSpan); err != nil {
 			return err
 		}
 		return appendEvent(ctx, tx, s.now(), store.Event{Kind: store.EventTokensRaised}, map[string]any{

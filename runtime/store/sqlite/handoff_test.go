@@ -17,14 +17,14 @@ func TestFinishAndStartEpochSpent(t *testing.T) {
 	s := openTest(t, path, nil)
 	ctx := context.Background()
 	run, res, a := queuedAttempt(t, s)
-	if _, err := rawDB(t, path).Exec(`UPDATE tokens SET last = ? WHERE resource = ?`, 2*epochSpan-1, res); err != nil {
+	if _, err := rawDB(t, path).Exec(`UPDATE tokens SET last = ? WHERE resource = ?`, 2*store.EpochSpan-1, res); err != nil {
 		t.Fatal(err)
 	}
 	started, err := s.FinishAndStart(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded,
 		Ran: &store.Running{Process: store.Process{PID: 4711, PGID: 4711}}},
 		[]store.AttemptSpec{{Run: run.ID, Task: "b", Resource: res, Queued: true}})
-	if err != nil || started[0].Err != nil || started[0].Attempt.Token != 2*epochSpan {
-		t.Fatalf("FinishAndStart past the epoch = %+v, %v; want token %d", started, err, 2*epochSpan)
+	if err != nil || started[0].Err != nil || started[0].Attempt.Token != 2*store.EpochSpan {
+		t.Fatalf("FinishAndStart past the epoch = %+v, %v; want token %d", started, err, 2*store.EpochSpan)
 	}
 	got, err := s.GetAttempt(ctx, a.AttemptRef)
 	if err != nil || got.State != store.AttemptSucceeded {

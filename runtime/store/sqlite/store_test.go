@@ -201,14 +201,14 @@ func TestTokensIncreaseAcrossReopen(t *testing.T) {
 			last = tok
 		}
 		// Each handle records a new epoch before its first grant.
-		if epoch := last / epochSpan; epoch != int64(round+1) {
+		if epoch := last / store.EpochSpan; epoch != int64(round+1) {
 			t.Errorf("round %d: token %d is of epoch %d, want %d", round, last, epoch, round+1)
 		}
 		other, err := s.NextToken(ctx, "other")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := int64(round+1) * epochSpan; other != want {
+		if want := int64(round+1) * store.EpochSpan; other != want {
 			t.Errorf("a second resource counts on its own: got %d, want %d", other, want)
 		}
 		s.Close()
@@ -222,15 +222,15 @@ func TestTokenEpochSpent(t *testing.T) {
 	s := openTest(t, path, nil)
 	ctx := context.Background()
 	first, err := s.NextToken(ctx, "r")
-	if err != nil || first != epochSpan {
-		t.Fatalf("first token %d, %v; want %d", first, err, epochSpan)
+	if err != nil || first != store.EpochSpan {
+		t.Fatalf("first token %d, %v; want %d", first, err, store.EpochSpan)
 	}
-	if _, err := rawDB(t, path).Exec(`UPDATE tokens SET last = ? WHERE resource = 'r'`, 2*epochSpan-1); err != nil {
+	if _, err := rawDB(t, path).Exec(`UPDATE tokens SET last = ? WHERE resource = 'r'`, 2*store.EpochSpan-1); err != nil {
 		t.Fatal(err)
 	}
 	next, err := s.NextToken(ctx, "r")
-	if err != nil || next != 2*epochSpan {
-		t.Fatalf("token past the epoch = %d, %v; want %d", next, err, 2*epochSpan)
+	if err != nil || next != 2*store.EpochSpan {
+		t.Fatalf("token past the epoch = %d, %v; want %d", next, err, 2*store.EpochSpan)
 	}
 	var epoch int64
 	if err := s.r.QueryRow(`SELECT epoch FROM epochs`).Scan(&epoch); err != nil || epoch != 2 {
@@ -359,8 +359,8 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		t.Fatalf("%d attempts survived, want %d (%v)", len(atts), n/2, err)
 	}
 	var last int64
-	if err := s2.r.QueryRow(`SELECT last FROM tokens WHERE resource = 'res'`).Scan(&last); err != nil || last != epochSpan+n/2-1 {
-		t.Errorf("last token %d, %v; want %d: failed writes must not consume tokens", last, err, epochSpan+n/2-1)
+	if err := s2.r.QueryRow(`SELECT last FROM tokens WHERE resource = 'res'`).Scan(&last); err != nil || last != store.EpochSpan+n/2-1 {
+		t.Errorf("last token %d, %v; want %d: failed writes must not consume tokens", last, err, store.EpochSpan+n/2-1)
 	}
 
 	cancelled, cancel := context.WithCancel(ctx)
