@@ -75,14 +75,10 @@ func loadSpecWith(path string, compile compileFunc) (*compiled, error) {
 // compileFunc is compiler.Compile or compiler.Check.
 type compileFunc func(*spec.Pipeline) (*compiler.Result, diag.Diagnostics)
 
-// loadSource loads and compiles a spec's text. A binary file (a NUL byte, or
-// not UTF-8) gets one finding instead of one per byte the parser trips on.
-func loadSource(syn spec.Syntax, name string, src []byte) *compiled {
-	return loadSourceWith(syn, name, src, compiler.Compile)
-}
-
-// loadSourceWith is loadSource with the compiler's entry point (see
-// loadSpecWith); it loads as lint does (lintcmd.LoadSource).
+// loadSourceWith loads and compiles a spec's text with the compiler's entry
+// point (see loadSpecWith), as lint does (lintcmd.LoadSource): a binary file
+// (a NUL byte, or not UTF-8) gets one finding instead of one per byte the
+// parser trips on.
 func loadSourceWith(syn spec.Syntax, name string, src []byte, compile compileFunc) *compiled {
 	l := lintcmd.LoadSource(specload.Both{}, syn, name, src, lintcmd.CompileFunc(compile))
 	return &compiled{File: name, Src: l.Src, Result: l.Result, Diags: l.Diags}

@@ -15,7 +15,6 @@ type navCase struct {
 	name              string
 	refAfter, word    string
 	defAfter, defWord string
-	hcl, cue          bool
 }
 
 // refCases covers every kind of name a spec refers to. The after strings

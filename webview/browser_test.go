@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,11 +176,7 @@ func pipecBin(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "pipec")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(gobin); err != nil {
-			gobin = "go"
-		}
-		out, err := exec.Command(gobin, "build", "-o", builtBin, "github.com/pipec/pipec/cmd/pipec").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/pipec/pipec/cmd/pipec").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

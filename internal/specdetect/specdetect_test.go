@@ -1,7 +1,6 @@
 package specdetect
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,7 +46,7 @@ func BenchmarkIsPipeline(b *testing.B) {
 		b.Run(strings.TrimPrefix(filepath.Ext(f), "."), func(b *testing.B) {
 			for b.Loop() {
 				if !IsPipeline(syn, src) {
-					b.Fatal(fmt.Sprintf("%s not recognised", f))
+					b.Fatalf("%s not recognised", f)
 				}
 			}
 		})

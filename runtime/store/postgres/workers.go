@@ -137,18 +137,6 @@ func (s *Store) Deregister(ctx context.Context, name string) error {
 	})
 }
 
-// liveWorkers are the workers that may take work now, by name.
-func liveWorkers(ctx context.Context, tx pgx.Tx) ([]string, error) {
-	rows, err := tx.Query(ctx, `SELECT name FROM workers WHERE state = 'live' AND expiry > pipec_now() ORDER BY name COLLATE "C"`)
-	if err != nil {
-		return nil, err
-	}
-	return collect(rows, func(r pgx.Row) (string, error) {
-		var n string
-		return n, r.Scan(&n)
-	})
-}
-
 // Sweep implements queue.Queue: a claim whose lease expired belongs to a
 // worker that stopped renewing (SIGSTOP, SIGKILL, a partition); the model
 // treats it as a lost lease (queue.Expired).
