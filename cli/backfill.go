@@ -56,7 +56,9 @@ func newBackfillCmd(io IO) *cobra.Command {
 			"PIPEC_ENGINE) the runs go to Temporal's workers instead (docs/temporal.md).",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.resolveSeed(cmd)
+			if err := opts.resolve(cmd); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("engine") && !opts.submit {
 				return usageErr("backfill: --engine hands the intervals to an engine's workers: give --submit too")
 			}

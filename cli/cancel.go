@@ -33,7 +33,7 @@ func newCancelCmd(io IO) *cobra.Command {
 			"it and why are recorded in the run (run.cancelled). A non-idempotent task stopped this way\n" +
 			"is unknown, as any interrupted one: settle it with pipec resolve.\n" +
 			stateOrder,
-		Args: cobra.RangeArgs(1, 2),
+		Args: withUsage(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
 			if len(args) == 2 {

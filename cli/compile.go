@@ -41,22 +41,19 @@ func runCompile(io IO, path string, opts compileOptions) error {
 	return writeUserFile(opts.output, b, 0o644)
 }
 
-// exactArgs is cobra.ExactArgs with a usage exit code.
-func exactArgs(n int) cobra.PositionalArgs {
+// withUsage is an argument check whose error names the command and shows
+// its usage, with a usage exit code.
+func withUsage(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+		if err := check(cmd, args); err != nil {
 			return usageErr("%s: %v (usage: pipec %s)", cmd.Name(), err, cmd.Use)
 		}
 		return nil
 	}
 }
 
-// minArgs is cobra.MinimumNArgs with a usage exit code.
-func minArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := cobra.MinimumNArgs(n)(cmd, args); err != nil {
-			return usageErr("%s: %v (usage: pipec %s)", cmd.Name(), err, cmd.Use)
-		}
-		return nil
-	}
-}
+// exactArgs is cobra.ExactArgs withUsage.
+func exactArgs(n int) cobra.PositionalArgs { return withUsage(cobra.ExactArgs(n)) }
+
+// minArgs is cobra.MinimumNArgs withUsage.
+func minArgs(n int) cobra.PositionalArgs { return withUsage(cobra.MinimumNArgs(n)) }

@@ -33,7 +33,7 @@ func newEventsCmd(io IO) *cobra.Command {
 			stateOrder + "\n" +
 			"Attempts are listed by task in the plan's order when SPEC is given and is the run's pipeline,\n" +
 			"else in the order the tasks started (and the output says so).",
-		Args: cobra.RangeArgs(1, 2),
+		Args: withUsage(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
 			if len(args) == 2 {

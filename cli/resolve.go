@@ -33,7 +33,7 @@ func newResolveCmd(io IO) *cobra.Command {
 			"publishes its staged outputs, if any. --as failed: it did not; the next run runs the task again.\n" +
 			"The decision, the reason and who gave it are recorded in the run's events (attempt.resolved).\n" +
 			stateOrder,
-		Args: cobra.RangeArgs(2, 3),
+		Args: withUsage(cobra.RangeArgs(2, 3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
 			if len(args) == 3 {

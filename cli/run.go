@@ -55,11 +55,16 @@ func (e *execFlags) register(cmd *cobra.Command, parallelHelp string) {
 		"(wins over the spec's artifacts; default: versions/ beside the state)")
 }
 
-// resolveSeed picks a random jitter seed unless --seed was given.
-func (e *execFlags) resolveSeed(cmd *cobra.Command) {
+// resolve checks the flags and picks a random jitter seed unless --seed
+// was given.
+func (e *execFlags) resolve(cmd *cobra.Command) error {
+	if e.parallel < 0 {
+		return usageErr("%s: --parallel must be at least 1 (or 0: the number of CPUs), not %d", cmd.Name(), e.parallel)
+	}
 	if !cmd.Flags().Changed("seed") {
 		e.seed = randomSeed()
 	}
+	return nil
 }
 
 func newRunCmd(io IO) *cobra.Command {
@@ -84,7 +89,9 @@ func newRunCmd(io IO) *cobra.Command {
 			"Exit code 1 when a task, check or publish failed.",
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.resolveSeed(cmd)
+			if err := opts.resolve(cmd); err != nil {
+				return err
+			}
 			return runRun(cmd.Context(), io, args[0], opts)
 		},
 	}

@@ -35,7 +35,7 @@ func newStatusCmd(io IO) *cobra.Command {
 		Long: "Status lists the runs in the state (with SPEC, that spec's pipeline's only).\n" + stateOrder + "\n" +
 			"A run's tasks are listed in the plan's order (upstream first) when SPEC is given and is the\n" +
 			"run's pipeline, else in the order they started (and the output says so).",
-		Args: cobra.MaximumNArgs(1),
+		Args: withUsage(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
 			if len(args) == 1 {
