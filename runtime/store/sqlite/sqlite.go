@@ -173,7 +173,13 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state database: %w", diskFull(err))
 	}
+	fi, err := f.Stat()
 	f.Close()
+	if err == nil && !fi.Mode().IsRegular() {
+		// SQLite would take a device for a full disk, and a pipe would
+		// hang it: the state is a file of its own.
+		return nil, fmt.Errorf("state database: %s is %s; the state must be a regular file", path, fileKind(fi.Mode()))
+	}
 
 	// The write connection has no SQLite busy handler: SQLite's sleeps 1, 2,
 	// 5, 10... ms between tries, far longer than one of our transactions, so
@@ -241,6 +247,19 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, diskFull(err))
 	}
 	return s, nil
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }
 
 // schemaCurrent reports, from a read, that the schema needs no migration, so

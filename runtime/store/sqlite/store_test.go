@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,6 +182,21 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	s.Close()
 	if _, err := Open(context.Background(), path, Options{}); err == nil || !strings.Contains(err.Error(), "newer than this pipec supports") {
 		t.Fatalf("Open on a newer schema: err = %v", err)
+	}
+}
+
+// A state path that names a device or a named pipe is refused at once, by
+// name: SQLite would take /dev/null for a full disk, and a pipe would hang it.
+func TestOpenRefusesSpecialFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "state.db")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, kind := range map[string]string{os.DevNull: "a device", fifo: "a named pipe"} {
+		_, err := Open(context.Background(), path, Options{})
+		if want := path + " is " + kind + "; the state must be a regular file"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%s): err = %v, want %q", path, err, want)
+		}
 	}
 }
 
