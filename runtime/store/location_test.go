@@ -1,6 +1,7 @@
 package store
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -68,6 +69,13 @@ func TestLocationKeywordValue(t *testing.T) {
 			t.Errorf("%q: want a file, got %+v", file, loc)
 		}
 	}
+	// A broken connection string with a password is refused, never taken
+	// for a file (which would print it, and make it part of a file's name).
+	for _, bad := range []string{"host=/run/pg dbname=d password=s3cret sslmode", "host=db password='s3cret", "x sslpassword=s3cret"} {
+		if loc, err := ParseLocation(bad); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%q: got %+v, %v; want an error without the password", bad, loc, err)
+		}
+	}
 }
 
 // TestLocationURLHide: a URL's passwords are masked in a driver's message.
@@ -79,4 +87,58 @@ func TestLocationURLHide(t *testing.T) {
 	if got := loc.Hide("failed: postgres://u:s3cret@db/pipec?sslpassword=0ther"); strings.Contains(got, "s3cret") || strings.Contains(got, "0ther") {
 		t.Errorf("Hide = %q", got)
 	}
+}
+
+// FuzzLocationHidesPasswords puts an arbitrary password in each place a
+// --state value can hold one (a URL's user info, a URL parameter, a
+// keyword/value pair), written as a person would have to write it there,
+// with arbitrary text around it: the printed location, the one tasks get
+// and a driver's message quoting the password never show it.
+func FuzzLocationHidesPasswords(f *testing.F) {
+	f.Add("s3cret", "db.internal:5432", "sslmode=require", uint8(0))
+	f.Add("p@ss word'\\x", "/run/pg", "", uint8(1))
+	f.Add("a=b&c", "h", "user=u", uint8(2))
+	f.Add("%zz", "[::1", "x=y", uint8(3))
+	f.Fuzz(func(t *testing.T, suffix, host, extra string, form uint8) {
+		pw := "Pw7q" + suffix // a marker no template or mask contains
+		// A host is a name, an address or a folder: what would end it
+		// makes another location, which the other forms cover.
+		host = strings.Map(func(r rune) rune {
+			if strings.ContainsRune("@?#&='\\ \t\n\r\v\f", r) {
+				return -1
+			}
+			return r
+		}, host)
+		var in string
+		switch form % 4 {
+		case 0:
+			in = "postgres://" + url.UserPassword("pipec", pw).String() + "@" + host + "/db?" + extra
+		case 1:
+			in = "postgresql://" + host + "/db?" + extra + "&password=" + url.QueryEscape(pw)
+		case 2:
+			in = "host=" + host + " dbname=d password='" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pw) + "' " + extra
+		case 3:
+			in = "postgres://u@" + host + "/db?sslpassword=" + url.QueryEscape(pw) + "&" + extra
+		}
+		loc, err := ParseLocation(in)
+		if err != nil {
+			if strings.Contains(err.Error(), pw) {
+				t.Fatalf("ParseLocation(%q): the error shows the password: %v", in, err)
+			}
+			return
+		}
+		shown := map[string]string{
+			"String":          loc.String(),
+			"WithoutPassword": loc.WithoutPassword(),
+			"Hide":            loc.Hide("cannot parse `" + in + "`: password " + pw),
+		}
+		for what, s := range shown {
+			for _, leak := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw)} {
+				// (unless the text around it, typed as it is, holds it too)
+				if strings.Contains(s, leak) && !strings.Contains(extra+"\x00"+host, leak) {
+					t.Fatalf("%s of %q shows the password %q: %s", what, in, pw, s)
+				}
+			}
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -49,7 +50,25 @@ func ParseLocation(value string) (Location, error) {
 	if pairs, ok := parseDSN(value); ok {
 		return Location{Value: value, Server: true, dsn: pairs}, nil
 	}
+	if namesSecret(value) {
+		// Taken for a file, it would be printed in messages and its
+		// password made part of a file's name.
+		return Location{}, errors.New("state: the value holds a password (password=…) but is not a keyword/value connection string; " +
+			"write keyword=value pairs separated by spaces, a value with spaces or quotes in single quotes (the value is not shown)")
+	}
 	return Location{Value: value, Path: value}, nil
+}
+
+// namesSecret reports whether a value that is not a connection string
+// still has a word that starts as a password pair does (password=,
+// sslpassword=).
+func namesSecret(value string) bool {
+	for _, f := range strings.Fields(value) {
+		if k, _, ok := strings.Cut(f, "="); ok && dsnKeyword.MatchString(k) && secretKey(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Exists reports whether the state was ever created (status and events
@@ -103,6 +122,7 @@ func (l Location) WithoutPassword() string {
 		}
 	}
 	u.RawQuery = q.Encode()
+	u.Fragment, u.RawFragment = "", "" // as redactURL
 	return u.String()
 }
 
@@ -118,24 +138,49 @@ func (l Location) Hide(msg string) string {
 	return msg
 }
 
-// secrets are the passwords in a server location.
+// secrets are the passwords in a server location, each as typed and as
+// read, the longest first (so that a password inside another is not
+// masked alone, leaving the rest of the longer one).
 func (l Location) secrets() []string {
 	var out []string
 	for _, p := range l.dsn {
 		if secretKey(p.key) {
-			out = append(out, p.raw, p.value) // the longer, as typed, first
+			out = append(out, p.raw, p.value)
 		}
 	}
 	if l.dsn == nil && l.Server {
-		if u, err := url.Parse(l.Value); err == nil {
-			if pw, ok := u.User.Password(); ok {
-				out = append(out, pw)
-			}
-			for k, vs := range u.Query() {
-				if secretKey(k) {
-					out = append(out, vs...)
-				}
-			}
+		out = urlSecrets(l.Value)
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// urlSecrets are the passwords of a server URL, read from its text alone so
+// that a URL that does not parse (which a driver's message may still
+// quote) is covered too: the user info's password and every parameter named
+// like one, each as typed (escaped) and unescaped.
+func urlSecrets(v string) []string {
+	var out []string
+	add := func(raw string, unescape func(string) (string, error)) {
+		out = append(out, raw)
+		if s, err := unescape(raw); err == nil {
+			out = append(out, s)
+		}
+	}
+	_, rest, _ := strings.Cut(v, "://")
+	authority, query, _ := strings.Cut(rest, "?")
+	authority, _, _ = strings.Cut(authority, "/")
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		if _, pw, ok := strings.Cut(authority[:at], ":"); ok {
+			add(pw, url.PathUnescape)
+		}
+	}
+	// A fragment's pairs count too: a driver ignores them, but they were
+	// typed as parameters.
+	for _, p := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == '#' }) {
+		k, val, ok := strings.Cut(p, "=")
+		if name, err := url.QueryUnescape(k); ok && (err != nil || secretKey(name)) {
+			add(val, url.QueryUnescape)
 		}
 	}
 	return out
@@ -160,5 +205,6 @@ func redactURL(v string) string {
 		}
 	}
 	u.RawQuery = strings.Join(params, "&")
+	u.Fragment, u.RawFragment = "", "" // nothing a connection reads; it may hold what was typed as a parameter
 	return u.Redacted()
 }
