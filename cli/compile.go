@@ -38,6 +38,9 @@ func runCompile(io IO, path string, opts compileOptions) error {
 		_, err := io.Stdout.Write(b)
 		return err
 	}
+	if err := refuseInput(opts.output, path); err != nil {
+		return err
+	}
 	return writeUserFile(opts.output, b, 0o644)
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/pipec/pipec/internal/atomicfile"
 )
 
-// writeUserFile writes data to a path the user named (compile -o, the specs
-// fmt rewrites), as a shell redirection would, never destroying what is not
+// writeUserFile writes data to a path the user named (compile -o, report
+// -o, the specs fmt rewrites), as a shell redirection would, never destroying what is not
 // a file of ours:
 //   - a regular file (or a link to one) is replaced atomically, keeping its
 //     mode: readers see the old content or the new, never half; a link stays
@@ -47,6 +47,22 @@ func writeUserFile(path string, data []byte, perm os.FileMode) error {
 		// Not a regular file: write through it, never replace it.
 		return writeThrough(path, os.O_WRONLY, 0, data)
 	}
+}
+
+// refuseInput is a usage error when output names one of the files the
+// command reads (the same file, through links): compile -o SPEC or report
+// -o STATE would replace what it came from.
+func refuseInput(output string, inputs ...string) error {
+	out, err := os.Stat(output)
+	if err != nil {
+		return nil // a new file, or one writeUserFile reports
+	}
+	for _, in := range inputs {
+		if st, err := os.Stat(in); err == nil && os.SameFile(out, st) {
+			return usageErr("%s is what this command reads (%s): name another file to write to", output, in)
+		}
+	}
+	return nil
 }
 
 // writeThrough opens path (following a link) and writes data to it.

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pipec/pipec/internal/atomicfile"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/webview"
 )
@@ -55,6 +55,11 @@ func runReport(ctx context.Context, io IO, run string, opts reportOptions) error
 		return err
 	}
 	defer closeState()
+	if opts.out != "-" {
+		if err := refuseInput(opts.out, append(slices.Clone(opts.specs), loc.Path)...); err != nil {
+			return err
+		}
+	}
 	var b bytes.Buffer
 	if err := webview.Report(ctx, &b, src, loc.String(), run); err != nil {
 		if errors.Is(err, store.ErrNotFound) || webview.IsNoRun(err) {
@@ -66,8 +71,5 @@ func runReport(ctx context.Context, io IO, run string, opts reportOptions) error
 		_, err := io.Stdout.Write(b.Bytes())
 		return err
 	}
-	if err := atomicfile.Write(opts.out, b.Bytes(), 0o644); err != nil {
-		return &exitError{Code: ExitFindings, Err: fmt.Errorf("report: %v", unwrapPathError(err))}
-	}
-	return nil
+	return writeUserFile(opts.out, b.Bytes(), 0o644)
 }
