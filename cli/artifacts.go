@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/artifacts"
 )
 
 // artifactsFlag is --artifacts DIR on the commands that run or hand over
@@ -27,6 +28,9 @@ func (a *artifactsFlag) path() (string, error) {
 	p, err := filepath.Abs(a.dir)
 	if err != nil {
 		return "", usageErr("--artifacts: %v", err)
+	}
+	if _, err := artifacts.NewFolder(p); err != nil {
+		return "", usageErr("--artifacts: %v", err) // a file, a device: refused before anything runs
 	}
 	return p, nil
 }

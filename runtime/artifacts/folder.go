@@ -49,6 +49,11 @@ func NewFolder(root string) (*Folder, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("artifact store %q: the folder must be an absolute path", root)
 	}
+	// Refused here, before a run starts a task, rather than when the first
+	// output is put (a folder that is not there yet is made then).
+	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("artifact store %s: not a folder", root)
+	}
 	return &Folder{Root: filepath.Clean(root)}, nil
 }
 

@@ -315,3 +315,20 @@ func TestFiles(t *testing.T) {
 		t.Error("Open accepted a relative folder")
 	}
 }
+
+// A store whose folder is a file or a device is refused when opened, before
+// a run starts a task; one not made yet is made at the first put.
+func TestNewFolderRefusesAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "store")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{file, os.DevNull} {
+		if _, err := NewFolder(root); err == nil || !strings.Contains(err.Error(), root+": not a folder") {
+			t.Errorf("NewFolder(%s): %v", root, err)
+		}
+	}
+	if _, err := NewFolder(filepath.Join(t.TempDir(), "later")); err != nil {
+		t.Errorf("a folder not made yet: %v", err)
+	}
+}
