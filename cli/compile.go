@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 )
 
@@ -49,7 +51,10 @@ func runCompile(io IO, path string, opts compileOptions) error {
 func withUsage(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return usageErr("%s: %v (usage: pipec %s)", cmd.Name(), err, cmd.Use)
+			// "pipec sink adopt", not "pipec adopt", for a subcommand's.
+			path := cmd.CommandPath()
+			name := strings.TrimPrefix(path, cmd.Root().Name()+" ")
+			return usageErr("%s: %v (usage: %s%s)", name, err, strings.TrimSuffix(path, cmd.Name()), cmd.Use)
 		}
 		return nil
 	}
