@@ -315,12 +315,12 @@ func (p *parser) mapping(n *yaml.Node, known []string, fn func(key string, k, v 
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			p.err(k, "%q is given twice (first at line %d)", k.Value, first.Line)
+			p.err(k, "%q is given twice (first at line %d)", clip(k.Value), first.Line)
 			continue
 		}
 		seen[k.Value] = k
 		if known != nil && !slices.Contains(known, k.Value) {
-			p.err(k, "unknown key %q%s (known: %s)", k.Value, suggest.Hint(k.Value, known), strings.Join(known, ", "))
+			p.err(k, "unknown key %q%s (known: %s)", clip(k.Value), suggest.Hint(k.Value, known), strings.Join(known, ", "))
 			continue
 		}
 		fn(k.Value, k, v)
@@ -333,7 +333,7 @@ func (p *parser) rules(n *yaml.Node) {
 	p.mapping(n, nil, func(id string, k, v *yaml.Node) {
 		r := lint.Lookup(id)
 		if r == nil {
-			p.err(k, "unknown rule %q%s (pipec explain lists them)", id, suggest.Hint(id, ids))
+			p.err(k, "unknown rule %q%s (pipec explain lists them)", clip(id), suggest.Hint(id, ids))
 			return
 		}
 		val, ok := p.str(v, "rules."+id)
@@ -350,7 +350,7 @@ func (p *parser) rules(n *yaml.Node) {
 		} else if s, ok := diag.ParseSeverity(val); ok {
 			set.Severity = s
 		} else {
-			p.err(v, "rules.%s: want off, error, warning or info, not %q", id, val)
+			p.err(v, "rules.%s: want off, error, warning or info, not %q", id, clip(val))
 			return
 		}
 		p.cfg.Rules = append(p.cfg.Rules, set)
@@ -370,7 +370,7 @@ func (p *parser) ignore(n *yaml.Node) {
 		}
 		pat := strings.TrimSuffix(filepath.ToSlash(s), "/")
 		if pat == "" || strings.HasPrefix(pat, "../") || pat == ".." {
-			p.err(e, "ignore: %q is not a path under the configuration's folder", s)
+			p.err(e, "ignore: %q is not a path under the configuration's folder", clip(s))
 			continue
 		}
 		bad := false
@@ -380,7 +380,7 @@ func (p *parser) ignore(n *yaml.Node) {
 			}
 		}
 		if bad {
-			p.err(e, "ignore: %q is not a valid pattern (unbalanced [ or a trailing \\)", s)
+			p.err(e, "ignore: %q is not a valid pattern (unbalanced [ or a trailing \\)", clip(s))
 			continue
 		}
 		p.cfg.Ignore = append(p.cfg.Ignore, pat)
@@ -439,7 +439,7 @@ func (p *parser) workerList(n *yaml.Node) {
 					continue
 				}
 				if !spec.ValidLabel(s) {
-					p.err(l, "%s.labels: %q is not a valid label (a lowercase letter or digit, then lowercase letters, digits, _, . or -, at most %d characters)", what, s, spec.MaxLabelLen)
+					p.err(l, "%s.labels: %q is not a valid label (a lowercase letter or digit, then lowercase letters, digits, _, . or -, at most %d characters)", what, clip(s), spec.MaxLabelLen)
 					continue
 				}
 				offered = append(offered, s)
@@ -504,13 +504,25 @@ func describe(n *yaml.Node) string {
 	}
 	switch n.Tag {
 	case "!!int":
-		return fmt.Sprintf("the number %s", n.Value)
+		return fmt.Sprintf("the number %s", clip(n.Value))
 	case "!!float":
-		return fmt.Sprintf("the number %s", n.Value)
+		return fmt.Sprintf("the number %s", clip(n.Value))
 	case "!!bool":
 		return fmt.Sprintf("the boolean %s", n.Value)
 	case "!!null":
 		return "nothing"
 	}
-	return fmt.Sprintf("the string %q", n.Value)
+	return fmt.Sprintf("the string %q", clip(n.Value))
+}
+
+// clipRunes is how much of a value a message quotes: a file that is not
+// YAML at all (a spec given as --config) reads as one long string.
+const clipRunes = 40
+
+// clip shortens a long value to its start and an ellipsis.
+func clip(s string) string {
+	if r := []rune(s); len(r) > clipRunes {
+		return string(r[:clipRunes]) + "…"
+	}
+	return s
 }

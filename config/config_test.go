@@ -85,7 +85,7 @@ func TestParseWorkerList(t *testing.T) {
 // TestParseErrors checks every kind of mistake against a golden file of
 // findings with positions, in the text format a spec's findings use.
 func TestParseErrors(t *testing.T) {
-	for _, name := range []string{"bad.yaml", "syntax.yaml", "list.yaml", "workers.yaml", "workers_empty.yaml"} {
+	for _, name := range []string{"bad.yaml", "syntax.yaml", "list.yaml", "workers.yaml", "workers_empty.yaml", "long.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join("testdata", name)
 			src, err := os.ReadFile(file)
