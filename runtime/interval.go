@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/store"
 )
 
 // DefaultEvery is the interval length of a pipeline without a schedule.
@@ -29,8 +30,9 @@ type Interval struct {
 // 3339 time) in the plan's schedule (every = 24h without one). A time that is
 // not the start of an interval of the schedule is an error that names the
 // interval containing it and the next one; a time before the schedule's
-// start names the first interval. Both hold for any date time.Parse reads,
-// however far from the schedule's start (see offsetInto).
+// start names the first interval. Both hold however far the date is from
+// the schedule's start (see offsetInto); an interval a state cannot record
+// (store.CheckInterval) is refused first.
 func ResolveInterval(sched *compiler.PlanSchedule, s string) (Interval, error) {
 	start, err := parseIntervalStart(s)
 	if err != nil {
@@ -52,6 +54,10 @@ func ResolveInterval(sched *compiler.PlanSchedule, s string) (Interval, error) {
 			}
 			iv.First = first.UTC()
 		}
+	}
+	// First, so that no interval is named that could never run.
+	if err := store.CheckInterval(s, start, start.Add(iv.Every)); err != nil {
+		return Interval{}, err
 	}
 	if !iv.First.IsZero() {
 		if start.Before(iv.First) {

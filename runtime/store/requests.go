@@ -3,17 +3,39 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 )
 
 // The checks every store makes of a request before it touches its tables,
 // written here once so that both stores refuse the same requests with the
 // same words.
 
-// Check refuses a run without its pipeline or its interval.
+// Check refuses a run without its pipeline or its interval, or whose
+// interval a store cannot record (CheckInterval).
 func (nr NewRun) Check() error {
 	if nr.Pipeline == "" || nr.Interval == "" {
 		return errors.New("create run: pipeline and interval are required")
+	}
+	if err := CheckInterval(nr.Interval, nr.IntervalStart, nr.IntervalEnd); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	return nil
+}
+
+// CheckInterval refuses an interval that starts or ends outside the times
+// every store records: nanoseconds since 1970 in 64 bits, as the SQLite
+// store keeps them (from 1677-09-21 to 2262-04-11). Beyond them its times
+// would wrap around, and the run read back with another interval. key
+// names the interval in the message; a zero time is not checked.
+func CheckInterval(key string, start, end time.Time) error {
+	earliest, latest := time.Unix(0, math.MinInt64).UTC(), time.Unix(0, math.MaxInt64).UTC()
+	for _, t := range []time.Time{start, end} {
+		if !t.IsZero() && (t.Before(earliest) || t.After(latest)) {
+			return fmt.Errorf("interval %s (%s to %s) is not between %s and %s, the times a state records",
+				key, start.Format(time.RFC3339), end.Format(time.RFC3339), earliest.Format(time.RFC3339), latest.Format(time.RFC3339))
+		}
 	}
 	return nil
 }

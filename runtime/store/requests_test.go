@@ -1,6 +1,9 @@
 package store
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestRequestChecks: what every store refuses before touching its tables.
 func TestRequestChecks(t *testing.T) {
@@ -14,6 +17,9 @@ func TestRequestChecks(t *testing.T) {
 		{"a run", NewRun{Pipeline: "p", Interval: "i"}.Check(), true},
 		{"a run without its interval", NewRun{Pipeline: "p"}.Check(), false},
 		{"a run without its pipeline", NewRun{Interval: "i"}.Check(), false},
+		{"a run in 2262", NewRun{Pipeline: "p", Interval: "2262-04-10", IntervalStart: day(2262, 4, 10), IntervalEnd: day(2262, 4, 11)}.Check(), true},
+		{"a run ending past what a state records", NewRun{Pipeline: "p", Interval: "2262-04-11", IntervalStart: day(2262, 4, 11), IntervalEnd: day(2262, 4, 12)}.Check(), false},
+		{"a run before what a state records", NewRun{Pipeline: "p", Interval: "1600-01-01", IntervalStart: day(1600, 1, 1), IntervalEnd: day(1600, 1, 2)}.Check(), false},
 		{"an attempt", AttemptSpec{Run: "p/i/r1", Task: "t"}.Check(), true},
 		{"an attempt without its task", AttemptSpec{Run: "p/i/r1"}.Check(), false},
 		{"an attempt without its run", AttemptSpec{Task: "t"}.Check(), false},
@@ -30,3 +36,5 @@ func TestRequestChecks(t *testing.T) {
 		}
 	}
 }
+
+func day(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
