@@ -543,6 +543,8 @@ func describeEventText(ev runtime.Event) string {
 			who, str("token"), str("pointer_token"))
 	case runtime.EventPublishFailed:
 		return fmt.Sprintf("publish %s FAILED%s", str("publish"), after(": ", str("error")))
+	case runtime.EventOutputRejected:
+		return fmt.Sprintf("%s#%d output %s REJECTED%s", ev.Task, ev.Attempt, str("artifact"), after(": ", str("reason")))
 	}
 	return ""
 }

@@ -189,7 +189,7 @@ case "$PIPEC_INTERVAL_START" in 2024-01-02*) ;; *) echo 1 >> "$PIPEC_OUTPUT_raw/
 		t.Fatalf("day 2 extract = %+v", ex)
 	}
 	cl := day2.task("clean")
-	if cl.State != TaskNotRun || !strings.Contains(cl.Reason, "input raw has no accepted version for interval 2024-01-02") {
+	if cl.State != TaskNotRun || !strings.Contains(cl.Reason, "input raw was not accepted in this run: check raw_ok failed") {
 		t.Errorf("day 2 clean ran on another interval's artifact: %+v\n%s", cl, day2.text())
 	}
 	if !day2.Failed {

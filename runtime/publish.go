@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,7 +48,11 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			dir, digest, err = sink.Freeze(staging, frozen)
 		}
 		if err != nil {
-			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s cannot be read: %v", out, err), zombie)
+			why := fmt.Sprintf("output %s cannot be read: %v", out, err)
+			if ee := (*sink.EntryError)(nil); errors.As(err, &ee) {
+				why = fmt.Sprintf("output %s: %v", out, ee) // the staging path is no help
+			}
+			r.rejectOutput(ctx, t, l, out, nil, why, zombie)
 			continue
 		}
 		// The frozen copy is the version now; the attempt's staging folder
@@ -213,8 +218,18 @@ func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *laun
 	if v != nil {
 		_ = r.st.RejectVersion(ctx, v.ID, why)
 		r.emitStore(store.EventVersionRejected, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
+	} else {
+		// No version to reject (a link or a device in the output's folder):
+		// the log and the summary still say why nothing was accepted.
+		r.record(ctx, EventOutputRejected, t.Name, l.a.Number, map[string]any{"artifact": out, "reason": why})
 	}
 	if !zombie {
+		r.mu.Lock()
+		r.rejected[out] = why
+		if v == nil {
+			r.unreadable = append(r.unreadable, fmt.Sprintf("%s of %s#%d was not accepted: %s", out, t.Name, l.a.Number, why))
+		}
+		r.mu.Unlock()
 		r.skipPublishes(out, "artifact "+out+" was not accepted: "+why)
 		for _, c := range r.checksOf[out] {
 			r.mu.Lock()

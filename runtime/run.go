@@ -216,6 +216,7 @@ const (
 	EventRunSuperseded  = "run.superseded"
 	EventSinkReconciled = "sink.reconciled"
 	EventZombieKilled   = "attempt.abandoned"
+	EventOutputRejected = "output.rejected"
 )
 
 // Task states in a summary.
@@ -328,9 +329,15 @@ type runner struct {
 	storeErr string
 	// artsErr is the first output that could not be put into the
 	// artifact store, or input that could not be read from it.
-	artsErr   string
-	publishes []PublishResult
-	fenced    []FencedPublish
+	artsErr string
+	// rejected says, by artifact, why this run's version of it was not
+	// accepted (a check failed, it could not be frozen or stored): the
+	// reason its readers in this run are not run. unreadable lists, for
+	// the summary, the outputs that never became a version at all.
+	rejected   map[string]string
+	unreadable []string
+	publishes  []PublishResult
+	fenced     []FencedPublish
 }
 
 type taskState struct {
@@ -403,6 +410,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		slots:      o.Slots,
 		checks:     map[string]*CheckResult{},
 		acceptedBy: map[int64][]sink.ManifestCheck{},
+		rejected:   map[string]string{},
 		baseEnv:    setup.baseEnv,
 		parentEnv:  setup.parentEnv,
 		paths:      setup.paths,

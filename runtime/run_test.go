@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,5 +130,46 @@ func TestRunEndToEnd(t *testing.T) {
 	sum3 := f.run(o3)
 	if sum3.task("extract").State != TaskSucceeded || sum3.Publish[0].Outcome != "won" || sum3.Publish[0].Token <= sum.Publish[0].Token {
 		t.Errorf("forced rerun:\n%s", sum3.text())
+	}
+}
+
+// TestOutputWithALinkIsRejected: an output whose folder holds a symbolic
+// link (to a file outside it) never becomes a version, and says so in the
+// log, in the reason its reader is not run and in the summary, which fails
+// the run as a failed check would; before, the run only said that the
+// reader's input had no accepted version.
+func TestOutputWithALinkIsRejected(t *testing.T) {
+	f := newFixture(t, `pipeline "p" {
+  task "make" {
+    command = ["./make.sh"]
+    outputs = ["raw"]
+  }
+  task "use" {
+    command = ["true"]
+    inputs  = ["raw"]
+  }
+}
+`, map[string]string{"make.sh": `echo ok > "$PIPEC_OUTPUT_raw/a.csv" && ln -s /etc/hostname "$PIPEC_OUTPUT_raw/leak"`})
+	sum := f.run(f.options("2024-01-01"))
+	const why = "output raw: leak is a symbolic link (to /etc/hostname): an output holds files and folders only"
+	if !sum.Failed || len(sum.Unreadable) != 1 || sum.Unreadable[0] != "raw of make#1 was not accepted: "+why {
+		t.Errorf("summary: failed %v, unreadable %q", sum.Failed, sum.Unreadable)
+	}
+	if use := sum.task("use"); use.State != TaskNotRun || use.Reason != "input raw was not accepted in this run: "+why {
+		t.Errorf("use: %+v", use)
+	}
+	if !strings.Contains(sum.text(), "  output  raw of make#1 was not accepted: "+why+"\n") {
+		t.Errorf("the summary's text does not say it:\n%s", sum.text())
+	}
+	evs, err := f.st.Events(context.Background(), sum.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ev := range evs {
+		found = found || ev.Kind == EventOutputRejected && ev.Task == "make" && strings.Contains(string(ev.Payload), `"artifact":"raw"`)
+	}
+	if !found {
+		t.Errorf("no %s event in the log", EventOutputRejected)
 	}
 }

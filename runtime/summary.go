@@ -45,6 +45,10 @@ type Summary struct {
 	// or an accepted input could not be read from it (the task failed with
 	// class ClassArtifacts).
 	ArtifactsError string `json:"artifacts_error,omitempty"`
+	// Unreadable lists the outputs that never became a version, and why (a
+	// link or a device in the output's folder): like a failed check, each
+	// fails the run.
+	Unreadable []string `json:"unreadable_outputs,omitempty"`
 	// Failed is true when a task or check failed, or a publish errored.
 	Failed bool `json:"failed"`
 }
@@ -142,6 +146,10 @@ func (r *runner) summary(run store.Run) *Summary {
 	}
 	if r.artsErr != "" {
 		s.ArtifactsError = r.artsErr
+		s.Failed = true
+	}
+	if len(r.unreadable) > 0 {
+		s.Unreadable = slices.Clone(r.unreadable)
 		s.Failed = true
 	}
 	if s.StoreError == "" && r.storeErr != "" {
@@ -254,6 +262,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	if s.ArtifactsError != "" {
 		fmt.Fprintf(&b, "  artifacts %s\n", s.ArtifactsError)
+	}
+	for _, u := range s.Unreadable {
+		fmt.Fprintf(&b, "  output  %s\n", u)
 	}
 	for _, name := range s.AtLeastOnce {
 		fmt.Fprintf(&b, "  note    sink %s has fencing = \"none\": published at-least-once, a stale attempt can overwrite a newer one\n", name)

@@ -77,6 +77,12 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 		}
 		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, in.Artifact, iv.Key)
 		if errors.Is(err, store.ErrNotFound) {
+			r.mu.Lock()
+			why, ok := r.rejected[in.Artifact]
+			r.mu.Unlock()
+			if ok && in.Offset == 0 {
+				return nil, fmt.Sprintf("input %s was not accepted in this run: %s", inputName(in), why), nil
+			}
 			return nil, fmt.Sprintf("input %s has no accepted version for interval %s", inputName(in), iv.Key), nil
 		}
 		if err != nil {

@@ -95,6 +95,42 @@ type entry struct {
 	mode fs.FileMode
 }
 
+// EntryError is an entry of an output's folder that is neither a file nor a
+// folder: a version holds bytes only, never a link to something outside
+// it nor a device.
+type EntryError struct {
+	Rel    string      // slash path under the output's folder
+	Type   fs.FileMode // its type bits
+	Target string      // a link's target
+}
+
+func (e *EntryError) Error() string {
+	kind := "a special file"
+	switch {
+	case e.Type&fs.ModeSymlink != 0:
+		kind = "a symbolic link"
+		if e.Target != "" {
+			kind += " (to " + e.Target + ")"
+		}
+	case e.Type&fs.ModeDevice != 0:
+		kind = "a device"
+	case e.Type&fs.ModeNamedPipe != 0:
+		kind = "a named pipe"
+	case e.Type&fs.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Sprintf("%s is %s: an output holds files and folders only", e.Rel, kind)
+}
+
+// linkTarget is where a symbolic link at p points ("" for anything else).
+func linkTarget(p string, t fs.FileMode) string {
+	if t&fs.ModeSymlink == 0 {
+		return ""
+	}
+	target, _ := os.Readlink(p)
+	return target
+}
+
 // listTree returns the entries under root (root itself excluded), sorted by
 // relative slash path.
 func listTree(root string) ([]entry, error) {
@@ -124,7 +160,7 @@ func listTree(root string) ([]entry, error) {
 			}
 			out = append(out, entry{rel: rel, mode: info.Mode().Perm()})
 		default:
-			return fmt.Errorf("%s: %s is not a regular file or directory", root, rel)
+			return &EntryError{Rel: rel, Type: t, Target: linkTarget(p, t)}
 		}
 		return nil
 	})

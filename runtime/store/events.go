@@ -42,6 +42,7 @@ func EventKinds() []EventKindDoc {
 		{"version.recorded", "an output was frozen and recorded as a version, with the attempt's token"},
 		{"version.accepted", "a version passed its checks and is in the artifact store"},
 		{"version.rejected", "a version failed a check or could not be stored"},
+		{"output.rejected", "an attempt's output never became a version (a link or a device in its folder, a file it cannot read): why"},
 		{"check.passed", "a check accepted a version"},
 		{"check.failed", "a check rejected a version: why"},
 		{"publish.won", "a publish made its version visible"},
