@@ -51,6 +51,14 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			why := fmt.Sprintf("output %s cannot be read: %v", out, err)
 			if ee := (*sink.EntryError)(nil); errors.As(err, &ee) {
 				why = fmt.Sprintf("output %s: %v", out, ee) // the staging path is no help
+				if !zombie {
+					// The task's own doing, unlike a disk that filled up:
+					// it fails the task's visit, and the run, as a failed
+					// check does.
+					r.mu.Lock()
+					r.unreadable[out] = fmt.Sprintf("%s of %s#%d was not accepted: %s", out, t.Name, l.a.Number, why)
+					r.mu.Unlock()
+				}
 			}
 			r.rejectOutput(ctx, t, l, out, nil, why, zombie)
 			continue
@@ -226,9 +234,6 @@ func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *laun
 	if !zombie {
 		r.mu.Lock()
 		r.rejected[out] = why
-		if v == nil {
-			r.unreadable = append(r.unreadable, fmt.Sprintf("%s of %s#%d was not accepted: %s", out, t.Name, l.a.Number, why))
-		}
 		r.mu.Unlock()
 		r.skipPublishes(out, "artifact "+out+" was not accepted: "+why)
 		for _, c := range r.checksOf[out] {

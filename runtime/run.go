@@ -332,10 +332,11 @@ type runner struct {
 	artsErr string
 	// rejected says, by artifact, why this run's version of it was not
 	// accepted (a check failed, it could not be frozen or stored): the
-	// reason its readers in this run are not run. unreadable lists, for
-	// the summary, the outputs that never became a version at all.
+	// reason its readers in this run are not run. unreadable holds, by
+	// artifact, the summary's line for an output that could not be frozen
+	// into a version (a link or a device in its folder).
 	rejected   map[string]string
-	unreadable []string
+	unreadable map[string]string
 	publishes  []PublishResult
 	fenced     []FencedPublish
 }
@@ -411,6 +412,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		checks:     map[string]*CheckResult{},
 		acceptedBy: map[int64][]sink.ManifestCheck{},
 		rejected:   map[string]string{},
+		unreadable: map[string]string{},
 		baseEnv:    setup.baseEnv,
 		parentEnv:  setup.parentEnv,
 		paths:      setup.paths,

@@ -45,9 +45,9 @@ type Summary struct {
 	// or an accepted input could not be read from it (the task failed with
 	// class ClassArtifacts).
 	ArtifactsError string `json:"artifacts_error,omitempty"`
-	// Unreadable lists the outputs that never became a version, and why (a
-	// link or a device in the output's folder): like a failed check, each
-	// fails the run.
+	// Unreadable lists the outputs that could not become a version because
+	// of what the task put in them (a link or a device in the output's
+	// folder), and why: like a failed check, each fails the run.
 	Unreadable []string `json:"unreadable_outputs,omitempty"`
 	// Failed is true when a task or check failed, or a publish errored.
 	Failed bool `json:"failed"`
@@ -148,8 +148,8 @@ func (r *runner) summary(run store.Run) *Summary {
 		s.ArtifactsError = r.artsErr
 		s.Failed = true
 	}
-	if len(r.unreadable) > 0 {
-		s.Unreadable = slices.Clone(r.unreadable)
+	for _, out := range slices.Sorted(mapKeys(r.unreadable)) {
+		s.Unreadable = append(s.Unreadable, r.unreadable[out])
 		s.Failed = true
 	}
 	if s.StoreError == "" && r.storeErr != "" {

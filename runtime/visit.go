@@ -251,6 +251,9 @@ func (r *runner) confirmHeld(ctx context.Context) error {
 const (
 	ClassCheck   = "check"
 	ClassPublish = "publish"
+	// ClassOutput: an output never became a version (a link or a device
+	// in its folder).
+	ClassOutput = "output"
 )
 
 // outputsFailed says why the task's outputs are not visible although it
@@ -264,6 +267,9 @@ func (r *runner) outputsFailed(t *compiler.PlanTask) (class, why string) {
 			if cr := r.checks[c.Name]; cr != nil && cr.State != CheckPassed {
 				return ClassCheck, fmt.Sprintf("check %s of %s: %s", c.Name, out, cr.Reason)
 			}
+		}
+		if line, ok := r.unreadable[out]; ok {
+			return ClassOutput, "output " + line
 		}
 	}
 	if r.artsErr != "" {
@@ -344,7 +350,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 		// local run's summary fails the run for the same reasons.
 		if class, why := r.outputsFailed(ts.t); why != "" {
 			r.taskFailed(ctx, ts, class, 0, why, "its outputs were not published: "+why)
-			deterministic = class == ClassCheck || class == ClassPublish
+			deterministic = class == ClassCheck || class == ClassPublish || class == ClassOutput
 		}
 	}
 	r.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -289,4 +290,42 @@ func TestOutputsFrozenIntoTheStore(t *testing.T) {
 			t.Errorf("no event of run %s says the put into the artifact store failed", run)
 		}
 	})
+}
+
+// TestOutputWithALinkFailsTheVisit: on a worker, as in a local run, an
+// output that never becomes a version (a symbolic link in its folder) fails
+// the task with class output, once (the same task would write the same link
+// on another worker), and its reader is not run: the run fails.
+func TestOutputWithALinkFailsTheVisit(t *testing.T) {
+	e := newEnv(t, `pipeline "p" {
+  task "make" {
+    command = ["./make.sh"]
+    outputs = ["raw"]
+  }
+}
+`, map[string]string{"make.sh": "#!/bin/sh\necho ok > \"$PIPEC_OUTPUT_raw/a.csv\" && ln -s /etc/hostname \"$PIPEC_OUTPUT_raw/leak\"\n"})
+	e.worker("w1")
+	e.worker("w2")
+	run := e.submit("2024-01-01")
+	rs := e.until(run, "the run's end", finished)
+	if rs.Run.State != store.RunFailed {
+		t.Fatalf("run %s is %s, want failed", run, rs.Run.State)
+	}
+	if st := taskState(rs, "make"); st != queue.WorkFailed {
+		t.Errorf("make is %s, want failed", st)
+	}
+	if got := e.starts(run, "make"); len(got) != 1 {
+		t.Errorf("make's starts = %v, want one (no failover for what the task itself wrote)", got)
+	}
+	evs, err := e.st.Events(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := false
+	for _, ev := range evs {
+		said = said || ev.Kind == runtime.EventOutputRejected && strings.Contains(string(ev.Payload), "leak is a symbolic link (to /etc/hostname)")
+	}
+	if !said {
+		t.Errorf("no %s event of run %s names the link", runtime.EventOutputRejected, run)
+	}
 }
