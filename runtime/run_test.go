@@ -134,12 +134,23 @@ func TestRunEndToEnd(t *testing.T) {
 }
 
 // TestOutputWithALinkIsRejected: an output whose folder holds a symbolic
-// link (to a file outside it) never becomes a version, and says so in the
+// link (to a file outside it), or whose folder the task removed or put a
+// link or a file in place of, never becomes a version, and says so in the
 // log, in the reason its reader is not run and in the summary, which fails
 // the run as a failed check would; before, the run only said that the
-// reader's input had no accepted version.
+// reader's input had no accepted version, or nothing at all.
 func TestOutputWithALinkIsRejected(t *testing.T) {
-	f := newFixture(t, `pipeline "p" {
+	for _, tc := range []struct{ script, why string }{
+		{`echo ok > "$PIPEC_OUTPUT_raw/a.csv" && ln -s /etc/hostname "$PIPEC_OUTPUT_raw/leak"`,
+			"output raw: leak is a symbolic link (to /etc/hostname): an output holds files and folders only"},
+		{`rmdir "$PIPEC_OUTPUT_raw" && ln -s /etc "$PIPEC_OUTPUT_raw"`,
+			"output raw: the output's folder is a symbolic link (to /etc): an output holds files and folders only"},
+		{`rmdir "$PIPEC_OUTPUT_raw" && echo x > "$PIPEC_OUTPUT_raw"`,
+			"output raw: the output's folder is a file: an output holds files and folders only"},
+		{`rm -r "$PIPEC_OUTPUT_raw"`,
+			"output raw: the output's folder was removed: a task leaves it in place (empty, for an empty output)"},
+	} {
+		f := newFixture(t, `pipeline "p" {
   task "make" {
     command = ["./make.sh"]
     outputs = ["raw"]
@@ -149,27 +160,27 @@ func TestOutputWithALinkIsRejected(t *testing.T) {
     inputs  = ["raw"]
   }
 }
-`, map[string]string{"make.sh": `echo ok > "$PIPEC_OUTPUT_raw/a.csv" && ln -s /etc/hostname "$PIPEC_OUTPUT_raw/leak"`})
-	sum := f.run(f.options("2024-01-01"))
-	const why = "output raw: leak is a symbolic link (to /etc/hostname): an output holds files and folders only"
-	if !sum.Failed || len(sum.Unreadable) != 1 || sum.Unreadable[0] != "raw of make#1 was not accepted: "+why {
-		t.Errorf("summary: failed %v, unreadable %q", sum.Failed, sum.Unreadable)
-	}
-	if use := sum.task("use"); use.State != TaskNotRun || use.Reason != "input raw was not accepted in this run: "+why {
-		t.Errorf("use: %+v", use)
-	}
-	if !strings.Contains(sum.text(), "  output  raw of make#1 was not accepted: "+why+"\n") {
-		t.Errorf("the summary's text does not say it:\n%s", sum.text())
-	}
-	evs, err := f.st.Events(context.Background(), sum.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, ev := range evs {
-		found = found || ev.Kind == EventOutputRejected && ev.Task == "make" && strings.Contains(string(ev.Payload), `"artifact":"raw"`)
-	}
-	if !found {
-		t.Errorf("no %s event in the log", EventOutputRejected)
+`, map[string]string{"make.sh": tc.script})
+		sum := f.run(f.options("2024-01-01"))
+		if !sum.Failed || len(sum.Unreadable) != 1 || sum.Unreadable[0] != "raw of make#1 was not accepted: "+tc.why {
+			t.Errorf("%s: summary: failed %v, unreadable %q", tc.script, sum.Failed, sum.Unreadable)
+		}
+		if use := sum.task("use"); use.State != TaskNotRun || use.Reason != "input raw was not accepted in this run: "+tc.why {
+			t.Errorf("%s: use: %+v", tc.script, use)
+		}
+		if !strings.Contains(sum.text(), "  output  raw of make#1 was not accepted: "+tc.why+"\n") {
+			t.Errorf("%s: the summary's text does not say it:\n%s", tc.script, sum.text())
+		}
+		evs, err := f.st.Events(context.Background(), sum.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ev := range evs {
+			found = found || ev.Kind == EventOutputRejected && ev.Task == "make" && strings.Contains(string(ev.Payload), `"artifact":"raw"`)
+		}
+		if !found {
+			t.Errorf("%s: no %s event in the log", tc.script, EventOutputRejected)
+		}
 	}
 }

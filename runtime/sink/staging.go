@@ -7,6 +7,7 @@ package sink
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -99,12 +100,20 @@ type entry struct {
 // folder: a version holds bytes only, never a link to something outside
 // it nor a device.
 type EntryError struct {
-	Rel    string      // slash path under the output's folder
+	Rel    string      // slash path under the output's folder; "" for the folder itself
 	Type   fs.FileMode // its type bits
 	Target string      // a link's target
+	Gone   bool        // the output's folder itself was removed
 }
 
 func (e *EntryError) Error() string {
+	if e.Gone {
+		return "the output's folder was removed: a task leaves it in place (empty, for an empty output)"
+	}
+	what := e.Rel
+	if what == "" {
+		what = "the output's folder"
+	}
 	kind := "a special file"
 	switch {
 	case e.Type&fs.ModeSymlink != 0:
@@ -119,7 +128,10 @@ func (e *EntryError) Error() string {
 	case e.Type&fs.ModeSocket != 0:
 		kind = "a socket"
 	}
-	return fmt.Sprintf("%s is %s: an output holds files and folders only", e.Rel, kind)
+	if e.Type.IsRegular() {
+		kind = "a file"
+	}
+	return fmt.Sprintf("%s is %s: an output holds files and folders only", what, kind)
 }
 
 // linkTarget is where a symbolic link at p points ("" for anything else).
@@ -134,8 +146,17 @@ func linkTarget(p string, t fs.FileMode) string {
 // listTree returns the entries under root (root itself excluded), sorted by
 // relative slash path.
 func listTree(root string) ([]entry, error) {
+	// The folder itself first: pipec made it, so a task that removed it,
+	// or put a link or a file in its place, is what the error names.
+	fi, err := os.Lstat(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &EntryError{Gone: true}
+	}
+	if err == nil && !fi.IsDir() {
+		return nil, &EntryError{Type: fi.Mode().Type(), Target: linkTarget(root, fi.Mode().Type())}
+	}
 	var out []entry
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
