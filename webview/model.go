@@ -415,6 +415,8 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 					v.Versions[i].Reason = s.text(str(p, "reason"))
 				}
 			}
+		case "output.rejected":
+			mark("rejected", "output "+str(p, "artifact")+" rejected"+withReason(str(p, "reason")))
 		case store.EventAttemptUnknown:
 			if av != nil {
 				av.Unknown = e.Time

@@ -310,6 +310,8 @@ func symbol(kind string) string {
 		return "…"
 	case "published":
 		return "✓"
+	case "rejected":
+		return "✗"
 	}
 	return "•"
 }

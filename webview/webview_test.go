@@ -119,6 +119,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(r, err)
 	}
 	ev("task.succeeded", "write", 0, `{}`)
+	ev("output.rejected", "extract", 2, `{"artifact":"raw","reason":"output raw: leak is a symbolic link (to /etc/hostname): an output holds files and folders only"}`)
 
 	// The hostile task; its tail holds a secret (a state written before
 	// masking, or by hand): the viewer's redactor masks it.
@@ -180,7 +181,7 @@ func TestRunPage(t *testing.T) {
 			t.Errorf("no bar for %s with token %d", a.AttemptRef, a.Token)
 		}
 	}
-	for _, want := range []string{`class="mark m-fenced"`, `class="mark m-unknown"`, `class="mark m-relaunch"`, `class="mark m-retry"`,
+	for _, want := range []string{`class="mark m-rejected"`, "output raw rejected: output raw: leak is a symbolic link", `class="mark m-fenced"`, `class="mark m-unknown"`, `class="mark m-relaunch"`, `class="mark m-retry"`,
 		`data-outcome="fenced"`, `class="bar o-failed"`, `href="/artifact?pipeline=demo&amp;name=part"`, "exit code 75", "&lt;script&gt;alert", `\x1b[31mred\u202e`, "***"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("run page lacks %q", want)
