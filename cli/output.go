@@ -10,9 +10,9 @@ import (
 	"github.com/pipec/pipec/internal/atomicfile"
 )
 
-// writeUserFile writes data to a path the user named (compile -o, report
-// -o, the specs fmt rewrites), as a shell redirection would, never destroying what is not
-// a file of ours:
+// writeUserFile writes data to a path the user named (compile -o, report -o,
+// the specs fmt rewrites), as a shell redirection would, never destroying
+// what is not a file of ours:
 //   - a regular file (or a link to one) is replaced atomically, keeping its
 //     mode: readers see the old content or the new, never half; a link stays
 //     a link and its target gets the new content;

@@ -227,8 +227,8 @@ func (r *runner) rejectOutput(ctx context.Context, t *compiler.PlanTask, l *laun
 		_ = r.st.RejectVersion(ctx, v.ID, why)
 		r.emitStore(store.EventVersionRejected, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
 	} else {
-		// No version to reject (a link or a device in the output's folder):
-		// the log and the summary still say why nothing was accepted.
+		// No version to reject (the output could not be frozen or
+		// recorded): the log still says why nothing was accepted.
 		r.record(ctx, EventOutputRejected, t.Name, l.a.Number, map[string]any{"artifact": out, "reason": why})
 	}
 	if !zombie {

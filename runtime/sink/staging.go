@@ -116,6 +116,8 @@ func (e *EntryError) Error() string {
 	}
 	kind := "a special file"
 	switch {
+	case e.Type.IsRegular():
+		kind = "a file" // in place of the folder itself
 	case e.Type&fs.ModeSymlink != 0:
 		kind = "a symbolic link"
 		if e.Target != "" {
@@ -127,9 +129,6 @@ func (e *EntryError) Error() string {
 		kind = "a named pipe"
 	case e.Type&fs.ModeSocket != 0:
 		kind = "a socket"
-	}
-	if e.Type.IsRegular() {
-		kind = "a file"
 	}
 	return fmt.Sprintf("%s is %s: an output holds files and folders only", what, kind)
 }
