@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/pipec/pipec/internal/atomicfile"
+	"github.com/pipec/pipec/internal/filekind"
 )
 
 // StagingRoot is where attempts stage their outputs, relative to the state
@@ -114,21 +115,9 @@ func (e *EntryError) Error() string {
 	if what == "" {
 		what = "the output's folder"
 	}
-	kind := "a special file"
-	switch {
-	case e.Type.IsRegular():
-		kind = "a file" // in place of the folder itself
-	case e.Type&fs.ModeSymlink != 0:
-		kind = "a symbolic link"
-		if e.Target != "" {
-			kind += " (to " + e.Target + ")"
-		}
-	case e.Type&fs.ModeDevice != 0:
-		kind = "a device"
-	case e.Type&fs.ModeNamedPipe != 0:
-		kind = "a named pipe"
-	case e.Type&fs.ModeSocket != 0:
-		kind = "a socket"
+	kind := filekind.Of(e.Type)
+	if e.Target != "" {
+		kind += " (to " + e.Target + ")"
 	}
 	return fmt.Sprintf("%s is %s: an output holds files and folders only", what, kind)
 }

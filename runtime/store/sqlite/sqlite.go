@@ -88,6 +88,7 @@ import (
 	msqlite "modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/pipec/pipec/internal/filekind"
 	"github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -178,7 +179,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if err == nil && !fi.Mode().IsRegular() {
 		// SQLite would take a device for a full disk, and a pipe would
 		// hang it: the state is a file of its own.
-		return nil, fmt.Errorf("state database: %s is %s; the state must be a regular file", path, fileKind(fi.Mode()))
+		return nil, fmt.Errorf("state database: %s is %s; the state must be a regular file", path, filekind.Of(fi.Mode().Type()))
 	}
 
 	// The write connection has no SQLite busy handler: SQLite's sleeps 1, 2,
@@ -247,19 +248,6 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, diskFull(err))
 	}
 	return s, nil
-}
-
-// fileKind names what a path that is not a regular file is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	}
-	return "a special file"
 }
 
 // schemaCurrent reports, from a read, that the schema needs no migration, so
