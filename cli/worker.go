@@ -187,7 +187,12 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	closeState := true
+	defer func() {
+		if closeState {
+			st.Close()
+		}
+	}()
 	// Tasks get the shared state as PIPEC_STATE: a server's URL without
 	// its password (their pipec heartbeat renews through the heartbeat
 	// file), or the SQLite file's absolute path, in which their pipec
@@ -220,6 +225,11 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		Lease:            opts.lease,
 		Log:              io.Stderr,
 	})
+	if errors.Is(err, worker.ErrStoreSilent) {
+		// Closing would wait for connections that wait on the silent
+		// server; the process's exit closes them.
+		closeState = false
+	}
 	if err != nil {
 		return &exitError{Code: ExitFindings, Err: err}
 	}

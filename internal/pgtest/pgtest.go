@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/internal/netdelay"
+	"github.com/pipec/pipec/internal/proctree"
 )
 
 // RequireEnv is the environment variable that makes a missing PostgreSQL a
@@ -236,6 +237,27 @@ func (s *Server) Restart(down time.Duration) error {
 	<-s.exited
 	time.Sleep(down)
 	return s.start()
+}
+
+// Freeze stops every process of the server (SIGSTOP, the postmaster
+// first, so that it starts no other): its connections stay open and
+// nothing answers on them, as clients see a hung server, or a network that
+// drops packets. Thaw resumes it.
+func (s *Server) Freeze() error { return s.signalAll(syscall.SIGSTOP) }
+
+// Thaw resumes a server that Freeze stopped.
+func (s *Server) Thaw() error { return s.signalAll(syscall.SIGCONT) }
+
+func (s *Server) signalAll(sig syscall.Signal) error {
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	for _, pid := range proctree.Descendants(s.cmd.Process.Pid) {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signal %d: %w", pid, err)
+		}
+	}
+	return nil
 }
 
 // pgEnv is the servers' environment: enough to run, nothing of the test's

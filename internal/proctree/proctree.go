@@ -33,32 +33,65 @@ func times(pid int) (self, children time.Duration, ppid int, ok bool) {
 	return n(11) + n(12), n(13) + n(14), ppid, true
 }
 
-// CPU is the CPU time of the processes rooted at root: their own and that
-// of the descendants they waited for, and of the live ones.
-func CPU(root int) time.Duration {
-	parent := map[int]int{}
-	cpu := map[int]time.Duration{}
+// process is one live process as /proc shows it.
+type process struct {
+	ppid int
+	cpu  time.Duration // its own and that of the children it waited for
+}
+
+// all reads every live process.
+func all() map[int]process {
+	ps := map[int]process{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		self, children, ppid, ok := times(pid)
-		if ok {
-			parent[pid], cpu[pid] = ppid, self+children
+		if self, children, ppid, ok := times(pid); ok {
+			ps[pid] = process{ppid, self + children}
 		}
 	}
+	return ps
+}
+
+// under reports whether pid is root or one of its descendants in ps.
+func under(ps map[int]process, pid, root int) bool {
+	for p := pid; p != 0; p = ps[p].ppid {
+		if p == root {
+			return true
+		}
+		if _, ok := ps[p]; !ok {
+			return false
+		}
+	}
+	return false
+}
+
+// CPU is the CPU time of the processes rooted at root: their own and that
+// of the descendants they waited for, and of the live ones.
+func CPU(root int) time.Duration {
+	ps := all()
 	var total time.Duration
-	for pid, t := range cpu {
-		for p := pid; p != 0; p = parent[p] {
-			if p == root {
-				total += t
-				break
-			}
+	for pid, p := range ps {
+		if under(ps, pid, root) {
+			total += p.cpu
 		}
 	}
 	return total
+}
+
+// Descendants are the live processes below root, root excluded, in no
+// particular order.
+func Descendants(root int) []int {
+	ps := all()
+	var out []int
+	for pid := range ps {
+		if pid != root && under(ps, pid, root) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // Own is the CPU time of process pid alone, without its children's.

@@ -292,3 +292,58 @@ func TestWorkerStartsWhileStoreDown(t *testing.T) {
 		t.Fatalf("submit --wait: exit %d\n%s", code, out)
 	}
 }
+
+// A PostgreSQL server that stops answering, its connections open (every
+// process of it stopped: a hung server, or a network that drops packets),
+// holds no worker up: the worker says the store is unreachable, stops its
+// task once a lease passed, and stops when told to, within a few leases;
+// once the server answers again another worker finishes the run.
+func TestStoreStopsAnswering(t *testing.T) {
+	srv := pgtest.Start(t)
+	e := newEnvAt(t, srv.NewSchema(t), `pipeline "hang" {
+  code_version = "v1"
+  task "long" {
+    command = ["sleep", "3"]
+  }
+}
+`, nil)
+	w1 := e.worker("w1")
+	follow := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
+	w1.WaitOutput(t, "long: start", time.Minute)
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := srv.Thaw(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	// The worker's lease is 1s (env.worker).
+	w1.WaitOutput(t, "the store is unreachable", 30*time.Second)
+	w1.WaitOutput(t, "the store was unreachable for longer than the lease; stopping it", 30*time.Second)
+	stopped := time.Now()
+	if err := w1.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w1.Done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("w1 did not stop within 30s of SIGTERM while the store did not answer:\n%s", w1.Output())
+	}
+	t.Logf("w1 stopped %v after SIGTERM:\n%s", time.Since(stopped).Round(time.Millisecond), w1.Output())
+	thaw()
+	e.worker("w2")
+	select {
+	case <-follow.Done:
+	case <-time.After(time.Minute):
+		t.Fatalf("submit --wait did not end once the server answered again:\n%s", follow.Output())
+	}
+	if follow.Err != nil || !strings.Contains(follow.Output(), "run hang/2024-01-01/r1 succeeded") {
+		t.Fatalf("submit --wait: %v\n%s", follow.Err, follow.Output())
+	}
+}

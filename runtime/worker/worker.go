@@ -124,6 +124,20 @@ var (
 	errTakenOver = errors.New("the claim's lease expired and another worker took the task over")
 )
 
+// ErrStoreSilent is Run's error when it stopped without handing its tasks
+// back because the store did not answer; connections to it may still wait.
+var ErrStoreSilent = errors.New("stopped without handing its tasks back: the store does not answer")
+
+// bounded bounds one call of the worker to the store by a lease. A store
+// that has not answered within a lease is unreachable as far as the claims
+// go (they expire by then), and a call that hangs (a server that stopped
+// answering, its connection open) must not keep the worker from seeing
+// that, stopping its tasks, or stopping when told to. pgx gives up a call
+// whose context ends by closing its connection.
+func (c *Config) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.Lease)
+}
+
 // Run runs the worker until ctx is cancelled (a graceful stop: running tasks
 // are stopped and handed back, uncounted). A store unreachable for longer
 // than a lease stops the worker's tasks, not the worker.
@@ -174,7 +188,7 @@ func Run(ctx context.Context, c Config) error {
 	ended := make(chan visitEnd, c.Info.Slots)
 	tick := time.NewTicker(c.Poll)
 	defer tick.Stop()
-	wake := &wakeups{q: c.Queue, logf: c.logf}
+	wake := &wakeups{q: c.Queue, logf: c.logf, bound: c.Lease}
 	defer wake.off()
 	lastOK := time.Now()
 	due := true // heartbeat, sweep and lease check now
@@ -249,6 +263,7 @@ func (c *Config) slotFree(mu *sync.Mutex, visits map[queue.Ref]*visit) bool {
 type wakeups struct {
 	q      queue.Queue
 	logf   func(format string, args ...any)
+	bound  time.Duration // how long beginning to listen may take (a lease)
 	ch     <-chan struct{}
 	stop   context.CancelFunc
 	failed bool // the last try failed: logged once, until one succeeds
@@ -261,7 +276,14 @@ func (w *wakeups) on(ctx context.Context) (began bool) {
 		return false
 	}
 	lctx, stop := context.WithCancel(ctx)
+	// Listening that has not begun within its bound is given up (see
+	// Config.bounded); should it begin just as the bound passes, it ends at
+	// once, and its channel closes.
+	late := time.AfterFunc(w.bound, stop)
 	ch, err := w.q.Wakeups(lctx)
+	if !late.Stop() && err == nil {
+		err = fmt.Errorf("the store did not begin listening within %s", w.bound)
+	}
 	if err != nil {
 		stop()
 		if !w.failed {
@@ -286,6 +308,8 @@ func (w *wakeups) off() {
 // sweeps expired claims and leases. healthy is false while the store is
 // unreachable; once that lasted a lease, the worker's tasks are stopped.
 func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, lastOK *time.Time) bool {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	held, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
 	if errors.Is(err, store.ErrNotFound) {
 		// Deregistered under us (a name reused after we stopped): again.
@@ -359,6 +383,8 @@ func (c *Config) holds(cl *queue.Claim) func(context.Context) error {
 // heldNow asks the store whether cl is still this worker's claim: a
 // heartbeat, and its answer.
 func (c *Config) heldNow(ctx context.Context, cl *queue.Claim) error {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	held, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
 	if err != nil {
 		return fmt.Errorf("the store could not confirm the claim: %w", err)
@@ -435,7 +461,12 @@ func (c *Config) startVisit(ctx context.Context, cl *queue.Claim, at time.Time, 
 // shutdown is the graceful stop: no more claims, running tasks stopped and
 // handed back, then the worker is deregistered.
 func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]*visit, wg *sync.WaitGroup, ended <-chan visitEnd) error {
-	if err := c.Queue.Stopping(ctx, c.Info.Name); err != nil {
+	call := func(f func(context.Context) error) error {
+		ctx, cancel := c.bounded(ctx)
+		defer cancel()
+		return f(ctx)
+	}
+	if err := call(func(ctx context.Context) error { return c.Queue.Stopping(ctx, c.Info.Name) }); err != nil {
 		c.logf("stopping: %v", err)
 	}
 	mu.Lock()
@@ -451,17 +482,34 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 	go func() { wg.Wait(); close(done) }()
 	t := time.NewTicker(c.Poll)
 	defer t.Stop()
+	// A visit that waits for a store that does not answer (a write the
+	// runtime makes whatever befalls the run) is not waited for forever:
+	// once its task had its grace to stop and the store stayed silent, the
+	// worker stops without it, as a killed worker would, and its claim
+	// expires after the lease.
+	grace := c.KillGrace
+	if grace <= 0 {
+		grace = exec.DefaultKillGrace
+	}
+	giveUp := time.Now().Add(c.Lease + grace)
 	for {
 		select {
 		case <-done:
 			c.handBackNext(ctx, ended)
-			if err := c.Queue.Deregister(ctx, c.Info.Name); err != nil {
+			if err := call(func(ctx context.Context) error { return c.Queue.Deregister(ctx, c.Info.Name) }); err != nil {
 				return err
 			}
 			c.logf("worker %s stopped", c.Info.Name)
 			return nil
 		case <-t.C:
-			_, _ = c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
+			err := call(func(ctx context.Context) error {
+				_, err := c.Queue.Heartbeat(ctx, c.Info.Name, c.Lease)
+				return err
+			})
+			if err != nil && time.Now().After(giveUp) {
+				c.logf("worker %s stopped without handing its tasks back: the store does not answer (%v); their claims expire after the lease", c.Info.Name, err)
+				return ErrStoreSilent
+			}
 		}
 	}
 }
@@ -521,7 +569,9 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 		}
 	}
 	c.hook(hookBeforeVisit, cl.Task)
-	sub, err := c.plan(bg, cl.Run)
+	pctx, cancel := c.bounded(bg)
+	sub, err := c.plan(pctx, cl.Run)
+	cancel()
 	if err != nil {
 		// Without its plan the task cannot run here; another worker may
 		// read it (a broken connection), so this is no failure of the task.
@@ -595,6 +645,8 @@ func (c *Config) visitOptions(sub *submitted) runtime.Options {
 // claimOne claims a task, starting its first attempt in the claim's
 // transaction when the queue can (queue.AttemptStarter).
 func (c *Config) claimOne(ctx context.Context) (*queue.Claim, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	if qs, ok := c.Queue.(queue.AttemptStarter); ok {
 		return qs.ClaimStarting(ctx, c.Info.Name, c.Lease, c.attemptSpec())
 	}
@@ -612,7 +664,9 @@ func (c *Config) attemptSpec() store.AttemptSpec {
 // committed, or (a lost claim) Finish says so again.
 func (c *Config) finishClaiming(ctx context.Context, ref queue.Ref, r queue.Result) (next *queue.Claim, looked bool, err error) {
 	if fc, ok := c.Queue.(queue.FinishClaimer); ok && c.claiming.Load() {
-		next, err := fc.FinishClaiming(ctx, c.Info.Name, ref, r, c.Lease, c.attemptSpec())
+		fctx, cancel := c.bounded(ctx)
+		next, err := fc.FinishClaiming(fctx, c.Info.Name, ref, r, c.Lease, c.attemptSpec())
+		cancel()
 		if err == nil || errors.Is(err, store.ErrLeaseLost) {
 			return next, err == nil, err
 		}
@@ -627,7 +681,9 @@ func (c *Config) finishClaiming(ctx context.Context, ref queue.Ref, r queue.Resu
 func (c *Config) finish(ctx context.Context, ref queue.Ref, r queue.Result) error {
 	deadline := time.Now().Add(c.Lease)
 	for {
-		err := c.Queue.Finish(ctx, c.Info.Name, ref, r)
+		fctx, cancel := c.bounded(ctx)
+		err := c.Queue.Finish(fctx, c.Info.Name, ref, r)
+		cancel()
 		if err == nil || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrConflict) ||
 			errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
 			return err

@@ -87,6 +87,10 @@ type Options struct {
 	IdleInTransaction time.Duration
 }
 
+// DefaultConnectTimeout bounds a connection attempt (its start-up and
+// authentication included) when the URL sets no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
 // DefaultIdleInTransaction bounds how long a stopped client can hold locks.
 // The store's transactions take milliseconds; a client that is silent this
 // long inside one is stopped or cut off.
@@ -130,6 +134,13 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("connection string: %w", err)
 	}
 	cfg.MaxConns = 8
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A server that accepts and never answers (hung, or behind a
+		// network that drops packets) would hold a connection attempt,
+		// and its slot in the pool, for ever; connect_timeout in the URL
+		// wins.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
 	}
