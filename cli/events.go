@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pipec/pipec/report"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pipec/pipec/report"
 
 	"github.com/spf13/cobra"
 

@@ -240,6 +240,11 @@ func planTaskOrder(plan *compiler.Plan) map[string]int {
 // state until the run ends; exit code 1 when it failed. Changes seen in one
 // look are told in the plan's order (rank), so a task that ran between two
 // looks is never told before the task it read from.
+// lookTimeout bounds one look at a followed run: a state server that
+// stopped answering, its connection open, is then said not to answer, as a
+// refused connection is, instead of leaving the follower silent.
+const lookTimeout = 10 * time.Second
+
 func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.Duration, rank map[string]int) error {
 	seen := map[string]string{}
 	started := map[string]int{}
@@ -271,7 +276,9 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		return true
 	}
 	for {
-		rs, err := read(ctx, run)
+		lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+		rs, err := read(lctx, run)
+		cancel()
 		if errors.Is(err, store.ErrNotFound) {
 			return &exitError{Code: ExitFindings, Err: err}
 		}

@@ -297,7 +297,8 @@ func TestWorkerStartsWhileStoreDown(t *testing.T) {
 // process of it stopped: a hung server, or a network that drops packets),
 // holds no worker up: the worker says the store is unreachable, stops its
 // task once a lease passed, and stops when told to, within a few leases;
-// once the server answers again another worker finishes the run.
+// submit --wait says the state does not answer; once the server answers
+// again another worker finishes the run.
 func TestStoreStopsAnswering(t *testing.T) {
 	srv := pgtest.Start(t)
 	e := newEnvAt(t, srv.NewSchema(t), `pipeline "hang" {
@@ -336,6 +337,8 @@ func TestStoreStopsAnswering(t *testing.T) {
 		t.Fatalf("w1 did not stop within 30s of SIGTERM while the store did not answer:\n%s", w1.Output())
 	}
 	t.Logf("w1 stopped %v after SIGTERM:\n%s", time.Since(stopped).Round(time.Millisecond), w1.Output())
+	// The follower, too, says that the state does not answer.
+	follow.WaitOutput(t, "the state does not answer", 30*time.Second)
 	thaw()
 	e.worker("w2")
 	select {
