@@ -155,6 +155,20 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Pause stops the server (SIGSTOP): its connections stay open and nothing
+// answers on them, as clients see a hung server. Resume resumes it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume resumes a server that Pause stopped.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if err := syscall.Kill(-s.cmd.Process.Pid, sig); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // Restart starts the server again on the same port and folder.
 func (s *Server) Restart() {
 	s.t.Helper()

@@ -1,6 +1,9 @@
 package objstore
 
 import (
+	"context"
+	"time"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 )
@@ -13,3 +16,7 @@ func SetMultipart(c *Client, threshold, part int64) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 	})
 }
+
+// NewAnsweringWithin is New with another bound on how long the server may
+// take to begin answering (AnswerWithin).
+func NewAnsweringWithin(ctx context.Context, d time.Duration) (*Client, error) { return newClient(ctx, d) }

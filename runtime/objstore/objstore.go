@@ -192,10 +192,21 @@ func (cs *Clients) Secrets() []string {
 	return out
 }
 
+// AnswerWithin bounds how long the object store may take to begin
+// answering a request once it is sent. A server that stopped answering
+// with its connection open would otherwise hold a visit's fetch or publish
+// for ever, while its worker's heartbeat kept the claim alive; this way the
+// request fails as a refused connection does (the SDK tries it again, then
+// gives up). A slow server begins its answer well within it: S3 answers
+// even a long copy with its headers at once.
+const AnswerWithin = time.Minute
+
 // New builds a client from the AWS configuration of the environment. The
 // credentials are resolved now, so that a missing or broken configuration is
 // said at once, and kept for Clients.Secrets.
-func New(ctx context.Context) (*Client, error) {
+func New(ctx context.Context) (*Client, error) { return newClient(ctx, AnswerWithin) }
+
+func newClient(ctx context.Context, answerWithin time.Duration) (*Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("object store: AWS configuration: %w", err)
@@ -211,6 +222,7 @@ func New(ctx context.Context) (*Client, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = 64
+	base.ResponseHeaderTimeout = answerWithin
 	cfg.HTTPClient = &http.Client{Transport: countingTransport{next: base, trips: &c.trips}}
 	c.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if endpoint != "" {

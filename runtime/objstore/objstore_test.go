@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipec/pipec/internal/s3test"
 	"github.com/pipec/pipec/runtime/objstore"
@@ -130,5 +131,46 @@ func TestPutFileInParts(t *testing.T) {
 	}
 	if _, etag, err := c.Get(ctx, "bkt", "v/small"); err != nil || strings.Contains(etag, "-") {
 		t.Errorf("a small file: ETag %s (%v), want one part", etag, err)
+	}
+}
+
+// A server that stops answering, its connection open, fails a request
+// (after the SDK's tries) instead of holding it for ever; once it answers
+// again, so does the client.
+func TestServerThatStopsAnswering(t *testing.T) {
+	srv := s3test.Start(t, "bkt")
+	c, err := objstore.NewAnsweringWithin(context.Background(), 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Put(ctx, "bkt", "k", []byte("v"), objstore.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			srv.Resume()
+		}
+	})
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := c.Get(ctx, "bkt", "k")
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Logf("get from a stopped server: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "timeout") {
+			t.Fatalf("get from a stopped server: %v, want a timeout", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a get from a stopped server did not give up")
+	}
+	srv.Resume()
+	resumed = true
+	if b, _, err := c.Get(ctx, "bkt", "k"); err != nil || string(b) != "v" {
+		t.Fatalf("get once the server answers again: %q %v", b, err)
 	}
 }
