@@ -19,4 +19,6 @@ func SetMultipart(c *Client, threshold, part int64) {
 
 // NewAnsweringWithin is New with another bound on how long the server may
 // take to begin answering (AnswerWithin).
-func NewAnsweringWithin(ctx context.Context, d time.Duration) (*Client, error) { return newClient(ctx, d) }
+func NewAnsweringWithin(ctx context.Context, d time.Duration) (*Client, error) {
+	return newClient(ctx, d)
+}
