@@ -225,10 +225,8 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 		Lease:            opts.lease,
 		Log:              io.Stderr,
 	})
-	if errors.Is(err, worker.ErrStoreSilent) {
-		// Closing would wait for connections that wait on the silent
-		// server; the process's exit closes them.
-		closeState = false
+	if errors.Is(err, queue.ErrNotHandedBack) {
+		closeState = false // its connections may wait on the silent server
 	}
 	if err != nil {
 		return &exitError{Code: ExitFindings, Err: err}

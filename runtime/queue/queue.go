@@ -12,6 +12,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/internal/failover"
+	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -358,3 +360,30 @@ func WaitingMessage(task string, labels []string, l failover.Limits, st *failove
 // none), so workers seeing different waiting tasks do not overwrite each
 // other's in turn.
 func WaitingPrefix(task string) string { return "task " + task + ": " }
+
+// ErrNotHandedBack is a worker's error when it stopped without handing its
+// tasks back because its state did not answer (past a lease and its tasks'
+// kill grace, as a killed worker would have): their claims expire after
+// the lease. Connections to the state may still wait on it, so the state
+// is not closed (the process's exit closes them).
+var ErrNotHandedBack = errors.New("stopped without handing its tasks back: the state does not answer")
+
+// StopWaits is how long a stopping worker waits for its tasks while its
+// state does not answer (ErrNotHandedBack): a lease, and the kill grace
+// its tasks get to stop (exec.DefaultKillGrace when 0).
+func StopWaits(lease, killGrace time.Duration) time.Duration {
+	if killGrace <= 0 {
+		killGrace = exec.DefaultKillGrace
+	}
+	return lease + killGrace
+}
+
+// Bound bounds one call of a worker to its state by the worker's lease. A
+// state that has not answered within a lease is unreachable as far as the
+// claims go (they expire by then), and a call that hangs (a server that
+// stopped answering, its connection open) must not keep a worker from
+// seeing that, stopping its tasks, or stopping when told to. pgx gives up a
+// call whose context ends by closing its connection.
+func Bound(ctx context.Context, lease time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, lease)
+}

@@ -124,18 +124,9 @@ var (
 	errTakenOver = errors.New("the claim's lease expired and another worker took the task over")
 )
 
-// ErrStoreSilent is Run's error when it stopped without handing its tasks
-// back because the store did not answer; connections to it may still wait.
-var ErrStoreSilent = errors.New("stopped without handing its tasks back: the store does not answer")
-
-// bounded bounds one call of the worker to the store by a lease. A store
-// that has not answered within a lease is unreachable as far as the claims
-// go (they expire by then), and a call that hangs (a server that stopped
-// answering, its connection open) must not keep the worker from seeing
-// that, stopping its tasks, or stopping when told to. pgx gives up a call
-// whose context ends by closing its connection.
+// bounded bounds one call of the worker to the store (queue.Bound).
 func (c *Config) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.Lease)
+	return queue.Bound(ctx, c.Lease)
 }
 
 // Run runs the worker until ctx is cancelled (a graceful stop: running tasks
@@ -277,7 +268,7 @@ func (w *wakeups) on(ctx context.Context) (began bool) {
 	}
 	lctx, stop := context.WithCancel(ctx)
 	// Listening that has not begun within its bound is given up (see
-	// Config.bounded); should it begin just as the bound passes, it ends at
+	// queue.Bound); should it begin just as the bound passes, it ends at
 	// once, and its channel closes.
 	late := time.AfterFunc(w.bound, stop)
 	ch, err := w.q.Wakeups(lctx)
@@ -483,15 +474,9 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 	t := time.NewTicker(c.Poll)
 	defer t.Stop()
 	// A visit that waits for a store that does not answer (a write the
-	// runtime makes whatever befalls the run) is not waited for forever:
-	// once its task had its grace to stop and the store stayed silent, the
-	// worker stops without it, as a killed worker would, and its claim
-	// expires after the lease.
-	grace := c.KillGrace
-	if grace <= 0 {
-		grace = exec.DefaultKillGrace
-	}
-	giveUp := time.Now().Add(c.Lease + grace)
+	// runtime makes whatever befalls the run) is not waited for forever
+	// (queue.ErrNotHandedBack).
+	giveUp := time.Now().Add(queue.StopWaits(c.Lease, c.KillGrace))
 	for {
 		select {
 		case <-done:
@@ -508,7 +493,7 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 			})
 			if err != nil && time.Now().After(giveUp) {
 				c.logf("worker %s stopped without handing its tasks back: the store does not answer (%v); their claims expire after the lease", c.Info.Name, err)
-				return ErrStoreSilent
+				return queue.ErrNotHandedBack
 			}
 		}
 	}

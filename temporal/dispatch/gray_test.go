@@ -112,3 +112,45 @@ func TestSIGSTOPGrayFailure(t *testing.T) {
 		t.Fatalf("attempts %+v: want w1's, then w2's succeeded with a higher token", as)
 	}
 }
+
+// A PostgreSQL server that stops answering, its connections open (every
+// process of it stopped: a hung server, or a network that drops packets),
+// holds no worker on Temporal up: it says the state is unreachable, and it
+// stops when told to; once the server answers again another worker
+// finishes the run.
+func TestStateStopsAnswering(t *testing.T) {
+	pg := pgtest.Start(t)
+	e := newEnvAt(t, holdSpec, holdFiles, pg.NewSchema(t))
+	w1 := e.worker("w1")
+	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
+	e.waitFile("started-w1")
+	if err := pg.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := pg.Thaw(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	w1.WaitOutput(t, "the state is unreachable", 30*time.Second)
+	stopped := time.Now()
+	if err := w1.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w1.Done:
+	case <-time.After(time.Minute):
+		t.Fatalf("w1 did not stop within a minute of SIGTERM while the state did not answer:\n%s", w1.Output())
+	}
+	t.Logf("w1 stopped %v after SIGTERM:\n%s", time.Since(stopped).Round(time.Millisecond), w1.Output())
+	thaw()
+	e.worker("w2")
+	if r := e.until(run); r.State != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded", r.State)
+	}
+}

@@ -156,10 +156,18 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 		c.Unreachable = DefaultHeartbeat
 	}
 	lastTemporal, cutOff := time.Now(), false
+	// Each call to the state is bounded by a lease (queue.Bound): a server
+	// that stopped answering must not keep this loop from its heartbeats
+	// to Temporal's health, or from stopping when told to.
+	call := func(f func(context.Context) error) error {
+		sctx, cancel := queue.Bound(bg, c.Lease)
+		defer cancel()
+		return f(sctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			_ = c.Queue.Stopping(bg, info.Name)
+			_ = call(func(ctx context.Context) error { return c.Queue.Stopping(ctx, info.Name) })
 			a.logf("worker %s stopping: handing back its tasks", info.Name)
 			// Keep the registration live while the visits stop.
 			stopped := make(chan struct{})
@@ -169,23 +177,36 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 				}
 				close(stopped)
 			}()
+			// Visits that wait on a state that does not answer are not
+			// waited for forever (queue.ErrNotHandedBack).
+			giveUp := time.Now().Add(queue.StopWaits(c.Lease, c.KillGrace))
 			for {
 				select {
 				case <-stopped:
-					if err := c.Queue.Deregister(bg, info.Name); err != nil {
+					if err := call(func(ctx context.Context) error { return c.Queue.Deregister(ctx, info.Name) }); err != nil {
 						return err
 					}
 					a.logf("worker %s stopped", info.Name)
 					return nil
 				case <-tick.C:
-					_, _ = c.Queue.Heartbeat(bg, info.Name, c.Lease)
+					err := call(func(ctx context.Context) error {
+						_, err := c.Queue.Heartbeat(ctx, info.Name, c.Lease)
+						return err
+					})
+					if err != nil && time.Now().After(giveUp) {
+						a.logf("worker %s stopped without handing its tasks back: the state does not answer (%v); their visits time out on Temporal", info.Name, err)
+						return queue.ErrNotHandedBack
+					}
 				}
 			}
 		case <-tick.C:
-			_, err := c.Queue.Heartbeat(bg, info.Name, c.Lease)
-			if errors.Is(err, store.ErrNotFound) {
-				err = c.register(bg, info)
-			}
+			err := call(func(ctx context.Context) error {
+				_, err := c.Queue.Heartbeat(ctx, info.Name, c.Lease)
+				if errors.Is(err, store.ErrNotFound) {
+					err = c.register(ctx, info)
+				}
+				return err
+			})
 			if err != nil {
 				if !outage {
 					outage = true
@@ -199,10 +220,10 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 			}
 			// What a queue worker's beat does besides: attempts whose
 			// lease expired (a worker killed mid-task) become unknown.
-			if _, err := c.Store.MarkUnknown(bg); err != nil {
+			if err := call(func(ctx context.Context) error { _, err := c.Store.MarkUnknown(ctx); return err }); err != nil {
 				a.logf("mark unknown: %v", err)
 			}
-			a.renewRuns(bg)
+			_ = call(func(ctx context.Context) error { a.renewRuns(ctx); return nil })
 			hctx, cancel := context.WithTimeout(bg, max(poll, time.Second))
 			_, herr := c.Client.CheckHealth(hctx, &client.CheckHealthRequest{})
 			cancel()

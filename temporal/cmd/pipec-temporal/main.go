@@ -225,13 +225,19 @@ func worker(args []string) error {
 	if err != nil {
 		return interrupted(ctx, err)
 	}
-	defer sh.Store.Close()
-	defer c.Close()
-	return interrupted(ctx, dispatch.RunWorker(ctx, dispatch.WorkerConfig{
+	err = dispatch.RunWorker(ctx, dispatch.WorkerConfig{
 		Info:  queue.WorkerInfo{Name: *name, Host: host, PID: os.Getpid(), Slots: *slots, Labels: ls},
 		Store: sh.Store, Queue: sh.Queue, Client: c, Workdir: *workdir, Artifacts: *arts,
 		DefaultArtifacts: sh.DefaultArtifacts, ServerState: sh.TaskState, Environ: os.Environ(),
-		Lease: *lease, TaskLease: *taskLease, Unreachable: *unreachable, Log: os.Stderr}))
+		Lease: *lease, TaskLease: *taskLease, Unreachable: *unreachable, Log: os.Stderr})
+	if !errors.Is(err, queue.ErrNotHandedBack) {
+		// Not when the state did not answer: closing would wait for the
+		// connections that wait on it, and Temporal's workers for the
+		// visits that do.
+		c.Close()
+		sh.Store.Close()
+	}
+	return interrupted(ctx, err)
 }
 
 // interrupted is err, unless the worker stopped because it was told to
