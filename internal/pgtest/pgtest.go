@@ -33,6 +33,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -247,6 +248,25 @@ func (s *Server) Freeze() error { return s.signalAll(syscall.SIGSTOP) }
 
 // Thaw resumes a server that Freeze stopped.
 func (s *Server) Thaw() error { return s.signalAll(syscall.SIGCONT) }
+
+// Frozen freezes the server (Freeze) until thaw is called, or the test
+// ends; thaw may be called more than once.
+func (s *Server) Frozen(t testing.TB) (thaw func()) {
+	t.Helper()
+	if err := s.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			if err := s.Thaw(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
 
 func (s *Server) signalAll(sig syscall.Signal) error {
 	if err := s.cmd.Process.Signal(sig); err != nil {
