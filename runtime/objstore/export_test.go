@@ -17,8 +17,8 @@ func SetMultipart(c *Client, threshold, part int64) {
 	})
 }
 
-// NewAnsweringWithin is New with another bound on how long the server may
-// take to begin answering (AnswerWithin).
+// NewAnsweringWithin is New with another bound on how long a request may
+// go without a byte moving (AnswerWithin).
 func NewAnsweringWithin(ctx context.Context, d time.Duration) (*Client, error) {
 	return newClient(ctx, d)
 }

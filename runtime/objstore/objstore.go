@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -192,13 +193,15 @@ func (cs *Clients) Secrets() []string {
 	return out
 }
 
-// AnswerWithin bounds how long the object store may take to begin
-// answering a request once it is sent. A server that stopped answering
-// with its connection open would otherwise hold a visit's fetch or publish
-// for ever, while its worker's heartbeat kept the claim alive; this way the
-// request fails as a refused connection does (the SDK tries it again, then
-// gives up). A slow server begins its answer well within it: S3 answers
-// even a long copy with its headers at once.
+// AnswerWithin bounds how long the object store may leave a request
+// without a byte moving on its connection: before it begins its answer,
+// while it sends a body, or while it takes ours. A server that stopped
+// answering with its connection open would otherwise hold a visit's fetch
+// or publish for ever, while its worker's heartbeat kept the claim alive;
+// this way the request fails as a refused connection does (the SDK tries
+// a request again, then gives up; a body cut off is the caller's error). A
+// slow server moves bytes well within it: S3 answers even a long copy with
+// its headers at once.
 const AnswerWithin = time.Minute
 
 // New builds a client from the AWS configuration of the environment. The
@@ -222,7 +225,8 @@ func newClient(ctx context.Context, answerWithin time.Duration) (*Client, error)
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = 64
-	base.ResponseHeaderTimeout = answerWithin
+	base.DialContext = silenceBound{dial: (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		limit: answerWithin}.DialContext
 	cfg.HTTPClient = &http.Client{Transport: countingTransport{next: base, trips: &c.trips}}
 	c.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if endpoint != "" {

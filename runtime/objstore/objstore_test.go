@@ -174,3 +174,67 @@ func TestServerThatStopsAnswering(t *testing.T) {
 		t.Fatalf("get once the server answers again: %q %v", b, err)
 	}
 }
+
+// A server that stops in the middle of a transfer, either way, fails it
+// instead of holding it for ever: a body it stops sending, and one it stops
+// taking. The bound is on silence, not on the transfer's length.
+func TestServerThatStopsMidTransfer(t *testing.T) {
+	srv := s3test.Start(t, "bkt")
+	c, err := objstore.NewAnsweringWithin(context.Background(), 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Larger than what the sockets' buffers hold, so that a stopped server
+	// leaves a transfer waiting.
+	big := bytes.Repeat([]byte("pipec "), 64<<20/6)
+	if _, err := c.Put(ctx, "bkt", "big", big, objstore.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	paused := false
+	t.Cleanup(func() {
+		if paused {
+			srv.Resume()
+		}
+	})
+	within := func(what string, f func() error) {
+		t.Helper()
+		got := make(chan error, 1)
+		go func() { got <- f() }()
+		select {
+		case err := <-got:
+			t.Logf("%s: %v", what, err)
+			if err == nil || !strings.Contains(err.Error(), "timeout") {
+				t.Fatalf("%s: %v, want a timeout", what, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s did not give up", what)
+		}
+	}
+	within("a get whose server stops after its first bytes", func() error {
+		_, err := c.GetTo(ctx, "bkt", "big", writerFunc(func(p []byte) (int, error) {
+			if !paused {
+				srv.Pause()
+				paused = true
+			}
+			return len(p), nil
+		}))
+		return err
+	})
+	within("a put to a stopped server", func() error {
+		_, err := c.Put(ctx, "bkt", "big2", big, objstore.Cond{})
+		return err
+	})
+	srv.Resume()
+	paused = false
+	// What the server wrote is whole. (Read with the usual bound: the
+	// server catches up on the stalled transfers first.)
+	var got bytes.Buffer
+	if n, err := srv.Client().GetTo(ctx, "bkt", "big", &got); err != nil || n != int64(len(big)) || !bytes.Equal(got.Bytes(), big) {
+		t.Fatalf("get once the server goes on: %d bytes, %v", n, err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
