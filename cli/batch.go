@@ -407,19 +407,36 @@ func submitLaunch(ctx context.Context, io IO, plan *compiler.Plan, base string, 
 }
 
 // followQuietly follows a handed-over run until it ends: it prints
-// each change of what the run waits for, and its end; look reads the run's
-// state and waiting message every poll, and as any run ends when ends can
-// tell (nil: every poll only). A cancelled ctx detaches.
+// each change of what the run waits for, and its end; lookAt reads the
+// run's state and waiting message every poll, and as any run ends when ends
+// can tell (nil: every poll only). An outage of the state is said, and
+// ridden out (stateOutage). A cancelled ctx detaches.
 func followQuietly(ctx context.Context, io IO, iv runtime.Interval, run string, poll time.Duration, ends *runEnds,
-	look func(context.Context) (store.RunState, string, error)) outcome {
+	lookAt func(context.Context) (store.RunState, string, error)) outcome {
 	waiting := ""
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
+	outage := stateOutage{w: io.Stdout, prefix: iv.Key + "  ", run: run}
+	type seen struct {
+		state   store.RunState
+		waiting string
+	}
+	read := func(ctx context.Context, _ string) (seen, error) {
+		state, waiting, err := lookAt(ctx)
+		return seen{state, waiting}, err
+	}
 	for {
 		ended := ends.wait()
-		state, now, err := look(ctx)
-		if err != nil && ctx.Err() == nil {
+		got, err := look(ctx, run, read)
+		state, now := got.state, got.waiting
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, store.ErrNotFound):
 			return outcome{run: run, state: "error", why: err.Error()}
+		case err != nil:
+			outage.failed(err)
+		default:
+			outage.answered()
 		}
 		if err == nil {
 			if now != waiting {

@@ -240,18 +240,13 @@ func planTaskOrder(plan *compiler.Plan) map[string]int {
 // state until the run ends; exit code 1 when it failed. Changes seen in one
 // look are told in the plan's order (rank), so a task that ran between two
 // looks is never told before the task it read from.
-// lookTimeout bounds one look at a followed run: a state server that
-// stopped answering, its connection open, is then said not to answer, as a
-// refused connection is, instead of leaving the follower silent.
-const lookTimeout = 10 * time.Second
-
 func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.Duration, rank map[string]int) error {
 	seen := map[string]string{}
 	started := map[string]int{}
 	waiting := ""
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
-	outage := false
+	outage := stateOutage{w: io.Stderr, prefix: "pipec: ", run: run}
 	read := statusReader(q)
 	// A queue that can tells the run's end, looked at then, not at the
 	// next poll; nil (never ready) when it cannot, or no longer can.
@@ -276,30 +271,19 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		return true
 	}
 	for {
-		lctx, cancel := context.WithTimeout(ctx, lookTimeout)
-		rs, err := read(lctx, run)
-		cancel()
+		rs, err := look(ctx, run, read)
 		if errors.Is(err, store.ErrNotFound) {
 			return &exitError{Code: ExitFindings, Err: err}
 		}
 		if err != nil {
-			// The state blinked (a database restart, a network cut): the
-			// run goes on with the workers, so follow it again once the
-			// state answers, saying so once each way.
-			if !outage {
-				outage = true
-				fmt.Fprintf(io.Stderr, "pipec: the state does not answer (%v); still following %s, trying again\n", err, run)
-			}
+			outage.failed(err)
 			if !next() {
 				fmt.Fprintf(io.Stderr, "pipec: stopped following %s; it goes on with the workers\n", run)
 				return &exitError{Code: ExitFindings}
 			}
 			continue
 		}
-		if outage {
-			outage = false
-			fmt.Fprintln(io.Stderr, "pipec: the state answers again")
-		}
+		outage.answered()
 		for _, ts := range planOrder(rs.Tasks, rank) {
 			// A start is told from the task's start count, not only from
 			// seeing it claimed: a task that ran between two looks (fast

@@ -80,6 +80,38 @@ type VisitResult struct {
 	Unused *store.AttemptRef
 }
 
+// Ended is how a visit ends in its queue (End and Unused aside), whoever
+// dispatched it, and what its worker says of it ("" for nothing). err is
+// RunVisit's. A lost lease and the dispatcher's own causes (a shutdown, a
+// takeover) are the dispatcher's to tell first.
+//
+// A visit the state could not record (class store: a database restart, a
+// network cut, while the task ran) is the worker's failure, not the
+// task's, and ends as a lost lease does: the task goes back to the queue,
+// and the next visit settles what this one left (settleVisit), as the next
+// run of an interval does after a local run the state failed.
+func (res VisitResult) Ended(err error, worker string) (queue.Result, string) {
+	t := res.Task
+	switch {
+	case err != nil:
+		return queue.Result{Ending: queue.Failed, Deterministic: true, Reason: err.Error()}, ""
+	case t.State == TaskSucceeded || t.State == TaskReused:
+		return queue.Result{Ending: queue.Succeeded}, fmt.Sprintf("%s on %s", t.State, worker)
+	case t.State == TaskUnknown:
+		return queue.Result{Ending: queue.Failed, Deterministic: true, Reason: "unknown: " + t.Reason}, "not run: " + t.Reason
+	case t.State == TaskNotRun:
+		return queue.Result{Ending: queue.NotRun, Reason: t.Reason}, "not run: " + t.Reason
+	case t.Class == retry.Store:
+		why := fmt.Sprintf("the state could not record the visit of %s (%s)", worker, t.Error)
+		return queue.Result{Ending: queue.LeaseLost, Reason: why}, "stopped here: " + why + "; the task goes back to the queue"
+	}
+	why := t.Reason
+	if t.Class != "" {
+		why = t.Class + ": " + why
+	}
+	return queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why}, fmt.Sprintf("failed on %s (%s)", worker, why)
+}
+
 // visitEnds keeps a visit's last attempt's end for the worker's Finish.
 //
 // In a local run an attempt's end is recorded when its process ends, then

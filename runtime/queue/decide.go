@@ -294,7 +294,11 @@ func Finished(w *Work, worker string, r Result) (Change, error) {
 	case Failed:
 		return failedVisit(w, worker, w.Failover.Failed(w.Limits, false, r.Deterministic), r.Reason), nil
 	case LeaseLost:
-		return lostLease(w, worker, "the lease of "+worker+" expired while it ran the task (paused or cut off from the store)"), nil
+		why := r.Reason
+		if why == "" {
+			why = "the lease of " + worker + " expired while it ran the task (paused or cut off from the store)"
+		}
+		return lostLease(w, worker, why), nil
 	}
 	return Change{}, fmt.Errorf("finish: unknown ending %d", r.Ending)
 }

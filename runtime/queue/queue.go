@@ -191,9 +191,10 @@ const (
 	HandedBack        // the worker is shutting down gracefully; counts nowhere
 	NotRun            // an input has no accepted version: the task cannot run anywhere
 	// LeaseLost: the worker's lease on the task expired while it ran it
-	// (it was paused, or cut off from the store) and it stopped the task:
-	// the worker's failure, counted as a lost lease, as when another
-	// worker's sweep finds the claim expired (Expired).
+	// (it was paused, or cut off from the store) and it stopped the task,
+	// or the state could not record the visit (Reason says so): the
+	// worker's failure, counted as a lost lease, as when another worker's
+	// sweep finds the claim expired (Expired).
 	LeaseLost
 )
 

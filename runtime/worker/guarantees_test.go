@@ -332,3 +332,61 @@ func TestStoreStopsAnswering(t *testing.T) {
 		t.Fatalf("submit --wait: %v\n%s", follow.Err, follow.Output())
 	}
 }
+
+// A backfill handed to the workers and followed (backfill --submit --wait)
+// rides out a PostgreSQL restart as submit --wait does: its intervals'
+// runs go on with the workers, and the follower says the state does not
+// answer, then follows them to their end.
+func TestBackfillFollowsThroughRestart(t *testing.T) {
+	srv := pgtest.Start(t)
+	e := newEnvAt(t, srv.NewSchema(t), chainSpec(6), nil)
+	e.worker("w1")
+	e.worker("w2")
+	follow := e.started("backfill", "pipeline.hcl", "--from", "2024-01-01", "--to", "2024-01-02", "--state", e.url,
+		"--submit", "--wait", "--poll", "50ms")
+	follow.WaitOutput(t, "submitted chain/2024-01-02/r1", time.Minute)
+	if err := srv.Restart(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-follow.Done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("backfill --submit --wait did not end:\n%s", follow.Output())
+	}
+	if follow.Err != nil || strings.Count(follow.Output(), "/r1 succeeded") != 2 {
+		t.Fatalf("backfill --submit --wait: %v\n%s", follow.Err, follow.Output())
+	}
+	for _, said := range []string{"2024-01-02  the state does not answer", "2024-01-02  the state answers again"} {
+		if !strings.Contains(follow.Output(), said) {
+			t.Errorf("the follower did not say %q:\n%s", said, follow.Output())
+		}
+	}
+	t.Logf("backfill --submit --wait:\n%s", follow.Output())
+}
+
+// PostgreSQL restarted again and again for a moment while a run goes on
+// (each outage far shorter than a lease): a visit whose attempt the state
+// could not record is the worker's failure, not the task's, and its task
+// goes back to the queue; the run succeeds. (It failed the run, the task
+// "not retried", on the first blip that hit an attempt's start.)
+func TestStoreBlipsMidRun(t *testing.T) {
+	srv := pgtest.Start(t)
+	e := newEnvAt(t, srv.NewSchema(t), chainSpec(12), nil)
+	w1, w2 := e.worker("w1"), e.worker("w2")
+	follow := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
+	follow.WaitOutput(t, "t1: start", time.Minute)
+	for range 6 {
+		if err := srv.Restart(100 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(350 * time.Millisecond)
+	}
+	select {
+	case <-follow.Done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("submit --wait did not end:\n%s", follow.Output())
+	}
+	if follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
+		t.Fatalf("submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s", follow.Err, follow.Output(), w1.Output(), w2.Output())
+	}
+}

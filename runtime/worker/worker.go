@@ -595,24 +595,12 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 	case errors.Is(cause, errTakenOver) || res.LeaseLost:
 		c.logf("%s %s: stopped here: this worker's lease on it expired", cl.Run, cl.Task)
 		finish(queue.Result{Ending: queue.LeaseLost}) // refused when another worker has it already
-	case err != nil:
-		finish(queue.Result{Ending: queue.Failed, Deterministic: true, Reason: err.Error()})
-	case res.Task.State == runtime.TaskSucceeded || res.Task.State == runtime.TaskReused:
-		c.logf("%s %s: %s on %s", cl.Run, cl.Task, res.Task.State, c.Info.Name)
-		finish(queue.Result{Ending: queue.Succeeded})
-	case res.Task.State == runtime.TaskUnknown:
-		c.logf("%s %s: not run: %s", cl.Run, cl.Task, res.Task.Reason)
-		finish(queue.Result{Ending: queue.Failed, Deterministic: true, Reason: "unknown: " + res.Task.Reason})
-	case res.Task.State == runtime.TaskNotRun:
-		c.logf("%s %s: not run: %s", cl.Run, cl.Task, res.Task.Reason)
-		finish(queue.Result{Ending: queue.NotRun, Reason: res.Task.Reason})
 	default:
-		why := res.Task.Reason
-		if res.Task.Class != "" {
-			why = res.Task.Class + ": " + why
+		r, said := res.Ended(err, c.Info.Name)
+		if said != "" {
+			c.logf("%s %s: %s", cl.Run, cl.Task, said)
 		}
-		c.logf("%s %s: failed on %s (%s)", cl.Run, cl.Task, c.Info.Name, why)
-		finish(queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why})
+		finish(r)
 	}
 	return e
 }

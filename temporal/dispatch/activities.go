@@ -372,24 +372,12 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, hold *holder, ru
 	case res.LeaseLost:
 		a.logf("%s %s: stopped here: its lease in the state expired", runID, task)
 		out.Ending = queue.LeaseLost
-	case err != nil:
-		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, err.Error()
-	case res.Task.State == runtime.TaskSucceeded || res.Task.State == runtime.TaskReused:
-		a.logf("%s %s: %s on %s", runID, task, res.Task.State, a.Name)
-		out.Ending = queue.Succeeded
-	case res.Task.State == runtime.TaskUnknown:
-		a.logf("%s %s: not run: %s", runID, task, res.Task.Reason)
-		out.Ending, out.Deterministic, out.Reason = queue.Failed, true, "unknown: "+res.Task.Reason
-	case res.Task.State == runtime.TaskNotRun:
-		a.logf("%s %s: not run: %s", runID, task, res.Task.Reason)
-		out.Ending, out.Reason = queue.NotRun, res.Task.Reason
 	default:
-		why := res.Task.Reason
-		if res.Task.Class != "" {
-			why = res.Task.Class + ": " + why
+		r, said := res.Ended(err, a.Name)
+		if said != "" {
+			a.logf("%s %s: %s", runID, task, said)
 		}
-		a.logf("%s %s: failed on %s (%s)", runID, task, a.Name, why)
-		out.Ending, out.Deterministic, out.Reason = queue.Failed, res.Deterministic, why
+		out.Ending, out.Deterministic, out.Reason = r.Ending, r.Deterministic, r.Reason
 	}
 	return out, nil
 }
