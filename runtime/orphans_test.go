@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -142,5 +145,48 @@ func TestResolvedSucceededOutputsArePublished(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "ledger")); !os.IsNotExist(err) {
 		t.Errorf("the task ran again: %v", err)
+	}
+}
+
+// markRefused is a store that refuses one durable start mark, as a state
+// server restarting at that moment does.
+type markRefused struct {
+	store.Store
+	refused bool
+}
+
+func (s *markRefused) MarkRunningAs(ctx context.Context, ref store.AttemptRef, r store.Running) (store.Attempt, error) {
+	if r.Durable && !s.refused {
+		s.refused = true
+		return store.Attempt{}, errors.New("mark running: terminating connection due to administrator command")
+	}
+	return s.Store.MarkRunningAs(ctx, ref, r)
+}
+
+// A non-idempotent attempt whose start the state could not record never
+// started: the task fails as the state's failure (class store, resumed by
+// the next run), not as one that "would fail to start again", and the next
+// run runs it, once.
+func TestStartNotRecordedIsTheStates(t *testing.T) {
+	f := newFixture(t, chargeHCL, map[string]string{"charge.sh": `echo charge >> ledger`})
+	o := f.options("2024-01-01")
+	o.Store = &markRefused{Store: f.st}
+	sum := f.run(o)
+	tr := sum.task("charge")
+	if !sum.Failed || tr.State != TaskFailed || tr.Class != retry.Store || !strings.Contains(tr.Reason, "the next run of the interval resumes") {
+		t.Fatalf("charge = %+v\n%s", tr, sum.text())
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "ledger")); !os.IsNotExist(err) {
+		t.Fatalf("the task ran: %v", err)
+	}
+	as, err := f.st.TaskAttempts(context.Background(), store.FenceResource("pay", "2024-01-01"), "charge")
+	if err != nil || len(as) != 1 || as[0].State != store.AttemptFailed || as[0].Class != queue.ClassNotStarted {
+		t.Fatalf("attempts = %+v, %v", as, err)
+	}
+	if sum := f.run(f.options("2024-01-01")); sum.Failed || sum.task("charge").State != TaskSucceeded {
+		t.Fatalf("the next run:\n%s", sum.text())
+	}
+	if b, err := os.ReadFile(filepath.Join(f.dir, "ledger")); err != nil || string(b) != "charge\n" {
+		t.Fatalf("ledger %q, %v: want one charge", b, err)
 	}
 }

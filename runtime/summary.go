@@ -294,7 +294,7 @@ func StoreFailure(what string) string {
 		hint = " (disk full, a file size limit or a read-only file?)"
 	}
 	return "the state database failed" + hint + ": " + what +
-		"; nothing it did not record was published; fix the disk and run the interval again to resume"
+		"; nothing it did not record was published; run the interval again to resume once the state database is writable"
 }
 
 // DiskFailure reports whether err is the store's refusal to write to its

@@ -198,7 +198,11 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 			r.mu.Lock()
 			ts.res.Ending = "could not start: " + out.startErr.Error()
 			r.mu.Unlock()
-			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), "not retried: it would fail to start again")
+			why := "not retried: it would fail to start again"
+			if out.verdict.Class == retry.Store {
+				why = retry.Decide(retry.Input{Verdict: out.verdict}).Reason
+			}
+			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), why)
 			return
 		case out.relaunch:
 			r.record(ctx, EventAttemptLease, t.Name, out.number, map[string]any{"reason": out.reason})
@@ -355,7 +359,11 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		// stable storage first, so a rerun knows it may have run.
 		if _, err := r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{
 			Process: store.Process{Host: r.self.Host, Boot: r.self.Boot}, Lease: lease, Durable: true}); err != nil {
-			return failStart(err)
+			// Nothing started: the state failed, not the task (a restart,
+			// a network cut), which no class of the task's may say.
+			_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
+				Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: "never started: " + err.Error()})
+			return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.Store}}
 		}
 	}
 	if err := r.start(ctx, t, l, spec, lease); err != nil {
