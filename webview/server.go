@@ -2,10 +2,12 @@ package webview
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io"
 	"log"
@@ -92,7 +94,16 @@ type Server struct {
 	StateName string
 	// Log receives handler errors (nil: discarded).
 	Log *log.Logger
+	// AnswerWithin bounds each page's reads of the state (0:
+	// DefaultAnswerWithin): a state server that stopped answering, its
+	// connections open, is then said not to answer, and a run's page,
+	// which polls it, goes on polling until it answers again, instead of
+	// waiting for ever on a request that never ends.
+	AnswerWithin time.Duration
 }
+
+// DefaultAnswerWithin is Server.AnswerWithin's default.
+const DefaultAnswerWithin = 10 * time.Second
 
 // Handler returns the ui's routes. Every route is GET (or HEAD) only.
 func (s *Server) Handler() http.Handler {
@@ -102,7 +113,18 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /run/live", s.live)
 	mux.HandleFunc("GET /artifact", s.artifact)
 	mux.HandleFunc("GET /workers", s.workers)
-	return secureHeaders(mux)
+	return secureHeaders(s.bounded(mux))
+}
+
+// bounded gives each request AnswerWithin to read the state (fail says a
+// read that ran out of it).
+func (s *Server) bounded(h http.Handler) http.Handler {
+	d := cmp.Or(s.AnswerWithin, DefaultAnswerWithin)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // secureHeaders: the pages load nothing from elsewhere, run only their own
@@ -148,11 +170,16 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 	status := http.StatusInternalServerError
 	title := "Cannot read the state"
-	if errors.Is(err, errNoRun) || errors.Is(err, store.ErrNotFound) {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, errNoRun) || errors.Is(err, store.ErrNotFound):
 		status, title = http.StatusNotFound, "Not found"
+	case errors.Is(err, context.DeadlineExceeded):
+		status, title = http.StatusServiceUnavailable, "The state does not answer"
+		msg = fmt.Sprintf("the state did not answer within %s (%v); reload the page to try again", cmp.Or(s.AnswerWithin, DefaultAnswerWithin), err)
 	}
 	p := s.base(title)
-	p.Message = s.Src.text(err.Error())
+	p.Message = s.Src.text(msg)
 	var b bytes.Buffer
 	if render(&b, s.Src, "error", p) != nil {
 		http.Error(w, title, status)
