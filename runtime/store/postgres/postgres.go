@@ -217,11 +217,23 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 			}
 			return fn(tx)
 		})
-		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
+		if try < 20 && again(ctx, err) {
 			continue
 		}
 		return diskFull(err)
 	}
+}
+
+// again says whether a transaction that failed with err is run again:
+// the server aborted it only to break a conflict (retryable), it asked to
+// (errRetry), or it failed before anything of it was sent (a pooled
+// connection the server closed since its last use, as every one is after
+// a restart: pgconn.SafeToRetry), so nothing of it can have committed, and
+// the next try takes another connection. A failure once something was sent
+// is not tried again: whether it committed is unknown, and the caller's
+// guards, not a blind retry, decide what follows.
+func again(ctx context.Context, err error) bool {
+	return retryable(err) || errors.Is(err, errRetry) || (ctx.Err() == nil && pgconn.SafeToRetry(err))
 }
 
 // errRetry asks run to run the transaction again: it lost a race that a
@@ -315,7 +327,7 @@ func (s *Store) txPipelinedDurable(ctx context.Context, fn func(tx pgx.Tx, ends 
 func (s *Store) pipelined(ctx context.Context, durable bool, fn func(tx pgx.Tx, ends *txEnds) error) error {
 	for try := 0; ; try++ {
 		err := s.pipelinedOnce(ctx, durable, fn)
-		if try < 20 && (retryable(err) || errors.Is(err, errRetry)) {
+		if try < 20 && again(ctx, err) {
 			continue
 		}
 		return diskFull(err)

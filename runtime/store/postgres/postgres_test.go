@@ -825,3 +825,26 @@ func TestPipelinedDurableCommitsSynchronously(t *testing.T) {
 		}
 	}
 }
+
+// A restart closes every pooled connection; a write right after it (before
+// the pool would ping a connection idle that long) used to take a closed
+// one and fail ("broken pipe"), failing a task whose end it recorded. A
+// write that failed before sending anything is tried again on another
+// connection: nothing of it can have committed.
+func TestWriteRightAfterRestart(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test restarts it
+	st := open(t, srv, nil)
+	ctx := context.Background()
+	for i := range 10 {
+		if _, err := st.CreateRun(ctx, store.NewRun{Pipeline: "before", Interval: fmt.Sprintf("2024-01-%02d", i+1)}); err != nil {
+			t.Fatal(err) // a pooled connection, used a moment ago
+		}
+		if err := srv.Restart(0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // the server is up again
+		if _, err := st.CreateRun(ctx, store.NewRun{Pipeline: "after", Interval: fmt.Sprintf("2024-01-%02d", i+1)}); err != nil {
+			t.Fatalf("a write right after restart %d: %v", i+1, err)
+		}
+	}
+}
