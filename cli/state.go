@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -89,10 +90,27 @@ func (s *stateFlag) location(io IO, specPath string) (store.Location, error) {
 	return l, nil
 }
 
+// stateRestartWait is how long a command's writes to a state server wait
+// for it while it refuses connections (a restart) before they fail (a
+// task's write failing fails the task, as the state's failure). A worker
+// does not wait there: its own loop rides outages, each call bounded by
+// its lease (openStateNoWait).
+const stateRestartWait = 30 * time.Second
+
 // openState is the one way a command opens its state: the store and the
 // workers' queue on it. mustExist is for commands that only read (status,
 // events): they never create a state.
 func openState(ctx context.Context, l store.Location, mustExist bool) (backend.Handle, error) {
+	return openStateWith(ctx, l, mustExist, backend.Options{WaitForServer: stateRestartWait})
+}
+
+// openStateNoWait is openState for a worker: its writes fail at once while
+// the server refuses connections.
+func openStateNoWait(ctx context.Context, l store.Location) (backend.Handle, error) {
+	return openStateWith(ctx, l, false, backend.Options{})
+}
+
+func openStateWith(ctx context.Context, l store.Location, mustExist bool, opt backend.Options) (backend.Handle, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -105,7 +123,7 @@ func openState(ctx context.Context, l store.Location, mustExist bool) (backend.H
 			return nil, usageErr("no state at %s: nothing has run here yet (or give --state, or set %s)", l, stateEnv)
 		}
 	}
-	st, err := backend.Open(ctx, l, backend.Options{})
+	st, err := backend.Open(ctx, l, opt)
 	if errors.Is(err, store.ErrUnreachable) {
 		// Not a usage error: the server is down or restarting.
 		return nil, &exitError{Code: ExitFindings, Err: unreachableError(fmt.Sprintf("state %s: %s", l, l.Hide(err.Error())))}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/internal/pgtest"
@@ -136,5 +137,44 @@ func TestStateKeywordValuePasswordHidden(t *testing.T) {
 		if strings.Contains(e.Name(), "=") || e.Name() == ".pipec" {
 			t.Errorf("made in the working directory: %q", e.Name())
 		}
+	}
+}
+
+// A local run on PostgreSQL rides out a restart of the server: the task's
+// end, recorded while the server is down, waits for it (up to
+// stateRestartWait) instead of failing the task, and the run succeeds.
+func TestRunRidesOutRestart(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test restarts it
+	url := srv.NewSchema(t)
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "pipeline.hcl")
+	if err := os.WriteFile(spec, []byte(`pipeline "restart" {
+  code_version = "v1"
+  task "a" {
+    command = ["sh", "-c", "touch started; sleep 0.5"]
+  }
+  task "b" {
+    command    = ["true"]
+    depends_on = ["a"]
+  }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+				break
+			}
+		}
+		restarted <- srv.Restart(2 * time.Second) // a ends while the server is down
+	}()
+	code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url)
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !strings.Contains(out, "run restart/2024-01-01/r1 succeeded") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
 	}
 }

@@ -91,7 +91,7 @@ func openQueue(ctx context.Context, io IO, sf *stateFlag, spec string) (store.St
 	if err != nil {
 		return nil, nil, loc, err
 	}
-	st, err := openState(ctx, loc, false)
+	st, err := openStateNoWait(ctx, loc)
 	if err != nil {
 		return nil, nil, loc, err
 	}

@@ -120,15 +120,22 @@ func (p *Proc) Signal(t testing.TB, sig syscall.Signal) {
 	}
 }
 
+// WaitExit waits for the process to end on its own and fails t if it has
+// not within (the deadline only bounds a broken test).
+func (p *Proc) WaitExit(t testing.TB, within time.Duration) {
+	t.Helper()
+	select {
+	case <-p.Done:
+	case <-time.After(within):
+		t.Fatalf("%s did not end within %v:\n%s", p.Name, within, p.Output())
+	}
+}
+
 // WaitKilled waits for the process to die of a SIGKILL (a test hook's,
 // say) and fails t if it ended otherwise or not within two minutes.
 func (p *Proc) WaitKilled(t testing.TB) {
 	t.Helper()
-	select {
-	case <-p.Done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("%s was not killed:\n%s", p.Name, p.Output())
-	}
+	p.WaitExit(t, 2*time.Minute)
 	var ee *exec.ExitError
 	if !errors.As(p.Err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("%s ended with %v, not by SIGKILL:\n%s", p.Name, p.Err, p.Output())

@@ -251,11 +251,7 @@ func TestStoreRestartMidRun(t *testing.T) {
 	if err := srv.Restart(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-follow.Done:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("submit --wait did not end:\n%s", follow.Output())
-	}
+	follow.WaitExit(t, 3*time.Minute)
 	if follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
 		t.Fatalf("submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s", follow.Err, follow.Output(), w1.Output(), w2.Output())
 	}
@@ -323,11 +319,7 @@ func TestStoreStopsAnswering(t *testing.T) {
 	follow.WaitOutput(t, "the state does not answer", 30*time.Second)
 	thaw()
 	e.worker("w2")
-	select {
-	case <-follow.Done:
-	case <-time.After(time.Minute):
-		t.Fatalf("submit --wait did not end once the server answered again:\n%s", follow.Output())
-	}
+	follow.WaitExit(t, time.Minute)
 	if follow.Err != nil || !strings.Contains(follow.Output(), "run hang/2024-01-01/r1 succeeded") {
 		t.Fatalf("submit --wait: %v\n%s", follow.Err, follow.Output())
 	}
@@ -348,11 +340,7 @@ func TestBackfillFollowsThroughRestart(t *testing.T) {
 	if err := srv.Restart(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-follow.Done:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("backfill --submit --wait did not end:\n%s", follow.Output())
-	}
+	follow.WaitExit(t, 3*time.Minute)
 	if follow.Err != nil || strings.Count(follow.Output(), "/r1 succeeded") != 2 {
 		t.Fatalf("backfill --submit --wait: %v\n%s", follow.Err, follow.Output())
 	}
@@ -389,11 +377,7 @@ func TestStoreBlipsMidRun(t *testing.T) {
 		}
 		time.Sleep(350 * time.Millisecond)
 	}
-	select {
-	case <-follow.Done:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("submit --wait did not end:\n%s", follow.Output())
-	}
+	follow.WaitExit(t, 3*time.Minute)
 	if follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
 		t.Fatalf("submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s", follow.Err, follow.Output(), w1.Output(), w2.Output())
 	}

@@ -12,6 +12,7 @@ package backend
 
 import (
 	"context"
+	"time"
 
 	"github.com/pipec/pipec/runtime/clock"
 	"github.com/pipec/pipec/runtime/queue"
@@ -44,13 +45,17 @@ type Options struct {
 	// clock.Boottime. Tests that drive leases by hand pass clock.Wall of
 	// their fake clock.
 	LeaseClock clock.Lease
+	// WaitForServer is how long a write waits for a state server that
+	// refuses connections (a restart) before it fails (see
+	// postgres.Options.WaitForServer); 0: not at all.
+	WaitForServer time.Duration
 }
 
 // Open opens (creating if needed) the state at l with the backend l names.
 func Open(ctx context.Context, l store.Location, opt Options) (Handle, error) {
 	switch {
 	case l.Server:
-		return handle(postgres.Open(ctx, l.Value, postgres.Options{Clock: opt.Clock}))
+		return handle(postgres.Open(ctx, l.Value, postgres.Options{Clock: opt.Clock, WaitForServer: opt.WaitForServer}))
 	default:
 		return handle(sqlite.Open(ctx, l.Path, sqlite.Options{Clock: opt.Clock, LeaseClock: opt.LeaseClock}))
 	}

@@ -85,6 +85,12 @@ type Options struct {
 	// locks (a run's submission, an interval's token counter) until it is
 	// resumed, and every other worker would wait behind it.
 	IdleInTransaction time.Duration
+	// WaitForServer is how long a transaction waits for a server that
+	// refuses connections (it is restarting) before it fails: a local
+	// run's writes then ride out a restart instead of failing the task
+	// they record. 0: it fails at once (a worker rides outages in its
+	// own loop, each call bounded by its lease).
+	WaitForServer time.Duration
 }
 
 // DefaultConnectTimeout bounds a connection attempt (its start-up and
@@ -98,8 +104,9 @@ const DefaultIdleInTransaction = 5 * time.Second
 
 // Store is the PostgreSQL store.Store.
 type Store struct {
-	pool  *pgxpool.Pool
-	clock store.Clock
+	pool    *pgxpool.Pool
+	clock   store.Clock
+	waitFor time.Duration // Options.WaitForServer
 
 	// epoch is this handle's durably recorded token epoch, 0 until its
 	// first grant (see the package doc); epochMu guards it.
@@ -163,7 +170,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to state database: %w", err)
 	}
-	s := &Store{pool: pool, clock: opt.Clock}
+	s := &Store{pool: pool, clock: opt.Clock, waitFor: opt.WaitForServer}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		if ce := (*pgconn.ConnectError)(nil); errors.As(err, &ce) {
@@ -203,13 +210,13 @@ func (s *Store) txDurable(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) error {
-	for try := 0; ; try++ {
+	return s.retrying(ctx, func() error {
 		// The commit mode rides on BEGIN (one round trip, simple protocol).
 		opts := pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED"}
 		if durable {
 			opts.BeginQuery += "; SET LOCAL synchronous_commit = on"
 		}
-		err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+		return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
 			if s.clock != nil {
 				if _, err := tx.Exec(ctx, `SELECT set_config('pipec.now', $1, true)`, s.clock().UTC().Format(time.RFC3339Nano)); err != nil {
 					return err
@@ -217,10 +224,23 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 			}
 			return fn(tx)
 		})
-		if try < 20 && again(ctx, err) {
-			continue
+	})
+}
+
+// retrying runs a transaction (once, one try of it) until it commits or
+// fails for good: tried again at once when again says so (at most 20
+// times), or after a moment while waitForServer waits.
+func (s *Store) retrying(ctx context.Context, once func() error) error {
+	var refused time.Time
+	for try := 0; ; {
+		err := once()
+		switch {
+		case try < 20 && again(ctx, err):
+			try++
+		case s.waitForServer(ctx, err, &refused):
+		default:
+			return diskFull(err)
 		}
-		return diskFull(err)
 	}
 }
 
@@ -235,6 +255,36 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 func again(ctx context.Context, err error) bool {
 	return retryable(err) || errors.Is(err, errRetry) || (ctx.Err() == nil && pgconn.SafeToRetry(err))
 }
+
+// waitForServer waits a moment when err says that the server refused a
+// connection (it is restarting, or not up yet), and says whether to run
+// the transaction again: for Options.WaitForServer from the first refusal
+// (refused, set here), and while ctx lasts. Nothing of a transaction that
+// could not connect was sent.
+func (s *Store) waitForServer(ctx context.Context, err error, refused *time.Time) bool {
+	var ce *pgconn.ConnectError
+	if s.waitFor <= 0 || !errors.As(err, &ce) {
+		return false
+	}
+	if refused.IsZero() {
+		*refused = time.Now()
+	}
+	if time.Since(*refused) >= s.waitFor {
+		return false
+	}
+	t := time.NewTimer(serverPoll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// serverPoll is how often a transaction waiting for the server
+// (waitForServer) tries to connect.
+const serverPoll = 100 * time.Millisecond
 
 // errRetry asks run to run the transaction again: it lost a race that a
 // fresh snapshot resolves (two starts of one task taking the same number).
@@ -325,13 +375,7 @@ func (s *Store) txPipelinedDurable(ctx context.Context, fn func(tx pgx.Tx, ends 
 }
 
 func (s *Store) pipelined(ctx context.Context, durable bool, fn func(tx pgx.Tx, ends *txEnds) error) error {
-	for try := 0; ; try++ {
-		err := s.pipelinedOnce(ctx, durable, fn)
-		if try < 20 && again(ctx, err) {
-			continue
-		}
-		return diskFull(err)
-	}
+	return s.retrying(ctx, func() error { return s.pipelinedOnce(ctx, durable, fn) })
 }
 
 // txOne is a transaction of one statement, sql with args, in one round
