@@ -190,3 +190,19 @@ func TestStartNotRecordedIsTheStates(t *testing.T) {
 		t.Fatalf("ledger %q, %v: want one charge", b, err)
 	}
 }
+
+// A visit the state could not record hands its task back only when the
+// state could not be reached; a state that refused what was asked would
+// refuse the next visit too, and the task fails.
+func TestVisitEndedByTheState(t *testing.T) {
+	failed := TaskResult{State: TaskFailed, Class: retry.Store, Error: "mark running: broken pipe"}
+	got, said := VisitResult{Task: failed, StoreUnreachable: true}.Ended(nil, "w1")
+	if got.Ending != queue.LeaseLost || !strings.Contains(got.Reason, "the state could not record the visit of w1") ||
+		!strings.Contains(said, "goes back to the queue") {
+		t.Errorf("unreachable: %+v, %q", got, said)
+	}
+	got, _ = VisitResult{Task: failed}.Ended(nil, "w1")
+	if got.Ending != queue.Failed || !strings.HasPrefix(got.Reason, "store: ") {
+		t.Errorf("refused: %+v", got)
+	}
+}

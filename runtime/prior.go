@@ -51,6 +51,7 @@ func (r *runner) runOne(ctx context.Context, ts *taskState) {
 	if r.hasPrior {
 		why, err := r.reusable(ctx, ts)
 		if err != nil {
+			r.noteStore(err)
 			r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")
 			return
 		}

@@ -75,7 +75,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 			Task: t.Name, Attempt: l.a.Number, Location: key.String()})
 		if err != nil {
-			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
+			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
 			continue
 		}
@@ -132,7 +132,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			_ = os.Remove(filepath.Dir(frozen))
 		}
 		if err := r.st.AcceptVersion(ctx, v.ID); err != nil {
-			r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err))
+			r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
 			continue
 		}
@@ -330,13 +330,26 @@ func (r *runner) publishAll(ctx context.Context, v store.Version, current bool) 
 	}
 }
 
-// storeFailed keeps the first failure of the state database, for the
-// summary's store line.
-func (r *runner) storeFailed(what string) {
+// storeFailed keeps the first failure of the state database (err, said
+// as what), for the summary's store line.
+func (r *runner) storeFailed(what string, err error) {
+	r.noteStore(err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.storeErr == "" {
 		r.storeErr = what
+	}
+}
+
+// noteStore keeps what kind of failure of the state database err is, for
+// a visit's end (VisitResult.StoreUnreachable): only a visit whose every
+// such failure was of the state's reach hands its task back.
+func (r *runner) noteStore(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.storeSeen = true
+	if !errors.Is(err, store.ErrUnreachable) {
+		r.storeHard = true
 	}
 }
 
@@ -411,7 +424,7 @@ func (r *runner) record(ctx context.Context, kind, task string, attempt int, dat
 	}
 	if _, err := r.st.AppendEvent(context.WithoutCancel(ctx), ev); err != nil {
 		// The log is the run's account: a gap in it fails the run.
-		r.storeFailed(fmt.Sprintf("recording event %s: %v", kind, err))
+		r.storeFailed(fmt.Sprintf("recording event %s: %v", kind, err), err)
 	}
 	r.emitStore(kind, task, attempt, data)
 }

@@ -327,6 +327,10 @@ type runner struct {
 	acceptedBy map[int64][]sink.ManifestCheck
 	// storeErr is the first failure of the state database (storeFailed).
 	storeErr string
+	// storeSeen: a failure of the state database was noted (noteStore);
+	// storeHard: one of them was not of the state's reach
+	// (store.ErrUnreachable) but a refusal of what was asked.
+	storeSeen, storeHard bool
 	// artsErr is the first output that could not be put into the
 	// artifact store, or input that could not be read from it.
 	artsErr string

@@ -157,6 +157,7 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		return
 	}
 	if err != nil {
+		r.noteStore(err)
 		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")
 		return
 	}
@@ -200,6 +201,7 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 			r.mu.Unlock()
 			why := "not retried: it would fail to start again"
 			if out.verdict.Class == retry.Store {
+				r.noteStore(out.startErr)
 				why = retry.Decide(retry.Input{Verdict: out.verdict}).Reason
 			}
 			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), why)
@@ -574,6 +576,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	fctx := context.WithoutCancel(ctx)
 	if l.markErr != nil {
+		r.noteStore(l.markErr)
 		out.verdict = retry.Verdict{Class: retry.Store}
 		out.tail = l.markErr.Error()
 		return out
@@ -587,6 +590,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	if res.Success() {
 		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded}); err != nil {
+			r.noteStore(err)
 			out.verdict = retry.Verdict{Class: retry.Store}
 			out.tail = err.Error()
 			return out

@@ -78,6 +78,11 @@ type VisitResult struct {
 	// or the visit stopped first): the worker hands it back
 	// (queue.Result.Unused).
 	Unused *store.AttemptRef
+	// StoreUnreachable: the task failed because the state could not record
+	// it, and every failure of the state in the visit was of its reach (a
+	// restart, a network cut: store.ErrUnreachable), none a refusal of what
+	// was asked, which would refuse it again on the next visit.
+	StoreUnreachable bool
 }
 
 // Ended is how a visit ends in its queue (End and Unused aside), whoever
@@ -85,11 +90,14 @@ type VisitResult struct {
 // RunVisit's. A lost lease and the dispatcher's own causes (a shutdown, a
 // takeover) are the dispatcher's to tell first.
 //
-// A visit the state could not record (class store: a database restart, a
-// network cut, while the task ran) is the worker's failure, not the
-// task's, and ends as a lost lease does: the task goes back to the queue,
-// and the next visit settles what this one left (settleVisit), as the next
-// run of an interval does after a local run the state failed.
+// A visit the state could not record because it could not reach it (a
+// database restart, a network cut, while the task ran: StoreUnreachable)
+// is the worker's failure, not the task's, and ends as a lost lease does:
+// the task goes back to the queue, and the next visit settles what this
+// one left (settleVisit), as the next run of an interval does after a
+// local run the state failed. A state that refused what was asked fails
+// the task (class store), as it would refuse the next visit too: handing
+// it back would run the task again and again.
 func (res VisitResult) Ended(err error, worker string) (queue.Result, string) {
 	t := res.Task
 	switch {
@@ -101,7 +109,7 @@ func (res VisitResult) Ended(err error, worker string) (queue.Result, string) {
 		return queue.Result{Ending: queue.Failed, Deterministic: true, Reason: "unknown: " + t.Reason}, "not run: " + t.Reason
 	case t.State == TaskNotRun:
 		return queue.Result{Ending: queue.NotRun, Reason: t.Reason}, "not run: " + t.Reason
-	case t.Class == retry.Store:
+	case t.Class == retry.Store && res.StoreUnreachable:
 		why := fmt.Sprintf("the state could not record the visit of %s (%s)", worker, t.Error)
 		return queue.Result{Ending: queue.LeaseLost, Reason: why}, "stopped here: " + why + "; the task goes back to the queue"
 	}
@@ -369,6 +377,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	if err := r.settleVisit(ctx, ts, v); errors.Is(err, errNotHeld) {
 		r.taskFailed(ctx, ts, retry.LeaseExpired, 0, err.Error(), "not run here: another visit has the task")
 	} else if err != nil {
+		r.noteStore(err)
 		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "its earlier attempts could not be settled")
 	} else {
 		r.runOne(ctx, ts)
@@ -387,7 +396,8 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused()}
+	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused(),
+		StoreUnreachable: ts.res.Class == retry.Store && r.storeSeen && !r.storeHard}
 	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.state == TaskUnknown
 	// The worker writes these to the store: masked as everything else.
 	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)

@@ -99,7 +99,7 @@ func (s *Store) granting(ctx context.Context, fn func(epoch int64) error) error 
 // it back since it was recorded).
 func (s *Store) epochAlive(ctx context.Context, e int64) bool {
 	var alive bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $1)`, e).Scan(&alive)
+	err := s.read().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM epochs_alive WHERE epoch = $1)`, e).Scan(&alive)
 	return err == nil && alive
 }
 
@@ -526,7 +526,7 @@ func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Att
 
 // Attempts implements store.Store.
 func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = $1 ORDER BY task COLLATE "C", number`, run)
+	rows, err := s.read().Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE run = $1 ORDER BY task COLLATE "C", number`, run)
 	if err != nil {
 		return nil, err
 	}
@@ -535,7 +535,7 @@ func (s *Store) Attempts(ctx context.Context, run string) ([]store.Attempt, erro
 
 // TaskAttempts implements store.Store.
 func (s *Store) TaskAttempts(ctx context.Context, resource, task string) ([]store.Attempt, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = $1 AND task = $2 ORDER BY token`, resource, task)
+	rows, err := s.read().Query(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE resource = $1 AND task = $2 ORDER BY token`, resource, task)
 	if err != nil {
 		return nil, err
 	}
@@ -550,7 +550,7 @@ func (s *Store) StateID(ctx context.Context) (string, error) {
 		return s.stateID, nil
 	}
 	var id string
-	if err := s.pool.QueryRow(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
+	if err := s.read().QueryRow(ctx, `SELECT state_id FROM state_identity`).Scan(&id); err != nil {
 		return "", fmt.Errorf("state id: %w", err)
 	}
 	s.stateID = id

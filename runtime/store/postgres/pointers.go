@@ -130,7 +130,7 @@ ON CONFLICT (pipeline, sink) DO UPDATE SET generation = pointer_generations.gene
 // PointersGeneration implements store.Store.
 func (s *Store) PointersGeneration(ctx context.Context, pipeline, sink string) (int64, error) {
 	var g int64
-	err := s.pool.QueryRow(ctx, `SELECT generation FROM pointer_generations WHERE pipeline = $1 AND sink = $2`,
+	err := s.read().QueryRow(ctx, `SELECT generation FROM pointer_generations WHERE pipeline = $1 AND sink = $2`,
 		pipeline, sink).Scan(&g)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
@@ -140,12 +140,12 @@ func (s *Store) PointersGeneration(ctx context.Context, pipeline, sink string) (
 
 // Pointer implements store.Store.
 func (s *Store) Pointer(ctx context.Context, pipeline, sink, artifact, interval string) (store.Pointer, error) {
-	return getPointer(ctx, s.pool, pipeline, sink, artifact, interval)
+	return getPointer(ctx, s.read(), pipeline, sink, artifact, interval)
 }
 
 // PointedVersions implements store.Store.
 func (s *Store) PointedVersions(ctx context.Context, pipeline, sink string) (map[int64]store.Version, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+versionColumns+` FROM versions
+	rows, err := s.read().Query(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE id IN (SELECT version FROM pointers WHERE pipeline = $1 AND sink = $2)`, pipeline, sink)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ WHERE id IN (SELECT version FROM pointers WHERE pipeline = $1 AND sink = $2)`, p
 
 // Pointers implements store.Store.
 func (s *Store) Pointers(ctx context.Context, pipeline, sink string) ([]store.Pointer, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = $1 AND sink = $2
+	rows, err := s.read().Query(ctx, `SELECT `+pointerColumns+` FROM pointers WHERE pipeline = $1 AND sink = $2
 ORDER BY artifact COLLATE "C", interval_key COLLATE "C"`, pipeline, sink)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,6 +195,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// read is the pool for reads outside a transaction (reads).
+func (s *Store) read() reads { return reads{s.pool} }
+
 // Pool is the connection pool, for tests and tools that read the schema.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
@@ -239,9 +245,34 @@ func (s *Store) retrying(ctx context.Context, once func() error) error {
 			try++
 		case s.waitForServer(ctx, err, &refused):
 		default:
-			return diskFull(err)
+			return unreachable(diskFull(err))
 		}
 	}
+}
+
+// unreachable marks err as store.ErrUnreachable (errors.Is) when it says
+// that the server could not be reached or went away under the transaction
+// (a restart, a network cut, a caller's bound that ran out on a silent
+// server), not that it refused what was asked: a connection that failed
+// or broke, the server shutting down (SQLSTATE class 08, 57P01-57P03).
+func unreachable(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnreachable) {
+		return err
+	}
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pe):
+		if !strings.HasPrefix(pe.Code, "08") && pe.Code != "57P01" && pe.Code != "57P02" && pe.Code != "57P03" {
+			return err
+		}
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, context.DeadlineExceeded), pgconn.SafeToRetry(err):
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnreachable, err)
 }
 
 // again says whether a transaction that failed with err is run again:
@@ -350,6 +381,33 @@ func changed(tag pgconn.CommandTag, err error) error {
 	}
 	return nil
 }
+
+// reads is the pool for reads outside a transaction, their errors marked
+// as the state's reach where they are (unreachable), as a transaction's
+// are: a visit that could not read the state hands its task back as one
+// that could not write it does.
+type reads struct{ pool *pgxpool.Pool }
+
+func (r reads) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := r.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return rows, unreachable(err)
+	}
+	return readRows{rows}, nil
+}
+
+func (r reads) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return readRow{r.pool.QueryRow(ctx, sql, args...)}
+}
+
+type readRow struct{ pgx.Row }
+
+func (r readRow) Scan(dest ...any) error { return unreachable(r.Row.Scan(dest...)) }
+
+type readRows struct{ pgx.Rows }
+
+func (r readRows) Scan(dest ...any) error { return unreachable(r.Rows.Scan(dest...)) }
+func (r readRows) Err() error             { return unreachable(r.Rows.Err()) }
 
 // queryer is what both the pool and a transaction offer.
 type queryer interface {

@@ -847,4 +847,17 @@ func TestWriteRightAfterRestart(t *testing.T) {
 			t.Fatalf("a write right after restart %d: %v", i+1, err)
 		}
 	}
+	// While the server is down, a write fails as the state's reach
+	// (store.ErrUnreachable: a worker hands its task back), not as a
+	// refusal of what it asked.
+	restarted := make(chan error, 1)
+	go func() { restarted <- srv.Restart(time.Second) }()
+	time.Sleep(300 * time.Millisecond)
+	_, err := st.CreateRun(ctx, store.NewRun{Pipeline: "down", Interval: "2024-01-01"})
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, store.ErrUnreachable) {
+		t.Fatalf("a write while the server is down: %v, want store.ErrUnreachable", err)
+	}
 }

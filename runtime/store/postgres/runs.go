@@ -235,7 +235,7 @@ func scanRun(sc pgx.Row) (store.Run, error) {
 
 // GetRun implements store.Store.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	r, err := scanRun(s.read().QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
 	}
@@ -259,7 +259,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY created, pipeline COLLATE \"C\", interval_key COLLATE \"C\", seq"
-	rows, err := s.pool.Query(ctx, q, args...)
+	rows, err := s.read().Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +439,7 @@ func appendEvent(ctx context.Context, tx pgx.Tx, e store.Event, payload any) err
 
 // Events implements store.Store.
 func (s *Store) Events(ctx context.Context, run string) ([]store.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = $1 ORDER BY seq`, run)
+	rows, err := s.read().Query(ctx, `SELECT seq, run, time, kind, task, attempt, payload FROM events WHERE run = $1 ORDER BY seq`, run)
 	if err != nil {
 		return nil, err
 	}

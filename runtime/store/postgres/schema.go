@@ -451,7 +451,7 @@ const migrationLock = 0x70697065630001 // "pipec" + 1
 // lock. A database written by a newer pipec is refused rather than guessed at.
 func (s *Store) migrate(ctx context.Context) error {
 	var current int
-	err := s.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current)
+	err := s.read().QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current)
 	if err == nil && current == SchemaVersion() {
 		return nil // up to date: no lock, no write
 	}

@@ -15,7 +15,7 @@ import (
 // Submitted implements queue.Queue.
 func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
 	var plan, base, iv string
-	err := s.pool.QueryRow(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = $1`, run).Scan(&plan, &base, &iv)
+	err := s.read().QueryRow(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = $1`, run).Scan(&plan, &base, &iv)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, "", "", fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
 	}

@@ -61,7 +61,7 @@ func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Versi
 		store.EventVersionRecorded, queue.JSON(v.Label()))
 	if err == nil && !inserted {
 		// Either the version exists already or the attempt does not.
-		out, err = scanVersion(s.pool.QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
+		out, err = scanVersion(s.read().QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE artifact = $1 AND interval_key = $2 AND digest = $3 AND run = $4 AND task = $5 AND attempt = $6`,
 			v.Artifact, v.Interval, v.Digest, v.Run, v.Task, v.Attempt))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -181,7 +181,7 @@ func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error)
 
 // AcceptedVersion implements store.Store.
 func (s *Store) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (store.Version, error) {
-	v, err := scanVersion(s.pool.QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
+	v, err := scanVersion(s.read().QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
 WHERE pipeline = $1 AND artifact = $2 AND interval_key = $3 AND state = 'accepted' ORDER BY token DESC, id DESC LIMIT 1`,
 		pipeline, artifact, interval))
 	if errors.Is(err, pgx.ErrNoRows) {
