@@ -151,7 +151,7 @@ func testArtifactsRestartAfterKill(t *testing.T, b backend) {
 	}
 	// The orphaned task (its process group) outlives its worker; it is
 	// fenced, and stopped here so it does not outlive the test.
-	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
+	t.Cleanup(func() { killIfOurs(pid, e.dir) })
 	w1.Signal(t, syscall.SIGKILL)
 	if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,9 +87,20 @@ func (e *env) killTask() {
 		return
 	}
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-		syscall.Kill(-pid, syscall.SIGKILL)
-		syscall.Kill(pid, syscall.SIGKILL)
+		killIfOurs(pid, e.dir)
 	}
+}
+
+// killIfOurs kills the process group of pid, and pid, if pid is still a
+// process started in dir: a task that ended long ago left its pid to be
+// reused (pid_max may be 32768), and a SIGKILL by number alone would hit
+// whatever process of another test has it now.
+func killIfOurs(pid int, dir string) {
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || !strings.HasPrefix(cwd, dir) {
+		return
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	syscall.Kill(pid, syscall.SIGKILL)
 }
 
 func (e *env) published() string {
