@@ -407,28 +407,22 @@ func submitLaunch(ctx context.Context, io IO, plan *compiler.Plan, base string, 
 }
 
 // followQuietly follows a handed-over run until it ends: it prints
-// each change of what the run waits for, and its end; lookAt reads the
-// run's state and waiting message every poll, and as any run ends when ends
-// can tell (nil: every poll only). An outage of the state is said, and
-// ridden out (stateOutage). A cancelled ctx detaches.
+// each change of what the run waits for, and its end; look reads the run's
+// state and waiting message every poll (each look within lookTimeout), and
+// as any run ends when ends can tell (nil: every poll only). An outage of
+// the state is said, and ridden out (stateOutage). A cancelled ctx
+// detaches.
 func followQuietly(ctx context.Context, io IO, iv runtime.Interval, run string, poll time.Duration, ends *runEnds,
-	lookAt func(context.Context) (store.RunState, string, error)) outcome {
+	look func(context.Context) (store.RunState, string, error)) outcome {
 	waiting := ""
 	t := time.NewTicker(max(poll, 10*time.Millisecond))
 	defer t.Stop()
 	outage := stateOutage{w: io.Stdout, prefix: iv.Key + "  ", run: run}
-	type seen struct {
-		state   store.RunState
-		waiting string
-	}
-	read := func(ctx context.Context, _ string) (seen, error) {
-		state, waiting, err := lookAt(ctx)
-		return seen{state, waiting}, err
-	}
 	for {
 		ended := ends.wait()
-		got, err := look(ctx, run, read)
-		state, now := got.state, got.waiting
+		lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+		state, now, err := look(lctx)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 		case errors.Is(err, store.ErrNotFound):

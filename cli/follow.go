@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"time"
@@ -11,13 +10,6 @@ import (
 // stopped answering, its connection open, is then said not to answer, as a
 // refused connection is, instead of leaving the follower silent.
 const lookTimeout = 10 * time.Second
-
-// look reads what a follower looks at in run, within lookTimeout.
-func look[T any](ctx context.Context, run string, read func(context.Context, string) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
-	defer cancel()
-	return read(ctx, run)
-}
 
 // stateOutage is what a follower of a run handed to workers says when the
 // state does not answer (a database restart, a network cut), once each

@@ -271,7 +271,9 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 		return true
 	}
 	for {
-		rs, err := look(ctx, run, read)
+		lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+		rs, err := read(lctx, run)
+		cancel()
 		if errors.Is(err, store.ErrNotFound) {
 			return &exitError{Code: ExitFindings, Err: err}
 		}

@@ -202,7 +202,7 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 			why := "not retried: it would fail to start again"
 			if out.verdict.Class == retry.Store {
 				r.noteStore(out.startErr)
-				why = retry.Decide(retry.Input{Verdict: out.verdict}).Reason
+				why = retry.StoreNotRetried
 			}
 			r.taskFailed(ctx, ts, out.verdict.Class, 0, out.startErr.Error(), why)
 			return

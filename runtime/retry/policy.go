@@ -184,6 +184,9 @@ type Input struct {
 	Task string
 }
 
+// StoreNotRetried is why a failure of class Store is not retried.
+const StoreNotRetried = "the state database could not record it: not retried (the next run of the interval resumes)"
+
 // Decision is whether to retry, after how long, and why (or why not).
 type Decision struct {
 	Retry bool
@@ -198,7 +201,7 @@ type Decision struct {
 // have a retry left (checked last, so a refused retry never spends it).
 func Decide(in Input) Decision {
 	if in.Verdict.Class == Store && !in.LeaseExpired {
-		return Decision{Reason: "the state database could not record it: not retried (the next run of the interval resumes)"}
+		return Decision{Reason: StoreNotRetried}
 	}
 	if in.Verdict.Deterministic && !in.LeaseExpired {
 		return Decision{Reason: fmt.Sprintf("class %s is deterministic: not retried", in.Verdict.Class)}
