@@ -116,10 +116,13 @@ func (s *Server) Handler() http.Handler {
 	return secureHeaders(s.bounded(mux))
 }
 
+// answerWithin is AnswerWithin, or its default.
+func (s *Server) answerWithin() time.Duration { return cmp.Or(s.AnswerWithin, DefaultAnswerWithin) }
+
 // bounded gives each request AnswerWithin to read the state (fail says a
 // read that ran out of it).
 func (s *Server) bounded(h http.Handler) http.Handler {
-	d := cmp.Or(s.AnswerWithin, DefaultAnswerWithin)
+	d := s.answerWithin()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), d)
 		defer cancel()
@@ -176,7 +179,10 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		status, title = http.StatusNotFound, "Not found"
 	case errors.Is(err, context.DeadlineExceeded):
 		status, title = http.StatusServiceUnavailable, "The state does not answer"
-		msg = fmt.Sprintf("the state did not answer within %s (%v); reload the page to try again", cmp.Or(s.AnswerWithin, DefaultAnswerWithin), err)
+		msg = fmt.Sprintf("the state did not answer within %s (%v); reload the page to try again", s.answerWithin(), err)
+	case errors.Is(err, store.ErrUnreachable):
+		status, title = http.StatusServiceUnavailable, "The state does not answer"
+		msg += "; reload the page to try again"
 	}
 	p := s.base(title)
 	p.Message = s.Src.text(msg)
