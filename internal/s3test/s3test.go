@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,7 +69,18 @@ func Binary(t testing.TB) string {
 func Start(t testing.TB, buckets ...string) *Server {
 	t.Helper()
 	s := &Server{bin: Binary(t), Dir: t.TempDir(), t: t}
-	s.port = freePort(t)
+	for try := 1; ; try++ {
+		// A port free a moment ago may be taken by another process (the
+		// server of another package's test) before this one binds it.
+		s.port = freePort(t)
+		if s.start() {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("versitygw did not listen on a free port in %d tries: %s", try, s.log())
+		}
+	}
+	t.Cleanup(s.Stop)
 	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(s.port)
 	s.Env = []string{"AWS_ENDPOINT_URL=" + s.Endpoint, "AWS_ACCESS_KEY_ID=" + AccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + SecretKey, "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
@@ -80,8 +92,6 @@ func Start(t testing.TB, buckets ...string) *Server {
 	t.Setenv("AWS_ENDPOINT_URL_S3", "")
 	t.Setenv("AWS_PROFILE", "")
 	t.Setenv("AWS_SESSION_TOKEN", "")
-	s.start()
-	t.Cleanup(s.Stop)
 	c := s.Client()
 	for _, b := range buckets {
 		if err := c.CreateBucket(context.Background(), b); err != nil {
@@ -111,7 +121,10 @@ func (s *Server) Client() *objstore.Client {
 	return c
 }
 
-func (s *Server) start() {
+// start starts versitygw on s.port and waits until it listens there
+// (listensOn), and says false when it exited without (the port was taken
+// meanwhile): a dial alone may reach another process on the port.
+func (s *Server) start() bool {
 	s.t.Helper()
 	data := filepath.Join(s.Dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
@@ -130,19 +143,52 @@ func (s *Server) start() {
 		s.t.Fatal(err)
 	}
 	s.cmd = cmd
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), 200*time.Millisecond)
-		if err == nil {
-			conn.Close()
-			return
+	pid := cmd.Process.Pid
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if listensOn(pid, s.port) {
+			return true
+		}
+		var ws syscall.WaitStatus
+		if p, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); p == pid {
+			s.cmd = nil // exited, and reaped
+			return false
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(s.Dir, "versitygw.log"))
-			s.t.Fatalf("versitygw did not listen on port %d: %s", s.port, b)
+			s.t.Fatalf("versitygw did not listen on port %d: %s", s.port, s.log())
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func (s *Server) log() []byte {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "versitygw.log"))
+	return b
+}
+
+// listensOn reports whether process pid holds a TCP socket listening on
+// port (IPv4): a socket of /proc/net/tcp in state LISTEN whose inode is
+// one of the process's descriptors.
+func listensOn(pid, port int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf(":%04X", port)
+	sockets := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 9 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
+			sockets["socket:["+f[9]+"]"] = true
+		}
+	}
+	if len(sockets) == 0 {
+		return false
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && sockets[l] {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop stops the server (idempotent).
@@ -173,7 +219,9 @@ func (s *Server) signal(sig syscall.Signal) {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	s.start()
+	if !s.start() {
+		s.t.Fatalf("versitygw did not listen on port %d again: %s", s.port, s.log())
+	}
 }
 
 // Data is the folder holding the buckets.
