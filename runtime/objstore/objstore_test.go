@@ -154,20 +154,10 @@ func TestServerThatStopsAnswering(t *testing.T) {
 			srv.Resume()
 		}
 	})
-	got := make(chan error, 1)
-	go func() {
+	timesOut(t, "a get from a stopped server", func() error {
 		_, _, err := c.Get(ctx, "bkt", "k")
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		t.Logf("get from a stopped server: %v", err)
-		if err == nil || !strings.Contains(err.Error(), "timeout") {
-			t.Fatalf("get from a stopped server: %v, want a timeout", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("a get from a stopped server did not give up")
-	}
+		return err
+	})
 	srv.Resume()
 	resumed = true
 	if b, _, err := c.Get(ctx, "bkt", "k"); err != nil || string(b) != "v" {
@@ -197,21 +187,7 @@ func TestServerThatStopsMidTransfer(t *testing.T) {
 			srv.Resume()
 		}
 	})
-	within := func(what string, f func() error) {
-		t.Helper()
-		got := make(chan error, 1)
-		go func() { got <- f() }()
-		select {
-		case err := <-got:
-			t.Logf("%s: %v", what, err)
-			if err == nil || !strings.Contains(err.Error(), "timeout") {
-				t.Fatalf("%s: %v, want a timeout", what, err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("%s did not give up", what)
-		}
-	}
-	within("a get whose server stops after its first bytes", func() error {
+	timesOut(t, "a get whose server stops after its first bytes", func() error {
 		_, err := c.GetTo(ctx, "bkt", "big", writerFunc(func(p []byte) (int, error) {
 			if !paused {
 				srv.Pause()
@@ -221,7 +197,7 @@ func TestServerThatStopsMidTransfer(t *testing.T) {
 		}))
 		return err
 	})
-	within("a put to a stopped server", func() error {
+	timesOut(t, "a put to a stopped server", func() error {
 		_, err := c.Put(ctx, "bkt", "big2", big, objstore.Cond{})
 		return err
 	})
@@ -238,3 +214,21 @@ func TestServerThatStopsMidTransfer(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// timesOut runs f, a request to a server that stopped, and fails t unless
+// it gives up with a timeout (within a minute: the bound only ends a
+// broken test).
+func timesOut(t *testing.T, what string, f func() error) {
+	t.Helper()
+	got := make(chan error, 1)
+	go func() { got <- f() }()
+	select {
+	case err := <-got:
+		t.Logf("%s: %v", what, err)
+		if err == nil || !strings.Contains(err.Error(), "timeout") {
+			t.Fatalf("%s: %v, want a timeout", what, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not give up", what)
+	}
+}
