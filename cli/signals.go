@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -25,8 +26,9 @@ func Process(args []string) int {
 //     ignored one, is reset for the tasks pipec starts.
 //   - The first Ctrl-C (or SIGTERM) cancels io.Context with ErrInterrupted.
 //     A command that stops cleanly (gracefulCommand) then records what it
-//     stopped and Main returns 130; in any other command, and on a second
-//     Ctrl-C, the process exits 130 at once through exit.
+//     stopped and Main returns 130, saying at once on stderr what a second
+//     Ctrl-C does; in any other command, and on a second Ctrl-C, the
+//     process exits 130 at once through exit.
 //
 // Commands stop on io.Context alone, never on a signal handler of their own:
 // with two, a worker could stop on its own handler's cancellation and return
@@ -52,6 +54,12 @@ func Interruptible(io IO, exit func(int)) (_ IO, stop func()) {
 				if ctx.Err() != nil || !graceful.Load() {
 					exit(ExitInterrupted)
 					return
+				}
+				// Stopping may take the kill grace, and longer on a state
+				// that does not answer: say what a second one does.
+				if io.Stderr != nil {
+					fmt.Fprintln(io.Stderr, "pipec: stopping: the running tasks are stopped and recorded; "+
+						"Ctrl-C again exits at once, and leaves what is not recorded yet to the next run")
 				}
 				cancel(ErrInterrupted)
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -34,14 +35,19 @@ func TestInterruptNotGraceful(t *testing.T) {
 }
 
 // TestInterruptGraceful: in run or backfill, the first Ctrl-C cancels the
-// context (the command records what it stops); a second one exits at once.
+// context (the command records what it stops) and says what a second one
+// does; a second one exits at once.
 func TestInterruptGraceful(t *testing.T) {
 	codes := make(chan int, 1)
-	io, stop := Interruptible(IO{}, func(code int) { codes <- code })
+	var errb bytes.Buffer
+	io, stop := Interruptible(IO{Stderr: &errb}, func(code int) { codes <- code })
 	defer stop()
 	io.Graceful()
 	interrupt(t)
 	<-io.Context.Done()
+	if !strings.Contains(errb.String(), "Ctrl-C again exits at once") {
+		t.Errorf("the first Ctrl-C does not say what a second one does: %q", errb.String())
+	}
 	if cause := context.Cause(io.Context); !errors.Is(cause, ErrInterrupted) {
 		t.Errorf("cancelled by %v, want ErrInterrupted", cause)
 	}

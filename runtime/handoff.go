@@ -47,7 +47,7 @@ func (r *runner) finishHandingOff(ctx context.Context, ts *taskState, ref store.
 			}
 		}
 	}
-	started, err := store.FinishAndStart(context.WithoutCancel(ctx), r.st, ref, o, specs)
+	started, err := store.FinishAndStart(r.records, r.st, ref, o, specs)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (r *runner) dropHanded(ctx context.Context, ts *taskState) {
 	if h == nil || h.started.Err != nil {
 		return
 	}
-	_ = r.endAttempt(context.WithoutCancel(ctx), h.started.Attempt.AttemptRef, store.Outcome{State: store.AttemptFailed,
+	_ = r.endAttempt(r.records, h.started.Attempt.AttemptRef, store.Outcome{State: store.AttemptFailed,
 		Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: "never started: " + interrupted})
 }
 

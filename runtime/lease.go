@@ -198,7 +198,7 @@ func (r *runner) adoptZombie(ts *taskState, l *launched) {
 	r.zombies.Add(1)
 	go func() {
 		defer r.zombies.Done()
-		ctx := context.WithoutCancel(r.runCtx)
+		ctx := r.records
 		res := l.proc.Wait()
 		<-l.marked
 		if res.Success() {
@@ -246,7 +246,7 @@ func (r *runner) drainZombies() {
 		select {
 		case <-z.l.proc.Done():
 		default:
-			r.record(context.WithoutCancel(r.runCtx), EventZombieKilled, z.ts.t.Name, z.l.a.Number,
+			r.record(r.records, EventZombieKilled, z.ts.t.Name, z.l.a.Number,
 				map[string]any{"reason": "its lease expired, its task was relaunched, and it did not end within the grace period"})
 			z.l.proc.Stop()
 		}

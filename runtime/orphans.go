@@ -142,7 +142,7 @@ func (r *runner) killedByOther(ctx context.Context) {
 	if r.loseRun == nil || r.o.RunLease <= 0 || r.runID == "" {
 		return
 	}
-	if err := r.st.RenewRunLease(context.WithoutCancel(ctx), r.runID, r.o.RunLease); errors.Is(err, store.ErrLeaseLost) {
+	if err := r.st.RenewRunLease(r.records, r.runID, r.o.RunLease); errors.Is(err, store.ErrLeaseLost) {
 		r.loseRun(fmt.Errorf("run %s lost its lease on interval %s: another run took it over", r.runID, r.iv.Key))
 	}
 }

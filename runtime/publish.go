@@ -422,7 +422,7 @@ func (r *runner) record(ctx context.Context, kind, task string, attempt int, dat
 	if data != nil {
 		ev.Payload = marshalPayload(data)
 	}
-	if _, err := r.st.AppendEvent(context.WithoutCancel(ctx), ev); err != nil {
+	if _, err := r.st.AppendEvent(r.records, ev); err != nil {
 		// The log is the run's account: a gap in it fails the run.
 		r.storeFailed(fmt.Sprintf("recording event %s: %v", kind, err), err)
 	}

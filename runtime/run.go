@@ -185,6 +185,13 @@ type Options struct {
 	LeasePoll    time.Duration
 	KillGrace    time.Duration
 	ZombieGrace  time.Duration
+
+	// RecordWithin bounds the state's answers once the run is stopped (its
+	// context ended: Ctrl-C, a lost lease, a worker's shutdown), past the
+	// kill grace: what the run records then (the ends of the tasks it
+	// stopped, its own end) is given up after it, and the run returns
+	// saying so (DefaultRecordWithin when 0).
+	RecordWithin time.Duration
 }
 
 // Event is one state change, as OnEvent receives it: the runtime's progress
@@ -290,6 +297,9 @@ type runner struct {
 	zombieMu   sync.Mutex
 	zombieList []*zombie
 	runCtx     context.Context
+	// records is the context of what the run records whatever ended
+	// runCtx (startRecords).
+	records context.Context
 	// loseRun cancels the run because its interval lease was lost.
 	loseRun context.CancelCauseFunc
 	// self is this machine (host, boot id), recorded with every attempt.
@@ -503,6 +513,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	// interval over) stops this run: its attempts are fenced anyway.
 	ctx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
+	defer r.startRecords(ctx)() // after the renewals below stopped
 	r.loseRun = lost
 	renewDone := make(chan struct{})
 	stopRenew := make(chan struct{})
@@ -513,7 +524,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	// The interval is this run's now: what ran of it before is settled.
 	prior, err := r.st.ListRuns(ctx, store.RunFilter{Pipeline: r.plan.Pipeline, Interval: r.iv.Key})
 	if err != nil {
-		_ = r.st.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunFailed)
+		_ = r.st.FinishRun(r.records, run.ID, store.RunFailed)
 		return nil, err
 	}
 	prior = slices.DeleteFunc(prior, func(pr store.Run) bool { return pr.ID == run.ID })
@@ -523,7 +534,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	if err := r.takeOver(ctx, prior); err != nil {
 		// The run cannot go on; say so in the store rather than leave it
 		// running for the next run to abandon.
-		_ = r.st.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunFailed)
+		_ = r.st.FinishRun(r.records, run.ID, store.RunFailed)
 		return nil, err
 	}
 	return r.execute(ctx, run)
@@ -591,9 +602,9 @@ func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struc
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			err := r.st.RenewRunLease(context.WithoutCancel(ctx), id, r.o.RunLease)
+			err := r.st.RenewRunLease(r.records, id, r.o.RunLease)
 			if errors.Is(err, store.ErrLeaseLost) {
-				if got, gerr := r.st.GetRun(context.WithoutCancel(ctx), id); gerr == nil && got.State == store.RunCancelled {
+				if got, gerr := r.st.GetRun(r.records, id); gerr == nil && got.State == store.RunCancelled {
 					lost(fmt.Errorf("run %s was cancelled %s", id, got.Cancelled))
 					return
 				}
@@ -656,7 +667,7 @@ func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 		state = store.RunFailed
 	}
 	// The run's end is recorded even when ctx was cancelled (Ctrl-C).
-	fctx := context.WithoutCancel(ctx)
+	fctx := r.records
 	if got, err := r.st.GetRun(fctx, run.ID); err == nil && got.State.Ended() {
 		// Ended by someone else: cancelled (pipec cancel), or abandoned
 		// by a run that took the interval over. Not a store failure.
@@ -667,7 +678,9 @@ func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 	if err := r.st.FinishRun(fctx, run.ID, state); err != nil {
 		sum.Failed = true
 		sum.RunID, sum.State = run.ID, string(store.RunFailed)
-		if sum.StoreError == "" {
+		if given := r.recordsGivenUp(); given != nil {
+			sum.StoreError, err = given.Error(), given
+		} else if sum.StoreError == "" {
 			sum.StoreError = StoreFailure("recording the run's end: " + err.Error())
 		}
 		return sum, fmt.Errorf("run %s: the state database could not record its end: %w", run.ID, err)

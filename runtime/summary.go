@@ -156,6 +156,10 @@ func (r *runner) summary(run store.Run) *Summary {
 		s.StoreError = StoreFailure(r.storeErr)
 		s.Failed = true
 	}
+	if err := r.recordsGivenUp(); err != nil {
+		// What failed for it ("context canceled") says less than why.
+		s.StoreError, s.Failed = err.Error(), true
+	}
 	s.Publish = slices.Clone(r.publishes)
 	slices.SortFunc(s.Publish, func(a, b PublishResult) int { return strings.Compare(a.Name, b.Name) })
 	for _, p := range s.Publish {

@@ -327,7 +327,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
 	failStart := func(err error) attemptOutcome {
 		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
-		_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, o)
+		_ = r.endAttempt(r.records, a.AttemptRef, o)
 		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error(),
 			"why": "could not start: " + err.Error()})
 		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: "start", Deterministic: true}}
@@ -339,7 +339,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	if !r.acquire(ctx, t) {
 		// Interrupted while waiting for a slot: the attempt never started
 		// (its token was taken early, see above), so the task was not run.
-		_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
+		_ = r.endAttempt(r.records, a.AttemptRef, store.Outcome{State: store.AttemptFailed,
 			Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: "never started: " + interrupted})
 		return attemptOutcome{number: a.Number, interrupted: true}
 	}
@@ -353,17 +353,17 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		// Never beside the visit that took the task over: this attempt is
 		// in the store, so a yes means that visit, if any, will find it.
 		if err := r.confirmHeld(ctx); err != nil {
-			_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
+			_ = r.endAttempt(r.records, a.AttemptRef, store.Outcome{State: store.AttemptFailed,
 				Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: "never started: " + err.Error()})
 			return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.LeaseExpired}}
 		}
 		// Its effect may happen the moment the process starts: say so on
 		// stable storage first, so a rerun knows it may have run.
-		if _, err := r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, store.Running{
+		if _, err := r.st.MarkRunningAs(r.records, a.AttemptRef, store.Running{
 			Process: store.Process{Host: r.self.Host, Boot: r.self.Boot}, Lease: lease, Durable: true}); err != nil {
 			// Nothing started: the state failed, not the task (a restart,
 			// a network cut), which no class of the task's may say.
-			_ = r.endAttempt(context.WithoutCancel(ctx), a.AttemptRef, store.Outcome{State: store.AttemptFailed,
+			_ = r.endAttempt(r.records, a.AttemptRef, store.Outcome{State: store.AttemptFailed,
 				Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: "never started: " + err.Error()})
 			return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.Store}}
 		}
@@ -555,7 +555,7 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 			// write instead of two (store.Outcome.Ran says why that is safe).
 			l.ran = &run
 		} else {
-			l.recorded, l.markErr = r.st.MarkRunningAs(context.WithoutCancel(ctx), a.AttemptRef, run)
+			l.recorded, l.markErr = r.st.MarkRunningAs(r.records, a.AttemptRef, run)
 		}
 		if l.markErr == nil {
 			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
@@ -574,7 +574,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if res.Signal == 0 && !res.TimedOut && !res.Stopped {
 		out.exitCode = res.ExitCode
 	}
-	fctx := context.WithoutCancel(ctx)
+	fctx := r.records
 	if l.markErr != nil {
 		r.noteStore(l.markErr)
 		out.verdict = retry.Verdict{Class: retry.Store}

@@ -190,7 +190,7 @@ func (r *runner) flushEnd(ctx context.Context) {
 	}
 	e := r.ends.pending
 	r.ends.pending = nil
-	_ = r.st.FinishAttempt(context.WithoutCancel(ctx), e.Ref, e.Outcome)
+	_ = r.st.FinishAttempt(r.records, e.Ref, e.Outcome)
 }
 
 // produceThenEnd is a visit's succeeded attempt: its outputs are audited and
@@ -215,7 +215,7 @@ func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched)
 				case <-stop:
 					return
 				case <-t.C:
-					_ = r.st.RenewLease(context.WithoutCancel(ctx), l.a.AttemptRef, l.a.Token, 0)
+					_ = r.st.RenewLease(r.records, l.a.AttemptRef, l.a.Token, 0)
 				}
 			}
 		}()
@@ -355,6 +355,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 		return VisitResult{}, fmt.Errorf("runtime: the plan has no task %q", v.Task)
 	}
 	r.runID, r.runCtx = v.Run, ctx
+	defer r.startRecords(ctx)()
 	// Asked of local artifacts alone: the answer walks the whole plan.
 	if r.artsLocal {
 		if why := needsSharedArtifacts(o.Plan, ts.t); why != "" {

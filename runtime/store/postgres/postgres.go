@@ -189,11 +189,26 @@ func redacted(cfg *pgxpool.Config) string {
 	return fmt.Sprintf("%s on %s", cfg.ConnConfig.Database, cfg.ConnConfig.Host)
 }
 
-// Close releases the connections.
+// Close releases the connections. Closing one tells its server first, and
+// pgx gives a server that does not answer (frozen, or behind a network
+// that drops packets) 15 seconds per connection for that: Close returns
+// after closeWithin and leaves the rest to the pool, so a pipec whose state
+// stopped answering still exits.
 func (s *Store) Close() error {
-	s.pool.Close()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.pool.Close()
+	}()
+	select {
+	case <-closed:
+	case <-time.After(closeWithin):
+	}
 	return nil
 }
+
+// closeWithin bounds Store.Close.
+const closeWithin = 2 * time.Second
 
 // read is the pool for reads outside a transaction (reads).
 func (s *Store) read() reads { return reads{s.pool} }

@@ -861,3 +861,35 @@ func TestWriteRightAfterRestart(t *testing.T) {
 		t.Fatalf("a write while the server is down: %v, want store.ErrUnreachable", err)
 	}
 }
+
+// Close returns on a server that stopped answering (frozen with SIGSTOP,
+// its connections open). A connection whose call was given up is closed
+// by asking the server to cancel it first, which pgx waits 15 seconds for:
+// a pipec stopped on such a server waited that long more to exit.
+func TestCloseOnAFrozenServer(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test freezes it
+	s, err := postgres.Open(context.Background(), srv.NewSchema(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetRun(t.Context(), "p/2024-01-01/r1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	thaw := srv.Frozen(t)
+	defer thaw()
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := s.GetRun(ctx, "p/2024-01-01/r1"); err == nil {
+		t.Fatal("a frozen server answered")
+	}
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // Close's bound is 2 s; pgx's own wait 15 s
+		t.Fatal("Close waits for a frozen server")
+	}
+}

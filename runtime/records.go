@@ -1,0 +1,66 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pipec/pipec/runtime/exec"
+)
+
+// DefaultRecordWithin is Options.RecordWithin's default: as long as pipec
+// waits for a state server that restarts (a local run rides out a restart
+// that long), past the kill grace its tasks get to stop.
+const DefaultRecordWithin = 30 * time.Second
+
+// errStateSilent is why a stopped run's records were given up: the state
+// had not answered them RecordWithin past the kill grace.
+type errStateSilent struct{ within time.Duration }
+
+func (e errStateSilent) Error() string {
+	return fmt.Sprintf("the state did not answer within %s of the stop: what this run stopped is not recorded there, "+
+		"and the next run of the interval settles it", e.within.Round(time.Second))
+}
+
+// startRecords makes r.records, the context of what the run records
+// whatever ends ctx (its tasks' ends, the run's end, its events): ctx's
+// end does not cancel them, so a Ctrl-C still leaves an honest account,
+// but once ctx ended they get the kill grace and Options.RecordWithin to
+// be answered. A state that stopped answering, its connection open (a
+// frozen server, a network that drops packets), would otherwise hold a
+// stopped run for ever, Ctrl-C or not. Call the returned func when the
+// run returns.
+func (r *runner) startRecords(ctx context.Context) (done func()) {
+	wait := cmp.Or(r.o.RecordWithin, DefaultRecordWithin)
+	within := cmp.Or(r.o.KillGrace, exec.DefaultKillGrace) + wait
+	rec, giveUp := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopWatch := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(within, func() { giveUp(errStateSilent{wait}) })
+	})
+	r.records = rec
+	return func() {
+		stopWatch()
+		mu.Lock()
+		defer mu.Unlock()
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// recordsGivenUp is why the run's records were given up (errStateSilent),
+// or nil.
+func (r *runner) recordsGivenUp() error {
+	var silent errStateSilent
+	if cause := context.Cause(r.records); errors.As(cause, &silent) {
+		return cause
+	}
+	return nil
+}

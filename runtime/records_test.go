@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/runtime/store/postgres"
+)
+
+// A run stopped (Ctrl-C) while its PostgreSQL state does not answer (the
+// server frozen with SIGSTOP, its connections open) returns once the kill
+// grace and RecordWithin passed, saying that what it stopped is not
+// recorded; it waited for the state for ever before. The next run, the
+// server back, settles the stopped attempt as unknown and charges nobody
+// twice.
+func TestStoppedRunOnASilentState(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test freezes it
+	url := srv.NewSchema(t)
+	st, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f := newFixture(t, chargeHCL, map[string]string{"charge.sh": `echo charge >> ledger; touch started; exec sleep 60`})
+	o := f.options("2024-01-01")
+	o.Store, o.ServerState, o.RecordWithin = st, "postgres", time.Second
+	// The run's lease outlives the stopped run in this process (a pipec
+	// that exited leaves it to a dead pid): short, for the next run.
+	o.RunLease = 2 * time.Second
+
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	type ran struct {
+		sum *Summary
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		sum, err := Run(ctx, o)
+		done <- ran{sum, err}
+	}()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(f.dir, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("charge never started")
+		}
+	}
+	thaw := srv.Frozen(t)
+	stop() // Ctrl-C
+	var got ran
+	select {
+	case got = <-done:
+	case <-time.After(time.Minute): // the bound is 1.5 s; this only ends a broken test
+		thaw()
+		t.Fatal("the stopped run still waits for its frozen state")
+	}
+	thaw()
+	if got.sum == nil || !strings.Contains(got.sum.StoreError, "the state did not answer within 1s of the stop") {
+		t.Fatalf("summary: %+v, %v", got.sum, got.err)
+	}
+	var silent errStateSilent
+	if !errors.As(got.err, &silent) {
+		t.Errorf("Run's error %v does not say the state was silent", got.err)
+	}
+
+	o.Wait = true
+	sum := f.run(o)
+	if tr := sum.task("charge"); tr.State != TaskUnknown {
+		t.Fatalf("the next run: charge %+v\n%s", tr, sum.text())
+	}
+	if b, err := os.ReadFile(filepath.Join(f.dir, "ledger")); err != nil || string(b) != "charge\n" {
+		t.Fatalf("ledger %q, %v: want one charge", b, err)
+	}
+}
