@@ -314,7 +314,7 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 	gos := new(goreuse.Pool)
 	batch := runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Store: st,
 		StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
-		ObjectStores: objects, SinksShown: shown, Goroutines: gos}
+		ObjectStores: objects, SinksShown: shown, Goroutines: gos, OnStateSilent: (&stateSilence{w: io.Stderr}).told}
 	// Derived once for every run; when it cannot be, each run derives its
 	// own and says why.
 	batch.Setup, _ = runtime.PreparePlan(batch)

@@ -204,6 +204,7 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 		OnWaitSlot: func(e *store.RunSlotsError) {
 			fmt.Fprintf(io.Stderr, "pipec: waiting for a free run slot: %s\n", e.Detail())
 		},
+		OnStateSilent: (&stateSilence{w: io.Stderr}).told,
 	})
 	pr.done()
 	if busy := (*store.RunBusyError)(nil); errors.As(err, &busy) {

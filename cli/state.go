@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -160,4 +162,33 @@ func openIfExists(ctx context.Context, l store.Location) (backend.Handle, error)
 		return nil, nil
 	}
 	return openState(ctx, l, false)
+}
+
+// stateSilence says on stderr when the state stops answering a local run
+// (runtime.Options.OnStateSilent) and when it answers again, once for all
+// the runs of a batch: the run waits for its state, and without a word a
+// frozen server or a file another process holds locked looks like a hung
+// pipec.
+type stateSilence struct {
+	mu     sync.Mutex
+	w      io.Writer
+	silent int // runs whose renewal waits for the state
+}
+
+// told is runtime.Options.OnStateSilent. A renewal that ended in an error
+// (the state gave up, or the stopped run gave up on it) is no answer: the
+// run's own failures say what it was.
+func (s *stateSilence) told(silent bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case silent:
+		if s.silent++; s.silent == 1 {
+			fmt.Fprintln(s.w, "pipec: the state does not answer; the run waits for it (Ctrl-C stops it)")
+		}
+	case s.silent > 0:
+		if s.silent--; s.silent == 0 && err == nil {
+			fmt.Fprintln(s.w, "pipec: the state answers again")
+		}
+	}
 }

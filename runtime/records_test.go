@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,5 +80,57 @@ func TestStoppedRunOnASilentState(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(f.dir, "ledger")); err != nil || string(b) != "charge\n" {
 		t.Fatalf("ledger %q, %v: want one charge", b, err)
+	}
+}
+
+// A run whose state stops answering (PostgreSQL frozen with SIGSTOP)
+// waits for it, and says so through OnStateSilent once its lease's renewal
+// has waited a third of the lease, then again once the state answered;
+// the run succeeds.
+func TestStateSilenceIsSaid(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test freezes it
+	st, err := postgres.Open(t.Context(), srv.NewSchema(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f := newFixture(t, `pipeline "quiet" {
+  task "a" {
+    command = ["sh", "-c", "touch started; sleep 2"]
+  }
+}`, nil)
+	o := f.options("2024-01-01")
+	var mu sync.Mutex
+	var told []bool
+	o.Store, o.ServerState, o.RunLease = st, "postgres", 300*time.Millisecond
+	o.OnStateSilent = func(silent bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, silent)
+		if err != nil {
+			t.Errorf("the renewal failed: %v", err)
+		}
+	}
+	go func() {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(f.dir, "started")); err == nil {
+				break
+			}
+		}
+		if err := srv.Freeze(); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(time.Second) // three renewals' worth
+		if err := srv.Thaw(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if sum := f.run(o); sum.Failed {
+		t.Fatalf("run:\n%s", sum.text())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) < 2 || !slices.Equal(told[:2], []bool{true, false}) || len(told)%2 != 0 {
+		t.Fatalf("OnStateSilent was told %v, want true then false", told)
 	}
 }

@@ -161,6 +161,13 @@ type Options struct {
 	// RunLease is the lease the run holds on (pipeline, interval), renewed
 	// a third of it apart while the run lives; 0 means DefaultRunLease.
 	RunLease time.Duration
+	// OnStateSilent, if set, is told when a renewal of the run's lease has
+	// waited a third of the lease for the state (silent: a server that
+	// stopped answering, or restarts; a file another process holds
+	// locked), and again, not silent, once that renewal returned, with its
+	// error (nil: the state answered). The run waits for its state
+	// meanwhile; without a word it looks hung.
+	OnStateSilent func(silent bool, err error)
 
 	// Artifacts is the folder of the pipeline's shared artifact store
 	// (--artifacts); it wins over the plan's artifacts field. With neither,
@@ -593,7 +600,8 @@ func (r *runner) createRun(ctx context.Context) (store.Run, error) {
 // renewRunLease renews the run's lease a third of it apart until stop is
 // closed; a lost lease cancels the run with the reason.
 func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struct{}, lost context.CancelCauseFunc) {
-	t := time.NewTicker(max(r.o.RunLease/3, 10*time.Millisecond))
+	every := max(r.o.RunLease/3, 10*time.Millisecond)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -602,7 +610,7 @@ func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struc
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			err := r.st.RenewRunLease(r.records, id, r.o.RunLease)
+			err := r.renewWatched(id, every)
 			if errors.Is(err, store.ErrLeaseLost) {
 				if got, gerr := r.st.GetRun(r.records, id); gerr == nil && got.State == store.RunCancelled {
 					lost(fmt.Errorf("run %s was cancelled %s", id, got.Cancelled))
@@ -613,6 +621,25 @@ func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struc
 			}
 		}
 	}
+}
+
+// renewWatched renews the run's lease, telling Options.OnStateSilent when
+// the state has not answered within silentAfter, and when it answered.
+func (r *runner) renewWatched(id string, silentAfter time.Duration) error {
+	if r.o.OnStateSilent == nil {
+		return r.st.RenewRunLease(r.records, id, r.o.RunLease)
+	}
+	said := make(chan struct{})
+	slow := time.AfterFunc(silentAfter, func() {
+		defer close(said)
+		r.o.OnStateSilent(true, nil)
+	})
+	err := r.st.RenewRunLease(r.records, id, r.o.RunLease)
+	if !slow.Stop() {
+		<-said
+		r.o.OnStateSilent(false, err)
+	}
+	return err
 }
 
 // takeOver makes the interval this run's: runs of it that never finished are
