@@ -39,7 +39,9 @@ func toLogEvent(e store.Event) logEvent {
 // same entries `pipec events RUN --json` prints afterwards, in the same
 // order, whatever the runtime's own progress feed says.
 type logFollower struct {
-	mu   sync.Mutex
+	mu sync.Mutex
+	// ctx is the run's, past its end as a run's records are
+	// (runtime.AfterStop): a run stopped by Ctrl-C still prints its log.
 	ctx  context.Context
 	st   store.Store
 	enc  *json.Encoder
@@ -69,7 +71,7 @@ func (p *logFollower) drain() {
 	if p.run == "" || p.err != nil {
 		return
 	}
-	evs, err := store.EventsAfter(context.WithoutCancel(p.ctx), p.st, p.run, p.last)
+	evs, err := store.EventsAfter(p.ctx, p.st, p.run, p.last)
 	if err != nil {
 		p.err = err
 		return

@@ -21,6 +21,7 @@ import (
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -173,7 +174,9 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	var pr progress
 	switch {
 	case opts.json:
-		pr = &logFollower{ctx: ctx, st: st, enc: json.NewEncoder(io.Stdout)}
+		logCtx, done := runtime.AfterStop(ctx, exec.DefaultKillGrace, runtime.DefaultRecordWithin)
+		defer done()
+		pr = &logFollower{ctx: logCtx, st: st, enc: json.NewEncoder(io.Stdout)}
 	case io.StdoutTTY:
 		pr = newLiveProgress(io, plan)
 	default:

@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -176,5 +178,69 @@ func TestRunRidesOutRestart(t *testing.T) {
 	}
 	if code != 0 || !strings.Contains(out, "run restart/2024-01-01/r1 succeeded") {
 		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// TestInterruptOnAFrozenState: `pipec run --json` stopped (Ctrl-C) while
+// its PostgreSQL state is frozen (SIGSTOP, connections open) and a charging
+// task runs returns: the task is stopped, the log printed so far stays
+// valid JSON, and the summary says that the state did not answer. The
+// run waited for its state for ever before; the log's reads (the --json
+// stream reads the log back after each event) had no bound either, and
+// closing the connections waited pgx's 15 s for the frozen server.
+func TestInterruptOnAFrozenState(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test freezes it
+	url := srv.NewSchema(t)
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "pipeline.hcl")
+	if err := os.WriteFile(spec, []byte(`pipeline "frozen" {
+  task "charge" {
+    command    = ["sh", "-c", "touch started; exec sleep 120"]
+    effects    = ["charge"]
+    idempotent = false
+  }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancelCause(t.Context())
+	defer stop(nil)
+	var out, errb bytes.Buffer
+	io := cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Context: ctx,
+		Getenv:  func(string) string { return "" },
+		Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }}
+	codes := make(chan int, 1)
+	go func() { codes <- cli.Main([]string{"run", spec, "--interval", "2024-01-01", "--state", url, "--json"}, io) }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("charge never started")
+		}
+	}
+	thaw := srv.Frozen(t)
+	stop(cli.ErrInterrupted)
+	var code int
+	select {
+	case code = <-codes:
+	case <-time.After(2 * time.Minute): // the bound is 5 + 30 s (and 2 s to close); this ends a broken test
+		thaw()
+		t.Fatal("pipec run still waits for its frozen state")
+	}
+	thaw()
+	if code != cli.ExitInterrupted {
+		t.Errorf("exit %d, want %d\n%s", code, cli.ExitInterrupted, errb.String())
+	}
+	dec := json.NewDecoder(&out)
+	var last map[string]any
+	for dec.More() {
+		if err := dec.Decode(&last); err != nil {
+			t.Fatalf("the output is no JSON stream: %v\n%s", err, out.String())
+		}
+	}
+	sum, _ := last["summary"].(map[string]any)
+	if last["kind"] != "run.summary" || !strings.Contains(fmt.Sprint(sum["store_error"]), "the state did not answer within 30s of the stop") {
+		t.Fatalf("last entry %v", last)
 	}
 }

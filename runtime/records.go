@@ -29,23 +29,30 @@ func (e errStateSilent) Error() string {
 // whatever ends ctx (its tasks' ends, the run's end, its events): ctx's
 // end does not cancel them, so a Ctrl-C still leaves an honest account,
 // but once ctx ended they get the kill grace and Options.RecordWithin to
-// be answered. A state that stopped answering, its connection open (a
-// frozen server, a network that drops packets), would otherwise hold a
-// stopped run for ever, Ctrl-C or not. Call the returned func when the
-// run returns.
+// be answered (AfterStop). Call the returned func when the run returns.
 func (r *runner) startRecords(ctx context.Context) (done func()) {
-	wait := cmp.Or(r.o.RecordWithin, DefaultRecordWithin)
-	within := cmp.Or(r.o.KillGrace, exec.DefaultKillGrace) + wait
+	rec, done := AfterStop(ctx, cmp.Or(r.o.KillGrace, exec.DefaultKillGrace), cmp.Or(r.o.RecordWithin, DefaultRecordWithin))
+	r.records = rec
+	return done
+}
+
+// AfterStop is the context of what is still written to the state, or read
+// from it, once ctx ended (a Ctrl-C; what a run stopped is recorded after
+// it): ctx's end does not cancel it, but grace plus within later it ends,
+// its cause an error that says the state did not answer within. A state
+// that stopped answering, its connections open (a frozen server, a network
+// that drops packets), would otherwise hold a stopped run for ever. Call
+// done once nothing uses the context any more.
+func AfterStop(ctx context.Context, grace, within time.Duration) (_ context.Context, done func()) {
 	rec, giveUp := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex
 	var timer *time.Timer
 	stopWatch := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		timer = time.AfterFunc(within, func() { giveUp(errStateSilent{wait}) })
+		timer = time.AfterFunc(grace+within, func() { giveUp(errStateSilent{within}) })
 	})
-	r.records = rec
-	return func() {
+	return rec, func() {
 		stopWatch()
 		mu.Lock()
 		defer mu.Unlock()
