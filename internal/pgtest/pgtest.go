@@ -244,7 +244,17 @@ func (s *Server) Restart(down time.Duration) error {
 // first, so that it starts no other): its connections stay open and
 // nothing answers on them, as clients see a hung server, or a network that
 // drops packets. Thaw resumes it.
-func (s *Server) Freeze() error { return s.signalAll(syscall.SIGSTOP) }
+func (s *Server) Freeze() error {
+	if err := s.signalAll(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	// A process running when the signal came goes on until interrupted;
+	// a test that freezes the server expects nothing more from it.
+	if !proctree.WaitStopped(append([]int{s.cmd.Process.Pid}, proctree.Descendants(s.cmd.Process.Pid)...), 10*time.Second) {
+		return errors.New("the server did not stop on SIGSTOP")
+	}
+	return nil
+}
 
 // Thaw resumes a server that Freeze stopped.
 func (s *Server) Thaw() error { return s.signalAll(syscall.SIGCONT) }

@@ -7,6 +7,7 @@ package proctree
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,4 +126,43 @@ func Child(parent int, comm string) int {
 		}
 	}
 	return 0
+}
+
+// Stopped reports whether no thread of process pid can run: each is
+// stopped (state T or t in /proc/PID/task/TID/stat) or dead (Z, X), or the
+// process is gone. A SIGSTOP is only queued when kill returns, and a thread
+// running on another CPU goes on until it is interrupted: a test that
+// stops a server and at once expects no answer from it waits for this.
+func Stopped(pid int) bool {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "stat"))
+		if err != nil {
+			continue // the thread is gone
+		}
+		s := string(b)
+		// The state follows the command, which is in parentheses.
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || !strings.ContainsRune("TtZX", rune(s[i+2])) {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitStopped waits until every process of pids is Stopped, and says
+// whether they were within the time given.
+func WaitStopped(pids []int, within time.Duration) bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(time.Millisecond) {
+		if !slices.ContainsFunc(pids, func(p int) bool { return !Stopped(p) }) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/proctree"
 	"github.com/pipec/pipec/runtime/objstore"
 )
 
@@ -202,8 +203,17 @@ func (s *Server) Stop() {
 }
 
 // Pause stops the server (SIGSTOP): its connections stay open and nothing
-// answers on them, as clients see a hung server. Resume resumes it.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+// answers on them, as clients see a hung server. Resume resumes it. It
+// returns once every thread of the server is stopped: a thread running
+// when the signal came answered a request sent right after it (seen once
+// in CI).
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.signal(syscall.SIGSTOP)
+	if !proctree.WaitStopped([]int{s.cmd.Process.Pid}, 10*time.Second) {
+		s.t.Fatal("versitygw did not stop on SIGSTOP")
+	}
+}
 
 // Resume resumes a server that Pause stopped.
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
