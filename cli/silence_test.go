@@ -12,7 +12,7 @@ import (
 func TestStateSilenceOncePerOutage(t *testing.T) {
 	var b bytes.Buffer
 	s := &stateSilence{w: &b}
-	gaveUp := errors.New("the state did not answer within 30s of the stop")
+	gaveUp := errors.New("the state did not answer within 35s of the stop")
 	for _, e := range []struct {
 		silent bool
 		err    error

@@ -240,7 +240,7 @@ func TestInterruptOnAFrozenState(t *testing.T) {
 		}
 	}
 	sum, _ := last["summary"].(map[string]any)
-	if last["kind"] != "run.summary" || !strings.Contains(fmt.Sprint(sum["store_error"]), "the state did not answer within 30s of the stop") {
+	if last["kind"] != "run.summary" || !strings.Contains(fmt.Sprint(sum["store_error"]), "the state did not answer within 35s of the stop") {
 		t.Fatalf("last entry %v", last)
 	}
 }

@@ -17,12 +17,13 @@ import (
 const DefaultRecordWithin = 30 * time.Second
 
 // errStateSilent is why a stopped run's records were given up: the state
-// had not answered them RecordWithin past the kill grace.
+// had not answered them within that long of the stop (the kill grace and
+// RecordWithin).
 type errStateSilent struct{ within time.Duration }
 
 func (e errStateSilent) Error() string {
 	return fmt.Sprintf("the state did not answer within %s of the stop: what this run stopped is not recorded there, "+
-		"and the next run of the interval settles it", e.within.Round(time.Second))
+		"and the next run of the interval settles it", e.within)
 }
 
 // startRecords makes r.records, the context of what the run records
@@ -39,7 +40,7 @@ func (r *runner) startRecords(ctx context.Context) (done func()) {
 // AfterStop is the context of what is still written to the state, or read
 // from it, once ctx ended (a Ctrl-C; what a run stopped is recorded after
 // it): ctx's end does not cancel it, but grace plus within later it ends,
-// its cause an error that says the state did not answer within. A state
+// its cause an error that says the state did not answer by then. A state
 // that stopped answering, its connections open (a frozen server, a network
 // that drops packets), would otherwise hold a stopped run for ever. Call
 // done once nothing uses the context any more.
@@ -50,7 +51,7 @@ func AfterStop(ctx context.Context, grace, within time.Duration) (_ context.Cont
 	stopWatch := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		timer = time.AfterFunc(grace+within, func() { giveUp(errStateSilent{within}) })
+		timer = time.AfterFunc(grace+within, func() { giveUp(errStateSilent{grace + within}) })
 	})
 	return rec, func() {
 		stopWatch()

@@ -65,7 +65,7 @@ func TestStoppedRunOnASilentState(t *testing.T) {
 		t.Fatal("the stopped run still waits for its frozen state")
 	}
 	thaw()
-	if got.sum == nil || !strings.Contains(got.sum.StoreError, "the state did not answer within 1s of the stop") {
+	if got.sum == nil || !strings.Contains(got.sum.StoreError, "the state did not answer within 1.5s of the stop") {
 		t.Fatalf("summary: %+v, %v", got.sum, got.err)
 	}
 	var silent errStateSilent
