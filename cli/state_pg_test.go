@@ -210,7 +210,9 @@ func TestInterruptOnAFrozenState(t *testing.T) {
 		Getenv:  func(string) string { return "" },
 		Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }}
 	codes := make(chan int, 1)
-	go func() { codes <- cli.Main([]string{"run", spec, "--interval", "2024-01-01", "--state", url, "--json"}, io) }()
+	go func() {
+		codes <- cli.Main([]string{"run", spec, "--interval", "2024-01-01", "--state", url, "--json"}, io)
+	}()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
 			break
