@@ -115,6 +115,9 @@ type visit struct {
 	// found the claim taken over, so that is said and done once, however
 	// long the task takes to stop.
 	stopped bool
+	// unfinished is set when the store did not take the visit's Finish
+	// (not answering): its claim expires after the lease instead.
+	unfinished atomic.Bool
 }
 
 // errShutdown cancels visits when the worker stops gracefully; errTakenOver
@@ -461,12 +464,13 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 		c.logf("stopping: %v", err)
 	}
 	mu.Lock()
-	n := len(visits)
+	stopped := make([]*visit, 0, len(visits))
 	for _, v := range visits {
 		v.cancel(errShutdown)
+		stopped = append(stopped, v)
 	}
 	mu.Unlock()
-	c.logf("worker %s stopping: handing back %d task(s)", c.Info.Name, n)
+	c.logf("worker %s stopping: handing back %d task(s)", c.Info.Name, len(stopped))
 	// Keep the claims alive while the tasks stop, so none expires into a
 	// counted failover.
 	done := make(chan struct{})
@@ -480,8 +484,20 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 	for {
 		select {
 		case <-done:
-			c.handBackNext(ctx, ended)
-			if err := call(func(ctx context.Context) error { return c.Queue.Deregister(ctx, c.Info.Name) }); err != nil {
+			kept := c.handBackNext(ctx, ended)
+			for _, v := range stopped {
+				if v.unfinished.Load() {
+					kept++
+				}
+			}
+			err := call(func(ctx context.Context) error { return c.Queue.Deregister(ctx, c.Info.Name) })
+			if kept > 0 {
+				// The visits gave up on a store that did not answer
+				// (runtime.Options.RecordWithin) before the worker did.
+				c.logf("worker %s stopped without handing its tasks back: the store did not take the ends of %d; their claims expire after the lease", c.Info.Name, kept)
+				return queue.ErrNotHandedBack
+			}
+			if err != nil {
 				return err
 			}
 			c.logf("worker %s stopped", c.Info.Name)
@@ -500,29 +516,32 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 }
 
 // handBackNext hands back, uncounted, the tasks that visits' Finish claimed
-// after the worker stopped starting visits (queue.FinishClaimer).
-func (c *Config) handBackNext(ctx context.Context, ended <-chan visitEnd) {
+// after the worker stopped starting visits (queue.FinishClaimer), and says
+// how many the store did not take back.
+func (c *Config) handBackNext(ctx context.Context, ended <-chan visitEnd) (kept int) {
 	for {
 		select {
 		case e := <-ended:
-			if e.next != nil {
-				c.handBack(ctx, e.next)
+			if e.next != nil && !c.handBack(ctx, e.next) {
+				kept++
 			}
 		default:
-			return
+			return kept
 		}
 	}
 }
 
 // handBack returns a claim no visit began, uncounted.
-func (c *Config) handBack(ctx context.Context, cl *queue.Claim) {
+func (c *Config) handBack(ctx context.Context, cl *queue.Claim) (taken bool) {
 	r := queue.Result{Ending: queue.HandedBack}
 	if cl.Attempt != nil {
 		r.Unused = &cl.Attempt.AttemptRef
 	}
-	if err := c.finish(ctx, cl.Ref, r); err != nil {
+	err := c.finish(ctx, cl.Ref, r)
+	if err != nil {
 		c.logf("%s %s: hand back: %v", cl.Run, cl.Task, err)
 	}
+	return err == nil || errors.Is(err, store.ErrLeaseLost) // a lost claim is not ours to hand back
 }
 
 // runVisit runs one claimed task and reports how it ended; when the queue
@@ -550,6 +569,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 		case errors.Is(err, store.ErrLeaseLost):
 			c.logf("%s %s: its outcome is not this worker's to report any more (taken over)", cl.Run, cl.Task)
 		case err != nil:
+			v.unfinished.Store(true)
 			c.logf("%s %s: finish: %v", cl.Run, cl.Task, err)
 		}
 	}
