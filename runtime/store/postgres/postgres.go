@@ -237,16 +237,33 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 		if durable {
 			opts.BeginQuery += "; SET LOCAL synchronous_commit = on"
 		}
-		return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-			if s.clock != nil {
-				if _, err := tx.Exec(ctx, `SELECT set_config('pipec.now', $1, true)`, s.clock().UTC().Format(time.RFC3339Nano)); err != nil {
-					return err
-				}
-			}
-			return fn(tx)
-		})
+		tx, err := s.pool.BeginTx(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if s.clock != nil {
+			_, err = tx.Exec(ctx, `SELECT set_config('pipec.now', $1, true)`, s.clock().UTC().Format(time.RFC3339Nano))
+		}
+		if err == nil {
+			err = fn(tx)
+		}
+		if err != nil {
+			_ = tx.Rollback(ctx) // pgx closes a connection it cannot roll back on
+			return uncommitted{err}
+		}
+		return tx.Commit(ctx)
 	})
 }
+
+// uncommitted is the failure of a transaction before its COMMIT was sent:
+// whatever it says, nothing of the transaction committed (a session that
+// ends aborts its transaction), so one that failed because the server
+// could not be reached (a restart that ended the session under a
+// statement, SQLSTATE 57P01) is run again (again).
+type uncommitted struct{ err error }
+
+func (e uncommitted) Error() string { return e.err.Error() }
+func (e uncommitted) Unwrap() error { return e.err }
 
 // retrying runs a transaction (once, one try of it) until it commits or
 // fails for good: tried again at once when again says so (at most 20
@@ -292,14 +309,18 @@ func unreachable(err error) error {
 
 // again says whether a transaction that failed with err is run again:
 // the server aborted it only to break a conflict (retryable), it asked to
-// (errRetry), or it failed before anything of it was sent (a pooled
+// (errRetry), it failed before anything of it was sent (a pooled
 // connection the server closed since its last use, as every one is after
-// a restart: pgconn.SafeToRetry), so nothing of it can have committed, and
-// the next try takes another connection. A failure once something was sent
-// is not tried again: whether it committed is unknown, and the caller's
-// guards, not a blind retry, decide what follows.
+// a restart: pgconn.SafeToRetry), or the server could not be reached
+// before its COMMIT was sent (uncommitted): nothing of it can have
+// committed, and the next try takes another connection. A failure once the
+// COMMIT was sent (tx's own, or one a pipelined transaction's batch
+// carried) is not tried again: whether it committed is unknown, and the
+// caller's guards, not a blind retry, decide what follows.
 func again(ctx context.Context, err error) bool {
-	return retryable(err) || errors.Is(err, errRetry) || (ctx.Err() == nil && pgconn.SafeToRetry(err))
+	var before uncommitted
+	return retryable(err) || errors.Is(err, errRetry) ||
+		(ctx.Err() == nil && (pgconn.SafeToRetry(err) || errors.As(err, &before) && errors.Is(unreachable(err), store.ErrUnreachable)))
 }
 
 // waitForServer waits a moment when err says that the server refused a

@@ -893,3 +893,66 @@ func TestCloseOnAFrozenServer(t *testing.T) {
 		t.Fatal("Close waits for a frozen server")
 	}
 }
+
+// A restart that ends a session under a statement (a fast shutdown: the
+// waiting statement fails with 57P01) fails its transaction before the
+// COMMIT was sent: nothing of it committed, so it is run again once the
+// server is back (Options.WaitForServer). It failed the write before, and
+// with it a local run's task.
+func TestRestartUnderAStatement(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test restarts it
+	url := srv.NewSchema(t)
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, url, postgres.Options{WaitForServer: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another session holds the run's row, so the run's end waits for it,
+	// its statement sent.
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.WithoutCancel(ctx))
+	lock, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run.ID); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- s.FinishRun(ctx, run.ID, store.RunSucceeded) }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		var waiting int
+		if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'pipec'").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run's end never waited for the lock")
+		}
+	}
+	if err := srv.Restart(500 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("the run's end, its statement ended by the restart: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the run's end did not return")
+	}
+	got, err := s.GetRun(ctx, run.ID)
+	if err != nil || got.State != store.RunSucceeded {
+		t.Fatalf("run %+v, %v", got, err)
+	}
+}
