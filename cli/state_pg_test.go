@@ -13,6 +13,7 @@ import (
 
 	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/proctest"
 	"github.com/pipec/pipec/internal/tracked"
 )
 
@@ -213,14 +214,7 @@ func TestInterruptOnAFrozenState(t *testing.T) {
 	go func() {
 		codes <- cli.Main([]string{"run", spec, "--interval", "2024-01-01", "--state", url, "--json"}, io)
 	}()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("charge never started")
-		}
-	}
+	proctest.WaitFile(t, filepath.Join(dir, "started"), time.Minute)
 	thaw := srv.Frozen(t)
 	stop(cli.ErrInterrupted)
 	var code int

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/proctest"
 	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
@@ -47,14 +48,7 @@ func TestStoppedRunOnASilentState(t *testing.T) {
 		sum, err := Run(ctx, o)
 		done <- ran{sum, err}
 	}()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(f.dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("charge never started")
-		}
-	}
+	proctest.WaitFile(t, filepath.Join(f.dir, "started"), time.Minute)
 	thaw := srv.Frozen(t)
 	stop() // Ctrl-C
 	var got ran

@@ -8,6 +8,7 @@ package proctest
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -139,5 +140,19 @@ func (p *Proc) WaitKilled(t testing.TB) {
 	var ee *exec.ExitError
 	if !errors.As(p.Err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("%s ended with %v, not by SIGKILL:\n%s", p.Name, p.Err, p.Output())
+	}
+}
+
+// WaitFile waits until path exists (a task's mark that it started, say)
+// and fails t if it has not within.
+func WaitFile(t testing.TB, path string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %v", path, within)
+		}
 	}
 }
