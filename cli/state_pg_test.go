@@ -22,11 +22,27 @@ import (
 func pipecIn(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	io := cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+	code := cli.Main(args, testIO(env, &out, &errb))
+	return code, out.String(), errb.String()
+}
+
+// testIO is the IO of an in-process pipec: env its environment (no
+// PIPEC_STATE unless given), out and errb its streams.
+func testIO(env map[string]string, out, errb *bytes.Buffer) cli.IO {
+	return cli.IO{Stdin: strings.NewReader(""), Stdout: out, Stderr: errb,
 		Getenv:  func(k string) string { return env[k] },
 		Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }}
-	code := cli.Main(args, io)
-	return code, out.String(), errb.String()
+}
+
+// writeSpec writes hcl as pipeline.hcl in a new folder and returns both.
+func writeSpec(t *testing.T, hcl string) (dir, spec string) {
+	t.Helper()
+	dir = t.TempDir()
+	spec = filepath.Join(dir, "pipeline.hcl")
+	if err := os.WriteFile(spec, []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, spec
 }
 
 // TestRunOnPostgres: `pipec run --state postgres://…` runs the orders
@@ -149,9 +165,7 @@ func TestStateKeywordValuePasswordHidden(t *testing.T) {
 func TestRunRidesOutRestart(t *testing.T) {
 	srv := pgtest.Start(t) // its own server: this test restarts it
 	url := srv.NewSchema(t)
-	dir := t.TempDir()
-	spec := filepath.Join(dir, "pipeline.hcl")
-	if err := os.WriteFile(spec, []byte(`pipeline "restart" {
+	dir, spec := writeSpec(t, `pipeline "restart" {
   code_version = "v1"
   task "a" {
     command = ["sh", "-c", "touch started; sleep 0.5"]
@@ -161,9 +175,7 @@ func TestRunRidesOutRestart(t *testing.T) {
     depends_on = ["a"]
   }
 }
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	restarted := make(chan error, 1)
 	go func() {
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -192,24 +204,19 @@ func TestRunRidesOutRestart(t *testing.T) {
 func TestInterruptOnAFrozenState(t *testing.T) {
 	srv := pgtest.Start(t) // its own server: this test freezes it
 	url := srv.NewSchema(t)
-	dir := t.TempDir()
-	spec := filepath.Join(dir, "pipeline.hcl")
-	if err := os.WriteFile(spec, []byte(`pipeline "frozen" {
+	dir, spec := writeSpec(t, `pipeline "frozen" {
   task "charge" {
     command    = ["sh", "-c", "touch started; exec sleep 120"]
     effects    = ["charge"]
     idempotent = false
   }
 }
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx, stop := context.WithCancelCause(t.Context())
 	defer stop(nil)
 	var out, errb bytes.Buffer
-	io := cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Context: ctx,
-		Getenv:  func(string) string { return "" },
-		Environ: func() []string { return []string{"PATH=" + os.Getenv("PATH")} }}
+	io := testIO(nil, &out, &errb)
+	io.Context = ctx
 	codes := make(chan int, 1)
 	go func() {
 		codes <- cli.Main([]string{"run", spec, "--interval", "2024-01-01", "--state", url, "--json"}, io)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/pipec/pipec/runtime/exec"
@@ -43,23 +42,21 @@ func (r *runner) startRecords(ctx context.Context) (done func()) {
 // its cause an error that says the state did not answer by then. A state
 // that stopped answering, its connections open (a frozen server, a network
 // that drops packets), would otherwise hold a stopped run for ever. Call
-// done once nothing uses the context any more.
+// done once nothing uses the context any more: it ends it.
 func AfterStop(ctx context.Context, grace, within time.Duration) (_ context.Context, done func()) {
 	rec, giveUp := context.WithCancelCause(context.WithoutCancel(ctx))
-	var mu sync.Mutex
-	var timer *time.Timer
 	stopWatch := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		timer = time.AfterFunc(grace+within, func() { giveUp(errStateSilent{grace + within}) })
+		t := time.NewTimer(grace + within)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			giveUp(errStateSilent{grace + within})
+		case <-rec.Done(): // done
+		}
 	})
 	return rec, func() {
 		stopWatch()
-		mu.Lock()
-		defer mu.Unlock()
-		if timer != nil {
-			timer.Stop()
-		}
+		giveUp(nil)
 	}
 }
 
