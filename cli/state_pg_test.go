@@ -194,6 +194,67 @@ func TestRunRidesOutRestart(t *testing.T) {
 	}
 }
 
+// A local run on PostgreSQL rides out restarts of the server, each a
+// moment long, wherever they fall: under a write pipelined with its COMMIT
+// (a version recorded, its audit, a publish's swap), or before a read on a
+// pooled connection the restart closed. Every task has an output, checked
+// and published; every other one charges (not idempotent). The run must
+// succeed, each charge made once.
+func TestRunRidesOutBlips(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test restarts it
+	url := srv.NewSchema(t)
+	const n = 10
+	var spec strings.Builder
+	spec.WriteString("pipeline \"blips\" {\n  code_version = \"v1\"\n")
+	for i := range n {
+		fmt.Fprintf(&spec, "  task \"t%d\" {\n    command = [\"sh\", \"-c\", \"touch started; echo %d >> charges; printf 'v\\\\n%d\\\\n' > $PIPEC_OUTPUT_a%d/v.csv; sleep 0.1\"]\n    outputs = [\"a%d\"]\n", i, i, i, i, i)
+		if i%2 == 1 {
+			spec.WriteString("    effects    = [\"charge\"]\n    idempotent = false\n")
+		}
+		if i > 0 {
+			fmt.Fprintf(&spec, "    inputs  = [\"a%d\"]\n", i-1)
+		}
+		fmt.Fprintf(&spec, "  }\n  check \"c%d\" {\n    input         = \"a%d\"\n    row_count_min = 1\n  }\n", i, i)
+		fmt.Fprintf(&spec, "  sink \"s%d\" {\n    type    = \"directory\"\n    path    = \"warehouse/%d\"\n    fencing = \"token\"\n  }\n", i, i)
+		fmt.Fprintf(&spec, "  publish \"p%d\" {\n    artifact = \"a%d\"\n    sink     = \"s%d\"\n  }\n", i, i, i)
+	}
+	spec.WriteString("}\n")
+	dir, file := writeSpec(t, spec.String())
+	blips := make(chan error, 1)
+	go func() {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				blips <- err
+				return
+			}
+		}
+		for range 6 {
+			if err := srv.Restart(100 * time.Millisecond); err != nil {
+				blips <- err
+				return
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		blips <- nil
+	}()
+	code, out, errs := pipecIn(t, nil, "run", file, "--interval", "2024-01-01", "--state", url)
+	if err := <-blips; err != nil {
+		t.Fatalf("%v\nrun: exit %d\n%s\n%s", err, code, out, errs)
+	}
+	if code != 0 || !strings.Contains(out, "run blips/2024-01-01/r1 succeeded") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	charges, err := os.ReadFile(filepath.Join(dir, "charges"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(charges)); len(got) != n {
+		t.Errorf("tasks ran %v, want each of the %d once", got, n)
+	}
+}
+
 // TestInterruptOnAFrozenState: `pipec run --json` stopped (Ctrl-C) while
 // its PostgreSQL state is frozen (SIGSTOP, connections open) and a charging
 // task runs returns: the task is stopped, the log printed so far stays

@@ -67,7 +67,7 @@ func StepSQL() string { return stepSQL }
 func JSONStringSQL(x string) string { return jsonStringSQL(x) }
 
 // PipelinedCommitSetting is synchronous_commit as a pipelined transaction
-// sees it: one of txPipelinedDurable when durable, else of txPipelined.
+// sees it: one of a durable txRepeatable when durable, else of txPipelined.
 func (s *Store) PipelinedCommitSetting(ctx context.Context, durable bool) (string, error) {
 	var got string
 	err := s.pipelined(ctx, durable, func(tx pgx.Tx, ends *txEnds) error {

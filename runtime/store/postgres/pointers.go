@@ -49,7 +49,9 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 	// Two round trips: what the decision reads (the version, the pointer,
 	// the newest token granted for the version's task), under the lock, with
 	// the BEGIN; then its writes with the COMMIT.
-	err := s.txPipelinedDurable(ctx, func(tx pgx.Tx, ends *txEnds) error {
+	// Repeatable: a second run after the first committed finds the
+	// pointer it made (Idempotent).
+	err := s.txRepeatable(ctx, true, func(tx pgx.Tx, ends *txEnds) error {
 		res = store.CASResult{}
 		reads := &pgx.Batch{}
 		queueLockKey(reads, "pointer", sw.Pipeline+"\x1f"+sw.Sink+"\x1f"+sw.Artifact+"\x1f"+sw.Interval)

@@ -211,7 +211,7 @@ func (s *Store) Close() error {
 const closeWithin = 2 * time.Second
 
 // read is the pool for reads outside a transaction (reads).
-func (s *Store) read() reads { return reads{s.pool} }
+func (s *Store) read() reads { return reads{s} }
 
 // Pool is the connection pool, for tests and tools that read the schema.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
@@ -239,7 +239,7 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 		}
 		tx, err := s.pool.BeginTx(ctx, opts)
 		if err != nil {
-			return err
+			return safeAgain{err} // nothing was asked of the server but to begin
 		}
 		if s.clock != nil {
 			_, err = tx.Exec(ctx, `SELECT set_config('pipec.now', $1, true)`, s.clock().UTC().Format(time.RFC3339Nano))
@@ -249,21 +249,37 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 		}
 		if err != nil {
 			_ = tx.Rollback(ctx) // pgx closes a connection it cannot roll back on
-			return uncommitted{err}
+			return safeAgain{err}
 		}
 		return tx.Commit(ctx)
 	})
 }
 
-// uncommitted is the failure of a transaction before its COMMIT was sent:
-// whatever it says, nothing of the transaction committed (a session that
-// ends aborts its transaction), so one that failed because the server
-// could not be reached (a restart that ended the session under a
-// statement, SQLSTATE 57P01) is run again (again).
-type uncommitted struct{ err error }
+// safeAgain is the failure of a transaction (or a read) that may run
+// again: it failed before its COMMIT ran, so nothing of it committed (a
+// session that ends aborts its transaction), or it is repeatable. One that
+// failed because the server could not be reached (a restart that ended
+// the session under a statement, SQLSTATE 57P01) is run again (again).
+type safeAgain struct{ err error }
 
-func (e uncommitted) Error() string { return e.err.Error() }
-func (e uncommitted) Unwrap() error { return e.err }
+func (e safeAgain) Error() string { return e.err.Error() }
+func (e safeAgain) Unwrap() error { return e.err }
+
+// repeatable is once, a transaction or a read whose second run, once the
+// first committed, changes nothing and answers as the first would have
+// (a read; a version's record, found by its unique key; a final verdict;
+// a swap that finds the pointer it made, Idempotent), marked safe to run
+// again when the server could not be reached, whether or not its COMMIT
+// ran: a restart can end a session between the COMMIT and its answer.
+func repeatable(ctx context.Context, once func() error) func() error {
+	return func() error {
+		err := once()
+		if err != nil && ctx.Err() == nil && errors.Is(unreachable(err), store.ErrUnreachable) {
+			return safeAgain{err}
+		}
+		return err
+	}
+}
 
 // retrying runs a transaction (once, one try of it) until it commits or
 // fails for good: tried again at once when again says so (at most 20
@@ -312,15 +328,21 @@ func unreachable(err error) error {
 // (errRetry), it failed before anything of it was sent (a pooled
 // connection the server closed since its last use, as every one is after
 // a restart: pgconn.SafeToRetry), or the server could not be reached
-// before its COMMIT was sent (uncommitted): nothing of it can have
-// committed, and the next try takes another connection. A failure once the
-// COMMIT was sent (tx's own, or one a pipelined transaction's batch
-// carried) is not tried again: whether it committed is unknown, and the
-// caller's guards, not a blind retry, decide what follows.
+// before its COMMIT ran, or it is repeatable (safeAgain): nothing of it
+// can have committed, or committing it twice is once,
+// and the next try takes another connection. A connection that could not
+// be made is waitForServer's to wait for. A failure once the COMMIT was
+// sent, and not known to be skipped (tx's own, or one a pipelined
+// transaction's batch carried, unless the server answered a statement
+// before it with an error), is not tried again: whether it committed is
+// unknown, and the caller's guards, not a blind retry, decide what
+// follows.
 func again(ctx context.Context, err error) bool {
-	var before uncommitted
+	var safe safeAgain
+	var refused *pgconn.ConnectError // waitForServer's to pace and bound
 	return retryable(err) || errors.Is(err, errRetry) ||
-		(ctx.Err() == nil && (pgconn.SafeToRetry(err) || errors.As(err, &before) && errors.Is(unreachable(err), store.ErrUnreachable)))
+		(ctx.Err() == nil && !errors.As(err, &refused) &&
+			(pgconn.SafeToRetry(err) || errors.As(err, &safe) && errors.Is(unreachable(err), store.ErrUnreachable)))
 }
 
 // waitForServer waits a moment when err says that the server refused a
@@ -421,29 +443,69 @@ func changed(tag pgconn.CommandTag, err error) error {
 // reads is the pool for reads outside a transaction, their errors marked
 // as the state's reach where they are (unreachable), as a transaction's
 // are: a visit that could not read the state hands its task back as one
-// that could not write it does.
-type reads struct{ pool *pgxpool.Pool }
+// that could not write it does. A read that failed before its first row
+// because the server could not be reached (a pooled connection that a
+// restart closed, a session ended under it) is sent again, on another
+// connection, and waits for a server that refuses connections as a
+// transaction does (reading): a read changes nothing, and the caller has
+// seen nothing of it yet.
+type reads struct{ s *Store }
 
 func (r reads) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	rows, err := r.pool.Query(ctx, sql, args...)
+	var rows *readRows
+	err := r.s.reading(ctx, func() error {
+		inner, err := r.s.pool.Query(ctx, sql, args...)
+		rows = &readRows{Rows: inner} // pgx's rows close safely after an error
+		if err != nil {
+			return err
+		}
+		// pgx reports a failure to send, or a session ended before the
+		// first row, at the first Next: take it here, and keep the row.
+		if rows.held = inner.Next(); !rows.held {
+			return inner.Err()
+		}
+		return nil
+	})
 	if err != nil {
 		return rows, unreachable(err)
 	}
-	return readRows{rows}, nil
+	return rows, nil
 }
 
 func (r reads) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return readRow{r.pool.QueryRow(ctx, sql, args...)}
+	return readRow{func(dest ...any) error {
+		return r.s.reading(ctx, func() error { return r.s.pool.QueryRow(ctx, sql, args...).Scan(dest...) })
+	}}
 }
 
-type readRow struct{ pgx.Row }
+// reading runs once, a read, again while it failed because the server
+// could not be reached and ctx lasts (retrying, which also waits for a
+// server that refuses connections).
+func (s *Store) reading(ctx context.Context, once func() error) error {
+	return unreachable(s.retrying(ctx, repeatable(ctx, once)))
+}
 
-func (r readRow) Scan(dest ...any) error { return unreachable(r.Row.Scan(dest...)) }
+type readRow struct{ scan func(dest ...any) error }
 
-type readRows struct{ pgx.Rows }
+func (r readRow) Scan(dest ...any) error { return r.scan(dest...) }
 
-func (r readRows) Scan(dest ...any) error { return unreachable(r.Rows.Scan(dest...)) }
-func (r readRows) Err() error             { return unreachable(r.Rows.Err()) }
+// readRows are a read's rows, the first of them already taken (held) by
+// Next when there is one.
+type readRows struct {
+	pgx.Rows
+	held bool
+}
+
+func (r *readRows) Next() bool {
+	if r.held {
+		r.held = false
+		return true
+	}
+	return r.Rows.Next()
+}
+
+func (r *readRows) Scan(dest ...any) error { return unreachable(r.Rows.Scan(dest...)) }
+func (r *readRows) Err() error             { return unreachable(r.Rows.Err()) }
 
 // queryer is what both the pool and a transaction offer.
 type queryer interface {
@@ -462,22 +524,24 @@ func (s *Store) txPipelined(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds
 	return s.pipelined(ctx, false, fn)
 }
 
-// txPipelinedDurable is txPipelined with a synchronous commit (as
-// txDurable): its BEGIN sets synchronous_commit = on for the transaction.
-func (s *Store) txPipelinedDurable(ctx context.Context, fn func(tx pgx.Tx, ends *txEnds) error) error {
-	return s.pipelined(ctx, true, fn)
-}
-
 func (s *Store) pipelined(ctx context.Context, durable bool, fn func(tx pgx.Tx, ends *txEnds) error) error {
 	return s.retrying(ctx, func() error { return s.pipelinedOnce(ctx, durable, fn) })
+}
+
+// txRepeatable is txPipelined for a transaction that is repeatable: run
+// again also when whether its COMMIT ran is not known. durable: its BEGIN
+// sets synchronous_commit = on for the transaction (as txDurable).
+func (s *Store) txRepeatable(ctx context.Context, durable bool, fn func(tx pgx.Tx, ends *txEnds) error) error {
+	return s.retrying(ctx, repeatable(ctx, func() error { return s.pipelinedOnce(ctx, durable, fn) }))
 }
 
 // txOne is a transaction of one statement, sql with args, in one round
 // trip: the BEGIN (and a test clock) and the COMMIT ride with it. scan
 // reads the statement's rows; an error it returns rolls the transaction
-// back. Committed as tx commits (asynchronously), retried as tx retries.
+// back. Committed as tx commits (asynchronously); the statement must be
+// repeatable (txRepeatable): a version's record or an audit verdict.
 func (s *Store) txOne(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
-	return s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+	return s.txRepeatable(ctx, false, func(tx pgx.Tx, ends *txEnds) error {
 		b := &pgx.Batch{}
 		b.Queue(sql, args...)
 		skip := ends.first(b)
@@ -504,9 +568,12 @@ func (s *Store) txOne(ctx context.Context, scan func(pgx.Rows) error, sql string
 // txEnds puts a pipelined transaction's BEGIN and COMMIT into fn's batches.
 type txEnds struct {
 	clock   store.Clock
-	durable bool // the commit is synchronous (txPipelinedDurable)
+	durable bool // the commit is synchronous (txRepeatable's durable)
 	begun   bool
-	commit  bool
+	commit  bool // the COMMIT is queued in fn's last batch (last)
+	// atCommit: the statements before that COMMIT all succeeded, and its
+	// own result is read next (committed).
+	atCommit bool
 	// runEnd, when set, is a run the transaction may end (a visit's end
 	// that left none of its dependents to run): the submission's lock and
 	// the run's end (queueRunEnd) go into the batch that carries the
@@ -579,11 +646,23 @@ func (e *txEnds) committed(br pgx.BatchResults) error {
 			return err
 		}
 	}
+	e.atCommit = true
 	tag, err := br.Exec()
 	if err == nil && tag.String() != "COMMIT" {
 		err = pgx.ErrTxCommitRollback // the transaction had failed
 	}
 	return err
+}
+
+// serverSaid says whether err is the server's own answer to a statement
+// (an ErrorResponse), not a connection that failed under it. Read at a
+// statement before a batch's COMMIT, it says that the server skipped the
+// COMMIT: a batch ends in one Sync, and the server skips everything up to
+// it once a statement failed, or ends the session (a FATAL, as a restart
+// sends) without running the rest.
+func serverSaid(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
 }
 
 // sendLast sends b, fn's last batch, with the COMMIT.
@@ -633,6 +712,9 @@ func (s *Store) pipelinedOnce(ctx context.Context, durable bool, fn func(tx pgx.
 		// ROLLBACK outside one only warns).
 		if _, rerr := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
 			_ = c.Conn().Close(context.WithoutCancel(ctx)) // not reusable in an unknown state
+		}
+		if !ends.commit || !ends.atCommit && serverSaid(err) {
+			return safeAgain{err}
 		}
 		return err
 	}

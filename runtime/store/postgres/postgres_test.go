@@ -894,11 +894,73 @@ func TestCloseOnAFrozenServer(t *testing.T) {
 	}
 }
 
+// A read after a restart answers: the pool's connections from before it
+// are closed, and a read sent on one fails before its first row; it is
+// sent again on another. It failed before, as "the state database does
+// not answer", with the server up: a row (GetRun), rows (Events), and a
+// look of submit --wait (FollowStatus, a batch), and listening for a
+// run's end or for work (RunEnded, Wakeups).
+func TestReadAfterRestart(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test restarts it
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, srv.NewSchema(t), postgres.Options{WaitForServer: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run, err := s.Submit(ctx, queue.Submission{Run: store.NewRun{Pipeline: "p", Interval: "2024-01-01"},
+		Plan: []byte(`{"pipeline":"p"}`), Interval: "2024-01-01", Tasks: []queue.Task{{Name: "a", Limits: failover.Limits{Attempts: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memo queue.StatusMemo
+	for _, read := range []struct {
+		name string
+		read func() error
+	}{
+		{"a row", func() error { _, err := s.GetRun(ctx, run.ID); return err }},
+		{"rows", func() error {
+			events, err := s.Events(ctx, run.ID)
+			if err == nil && len(events) == 0 {
+				err = errors.New("no events")
+			}
+			return err
+		}},
+		{"listening", func() error {
+			lctx, stop := context.WithCancel(ctx)
+			defer stop()
+			_, err := s.RunEnded(lctx, run.ID)
+			return err
+		}},
+		{"a follower's look", func() error {
+			rs, err := s.FollowStatus(ctx, run.ID, &memo)
+			if err == nil && len(rs.Tasks) != 1 {
+				err = fmt.Errorf("tasks %+v", rs.Tasks)
+			}
+			return err
+		}},
+	} {
+		if err := read.read(); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Restart(100 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if err := read.read(); err != nil {
+			t.Errorf("%s, read after a restart: %v", read.name, err)
+		}
+	}
+}
+
 // A restart that ends a session under a statement (a fast shutdown: the
-// waiting statement fails with 57P01) fails its transaction before the
-// COMMIT was sent: nothing of it committed, so it is run again once the
-// server is back (Options.WaitForServer). It failed the write before, and
-// with it a local run's task.
+// waiting statement fails with 57P01) fails its transaction before its
+// COMMIT ran: nothing of it committed, so it is run again once the server
+// is back (Options.WaitForServer). It failed the write before, and with it
+// a local run's task. Each case holds, in another session, what one shape
+// of transaction waits for: a statement of its own round trip, a pipelined
+// batch before the one that carries the COMMIT, and a statement in the
+// batch that carries it (which the server skips, COMMIT included, once a
+// statement before it failed).
 func TestRestartUnderAStatement(t *testing.T) {
 	srv := pgtest.Start(t) // its own server: this test restarts it
 	url := srv.NewSchema(t)
@@ -912,47 +974,107 @@ func TestRestartUnderAStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another session holds the run's row, so the run's end waits for it,
-	// its statement sent.
-	holder, err := pgx.Connect(ctx, url)
+	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "clean", Resource: store.FenceResource("p", "2024-01-01")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close(context.WithoutCancel(ctx))
-	lock, err := holder.Begin(ctx)
+	v, err := s.RecordVersion(ctx, store.Version{Artifact: "clean", Interval: "2024-01-01", Digest: "sha256:" + strings.Repeat("0", 64),
+		Run: run.ID, Task: "clean", Attempt: a.Number, Location: "p/clean/0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lock.Exec(ctx, "SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run.ID); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan error, 1)
-	go func() { ended <- s.FinishRun(ctx, run.ID, store.RunSucceeded) }()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		var waiting int
-		if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'pipec'").Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run's end never waited for the lock")
-		}
-	}
-	if err := srv.Restart(500 * time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-ended:
-		if err != nil {
-			t.Fatalf("the run's end, its statement ended by the restart: %v", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the run's end did not return")
-	}
-	got, err := s.GetRun(ctx, run.ID)
-	if err != nil || got.State != store.RunSucceeded {
-		t.Fatalf("run %+v, %v", got, err)
+	for _, c := range []struct {
+		name  string
+		hold  string // the statement that holds what the call waits for
+		arg   any
+		call  func() error
+		check func() error
+	}{{
+		name: "a transaction's statement (FinishRun)",
+		hold: "SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", arg: run.ID,
+		call: func() error { return s.FinishRun(ctx, run.ID, store.RunSucceeded) },
+		check: func() error {
+			got, err := s.GetRun(ctx, run.ID)
+			if err == nil && got.State != store.RunSucceeded {
+				err = fmt.Errorf("run %+v", got)
+			}
+			return err
+		},
+	}, {
+		name: "a statement in the batch with the COMMIT (AcceptVersion)",
+		hold: "SELECT 1 FROM versions WHERE id = $1 FOR UPDATE", arg: v.ID,
+		call: func() error { return s.AcceptVersion(ctx, v.ID) },
+		check: func() error {
+			got, err := s.GetVersion(ctx, v.ID)
+			if err == nil && got.State != store.VersionAccepted {
+				err = fmt.Errorf("version %+v", got)
+			}
+			return err
+		},
+	}, {
+		name: "a batch before the COMMIT's (CompareAndSwapPointer)",
+		hold: "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", arg: "pointer\x1fp\x1fwarehouse\x1fclean\x1f2024-01-01",
+		call: func() error {
+			res, err := s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "p", Sink: "warehouse", Artifact: "clean", Interval: "2024-01-01", Version: v.ID, Token: v.Token})
+			if err == nil && res.Outcome != store.Won && res.Outcome != store.Idempotent { // Idempotent: its first run committed
+				err = fmt.Errorf("swap %+v", res)
+			}
+			return err
+		},
+		check: func() error {
+			got, err := s.Pointer(ctx, "p", "warehouse", "clean", "2024-01-01")
+			if err == nil && got.Version != v.ID {
+				err = fmt.Errorf("pointer %+v", got)
+			}
+			return err
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			holder, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Close(context.WithoutCancel(ctx))
+			lock, err := holder.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lock.Exec(ctx, c.hold, c.arg); err != nil {
+				t.Fatal(err)
+			}
+			ended := make(chan error, 1)
+			go func() { ended <- c.call() }()
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+				var waiting int
+				if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'pipec'").Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+				if waiting == 1 {
+					break
+				}
+				select {
+				case err := <-ended:
+					t.Fatalf("the call ended before the restart: %v", err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the call never waited for the lock")
+				}
+			}
+			if err := srv.Restart(500 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-ended:
+				if err != nil {
+					t.Fatalf("its statement ended by the restart: %v", err)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the call did not return")
+			}
+			if err := c.check(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

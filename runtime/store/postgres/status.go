@@ -46,29 +46,41 @@ func (s *Store) status(ctx context.Context, run string, memo *queue.StatusMemo) 
 	// The run, its waiting message and its tasks in one round trip (a
 	// follower reads them at every look).
 	var rs queue.RunStatus
-	b := &pgx.Batch{}
-	b.Queue(`SELECT `+runColumns+` FROM runs WHERE id = $1`, run)
-	b.Queue(`SELECT waiting FROM submissions WHERE run = $1`, run)
+	since := int64(-1)
 	if memo != nil {
 		memo.Read(run)
-		since := int64(-1)
 		if m, err := strconv.ParseInt(memo.Mark(), 10, 64); err == nil {
 			since = m
 		}
 		memo.Marked("")
-		b.Queue(followSQL, run, since)
-	} else {
-		b.Queue(statusSQL, run)
 	}
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	r, err := scanRun(br.QueryRow())
+	// Sent again, as reads are, when it failed before its first row: the
+	// follower's memo has taken nothing of it yet.
+	var br pgx.BatchResults
+	var r store.Run
+	err := s.reading(ctx, func() error {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT `+runColumns+` FROM runs WHERE id = $1`, run)
+		b.Queue(`SELECT waiting FROM submissions WHERE run = $1`, run)
+		if memo != nil {
+			b.Queue(followSQL, run, since)
+		} else {
+			b.Queue(statusSQL, run)
+		}
+		br = s.pool.SendBatch(ctx, b)
+		var err error
+		if r, err = scanRun(br.QueryRow()); err != nil {
+			br.Close()
+		}
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rs, fmt.Errorf("run %q: %w", run, store.ErrNotFound)
 	}
 	if err != nil {
 		return rs, err
 	}
+	defer br.Close()
 	rs.Run = r
 	err = br.QueryRow().Scan(&rs.Waiting)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pipec/pipec/runtime/queue"
 )
@@ -45,12 +46,20 @@ func (s *Store) RunEnded(ctx context.Context, run string) (<-chan struct{}, erro
 // connection held for ctx's lifetime; it is closed when ctx ends or the
 // connection breaks.
 func (s *Store) listen(ctx context.Context, channel, payload string) (<-chan struct{}, error) {
-	conn, err := s.pool.Acquire(ctx)
+	var conn *pgxpool.Conn
+	err := s.reading(ctx, func() error { // on another connection when a pooled one is gone
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, `LISTEN `+channel); err != nil {
+			c.Release()
+			return err
+		}
+		conn = c
+		return nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, `LISTEN `+channel); err != nil {
-		conn.Release()
 		return nil, err
 	}
 	ch := make(chan struct{}, 1)
