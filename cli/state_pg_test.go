@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -178,11 +179,7 @@ func TestRunRidesOutRestart(t *testing.T) {
 `)
 	restarted := make(chan error, 1)
 	go func() {
-		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-				break
-			}
-		}
+		proctest.Appears(filepath.Join(dir, "started"), time.Minute)
 		restarted <- srv.Restart(2 * time.Second) // a ends while the server is down
 	}()
 	code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", url)
@@ -222,13 +219,9 @@ func TestRunRidesOutBlips(t *testing.T) {
 	dir, file := writeSpec(t, spec.String())
 	blips := make(chan error, 1)
 	go func() {
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-				break
-			} else if time.Now().After(deadline) {
-				blips <- err
-				return
-			}
+		if !proctest.Appears(filepath.Join(dir, "started"), time.Minute) {
+			blips <- errors.New("the run's first task did not start")
+			return
 		}
 		for range 6 {
 			if err := srv.Restart(100 * time.Millisecond); err != nil {

@@ -147,12 +147,20 @@ func (p *Proc) WaitKilled(t testing.TB) {
 // and fails t if it has not within.
 func WaitFile(t testing.TB, path string, within time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+	if !Appears(path, within) {
+		t.Fatalf("%s did not appear within %v", path, within)
+	}
+}
+
+// Appears waits until path exists, and says whether it did within: for
+// a goroutine of a test, which may not fail it.
+func Appears(path string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(time.Millisecond) {
 		if _, err := os.Stat(path); err == nil {
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %v", path, within)
+			return false
 		}
 	}
 }

@@ -263,11 +263,14 @@ func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, 
 	return s.MarkRunningAs(ctx, ref, store.Running{Process: store.Process{PID: pid, PGID: pid}, Lease: lease})
 }
 
-// MarkRunningAs implements store.Store. Every commit is durable here, so
-// Running.Durable asks for nothing more.
+// MarkRunningAs implements store.Store. With Running.Durable (the start
+// of a task that is not idempotent, recorded before its process starts)
+// the commit is synchronous: a crash of the server takes back the last
+// asynchronous commits, and a start it took back is one the next run
+// would not know of, and would charge again.
 func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
 	var a store.Attempt
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.run(ctx, run.Durable, func(tx pgx.Tx) error {
 		cur, err := getAttempt(ctx, tx, ref, true)
 		if err != nil {
 			return err
@@ -428,7 +431,7 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 	if err := o.CheckEnd(ref); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
+	return s.run(ctx, o.Ran != nil && o.Ran.Durable, func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
 }
 
 // finishAttempt is FinishAttempt inside a transaction (Finish of the queue

@@ -3,12 +3,14 @@
 //
 // # Durability
 //
-// Every method runs as one transaction committed before it returns. Two
+// Every method runs as one transaction committed before it returns. Three
 // things must never be lost, not even to a crash of the server or its
 // machine: a pointer swap (else a reader who saw a version could later see
-// the older one again) and the uniqueness of a token (else two attempts
+// the older one again), the uniqueness of a token (else two attempts
 // could hold the same token, and a sink that saw one would take the other's
-// writes as equal). Pointer swaps and raised token floors commit with
+// writes as equal), and the start of a task that is not idempotent (else
+// the next run, finding none, would charge again). Pointer swaps, raised
+// token floors and those starts (store.Running.Durable) commit with
 // synchronous_commit = on: on the server's disk before the caller acts.
 //
 // Token grants use a durable epoch instead of a flush per grant, as the
@@ -230,6 +232,7 @@ func (s *Store) txDurable(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.run(ctx, true, fn)
 }
 
+// run is txDurable when durable, else tx.
 func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) error {
 	return s.retrying(ctx, func() error {
 		// The commit mode rides on BEGIN (one round trip, simple protocol).
