@@ -47,7 +47,7 @@ func (r *runner) finishHandingOff(ctx context.Context, ts *taskState, ref store.
 			}
 		}
 	}
-	started, err := store.FinishAndStart(r.records, r.st, ref, o, specs)
+	started, err := store.FinishAndStart(r.records, r.st, ref, r.kept(ts.t.Name, o), specs)
 	if err != nil {
 		return err
 	}
@@ -100,4 +100,15 @@ func (r *runner) attemptSpec(t *compiler.PlanTask) store.AttemptSpec {
 	lease, _ := r.leaseOf(t)
 	return store.AttemptSpec{Run: r.runID, Task: t.Name, Resource: r.resource, Worker: r.o.Worker, Host: r.self.Host,
 		Boot: r.self.Boot, Lease: lease, Queued: true}
+}
+
+// kept is o, the end of an attempt of task, asked to be on stable storage
+// when the task is not idempotent (store.Outcome.Durable): its start is,
+// and an end a crash of the state took back would leave it looking
+// started, an unknown for a person to settle although its end was seen.
+func (r *runner) kept(task string, o store.Outcome) store.Outcome {
+	if ts := r.tasks[task]; ts != nil && !ts.t.Idempotent {
+		o.Durable = true
+	}
+	return o
 }

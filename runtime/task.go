@@ -550,12 +550,16 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 		run := store.Running{Process: store.Process{Host: r.self.Host, Boot: r.self.Boot, PID: id.PID, PGID: id.PGID,
 			Start: id.Start}, Lease: lease}
 		l.recorded = a
+		if !ended {
+			var rec store.Attempt
+			if rec, ended, l.markErr = r.markStarted(p, a, run, lease); !ended {
+				l.recorded = rec
+			}
+		}
 		if ended {
 			// Ended already: its start is recorded with its end, one store
 			// write instead of two (store.Outcome.Ran says why that is safe).
-			l.ran = &run
-		} else {
-			l.recorded, l.markErr = r.st.MarkRunningAs(r.records, a.AttemptRef, run)
+			l.ran, l.markErr = &run, nil
 		}
 		if l.markErr == nil {
 			r.emitStore(store.EventAttemptRunning, t.Name, a.Number, map[string]any{"pid": p.PID(), "token": a.Token, "log": l.log})
@@ -564,6 +568,40 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 	})
 	return nil
 }
+
+// markStarted records a started process's identity (MarkRunningAs), or
+// says that it ended first. A state that could not be reached (a restart,
+// a crash of the server, a network cut) does not stop the process at
+// once: its start is written again while it runs, for up to a third of
+// its lease, within which nobody takes the attempt for lost. Stopping it
+// made a blip of the state a task run again, or, for one that is not
+// idempotent (its start recorded before its process started), an unknown
+// for a person to settle. A refused write stops it as before.
+func (r *runner) markStarted(p *exec.Process, a store.Attempt, run store.Running, lease time.Duration) (store.Attempt, bool, error) {
+	var retry *time.Timer
+	for first := time.Now(); ; {
+		rec, err := r.st.MarkRunningAs(r.records, a.AttemptRef, run)
+		if err == nil || !errors.Is(err, store.ErrUnreachable) || time.Since(first) >= lease/3 {
+			return rec, false, err
+		}
+		if retry == nil {
+			retry = time.NewTimer(markAgain)
+			defer retry.Stop()
+		} else {
+			retry.Reset(markAgain)
+		}
+		select {
+		case <-p.Done():
+			return a, true, nil
+		case <-r.records.Done():
+			return rec, false, err
+		case <-retry.C:
+		}
+	}
+}
+
+// markAgain is how often markStarted writes a start again.
+const markAgain = 100 * time.Millisecond
 
 // finishAttempt records how a (current) attempt ended and, on success,
 // audits and publishes its outputs.

@@ -174,6 +174,7 @@ func (v *visitEnds) unused() *store.AttemptRef {
 // endAttempt records an attempt's end, or, in a visit, keeps it for the
 // worker's Finish (recording the previous one first).
 func (r *runner) endAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
+	o = r.kept(ref.Task, o)
 	if r.ends == nil {
 		return r.st.FinishAttempt(ctx, ref, o)
 	}

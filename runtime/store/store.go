@@ -132,6 +132,13 @@ func (o Outcome) CheckEnd(ref AttemptRef) error {
 	return nil
 }
 
+// Another says whether an end that assumed the attempt was (o.Was) is of
+// another attempt than token's, the attempt now recorded under its number:
+// a crash of the state took back the one that ended, and a claim recorded
+// a new one under the same number. A visit whose claim is gone records no
+// such end (queue.Result.End): it would end an attempt it never ran.
+func (o Outcome) Another(token int64) bool { return o.Was != nil && o.Was.Token != token }
+
 // CheckFinish is FinishAttempt's judgement of recording o on cur, written
 // once for every store: noop when cur already holds exactly that end (a
 // retried write), ErrConflict when the state machine forbids it. wasRunning
@@ -366,7 +373,16 @@ type Outcome struct {
 	// assumed (the attempt's state and token); when a guard misses, nothing
 	// of the guess is kept and the end is decided on the row as read.
 	Was *Attempt
+	// Durable commits the end on stable storage (as Running.Durable): the
+	// end of an attempt of a task that is not idempotent. Taken back by a
+	// crash, it would leave the attempt looking started, and the task an
+	// unknown for a person to settle, although its end was seen.
+	Durable bool
 }
+
+// Synchronous says whether the end, or the start it records with it
+// (Ran), must be on stable storage when the write returns.
+func (o Outcome) Synchronous() bool { return o.Durable || o.Ran != nil && o.Ran.Durable }
 
 // Version is one produced output of one attempt, identified by content digest.
 type Version struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -382,4 +383,76 @@ func TestStoreBlipsMidRun(t *testing.T) {
 		t.Fatalf("submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s", follow.Err, follow.Output(), w1.Output(), w2.Output())
 	}
 	t.Logf("submit --wait:\n%s", follow.Output())
+}
+
+// PostgreSQL crashes (immediate shutdown, then crash recovery, which takes
+// back the last asynchronous commits) the moment each task starts, in a
+// chain through two workers: the run succeeds.
+//   - charging: every other task is not idempotent, and charged once. Its
+//     start and its end are synchronous commits, which no crash takes back
+//     (its start was asynchronous before, and a start taken back was run
+//     again; an end taken back left an unknown for a person to settle).
+//     A visit whose start the crash kept it from recording goes on writing
+//     it while its task runs (it stopped the task: an unknown again).
+//   - idempotent: a crash takes back ends, and the claims they ended; a
+//     worker hands back a claim the store says it holds and no visit of it
+//     runs, which held its task (and the run) for as long as the worker
+//     lived. Tasks may run again.
+func TestStoreCrashesAtStarts(t *testing.T) {
+	for _, charging := range []bool{true, false} {
+		t.Run(map[bool]string{true: "charging", false: "idempotent"}[charging], func(t *testing.T) {
+			testStoreCrashesAtStarts(t, charging)
+		})
+	}
+}
+
+func testStoreCrashesAtStarts(t *testing.T, charging bool) {
+	srv := pgtest.Start(t)
+	charges := filepath.Join(t.TempDir(), "charges")
+	const n = 6
+	var b strings.Builder
+	b.WriteString("pipeline \"chain\" {\n  code_version = \"v1\"\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  task \"t%d\" {\n    command = [\"sh\", \"-c\", \"echo t%d >> %s; sleep 0.3\"]\n", i, i, charges)
+		if charging && i%2 == 1 {
+			b.WriteString("    effects    = [\"charge\"]\n    idempotent = false\n")
+		}
+		if i > 0 {
+			fmt.Fprintf(&b, "    depends_on = [\"t%d\"]\n", i-1)
+		}
+		b.WriteString("  }\n")
+	}
+	b.WriteString("}\n")
+	e := newEnvAt(t, srv.NewSchema(t), b.String(), nil)
+	w1, w2 := e.worker("w1"), e.worker("w2")
+	follow := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
+	for i := range n {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			if got, _ := os.ReadFile(charges); strings.Contains(string(got), fmt.Sprintf("t%d\n", i)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("t%d did not start:\n%s", i, follow.Output())
+			}
+		}
+		if err := srv.Crash(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow.WaitExit(t, 3*time.Minute)
+	got, err := os.ReadFile(charges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := strings.Fields(string(got))
+	once := true
+	for i := 1; charging && i < n; i += 2 {
+		task := fmt.Sprintf("t%d", i)
+		once = once && len(slices.DeleteFunc(slices.Clone(ran), func(r string) bool { return r != task })) == 1
+	}
+	if !once || follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
+		t.Fatalf("tasks ran %v, want each charging one once; submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s",
+			ran, follow.Err, follow.Output(), w1.Output(), w2.Output())
+	}
+	t.Logf("ran %v", ran)
 }

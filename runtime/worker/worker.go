@@ -83,6 +83,9 @@ type Config struct {
 	logMu *sync.Mutex
 	// outage: the last heartbeat failed (said once, and once when it ends).
 	outage bool
+	// unrun: the claims the last heartbeat held that no visit ran
+	// (endUnrun).
+	unrun map[queue.Ref]bool
 	// self is this machine, recorded with the attempts its claims start.
 	self  exec.Identity
 	plans *planCache
@@ -341,14 +344,23 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 		holds[r] = true
 	}
 	mu.Lock()
+	finishing := false
 	for ref, v := range visits {
 		if !holds[ref] && !v.stopped && !v.finishing.Load() {
 			v.stopped = true
 			c.logf("%s %s: lost its claim here (taken over, or its run was cancelled); stopping it", ref.Run, ref.Task)
 			v.cancel(errTakenOver)
 		}
+		finishing = finishing || v.finishing.Load()
+	}
+	unrun := map[queue.Ref]bool{}
+	for _, r := range held {
+		if visits[r] == nil && !finishing {
+			unrun[r] = true
+		}
 	}
 	mu.Unlock()
+	c.endUnrun(ctx, unrun)
 	if _, err := c.Queue.Sweep(ctx); err != nil {
 		c.logf("sweep: %v", err)
 	}
@@ -356,6 +368,30 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 		c.logf("mark unknown: %v", err)
 	}
 	return true
+}
+
+// endUnrun ends the claims that the store says this worker holds and no
+// visit of it runs, unrun at two heartbeats in a row (none of them the
+// next claim of a visit's end, taken with it: no visit was finishing): a
+// crash of the server took back the end of a visit, or of its hand-back,
+// and the claim would otherwise hold its task, and the run, for as long as
+// the worker lives. Each ends as a lost lease does: its task goes back to
+// the queue, and the next visit settles what the lost end left (an
+// attempt that looks started).
+func (c *Config) endUnrun(ctx context.Context, unrun map[queue.Ref]bool) {
+	for ref := range unrun {
+		if !c.unrun[ref] {
+			continue
+		}
+		delete(unrun, ref)
+		c.logf("%s %s: the store says this worker holds it, and no visit here runs it (the store lost its end?); handing it back", ref.Run, ref.Task)
+		r := queue.Result{Ending: queue.LeaseLost, Reason: "the store lost the end of its visit on " + c.Info.Name}
+		if err := c.finish(ctx, ref, r); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			c.logf("%s %s: hand back: %v", ref.Run, ref.Task, err)
+			unrun[ref] = true // tried again at the next heartbeat
+		}
+	}
+	c.unrun = unrun
 }
 
 // holds is a visit's runtime.Visit.Held: whether the worker's claim cl is

@@ -431,7 +431,7 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 	if err := o.CheckEnd(ref); err != nil {
 		return err
 	}
-	return s.run(ctx, o.Ran != nil && o.Ran.Durable, func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
+	return s.run(ctx, o.Synchronous(), func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
 }
 
 // finishAttempt is FinishAttempt inside a transaction (Finish of the queue

@@ -87,6 +87,10 @@ type nextClaim struct {
 	after bool
 }
 
+// synchronous says whether a visit's end commits synchronously: its
+// attempt's end asks to be kept through a crash (store.Outcome.Synchronous).
+func synchronous(r queue.Result) bool { return r.End != nil && r.End.Outcome.Synchronous() }
+
 // finish is Finish, and FinishClaiming with next.
 func (s *Store) finish(ctx context.Context, worker string, ref queue.Ref, r queue.Result, next *nextClaim) error {
 	if e := r.End; e != nil && (e.Ref.Run != ref.Run || e.Ref.Task != ref.Task) {
@@ -99,7 +103,7 @@ func (s *Store) finish(ctx context.Context, worker string, ref queue.Ref, r queu
 		return nil
 	}
 	lost := false
-	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+	err := s.pipelined(ctx, synchronous(r), func(tx pgx.Tx, ends *txEnds) error {
 		lost = false
 		if next != nil {
 			next.claim, next.after = nil, false // a retried transaction decides afresh
@@ -176,6 +180,10 @@ WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
+		}
+		if errors.Is(err, pgx.ErrNoRows) && r.End != nil && r.End.Outcome.Another(cur.Token) {
+			lost = true
+			return nil // the visit's attempt is another now: nothing of it to record
 		}
 		writes := &pgx.Batch{}
 		if r.End != nil {
@@ -308,7 +316,7 @@ func (s *Store) finishAssuming(ctx context.Context, worker string, ref queue.Ref
 		return false, nil
 	}
 	c := queue.Success(worker)
-	err = s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+	err = s.pipelined(ctx, synchronous(r), func(tx pgx.Tx, ends *txEnds) error {
 		if next != nil {
 			next.claim, next.after = nil, false // a retried transaction decides afresh
 		}

@@ -312,7 +312,7 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 		return err
 	}
 	mode := normal
-	if o.Ran != nil && o.Ran.Durable {
+	if o.Synchronous() {
 		mode = durable
 	}
 	return s.write(ctx, mode, func(ctx context.Context, tx *wtx) error { return s.finishAttempt(ctx, tx, ref, o) })

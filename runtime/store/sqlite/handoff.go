@@ -16,13 +16,13 @@ var _ store.Handoff = (*Store)(nil)
 // write each (store.FinishThenStart), so that the refused start is left out
 // alone. A savepoint around each start would keep the end without a second
 // write, at two more statements on the path of every task. An end that
-// must be on stable storage before it returns (Outcome.Ran.Durable) is
+// must be on stable storage before it returns (Outcome.Synchronous) is
 // written alone, as FinishAttempt would, and the starts after it.
 func (s *Store) FinishAndStart(ctx context.Context, ref store.AttemptRef, o store.Outcome, next []store.AttemptSpec) ([]store.Started, error) {
 	if err := o.CheckEnd(ref); err != nil {
 		return nil, err
 	}
-	if o.Ran != nil && o.Ran.Durable {
+	if o.Synchronous() {
 		return store.FinishThenStart(ctx, s, ref, o, next)
 	}
 	out := make([]store.Started, len(next))

@@ -477,9 +477,9 @@ func (s *Store) Finish(ctx context.Context, worker string, ref queue.Ref, r queu
 }
 
 // finishDurable: the visit's last attempt's end asks to be kept through a
-// power cut (store.Outcome.Ran.Durable).
+// power cut (store.Outcome.Synchronous).
 func finishDurable(r queue.Result) bool {
-	return r.End != nil && r.End.Outcome.Ran != nil && r.End.Outcome.Ran.Durable
+	return r.End != nil && r.End.Outcome.Synchronous()
 }
 
 // finishErr is Finish's error: store.ErrLeaseLost when the claim was lost.
@@ -546,7 +546,15 @@ func finishIn(ctx context.Context, tx *queueTx, worker string, ref queue.Ref, r 
 		return false, err
 	}
 	// The visit's last attempt's end commits with the visit's
-	// (queue.Result.End); when the claim is gone it is still recorded.
+	// (queue.Result.End); when the claim is gone it is still recorded,
+	// unless the attempt is another now.
+	if r.End != nil && errors.Is(err, sql.ErrNoRows) && r.End.Outcome.Was != nil {
+		var token int64
+		if terr := tx.QueryRow(ctx, `SELECT token FROM attempts WHERE run = ? AND task = ? AND number = ?`,
+			r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number).Scan(&token); terr == nil && r.End.Outcome.Another(token) {
+			return true, nil
+		}
+	}
 	if r.End != nil {
 		if err := tx.FinishAttempt(ctx, r.End.Ref, r.End.Outcome); err != nil {
 			return false, err
