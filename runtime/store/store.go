@@ -132,12 +132,15 @@ func (o Outcome) CheckEnd(ref AttemptRef) error {
 	return nil
 }
 
-// Another says whether an end that assumed the attempt was (o.Was) is of
-// another attempt than token's, the attempt now recorded under its number:
-// a crash of the state took back the one that ended, and a claim recorded
-// a new one under the same number. A visit whose claim is gone records no
-// such end (queue.Result.End): it would end an attempt it never ran.
-func (o Outcome) Another(token int64) bool { return o.Was != nil && o.Was.Token != token }
+// Another says whether cur, the attempt now recorded under the number of
+// the one worker's visit ended, is another attempt: of another worker, or
+// of another token than the end assumed (o.Was). A crash of the state took
+// back the one that ended, and a claim recorded a new one under the same
+// number. A visit whose claim is gone records no such end
+// (queue.Result.End): it would end an attempt it never ran.
+func (o Outcome) Another(cur Attempt, worker string) bool {
+	return o.Was != nil && o.Was.Token != cur.Token || cur.Worker != "" && cur.Worker != worker
+}
 
 // CheckFinish is FinishAttempt's judgement of recording o on cur, written
 // once for every store: noop when cur already holds exactly that end (a

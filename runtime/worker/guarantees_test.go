@@ -234,6 +234,16 @@ func chainSpec(n int) string {
 	return b.String()
 }
 
+// everyOtherCharges makes every other task of chainSpec(n)'s spec not
+// idempotent (t1, t3, …).
+func everyOtherCharges(spec string, n int) string {
+	for i := 1; i < n; i += 2 {
+		task := fmt.Sprintf("task \"t%d\" {\n", i)
+		spec = strings.Replace(spec, task, task+"    idempotent = false\n", 1)
+	}
+	return spec
+}
+
 // Defect 6: PostgreSQL restarted mid-run, down for longer than the
 // workers' lease: the workers stop the tasks they held (their leases are
 // gone), stay up, and go on once it is back; submit --wait rides it out;
@@ -363,12 +373,7 @@ func TestBackfillFollowsThroughRestart(t *testing.T) {
 // chain is not idempotent.
 func TestStoreBlipsMidRun(t *testing.T) {
 	srv := pgtest.Start(t)
-	spec := chainSpec(12)
-	for i := 1; i < 12; i += 2 {
-		task := fmt.Sprintf("task \"t%d\" {\n", i)
-		spec = strings.Replace(spec, task, task+"    idempotent = false\n", 1)
-	}
-	e := newEnvAt(t, srv.NewSchema(t), spec, nil)
+	e := newEnvAt(t, srv.NewSchema(t), everyOtherCharges(chainSpec(12), 12), nil)
 	w1, w2 := e.worker("w1"), e.worker("w2")
 	follow := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
 	follow.WaitOutput(t, "t1: start", time.Minute)
@@ -410,20 +415,11 @@ func testStoreCrashesAtStarts(t *testing.T, charging bool) {
 	srv := pgtest.Start(t)
 	charges := filepath.Join(t.TempDir(), "charges")
 	const n = 6
-	var b strings.Builder
-	b.WriteString("pipeline \"chain\" {\n  code_version = \"v1\"\n")
-	for i := range n {
-		fmt.Fprintf(&b, "  task \"t%d\" {\n    command = [\"sh\", \"-c\", \"echo t%d >> %s; sleep 0.3\"]\n", i, i, charges)
-		if charging && i%2 == 1 {
-			b.WriteString("    effects    = [\"charge\"]\n    idempotent = false\n")
-		}
-		if i > 0 {
-			fmt.Fprintf(&b, "    depends_on = [\"t%d\"]\n", i-1)
-		}
-		b.WriteString("  }\n")
+	spec := strings.ReplaceAll(chainSpec(n), `["sleep", "0.3"]`, `["sh", "-c", "echo $PIPEC_TASK >> `+charges+`; sleep 0.3"]`)
+	if charging {
+		spec = everyOtherCharges(spec, n)
 	}
-	b.WriteString("}\n")
-	e := newEnvAt(t, srv.NewSchema(t), b.String(), nil)
+	e := newEnvAt(t, srv.NewSchema(t), spec, nil)
 	w1, w2 := e.worker("w1"), e.worker("w2")
 	follow := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
 	for i := range n {

@@ -181,7 +181,7 @@ WHERE m.run = $1 AND m.task = $2`, ref.Run, ref.Task)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if errors.Is(err, pgx.ErrNoRows) && r.End != nil && r.End.Outcome.Another(cur.Token) {
+		if errors.Is(err, pgx.ErrNoRows) && r.End != nil && r.End.Outcome.Another(cur, worker) {
 			lost = true
 			return nil // the visit's attempt is another now: nothing of it to record
 		}

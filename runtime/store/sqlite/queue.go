@@ -548,10 +548,10 @@ func finishIn(ctx context.Context, tx *queueTx, worker string, ref queue.Ref, r 
 	// The visit's last attempt's end commits with the visit's
 	// (queue.Result.End); when the claim is gone it is still recorded,
 	// unless the attempt is another now.
-	if r.End != nil && errors.Is(err, sql.ErrNoRows) && r.End.Outcome.Was != nil {
-		var token int64
-		if terr := tx.QueryRow(ctx, `SELECT token FROM attempts WHERE run = ? AND task = ? AND number = ?`,
-			r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number).Scan(&token); terr == nil && r.End.Outcome.Another(token) {
+	if r.End != nil && errors.Is(err, sql.ErrNoRows) {
+		var cur store.Attempt
+		if terr := tx.QueryRow(ctx, `SELECT token, COALESCE(worker, '') FROM attempts WHERE run = ? AND task = ? AND number = ?`,
+			r.End.Ref.Run, r.End.Ref.Task, r.End.Ref.Number).Scan(&cur.Token, &cur.Worker); terr == nil && r.End.Outcome.Another(cur, worker) {
 			return true, nil
 		}
 	}

@@ -883,18 +883,24 @@ func testFinishAfterTheClaimWasLost(t *testing.T, open Opener) {
 	if reason != queue.UnknownClaimExpired {
 		t.Fatalf("attempt.unknown reason %q, want %q", reason, queue.UnknownClaimExpired)
 	}
-	// An end that assumed another attempt of that number (another token:
-	// a crash of the state took back the one that ended, and a claim
-	// recorded the number anew) ends nothing.
+	// An end of another attempt of that number (another token than the
+	// end assumed, or another worker's: a crash of the state took back
+	// the one that ended, and a claim recorded the number anew) ends
+	// nothing.
 	another := a
 	another.Token++
-	err = h.Finish(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
-		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Was: &another}}})
-	if !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("Finish of a lost claim, its attempt another: %v, want store.ErrLeaseLost", err)
-	}
-	if got, err := h.GetAttempt(ctx, a.AttemptRef); err != nil || got.State != store.AttemptUnknown {
-		t.Fatalf("an end of another attempt was recorded: %+v, %v", got, err)
+	for _, late := range []struct {
+		worker string
+		was    *store.Attempt
+	}{{"w1", &another}, {"w2", nil}} {
+		err = h.Finish(ctx, late.worker, cl.Ref, queue.Result{Ending: queue.Succeeded,
+			End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Was: late.was}}})
+		if !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("Finish of a lost claim by %s, its attempt another: %v, want store.ErrLeaseLost", late.worker, err)
+		}
+		if got, err := h.GetAttempt(ctx, a.AttemptRef); err != nil || got.State != store.AttemptUnknown {
+			t.Fatalf("an end of another attempt (by %s) was recorded: %+v, %v", late.worker, got, err)
+		}
 	}
 	err = h.Finish(ctx, "w1", cl.Ref, queue.Result{Ending: queue.Succeeded,
 		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded}}})
