@@ -15,6 +15,7 @@ import (
 	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/internal/proctest"
+	"github.com/pipec/pipec/internal/spectest"
 	"github.com/pipec/pipec/internal/tracked"
 )
 
@@ -201,22 +202,9 @@ func TestRunRidesOutBlips(t *testing.T) {
 	srv := pgtest.Start(t) // its own server: this test restarts it
 	url := srv.NewSchema(t)
 	const n = 10
-	var spec strings.Builder
-	spec.WriteString("pipeline \"blips\" {\n  code_version = \"v1\"\n")
-	for i := range n {
-		fmt.Fprintf(&spec, "  task \"t%d\" {\n    command = [\"sh\", \"-c\", \"touch started; echo %d >> charges; printf 'v\\\\n%d\\\\n' > $PIPEC_OUTPUT_a%d/v.csv; sleep 0.1\"]\n    outputs = [\"a%d\"]\n", i, i, i, i, i)
-		if i%2 == 1 {
-			spec.WriteString("    effects    = [\"charge\"]\n    idempotent = false\n")
-		}
-		if i > 0 {
-			fmt.Fprintf(&spec, "    inputs  = [\"a%d\"]\n", i-1)
-		}
-		fmt.Fprintf(&spec, "  }\n  check \"c%d\" {\n    input         = \"a%d\"\n    row_count_min = 1\n  }\n", i, i)
-		fmt.Fprintf(&spec, "  sink \"s%d\" {\n    type    = \"directory\"\n    path    = \"warehouse/%d\"\n    fencing = \"token\"\n  }\n", i, i)
-		fmt.Fprintf(&spec, "  publish \"p%d\" {\n    artifact = \"a%d\"\n    sink     = \"s%d\"\n  }\n", i, i, i)
-	}
-	spec.WriteString("}\n")
-	dir, file := writeSpec(t, spec.String())
+	spec := spectest.Chain{Pipeline: "blips", N: n, CodeVersion: "v1", Charging: true, Fenced: true,
+		Before: "touch started; echo $PIPEC_TASK >> charges", After: "sleep 0.1"}.HCL()
+	dir, file := writeSpec(t, spec)
 	blips := make(chan error, 1)
 	go func() {
 		if !proctest.Appears(filepath.Join(dir, "started"), time.Minute) {

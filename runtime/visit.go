@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -303,21 +304,33 @@ const (
 func (r *runner) outputsFailed(t *compiler.PlanTask) (class, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	notRun := ""
 	for _, out := range t.Outputs {
 		for _, c := range r.checksOf[out] {
-			if cr := r.checks[c.Name]; cr != nil && cr.State != CheckPassed {
+			cr := r.checks[c.Name]
+			switch {
+			case cr == nil || cr.State == CheckPassed:
+			case cr.State == CheckFailed:
 				return ClassCheck, fmt.Sprintf("check %s of %s: %s", c.Name, out, cr.Reason)
+			case notRun == "":
+				notRun = fmt.Sprintf("check %s of %s: %s", c.Name, out, cr.Reason)
 			}
 		}
 		if line, ok := r.unreadable[out]; ok {
 			return ClassOutput, "output " + line
 		}
 	}
+	// A check that did not run says why in its reason, but the class is
+	// what kept it from running: a version the state could not record is
+	// the state's failure, tried again, not a check's, which is not.
 	if r.artsErr != "" {
 		return ClassArtifacts, r.artsErr
 	}
 	if r.storeErr != "" {
 		return retry.Store, r.storeErr
+	}
+	if notRun != "" {
+		return ClassCheck, notRun
 	}
 	for _, p := range r.publishes {
 		if slices.Contains(t.Outputs, p.Artifact) && (p.Outcome == PublishError || p.Outcome == PublishNotRun) {
@@ -351,6 +364,11 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 		return VisitResult{}, err
 	}
 	defer r.endGoroutines()
+	// A visit waits for a state server that refuses connections (a
+	// restart) as a local run does, for as long as its records may wait
+	// once it is stopped: a worker's lease, past which its claim is
+	// another's anyway. It failed its task at once before.
+	ctx = store.WaitingForServer(ctx, cmp.Or(o.RecordWithin, DefaultRecordWithin))
 	ts := r.tasks[v.Task]
 	if ts == nil {
 		return VisitResult{}, fmt.Errorf("runtime: the plan has no task %q", v.Task)

@@ -10,27 +10,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/pipec/pipec/internal/spectest"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // chainHCL is a chain of n tasks, each with an output, a check and a publish
 // to its own directory sink, so the state database grows all through a run.
-func chainHCL(n int) string {
-	var b strings.Builder
-	b.WriteString("pipeline \"df\" {\n  schedule {\n    every = \"24h\"\n    start = \"2024-01-01T00:00:00Z\"\n  }\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "  task \"t%d\" {\n    command = [\"sh\", \"-c\", \"printf 'id\\\\n%d\\\\n' > \\\"$PIPEC_OUTPUT_a%d/a.csv\\\"\"]\n    outputs = [\"a%d\"]\n", i, i, i, i)
-		if i > 0 {
-			fmt.Fprintf(&b, "    inputs  = [\"a%d\"]\n", i-1)
-		}
-		fmt.Fprintf(&b, "  }\n  check \"c%d\" {\n    input         = \"a%d\"\n    row_count_min = 1\n  }\n", i, i)
-		fmt.Fprintf(&b, "  sink \"s%d\" {\n    type = \"directory\"\n    path = \"out/a%d\"\n  }\n", i, i)
-		fmt.Fprintf(&b, "  publish \"p%d\" {\n    artifact = \"a%d\"\n    sink     = \"s%d\"\n  }\n", i, i, i)
-	}
-	b.WriteString("}\n")
-	return b.String()
-}
+func chainHCL(n int) string { return spectest.Chain{Pipeline: "df", N: n, Daily: true}.HCL() }
 
 // TestStoreFullMidRun is point 11 with a real limit on a real process:
 // pipec runs under RLIMIT_FSIZE (prlimit --fsize) a little above the state

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/internal/scenario"
+	"github.com/pipec/pipec/internal/spectest"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -370,10 +371,14 @@ func TestBackfillFollowsThroughRestart(t *testing.T) {
 // first blip that hit an attempt's start: "not retried", or for a
 // non-idempotent task, whose start is recorded before its process starts,
 // "class start: it would fail to start again".) Every other task of the
-// chain is not idempotent.
+// chain is not idempotent. Each task's output is recorded, audited and
+// published: a visit's writes wait for the state while it refuses
+// connections, as a local run's do; they failed at once before, and the
+// task, the run with it, as if its check had failed (3 runs of 3).
 func TestStoreBlipsMidRun(t *testing.T) {
 	srv := pgtest.Start(t)
-	e := newEnvAt(t, srv.NewSchema(t), everyOtherCharges(chainSpec(12), 12), nil)
+	spec := spectest.Chain{Pipeline: "chain", N: 12, CodeVersion: "v1", Charging: true, Fenced: true, After: "sleep 0.3"}.HCL()
+	e := newEnvAt(t, srv.NewSchema(t), spec, nil)
 	w1, w2 := e.worker("w1"), e.worker("w2")
 	follow := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "50ms")
 	follow.WaitOutput(t, "t1: start", time.Minute)

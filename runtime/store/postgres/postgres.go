@@ -94,7 +94,8 @@ type Options struct {
 	// refuses connections (it is restarting) before it fails: a local
 	// run's writes then ride out a restart instead of failing the task
 	// they record. 0: it fails at once (a worker rides outages in its
-	// own loop, each call bounded by its lease).
+	// own loop, each call bounded by its lease; its visits' calls carry
+	// their own wait, store.WaitingForServer).
 	WaitForServer time.Duration
 }
 
@@ -351,17 +352,19 @@ func again(ctx context.Context, err error) bool {
 // waitForServer waits a moment when err says that the server refused a
 // connection (it is restarting, or not up yet), and says whether to run
 // the transaction again: for Options.WaitForServer from the first refusal
-// (refused, set here), and while ctx lasts. Nothing of a transaction that
+// (refused, set here), or the wait ctx carries (store.WaitingForServer),
+// and while ctx lasts. Nothing of a transaction that
 // could not connect was sent.
 func (s *Store) waitForServer(ctx context.Context, err error, refused *time.Time) bool {
 	var ce *pgconn.ConnectError
-	if s.waitFor <= 0 || !errors.As(err, &ce) {
+	wait := store.ServerWait(ctx, s.waitFor)
+	if wait <= 0 || !errors.As(err, &ce) {
 		return false
 	}
 	if refused.IsZero() {
 		*refused = time.Now()
 	}
-	if time.Since(*refused) >= s.waitFor {
+	if time.Since(*refused) >= wait {
 		return false
 	}
 	t := time.NewTimer(serverPoll)
