@@ -524,7 +524,7 @@ func endOf(cur store.Attempt, o store.Outcome) (*attemptEnd, error) {
 
 // GetAttempt implements store.Store.
 func (s *Store) GetAttempt(ctx context.Context, ref store.AttemptRef) (store.Attempt, error) {
-	return getAttempt(ctx, s.pool, ref, false)
+	return getAttempt(ctx, s.read(), ref, false)
 }
 
 // Attempts implements store.Store.

@@ -899,7 +899,9 @@ func TestCloseOnAFrozenServer(t *testing.T) {
 // sent again on another. It failed before, as "the state database does
 // not answer", with the server up: a row (GetRun), rows (Events), and a
 // look of submit --wait (FollowStatus, a batch), and listening for a
-// run's end or for work (RunEnded, Wakeups).
+// run's end or for work (RunEnded, Wakeups). An attempt or a version read
+// by its key (GetAttempt, which a task's lease watch reads, and
+// GetVersion, which a sink reads) failed so too.
 func TestReadAfterRestart(t *testing.T) {
 	srv := pgtest.Start(t) // its own server: this test restarts it
 	ctx := t.Context()
@@ -919,6 +921,8 @@ func TestReadAfterRestart(t *testing.T) {
 		read func() error
 	}{
 		{"a row", func() error { _, err := s.GetRun(ctx, run.ID); return err }},
+		{"an attempt", func() error { return found(s.GetAttempt(ctx, store.AttemptRef{Run: run.ID, Task: "a", Number: 1})) }},
+		{"a version", func() error { return found(s.GetVersion(ctx, 1)) }},
 		{"rows", func() error {
 			events, err := s.Events(ctx, run.ID)
 			if err == nil && len(events) == 0 {
@@ -950,6 +954,14 @@ func TestReadAfterRestart(t *testing.T) {
 			t.Errorf("%s, read after a restart: %v", read.name, err)
 		}
 	}
+}
+
+// found is a read's error, but for ErrNotFound: the read was answered.
+func found[T any](_ T, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // A restart that ends a session under a statement (a fast shutdown: the

@@ -176,7 +176,7 @@ func jsonStringSQL(x string) string {
 
 // GetVersion implements store.Store.
 func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error) {
-	return getVersion(ctx, s.pool, id, false)
+	return getVersion(ctx, s.read(), id, false)
 }
 
 // AcceptedVersion implements store.Store.
