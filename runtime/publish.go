@@ -72,8 +72,9 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s: %v", out, err), zombie)
 			continue
 		}
-		v, err := r.st.RecordVersion(ctx, store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
-			Task: t.Name, Attempt: l.a.Number, Location: key.String()})
+		rec := store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
+			Task: t.Name, Attempt: l.a.Number, Location: key.String()}
+		v, err := r.st.RecordVersion(ctx, rec)
 		if err != nil {
 			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
@@ -131,7 +132,17 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			_ = os.RemoveAll(frozen)
 			_ = os.Remove(filepath.Dir(frozen))
 		}
-		if err := r.st.AcceptVersion(ctx, v.ID); err != nil {
+		err = r.st.AcceptVersion(ctx, v.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			// A crash of the state's server took the version's record back
+			// (an asynchronous commit) before its acceptance: recorded
+			// again, it is accepted now. Its checks passed on these bytes.
+			if v, err = r.st.RecordVersion(ctx, rec); err == nil {
+				r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
+				err = r.st.AcceptVersion(ctx, v.ID)
+			}
+		}
+		if err != nil {
 			r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
 			continue

@@ -12,6 +12,11 @@
 // the next run, finding none, would charge again). Pointer swaps, raised
 // token floors and those starts (store.Running.Durable) commit with
 // synchronous_commit = on: on the server's disk before the caller acts.
+// So does a version's acceptance, which the version's publishes follow at
+// once: a crash that took it back made them find no accepted version, and
+// fail the task as a publish's failure. (A crash between a version's
+// record and its acceptance is the runtime's to ride: the acceptance finds
+// no version, and the version is recorded again.)
 //
 // Token grants use a durable epoch instead of a flush per grant, as the
 // SQLite store does: a token is epoch*1e9 + n. Before a store handle grants
@@ -544,10 +549,11 @@ func (s *Store) txRepeatable(ctx context.Context, durable bool, fn func(tx pgx.T
 // txOne is a transaction of one statement, sql with args, in one round
 // trip: the BEGIN (and a test clock) and the COMMIT ride with it. scan
 // reads the statement's rows; an error it returns rolls the transaction
-// back. Committed as tx commits (asynchronously); the statement must be
-// repeatable (txRepeatable): a version's record or an audit verdict.
-func (s *Store) txOne(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
-	return s.txRepeatable(ctx, false, func(tx pgx.Tx, ends *txEnds) error {
+// back. Committed as tx commits (asynchronously), or synchronously when
+// durable; the statement must be repeatable (txRepeatable): a version's
+// record or an audit verdict.
+func (s *Store) txOne(ctx context.Context, durable bool, scan func(pgx.Rows) error, sql string, args ...any) error {
+	return s.txRepeatable(ctx, durable, func(tx pgx.Tx, ends *txEnds) error {
 		b := &pgx.Batch{}
 		b.Queue(sql, args...)
 		skip := ends.first(b)

@@ -49,7 +49,7 @@ func (s *Store) RecordVersion(ctx context.Context, v store.Version) (store.Versi
 	}
 	var out store.Version
 	inserted := false
-	err := s.txOne(ctx, func(rows pgx.Rows) error {
+	err := s.txOne(ctx, false, func(rows pgx.Rows) error {
 		if !rows.Next() {
 			return nil
 		}
@@ -107,8 +107,10 @@ func (s *Store) RejectVersion(ctx context.Context, id int64, reason string) erro
 
 // audit moves a staged version to its audit verdict; a verdict is final.
 // A staged version (every version its producer audits) moves in one round
-// trip (auditSQL); any other is read first, under its lock.
+// trip (auditSQL); any other is read first, under its lock. An acceptance
+// commits synchronously (see the package doc).
 func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reason string) error {
+	durable := to == store.VersionAccepted
 	kind := store.EventVersionAccepted
 	if to == store.VersionRejected {
 		kind = store.EventVersionRejected
@@ -118,14 +120,14 @@ func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reas
 		reasonField = `,"reason":` + queue.JSON(reason)
 	}
 	moved := false
-	err := s.txOne(ctx, func(rows pgx.Rows) error {
+	err := s.txOne(ctx, durable, func(rows pgx.Rows) error {
 		moved = rows.Next()
 		return nil
 	}, auditSQL, id, string(to), reason, kind, reasonField)
 	if err != nil || moved {
 		return err
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.run(ctx, durable, func(tx pgx.Tx) error {
 		v, err := getVersion(ctx, tx, id, true)
 		if err != nil {
 			return err
