@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/internal/proctest"
+	"github.com/pipec/pipec/internal/spectest"
+	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
@@ -126,5 +129,36 @@ func TestStateSilenceIsSaid(t *testing.T) {
 	defer mu.Unlock()
 	if len(told) < 2 || !slices.Equal(told[:2], []bool{true, false}) || len(told)%2 != 0 {
 		t.Fatalf("OnStateSilent was told %v, want true then false", told)
+	}
+}
+
+// acceptLost is a store whose first acceptance of a version finds none, as
+// one does once a crash of the state's server took back the version's
+// record (an asynchronous commit on PostgreSQL).
+type acceptLost struct {
+	store.Store
+	lost bool
+}
+
+func (s *acceptLost) AcceptVersion(ctx context.Context, id int64) error {
+	if !s.lost {
+		s.lost = true
+		return fmt.Errorf("version %d: %w", id, store.ErrNotFound)
+	}
+	return s.Store.AcceptVersion(ctx, id)
+}
+
+// A version whose record the state lost before its acceptance is recorded
+// again and accepted: its checks passed on the same bytes, and the run
+// publishes it. It was rejected before ("accepting output a0: version 1:
+// not found"), and the run failed.
+func TestVersionLostBeforeItsAcceptance(t *testing.T) {
+	f := newFixture(t, spectest.Chain{Pipeline: "p", N: 1}.HCL(), nil)
+	o := f.options("2024-01-01")
+	st := &acceptLost{Store: f.st}
+	o.Store = st
+	sum := f.run(o)
+	if sum.Failed || !st.lost || len(sum.Publish) != 1 || sum.Publish[0].Outcome != "won" {
+		t.Fatalf("lost %v:\n%s", st.lost, sum.text())
 	}
 }
