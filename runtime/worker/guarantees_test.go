@@ -422,7 +422,7 @@ func TestStoreCrashesMidRun(t *testing.T) {
 	follow.WaitExit(t, 3*time.Minute)
 	ran := ranTasks(t, charges)
 	if twice := chargedTwice(ran, 10); len(twice) > 0 || follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
-		t.Fatalf("tasks ran %v (charged more than once: %v); submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s",
+		t.Fatalf("tasks ran %v (charging, not run once: %v); submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s",
 			ran, twice, follow.Err, follow.Output(), w1.Output(), w2.Output())
 	}
 	t.Logf("ran %v", ran)
@@ -440,7 +440,7 @@ func ranTasks(t *testing.T, charges string) []string {
 }
 
 // chargedTwice is the charging tasks of a chain of n (t1, t3, …: Charging,
-// everyOtherCharges) that ran other than once.
+// everyOtherCharges) that did not run once: twice or more, or not at all.
 func chargedTwice(ran []string, n int) []string {
 	var twice []string
 	for i := 1; i < n; i += 2 {
