@@ -80,7 +80,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
 			continue
 		}
-		r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
+		r.versionRecorded(t, l, v)
 		failed := ""
 		var passed []sink.ManifestCheck
 		for _, c := range r.checksOf[out] {
@@ -138,7 +138,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			// (an asynchronous commit) before its acceptance: recorded
 			// again, it is accepted now. Its checks passed on these bytes.
 			if v, err = r.st.RecordVersion(ctx, rec); err == nil {
-				r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
+				r.versionRecorded(t, l, v)
 				err = r.st.AcceptVersion(ctx, v.ID)
 			}
 		}
@@ -154,6 +154,12 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 		r.publishAll(ctx, v, !zombie)
 	}
+}
+
+// versionRecorded tells the progress feed that attempt l of t recorded
+// version v.
+func (r *runner) versionRecorded(t *compiler.PlanTask, l *launched, v store.Version) {
+	r.emitStore(store.EventVersionRecorded, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 }
 
 // frozenRoot is where an output is frozen (sink.Freeze puts it in

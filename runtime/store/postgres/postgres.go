@@ -358,8 +358,8 @@ func again(ctx context.Context, err error) bool {
 // connection (it is restarting, or not up yet), and says whether to run
 // the transaction again: for Options.WaitForServer from the first refusal
 // (refused, set here), or the wait ctx carries (store.WaitingForServer),
-// and while ctx lasts. Nothing of a transaction that
-// could not connect was sent.
+// and while ctx lasts. Nothing of a transaction that could not connect
+// was sent.
 func (s *Store) waitForServer(ctx context.Context, err error, refused *time.Time) bool {
 	var ce *pgconn.ConnectError
 	wait := store.ServerWait(ctx, s.waitFor)
