@@ -3,12 +3,14 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/spectest"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
@@ -196,7 +198,7 @@ func TestStartNotRecordedIsTheStates(t *testing.T) {
 // refuse the next visit too, and the task fails.
 func TestVisitEndedByTheState(t *testing.T) {
 	failed := TaskResult{State: TaskFailed, Class: retry.Store, Error: "mark running: broken pipe"}
-	got, said := VisitResult{Task: failed, StoreUnreachable: true}.Ended(nil, "w1")
+	got, said := VisitResult{Task: failed, StoreTransient: true}.Ended(nil, "w1")
 	if got.Ending != queue.LeaseLost || !strings.Contains(got.Reason, "the state could not record the visit of w1") ||
 		!strings.Contains(said, "goes back to the queue") {
 		t.Errorf("unreachable: %+v, %q", got, said)
@@ -204,5 +206,67 @@ func TestVisitEndedByTheState(t *testing.T) {
 	got, _ = VisitResult{Task: failed}.Ended(nil, "w1")
 	if got.Ending != queue.Failed || !strings.HasPrefix(got.Reason, "store: ") {
 		t.Errorf("refused: %+v", got)
+	}
+}
+
+// lostRecords is a store that has lost what a run recorded, as one whose
+// server a crash took back its last commits: the first RecordVersion finds
+// no attempt when lostAttempt, and every StartAttempt finds no run when
+// lostRun.
+type lostRecords struct {
+	store.Store
+	lostAttempt, lostRun, told bool
+}
+
+func (s *lostRecords) RecordVersion(ctx context.Context, v store.Version) (store.Version, error) {
+	if s.lostAttempt && !s.told {
+		s.told = true
+		return store.Version{}, fmt.Errorf("record version: attempt %s#%d: %w", v.Task, v.Attempt, store.ErrNotFound)
+	}
+	return s.Store.RecordVersion(ctx, v)
+}
+
+func (s *lostRecords) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
+	if s.lostRun {
+		return store.Attempt{}, fmt.Errorf("run %q: %w", spec.Run, store.ErrNotFound)
+	}
+	return s.Store.StartAttempt(ctx, spec)
+}
+
+// A visit whose attempt the state lost after recording it (a crash of
+// PostgreSQL took back its asynchronous commits) is the state's failure:
+// the task goes back to its dispatcher, whose next visit records its own.
+// On Temporal the task failed, and the run with it ("record version:
+// attempt … not found"). A run the state does not have is missing for the
+// next visit too: that visit fails its task.
+func TestVisitWhoseRecordsTheStateLost(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		st        lostRecords
+		transient bool
+	}{
+		{"an attempt", lostRecords{lostAttempt: true}, true},
+		{"the run", lostRecords{lostRun: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, spectest.Chain{Pipeline: "p", N: 1}.HCL(), nil)
+			run, err := f.st.CreateRun(context.Background(), store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: f.plan.CodeVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := tc.st
+			st.Store = f.st
+			o := f.options("2024-01-01")
+			o.Store = &st
+			res, err := RunVisit(context.Background(), Visit{Options: o, Run: run.ID, Task: "t0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, said := res.Ended(nil, "w1")
+			if res.Task.Class != retry.Store || res.StoreTransient != tc.transient ||
+				(got.Ending == queue.LeaseLost) != tc.transient {
+				t.Fatalf("visit %+v: ended %+v (%q), want transient %v", res, got, said, tc.transient)
+			}
+		})
 	}
 }

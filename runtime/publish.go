@@ -359,13 +359,18 @@ func (r *runner) storeFailed(what string, err error) {
 }
 
 // noteStore keeps what kind of failure of the state database err is, for
-// a visit's end (VisitResult.StoreUnreachable): only a visit whose every
-// such failure was of the state's reach hands its task back.
+// a visit's end (VisitResult.StoreTransient): only a visit whose every
+// such failure was one the next visit will not meet hands its task back.
+// Once an attempt of the run's was recorded, a record found missing is
+// one the state lost (a crash of its server took back its last commits,
+// asynchronous ones on PostgreSQL): a new visit records its own. Before,
+// a missing record (the run's) would be missing for the next visit too.
 func (r *runner) noteStore(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.storeSeen = true
-	if !errors.Is(err, store.ErrUnreachable) {
+	lost := errors.Is(err, store.ErrNotFound) && r.attemptRecorded
+	if !errors.Is(err, store.ErrUnreachable) && !lost {
 		r.storeHard = true
 	}
 }

@@ -345,9 +345,14 @@ type runner struct {
 	// storeErr is the first failure of the state database (storeFailed).
 	storeErr string
 	// storeSeen: a failure of the state database was noted (noteStore);
-	// storeHard: one of them was not of the state's reach
-	// (store.ErrUnreachable) but a refusal of what was asked.
+	// storeHard: one of them was neither of the state's reach
+	// (store.ErrUnreachable) nor a loss of what it had recorded, but a
+	// refusal of what was asked.
 	storeSeen, storeHard bool
+	// attemptRecorded: an attempt of this runner's was recorded (its
+	// start, or a claim's); a record the state no longer finds after
+	// that is one it lost.
+	attemptRecorded bool
 	// artsErr is the first output that could not be put into the
 	// artifact store, or input that could not be read from it.
 	artsErr string

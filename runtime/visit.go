@@ -79,11 +79,13 @@ type VisitResult struct {
 	// or the visit stopped first): the worker hands it back
 	// (queue.Result.Unused).
 	Unused *store.AttemptRef
-	// StoreUnreachable: the task failed because the state could not record
-	// it, and every failure of the state in the visit was of its reach (a
-	// restart, a network cut: store.ErrUnreachable), none a refusal of what
-	// was asked, which would refuse it again on the next visit.
-	StoreUnreachable bool
+	// StoreTransient: the task failed because the state could not record
+	// it, and every failure of the state in the visit was one the next
+	// visit will not meet: of its reach (a restart, a network cut:
+	// store.ErrUnreachable), or a record this visit made that the state no
+	// longer has (a crash of its server took back its last commits); none
+	// a refusal of what was asked, which would refuse the next visit too.
+	StoreTransient bool
 }
 
 // Ended is how a visit ends in its queue (End and Unused aside), whoever
@@ -92,8 +94,9 @@ type VisitResult struct {
 // takeover) are the dispatcher's to tell first.
 //
 // A visit the state could not record because it could not reach it (a
-// database restart, a network cut, while the task ran: StoreUnreachable)
-// is the worker's failure, not the task's, and ends as a lost lease does:
+// database restart, a network cut, while the task ran), or because it lost
+// what the visit had recorded (StoreTransient), is the worker's failure,
+// not the task's, and ends as a lost lease does:
 // the task goes back to the queue, and the next visit settles what this
 // one left (settleVisit), as the next run of an interval does after a
 // local run the state failed. A state that refused what was asked fails
@@ -110,7 +113,7 @@ func (res VisitResult) Ended(err error, worker string) (queue.Result, string) {
 		return queue.Result{Ending: queue.Failed, Deterministic: true, Reason: "unknown: " + t.Reason}, "not run: " + t.Reason
 	case t.State == TaskNotRun:
 		return queue.Result{Ending: queue.NotRun, Reason: t.Reason}, "not run: " + t.Reason
-	case t.Class == retry.Store && res.StoreUnreachable:
+	case t.Class == retry.Store && res.StoreTransient:
 		why := fmt.Sprintf("the state could not record the visit of %s (%s)", worker, t.Error)
 		return queue.Result{Ending: queue.LeaseLost, Reason: why}, "stopped here: " + why + "; the task goes back to the queue"
 	}
@@ -156,11 +159,20 @@ func (r *runner) startAttempt(ctx context.Context, spec store.AttemptSpec) (stor
 		a := *v.started
 		if a.Run == spec.Run && a.Task == spec.Task && a.Resource == spec.Resource && a.State == store.AttemptQueued {
 			v.used = true
+			r.mu.Lock()
+			r.attemptRecorded = true
+			r.mu.Unlock()
 			return a, nil
 		}
 		// Not the attempt this one would start: the worker hands it back.
 	}
-	return r.st.StartAttempt(ctx, spec)
+	a, err := r.st.StartAttempt(ctx, spec)
+	if err == nil {
+		r.mu.Lock()
+		r.attemptRecorded = true
+		r.mu.Unlock()
+	}
+	return a, err
 }
 
 // unused is the claim's attempt when the visit did not run it.
@@ -417,7 +429,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused(),
-		StoreUnreachable: ts.res.Class == retry.Store && r.storeSeen && !r.storeHard}
+		StoreTransient: ts.res.Class == retry.Store && r.storeSeen && !r.storeHard}
 	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.state == TaskUnknown
 	// The worker writes these to the store: masked as everything else.
 	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)

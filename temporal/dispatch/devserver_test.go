@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/server/temporal"
 
 	"github.com/pipec/pipec/cli"
+	"github.com/pipec/pipec/internal/proctree"
 )
 
 // A Temporal server in its own process, its history in an SQLite file: what
@@ -247,6 +248,22 @@ func (s *devServer) kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 }
+
+// freeze stops the server process (SIGSTOP) and returns once none of its
+// threads runs: its connections stay open, and nothing answers on them.
+func (s *devServer) freeze() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(s.thaw) // a test that fails while it is frozen
+	if !proctree.WaitStopped([]int{s.cmd.Process.Pid}, 10*time.Second) {
+		s.t.Fatal("the Temporal server did not stop on SIGSTOP")
+	}
+}
+
+// thaw resumes the server freeze stopped.
+func (s *devServer) thaw() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 
 func (s *devServer) output() string {
 	s.mu.Lock()

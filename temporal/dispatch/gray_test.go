@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/internal/pgtest"
+	"github.com/pipec/pipec/internal/spectest"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -142,24 +143,12 @@ func TestStateStopsAnswering(t *testing.T) {
 // PostgreSQL restarted again and again for a moment while a run goes on
 // through Temporal: a visit whose attempt the state could not record is its
 // worker's failure, not the task's (runtime.VisitResult.Ended, as for pipec
-// worker), so its task is routed again and the run succeeds. Every other
-// task of the chain is not idempotent.
+// worker), so its task is routed again and the run succeeds. Each task's
+// output is recorded, audited and published through a fenced sink, and
+// every other task charges: each charge is made once.
 func TestStateBlipsMidRun(t *testing.T) {
 	pg := pgtest.Start(t)
-	var spec strings.Builder
-	spec.WriteString("pipeline \"chain\" {\n  code_version = \"v1\"\n  schedule {\n    every = \"24h\"\n    start = \"2024-01-01T00:00:00Z\"\n  }\n")
-	for i := range 10 {
-		fmt.Fprintf(&spec, "  task \"t%d\" {\n    command = [\"sleep\", \"0.3\"]\n", i)
-		if i > 0 {
-			fmt.Fprintf(&spec, "    depends_on = [\"t%d\"]\n", i-1)
-		}
-		if i%2 == 1 {
-			spec.WriteString("    idempotent = false\n")
-		}
-		spec.WriteString("  }\n")
-	}
-	spec.WriteString("}\n")
-	e := newEnvAt(t, spec.String(), nil, pg.NewSchema(t))
+	e, charges := newChainEnv(t, pg, "sleep 0.3")
 	e.worker("w1")
 	e.worker("w2")
 	_, run, _ := e.submit("2024-01-01", false)
@@ -170,16 +159,81 @@ func TestStateBlipsMidRun(t *testing.T) {
 		}
 		time.Sleep(350 * time.Millisecond)
 	}
+	e.chainSucceeded(run, charges)
+}
+
+// PostgreSQL crashes (an immediate shutdown, then crash recovery, which
+// takes back the last asynchronous commits) four times, 300 ms apart,
+// while a run goes on through Temporal: the run succeeds, its outputs
+// published, and each charge is made once, as with pipec worker.
+func TestStateCrashesMidRun(t *testing.T) {
+	pg := pgtest.Start(t)
+	e, charges := newChainEnv(t, pg, "sleep 0.1")
+	e.worker("w1")
+	e.worker("w2")
+	_, run, _ := e.submit("2024-01-01", false)
+	e.waitFile("charges")
+	for range 4 {
+		time.Sleep(300 * time.Millisecond)
+		if err := pg.Crash(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.chainSucceeded(run, charges)
+}
+
+// chainTasks is the length of newChainEnv's chain.
+const chainTasks = 10
+
+// newChainEnv is an environment on a schema of pg whose pipeline "chain"
+// is spectest's chain of chainTasks tasks with outputs, checks and fenced
+// publishes, every other task charging; each task writes its name to the
+// file charges (in the env's folder) as it starts, and runs after when
+// its output is written.
+func newChainEnv(t *testing.T, pg *pgtest.Server, after string) (e *env, charges string) {
+	t.Helper()
+	spec := spectest.Chain{Pipeline: "chain", N: chainTasks, CodeVersion: "v1", Daily: true, Charging: true, Fenced: true,
+		Before: "echo $PIPEC_TASK >> charges", After: after}.HCL()
+	e = newEnvAt(t, spec, nil, pg.NewSchema(t))
+	return e, filepath.Join(e.dir, "charges")
+}
+
+// chainSucceeded waits for the run of newChainEnv's chain to end, and
+// fails the test unless it succeeded with every task's output published
+// and each charging task run once.
+func (e *env) chainSucceeded(run, charges string) {
+	e.t.Helper()
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		r, err := e.st.GetRun(context.Background(), run)
 		if err == nil && r.State != store.RunRunning {
 			if r.State != store.RunSucceeded {
-				t.Fatalf("run %s, want succeeded", r.State)
+				e.t.Fatalf("run %s, want succeeded", r.State)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not end (%v)", run, err)
+			e.t.Fatalf("run %s did not end (%v)", run, err)
 		}
 	}
+	b, err := os.ReadFile(charges)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ran := strings.Fields(string(b))
+	runs := map[string]int{}
+	for _, task := range ran {
+		runs[task]++
+	}
+	for i := 1; i < chainTasks; i += 2 {
+		if task := fmt.Sprintf("t%d", i); runs[task] != 1 {
+			e.t.Errorf("charging task %s ran %d times (all: %v)", task, runs[task], ran)
+		}
+	}
+	for i := range chainTasks {
+		got, err := os.ReadFile(filepath.Join(e.dir, "out", fmt.Sprintf("a%d", i), "2024-01-01", "a.csv"))
+		if want := fmt.Sprintf("id\n%d\n", i); err != nil || string(got) != want {
+			e.t.Errorf("a%d published: %q, %v; want %q", i, got, err, want)
+		}
+	}
+	e.t.Logf("ran %v", ran)
 }

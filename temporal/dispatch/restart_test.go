@@ -71,6 +71,28 @@ printf 'id\n1\n' > "$out/data.csv"
 // once, under its workflow ID, with every task run and accepted once and
 // the charge made once.
 func TestServerRestartMidRun(t *testing.T) {
+	testServerOutageMidRun(t, "restarted", 2*time.Second, func(srv *devServer) (up func()) {
+		srv.kill()
+		return srv.start
+	})
+}
+
+// TestServerFrozenMidRun is TestServerRestartMidRun with the server
+// stopped (SIGSTOP) instead of killed, its connections open, as a hung
+// server or a network that drops packets looks to its clients: the
+// workers' calls to it wait instead of being refused.
+func TestServerFrozenMidRun(t *testing.T) {
+	testServerOutageMidRun(t, "frozen", 8*time.Second, func(srv *devServer) (up func()) {
+		srv.freeze()
+		return srv.thaw
+	})
+}
+
+// testServerOutageMidRun ends the server's service with down (which returns
+// what brings it back) once the charge runs, lets the charge end, and
+// brings the server back after outage; the workflow's history replays, and
+// is kept as testdata/<history>.history.json when recording (replay).
+func testServerOutageMidRun(t *testing.T, history string, outage time.Duration, down func(*devServer) (up func())) {
 	needServer(t)
 	srv := startDevServer(t, filepath.Join(t.TempDir(), "temporal.db"), freePort(t))
 	spec, tasks := restartSpec()
@@ -83,20 +105,20 @@ func TestServerRestartMidRun(t *testing.T) {
 		t.Fatalf("submit: exit %d\n%s", code, out)
 	}
 	e.waitFile("charging")
-	srv.kill()
-	down := time.Now()
+	up := down(srv)
+	gone := time.Now()
 	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // the charge ends while the server is down
-	srv.start()
-	up := time.Now()
-	t.Logf("the server was down %s", up.Sub(down).Round(100*time.Millisecond))
+	time.Sleep(outage) // the charge ends while the server is out
+	up()
+	back := time.Now()
+	t.Logf("the server was out %s", back.Sub(gone).Round(100*time.Millisecond))
 
 	if r := e.until(run); r.State != store.RunSucceeded {
 		t.Fatalf("run %s: %s", run, r.State)
 	}
-	t.Logf("the run ended %s after the server was back", time.Since(up).Round(100*time.Millisecond))
+	t.Logf("the run ended %s after the server was back", time.Since(back).Round(100*time.Millisecond))
 	if n := e.lines("ledger", "charge "); n != 1 {
 		t.Fatalf("the charge was made %d times", n)
 	}
@@ -144,7 +166,7 @@ func TestServerRestartMidRun(t *testing.T) {
 			t.Fatalf("workflow executions of %s: %v", wid, xs)
 		}
 	}
-	e.replay("restart", "2024-01-01", "restarted")
+	e.replay("restart", "2024-01-01", history)
 }
 
 // TestServerOutagePastGrace: the server is down longer than the workers'
@@ -156,6 +178,26 @@ func TestServerRestartMidRun(t *testing.T) {
 // workflow judges it lost: the charge is not made again, and the run
 // names pipec resolve.
 func TestServerOutagePastGrace(t *testing.T) {
+	testServerOutagePastGrace(t, func(srv *devServer) (up func()) {
+		srv.kill()
+		return srv.start
+	})
+}
+
+// TestServerFrozenPastGrace is TestServerOutagePastGrace with the server
+// stopped (SIGSTOP), its connections open: the workers' calls wait instead
+// of being refused.
+func TestServerFrozenPastGrace(t *testing.T) {
+	testServerOutagePastGrace(t, func(srv *devServer) (up func()) {
+		srv.freeze()
+		return srv.thaw
+	})
+}
+
+// testServerOutagePastGrace ends the server's service with down (which
+// returns what brings it back) while the charge runs, until its worker
+// stopped the visit.
+func testServerOutagePastGrace(t *testing.T, down func(*devServer) (up func())) {
 	needServer(t)
 	srv := startDevServer(t, filepath.Join(t.TempDir(), "temporal.db"), freePort(t))
 	spec, _ := restartSpec()
@@ -166,7 +208,7 @@ func TestServerOutagePastGrace(t *testing.T) {
 		t.Fatalf("submit: exit %d\n%s", code, out)
 	}
 	e.waitFile("charging")
-	srv.kill()
+	up := down(srv)
 	// The SDK cancels the visit when its heartbeats do not get through for
 	// the heartbeat timeout, or the worker stops it past its grace.
 	for deadline := time.Now().Add(time.Minute); !strings.Contains(w1.Output(), "charge: stopped"); {
@@ -178,7 +220,7 @@ func TestServerOutagePastGrace(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv.start()
+	up()
 	r := e.until(run)
 	// The state's run ends just before its workflow does, and a query of a
 	// workflow waits for its workflow task in flight: after a restart that

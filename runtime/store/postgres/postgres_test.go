@@ -355,6 +355,53 @@ func TestGrantsAfterServerCrash(t *testing.T) {
 	}
 }
 
+// A run's end, by FinishRun or CancelRun, outlives a crash of the server
+// right after it (an immediate shutdown, then crash recovery, which takes
+// back the last asynchronous commits): a Temporal workflow ends its run
+// once, and a run whose end the crash took back stayed running for good.
+func TestRunEndsAfterServerCrash(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test crashes it
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, srv.NewSchema(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ids []string
+	for _, iv := range []string{"2024-01-01", "2024-01-02"} {
+		r, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: iv, CodeVersion: "v"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	// A synchronous commit (a new handle's first grant records its epoch)
+	// puts the runs on disk; the ends below are all that a crash can take.
+	if _, err := s.NextToken(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, ids[0], store.RunSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CancelRun(ctx, ids[1], "enough", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []store.RunState{store.RunSucceeded, store.RunCancelled} {
+		var r store.Run
+		for try := 0; ; try++ { // the pool's connections died with the server
+			if r, err = s.GetRun(ctx, ids[i]); err == nil || try > 20 {
+				break
+			}
+		}
+		if err != nil || r.State != want {
+			t.Errorf("run %s after the crash: %s, %v; want %s", ids[i], r.State, err, want)
+		}
+	}
+}
+
 // TestStoppedClientReleasesLocks: a client that stops inside a transaction
 // (a SIGSTOPped worker) holding a row lock is cut off by the server after
 // IdleInTransaction, so the others go on instead of waiting for it forever.

@@ -295,12 +295,14 @@ func lockRun(ctx context.Context, tx pgx.Tx, id string, share bool) (store.RunSt
 	return store.RunState(cur), err
 }
 
-// FinishRun implements store.Store.
+// FinishRun implements store.Store. The run's end is a synchronous commit
+// (see the package doc): a dispatcher that ended the run once may not end
+// it again.
 func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) error {
 	if state != store.RunSucceeded && state != store.RunFailed {
 		return fmt.Errorf("finish run %q: state %q is not final", id, state)
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.txDurable(ctx, func(tx pgx.Tx) error {
 		cur, err := lockRun(ctx, tx, id, false)
 		if err != nil {
 			return err
@@ -321,10 +323,10 @@ func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) 
 	})
 }
 
-// CancelRun implements store.Store.
+// CancelRun implements store.Store; a synchronous commit, as FinishRun.
 func (s *Store) CancelRun(ctx context.Context, id, reason, by string) (store.Run, error) {
 	why := store.CancelledBy(by, reason)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.txDurable(ctx, func(tx pgx.Tx) error {
 		cur, err := lockRun(ctx, tx, id, false)
 		if err != nil {
 			return err
