@@ -72,3 +72,20 @@ func (c Chain) HCL() string {
 	b.WriteString("}\n")
 	return b.String()
 }
+
+// NotChargedOnce is the charging tasks of a chain of n (t1, t3, …, as
+// Charging makes them) that ran other than once, given the tasks that ran,
+// one name for each run.
+func NotChargedOnce(ran []string, n int) []string {
+	runs := map[string]int{}
+	for _, task := range ran {
+		runs[task]++
+	}
+	var not []string
+	for i := 1; i < n; i += 2 {
+		if task := fmt.Sprintf("t%d", i); runs[task] != 1 {
+			not = append(not, task)
+		}
+	}
+	return not
+}

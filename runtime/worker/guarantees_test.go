@@ -421,7 +421,7 @@ func TestStoreCrashesMidRun(t *testing.T) {
 	}
 	follow.WaitExit(t, 3*time.Minute)
 	ran := ranTasks(t, charges)
-	if twice := notChargedOnce(ran, 10); len(twice) > 0 || follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
+	if twice := spectest.NotChargedOnce(ran, 10); len(twice) > 0 || follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
 		t.Fatalf("tasks ran %v (charging, not run once: %v); submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s",
 			ran, twice, follow.Err, follow.Output(), w1.Output(), w2.Output())
 	}
@@ -437,23 +437,6 @@ func ranTasks(t *testing.T, charges string) []string {
 		t.Fatal(err)
 	}
 	return strings.Fields(string(got))
-}
-
-// notChargedOnce is the charging tasks of a chain of n (t1, t3, …:
-// Charging, everyOtherCharges) that did not run once: twice or more, or
-// not at all.
-func notChargedOnce(ran []string, n int) []string {
-	runs := map[string]int{}
-	for _, task := range ran {
-		runs[task]++
-	}
-	var not []string
-	for i := 1; i < n; i += 2 {
-		if task := fmt.Sprintf("t%d", i); runs[task] != 1 {
-			not = append(not, task)
-		}
-	}
-	return not
 }
 
 // PostgreSQL crashes (immediate shutdown, then crash recovery, which takes
@@ -503,7 +486,7 @@ func testStoreCrashesAtStarts(t *testing.T, charging bool) {
 	}
 	follow.WaitExit(t, 3*time.Minute)
 	ran := ranTasks(t, charges)
-	once := !charging || len(notChargedOnce(ran, n)) == 0
+	once := !charging || len(spectest.NotChargedOnce(ran, n)) == 0
 	if !once || follow.Err != nil || !strings.Contains(follow.Output(), "run chain/2024-01-01/r1 succeeded") {
 		t.Fatalf("tasks ran %v, want each charging one once; submit --wait: %v\n%s\nw1:\n%s\nw2:\n%s",
 			ran, follow.Err, follow.Output(), w1.Output(), w2.Output())

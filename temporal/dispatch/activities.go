@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -49,8 +51,8 @@ type Activities struct {
 
 	mu      sync.Mutex
 	running map[*int]context.CancelCauseFunc
-	plans   map[string]*run // by workflow run id
-	runs    map[string]bool // runs whose lease this worker renews
+	plans   map[string]*run   // by workflow run id
+	runs    map[string]string // runs whose lease this worker renews, to their workflow IDs
 	logMu   sync.Mutex
 	// objects serves every visit's object stores: credentials are
 	// resolved once per worker, not once per task.
@@ -224,7 +226,7 @@ func (a *Activities) visits(ctx context.Context, runID string, tasks []string, f
 		a.logf("%s %s: the run's plan: %v; handing it back", runID, strings.Join(tasks, ","), err)
 		return handBack(0), nil
 	}
-	a.keepRun(runID)
+	a.keepRun(runID, info.WorkflowExecution.ID)
 	hold := &holder{client: a.Client, token: info.TaskToken, name: a.Name, timeout: info.HeartbeatTimeout}
 	if a.slots != nil {
 		select {
@@ -382,37 +384,65 @@ func (a *Activities) visit(ctx, vctx context.Context, sub *run, hold *holder, ru
 	return out, nil
 }
 
-// keepRun adds run to the runs whose lease this worker renews.
-func (a *Activities) keepRun(run string) {
+// keepRun adds run, whose workflow is workflowID, to the runs whose lease
+// this worker renews.
+func (a *Activities) keepRun(run, workflowID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.runs == nil {
-		a.runs = map[string]bool{}
+		a.runs = map[string]string{}
 	}
-	if !a.runs[run] {
-		a.runs[run] = true
+	if _, ok := a.runs[run]; !ok {
+		a.runs[run] = workflowID
 		_ = a.Store.RenewRunLease(context.Background(), run, a.RunLease)
 	}
 }
 
-// renewRuns renews the lease of the runs this worker visited that are
-// still running, and forgets the others.
+// renewRuns renews the lease of the runs this worker visited while they
+// run and their workflow is open, and forgets the others. A workflow that
+// closed without ending its run (terminated by an operator, or failed)
+// leaves nobody to end it: renewed, its lease would hold the interval for
+// as long as the worker lives; let lapse, the next submission of the
+// interval takes the run over, as the next run does after a crash.
 func (a *Activities) renewRuns(ctx context.Context) {
 	a.mu.Lock()
-	runs := make([]string, 0, len(a.runs))
-	for r := range a.runs {
-		runs = append(runs, r)
-	}
+	runs := maps.Clone(a.runs)
 	a.mu.Unlock()
-	for _, r := range runs {
+	forget := func(run string) {
+		a.mu.Lock()
+		delete(a.runs, run)
+		a.mu.Unlock()
+	}
+	for r, wid := range runs {
+		if status := a.workflowStatus(ctx, wid); status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			forget(r)
+			if run, err := a.Store.GetRun(ctx, r); err == nil && run.State == store.RunRunning {
+				a.logf("%s: its workflow %s is %s, and did not end the run: its lease lapses, and the next submission of the interval takes it over",
+					r, wid, strings.ToLower(strings.TrimPrefix(status.String(), "WorkflowExecutionStatus")))
+			}
+			continue
+		}
 		if err := a.Store.RenewRunLease(ctx, r, a.RunLease); err != nil {
 			if run, gerr := a.Store.GetRun(ctx, r); gerr == nil && run.State != store.RunRunning {
-				a.mu.Lock()
-				delete(a.runs, r)
-				a.mu.Unlock()
+				forget(r)
 			}
 		}
 	}
+}
+
+// workflowStatus is the status of the latest execution of workflowID (a
+// workflow continued as new goes on in its next one); running when
+// Temporal does not say: the lease is kept while it cannot be asked.
+func (a *Activities) workflowStatus(ctx context.Context, workflowID string) enums.WorkflowExecutionStatus {
+	resp, err := a.Client.DescribeWorkflowExecution(ctx, workflowID, "")
+	var gone *serviceerror.NotFound
+	switch {
+	case errors.As(err, &gone):
+		return enums.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
+	case err != nil:
+		return enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+	}
+	return resp.GetWorkflowExecutionInfo().GetStatus()
 }
 
 // LiveWorkers lists the live pipec workers on Temporal (EngineLabel), for

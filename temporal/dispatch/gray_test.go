@@ -220,14 +220,8 @@ func (e *env) chainSucceeded(run, charges string) {
 		e.t.Fatal(err)
 	}
 	ran := strings.Fields(string(b))
-	runs := map[string]int{}
-	for _, task := range ran {
-		runs[task]++
-	}
-	for i := 1; i < chainTasks; i += 2 {
-		if task := fmt.Sprintf("t%d", i); runs[task] != 1 {
-			e.t.Errorf("charging task %s ran %d times (all: %v)", task, runs[task], ran)
-		}
+	if not := spectest.NotChargedOnce(ran, chainTasks); len(not) > 0 {
+		e.t.Errorf("charging tasks %v did not run once (all: %v)", not, ran)
 	}
 	for i := range chainTasks {
 		got, err := os.ReadFile(filepath.Join(e.dir, "out", fmt.Sprintf("a%d", i), "2024-01-01", "a.csv"))

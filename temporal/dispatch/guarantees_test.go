@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,5 +237,53 @@ func TestUnreachableTemporalStopsTasks(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("w1 does not say why it stopped its task:\n%s", w1.Output())
 		}
+	}
+}
+
+// An operator terminates a run's workflow (temporal workflow terminate,
+// or the web UI) while a task runs: its visit stops with its process, and
+// the run stops holding its interval once its lease lapses, so a second
+// submission of the interval runs it. The workers renewed the lease for
+// as long as they lived before, and the interval could not be submitted
+// again ("run … is in progress").
+func TestTerminatedWorkflowFreesItsInterval(t *testing.T) {
+	e := newEnv(t, pairSpec("pair", ""), pairFiles)
+	if err := os.WriteFile(filepath.Join(e.dir, "stall-on"), []byte("w1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w1 := e.worker("w1")
+	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
+	pid := e.waitFile("stalled")
+	defer killPID(pid)
+	ctx := context.Background()
+	if err := e.c.TerminateWorkflow(ctx, dispatch.WorkflowID("pair", "2024-01-01"), "", "an operator's"); err != nil {
+		t.Fatal(err)
+	}
+	w1.WaitOutput(t, "clean: stopped", 30*time.Second)
+	if err := os.Remove(filepath.Join(e.dir, "stall-on")); err != nil {
+		t.Fatal(err)
+	}
+	var again string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		code, r, out := e.submit("2024-01-01", false)
+		if code == 0 && r != "" {
+			again = r
+			break
+		}
+		if time.Now().After(deadline) {
+			st, _ := e.st.GetRun(ctx, run)
+			t.Fatalf("the interval is still held by %s (%s) a minute after its workflow was terminated: exit %d\n%s\nw1:\n%s", run, st.State, code, out, w1.Output())
+		}
+	}
+	if r := e.until(again); r.State != store.RunSucceeded {
+		t.Fatalf("run %s after the terminated %s: %s", again, run, r.State)
+	}
+	// Nobody would end the terminated workflow's run: the new one
+	// supersedes it, as a local run takes over one whose pipec stopped.
+	if first, err := e.st.GetRun(ctx, run); err != nil || first.State != store.RunFailed {
+		t.Fatalf("the terminated run %s: %s, %v; want failed", run, first.State, err)
+	}
+	if !strings.Contains(w1.Output(), "its workflow pipec/pair/2024-01-01 is terminated, and did not end the run") {
+		t.Errorf("w1 did not say why it let the run's lease lapse:\n%s", w1.Output())
 	}
 }

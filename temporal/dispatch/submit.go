@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -92,6 +93,10 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	if err != nil {
 		return Submitted{}, err
 	}
+	if err := supersede(ctx, st, run); err != nil {
+		_ = st.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunFailed)
+		return Submitted{}, err
+	}
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write(s.Plan.Marshal())
@@ -114,6 +119,32 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	_, _ = st.AppendEvent(ctx, store.Event{Run: run.ID, Kind: queue.EventRunSubmitted,
 		Payload: []byte(fmt.Sprintf(`{"engine":"temporal","workflow_id":%q,"workflow_run_id":%q,"tasks":%d}`, wid, we.GetRunID(), len(in.Tasks)))})
 	return Submitted{Run: run, WorkflowID: wid, RunID: we.GetRunID()}, nil
+}
+
+// supersede abandons the runs of run's interval left running, as a local
+// run takes over one whose pipec stopped: the state let run be created,
+// so their leases lapsed, and the interval's workflow is closed (Submit),
+// so nobody will end them (a workflow terminated by an operator, or one
+// that could not record its run's end). Their unfinished attempts become
+// unknown, for the new run's visits to judge.
+func supersede(ctx context.Context, st store.Store, run store.Run) error {
+	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: run.Pipeline, Interval: run.Interval})
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.ID == run.ID || r.State != store.RunRunning {
+			continue
+		}
+		payload, _ := json.Marshal(map[string]string{"superseded": r.ID})
+		if _, err := st.AppendEvent(ctx, store.Event{Run: run.ID, Kind: runtime.EventRunSuperseded, Payload: payload}); err != nil {
+			return err
+		}
+		if _, err := st.AbandonRun(ctx, r.ID, "superseded by "+run.ID+": its workflow closed before the run finished"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Cancel cancels the interval's open workflow: it starts nothing more, its

@@ -16,10 +16,11 @@
 // once: a crash that took it back made them find no accepted version, and
 // fail the task as a publish's failure. (A crash between a version's
 // record and its acceptance is the runtime's to ride: the acceptance finds
-// no version, and the version is recorded again.) So does a run's end by
-// FinishRun or CancelRun: a Temporal workflow ends its run once, and a
-// crash that took that end back left the run running for good, its lease
-// renewed by the workers that had visited it.
+// no version, and the version is recorded again.) So do a run's creation
+// (CreateRun, Submit), which the user was told of, and its end (FinishRun,
+// CancelRun): a Temporal workflow ends its run once, and a crash that took
+// that end back left the run running for good, its lease renewed by the
+// workers that had visited it. Each is one flush a run.
 //
 // Token grants use a durable epoch instead of a flush per grant, as the
 // SQLite store does: a token is epoch*1e9 + n. Before a store handle grants
@@ -237,7 +238,7 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // txDurable is tx with a synchronous commit: the commit is on the server's
 // disk when it returns. For token grants, pointer swaps, raised floors and
-// run ends.
+// runs' creations and ends.
 func (s *Store) txDurable(ctx context.Context, fn func(pgx.Tx) error) error {
 	return s.run(ctx, true, fn)
 }

@@ -355,11 +355,12 @@ func TestGrantsAfterServerCrash(t *testing.T) {
 	}
 }
 
-// A run's end, by FinishRun or CancelRun, outlives a crash of the server
-// right after it (an immediate shutdown, then crash recovery, which takes
-// back the last asynchronous commits): a Temporal workflow ends its run
-// once, and a run whose end the crash took back stayed running for good.
-func TestRunEndsAfterServerCrash(t *testing.T) {
+// A run's creation (CreateRun, Submit) and its end (FinishRun, CancelRun)
+// outlive a crash of the server right after them (an immediate shutdown,
+// then crash recovery, which takes back the last asynchronous commits): a
+// Temporal workflow ends its run once, and a run whose end the crash took
+// back stayed running for good; a run reported submitted was gone.
+func TestRunsAfterServerCrash(t *testing.T) {
 	srv := pgtest.Start(t) // its own server: this test crashes it
 	ctx := context.Background()
 	s, err := postgres.Open(ctx, srv.NewSchema(t), postgres.Options{})
@@ -367,37 +368,44 @@ func TestRunEndsAfterServerCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var ids []string
-	for _, iv := range []string{"2024-01-01", "2024-01-02"} {
+	create := func(iv string) string {
 		r, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: iv, CodeVersion: "v"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, r.ID)
+		return r.ID
 	}
+	finished, cancelled := create("2024-01-01"), create("2024-01-02")
 	// A synchronous commit (a new handle's first grant records its epoch)
-	// puts the runs on disk; the ends below are all that a crash can take.
+	// puts those runs on disk whatever their own commits were.
 	if _, err := s.NextToken(ctx, "r"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishRun(ctx, ids[0], store.RunSucceeded); err != nil {
+	if err := s.FinishRun(ctx, finished, store.RunSucceeded); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CancelRun(ctx, ids[1], "enough", "test"); err != nil {
+	if _, err := s.CancelRun(ctx, cancelled, "enough", "test"); err != nil {
+		t.Fatal(err)
+	}
+	created := create("2024-01-03")
+	sub, err := s.Submit(ctx, queue.Submission{Run: store.NewRun{Pipeline: "q", Interval: "2024-01-01", CodeVersion: "v"},
+		Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01", Tasks: []queue.Task{{Name: "t"}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Crash(); err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []store.RunState{store.RunSucceeded, store.RunCancelled} {
+	for id, want := range map[string]store.RunState{finished: store.RunSucceeded, cancelled: store.RunCancelled,
+		created: store.RunRunning, sub.ID: store.RunRunning} {
 		var r store.Run
 		for try := 0; ; try++ { // the pool's connections died with the server
-			if r, err = s.GetRun(ctx, ids[i]); err == nil || try > 20 {
+			if r, err = s.GetRun(ctx, id); !errors.Is(err, store.ErrUnreachable) || try > 20 {
 				break
 			}
 		}
 		if err != nil || r.State != want {
-			t.Errorf("run %s after the crash: %s, %v; want %s", ids[i], r.State, err, want)
+			t.Errorf("run %s after the crash: %s, %v; want %s", id, r.State, err, want)
 		}
 	}
 }

@@ -24,14 +24,14 @@ const (
 	EventRunWaiting     = queue.EventRunWaiting
 )
 
-// Submit implements queue.Queue.
+// Submit implements queue.Queue; a synchronous commit, as CreateRun.
 func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, error) {
 	rows, err := queue.Plan(sub)
 	if err != nil {
 		return store.Run{}, err
 	}
 	var r store.Run
-	err = s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+	err = s.pipelined(ctx, true, func(tx pgx.Tx, ends *txEnds) error {
 		writes := &pgx.Batch{}
 		var err error
 		var n int

@@ -17,13 +17,13 @@ import (
 // row per (pipeline, interval), taken first: its row lock serializes every
 // creation of a run of the interval, so the lease on the interval is judged
 // and taken by one creator at a time, and of two runs starting at once
-// exactly one gets it.
+// exactly one gets it. It commits synchronously (see the package doc).
 func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, error) {
 	if err := nr.Check(); err != nil {
 		return store.Run{}, err
 	}
 	var r store.Run
-	err := s.txPipelined(ctx, func(tx pgx.Tx, ends *txEnds) error {
+	err := s.pipelined(ctx, true, func(tx pgx.Tx, ends *txEnds) error {
 		writes := &pgx.Batch{}
 		var err error
 		var n int
@@ -295,9 +295,8 @@ func lockRun(ctx context.Context, tx pgx.Tx, id string, share bool) (store.RunSt
 	return store.RunState(cur), err
 }
 
-// FinishRun implements store.Store. The run's end is a synchronous commit
-// (see the package doc): a dispatcher that ended the run once may not end
-// it again.
+// FinishRun implements store.Store; a synchronous commit (see the package
+// doc): a dispatcher that ended the run once may not end it again.
 func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) error {
 	if state != store.RunSucceeded && state != store.RunFailed {
 		return fmt.Errorf("finish run %q: state %q is not final", id, state)
