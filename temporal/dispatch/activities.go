@@ -414,11 +414,11 @@ func (a *Activities) renewRuns(ctx context.Context) {
 		a.mu.Unlock()
 	}
 	for r, wid := range runs {
-		if status := a.workflowStatus(ctx, wid); status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if open, status := a.workflowOpen(ctx, wid); !open {
 			forget(r)
 			if run, err := a.Store.GetRun(ctx, r); err == nil && run.State == store.RunRunning {
 				a.logf("%s: its workflow %s is %s, and did not end the run: its lease lapses, and the next submission of the interval takes it over",
-					r, wid, strings.ToLower(strings.TrimPrefix(status.String(), "WorkflowExecutionStatus")))
+					r, wid, status)
 			}
 			continue
 		}
@@ -430,19 +430,24 @@ func (a *Activities) renewRuns(ctx context.Context) {
 	}
 }
 
-// workflowStatus is the status of the latest execution of workflowID (a
-// workflow continued as new goes on in its next one); running when
-// Temporal does not say: the lease is kept while it cannot be asked.
-func (a *Activities) workflowStatus(ctx context.Context, workflowID string) enums.WorkflowExecutionStatus {
+// workflowOpen says whether the latest execution of workflowID runs (a
+// workflow continued as new goes on in its next one), and its status
+// ("terminated", "failed", …) when it does not. A workflow Temporal could
+// not be asked about counts as open: the lease is kept meanwhile.
+func (a *Activities) workflowOpen(ctx context.Context, workflowID string) (bool, string) {
 	resp, err := a.Client.DescribeWorkflowExecution(ctx, workflowID, "")
 	var gone *serviceerror.NotFound
 	switch {
 	case errors.As(err, &gone):
-		return enums.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
+		return false, "gone from Temporal"
 	case err != nil:
-		return enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+		return true, ""
 	}
-	return resp.GetWorkflowExecutionInfo().GetStatus()
+	status := resp.GetWorkflowExecutionInfo().GetStatus()
+	if status == enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT {
+		return false, "timed out"
+	}
+	return status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING, strings.ToLower(status.String())
 }
 
 // LiveWorkers lists the live pipec workers on Temporal (EngineLabel), for
