@@ -287,3 +287,31 @@ func TestTerminatedWorkflowFreesItsInterval(t *testing.T) {
 		t.Errorf("w1 did not say why it let the run's lease lapse:\n%s", w1.Output())
 	}
 }
+
+// A worker SIGKILLed while its task runs, and started again at once under
+// its own name (as a supervisor does) with no other worker: the dead
+// process's registration is taken over, Temporal times the killed visit
+// out, and the task runs again on the new process; the run succeeds, the
+// published data the new attempt's.
+func TestRestartedUnderOwnName(t *testing.T) {
+	e := newEnv(t, holdSpec, holdFiles)
+	w1 := e.worker("w1")
+	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
+	pid := e.waitFile("started-w1")
+	w1.Signal(t, syscall.SIGKILL)
+	killPID(pid) // the task's process, as a machine that restarted
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := e.worker("w1")
+	if r := e.until(run); r.State != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded:\n%s", r.State, again.Output())
+	}
+	as := e.attempts(run, "load")
+	if len(as) != 2 || as[1].State != store.AttemptSucceeded || as[1].Token <= as[0].Token {
+		t.Fatalf("load's attempts %+v: want the killed one, then one succeeded with a higher token", as)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv")); err != nil || string(b) != "id,worker\n1,w1\n" {
+		t.Fatalf("published %q, %v", b, err)
+	}
+}
