@@ -182,6 +182,32 @@ func TestStateCrashesMidRun(t *testing.T) {
 	e.chainSucceeded(run, charges)
 }
 
+// PostgreSQL crashes the moment each task of the chain starts, while the
+// run goes on through Temporal: the run succeeds, and each charge is made
+// once (a non-idempotent task's start is a synchronous commit, before its
+// process starts).
+func TestStateCrashesAtStarts(t *testing.T) {
+	pg := pgtest.Start(t)
+	e, charges := newChainEnv(t, pg, "sleep 0.3")
+	e.worker("w1")
+	e.worker("w2")
+	_, run, _ := e.submit("2024-01-01", false)
+	for i := range chainTasks {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			if got, _ := os.ReadFile(charges); strings.Contains(string(got), fmt.Sprintf("t%d\n", i)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("t%d did not start", i)
+			}
+		}
+		if err := pg.Crash(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.chainSucceeded(run, charges)
+}
+
 // chainTasks is the length of newChainEnv's chain.
 const chainTasks = 10
 
