@@ -236,6 +236,53 @@ func TestRunRidesOutBlips(t *testing.T) {
 	}
 }
 
+// A local run on PostgreSQL rides out crashes of the server (an immediate
+// shutdown, then crash recovery, which takes back the last asynchronous
+// commits), four of them 300 ms apart, on the chain of TestRunRidesOutBlips:
+// an idempotent task whose attempt the crash took back runs again under a
+// new attempt, as after a lost lease. The run failed at the first such
+// attempt before ("attempt … not found": class store, 4 runs of 4), for
+// the next run of the interval to resume. Each charge is made once.
+func TestRunRidesOutCrashes(t *testing.T) {
+	srv := pgtest.Start(t) // its own server: this test crashes it
+	url := srv.NewSchema(t)
+	const n = 10
+	spec := spectest.Chain{Pipeline: "crashes", N: n, CodeVersion: "v1", Charging: true, Fenced: true,
+		Before: "touch started; echo $PIPEC_TASK >> charges", After: "sleep 0.1"}.HCL()
+	dir, file := writeSpec(t, spec)
+	crashes := make(chan error, 1)
+	go func() {
+		if !proctest.Appears(filepath.Join(dir, "started"), time.Minute) {
+			crashes <- errors.New("the run's first task did not start")
+			return
+		}
+		for range 4 {
+			time.Sleep(300 * time.Millisecond)
+			if err := srv.Crash(); err != nil {
+				crashes <- err
+				return
+			}
+		}
+		crashes <- nil
+	}()
+	code, out, errs := pipecIn(t, nil, "run", file, "--interval", "2024-01-01", "--state", url)
+	if err := <-crashes; err != nil {
+		t.Fatalf("%v\nrun: exit %d\n%s\n%s", err, code, out, errs)
+	}
+	if code != 0 || !strings.Contains(out, "run crashes/2024-01-01/r1 succeeded") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	charges, err := os.ReadFile(filepath.Join(dir, "charges"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := strings.Fields(string(charges))
+	if not := spectest.NotChargedOnce(ran, n); len(not) > 0 {
+		t.Errorf("tasks ran %v: charging tasks %v not once", ran, not)
+	}
+	t.Logf("ran %v", ran)
+}
+
 // TestInterruptOnAFrozenState: `pipec run --json` stopped (Ctrl-C) while
 // its PostgreSQL state is frozen (SIGSTOP, connections open) and a charging
 // task runs returns: the task is stopped, the log printed so far stays

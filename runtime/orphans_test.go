@@ -270,3 +270,32 @@ func TestVisitWhoseRecordsTheStateLost(t *testing.T) {
 		})
 	}
 }
+
+// endLost is a store whose first end of an attempt finds no attempt, as
+// one does once a crash of its server took back the attempt's start.
+type endLost struct {
+	store.Store
+	lost bool
+}
+
+func (s *endLost) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store.Outcome) error {
+	if !s.lost {
+		s.lost = true
+		return fmt.Errorf("attempt %s: %w", ref, store.ErrNotFound)
+	}
+	return s.Store.FinishAttempt(ctx, ref, o)
+}
+
+// A local run whose attempt the state lost (its end finds none) runs the
+// task again under a new attempt, as after a lost lease, and succeeds; it
+// failed before (class store, "not retried").
+func TestLocalAttemptTheStateLost(t *testing.T) {
+	f := newFixture(t, spectest.Chain{Pipeline: "p", N: 1}.HCL(), nil)
+	o := f.options("2024-01-01")
+	st := &endLost{Store: f.st}
+	o.Store = st
+	sum := f.run(o)
+	if tr := sum.task("t0"); !st.lost || sum.Failed || tr.State != TaskSucceeded || tr.Attempts != 2 {
+		t.Fatalf("lost %v, t0 %+v:\n%s", st.lost, tr, sum.text())
+	}
+}

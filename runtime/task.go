@@ -613,6 +613,9 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.exitCode = res.ExitCode
 	}
 	fctx := r.records
+	if relaunch, ok := r.relaunchLost(ts, l, l.markErr); ok {
+		return relaunch
+	}
 	if l.markErr != nil {
 		r.noteStore(l.markErr)
 		out.verdict = retry.Verdict{Class: retry.Store}
@@ -628,6 +631,9 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	if res.Success() {
 		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded}); err != nil {
+			if relaunch, ok := r.relaunchLost(ts, l, err); ok {
+				return relaunch
+			}
 			r.noteStore(err)
 			out.verdict = retry.Verdict{Class: retry.Store}
 			out.tail = err.Error()
@@ -659,6 +665,28 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": string(o.State), "class": out.verdict.Class,
 		"exit_code": res.ExitCode, "error": out.tail, "why": res.Describe()})
 	return out
+}
+
+// relaunchLost is the relaunch of a local run's attempt whose record the
+// state no longer finds (err; a crash of its server took back its last
+// commits, asynchronous ones on PostgreSQL): a task that may run again
+// runs again under a new attempt and token, as after a lost lease, rather
+// than failing the run. A task that is not idempotent has its start and
+// end committed synchronously, so its record is never lost this way. A
+// worker's visit hands its task back instead (VisitResult.StoreTransient).
+func (r *runner) relaunchLost(ts *taskState, l *launched, err error) (attemptOutcome, bool) {
+	if err == nil || r.visiting() || !errors.Is(err, store.ErrNotFound) {
+		return attemptOutcome{}, false
+	}
+	t := ts.t
+	d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
+		Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: l.a.Number, LeaseExpired: true,
+		Budget: r.budget, Rand: r.rand, Task: t.Name})
+	if !d.Retry {
+		return attemptOutcome{}, false
+	}
+	return attemptOutcome{number: l.a.Number, relaunch: true,
+		reason: "the state lost its record (" + err.Error() + "): " + d.Reason}, true
 }
 
 // unseenEnd says whether an attempt's end leaves its effect unknown: a
