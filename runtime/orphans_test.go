@@ -299,3 +299,18 @@ func TestLocalAttemptTheStateLost(t *testing.T) {
 		t.Fatalf("lost %v, t0 %+v:\n%s", st.lost, tr, sum.text())
 	}
 }
+
+// A local run whose attempt the state lost between its end and its
+// version's record (RecordVersion finds no attempt) runs the task again
+// too: nothing of the lost attempt was accepted or published.
+func TestLocalAttemptLostBeforeItsVersion(t *testing.T) {
+	f := newFixture(t, spectest.Chain{Pipeline: "p", N: 1}.HCL(), nil)
+	o := f.options("2024-01-01")
+	st := &lostRecords{lostAttempt: true, Store: f.st}
+	o.Store = st
+	sum := f.run(o)
+	if tr := sum.task("t0"); !st.told || sum.Failed || tr.State != TaskSucceeded || tr.Attempts != 2 ||
+		len(sum.Publish) != 1 || sum.Publish[0].Outcome != "won" {
+		t.Fatalf("lost %v, t0 %+v:\n%s", st.told, tr, sum.text())
+	}
+}

@@ -28,8 +28,12 @@ const (
 // by every check on the artifact, accepted or rejected, and an accepted one
 // is published to every sink its publishes name, with the attempt's token.
 // zombie marks an attempt whose lease expired and whose task was relaunched:
-// its results go into the record but not into the summary's checks.
-func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) {
+// its results go into the record but not into the summary's checks. lost,
+// when set, is why a local run relaunches the attempt (lostAttempt): the
+// state no longer had it when its version was recorded, and produce stops.
+// Nothing of it is visible then: an acceptance is a synchronous commit,
+// which would have made the attempt's own records durable before it.
+func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) (lost string) {
 	for _, out := range t.Outputs {
 		staging, ok := l.staging[out]
 		if !ok {
@@ -75,6 +79,9 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		rec := store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 			Task: t.Name, Attempt: l.a.Number, Location: key.String()}
 		v, err := r.st.RecordVersion(ctx, rec)
+		if lost := r.lostAttempt(t, l, err); lost != "" && !zombie {
+			return lost
+		}
 		if err != nil {
 			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
 			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
@@ -154,6 +161,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 		r.publishAll(ctx, v, !zombie)
 	}
+	return ""
 }
 
 // versionRecorded tells the progress feed that attempt l of t recorded

@@ -640,7 +640,9 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 			return out
 		}
 		r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
-		r.produce(ctx, ts.t, l, false)
+		if lost := r.produce(ctx, ts.t, l, false); lost != "" {
+			return attemptOutcome{number: l.a.Number, relaunch: true, reason: lost}
+		}
 		out.succeeded = true
 		return out
 	}
@@ -675,18 +677,23 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 // end committed synchronously, so its record is never lost this way. A
 // worker's visit hands its task back instead (VisitResult.StoreTransient).
 func (r *runner) relaunchLost(ts *taskState, l *launched, err error) (attemptOutcome, bool) {
-	if err == nil || r.visiting() || !errors.Is(err, store.ErrNotFound) {
-		return attemptOutcome{}, false
+	why := r.lostAttempt(ts.t, l, err)
+	return attemptOutcome{number: l.a.Number, relaunch: why != "", reason: why}, why != ""
+}
+
+// lostAttempt is why relaunchLost relaunches l, or "" when it does not
+// (an attempt of an earlier run, adopted, is not this run's to relaunch).
+func (r *runner) lostAttempt(t *compiler.PlanTask, l *launched, err error) string {
+	if err == nil || r.visiting() || l.a.Run != r.runID || !errors.Is(err, store.ErrNotFound) {
+		return ""
 	}
-	t := ts.t
 	d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 		Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: l.a.Number, LeaseExpired: true,
 		Budget: r.budget, Rand: r.rand, Task: t.Name})
 	if !d.Retry {
-		return attemptOutcome{}, false
+		return ""
 	}
-	return attemptOutcome{number: l.a.Number, relaunch: true,
-		reason: "the state lost its record (" + err.Error() + "): " + d.Reason}, true
+	return "the state lost its record (" + err.Error() + "): " + d.Reason
 }
 
 // unseenEnd says whether an attempt's end leaves its effect unknown: a
