@@ -199,40 +199,17 @@ func TestRunRidesOutRestart(t *testing.T) {
 // and published; every other one charges (not idempotent). The run must
 // succeed, each charge made once.
 func TestRunRidesOutBlips(t *testing.T) {
-	srv := pgtest.Start(t) // its own server: this test restarts it
-	url := srv.NewSchema(t)
-	const n = 10
-	spec := spectest.Chain{Pipeline: "blips", N: n, CodeVersion: "v1", Charging: true, Fenced: true,
-		Before: "touch started; echo $PIPEC_TASK >> charges", After: "sleep 0.1"}.HCL()
-	dir, file := writeSpec(t, spec)
-	blips := make(chan error, 1)
-	go func() {
-		if !proctest.Appears(filepath.Join(dir, "started"), time.Minute) {
-			blips <- errors.New("the run's first task did not start")
-			return
-		}
+	ran := runChainThrough(t, "blips", func(srv *pgtest.Server) error {
 		for range 6 {
 			if err := srv.Restart(100 * time.Millisecond); err != nil {
-				blips <- err
-				return
+				return err
 			}
 			time.Sleep(150 * time.Millisecond)
 		}
-		blips <- nil
-	}()
-	code, out, errs := pipecIn(t, nil, "run", file, "--interval", "2024-01-01", "--state", url)
-	if err := <-blips; err != nil {
-		t.Fatalf("%v\nrun: exit %d\n%s\n%s", err, code, out, errs)
-	}
-	if code != 0 || !strings.Contains(out, "run blips/2024-01-01/r1 succeeded") {
-		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
-	}
-	charges, err := os.ReadFile(filepath.Join(dir, "charges"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Fields(string(charges)); len(got) != n {
-		t.Errorf("tasks ran %v, want each of the %d once", got, n)
+		return nil
+	})
+	if len(ran) != chainLength {
+		t.Errorf("tasks ran %v, want each of the %d once", ran, chainLength)
 	}
 }
 
@@ -244,43 +221,56 @@ func TestRunRidesOutBlips(t *testing.T) {
 // attempt before ("attempt … not found": class store, 4 runs of 4), for
 // the next run of the interval to resume. Each charge is made once.
 func TestRunRidesOutCrashes(t *testing.T) {
-	srv := pgtest.Start(t) // its own server: this test crashes it
-	url := srv.NewSchema(t)
-	const n = 10
-	spec := spectest.Chain{Pipeline: "crashes", N: n, CodeVersion: "v1", Charging: true, Fenced: true,
-		Before: "touch started; echo $PIPEC_TASK >> charges", After: "sleep 0.1"}.HCL()
-	dir, file := writeSpec(t, spec)
-	crashes := make(chan error, 1)
-	go func() {
-		if !proctest.Appears(filepath.Join(dir, "started"), time.Minute) {
-			crashes <- errors.New("the run's first task did not start")
-			return
-		}
+	ran := runChainThrough(t, "crashes", func(srv *pgtest.Server) error {
 		for range 4 {
 			time.Sleep(300 * time.Millisecond)
 			if err := srv.Crash(); err != nil {
-				crashes <- err
-				return
+				return err
 			}
 		}
-		crashes <- nil
+		return nil
+	})
+	if not := spectest.NotChargedOnce(ran, chainLength); len(not) > 0 {
+		t.Errorf("tasks ran %v: charging tasks %v not once", ran, not)
+	}
+	t.Logf("ran %v", ran)
+}
+
+// chainLength is the length of runChainThrough's chain.
+const chainLength = 10
+
+// runChainThrough runs, locally on a PostgreSQL server of its own, the
+// pipeline of spectest's chain of chainLength tasks (outputs, checks,
+// fenced publishes, every other task charging), calls faults on the
+// server once the first task started, and fails t unless the run
+// succeeded. It returns the tasks that ran, a name each time one did.
+func runChainThrough(t *testing.T, pipeline string, faults func(*pgtest.Server) error) []string {
+	t.Helper()
+	srv := pgtest.Start(t) // its own server: faults are done to it
+	url := srv.NewSchema(t)
+	spec := spectest.Chain{Pipeline: pipeline, N: chainLength, CodeVersion: "v1", Charging: true, Fenced: true,
+		Before: "touch started; echo $PIPEC_TASK >> charges", After: "sleep 0.1"}.HCL()
+	dir, file := writeSpec(t, spec)
+	done := make(chan error, 1)
+	go func() {
+		if !proctest.Appears(filepath.Join(dir, "started"), time.Minute) {
+			done <- errors.New("the run's first task did not start")
+			return
+		}
+		done <- faults(srv)
 	}()
 	code, out, errs := pipecIn(t, nil, "run", file, "--interval", "2024-01-01", "--state", url)
-	if err := <-crashes; err != nil {
+	if err := <-done; err != nil {
 		t.Fatalf("%v\nrun: exit %d\n%s\n%s", err, code, out, errs)
 	}
-	if code != 0 || !strings.Contains(out, "run crashes/2024-01-01/r1 succeeded") {
+	if code != 0 || !strings.Contains(out, "run "+pipeline+"/2024-01-01/r1 succeeded") {
 		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
 	}
 	charges, err := os.ReadFile(filepath.Join(dir, "charges"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ran := strings.Fields(string(charges))
-	if not := spectest.NotChargedOnce(ran, n); len(not) > 0 {
-		t.Errorf("tasks ran %v: charging tasks %v not once", ran, not)
-	}
-	t.Logf("ran %v", ran)
+	return strings.Fields(string(charges))
 }
 
 // TestInterruptOnAFrozenState: `pipec run --json` stopped (Ctrl-C) while

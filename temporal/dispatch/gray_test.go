@@ -148,10 +148,7 @@ func TestStateStopsAnswering(t *testing.T) {
 // every other task charges: each charge is made once.
 func TestStateBlipsMidRun(t *testing.T) {
 	pg := pgtest.Start(t)
-	e, charges := newChainEnv(t, pg, "sleep 0.3")
-	e.worker("w1")
-	e.worker("w2")
-	_, run, _ := e.submit("2024-01-01", false)
+	e, run, charges := startChain(t, pg, "sleep 0.3")
 	time.Sleep(time.Second)
 	for range 6 {
 		if err := pg.Restart(100 * time.Millisecond); err != nil {
@@ -168,10 +165,7 @@ func TestStateBlipsMidRun(t *testing.T) {
 // published, and each charge is made once, as with pipec worker.
 func TestStateCrashesMidRun(t *testing.T) {
 	pg := pgtest.Start(t)
-	e, charges := newChainEnv(t, pg, "sleep 0.1")
-	e.worker("w1")
-	e.worker("w2")
-	_, run, _ := e.submit("2024-01-01", false)
+	e, run, charges := startChain(t, pg, "sleep 0.1")
 	e.waitFile("charges")
 	for range 4 {
 		time.Sleep(300 * time.Millisecond)
@@ -188,10 +182,7 @@ func TestStateCrashesMidRun(t *testing.T) {
 // process starts).
 func TestStateCrashesAtStarts(t *testing.T) {
 	pg := pgtest.Start(t)
-	e, charges := newChainEnv(t, pg, "sleep 0.3")
-	e.worker("w1")
-	e.worker("w2")
-	_, run, _ := e.submit("2024-01-01", false)
+	e, run, charges := startChain(t, pg, "sleep 0.3")
 	for i := range chainTasks {
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 			if got, _ := os.ReadFile(charges); strings.Contains(string(got), fmt.Sprintf("t%d\n", i)) {
@@ -208,23 +199,26 @@ func TestStateCrashesAtStarts(t *testing.T) {
 	e.chainSucceeded(run, charges)
 }
 
-// chainTasks is the length of newChainEnv's chain.
+// chainTasks is the length of startChain's chain.
 const chainTasks = 10
 
-// newChainEnv is an environment on a schema of pg whose pipeline "chain"
-// is spectest's chain of chainTasks tasks with outputs, checks and fenced
-// publishes, every other task charging; each task writes its name to the
-// file charges (in the env's folder) as it starts, and runs after when
-// its output is written.
-func newChainEnv(t *testing.T, pg *pgtest.Server, after string) (e *env, charges string) {
+// startChain submits, to two workers w1 and w2 on a schema of pg, the run
+// of 2024-01-01 of pipeline "chain": spectest's chain of chainTasks tasks
+// with outputs, checks and fenced publishes, every other task charging.
+// Each task writes its name to the file charges (in the env's folder) as
+// it starts, and runs after when its output is written.
+func startChain(t *testing.T, pg *pgtest.Server, after string) (e *env, run, charges string) {
 	t.Helper()
 	spec := spectest.Chain{Pipeline: "chain", N: chainTasks, CodeVersion: "v1", Daily: true, Charging: true, Fenced: true,
 		Before: "echo $PIPEC_TASK >> charges", After: after}.HCL()
 	e = newEnvAt(t, spec, nil, pg.NewSchema(t))
-	return e, filepath.Join(e.dir, "charges")
+	e.worker("w1")
+	e.worker("w2")
+	_, run, _ = e.submit("2024-01-01", false)
+	return e, run, filepath.Join(e.dir, "charges")
 }
 
-// chainSucceeded waits for the run of newChainEnv's chain to end, and
+// chainSucceeded waits for the run of startChain's chain to end, and
 // fails the test unless it succeeded with every task's output published
 // and each charging task run once.
 func (e *env) chainSucceeded(run, charges string) {
