@@ -79,8 +79,10 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		rec := store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 			Task: t.Name, Attempt: l.a.Number, Location: key.String()}
 		v, err := r.st.RecordVersion(ctx, rec)
-		if lost := r.lostAttempt(t, l, err); lost != "" && !zombie {
-			return lost
+		if !zombie {
+			if lost := r.lostAttempt(t, l, err); lost != "" {
+				return lost
+			}
 		}
 		if err != nil {
 			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)

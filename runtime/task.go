@@ -613,8 +613,8 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.exitCode = res.ExitCode
 	}
 	fctx := r.records
-	if relaunch, ok := r.relaunchLost(ts, l, l.markErr); ok {
-		return relaunch
+	if why := r.lostAttempt(ts.t, l, l.markErr); why != "" {
+		return relaunchOf(l, why)
 	}
 	if l.markErr != nil {
 		r.noteStore(l.markErr)
@@ -631,8 +631,8 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	if res.Success() {
 		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded}); err != nil {
-			if relaunch, ok := r.relaunchLost(ts, l, err); ok {
-				return relaunch
+			if why := r.lostAttempt(ts.t, l, err); why != "" {
+				return relaunchOf(l, why)
 			}
 			r.noteStore(err)
 			out.verdict = retry.Verdict{Class: retry.Store}
@@ -640,8 +640,8 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 			return out
 		}
 		r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
-		if lost := r.produce(ctx, ts.t, l, false); lost != "" {
-			return attemptOutcome{number: l.a.Number, relaunch: true, reason: lost}
+		if why := r.produce(ctx, ts.t, l, false); why != "" {
+			return relaunchOf(l, why)
 		}
 		out.succeeded = true
 		return out
@@ -669,20 +669,15 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	return out
 }
 
-// relaunchLost is the relaunch of a local run's attempt whose record the
-// state no longer finds (err; a crash of its server took back its last
-// commits, asynchronous ones on PostgreSQL): a task that may run again
-// runs again under a new attempt and token, as after a lost lease, rather
-// than failing the run. A task that is not idempotent has its start and
-// end committed synchronously, so its record is never lost this way. A
-// worker's visit hands its task back instead (VisitResult.StoreTransient).
-func (r *runner) relaunchLost(ts *taskState, l *launched, err error) (attemptOutcome, bool) {
-	why := r.lostAttempt(ts.t, l, err)
-	return attemptOutcome{number: l.a.Number, relaunch: why != "", reason: why}, why != ""
-}
-
-// lostAttempt is why relaunchLost relaunches l, or "" when it does not
-// (an attempt of an earlier run, adopted, is not this run's to relaunch).
+// lostAttempt is why a local run relaunches attempt l of t, whose record
+// the state no longer finds (err; a crash of its server took back its last
+// commits, asynchronous ones on PostgreSQL), or "" when it does not: a
+// task that may run again runs again under a new attempt and token, as
+// after a lost lease, rather than failing the run. A task that is not
+// idempotent has its start and end committed synchronously, so its record
+// is never lost this way; a worker's visit hands its task back instead
+// (VisitResult.StoreTransient); an attempt of an earlier run, adopted, is
+// not this run's to relaunch.
 func (r *runner) lostAttempt(t *compiler.PlanTask, l *launched, err error) string {
 	if err == nil || r.visiting() || l.a.Run != r.runID || !errors.Is(err, store.ErrNotFound) {
 		return ""
@@ -694,6 +689,11 @@ func (r *runner) lostAttempt(t *compiler.PlanTask, l *launched, err error) strin
 		return ""
 	}
 	return "the state lost its record (" + err.Error() + "): " + d.Reason
+}
+
+// relaunchOf is the outcome of attempt l relaunched for why.
+func relaunchOf(l *launched, why string) attemptOutcome {
+	return attemptOutcome{number: l.a.Number, relaunch: true, reason: why}
 }
 
 // unseenEnd says whether an attempt's end leaves its effect unknown: a
