@@ -129,7 +129,9 @@ func TestS3StoreServerStoppedMidPut(t *testing.T) {
 	}
 	start := s.Client.RoundTrips()
 	done := make(chan error, 1)
-	go func() { done <- s.Put(ctx, k, dir) }()
+	// A server away for good: the put waits a moment, not the default's
+	// half a minute.
+	go func() { done <- s.Put(objstore.WaitingForServer(ctx, 200*time.Millisecond), k, dir) }()
 	for s.Client.RoundTrips() < start+40 {
 		time.Sleep(time.Millisecond)
 	}

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -219,6 +221,14 @@ func newClient(ctx context.Context, answerWithin time.Duration) (*Client, error)
 		cfg.Region = "us-east-1"
 	}
 	c := &Client{Endpoint: "AWS S3"}
+	// The SDK tries a failed request again three times, at first within
+	// milliseconds; beyond that, a server that is away is waited for by
+	// awaitServer, for a bounded time. The SDK's retry quota is off: it is
+	// shared by every request of a client, which lives as long as a worker,
+	// so the retries of one outage would leave later requests with none.
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.None })
+	}
 	endpoint := cmpOr(os.Getenv("AWS_ENDPOINT_URL_S3"), aws.ToString(cfg.BaseEndpoint))
 	if endpoint != "" {
 		c.Endpoint = endpoint
@@ -284,7 +294,14 @@ func (c *Client) PutFile(ctx context.Context, bucket, key, path string) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := c.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: f}); err != nil {
+	err = c.awaitServer(ctx, func() error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		_, err := c.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: f})
+		return err
+	})
+	if err != nil {
 		return c.wrap("put", bucket, key, err)
 	}
 	return nil
@@ -298,7 +315,15 @@ func (c *Client) put(ctx context.Context, bucket, key string, body io.ReadSeeker
 	if cond.IfMatch != "" {
 		in.IfMatch = aws.String(cond.IfMatch)
 	}
-	out, err := c.s3.PutObject(ctx, in)
+	var out *s3.PutObjectOutput
+	err := c.awaitServer(ctx, func() error {
+		if _, err := body.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		var err error
+		out, err = c.s3.PutObject(ctx, in)
+		return err
+	})
 	if err != nil {
 		return "", c.wrap("put", bucket, key, err)
 	}
@@ -307,7 +332,7 @@ func (c *Client) put(ctx context.Context, bucket, key string, body io.ReadSeeker
 
 // Get reads a whole (small) object and its ETag.
 func (c *Client) Get(ctx context.Context, bucket, key string) ([]byte, string, error) {
-	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	out, err := c.getObject(ctx, bucket, key)
 	if err != nil {
 		return nil, "", c.wrap("get", bucket, key, err)
 	}
@@ -321,7 +346,7 @@ func (c *Client) Get(ctx context.Context, bucket, key string) ([]byte, string, e
 
 // GetTo streams an object into w and returns how many bytes it wrote.
 func (c *Client) GetTo(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
-	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	out, err := c.getObject(ctx, bucket, key)
 	if err != nil {
 		return 0, c.wrap("get", bucket, key, err)
 	}
@@ -333,9 +358,24 @@ func (c *Client) GetTo(ctx context.Context, bucket, key string, w io.Writer) (in
 	return n, nil
 }
 
+// getObject begins reading an object: the server away is waited for
+// until its answer begins, never once its body is read.
+func (c *Client) getObject(ctx context.Context, bucket, key string) (*s3.GetObjectOutput, error) {
+	var out *s3.GetObjectOutput
+	err := c.awaitServer(ctx, func() error {
+		var err error
+		out, err = c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		return err
+	})
+	return out, err
+}
+
 // Exists reports whether key exists.
 func (c *Client) Exists(ctx context.Context, bucket, key string) (bool, error) {
-	_, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	err := c.awaitServer(ctx, func() error {
+		_, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		return err
+	})
 	if err == nil {
 		return true, nil
 	}
@@ -366,7 +406,12 @@ func (c *Client) List(ctx context.Context, bucket, prefix, delim string) ([]Obje
 	}
 	p := s3.NewListObjectsV2Paginator(c.s3, in)
 	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+		var page *s3.ListObjectsV2Output
+		err := c.awaitServer(ctx, func() error {
+			var err error
+			page, err = p.NextPage(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, nil, c.wrap("list", bucket, prefix, err)
 		}
@@ -383,7 +428,10 @@ func (c *Client) List(ctx context.Context, bucket, prefix, delim string) ([]Obje
 
 // Delete removes key; a missing key is no error.
 func (c *Client) Delete(ctx context.Context, bucket, key string) error {
-	_, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	err := c.awaitServer(ctx, func() error {
+		_, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		return err
+	})
 	if err != nil {
 		if err = c.wrap("delete", bucket, key, err); errors.Is(err, ErrNotFound) {
 			return nil
@@ -395,7 +443,10 @@ func (c *Client) Delete(ctx context.Context, bucket, key string) error {
 
 // CreateBucket makes a bucket (tests, set-up); one that exists is no error.
 func (c *Client) CreateBucket(ctx context.Context, bucket string) error {
-	_, err := c.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	err := c.awaitServer(ctx, func() error {
+		_, err := c.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+		return err
+	})
 	var owned *types.BucketAlreadyOwnedByYou
 	var exists *types.BucketAlreadyExists
 	if err != nil && !errors.As(err, &owned) && !errors.As(err, &exists) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -230,5 +231,81 @@ func timesOut(t *testing.T, what string, f func() error) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatalf("%s did not give up", what)
+	}
+}
+
+// A server that is away (refusing connections: stopped, then started again
+// on its port, as a restart does) is waited for: every kind of request sent
+// while it is down gets through once it is back. One away for longer than
+// the client waits fails the request, saying so.
+func TestServerAwayIsWaitedFor(t *testing.T) {
+	srv := s3test.Start(t, "bkt")
+	c := srv.Client()
+	ctx := context.Background()
+	if _, err := c.Put(ctx, "bkt", "k", []byte("v"), objstore.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, []byte("file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"put": func() error {
+			_, err := c.Put(ctx, "bkt", "new", []byte("n"), objstore.Cond{IfNoneMatch: true})
+			return err
+		},
+		"put file": func() error { return c.PutFile(ctx, "bkt", "file", file) },
+		"get": func() error {
+			b, _, err := c.Get(ctx, "bkt", "k")
+			if err == nil && string(b) != "v" {
+				err = fmt.Errorf("read %q", b)
+			}
+			return err
+		},
+		"exists": func() error {
+			ok, err := c.Exists(ctx, "bkt", "k")
+			if err == nil && !ok {
+				err = errors.New("not found")
+			}
+			return err
+		},
+		"list": func() error {
+			objs, _, err := c.List(ctx, "bkt", "", "")
+			if err == nil && len(objs) == 0 {
+				err = errors.New("listed nothing")
+			}
+			return err
+		},
+		"delete": func() error { return c.Delete(ctx, "bkt", "gone") },
+	}
+	srv.Stop()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(calls))
+	for name, call := range calls {
+		go func() { results <- result{name, call()} }()
+	}
+	time.Sleep(2 * time.Second) // longer than the SDK's own tries
+	srv.Restart()
+	for range calls {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("%s sent while the server was down: %v", r.name, r.err)
+		}
+	}
+	if b, _, err := c.Get(ctx, "bkt", "new"); err != nil || string(b) != "n" {
+		t.Errorf("the put made while the server was down: %q %v", b, err)
+	}
+
+	srv.Stop()
+	start := time.Now()
+	_, _, err := c.Get(objstore.WaitingForServer(ctx, time.Second), "bkt", "k")
+	if err == nil || !strings.Contains(err.Error(), "the object store was away for 1s") {
+		t.Errorf("get from a server away for good: %v", err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("get from a server away for good gave up after %s, before the wait of 1s", d)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/internal/s3test"
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/sqlite"
 )
@@ -508,7 +509,9 @@ func TestS3ServerStoppedMidUpload(t *testing.T) {
 	start := s.Client.RoundTrips()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Publish(ctx, v2)
+		// A server away for good: the publish waits a moment, not the
+		// default's half a minute.
+		_, err := s.Publish(objstore.WaitingForServer(ctx, 200*time.Millisecond), v2)
 		done <- err
 	}()
 	for s.Client.RoundTrips() < start+40 {

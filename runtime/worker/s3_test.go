@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pipec/pipec/internal/s3test"
 	"github.com/pipec/pipec/internal/scenario"
@@ -245,4 +246,71 @@ func TestS3Chaos(t *testing.T) {
 		t.Fatal("no claim was ever taken over: the signals hit idle workers")
 	}
 	t.Logf("%d reads, all complete and current; %d claims taken over", reads, lost)
+}
+
+// TestS3RestartsMidRun: the object store holding the artifacts and every
+// sink (versitygw) is stopped for 3 s, then started again on its port,
+// twice while 2 workers run a 100-task pipeline (10 layers of 10, every
+// other layer publishing to its own fenced s3 sink). Puts, fetches and
+// publishes sent meanwhile wait for it: the run succeeds, and every
+// pointer is the store's. (Before, each request failed after the SDK's
+// three tries, within milliseconds, and with it the task and the run.)
+func TestS3RestartsMidRun(t *testing.T) {
+	srv := s3test.Start(t, "arts", "lake")
+	spec, pubs := scenario.Chaos(10, scenario.S3Sink)
+	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": scenario.ChaosStep})
+	if err := os.Remove(e.arts); err != nil {
+		t.Fatal(err)
+	}
+	e.arts = "s3://arts/chaos"
+	e.worker("w1", "--slots", "2")
+	e.worker("w2", "--slots", "2")
+	const day = "2024-01-01"
+	run := e.submit(day)
+	for _, n := range []int{20, 50} {
+		e.until(run, fmt.Sprintf("%d tasks done", n), func(rs queue.RunStatus) bool {
+			return succeeded(rs) >= n || rs.Run.State != store.RunRunning
+		})
+		srv.Stop()
+		time.Sleep(3 * time.Second)
+		srv.Restart()
+	}
+	if rs := e.until(run, "the run's end", finished); rs.Run.State != store.RunSucceeded {
+		var bad []string
+		for _, ts := range rs.Tasks {
+			if ts.State != queue.WorkSucceeded {
+				bad = append(bad, ts.Task+" "+ts.State+": "+ts.Reason)
+			}
+		}
+		t.Fatalf("run %s %s: %v", run, rs.Run.State, bad)
+	}
+	ctx := context.Background()
+	c := srv.Client()
+	for _, name := range pubs {
+		sp, err := e.st.Pointer(ctx, "chaos", "s_"+name, "a_"+name, day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _, err := c.Get(ctx, "lake", name+"/"+day)
+		var p struct {
+			Token int64 `json:"token"`
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &p)
+		}
+		if err != nil || p.Token != sp.Token {
+			t.Fatalf("%s: visible token %d (%v), the store's pointer %d", name, p.Token, err, sp.Token)
+		}
+	}
+}
+
+// succeeded counts the run's succeeded tasks.
+func succeeded(rs queue.RunStatus) int {
+	n := 0
+	for _, ts := range rs.Tasks {
+		if ts.State == queue.WorkSucceeded {
+			n++
+		}
+	}
+	return n
 }
