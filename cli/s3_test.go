@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -11,8 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pipec/pipec/cli"
 	"github.com/pipec/pipec/internal/s3test"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/internal/tracked"
 	"github.com/pipec/pipec/runtime/objstore"
 )
@@ -219,5 +223,54 @@ func TestS3SecretKeyRedacted(t *testing.T) {
 		if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), s3test.SecretKey) {
 			t.Errorf("the secret access key is in %s", l)
 		}
+	}
+}
+
+// TestS3RunRidesOutRestart: a local run of a 100-task pipeline (10 layers
+// of 10, every other layer publishing to its own fenced s3 sink) with its
+// artifact store on S3, during which the object store (versitygw) is
+// stopped for 3 s and started again on its port, twice: the puts, fetches
+// and publishes sent meanwhile wait for it, and the run succeeds. (Before,
+// the first request sent while it was down failed its task and the run.)
+func TestS3RunRidesOutRestart(t *testing.T) {
+	srv := s3test.Start(t, "arts", "lake")
+	spec, _ := scenario.Chaos(10, scenario.S3Sink)
+	dir, file := writeSpec(t, spec)
+	if err := os.WriteFile(filepath.Join(dir, "step.sh"), []byte(scenario.ChaosStep), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	codes := make(chan int, 1)
+	go func() {
+		codes <- cli.Main([]string{"run", file, "--interval", "2024-01-01", "--artifacts", "s3://arts/chaos", "--parallel", "2"},
+			testIO(nil, &out, &errb))
+	}()
+	c := srv.Client()
+	ctx := context.Background()
+	for _, n := range []int{20, 50} {
+		// The versions committed so far: one per task.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			objs, _, err := c.List(ctx, "arts", "chaos/.committed/", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs) >= n {
+				break
+			}
+			select {
+			case code := <-codes:
+				t.Fatalf("the run ended (exit %d) before %d tasks committed a version:\n%s\n%s", code, n, out.String(), errb.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d versions committed after a minute, want %d", len(objs), n)
+			}
+		}
+		srv.Stop()
+		time.Sleep(3 * time.Second)
+		srv.Restart()
+	}
+	if code := <-codes; code != 0 || !strings.Contains(out.String(), "run chaos/2024-01-01/r1 succeeded") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }
