@@ -66,12 +66,14 @@ func (c *Client) awaitServer(ctx context.Context, call func() error) error {
 	}
 }
 
-// serverAway reports an error after which sending the request again is
-// safe and may succeed: no connection could be made (nothing was sent), or
-// the server answered 503 (it did not act on the request). A connection
-// that broke after the request was sent is not one: whether the server
-// acted on it is unknown, which the caller judges (the SDK's own three
-// tries aside).
+// serverAway reports an error after which the request may succeed if sent
+// again: its last try could not connect (nothing of that try was sent), or
+// the server answered 503 (it did not act on it). A connection that broke
+// after the request was sent is not one: whether the server acted on it is
+// unknown. An earlier of the SDK's own tries may have been so, as with
+// any of its retries: a conditional write sent again after it was carried
+// out is refused, and its caller judges the refusal by reading again (a
+// sink's pointer, a version's marker).
 func serverAway(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
