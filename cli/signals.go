@@ -24,11 +24,14 @@ func Process(args []string) int {
 //   - SIGPIPE is watched, so a write to a closed pipe returns EPIPE (which
 //     quietPipe drops) instead of killing pipec; a watched signal, unlike an
 //     ignored one, is reset for the tasks pipec starts.
-//   - The first Ctrl-C (or SIGTERM) cancels io.Context with ErrInterrupted.
-//     A command that stops cleanly (gracefulCommand) then records what it
+//   - The first Ctrl-C (or SIGTERM, or SIGHUP: the terminal went away, an
+//     SSH session dropped) cancels io.Context with ErrInterrupted. A
+//     command that stops cleanly (gracefulCommand) then records what it
 //     stopped and Main returns 130, saying at once on stderr what a second
-//     Ctrl-C does; in any other command, and on a second Ctrl-C, the
-//     process exits 130 at once through exit.
+//     Ctrl-C does; in any other command, and on a second Ctrl-C or
+//     SIGTERM, the process exits 130 at once through exit. A hangup never
+//     escalates so: nobody at a terminal that is gone chose to, and the
+//     shell and the kernel may each send one.
 //
 // Commands stop on io.Context alone, never on a signal handler of their own:
 // with two, a worker could stop on its own handler's cancellation and return
@@ -40,7 +43,7 @@ func Interruptible(io IO, exit func(int)) (_ IO, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var graceful atomic.Bool
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -48,7 +51,7 @@ func Interruptible(io IO, exit func(int)) (_ IO, stop func()) {
 			case <-done:
 				return
 			case s := <-sigs:
-				if s == syscall.SIGPIPE {
+				if s == syscall.SIGPIPE || s == syscall.SIGHUP && ctx.Err() != nil && graceful.Load() {
 					continue
 				}
 				if ctx.Err() != nil || !graceful.Load() {

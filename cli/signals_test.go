@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // interrupt sends SIGINT to this test process; Interruptible has it watched,
@@ -59,6 +60,47 @@ func TestInterruptGraceful(t *testing.T) {
 	interrupt(t)
 	if code := <-codes; code != ExitInterrupted {
 		t.Errorf("second Ctrl-C: exit %d, want %d", code, ExitInterrupted)
+	}
+}
+
+// TestHangupGraceful: a hangup (SIGHUP: the terminal went away) stops a
+// run or a worker as the first Ctrl-C does; more hangups do not exit at
+// once (nobody chose to), a second Ctrl-C does. In any other command a
+// hangup exits at once.
+func TestHangupGraceful(t *testing.T) {
+	codes := make(chan int, 1)
+	var errb bytes.Buffer
+	io, stop := Interruptible(IO{Stderr: &errb}, func(code int) { codes <- code })
+	io.Graceful()
+	hangup := func() {
+		t.Helper()
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hangup()
+	<-io.Context.Done()
+	if cause := context.Cause(io.Context); !errors.Is(cause, ErrInterrupted) {
+		t.Errorf("cancelled by %v, want ErrInterrupted", cause)
+	}
+	hangup()
+	hangup()
+	select {
+	case code := <-codes:
+		t.Fatalf("exited %d on a hangup after the first", code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	interrupt(t)
+	if code := <-codes; code != ExitInterrupted {
+		t.Errorf("Ctrl-C after a hangup: exit %d, want %d", code, ExitInterrupted)
+	}
+	stop()
+
+	_, stop = Interruptible(IO{}, func(code int) { codes <- code })
+	defer stop()
+	hangup()
+	if code := <-codes; code != ExitInterrupted {
+		t.Errorf("a hangup of a command that does not stop cleanly: exit %d, want %d", code, ExitInterrupted)
 	}
 }
 
