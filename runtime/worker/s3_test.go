@@ -92,6 +92,21 @@ func TestS3DifferentWorkers(t *testing.T) {
 	}
 }
 
+// newS3ChaosEnv is the chaos pipeline of 10 layers (scenario.Chaos) with
+// S3 in place of every folder: workers on PostgreSQL, the artifact store
+// and every sink on S3 (versitygw), no shared folder. It returns the
+// server, the env and the published tasks.
+func newS3ChaosEnv(t *testing.T) (*s3test.Server, *env, []string) {
+	srv := s3test.Start(t, "arts", "lake")
+	spec, pubs := scenario.Chaos(10, scenario.S3Sink)
+	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": scenario.ChaosStep})
+	if err := os.Remove(e.arts); err != nil {
+		t.Fatal(err)
+	}
+	e.arts = "s3://arts/chaos"
+	return srv, e, pubs
+}
+
 // TestS3Chaos is TestChaos with S3 in place of every folder: workers on
 // PostgreSQL, the artifact store and every sink on S3 (versitygw), no
 // shared folder. 3 workers run a 100-task pipeline (10 layers of 10, every
@@ -105,13 +120,7 @@ func TestS3Chaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test: not in -short")
 	}
-	s3test.Start(t, "arts", "lake")
-	spec, pubs := scenario.Chaos(10, scenario.S3Sink)
-	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": scenario.ChaosStep})
-	if err := os.Remove(e.arts); err != nil {
-		t.Fatal(err)
-	}
-	e.arts = "s3://arts/chaos"
+	_, e, pubs := newS3ChaosEnv(t)
 	e.worker("w1", "--slots", "2")
 	w2 := e.worker("w2", "--slots", "2")
 	w3 := e.worker("w3", "--slots", "2")
@@ -256,13 +265,7 @@ func TestS3Chaos(t *testing.T) {
 // pointer is the store's. (Before, each request failed after the SDK's
 // three tries, within milliseconds, and with it the task and the run.)
 func TestS3RestartsMidRun(t *testing.T) {
-	srv := s3test.Start(t, "arts", "lake")
-	spec, pubs := scenario.Chaos(10, scenario.S3Sink)
-	e := newEnvOn(t, onPostgres, spec, map[string]string{"step.sh": scenario.ChaosStep})
-	if err := os.Remove(e.arts); err != nil {
-		t.Fatal(err)
-	}
-	e.arts = "s3://arts/chaos"
+	srv, e, pubs := newS3ChaosEnv(t)
 	e.worker("w1", "--slots", "2")
 	e.worker("w2", "--slots", "2")
 	const day = "2024-01-01"
