@@ -5,10 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,5 +312,39 @@ func TestServerAwayIsWaitedFor(t *testing.T) {
 	}
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("get from a server away for good gave up after %s, before the wait of 1s", d)
+	}
+}
+
+// A server that answers 503 (unavailable; S3's "slow down") for longer than
+// the SDK's own tries last is waited for too: a proxy in front of the
+// server answers every request so for its first second.
+func TestServerUnavailableIsWaitedFor(t *testing.T) {
+	srv := s3test.Start(t, "bkt")
+	u, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httputil.NewSingleHostReverseProxy(u)
+	until := time.Now().Add(time.Second)
+	var refused atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if time.Now().Before(until) {
+			refused.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		p.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	t.Setenv("AWS_ENDPOINT_URL", hs.URL)
+	c, err := objstore.New(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(context.Background(), "bkt", "k", []byte("v"), objstore.Cond{IfNoneMatch: true}); err != nil {
+		t.Fatalf("put to a server unavailable for a second: %v", err)
+	}
+	if n := refused.Load(); n <= 3 {
+		t.Fatalf("the proxy refused %d requests, not more than the SDK's own tries", n)
 	}
 }
