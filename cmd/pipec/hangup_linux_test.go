@@ -57,7 +57,11 @@ func testTerminalHangup(t *testing.T, flags ...string) {
 			t.Fatal("the task did not start")
 		}
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	t.Cleanup(func() {
+		if t.Failed() { // it may still run
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	master.Close() // the terminal hangs up
 	code := exitCode(t, cmd.Wait())
 	<-read
