@@ -305,8 +305,16 @@ func TestWorkerStartsWhileStoreDown(t *testing.T) {
 // holds no worker up: the worker says the store is unreachable, stops its
 // task once a lease passed, and stops when told to, within a few leases;
 // submit --wait says the state does not answer; once the server answers
-// again another worker finishes the run.
+// again another worker finishes the run. Told to stop as its task's
+// visit ends, or once that visit's end failed (the store did not take it),
+// the worker says alike that it did not hand the task back: it said it
+// handed back none, and stopped, in the second case.
 func TestStoreStopsAnswering(t *testing.T) {
+	t.Run("stopped as its visit ends", func(t *testing.T) { testStoreStopsAnswering(t, false) })
+	t.Run("stopped once its end failed", func(t *testing.T) { testStoreStopsAnswering(t, true) })
+}
+
+func testStoreStopsAnswering(t *testing.T, endFailed bool) {
 	srv := pgtest.Start(t)
 	e := newEnvAt(t, srv.NewSchema(t), `pipeline "hang" {
   code_version = "v1"
@@ -322,6 +330,9 @@ func TestStoreStopsAnswering(t *testing.T) {
 	// The worker's lease is 1s (env.worker).
 	w1.WaitOutput(t, "the store is unreachable", 30*time.Second)
 	w1.WaitOutput(t, "the store was unreachable for longer than the lease; stopping it", 30*time.Second)
+	if endFailed {
+		w1.WaitOutput(t, "long: finish: ", 30*time.Second)
+	}
 	w1.Signal(t, syscall.SIGTERM) // fails the test unless w1 exits
 	if !strings.Contains(w1.Output(), "stopped without handing its tasks back") {
 		t.Fatalf("w1 did not say it stopped without handing its task back:\n%s", w1.Output())

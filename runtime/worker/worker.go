@@ -86,6 +86,11 @@ type Config struct {
 	// unrun: the claims the last heartbeat held that no visit ran
 	// (endUnrun).
 	unrun map[queue.Ref]bool
+	// unended: the claims of visits that ended but whose end the store did
+	// not take (it did not answer). They stay the worker's in the store
+	// until a heartbeat no longer lists them or endUnrun hands them back;
+	// a graceful stop hands them back, or says it could not.
+	unended map[queue.Ref]bool
 	// self is this machine, recorded with the attempts its claims start.
 	self  exec.Identity
 	plans *planCache
@@ -165,6 +170,7 @@ func Run(ctx context.Context, c Config) error {
 	c.self, _ = exec.Self() // as the runtime's own attempts record it
 	c.self = c.testIdentity(c.self)
 	c.plans = newPlanCache()
+	c.unended = map[queue.Ref]bool{}
 	c.claiming = new(atomic.Bool)
 	c.visitGos = new(goreuse.Pool)
 	defer c.visitGos.Close()
@@ -224,6 +230,9 @@ func Run(ctx context.Context, c Config) error {
 			mu.Lock()
 			delete(visits, e.ref)
 			mu.Unlock()
+			if e.unfinished {
+				c.unended[e.ref] = true
+			}
 			looked = e.next == nil && e.looked
 			switch {
 			case e.next == nil:
@@ -343,6 +352,11 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 	for _, r := range held {
 		holds[r] = true
 	}
+	for ref := range c.unended {
+		if !holds[ref] {
+			delete(c.unended, ref) // its end was taken after all, or it was swept
+		}
+	}
 	mu.Lock()
 	finishing := false
 	for ref, v := range visits {
@@ -389,7 +403,9 @@ func (c *Config) endUnrun(ctx context.Context, unrun map[queue.Ref]bool) {
 		if err := c.finish(ctx, ref, r); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 			c.logf("%s %s: hand back: %v", ref.Run, ref.Task, err)
 			unrun[ref] = true // tried again at the next heartbeat
+			continue
 		}
+		delete(c.unended, ref)
 	}
 	c.unrun = unrun
 }
@@ -468,6 +484,8 @@ type visitEnd struct {
 	next   *queue.Claim
 	nextAt time.Time
 	looked bool
+	// unfinished: the store did not take the visit's end (visit.unfinished).
+	unfinished bool
 }
 
 // startVisit runs a claimed task's visit on its own goroutine; at is when
@@ -520,7 +538,7 @@ func (c *Config) shutdown(ctx context.Context, mu *sync.Mutex, visits map[queue.
 	for {
 		select {
 		case <-done:
-			kept := c.handBackNext(ctx, ended)
+			kept := c.handBackNext(ctx, ended) + c.handBackUnended(ctx)
 			for _, v := range stopped {
 				if v.unfinished.Load() {
 					kept++
@@ -567,6 +585,24 @@ func (c *Config) handBackNext(ctx context.Context, ended <-chan visitEnd) (kept 
 	}
 }
 
+// handBackUnended ends, as lost leases, the claims of visits that ended
+// before the stop but whose end the store did not take (unended; the
+// visits the stop itself ended are counted by shutdown), and says how many
+// the store did not take either.
+func (c *Config) handBackUnended(ctx context.Context) (kept int) {
+	for ref := range c.unended {
+		r := queue.Result{Ending: queue.LeaseLost, Reason: "the end of its visit on " + c.Info.Name + " did not reach the store"}
+		fctx, cancel := c.bounded(ctx)
+		err := c.finish(fctx, ref, r)
+		cancel()
+		if err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			c.logf("%s %s: hand back: %v", ref.Run, ref.Task, err)
+			kept++
+		}
+	}
+	return kept
+}
+
 // handBack returns a claim no visit began, uncounted.
 func (c *Config) handBack(ctx context.Context, cl *queue.Claim) (taken bool) {
 	r := queue.Result{Ending: queue.HandedBack}
@@ -606,6 +642,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 			c.logf("%s %s: its outcome is not this worker's to report any more (taken over)", cl.Run, cl.Task)
 		case err != nil:
 			v.unfinished.Store(true)
+			e.unfinished = true
 			c.logf("%s %s: finish: %v", cl.Run, cl.Task, err)
 		}
 	}
