@@ -188,7 +188,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	s := &Store{pool: pool, clock: opt.Clock, waitFor: opt.WaitForServer}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		if ce := (*pgconn.ConnectError)(nil); errors.As(err, &ce) {
+		if ce := (*pgconn.ConnectError)(nil); errors.As(err, &ce) && !connectRefused(err) {
 			return nil, fmt.Errorf("state database %s: %w: %w", redacted(cfg), store.ErrUnreachable, err)
 		}
 		return nil, fmt.Errorf("state database %s: %w", redacted(cfg), diskFull(err))
@@ -368,7 +368,7 @@ func again(ctx context.Context, err error) bool {
 func (s *Store) waitForServer(ctx context.Context, err error, refused *time.Time) bool {
 	var ce *pgconn.ConnectError
 	wait := store.ServerWait(ctx, s.waitFor)
-	if wait <= 0 || !errors.As(err, &ce) {
+	if wait <= 0 || !errors.As(err, &ce) || connectRefused(err) {
 		return false
 	}
 	if refused.IsZero() {
@@ -385,6 +385,27 @@ func (s *Store) waitForServer(ctx context.Context, err error, refused *time.Time
 	case <-t.C:
 		return true
 	}
+}
+
+// connectRefused reports a connection the server refused for a reason no
+// restart ends: it answered, with an error other than starting up or
+// shutting down (SQLSTATE 57P01-57P03), a connection failure (class 08) or
+// no resources left (class 53, too many connections among them): the
+// database or the role does not exist, a wrong password, a startup
+// parameter a connection pooler does not take. Said at once, not waited
+// for as a server that is restarting.
+func connectRefused(err error) bool {
+	var ce *pgconn.ConnectError
+	var pe *pgconn.PgError
+	if !errors.As(err, &ce) || !errors.As(err, &pe) {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"),
+		pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+		return false
+	}
+	return true
 }
 
 // serverPoll is how often a transaction waiting for the server

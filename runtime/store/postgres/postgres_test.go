@@ -1145,3 +1145,29 @@ func TestRestartUnderAStatement(t *testing.T) {
 		})
 	}
 }
+
+// A connection the server refuses for a reason no restart ends (a database
+// or a role that does not exist) is said at once, as such: not waited for
+// as a server that is restarting (Options.WaitForServer), and not called
+// unreachable. It was waited for (30 s for pipec's commands) and then said
+// "the state database does not answer".
+func TestRefusedConnectionIsNotWaitedFor(t *testing.T) {
+	srv := pg.Server(t)
+	for _, tc := range []struct{ url, says string }{
+		{srv.URL("nosuchdb"), `database "nosuchdb" does not exist`},
+		{strings.Replace(srv.URL(""), "postgres@", "nosuchrole@", 1), `role "nosuchrole" does not exist`},
+	} {
+		start := time.Now()
+		s, err := postgres.Open(context.Background(), tc.url, postgres.Options{WaitForServer: time.Minute})
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: opened", tc.says)
+		}
+		if errors.Is(err, store.ErrUnreachable) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want the server's refusal, not unreachable", tc.says, err)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("%s: said after %s: waited for as a restart", tc.says, d.Round(time.Second))
+		}
+	}
+}
