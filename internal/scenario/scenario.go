@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -63,6 +64,30 @@ func DirectorySink(task string) string {
 // S3Sink is an s3 sink (fenced by token, its default) at s3://lake/<task>.
 func S3Sink(task string) string {
 	return fmt.Sprintf("    type = \"s3\"\n    path = \"s3://lake/%s\"\n", task)
+}
+
+// S3PointersAgree checks, for the chaos pipeline's published tasks and
+// interval day with S3Sink's sinks, that the pointer each sink shows in
+// the lake bucket names the token of the state's pointer: nil, or the
+// first that does not.
+func S3PointersAgree(ctx context.Context, c *objstore.Client, st store.Store, published []string, day string) error {
+	for _, name := range published {
+		sp, err := st.Pointer(ctx, "chaos", "s_"+name, "a_"+name, day)
+		if err != nil {
+			return err
+		}
+		b, _, err := c.Get(ctx, "lake", name+"/"+day)
+		var p struct {
+			Token int64 `json:"token"`
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &p)
+		}
+		if err != nil || p.Token != sp.Token {
+			return fmt.Errorf("%s: visible token %d (%v), the state's pointer %d", name, p.Token, err, sp.Token)
+		}
+	}
+	return nil
 }
 
 // ChaosStep is the task command (step.sh TASK): its one output's data.csv names

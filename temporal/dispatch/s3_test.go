@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -52,20 +51,7 @@ func TestObjectStoreRestartsMidRun(t *testing.T) {
 	if r := e.until(run); r.State != store.RunSucceeded {
 		t.Fatalf("run %s %s, want succeeded", run, r.State)
 	}
-	for _, name := range pubs {
-		sp, err := e.st.Pointer(ctx, "chaos", "s_"+name, "a_"+name, day)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _, err := c.Get(ctx, "lake", name+"/"+day)
-		var p struct {
-			Token int64 `json:"token"`
-		}
-		if err == nil {
-			err = json.Unmarshal(b, &p)
-		}
-		if err != nil || p.Token != sp.Token {
-			t.Fatalf("%s: visible token %d (%v), the state's pointer %d", name, p.Token, err, sp.Token)
-		}
+	if err := scenario.S3PointersAgree(ctx, c, e.st, pubs, day); err != nil {
+		t.Fatal(err)
 	}
 }
