@@ -31,7 +31,8 @@ func Process(args []string) int {
 //     Ctrl-C does; in any other command, and on a second Ctrl-C or
 //     SIGTERM, the process exits 130 at once through exit. A hangup never
 //     escalates so: nobody at a terminal that is gone chose to, and the
-//     shell and the kernel may each send one.
+//     shell and the kernel may each send one. Under nohup (SIGHUP ignored
+//     from the start) a hangup is left ignored.
 //
 // Commands stop on io.Context alone, never on a signal handler of their own:
 // with two, a worker could stop on its own handler's cancellation and return
@@ -43,7 +44,13 @@ func Interruptible(io IO, exit func(int)) (_ IO, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var graceful atomic.Bool
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	if !signal.Ignored(syscall.SIGHUP) {
+		// Watching a signal the process started with ignored would undo
+		// that: a pipec started under nohup keeps running when its
+		// terminal goes away, as nohup is for.
+		signal.Notify(sigs, syscall.SIGHUP)
+	}
 	done := make(chan struct{})
 	go func() {
 		for {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +69,9 @@ func TestInterruptGraceful(t *testing.T) {
 // once (nobody chose to), a second Ctrl-C does. In any other command a
 // hangup exits at once.
 func TestHangupGraceful(t *testing.T) {
+	// As a process started with SIGHUP at its default, even when this test
+	// runs under nohup (Interruptible leaves an ignored SIGHUP ignored).
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	codes := make(chan int, 1)
 	var errb bytes.Buffer
 	io, stop := Interruptible(IO{Stderr: &errb}, func(code int) { codes <- code })

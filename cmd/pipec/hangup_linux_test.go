@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,15 +23,21 @@ import (
 // hangup. pipec stops the task and records it unknown, as Ctrl-C does, and
 // the writes to the dead terminal (EIO) do not stop it doing so. Before,
 // the hangup killed pipec: the task ran on, orphaned, and the run and its
-// attempt stayed running in the state.
+// attempt stayed running in the state. Started under nohup, pipec leaves
+// the hangup ignored, as nohup asks: the run goes on and succeeds.
 func TestTerminalHangupStopsTheRun(t *testing.T) {
-	t.Run("progress", func(t *testing.T) { testTerminalHangup(t) })
-	t.Run("json", func(t *testing.T) { testTerminalHangup(t, "--json") })
+	t.Run("progress", func(t *testing.T) { testTerminalHangup(t, false) })
+	t.Run("json", func(t *testing.T) { testTerminalHangup(t, false, "--json") })
+	t.Run("nohup", func(t *testing.T) { testTerminalHangup(t, true) })
 }
 
-func testTerminalHangup(t *testing.T, flags ...string) {
+func testTerminalHangup(t *testing.T, nohup bool, flags ...string) {
 	dir := t.TempDir()
-	spec := strings.Replace(quickSpec, `command = ["true"]`, `command = ["sh", "-c", "echo $$ > pid; exec sleep 60"]
+	sleep := "60"
+	if nohup {
+		sleep = "1" // it runs to its end
+	}
+	spec := strings.Replace(quickSpec, `command = ["true"]`, `command = ["sh", "-c", "echo $$ > pid; exec sleep `+sleep+`"]
     effects    = ["charge"]
     idempotent = false
     timeout    = "5m"`, 1)
@@ -37,7 +45,18 @@ func testTerminalHangup(t *testing.T, flags ...string) {
 		t.Fatal(err)
 	}
 	master, slave := openPTY(t)
+	// pipec starts with SIGHUP at its default, as from a login shell, even
+	// when this test runs under nohup: a signal this process watches is
+	// reset for the programs it starts, where an ignored one stays ignored.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	cmd := pipec(t, dir, append([]string{"run", "p.hcl", "--interval", "2024-01-01"}, flags...)...)
+	if nohup {
+		path, err := exec.LookPath("nohup")
+		if err != nil {
+			t.Skipf("no nohup here: %v", err)
+		}
+		cmd.Path, cmd.Args = path, append([]string{"nohup"}, cmd.Args...)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	// A session of its own, the terminal its controlling one (fd 0).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -65,6 +84,13 @@ func testTerminalHangup(t *testing.T, flags ...string) {
 	master.Close() // the terminal hangs up
 	code := exitCode(t, cmd.Wait())
 	<-read
+	if nohup {
+		status, err := pipec(t, dir, "status").Output()
+		if code != 0 || err != nil || !regexp.MustCompile(`p/2024-01-01/r1 +succeeded\n`).Match(status) {
+			t.Errorf("under nohup, after the hangup: exit %d, want 0 and the run succeeded: %v\n%s", code, err, status)
+		}
+		return
+	}
 	if code != 130 {
 		t.Errorf("exit %d after the hangup, want 130 (interrupted)", code)
 	}
