@@ -73,11 +73,15 @@ func (c *Client) awaitServer(ctx context.Context, call func() error) error {
 // unknown. An earlier of the SDK's own tries may have been so, as with
 // any of its retries: a conditional write sent again after it was carried
 // out is refused, and its caller judges the refusal by reading again (a
-// sink's pointer, a version's marker).
+// sink's pointer, a version's marker). An endpoint whose name does not
+// resolve is not away either.
 func serverAway(err error) bool {
 	var op *net.OpError
+	var dns *net.DNSError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return true
+		// A name that does not resolve is a mistyped endpoint, not a
+		// restart: said at once.
+		return !errors.As(err, &dns) || !dns.IsNotFound
 	}
 	var re interface{ HTTPStatusCode() int }
 	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusServiceUnavailable

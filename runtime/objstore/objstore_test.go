@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -346,5 +347,29 @@ func TestServerUnavailableIsWaitedFor(t *testing.T) {
 	}
 	if n := refused.Load(); n <= 3 {
 		t.Fatalf("the proxy refused %d requests, not more than the SDK's own tries", n)
+	}
+}
+
+// An endpoint whose host name does not resolve (a typo) is said at once,
+// not waited for as a server that is restarting.
+func TestUnknownHostIsNotWaitedFor(t *testing.T) {
+	var dns *net.DNSError
+	if _, err := net.LookupHost("nosuchhost.invalid"); !errors.As(err, &dns) || !dns.IsNotFound {
+		t.Skipf("this machine's resolver does not say that a name is unknown: %v", err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", "http://nosuchhost.invalid:9000")
+	t.Setenv("AWS_ACCESS_KEY_ID", "k")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	c, err := objstore.New(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err = c.Get(context.Background(), "bkt", "k")
+	if err == nil || !strings.Contains(err.Error(), "no such host") || strings.Contains(err.Error(), "away") {
+		t.Fatalf("get from an endpoint that does not resolve: %v, want the name's failure, not a wait", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("said after %s: waited for as a restart", d.Round(time.Second))
 	}
 }
