@@ -46,7 +46,7 @@ func (c *Client) awaitServer(ctx context.Context, call func() error) error {
 	pause := awayPollMin
 	for {
 		err := call()
-		if err == nil || !serverAway(err) {
+		if err == nil || !serverAway(err) || wait <= 0 {
 			return err
 		}
 		if since.IsZero() {
