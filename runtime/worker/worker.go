@@ -228,11 +228,11 @@ func Run(ctx context.Context, c Config) error {
 			return c.shutdown(bg, &mu, visits, &wg, ended)
 		case e := <-ended:
 			mu.Lock()
-			delete(visits, e.ref)
-			mu.Unlock()
-			if e.unfinished {
+			if v := visits[e.ref]; v != nil && v.unfinished.Load() {
 				c.unended[e.ref] = true
 			}
+			delete(visits, e.ref)
+			mu.Unlock()
 			looked = e.next == nil && e.looked
 			switch {
 			case e.next == nil:
@@ -399,9 +399,7 @@ func (c *Config) endUnrun(ctx context.Context, unrun map[queue.Ref]bool) {
 		}
 		delete(unrun, ref)
 		c.logf("%s %s: the store says this worker holds it, and no visit here runs it (the store lost its end?); handing it back", ref.Run, ref.Task)
-		r := queue.Result{Ending: queue.LeaseLost, Reason: "the store lost the end of its visit on " + c.Info.Name}
-		if err := c.finish(ctx, ref, r); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			c.logf("%s %s: hand back: %v", ref.Run, ref.Task, err)
+		if !c.endAsLost(ctx, ref, "the store lost the end of its visit on "+c.Info.Name) {
 			unrun[ref] = true // tried again at the next heartbeat
 			continue
 		}
@@ -484,8 +482,6 @@ type visitEnd struct {
 	next   *queue.Claim
 	nextAt time.Time
 	looked bool
-	// unfinished: the store did not take the visit's end (visit.unfinished).
-	unfinished bool
 }
 
 // startVisit runs a claimed task's visit on its own goroutine; at is when
@@ -591,16 +587,25 @@ func (c *Config) handBackNext(ctx context.Context, ended <-chan visitEnd) (kept 
 // the store did not take either.
 func (c *Config) handBackUnended(ctx context.Context) (kept int) {
 	for ref := range c.unended {
-		r := queue.Result{Ending: queue.LeaseLost, Reason: "the end of its visit on " + c.Info.Name + " did not reach the store"}
 		fctx, cancel := c.bounded(ctx)
-		err := c.finish(fctx, ref, r)
-		cancel()
-		if err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			c.logf("%s %s: hand back: %v", ref.Run, ref.Task, err)
+		if !c.endAsLost(fctx, ref, "the end of its visit on "+c.Info.Name+" did not reach the store") {
 			kept++
 		}
+		cancel()
 	}
 	return kept
+}
+
+// endAsLost ends ref's claim as a lost lease, why its reason, and says
+// whether the store took the end (or the claim was no longer the
+// worker's); it logs why not.
+func (c *Config) endAsLost(ctx context.Context, ref queue.Ref, why string) bool {
+	err := c.finish(ctx, ref, queue.Result{Ending: queue.LeaseLost, Reason: why})
+	if err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		c.logf("%s %s: hand back: %v", ref.Run, ref.Task, err)
+		return false
+	}
+	return true
 }
 
 // handBack returns a claim no visit began, uncounted.
@@ -642,7 +647,6 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 			c.logf("%s %s: its outcome is not this worker's to report any more (taken over)", cl.Run, cl.Task)
 		case err != nil:
 			v.unfinished.Store(true)
-			e.unfinished = true
 			c.logf("%s %s: finish: %v", cl.Run, cl.Task, err)
 		}
 	}

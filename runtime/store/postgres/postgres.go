@@ -326,7 +326,7 @@ func unreachable(err error) error {
 	var ne net.Error
 	switch {
 	case errors.As(err, &pe):
-		if !strings.HasPrefix(pe.Code, "08") && pe.Code != "57P01" && pe.Code != "57P02" && pe.Code != "57P03" {
+		if !serverGoing(pe.Code) {
 			return err
 		}
 	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
@@ -400,12 +400,14 @@ func connectRefused(err error) bool {
 	if !errors.As(err, &ce) || !errors.As(err, &pe) {
 		return false
 	}
-	switch {
-	case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "53"),
-		pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
-		return false
-	}
-	return true
+	return !serverGoing(pe.Code) && !strings.HasPrefix(pe.Code, "53")
+}
+
+// serverGoing reports a SQLSTATE that says the connection failed or the
+// server is starting up or shutting down (class 08, 57P01-57P03): gone for
+// a moment, not refusing.
+func serverGoing(code string) bool {
+	return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
 }
 
 // serverPoll is how often a transaction waiting for the server
