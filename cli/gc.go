@@ -43,7 +43,8 @@ func newGCCmd(io IO) *cobra.Command {
 			"    the newest N (--keep), never the visible one, and the unfinished copies a crash left.\n" +
 			"Nothing of a running run is touched, nor the staging of a queued, running or unknown\n" +
 			"attempt; while any run is running, no accepted version's staging and no artifact store\n" +
-			"version is removed either. A reader still reading a superseded version folder loses it\n" +
+			"version is removed either, and a run that starts while gc removes versions waits for it\n" +
+			"before it puts a task's outputs. A reader still reading a superseded version folder loses it\n" +
 			"when it is removed: keep enough versions for the longest read.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {

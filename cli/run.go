@@ -22,6 +22,7 @@ import (
 	"github.com/pipec/pipec/report"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -437,7 +438,7 @@ func important(kind string) bool {
 	case runtime.EventTaskFailed, runtime.EventTaskNotRun, runtime.EventAttemptRetry, runtime.EventAttemptLease,
 		runtime.EventCheckFailed, store.EventPublishFenced, store.EventPublishWon, store.EventAttemptUnknown,
 		runtime.EventPublishFailed, runtime.EventRunSuperseded, runtime.EventZombieKilled, runtime.EventSinkReconciled,
-		runtime.EventOrphansEnded, runtime.EventAttemptBlocked, runtime.EventAttemptAdopted:
+		runtime.EventOrphansEnded, runtime.EventAttemptBlocked, runtime.EventAttemptAdopted, queue.EventRunWaiting:
 		return true
 	}
 	return false
@@ -549,6 +550,8 @@ func describeEventText(ev runtime.Event) string {
 		return fmt.Sprintf("publish %s FAILED%s", str("publish"), after(": ", str("error")))
 	case runtime.EventOutputRejected:
 		return fmt.Sprintf("%s#%d output %s REJECTED%s", ev.Task, ev.Attempt, str("artifact"), after(": ", str("reason")))
+	case queue.EventRunWaiting:
+		return fmt.Sprintf("waiting: %s", str("waiting"))
 	}
 	return ""
 }

@@ -34,6 +34,20 @@ const (
 // Nothing of it is visible then: an acceptance is a synchronous commit,
 // which would have made the attempt's own records durable before it.
 func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) (lost string) {
+	if len(l.staging) > 0 {
+		if err := r.awaitCollection(ctx, t, l); err != nil {
+			why := fmt.Sprintf("not put into the artifact store: waiting for pipec gc to finish: %v", err)
+			if ctx.Err() == nil {
+				r.storeFailed(fmt.Sprintf("reading pipec gc's holds for the outputs of %s#%d: %v", t.Name, l.a.Number, err), err)
+			}
+			for _, out := range t.Outputs {
+				if _, ok := l.staging[out]; ok {
+					r.rejectOutput(ctx, t, l, out, nil, why, zombie)
+				}
+			}
+			return ""
+		}
+	}
 	for _, out := range t.Outputs {
 		staging, ok := l.staging[out]
 		if !ok {

@@ -89,9 +89,21 @@ type Report struct {
 }
 
 // Collect removes what no one needs any more and says what it removed.
-func Collect(ctx context.Context, o Options) (*Report, error) {
+func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 	if o.Store == nil || o.StateDir == "" {
 		return nil, errors.New("gc: a store and its folder are required")
+	}
+	var h *hold
+	if !o.DryRun {
+		// Before the state is read (see hold.go).
+		if h, err = takeHold(ctx, o.Store, holdLease, holdRenew, holdMargin); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if rerr := h.release(ctx); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
 	}
 	if o.Keep == 0 {
 		o.Keep = DefaultKeep
@@ -160,7 +172,7 @@ func Collect(ctx context.Context, o Options) (*Report, error) {
 				if k.frozenCurrent[key.String()] || !k.pipelines[key.Pipeline] {
 					continue
 				}
-				if err := rep.removeKey(ctx, s, key, "frozen copy of a version that is not the current accepted one", o.DryRun); err != nil {
+				if err := rep.removeKey(ctx, h, s, key, "frozen copy of a version that is not the current accepted one"); err != nil {
 					return rep, err
 				}
 			}
@@ -266,15 +278,22 @@ func artifactStores(o Options) ([]artifacts.Store, error) {
 	return out, nil
 }
 
-// removeKey removes one version from an artifact store.
-func (rep *Report) removeKey(ctx context.Context, s artifacts.Store, k artifacts.Key, why string, dry bool) error {
+// removeKey removes one version from an artifact store while h, gc's hold
+// on the versions, lasts (nil: a dry run, which removes nothing).
+func (rep *Report) removeKey(ctx context.Context, h *hold, s artifacts.Store, k artifacts.Key, why string) error {
 	it := Item{Path: s.String() + "/" + k.String(), Why: why}
 	if f, ok := s.(*artifacts.Folder); ok {
 		it.Path = f.Path(k)
 		it.Bytes = size(it.Path)
 	}
-	if !dry {
-		if err := s.Remove(ctx, k); err != nil {
+	if h != nil {
+		rctx, cancel, err := h.removing(ctx)
+		if err != nil {
+			return fmt.Errorf("stopped removing versions from the artifact store: %w", err)
+		}
+		err = s.Remove(rctx, k)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}

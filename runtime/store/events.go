@@ -19,7 +19,7 @@ func EventKinds() []EventKindDoc {
 	return []EventKindDoc{
 		{"run.created", "a run began: its interval, code_version and plan digest"},
 		{"run.submitted", "a run was handed to the workers of a shared state, with its number of tasks"},
-		{"run.waiting", "a run handed to workers waits: no live worker may start its next task, or its pool is full"},
+		{"run.waiting", "a run waits: no live worker may start its next task, its pool is full, or pipec gc is removing versions (a task's outputs wait)"},
 		{"run.finished", "a run ended, succeeded or failed"},
 		{"run.abandoned", "a run whose pipec died was ended by a later run of its interval; its open attempts became unknown"},
 		{"run.superseded", "this run took its interval over from a run that never finished"},

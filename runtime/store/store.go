@@ -663,6 +663,17 @@ type Store interface {
 	// floor), durably, and records a "tokens.raised" event with reason.
 	RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error
 
+	// HoldCollection records holder's hold on the state's artifact versions
+	// (Collection) until lease from now on the store's clock, or renews
+	// it. Durable: on stable storage before it returns, so no crash of the
+	// store's server takes back a hold its gc goes on relying on.
+	HoldCollection(ctx context.Context, holder string, lease time.Duration) error
+	// EndCollection releases holder's hold; none held is no error.
+	EndCollection(ctx context.Context, holder string) error
+	// Collecting returns the live hold that lasts longest, and false when
+	// none is live.
+	Collecting(ctx context.Context) (Collection, bool, error)
+
 	// AppendEvent appends an event (Seq and Time are set by the store) and
 	// returns its sequence number.
 	AppendEvent(ctx context.Context, e Event) (int64, error)

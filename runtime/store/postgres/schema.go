@@ -438,6 +438,16 @@ CREATE TABLE pointer_generations (
 	PRIMARY KEY (pipeline, sink)
 );
 `},
+	{21, "gc holds on the artifact versions", `
+-- pipec gc holds the artifact versions while it removes some
+-- (store.Collection), under a lease on the server's clock: a run puts no
+-- output into an artifact store while a hold is live.
+CREATE TABLE collections (
+	holder text PRIMARY KEY,
+	since  timestamptz NOT NULL,
+	expiry timestamptz NOT NULL
+);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -365,6 +365,18 @@ CREATE TABLE pointer_generations (
 	PRIMARY KEY (pipeline, sink)
 );
 `},
+	{17, "gc holds on the artifact versions", `
+-- pipec gc holds the artifact versions while it removes some
+-- (store.Collection), under a lease on the lease clock: a run puts no
+-- output into an artifact store while a hold is live.
+CREATE TABLE collections (
+	holder       TEXT PRIMARY KEY,
+	since        INTEGER NOT NULL,
+	expiry       INTEGER NOT NULL,
+	expiry_boot  TEXT NOT NULL,
+	expiry_until INTEGER NOT NULL
+);
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

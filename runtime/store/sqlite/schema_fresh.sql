@@ -167,6 +167,13 @@ CREATE TABLE pointer_generations (
 	generation INTEGER NOT NULL CHECK (generation > 0),
 	PRIMARY KEY (pipeline, sink)
 );
+CREATE TABLE collections (
+	holder       TEXT PRIMARY KEY,
+	since        INTEGER NOT NULL,
+	expiry       INTEGER NOT NULL,
+	expiry_boot  TEXT NOT NULL,
+	expiry_until INTEGER NOT NULL
+);
 INSERT INTO schema_version (version, name) VALUES (1, 'initial schema');
 INSERT INTO schema_version (version, name) VALUES (2, 'token epochs');
 INSERT INTO schema_version (version, name) VALUES (3, 'state identity, pipeline scope, run leases');
@@ -183,6 +190,7 @@ INSERT INTO schema_version (version, name) VALUES (13, 'a task''s attempts by re
 INSERT INTO schema_version (version, name) VALUES (14, 'pool slots held outside the claims');
 INSERT INTO schema_version (version, name) VALUES (15, 'run ends signal');
 INSERT INTO schema_version (version, name) VALUES (16, 'pointer generations');
+INSERT INTO schema_version (version, name) VALUES (17, 'gc holds on the artifact versions');
 INSERT INTO epochs (id, epoch) VALUES (1, 0);
 INSERT INTO work_signal (id, n) VALUES (1, 0);
 INSERT INTO run_end_signal (id, n) VALUES (1, 0);

@@ -93,6 +93,7 @@ func runStore(t *testing.T, open single) {
 		{"FinishAndStart", testFinishAndStart},
 		{"TaskAttempts", testTaskAttempts},
 		{"CancelRun", testCancelRun},
+		{"Collections", testCollections},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
