@@ -363,6 +363,9 @@ type runner struct {
 	// into a version (a link or a device in its folder).
 	rejected   map[string]string
 	unreadable map[string]string
+	// inputsSeen is what this process first saw of each input folder
+	// (seeInput), by path.
+	inputsSeen map[string]folderState
 	publishes  []PublishResult
 	fenced     []FencedPublish
 }
@@ -439,6 +442,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		acceptedBy: map[int64][]sink.ManifestCheck{},
 		rejected:   map[string]string{},
 		unreadable: map[string]string{},
+		inputsSeen: map[string]folderState{},
 		baseEnv:    setup.baseEnv,
 		parentEnv:  setup.parentEnv,
 		paths:      setup.paths,

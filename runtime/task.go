@@ -32,6 +32,9 @@ const (
 type boundInput struct {
 	vars []string // environment variable names
 	dir  string   // "" when the interval does not exist (before the schedule's start)
+	// name, label, location and digest say which version dir is, for
+	// inputsChanged.
+	name, label, location, digest string
 }
 
 // reuseTask completes a task from a previous run of the interval: its
@@ -93,6 +96,7 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 		if b.dir, err = artifacts.Files(ctx, r.arts, v.Location); err != nil {
 			return nil, "", &inputError{fmt.Errorf("input %s (%s): %w", inputName(in), v.Label(), err)}
 		}
+		b.name, b.label, b.location, b.digest = inputName(in), v.Label(), v.Location, v.Digest
 		out = append(out, b)
 	}
 	return out, "", nil
@@ -239,6 +243,9 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 			r.mu.Lock()
 			ts.res.Ending = out.ending
 			r.mu.Unlock()
+			if out.verdict.Class == ClassInput {
+				d.Reason = out.verdict.Reason // what it changed, where a worker's status shows the reason alone
+			}
 			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, d.Reason)
 			return
 		}
@@ -296,6 +303,7 @@ type launched struct {
 	a       store.Attempt
 	proc    *exec.Process
 	staging map[string]string // artifact -> staging dir
+	inputs  []boundInput
 	log     string
 	// marked is closed once the store recorded the process's pid (markErr
 	// says how that went). It runs beside the process, since nothing but
@@ -444,7 +452,12 @@ func (r *runner) leaseOf(t *compiler.PlanTask) (lease, every time.Duration) {
 // prepare makes an attempt's staging directories, heartbeat file and
 // environment, before it waits for a slot.
 func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundInput, every time.Duration) (*launched, exec.Spec, error) {
-	l := &launched{a: a, staging: map[string]string{}}
+	l := &launched{a: a, staging: map[string]string{}, inputs: inputs}
+	for _, in := range inputs {
+		if in.dir != "" {
+			_, _ = r.seeInput(in.dir) // what inputsChanged compares with, seen before any reader starts
+		}
+	}
 	env := make(exec.Env, 16) // over r.baseEnv
 	for k, v := range t.Env {
 		env[k] = v
@@ -622,14 +635,23 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.tail = l.markErr.Error()
 		return out
 	}
-	if res.Success() && r.ends != nil {
+	changed, short := r.inputsChanged(ctx, ts.t, l.inputs)
+	if res.Success() && changed == "" && r.ends != nil {
 		// A visit: the attempt's end is recorded with the visit's, after
 		// the audit (see visitEnds).
 		r.produceThenEnd(ctx, ts, l)
 		out.succeeded = true
 		return out
 	}
-	if res.Success() {
+	if res.Success() && changed != "" && !ts.t.Idempotent {
+		// Its effect happened: the attempt succeeded (a rerun must not do
+		// it again), the task did not, and its outputs are not read.
+		_ = r.endAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded})
+		r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
+		out.verdict, out.tail = inputVerdict(short), changed
+		return out
+	}
+	if res.Success() && changed == "" {
 		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded}); err != nil {
 			if why := r.lostAttempt(ts.t, l, err); why != "" {
 				return relaunchOf(l, why)
@@ -655,6 +677,10 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if out.tail == "" {
 		out.tail = res.Describe()
 	}
+	why := res.Describe()
+	if changed != "" {
+		out.verdict, out.tail, why = inputVerdict(short), changed, changed
+	}
 	o := store.Outcome{State: store.AttemptFailed, Class: out.verdict.Class, ExitCode: res.ExitCode, ErrorTail: out.tail, Ran: l.ran,
 		Was: &l.recorded}
 	if unseenEnd(ts.t.Idempotent, res) {
@@ -665,7 +691,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	_ = r.endAttempt(fctx, l.a.AttemptRef, o)
 	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": string(o.State), "class": out.verdict.Class,
-		"exit_code": res.ExitCode, "error": out.tail, "why": res.Describe()})
+		"exit_code": res.ExitCode, "error": out.tail, "why": why})
 	return out
 }
 

@@ -430,7 +430,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	defer r.mu.Unlock()
 	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused(),
 		StoreTransient: ts.res.Class == retry.Store && r.storeSeen && !r.storeHard}
-	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.state == TaskUnknown
+	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.res.Class == ClassInput || ts.state == TaskUnknown
 	// The worker writes these to the store: masked as everything else.
 	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)
 	return res, nil

@@ -59,6 +59,12 @@ type Store interface {
 	Get(ctx context.Context, k Key) (string, error)
 	// Remove deletes k (pipec gc); a key the store does not hold is no error.
 	Remove(ctx context.Context, k Key) error
+	// Drop removes the copy of k that Get gives on this machine, found
+	// changed (a task wrote into its input folder): the store's own for a
+	// folder store, this machine's cached one for an object store, whose
+	// objects are left as they are. Nobody reads the changed bytes as k
+	// then; a copy not there is no error.
+	Drop(ctx context.Context, k Key) error
 	// List returns every key the store holds, sorted, leaving out what is
 	// not a complete version (crash leftovers, foreign files).
 	List(ctx context.Context) ([]Key, error)

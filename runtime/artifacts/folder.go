@@ -130,32 +130,39 @@ func (f *Folder) Get(_ context.Context, k Key) (string, error) {
 	return p, nil
 }
 
-// Remove implements Store. The folder is renamed out of the way first, so no
-// reader finds a version half removed.
+// Remove implements Store.
 func (f *Folder) Remove(_ context.Context, k Key) error {
 	if err := k.check(); err != nil {
 		return err
 	}
-	p := f.Path(k)
+	if err := removeVersionFolder(f.Path(k)); err != nil {
+		return fmt.Errorf("artifact store %s: remove %s: %w", f.Root, k, err)
+	}
+	return nil
+}
+
+// Drop implements Store: the store's folder is the one readers get.
+func (f *Folder) Drop(ctx context.Context, k Key) error { return f.Remove(ctx, k) }
+
+// removeVersionFolder removes a version's folder p, renamed out of the way
+// first, so no reader finds a version half removed; one not there is no
+// error.
+func removeVersionFolder(p string) error {
 	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(p), ".tmp-rm-")
 	if err != nil {
-		return fmt.Errorf("artifact store %s: remove %s: %w", f.Root, k, err)
+		return err
 	}
-	gone := filepath.Join(tmp, k.hex())
-	if err := os.Rename(p, gone); err != nil {
+	if err := os.Rename(p, filepath.Join(tmp, filepath.Base(p))); err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed meanwhile
 		}
-		return fmt.Errorf("artifact store %s: remove %s: %w", f.Root, k, err)
+		return err
 	}
-	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("artifact store %s: remove %s: %w", f.Root, k, err)
-	}
-	return nil
+	return os.RemoveAll(tmp)
 }
 
 // List implements Store.

@@ -274,6 +274,18 @@ func (s *S3) download(ctx context.Context, k Key, m marker, dst string) error {
 	})
 }
 
+// Drop implements Store: this machine's cached copy goes, and the next Get
+// downloads the objects again, their digest checked.
+func (s *S3) Drop(_ context.Context, k Key) error {
+	if err := k.check(); err != nil {
+		return err
+	}
+	if err := removeVersionFolder(s.cached(k)); err != nil {
+		return fmt.Errorf("artifact store %s: drop the cached copy of %s: %w", s.URL, k, err)
+	}
+	return nil
+}
+
 // Remove implements Store: the marker first (the version is gone for every
 // reader), then its objects.
 func (s *S3) Remove(ctx context.Context, k Key) error {

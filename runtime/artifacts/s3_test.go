@@ -70,6 +70,20 @@ func TestS3Store(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(got, "part", "run.sh")); err != nil || fi.Mode()&0o111 == 0 || fi.Mode()&0o222 != 0 {
 		t.Fatalf("run.sh: %v %v, want read-only and executable", fi.Mode(), err)
 	}
+	// A cached copy a task changed is dropped, and the next get downloads
+	// the version again; the bucket's objects were not touched.
+	if err := os.Rename(filepath.Join(got, "data.csv"), filepath.Join(got, "data.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Drop(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = b.Get(ctx, k); err != nil {
+		t.Fatalf("get after the cached copy was dropped: %v", err)
+	}
+	if d, err := sink.Digest(got); err != nil || d != k.Digest {
+		t.Fatalf("digest after the drop %s %v, want %s", d, err, k.Digest)
+	}
 	// The same key again, from another worker's frozen copy: a success.
 	dir2, k2 := frozenVersion(t, "id,amount\n1,10\n")
 	if k2 != k {

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -358,5 +359,54 @@ func TestMatrixTornPartition(t *testing.T) {
 		if want := fmt.Sprintf("id,token\n1,%d\n", newest); string(got) != want {
 			t.Fatalf("visible %q, want the newest attempt's %q", got, want)
 		}
+	})
+}
+
+// inputChangeHCL: use moves a file of its input in place, as a gzip or an
+// mv of an input file does; read reads the input after it.
+const inputChangeHCL = `pipeline "inchange" {
+  task "make" {
+    command = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\""]
+    outputs = ["rows"]
+  }
+  task "use" {
+    command = ["sh", "-c", "mv \"$PIPEC_INPUT_rows/rows.csv\" \"$PIPEC_INPUT_rows/rows.old\""]
+    inputs  = ["rows"]
+  }
+  task "read" {
+    command    = ["sh", "-c", "cat \"$PIPEC_INPUT_rows/rows.csv\""]
+    inputs     = ["rows"]
+    depends_on = ["use"]
+  }
+}
+`
+
+// A task that changes an accepted input's bytes fails, with class input,
+// once, on whichever worker: no retry or failover repeats it, what reads
+// the input after it is not run, and the changed copy is not left for
+// anyone to read as the version.
+func TestMatrixTaskChangesItsInput(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		e := newEnvOn(t, d.backend, inputChangeHCL, nil)
+		if !d.local {
+			e.worker("w0")
+			e.worker("w1")
+		}
+		code, out := d.run(e, "2024-01-01")
+		if code != 1 || !strings.Contains(out, "changed its input rows (rows.csv removed, rows.old added)") {
+			t.Fatalf("exit %d, want a failed run saying use changed its input\n%s", code, out)
+		}
+		if strings.Contains(out, "read#") {
+			t.Errorf("read ran after use changed its input:\n%s", out)
+		}
+		if n := strings.Count(out, "use#"); d.local && n != 2 { // started, failed
+			t.Errorf("use ran %d time(s):\n%s", n/2, out)
+		}
+		_ = filepath.WalkDir(e.dir, func(p string, _ fs.DirEntry, _ error) error {
+			if filepath.Base(p) == "rows.old" {
+				t.Errorf("the changed copy is still there: %s", p)
+			}
+			return nil
+		})
 	})
 }

@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipec/pipec/runtime/artifacts"
+)
+
+// inputsHCL: make writes a version of two files; use does to its input
+// what use.sh says (idempotent or not), and read, after use, reads the
+// input again.
+const inputsHCL = `pipeline "in" {
+  task "make" {
+    command = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\"; echo x > \"$PIPEC_OUTPUT_rows/note.txt\""]
+    outputs = ["rows"]
+  }
+  task "use" {
+    command    = ["./use.sh"]
+    inputs     = ["rows"]
+    idempotent = %s
+  }
+  task "read" {
+    command    = ["sh", "-c", "test \"$(cat \"$PIPEC_INPUT_rows/rows.csv\")\" = \"$(seq 1 5)\""]
+    inputs     = ["rows"]
+    depends_on = ["use"]
+  }
+}`
+
+// TestTaskThatChangesItsInput: a task that moves, or rewrites (as root),
+// a file of its input changed the accepted version every later reader
+// gets. It fails with class input, whatever its exit, and is not retried;
+// the changed copy leaves the artifact store, so nothing reads it as the
+// version; what reads the input after it is not run. A task that changes
+// nothing of its input's bytes (touches a file) succeeds. A task that is
+// not idempotent keeps its attempt succeeded: its effect happened.
+func TestTaskThatChangesItsInput(t *testing.T) {
+	for _, c := range []struct {
+		name, script string
+		idempotent   bool
+		rootOnly     bool
+		changed      string // "": the bytes were not changed
+	}{
+		{name: "moves a file", script: `mv "$PIPEC_INPUT_rows/rows.csv" "$PIPEC_INPUT_rows/rows.old"`, idempotent: true,
+			changed: "rows.csv removed, rows.old added"},
+		{name: "moves a file, not idempotent", script: `mv "$PIPEC_INPUT_rows/note.txt" "$PIPEC_INPUT_rows/n.txt"`,
+			changed: "note.txt removed, n.txt added"},
+		{name: "rewrites a file and fails", script: `echo 6 >> "$PIPEC_INPUT_rows/rows.csv"; exit 3`, idempotent: true, rootOnly: true,
+			changed: "rows.csv changed"},
+		{name: "touches a file", script: `touch "$PIPEC_INPUT_rows/rows.csv"`, idempotent: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.rootOnly && os.Geteuid() != 0 {
+				t.Skip("only root writes through a read-only file")
+			}
+			idem := "false"
+			if c.idempotent {
+				idem = "true"
+			}
+			f := newFixture(t, strings.Replace(inputsHCL, "%s", idem, 1), map[string]string{"use.sh": c.script})
+			sum := f.run(f.options("2024-01-01"))
+			v, err := f.st.AcceptedVersion(context.Background(), "in", "rows", "2024-01-01")
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, err := artifacts.ParseKey(v.Location)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copyPath := (&artifacts.Folder{Root: filepath.Join(f.dir, ".pipec", "versions")}).Path(key)
+			_, statErr := os.Stat(copyPath)
+			use, read := sum.task("use"), sum.task("read")
+			if c.changed == "" {
+				if use.State != TaskSucceeded || read.State != TaskSucceeded || statErr != nil {
+					t.Fatalf("use = %+v, read = %+v, the version's copy: %v\n%s", use, read, statErr, sum.text())
+				}
+				return
+			}
+			if use.State != TaskFailed || use.Class != ClassInput || use.Attempts != 1 ||
+				!strings.Contains(use.Error, "task use changed its input rows ("+v.Label()+"): "+c.changed) {
+				t.Errorf("use = %+v", use)
+			}
+			if read.State != TaskNotRun {
+				t.Errorf("read, after use = %+v", read)
+			}
+			if statErr == nil {
+				t.Errorf("the changed copy of %s is still in the artifact store", v.Label())
+			}
+			atts, err := f.st.Attempts(context.Background(), sum.Run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range atts {
+				if a.Task != "use" {
+					continue
+				}
+				want := "failed"
+				if !c.idempotent {
+					want = "succeeded" // its effect happened
+				}
+				if string(a.State) != want {
+					t.Errorf("use's attempt is %s, want %s", a.State, want)
+				}
+			}
+			if !sum.Failed {
+				t.Error("the run succeeded")
+			}
+		})
+	}
+}
