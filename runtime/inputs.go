@@ -89,6 +89,27 @@ func (before folderState) changes(after folderState) string {
 	return strings.Join(out, ", ")
 }
 
+// folderChanged says what changed in dir, a version of digest, since it
+// was listed as before (nil: not listed), when its bytes no longer have
+// that digest ("": they have), and how it lists now (nil: it does not).
+// Only a listing that moved is digested, which reads every byte.
+func folderChanged(dir, digest string, before folderState) (string, folderState) {
+	after, err := listFolder(dir)
+	if err != nil {
+		after = nil
+	}
+	if after != nil && before != nil && before.changes(after) == "" {
+		return "", after
+	}
+	if d, err := sink.Digest(dir); err == nil && d == digest {
+		return "", after
+	}
+	if after == nil || before == nil {
+		return "its files can no longer be read", after
+	}
+	return before.changes(after), after
+}
+
 // seeInput returns what this process first saw of an input's folder: read
 // now, the first time.
 func (r *runner) seeInput(dir string) (folderState, error) {
@@ -118,25 +139,15 @@ func (r *runner) inputsChanged(ctx context.Context, t *compiler.PlanTask, inputs
 		if in.dir == "" {
 			continue
 		}
-		before, err := r.seeInput(in.dir)
-		if err != nil {
-			before = nil // unreadable before: judged by its bytes
-		}
-		after, err := listFolder(in.dir)
-		if err == nil && before != nil && before.changes(after) == "" {
-			continue
-		}
-		if digest, derr := sink.Digest(in.dir); derr == nil && digest == in.digest {
-			if err == nil {
+		before, _ := r.seeInput(in.dir)
+		what, after := folderChanged(in.dir, in.digest, before)
+		if what == "" {
+			if after != nil {
 				r.mu.Lock()
 				r.inputsSeen[in.dir] = after // the same bytes: what later attempts compare with
 				r.mu.Unlock()
 			}
 			continue
-		}
-		what := "its files can no longer be read"
-		if err == nil && before != nil {
-			what = before.changes(after)
 		}
 		dropped := "its copy could not be told apart from the version's (" + in.location + "), and was left"
 		if key, kerr := artifacts.ParseKey(in.location); kerr == nil {

@@ -111,3 +111,54 @@ func TestTaskThatChangesItsInput(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckThatChangesTheVersion: a command check gets the version's own
+// folder; one that writes into it (a cache file beside the data) changed
+// what would be accepted: the check fails saying so, the version is not
+// accepted, and its changed copy is not left in the artifact store, where
+// a later put of the same bytes would take it for them. A check that only
+// reads passes.
+func TestCheckThatChangesTheVersion(t *testing.T) {
+	for _, c := range []struct {
+		name, check, changed string
+	}{
+		{"writes a cache file", `echo x > "$PIPEC_CHECK_INPUT/.cache"`, ".cache added"},
+		{"reads", `test -s "$PIPEC_CHECK_INPUT/rows.csv"`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, `pipeline "ck" {
+  task "make" {
+    command = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\""]
+    outputs = ["rows"]
+  }
+  check "look" {
+    input   = "rows"
+    command = ["./check.sh"]
+  }
+}`, map[string]string{"check.sh": c.check})
+			sum := f.run(f.options("2024-01-01"))
+			var look CheckResult
+			for _, cr := range sum.Checks {
+				if cr.Name == "look" {
+					look = cr
+				}
+			}
+			versions, _ := filepath.Glob(filepath.Join(f.dir, ".pipec", "versions", "ck", "rows", "*"))
+			if c.changed == "" {
+				if look.State != CheckPassed || len(versions) != 1 {
+					t.Fatalf("look = %+v, versions in the store %v\n%s", look, versions, sum.text())
+				}
+				return
+			}
+			if look.State != CheckFailed || !strings.Contains(look.Reason, "the check changed the version it audits ("+c.changed+")") {
+				t.Errorf("look = %+v", look)
+			}
+			if _, err := f.st.AcceptedVersion(context.Background(), "ck", "rows", "2024-01-01"); err == nil {
+				t.Error("the changed version was accepted")
+			}
+			if len(versions) != 0 {
+				t.Errorf("the changed copy is still in the artifact store: %v", versions)
+			}
+		})
+	}
+}

@@ -104,10 +104,21 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			continue
 		}
 		r.versionRecorded(t, l, v)
-		failed := ""
+		failed, damaged := "", false
 		var passed []sink.ManifestCheck
 		for _, c := range r.checksOf[out] {
+			var before folderState
+			if len(c.Command) > 0 {
+				before, _ = listFolder(dir)
+			}
 			ok, why := r.runCheck(ctx, c, dir)
+			if len(c.Command) > 0 && !damaged {
+				// A command check gets the version's own folder: one that
+				// wrote into it changed what would be accepted.
+				if what, _ := folderChanged(dir, digest, before); what != "" {
+					ok, why, damaged = false, "the check changed the version it audits ("+what+"): a check reads its input, never writes into it", true
+				}
+			}
 			kind := EventCheckPassed
 			data := map[string]any{"check": c.Name, "artifact": out, "version": v.ID, "label": v.Label()}
 			if !ok {
@@ -127,6 +138,15 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 					state = CheckFailed
 				}
 				r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: state, Version: v.Label(), Reason: why})
+			}
+		}
+		if damaged {
+			// Not left where the key's next put would take it for these
+			// bytes.
+			if inStore {
+				_ = r.arts.Drop(ctx, key)
+			} else {
+				_ = os.RemoveAll(frozen)
 			}
 		}
 		if failed != "" {
