@@ -158,8 +158,8 @@ func (r *runner) inputsChanged(ctx context.Context, t *compiler.PlanTask, inputs
 			}
 		}
 		why = fmt.Sprintf("task %s changed its input %s (%s): %s; %s. A task writes only into its outputs "+
-			"(and folders of its own): run the task that made %s again (pipec run --force), once %s no longer writes into its inputs",
-			t.Name, in.name, in.label, what, dropped, in.name, t.Name)
+			"(and folders of its own): once %s no longer writes into its inputs, the next run makes %s again",
+			t.Name, in.name, in.label, what, dropped, t.Name, in.name)
 		return why, fmt.Sprintf("it changed its input %s (%s): not retried", in.name, what)
 	}
 	return "", ""

@@ -11,12 +11,13 @@ import (
 )
 
 // inputsHCL: make writes a version of two files; use does to its input
-// what use.sh says (idempotent or not), and read, after use, reads the
-// input again.
+// what use.sh says, and read, after use, reads the input again; make and
+// use are idempotent or not (%s).
 const inputsHCL = `pipeline "in" {
   task "make" {
-    command = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\"; echo x > \"$PIPEC_OUTPUT_rows/note.txt\""]
-    outputs = ["rows"]
+    command    = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\"; echo x > \"$PIPEC_OUTPUT_rows/note.txt\""]
+    outputs    = ["rows"]
+    idempotent = %s
   }
   task "use" {
     command    = ["./use.sh"]
@@ -60,7 +61,7 @@ func TestTaskThatChangesItsInput(t *testing.T) {
 			if c.idempotent {
 				idem = "true"
 			}
-			f := newFixture(t, strings.Replace(inputsHCL, "%s", idem, 1), map[string]string{"use.sh": c.script})
+			f := newFixture(t, strings.ReplaceAll(inputsHCL, "%s", idem), map[string]string{"use.sh": c.script})
 			sum := f.run(f.options("2024-01-01"))
 			v, err := f.st.AcceptedVersion(context.Background(), "in", "rows", "2024-01-01")
 			if err != nil {
@@ -107,6 +108,29 @@ func TestTaskThatChangesItsInput(t *testing.T) {
 			}
 			if !sum.Failed {
 				t.Error("the run succeeded")
+			}
+			if !c.idempotent {
+				// Its succeeded attempt is adopted in the next run, and
+				// make, not idempotent either, is not run again: read
+				// fails, saying where it looked for the version.
+				sum = f.run(f.options("2024-01-01"))
+				if rd := sum.task("read"); rd.State != TaskFailed || rd.Class != ClassArtifacts ||
+					!strings.Contains(rd.Error, "not in the artifact store "+filepath.Join(f.dir, ".pipec", "versions")) {
+					t.Errorf("the next run: read = %+v\n%s", rd, sum.text())
+				}
+				return
+			}
+			// Fixed, the next run makes the version again: what made it is
+			// not reused for a version the store no longer holds.
+			if err := os.WriteFile(filepath.Join(f.dir, "use.sh"), []byte("#!/bin/sh\ntrue\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			sum = f.run(f.options("2024-01-01"))
+			if mk, rd := sum.task("make"), sum.task("read"); mk.State != TaskSucceeded || rd.State != TaskSucceeded || sum.Failed {
+				t.Errorf("the next run: make = %+v, read = %+v\n%s", mk, rd, sum.text())
+			}
+			if _, err := os.Stat(copyPath); err != nil {
+				t.Errorf("the version was not made again: %v", err)
 			}
 		})
 	}

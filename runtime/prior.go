@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
@@ -160,6 +161,9 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if r.missingFromStore(ctx, v) {
+			return "", nil // made again, rather than its readers failing
+		}
 		if made == 0 || v.Token < made {
 			made = v.Token
 		}
@@ -177,6 +181,20 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 		}
 	}
 	return from, nil
+}
+
+// missingFromStore reports whether the artifact store surely no longer
+// holds accepted version v (its copy was dropped as changed, removed by
+// hand, or the store moved): a task that would be reused for it runs again,
+// and makes it again. A store that cannot say (unreachable) or a location
+// that is not a key counts as holding it: its readers then say what failed.
+func (r *runner) missingFromStore(ctx context.Context, v store.Version) bool {
+	k, err := artifacts.ParseKey(v.Location)
+	if err != nil {
+		return false
+	}
+	held, err := r.arts.Has(ctx, k)
+	return err == nil && !held
 }
 
 // fenceRecorder is a sink that keeps a fence record per interval.

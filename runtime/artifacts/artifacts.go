@@ -57,6 +57,8 @@ type Store interface {
 	// Get returns a folder on this machine holding k's files, to be read,
 	// never written. ErrNotFound when the store does not hold k.
 	Get(ctx context.Context, k Key) (string, error)
+	// Has reports whether the store holds k, without fetching it.
+	Has(ctx context.Context, k Key) (bool, error)
 	// Remove deletes k (pipec gc); a key the store does not hold is no error.
 	Remove(ctx context.Context, k Key) error
 	// Drop removes the copy of k that Get gives on this machine, found

@@ -130,6 +130,21 @@ func (f *Folder) Get(_ context.Context, k Key) (string, error) {
 	return p, nil
 }
 
+// Has implements Store.
+func (f *Folder) Has(_ context.Context, k Key) (bool, error) {
+	if err := k.check(); err != nil {
+		return false, err
+	}
+	fi, err := os.Stat(f.Path(k))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("artifact store %s: %w", f.Root, err)
+	}
+	return fi.IsDir(), nil
+}
+
 // Remove implements Store.
 func (f *Folder) Remove(_ context.Context, k Key) error {
 	if err := k.check(); err != nil {

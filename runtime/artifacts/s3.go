@@ -274,6 +274,18 @@ func (s *S3) download(ctx context.Context, k Key, m marker, dst string) error {
 	})
 }
 
+// Has implements Store: its marker is there.
+func (s *S3) Has(ctx context.Context, k Key) (bool, error) {
+	if err := k.check(); err != nil {
+		return false, err
+	}
+	ok, err := s.Client.Exists(ctx, s.URL.Bucket, s.marker(k))
+	if err != nil {
+		return false, fmt.Errorf("artifact store %s: %w", s.URL, err)
+	}
+	return ok, nil
+}
+
 // Drop implements Store: this machine's cached copy goes, and the next Get
 // downloads the objects again, their digest checked.
 func (s *S3) Drop(_ context.Context, k Key) error {
