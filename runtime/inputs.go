@@ -31,9 +31,12 @@ import (
 // change that left the bytes as they were (a touch, a chmod, a file made and
 // removed) is no failure.
 //
-// What it does not catch: a reader that ran beside the task and read the
-// changed bytes before the task ended, on another worker (this process saw
-// that reader's folder for the first time already changed).
+// Tasks reading the same folder at once share the blame: the first to find
+// it changed names the others reading it then, and the others say it was
+// changed while they ran (class input too: what they read is suspect).
+// What it does not catch: a reader on another worker that read the changed
+// bytes before the task ended (this process saw that reader's folder for
+// the first time already changed).
 
 // ClassInput is the class of an attempt that changed an input's bytes.
 const ClassInput = "input"
@@ -132,9 +135,59 @@ func (r *runner) seeInput(dir string) (folderState, error) {
 	return st, nil
 }
 
-// inputsChanged says how an ended attempt of t damaged one of its inputs,
+// reading counts the attempts of task reading each input folder now
+// (readInputs), by folder and task.
+type reading map[string]map[string]int
+
+// readInputs counts an attempt of t among the readers of its inputs until
+// done is called.
+func (r *runner) readInputs(t string, inputs []boundInput) (done func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, in := range inputs {
+		if in.dir == "" {
+			continue
+		}
+		if r.inputsRead[in.dir] == nil {
+			r.inputsRead[in.dir] = map[string]int{}
+		}
+		r.inputsRead[in.dir][t]++
+	}
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, in := range inputs {
+			if in.dir == "" {
+				continue
+			}
+			if r.inputsRead[in.dir][t]--; r.inputsRead[in.dir][t] <= 0 {
+				delete(r.inputsRead[in.dir], t)
+			}
+		}
+	}
+}
+
+// suspects says who else may have changed input folder dir than t: the
+// task whose attempt found it changed first, or the other tasks reading it
+// now ("", "": nobody but t).
+func (r *runner) suspects(dir, t string) (found string, others []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if by, ok := r.inputsChanged[dir]; ok {
+		return by, nil
+	}
+	for _, other := range slices.Sorted(mapKeys(r.inputsRead[dir])) {
+		if other != t {
+			others = append(others, other)
+		}
+	}
+	r.inputsChanged[dir] = t
+	return "", others
+}
+
+// changedInputs says how an ended attempt of t damaged one of its inputs,
 // at length and in short ("": none), having dropped that input's copy.
-func (r *runner) inputsChanged(ctx context.Context, t *compiler.PlanTask, inputs []boundInput) (why, short string) {
+func (r *runner) changedInputs(ctx context.Context, t *compiler.PlanTask, inputs []boundInput) (why, short string) {
 	for _, in := range inputs {
 		if in.dir == "" {
 			continue
@@ -149,6 +202,17 @@ func (r *runner) inputsChanged(ctx context.Context, t *compiler.PlanTask, inputs
 			}
 			continue
 		}
+		first, others := r.suspects(in.dir, t.Name)
+		if first != "" {
+			// Found first by another attempt, which dropped the copy: this
+			// one read what was changed, or nothing.
+			why = fmt.Sprintf("its input %s (%s) was changed while %s ran, as task %s found first (see %s)", in.name, in.label, t.Name, first, first)
+			return why, fmt.Sprintf("its input %s was changed while it ran (see %s): not retried", in.name, first)
+		}
+		who := "task " + t.Name + " changed its input"
+		if len(others) > 0 {
+			who = fmt.Sprintf("task %s, or %s reading it at the same time, changed its input", t.Name, strings.Join(others, ", "))
+		}
 		dropped := "its copy could not be told apart from the version's (" + in.location + "), and was left"
 		if key, kerr := artifacts.ParseKey(in.location); kerr == nil {
 			if derr := r.arts.Drop(ctx, key); derr != nil {
@@ -157,9 +221,9 @@ func (r *runner) inputsChanged(ctx context.Context, t *compiler.PlanTask, inputs
 				dropped = "its changed copy was removed from " + r.arts.String() + ", so nothing reads it as the version"
 			}
 		}
-		why = fmt.Sprintf("task %s changed its input %s (%s): %s; %s. A task writes only into its outputs "+
-			"(and folders of its own): once %s no longer writes into its inputs, the next run makes %s again",
-			t.Name, in.name, in.label, what, dropped, t.Name, in.name)
+		why = fmt.Sprintf("%s %s (%s): %s; %s. A task writes only into its outputs "+
+			"(and folders of its own): once it no longer writes into its inputs, the next run makes %s again",
+			who, in.name, in.label, what, dropped, in.name)
 		return why, fmt.Sprintf("it changed its input %s (%s): not retried", in.name, what)
 	}
 	return "", ""

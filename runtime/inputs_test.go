@@ -186,3 +186,35 @@ func TestCheckThatChangesTheVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestReadersOfAChangedInput: two tasks read one input at once and one of
+// them moves a file of it. The first to end finds the change and names the
+// other as reading it then; the other, ending after, says the input was
+// changed while it ran, as the first found. Both fail with class input.
+func TestReadersOfAChangedInput(t *testing.T) {
+	f := newFixture(t, `pipeline "two" {
+  task "make" {
+    command = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\""]
+    outputs = ["rows"]
+  }
+  task "mover" {
+    command = ["sh", "-c", "until [ -e peer.started ]; do sleep 0.01; done; mv \"$PIPEC_INPUT_rows/rows.csv\" \"$PIPEC_INPUT_rows/rows.old\"; touch mover.done"]
+    inputs  = ["rows"]
+  }
+  task "peer" {
+    command = ["sh", "-c", "touch peer.started; until [ -e mover.done ]; do sleep 0.01; done; sleep 1"]
+    inputs  = ["rows"]
+  }
+}`, nil)
+	o := f.options("2024-01-01")
+	o.Parallel = 4
+	sum := f.run(o)
+	mover, peer := sum.task("mover"), sum.task("peer")
+	if mover.Class != ClassInput || !strings.Contains(mover.Error, "task mover, or peer reading it at the same time, changed its input rows (") {
+		t.Errorf("mover = %+v", mover)
+	}
+	if peer.Class != ClassInput || !strings.Contains(peer.Error, "its input rows (") ||
+		!strings.Contains(peer.Error, "was changed while peer ran, as task mover found first") {
+		t.Errorf("peer = %+v", peer)
+	}
+}

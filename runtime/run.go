@@ -364,10 +364,13 @@ type runner struct {
 	rejected   map[string]string
 	unreadable map[string]string
 	// inputsSeen is what this process first saw of each input folder
-	// (seeInput), by path.
-	inputsSeen map[string]folderState
-	publishes  []PublishResult
-	fenced     []FencedPublish
+	// (seeInput), inputsRead who reads each now (readInputs), and
+	// inputsChanged which task found it changed first (suspects), by path.
+	inputsSeen    map[string]folderState
+	inputsRead    reading
+	inputsChanged map[string]string
+	publishes     []PublishResult
+	fenced        []FencedPublish
 }
 
 type taskState struct {
@@ -427,28 +430,30 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 	p := o.Plan
 	r := &runner{
 		o: o, plan: p, iv: iv, st: o.Store,
-		stateDir:   cmp.Or(o.Scratch, store.ScratchDir(statePath)),
-		resource:   p.Pipeline + "@" + iv.Key,
-		rand:       retry.NewRand(o.Seed),
-		tasks:      map[string]*taskState{},
-		checksOf:   setup.checksOf,
-		pubsOf:     setup.pubsOf,
-		leasePoll:  setup.leasePoll,
-		sinks:      map[string]sink.Sink{},
-		sinkErr:    map[string]string{},
-		sinkPlan:   map[string]compiler.PlanSink{},
-		slots:      o.Slots,
-		checks:     map[string]*CheckResult{},
-		acceptedBy: map[int64][]sink.ManifestCheck{},
-		rejected:   map[string]string{},
-		unreadable: map[string]string{},
-		inputsSeen: map[string]folderState{},
-		baseEnv:    setup.baseEnv,
-		parentEnv:  setup.parentEnv,
-		paths:      setup.paths,
-		blocked:    map[string]string{},
-		adopt:      map[string]store.Attempt{},
-		gos:        gos,
+		stateDir:      cmp.Or(o.Scratch, store.ScratchDir(statePath)),
+		resource:      p.Pipeline + "@" + iv.Key,
+		rand:          retry.NewRand(o.Seed),
+		tasks:         map[string]*taskState{},
+		checksOf:      setup.checksOf,
+		pubsOf:        setup.pubsOf,
+		leasePoll:     setup.leasePoll,
+		sinks:         map[string]sink.Sink{},
+		sinkErr:       map[string]string{},
+		sinkPlan:      map[string]compiler.PlanSink{},
+		slots:         o.Slots,
+		checks:        map[string]*CheckResult{},
+		acceptedBy:    map[int64][]sink.ManifestCheck{},
+		rejected:      map[string]string{},
+		unreadable:    map[string]string{},
+		inputsSeen:    map[string]folderState{},
+		inputsRead:    reading{},
+		inputsChanged: map[string]string{},
+		baseEnv:       setup.baseEnv,
+		parentEnv:     setup.parentEnv,
+		paths:         setup.paths,
+		blocked:       map[string]string{},
+		adopt:         map[string]store.Attempt{},
+		gos:           gos,
 	}
 	if r.arts, r.artsLocal, err = openArtifacts(o, r.stateDir); err != nil {
 		return nil, err

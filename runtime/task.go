@@ -376,6 +376,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 			return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: retry.Store}}
 		}
 	}
+	defer r.readInputs(t.Name, inputs)() // who else may have changed an input it finds changed
 	if err := r.start(ctx, t, l, spec, lease); err != nil {
 		return failStart(err)
 	}
@@ -635,7 +636,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.tail = l.markErr.Error()
 		return out
 	}
-	changed, short := r.inputsChanged(ctx, ts.t, l.inputs)
+	changed, short := r.changedInputs(ctx, ts.t, l.inputs)
 	if res.Success() && changed == "" && r.ends != nil {
 		// A visit: the attempt's end is recorded with the visit's, after
 		// the audit (see visitEnds).
