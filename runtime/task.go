@@ -33,7 +33,7 @@ type boundInput struct {
 	vars []string // environment variable names
 	dir  string   // "" when the interval does not exist (before the schedule's start)
 	// name, label, location and digest say which version dir is, for
-	// inputsChanged.
+	// changedInputs.
 	name, label, location, digest string
 }
 
