@@ -77,7 +77,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.submit, "submit", false, "hand the intervals to the workers of the shared state instead of running them here")
 	f.BoolVar(&opts.wait, "wait", false, "with --submit: follow the runs until the last ends and exit with their status")
 	f.DurationVar(&opts.poll, "poll", opts.poll, "with --submit: how often a submitted run is looked at")
-	opts.register(cmd, "tasks running at once across the backfill (default: the number of CPUs)")
+	opts.register(cmd, "tasks running at once across the backfill (default: the number of CPUs; lowered to what the open-file limit allows)")
 	opts.engine.register(cmd)
 	return cmd
 }

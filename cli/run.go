@@ -63,6 +63,9 @@ func (e *execFlags) resolve(cmd *cobra.Command) error {
 	if e.parallel < 0 {
 		return usageErr("%s: --parallel must be at least 1 (or 0: the number of CPUs), not %d", cmd.Name(), e.parallel)
 	}
+	if _, lowered := runtime.Parallel(e.parallel); lowered != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "pipec %s: %s\n", cmd.Name(), lowered)
+	}
 	if !cmd.Flags().Changed("seed") {
 		e.seed = randomSeed()
 	}
@@ -106,7 +109,7 @@ func newRunCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "with --due: print what would be run, and launch nothing")
-	opts.register(cmd, "tasks running at once (default: the number of CPUs)")
+	opts.register(cmd, "tasks running at once (default: the number of CPUs; lowered to what the open-file limit allows)")
 	return cmd
 }
 

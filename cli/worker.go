@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/backend"
@@ -117,6 +118,10 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	}
 	if opts.lease < 100*time.Millisecond {
 		return usageErr("worker: --lease must be at least 100ms, not %s", opts.lease)
+	}
+	if n, lowered := runtime.Parallel(opts.slots); lowered != "" {
+		fmt.Fprintf(io.Stderr, "pipec worker: %s\n", strings.Replace(lowered, "task(s) at once", "slot(s)", 1))
+		opts.slots = n
 	}
 	if opts.labelGiven && len(opts.labels) == 0 {
 		return usageErr("worker: --label: %s", spec.LabelError(""))

@@ -377,7 +377,7 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		}
 	}
 	defer r.readInputs(t.Name, inputs)() // who else may have changed an input it finds changed
-	if err := r.start(ctx, t, l, spec, lease); err != nil {
+	if err := r.startWhenResources(ctx, t, l, spec, lease); err != nil {
 		return failStart(err)
 	}
 	lost := r.leases.watch(a.AttemptRef)
@@ -581,6 +581,35 @@ func (r *runner) start(ctx context.Context, t *compiler.PlanTask, l *launched, s
 		close(l.marked) // after the event: the attempt's end is reported after its start
 	})
 	return nil
+}
+
+// startWait bounds how long a start short of resources is tried again.
+const startWait = 30 * time.Second
+
+// startWhenResources is start, tried again while it fails for want of
+// file descriptors, processes or memory (exec.ResourcesShort): other
+// processes, this run's among them, give them back as they end, and the
+// task never started, so trying again is safe for any task. Pausing 20 ms,
+// doubling up to a second, for up to startWait; then the error says what
+// ran short for how long.
+func (r *runner) startWhenResources(ctx context.Context, t *compiler.PlanTask, l *launched, spec exec.Spec, lease time.Duration) error {
+	pause, waited := 20*time.Millisecond, time.Duration(0)
+	for {
+		err := r.start(ctx, t, l, spec, lease)
+		if err == nil || !exec.ResourcesShort(err) {
+			return err
+		}
+		if waited >= startWait || ctx.Err() != nil {
+			return fmt.Errorf("%w (still, after trying again for %s: the machine or this process ran out of it; "+
+				"lower --parallel or --slots, or raise the limit: ulimit -n for files, ulimit -u for processes)", err, waited.Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+			waited += pause
+			pause = min(2*pause, time.Second)
+		}
+	}
 }
 
 // markStarted records a started process's identity (MarkRunningAs), or

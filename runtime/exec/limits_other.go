@@ -1,0 +1,6 @@
+//go:build !unix
+
+package exec
+
+// openFileLimit: none known.
+func openFileLimit() uint64 { return 0 }
