@@ -133,6 +133,15 @@ func (e *ForeignStateError) Error() string {
 	if e.StatePath != "" {
 		this += " (" + e.StatePath + ")"
 	}
+	if e.StatePath != "" && e.StatePath == e.Bound.StatePath {
+		// The same file, another identity: the state was deleted and
+		// made again (a newcomer's "start over"), or restored from
+		// another state's copy. --state names nothing else to run with.
+		return fmt.Sprintf("sink %s (%s) is bound to state %s, which %s was before it was made again: this state %s is new. "+
+			"If the old state is gone for good, move the sink to this one with `pipec sink adopt SPEC %s --state %s`, which is "+
+			"recorded and makes this state's tokens start above every token the sink has seen; if it was replaced by mistake, "+
+			"put the old file back", e.Sink, e.Path, e.Bound.State, e.StatePath, e.State, e.Sink, e.StatePath)
+	}
 	return fmt.Sprintf("sink %s (%s) is bound to state %s, not to this run's state %s: run with --state %s, "+
 		"or move the sink to this state with `pipec sink adopt SPEC %s --state %s`, which is recorded and makes "+
 		"this state's tokens start above every token the sink has seen",
