@@ -63,7 +63,7 @@ func (e *execFlags) resolve(cmd *cobra.Command) error {
 	if e.parallel < 0 {
 		return usageErr("%s: --parallel must be at least 1 (or 0: the number of CPUs), not %d", cmd.Name(), e.parallel)
 	}
-	if _, lowered := runtime.Parallel(e.parallel); lowered != "" {
+	if _, lowered := runtime.Parallel(e.parallel, "task(s) at once"); lowered != "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "pipec %s: %s\n", cmd.Name(), lowered)
 	}
 	if !cmd.Flags().Changed("seed") {

@@ -119,8 +119,8 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 	if opts.lease < 100*time.Millisecond {
 		return usageErr("worker: --lease must be at least 100ms, not %s", opts.lease)
 	}
-	if n, lowered := runtime.Parallel(opts.slots); lowered != "" {
-		fmt.Fprintf(io.Stderr, "pipec worker: %s\n", strings.Replace(lowered, "task(s) at once", "slot(s)", 1))
+	if n, lowered := runtime.Parallel(opts.slots, "slot(s)"); lowered != "" {
+		fmt.Fprintf(io.Stderr, "pipec worker: %s\n", lowered)
 		opts.slots = n
 	}
 	if opts.labelGiven && len(opts.labels) == 0 {

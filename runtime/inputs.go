@@ -218,7 +218,7 @@ func (r *runner) changedInputs(ctx context.Context, t *compiler.PlanTask, inputs
 			if derr := r.arts.Drop(ctx, key); derr != nil {
 				dropped = "dropping its changed copy failed: " + derr.Error()
 			} else {
-				dropped = "its changed copy was removed from " + r.arts.String() + ", so nothing reads it as the version"
+				dropped = "its changed copy (" + in.dir + ") was removed, so nothing reads it as the version"
 			}
 		}
 		why = fmt.Sprintf("%s %s (%s): %s; %s. A task writes only into its outputs "+

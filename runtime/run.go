@@ -403,7 +403,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 	if gos == nil {
 		gos = new(goreuse.Pool)
 	}
-	o.Parallel, _ = Parallel(o.Parallel)
+	o.Parallel, _ = Parallel(o.Parallel, "")
 	if o.DefaultLease <= 0 {
 		o.DefaultLease = DefaultLease
 	}
@@ -777,7 +777,7 @@ type Slots struct {
 // NewSlots makes the limits of a plan: parallel processes in all (GOMAXPROCS
 // when 0), and each pool's slots.
 func NewSlots(p *compiler.Plan, parallel int) *Slots {
-	parallel, _ = Parallel(parallel)
+	parallel, _ = Parallel(parallel, "")
 	s := &Slots{global: make(chan struct{}, parallel), pools: map[string]chan struct{}{}}
 	for _, pool := range p.Pools {
 		if pool.Slots > 0 {
@@ -787,18 +787,19 @@ func NewSlots(p *compiler.Plan, parallel int) *Slots {
 	return s
 }
 
-// Parallel is how many tasks run at once for a --parallel of n (0: as
-// many as CPUs), lowered to what the open-file limit allows
-// (exec.FileLimitTasks): more would run pipec out of files while it starts
-// a task, freezes an output or reads the state, failing what is not the
-// task's fault. lowered says so to a person ("": not lowered).
-func Parallel(n int) (tasks int, lowered string) {
+// Parallel is how many tasks run at once for a --parallel (or a worker's
+// --slots) of n (0: as many as CPUs), lowered to what the open-file limit
+// allows (exec.FileLimitTasks): more would run pipec out of files while it
+// starts a task, freezes an output or reads the state, failing what is not
+// the task's fault. lowered says so to a person, counting in units ("":
+// not lowered).
+func Parallel(n int, units string) (tasks int, lowered string) {
 	if n <= 0 {
 		n = goruntime.GOMAXPROCS(0)
 	}
 	if fit, limit := exec.FileLimitTasks(); fit > 0 && n > fit {
-		return fit, fmt.Sprintf("%d task(s) at once, not %d: the open-file limit (ulimit -n) is %d, and each running task holds about %d",
-			fit, n, limit, exec.FilesPerTask)
+		return fit, fmt.Sprintf("%d %s, not %d: the open-file limit (ulimit -n) is %d, and each running task holds about %d",
+			fit, units, n, limit, exec.FilesPerTask)
 	}
 	return n, ""
 }
