@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ type gcOptions struct {
 	dryRun    bool
 	json      bool
 	artifacts artifactsFlag
+	workdir   string
 }
 
 func newGCCmd(io IO) *cobra.Command {
@@ -39,6 +41,8 @@ func newGCCmd(io IO) *cobra.Command {
 			"    of the spec's artifacts field), the versions of this state's pipelines that are not the\n" +
 			"    current accepted one of their interval, and the unfinished copies a crash left there\n" +
 			"    (older than an hour, so a copy in progress is kept);\n" +
+			"  - in this machine's cache of an object store's versions (cache/ beside the state, or in\n" +
+			"    --workdir), the copies of versions that are not the current accepted one, not read for a day;\n" +
 			"  - with --spec, in each of the spec's directory and s3 sinks, the versions of an interval beyond\n" +
 			"    the newest N (--keep), never the visible one, and the unfinished copies a crash left.\n" +
 			"Nothing of a running run is touched, nor the staging of a queued, running or unknown\n" +
@@ -58,6 +62,8 @@ func newGCCmd(io IO) *cobra.Command {
 	f.BoolVar(&opts.dryRun, "dry-run", false, "say what would be removed, remove nothing")
 	f.BoolVar(&opts.json, "json", false, "print JSON")
 	opts.artifacts.register(cmd, "the shared artifact store to collect too (default: the spec's artifacts, with --spec)")
+	f.StringVar(&opts.workdir, "workdir", "", "a worker's --workdir on this machine, collected instead of the folder beside the state: "+
+		"its staging, heartbeat files, logs and cache")
 	return cmd
 }
 
@@ -79,7 +85,7 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 	defer st.Close()
 	// Staging and heartbeats live beside the state database (for a server,
 	// in .pipec beside the spec), as the runtime keeps them.
-	stateDir, err := filepath.Abs(store.ScratchDir(loc.Path))
+	stateDir, err := filepath.Abs(cmp.Or(opts.workdir, store.ScratchDir(loc.Path)))
 	if err != nil {
 		return usageErr("%v", err)
 	}

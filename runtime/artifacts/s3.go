@@ -179,6 +179,10 @@ func (s *S3) Get(ctx context.Context, k Key) (string, error) {
 	}
 	final := s.cached(k)
 	if fi, err := os.Stat(final); err == nil && fi.IsDir() {
+		// Read now: pipec gc keeps a cached copy read within its
+		// cache age (gc.DefaultCacheAge).
+		now := time.Now()
+		_ = os.Chtimes(final, now, now)
 		return final, nil
 	}
 	b, _, err := s.Client.Get(ctx, s.URL.Bucket, s.marker(k))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/artifacts"
+	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
@@ -185,4 +186,95 @@ func gcBesideARun(t *testing.T, pastHold bool) {
 func tail(s string, n int) string {
 	lines := strings.SplitAfter(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "") + "\n"
+}
+
+// emptyHCL: write makes a version with an empty partition folder, none a
+// version with no files at all; slow waits for the file "go" before it
+// writes its output, so that its output folder is empty until then.
+const emptyHCL = `
+pipeline "e" {
+  task "write" {
+    command = ["sh", "-c", "mkdir -p \"$PIPEC_OUTPUT_parts/day=1\" \"$PIPEC_OUTPUT_parts/day=2\"; echo a > \"$PIPEC_OUTPUT_parts/day=1/x.csv\""]
+    outputs = ["parts"]
+  }
+  task "none" {
+    command = ["true"]
+    outputs = ["nothing"]
+  }
+  task "slow" {
+    command = ["sh", "-c", "until [ -e go ]; do sleep 0.01; done; echo a > \"$PIPEC_OUTPUT_late/x.csv\""]
+    outputs = ["late"]
+  }
+}
+`
+
+// TestGCKeepsEmptyFolders: pipec gc removed every empty folder under the
+// state's folder: the output folder of a task still running, made empty
+// before the task starts (the task then failed: "Directory nonexistent"),
+// an accepted version with no files, and an empty partition inside an
+// accepted version (whose bytes then no longer had its digest). It removes
+// only the empty folders that hold attempts or versions.
+func TestGCKeepsEmptyFolders(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p.hcl"), []byte(emptyHCL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(pipecBin, "run", "p.hcl", "--interval", "2024-01-01")
+	run.Dir = dir
+	var runOut strings.Builder
+	run.Stdout, run.Stderr = &runOut, &runOut
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, ".pipec", "state.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// whole checks that the current accepted versions of arts still read
+	// as their digests.
+	whole := func(when string, arts ...string) {
+		t.Helper()
+		for _, art := range arts {
+			v, err := st.AcceptedVersion(context.Background(), "e", art, "2024-01-01")
+			if err != nil {
+				t.Fatalf("%s: %s: %v", when, art, err)
+			}
+			key, err := artifacts.ParseKey(v.Location)
+			if err != nil {
+				t.Fatal(err)
+			}
+			folder := (&artifacts.Folder{Root: filepath.Join(dir, ".pipec", "versions")}).Path(key)
+			if d, err := sink.Digest(folder); err != nil || d != v.Digest {
+				t.Errorf("%s, the current accepted version %s reads %s, %v", when, v.Label(), d, err)
+			}
+		}
+	}
+	late := filepath.Join(dir, ".pipec", "staging", "e", "2024-01-01", "r1", "slow", "1", "late")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, lateErr := os.Stat(late)
+		_, partsErr := st.AcceptedVersion(context.Background(), "e", "parts", "2024-01-01")
+		_, nothingErr := st.AcceptedVersion(context.Background(), "e", "nothing", "2024-01-01")
+		if lateErr == nil && partsErr == nil && nothingErr == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slow's output folder %s (%v), or the versions of write and none (%v, %v), never came", late, lateErr, partsErr, nothingErr)
+		}
+	}
+	if out, code := pipec(t, dir, "gc"); code != 0 {
+		t.Fatalf("gc while slow runs exited %d:\n%s", code, out)
+	}
+	whole("after gc while slow ran", "parts", "nothing")
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Wait(); err != nil {
+		t.Fatalf("the run, after gc while slow ran: %v\n%s", err, runOut.String())
+	}
+	if out, code := pipec(t, dir, "gc"); code != 0 {
+		t.Fatalf("gc after the run exited %d:\n%s", code, out)
+	}
+	whole("after gc", "parts", "nothing", "late")
 }

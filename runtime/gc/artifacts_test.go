@@ -19,7 +19,8 @@ import (
 // and the puts (copies into the store) a crash left unfinished long ago; it
 // keeps the current accepted version, every version of a pipeline this state
 // does not know (another state sharing the store), and a put that may be in
-// progress.
+// progress. In this machine's cache of an object store, it removes the
+// copies of such versions not read for a day, and old unfinished downloads.
 func TestArtifactStoreCollected(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -90,6 +91,26 @@ func TestArtifactStoreCollected(t *testing.T) {
 	if err := os.Chtimes(staleTmp, now.Add(-2*DefaultTmpAge), now.Add(-2*DefaultTmpAge)); err != nil {
 		t.Fatal(err)
 	}
+	// This machine's cache of an object store's versions, beside the state
+	// (as artifacts.S3 keeps it, a copy's time its last read): a copy not
+	// current and not read for a day goes, and a download a crash left.
+	cached := func(version string, age time.Duration) string {
+		rel, err := filepath.Rel(shared.Root, version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "cache", rel)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cachedOld, cachedRead := cached(old, 2*DefaultCacheAge), cached(unrecorded, time.Hour)
+	cachedCur, cachedForeign := cached(cur, 2*DefaultCacheAge), cached(foreign, 2*DefaultCacheAge)
+	cachedTmp := cached(filepath.Join(filepath.Dir(cur), ".tmp-download"), 2*DefaultTmpAge)
 	if err := st.FinishRun(ctx, run.ID, store.RunSucceeded); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +124,7 @@ func TestArtifactStoreCollected(t *testing.T) {
 		got = append(got, it.Path)
 	}
 	slices.Sort(got)
-	want := []string{old, unrecorded, staleTmp}
+	want := []string{old, unrecorded, staleTmp, cachedOld, cachedTmp}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("gc would remove\n%v\nwant\n%v", got, want)
@@ -116,7 +137,7 @@ func TestArtifactStoreCollected(t *testing.T) {
 			t.Errorf("%s is still there: %v", p, err)
 		}
 	}
-	for _, p := range []string{cur, foreign, freshTmp} {
+	for _, p := range []string{cur, foreign, freshTmp, cachedRead, cachedCur, cachedForeign} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("%s was removed: %v", p, err)
 		}

@@ -6,8 +6,11 @@
 // state unless a shared store is configured) that are not the current
 // accepted one of their interval (none while a run is running, and only of
 // pipelines this state knows: a store shared with another state keeps that
-// state's versions), copies into it that a crash left unfinished, and
-// superseded versions in directory sinks.
+// state's versions), copies into it that a crash left unfinished, this
+// machine's cached copies of an object store's versions that are not
+// current and were not read for a day (cache.go), and superseded versions
+// in directory sinks. Of the empty folders left, only those that hold
+// attempts or versions go: never a version's own, nor an attempt's.
 //
 // What it never removes: anything of a run still running; the staging of an
 // attempt that is queued, running or unknown (an unknown attempt may still be
@@ -65,8 +68,10 @@ type Options struct {
 	// when zero).
 	Keep   int
 	TmpAge time.Duration
-	Now    time.Time
-	DryRun bool
+	// CacheAge: see collectCache (DefaultCacheAge when zero).
+	CacheAge time.Duration
+	Now      time.Time
+	DryRun   bool
 }
 
 // Item is one thing removed (or that would be, dry).
@@ -113,6 +118,9 @@ func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 	}
 	if o.Now.IsZero() {
 		o.Now = time.Now()
+	}
+	if o.CacheAge == 0 {
+		o.CacheAge = DefaultCacheAge
 	}
 	rep := &Report{Removed: []Item{}, DryRun: o.DryRun}
 	// Disk first, then the store (see the package doc).
@@ -216,6 +224,9 @@ func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 			}
 		}
 	}
+	if err := rep.collectCache(filepath.Join(o.StateDir, "cache"), k, o); err != nil {
+		return rep, err
+	}
 	// Logs are the history of attempts the state knows, and capped each;
 	// only those of runs it does not know (another state's, a deleted one's)
 	// are leftovers.
@@ -227,9 +238,18 @@ func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 			return rep, err
 		}
 	}
-	for _, root := range []string{filepath.Join(o.StateDir, "staging"), filepath.Join(o.StateDir, "heartbeats"), filepath.Join(o.StateDir, "versions"), filepath.Join(o.StateDir, "logs")} {
-		if !o.DryRun {
-			removeEmpty(root)
+	if !o.DryRun {
+		// Only the folders that hold attempts (<run>/<task>: staging,
+		// heartbeats, logs) or versions (<pipeline>/<artifact>: versions,
+		// cache), never an attempt's own folders nor a version's: an
+		// output folder made for a task still running is empty until the
+		// task writes into it, and a version's empty folder (an output
+		// with no files, an empty partition) is part of its bytes.
+		for _, f := range []struct {
+			name  string
+			depth int
+		}{{"staging", 4}, {"heartbeats", 4}, {"logs", 4}, {"versions", 2}, {"cache", 2}} {
+			removeEmpty(filepath.Join(o.StateDir, f.name), f.depth)
 		}
 	}
 	for _, d := range o.Sinks {
@@ -447,13 +467,17 @@ func size(path string) int64 {
 	return n
 }
 
-// removeEmpty removes the empty folders under root, deepest first (never
-// root itself).
-func removeEmpty(root string) {
+// removeEmpty removes the empty folders under root down to depth folders
+// below it, deepest first (never root itself, nor anything deeper).
+func removeEmpty(root string, depth int) {
 	var dirs []string
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() && p != root {
-			dirs = append(dirs, p)
+		if err != nil || !d.IsDir() || p == root {
+			return nil
+		}
+		dirs = append(dirs, p)
+		if rel, _ := filepath.Rel(root, p); strings.Count(filepath.ToSlash(rel), "/")+1 >= depth {
+			return filepath.SkipDir
 		}
 		return nil
 	})
