@@ -84,6 +84,18 @@ func TestS3Store(t *testing.T) {
 	if d, err := sink.Digest(got); err != nil || d != k.Digest {
 		t.Fatalf("digest after the drop %s %v, want %s", d, err, k.Digest)
 	}
+	// A read from the cache marks the copy as read now (pipec gc keeps
+	// what was read within a day).
+	long := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(got, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(got); err != nil || time.Since(fi.ModTime()) > time.Minute {
+		t.Errorf("a cached copy read now has the time %v, %v", fi.ModTime(), err)
+	}
 	// The same key again, from another worker's frozen copy: a success.
 	dir2, k2 := frozenVersion(t, "id,amount\n1,10\n")
 	if k2 != k {
