@@ -24,41 +24,30 @@ const DefaultCacheAge = 24 * time.Hour
 // by busy workers would never shrink. A task reading a superseded version
 // for longer than CacheAge may lose it under it.
 func (rep *Report) collectCache(root string, k *known, o Options) error {
-	type found struct {
-		path string
-		key  artifacts.Key
-		temp bool
-		mod  time.Time
-	}
-	var all []found
+	var gone []Item // removed after the walk, which must not lose its folders under it
 	err := fswalk.AtDepth(root, 3, nil, func(p string, parts []string, d fs.DirEntry) {
 		fi, err := d.Info()
 		if err != nil || !fi.IsDir() {
 			return
 		}
+		age := o.Now.Sub(fi.ModTime())
 		if artifacts.IsTemp(parts[2]) {
-			all = append(all, found{path: p, temp: true, mod: fi.ModTime()})
+			if age >= o.TmpAge {
+				gone = append(gone, Item{Path: p, Why: "unfinished download into this machine's cache, left by a crash"})
+			}
 			return
 		}
-		if key, err := artifacts.NewKey(parts[0], parts[1], "sha256:"+parts[2]); err == nil {
-			all = append(all, found{path: p, key: key, mod: fi.ModTime()})
+		key, err := artifacts.NewKey(parts[0], parts[1], "sha256:"+parts[2])
+		if err == nil && k.pipelines[key.Pipeline] && !k.frozenCurrent[key.String()] && age >= o.CacheAge {
+			gone = append(gone, Item{Path: p, Why: "cached copy of a version that is not the current accepted one, not read for " +
+				strings.TrimSuffix(o.CacheAge.String(), "0m0s")})
 		}
 	})
 	if err != nil {
 		return err
 	}
-	for _, f := range all {
-		why := ""
-		switch {
-		case f.temp && o.Now.Sub(f.mod) >= o.TmpAge:
-			why = "unfinished download into this machine's cache, left by a crash"
-		case !f.temp && k.pipelines[f.key.Pipeline] && !k.frozenCurrent[f.key.String()] && o.Now.Sub(f.mod) >= o.CacheAge:
-			why = "cached copy of a version that is not the current accepted one, not read for " + strings.TrimSuffix(o.CacheAge.String(), "0m0s")
-		}
-		if why == "" {
-			continue
-		}
-		if err := rep.remove(f.path, why, o.DryRun); err != nil {
+	for _, it := range gone {
+		if err := rep.remove(it.Path, it.Why, o.DryRun); err != nil {
 			return err
 		}
 	}

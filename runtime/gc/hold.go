@@ -70,10 +70,7 @@ func takeHold(ctx context.Context, st store.Store, lease, renew, margin time.Dur
 func (h *hold) renew(ctx context.Context) error {
 	start := time.Now()
 	h.mu.Lock()
-	if h.lapsed == nil && !h.until.IsZero() && !start.Before(h.until) {
-		h.lapsed = errLapse
-	}
-	lapsed := h.lapsed
+	lapsed := h.lapsedAt(start)
 	h.mu.Unlock()
 	if lapsed != nil {
 		return lapsed
@@ -112,14 +109,20 @@ func (h *hold) keep(ctx context.Context, renew time.Duration) {
 func (h *hold) removing(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.lapsed == nil && !time.Now().Before(h.until) {
-		h.lapsed = errLapse
-	}
-	if h.lapsed != nil {
-		return nil, nil, h.lapsed
+	if err := h.lapsedAt(time.Now()); err != nil {
+		return nil, nil, err
 	}
 	rctx, cancel := context.WithDeadline(ctx, h.until)
 	return rctx, cancel, nil
+}
+
+// lapsedAt says, h.mu held, whether the hold lapsed by now: once it has,
+// for good.
+func (h *hold) lapsedAt(now time.Time) error {
+	if h.lapsed == nil && !h.until.IsZero() && !now.Before(h.until) {
+		h.lapsed = errLapse
+	}
+	return h.lapsed
 }
 
 // release stops the renewals and ends the hold, whether or not ctx ended
