@@ -295,6 +295,26 @@ printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 	}
 }
 
+// InputChange: use moves a file of its input in place, as a gzip or an mv
+// of an input file does; read reads the input after it. Run by the matrix
+// of every dispatcher.
+const InputChange = `pipeline "inchange" {
+  task "make" {
+    command = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\""]
+    outputs = ["rows"]
+  }
+  task "use" {
+    command = ["sh", "-c", "mv \"$PIPEC_INPUT_rows/rows.csv\" \"$PIPEC_INPUT_rows/rows.old\""]
+    inputs  = ["rows"]
+  }
+  task "read" {
+    command    = ["sh", "-c", "cat \"$PIPEC_INPUT_rows/rows.csv\""]
+    inputs     = ["rows"]
+    depends_on = ["use"]
+  }
+}
+`
+
 // MatrixSecret is the value the matrix's tests give PIPEC_TEST_SECRET: it
 // must appear in no output of pipec, no event, no log.
 const MatrixSecret = "hunter2-matrix-secret"

@@ -362,32 +362,13 @@ func TestMatrixTornPartition(t *testing.T) {
 	})
 }
 
-// inputChangeHCL: use moves a file of its input in place, as a gzip or an
-// mv of an input file does; read reads the input after it.
-const inputChangeHCL = `pipeline "inchange" {
-  task "make" {
-    command = ["sh", "-c", "seq 1 5 > \"$PIPEC_OUTPUT_rows/rows.csv\""]
-    outputs = ["rows"]
-  }
-  task "use" {
-    command = ["sh", "-c", "mv \"$PIPEC_INPUT_rows/rows.csv\" \"$PIPEC_INPUT_rows/rows.old\""]
-    inputs  = ["rows"]
-  }
-  task "read" {
-    command    = ["sh", "-c", "cat \"$PIPEC_INPUT_rows/rows.csv\""]
-    inputs     = ["rows"]
-    depends_on = ["use"]
-  }
-}
-`
-
 // A task that changes an accepted input's bytes fails, with class input,
 // once, on whichever worker: no retry or failover repeats it, what reads
 // the input after it is not run, and the changed copy is not left for
 // anyone to read as the version.
 func TestMatrixTaskChangesItsInput(t *testing.T) {
 	eachDispatcher(t, func(t *testing.T, d dispatcher) {
-		e := newEnvOn(t, d.backend, inputChangeHCL, nil)
+		e := newEnvOn(t, d.backend, scenario.InputChange, nil)
 		if !d.local {
 			e.worker("w0")
 			e.worker("w1")

@@ -244,3 +244,30 @@ func (e *env) queueWorker(name string) *proc {
 	cmd.Env = append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE=")
 	return registered(e.t, proctest.Start(e.t, name, cmd, 30*time.Second))
 }
+
+// A task that changes an accepted input's bytes fails, with class input,
+// once, whichever worker Temporal hands it to: no retry of the activity
+// or failover repeats it, what reads the input after it is not run, and
+// the changed copy is not left for anyone to read as the version.
+func TestMatrixTemporalTaskChangesItsInput(t *testing.T) {
+	e := newEnv(t, scenario.InputChange, nil)
+	e.worker("w0")
+	e.worker("w1")
+	code, run, out := e.submit("2024-01-01", true)
+	if code != 1 || !strings.Contains(out, "changed its input rows (rows.csv removed, rows.old added)") {
+		t.Fatalf("exit %d, want a failed run saying use changed its input\n%s", code, out)
+	}
+	if as := e.attempts(run, "read"); len(as) != 0 {
+		t.Errorf("read ran after use changed its input: %+v", as)
+	}
+	as := e.attempts(run, "use")
+	if len(as) != 1 || as[0].State != store.AttemptFailed || as[0].Class != "input" {
+		t.Errorf("use's attempts %+v, want one, failed with class input", as)
+	}
+	_ = filepath.WalkDir(e.dir, func(p string, _ os.DirEntry, _ error) error {
+		if filepath.Base(p) == "rows.old" {
+			t.Errorf("the changed copy is still there: %s", p)
+		}
+		return nil
+	})
+}
