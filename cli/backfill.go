@@ -295,7 +295,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	var loc store.Location
 	switch {
 	case opts.submit && !opts.dryRun:
-		if st, q, loc, err = openQueue(ctx, io, &opts.state, path); err != nil {
+		if st, q, loc, err = openQueue(ctx, io, &opts.state, path, "", stateRestartWait); err != nil {
 			return err
 		}
 	default:
@@ -308,7 +308,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			return usageErr("state %s: %v", loc, unwrapPathError(err))
 		}
 		if exists || !opts.dryRun {
-			if st, err = openState(ctx, loc, false); err != nil {
+			if st, err = openState(ctx, io, loc, false); err != nil {
 				return err
 			}
 		}

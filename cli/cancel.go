@@ -86,7 +86,7 @@ func openRunState(ctx context.Context, io IO, sf *stateFlag, spec, runID, cmd st
 	if err != nil {
 		return nil, err
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openState(ctx, io, loc, true)
 	if err != nil {
 		return nil, err
 	}

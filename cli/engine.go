@@ -53,7 +53,7 @@ func OpenShared(ctx context.Context, value string) (*Shared, error) {
 	if err := cmd.Flags().Set("state", value); err != nil {
 		return nil, err
 	}
-	st, q, loc, err := openQueue(ctx, io, sf, "")
+	st, q, loc, err := openQueue(ctx, io, sf, "", "", stateRestartWait)
 	if err != nil {
 		return nil, err
 	}

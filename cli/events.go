@@ -53,7 +53,7 @@ func runEvents(ctx context.Context, io IO, id, spec string, opts eventsOptions) 
 	if err != nil {
 		return err
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openState(ctx, io, loc, true)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openState(ctx, io, loc, true)
 	if err != nil {
 		return err
 	}

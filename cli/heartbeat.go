@@ -66,7 +66,7 @@ func runHeartbeat(ctx context.Context, io IO) error {
 	if loc.Server {
 		return heartbeatFile(io, vals[2], attempt, token)
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openState(ctx, io, loc, true)
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,7 @@ func runRun(ctx context.Context, io IO, path string, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := openState(ctx, loc, false)
+	st, err := openState(ctx, io, loc, false)
 	if err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 		return err
 	}
 	if opts.dryRun {
-		st, err := openIfExists(ctx, loc)
+		st, err := openIfExists(ctx, io, loc)
 		if err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 		}
 		return dueRun(ctx, io, plan, st, workQueue(st), now, nil, false, false, true)
 	}
-	st, err := openState(ctx, loc, false)
+	st, err := openState(ctx, io, loc, false)
 	if err != nil {
 		return err
 	}

@@ -244,7 +244,7 @@ func compareWithState(ctx context.Context, io IO, pipeline string, opts showOpti
 	if err != nil {
 		return
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openState(ctx, io, loc, true)
 	if err != nil {
 		return
 	}

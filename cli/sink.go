@@ -71,7 +71,7 @@ func managedSink(ctx context.Context, io IO, specPath, name string, opts sinkOpt
 		}
 		// Like status and events, never create a state: adopting into a
 		// mistyped --state would bind the sink to a new, empty one.
-		st, err := openState(ctx, loc, true)
+		st, err := openState(ctx, io, loc, true)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -92,27 +92,30 @@ func (s *stateFlag) location(io IO, specPath string) (store.Location, error) {
 	return l, nil
 }
 
-// stateRestartWait is how long a command's writes to a state server wait
-// for it while it refuses connections (a restart) before they fail (a
-// task's write failing fails the task, as the state's failure). A worker
-// does not wait there: its own loop rides outages, each call bounded by
-// its lease (openStateNoWait).
+// stateRestartWait is how long a command waits for a state server that
+// refuses connections (a restart): at its start (openState), and for each
+// of its writes after (a task's write failing fails the task, as the
+// state's failure). Workers, and the commands that hand them work, open
+// the state with openQueue.
 const stateRestartWait = 30 * time.Second
+
+// stateRetry is how often a command started while its state's server is
+// down tries again.
+const stateRetry = 2 * time.Second
 
 // openState is the one way a command opens its state: the store and the
 // workers' queue on it. mustExist is for commands that only read (status,
 // events): they never create a state.
-func openState(ctx context.Context, l store.Location, mustExist bool) (backend.Handle, error) {
-	return openStateWith(ctx, l, mustExist, backend.Options{WaitForServer: stateRestartWait})
+func openState(ctx context.Context, io IO, l store.Location, mustExist bool) (backend.Handle, error) {
+	return openStateWith(ctx, io, l, mustExist, backend.Options{WaitForServer: stateRestartWait}, "", stateRestartWait)
 }
 
-// openStateNoWait is openState for a worker: its writes fail at once while
-// the server refuses connections.
-func openStateNoWait(ctx context.Context, l store.Location) (backend.Handle, error) {
-	return openStateWith(ctx, l, false, backend.Options{})
-}
-
-func openStateWith(ctx context.Context, l store.Location, mustExist bool, opt backend.Options) (backend.Handle, error) {
+// openStateWith opens the state at l with opt. A server that does not
+// answer (a restart, or a supervisor or cron starting pipec beside its
+// database) is tried again every stateRetry for up to limit (0: until ctx
+// ends), said once on stderr, where a wait inside the open left the
+// command silent.
+func openStateWith(ctx context.Context, io IO, l store.Location, mustExist bool, opt backend.Options, who string, limit time.Duration) (backend.Handle, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -125,7 +128,32 @@ func openStateWith(ctx context.Context, l store.Location, mustExist bool, opt ba
 			return nil, usageErr("no state at %s: nothing has run here yet (or give --state, or set %s)", l, stateEnv)
 		}
 	}
-	st, err := backend.Open(ctx, l, opt)
+	start := time.Now()
+	for told := false; ; {
+		st, err := openOnce(ctx, l, opt)
+		if !errors.Is(err, store.ErrUnreachable) || limit > 0 && time.Since(start)+stateRetry > limit {
+			return st, err
+		}
+		if !told {
+			told = true
+			bound := ""
+			if limit > 0 {
+				bound = " for up to " + limit.String()
+			}
+			fmt.Fprintf(io.Stderr, "pipec: %s%v; trying again every %s%s\n", who, err, stateRetry, bound)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, &exitError{Code: ExitInterrupted, Err: fmt.Errorf("%sstopped while waiting for the state", who)}
+		case <-time.After(stateRetry):
+		}
+	}
+}
+
+// openOnce opens the state at l, failing at once when its server refuses
+// connections (openStateWith waits, and says so).
+func openOnce(ctx context.Context, l store.Location, opt backend.Options) (backend.Handle, error) {
+	st, err := backend.Open(store.WaitingForServer(ctx, 0), l, opt)
 	if errors.Is(err, store.ErrUnreachable) {
 		// Not a usage error: the server is down or restarting.
 		return nil, &exitError{Code: ExitFindings, Err: unreachableError(fmt.Sprintf("state %s: %s", l, l.Hide(err.Error())))}
@@ -153,7 +181,7 @@ func (e unreachableError) Unwrap() error { return store.ErrUnreachable }
 
 // openIfExists opens the state at l when there is one, and nil when there
 // is none: a dry run reads the state and never makes one.
-func openIfExists(ctx context.Context, l store.Location) (backend.Handle, error) {
+func openIfExists(ctx context.Context, io IO, l store.Location) (backend.Handle, error) {
 	ok, err := l.Exists()
 	if err != nil {
 		return nil, usageErr("state %s: %v", l, unwrapPathError(err))
@@ -161,7 +189,7 @@ func openIfExists(ctx context.Context, l store.Location) (backend.Handle, error)
 	if !ok {
 		return nil, nil
 	}
-	return openState(ctx, l, false)
+	return openState(ctx, io, l, false)
 }
 
 // stateSilence says on stderr when the state stops answering a local run

@@ -157,7 +157,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	if err != nil {
 		return err
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openState(ctx, io, loc, true)
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, q, _, err := openQueue(ctx, io, &opts.state, path)
+	st, q, _, err := openQueue(ctx, io, &opts.state, path, "", stateRestartWait)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 		if err != nil {
 			return err
 		}
-		st, err := openIfExists(ctx, loc)
+		st, err := openIfExists(ctx, io, loc)
 		if err != nil {
 			return err
 		}
@@ -186,7 +186,7 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 		}
 		return dueRun(ctx, io, plan, st, workQueue(st), now, nil, true, true, true)
 	}
-	st, q, _, err := openQueue(ctx, io, &opts.state, path)
+	st, q, _, err := openQueue(ctx, io, &opts.state, path, "", stateRestartWait)
 	if err != nil {
 		return err
 	}

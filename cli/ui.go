@@ -96,7 +96,7 @@ func viewSource(ctx context.Context, io IO, sf *stateFlag, specs []string) (*web
 	if err != nil {
 		return nil, loc, nil, err
 	}
-	st, err := openState(ctx, loc, true)
+	st, err := openState(ctx, io, loc, true)
 	if err != nil {
 		return nil, loc, nil, err
 	}

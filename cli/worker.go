@@ -83,7 +83,13 @@ func newWorkerCmd(io IO) *cobra.Command {
 // refused, naming the flag, since a worker polling a state nobody submits
 // to would wait forever without a word. pipec submit defaults to the state
 // beside the spec, as pipec run does.
-func openQueue(ctx context.Context, io IO, sf *stateFlag, spec string) (store.Store, queue.Queue, store.Location, error) {
+//
+// Its writes fail at once while the server refuses connections: a worker's
+// loop rides outages, each call bounded by its lease, and submit --wait
+// says the state does not answer and follows on. A server down at the
+// start is waited for, for up to limit (0: until ctx ends, a worker's
+// wait; who names the worker in what is said).
+func openQueue(ctx context.Context, io IO, sf *stateFlag, spec, who string, limit time.Duration) (store.Store, queue.Queue, store.Location, error) {
 	if spec == "" && !sf.given(io) {
 		return nil, nil, store.Location{}, usageErr("%s: give the shared state with --state (the path of an SQLite file, "+
 			"for workers on this machine, or a postgres:// URL) or set %s", sf.cmd.Name(), stateEnv)
@@ -92,7 +98,7 @@ func openQueue(ctx context.Context, io IO, sf *stateFlag, spec string) (store.St
 	if err != nil {
 		return nil, nil, loc, err
 	}
-	st, err := openStateNoWait(ctx, loc)
+	st, err := openStateWith(ctx, io, loc, false, backend.Options{}, who, limit)
 	if err != nil {
 		return nil, nil, loc, err
 	}
@@ -174,21 +180,7 @@ func runWorker(ctx context.Context, io IO, opts workerOptions) error {
 			return usageErr("worker: --artifacts %s is not a folder on this machine (is the share mounted?)", arts)
 		}
 	}
-	st, q, loc, err := openQueue(ctx, io, &opts.state, "")
-	for told := false; errors.Is(err, store.ErrUnreachable); {
-		// Started while the database server is down (a supervisor
-		// restarting everything at once): wait for it rather than exit.
-		if !told {
-			told = true
-			fmt.Fprintf(io.Stderr, "pipec: worker %s: %v; trying again every %s\n", name, err, stateRetry)
-		}
-		select {
-		case <-ctx.Done():
-			return &exitError{Code: ExitInterrupted, Err: fmt.Errorf("worker %s: stopped while waiting for the state", name)}
-		case <-time.After(stateRetry):
-		}
-		st, q, loc, err = openQueue(ctx, io, &opts.state, "")
-	}
+	st, q, loc, err := openQueue(ctx, io, &opts.state, "", "worker "+name+": ", 0)
 	if err != nil {
 		return err
 	}
@@ -244,10 +236,6 @@ type workersOptions struct {
 	all   bool
 }
 
-// stateRetry is how often a worker started while its state's server is
-// down tries again.
-const stateRetry = 2 * time.Second
-
 // goneFor is how long a worker that is not live stays in pipec workers
 // without --all.
 const goneFor = time.Hour
@@ -275,7 +263,7 @@ func runWorkers(ctx context.Context, io IO, opts workersOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, q, _, err := openQueue(ctx, io, &opts.state, "")
+	st, q, _, err := openQueue(ctx, io, &opts.state, "", "", stateRestartWait)
 	if err != nil {
 		return err
 	}

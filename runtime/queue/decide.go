@@ -289,7 +289,11 @@ func Finished(w *Work, worker string, r Result) (Change, error) {
 		return Change{State: WorkNotRun, Reason: r.Reason, Spread: SpreadNotRun}, nil
 	case HandedBack:
 		w.Failover.ShutDown(w.Limits)
-		return Change{State: WorkReady, Reason: "handed back by " + worker + " (shutting down)",
+		why := r.Reason
+		if why == "" {
+			why = "shutting down"
+		}
+		return Change{State: WorkReady, Reason: "handed back by " + worker + " (" + why + ")",
 			Notes: []Note{{EventWorkHandedBack, map[string]any{"worker": worker, "counts": w.Failover.Describe(w.Limits, nil)}}}}, nil
 	case Failed:
 		return failedVisit(w, worker, w.Failover.Failed(w.Limits, false, r.Deterministic), r.Reason), nil

@@ -121,6 +121,17 @@ func TestHandedBackCountsNowhere(t *testing.T) {
 	if p, _ := Choose([]Work{w}, "w2"); p.Chosen != 0 {
 		t.Fatal("w2 may not take a handed-back task with global = 0")
 	}
+	if c.Reason != "handed back by w1 (shutting down)" {
+		t.Errorf("reason %q", c.Reason)
+	}
+	// A worker that could not begin the task says why: it is not shutting
+	// down, and an operator reading the reason must not think so.
+	if err := w.Failover.Start(l, "w1", []string{"w1", "w2"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := Finished(&w, "w1", Result{Ending: HandedBack, Reason: "its plan could not be read"}); c.Reason != "handed back by w1 (its plan could not be read)" || c.State != WorkReady {
+		t.Errorf("handed back unbegun: %+v", c)
+	}
 }
 
 func TestExpired(t *testing.T) {

@@ -188,7 +188,7 @@ type Ending int
 const (
 	Succeeded  Ending = iota
 	Failed            // the visit's attempts failed (the failover model decides what follows)
-	HandedBack        // the worker is shutting down gracefully; counts nowhere
+	HandedBack        // the worker gives the task back unrun or stopped: shutting down, or (Reason) it could not begin it; counts nowhere
 	NotRun            // an input has no accepted version: the task cannot run anywhere
 	// LeaseLost: the worker's lease on the task expired while it ran it
 	// (it was paused, or cut off from the store) and it stopped the task,

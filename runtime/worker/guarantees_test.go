@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pipec/pipec/internal/pgtest"
 	"github.com/pipec/pipec/internal/scenario"
@@ -280,23 +283,28 @@ func TestStoreRestartMidRun(t *testing.T) {
 
 // Defect 6, the other half: a worker started while its PostgreSQL server
 // is down (a supervisor restarting everything at once) waits for it,
-// saying so once, instead of exiting with a usage error.
+// saying so once, instead of exiting with a usage error; so does a pipec
+// submit started then (cron beside a database restarting), which failed
+// at once where pipec run waited.
 func TestWorkerStartsWhileStoreDown(t *testing.T) {
 	srv := pgtest.Start(t)
 	e := newEnvAt(t, srv.NewSchema(t), dagSpec, dagFiles)
 	restarted := make(chan error, 1)
 	go func() { restarted <- srv.Restart(3 * time.Second) }()
 	time.Sleep(500 * time.Millisecond) // down now
+	submit := e.started("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
 	w1 := e.worker("w1")
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(w1.Output(), "trying again"); n != 1 {
-		t.Fatalf("w1 said it waits for the state %d times, want once:\n%s", n, w1.Output())
+	submit.WaitExit(t, 2*time.Minute)
+	if submit.Err != nil || !strings.Contains(submit.Output(), "run dag/2024-01-01/r1 succeeded") {
+		t.Fatalf("submit --wait: %v\n%s", submit.Err, submit.Output())
 	}
-	code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
-	if code != 0 {
-		t.Fatalf("submit --wait: exit %d\n%s", code, out)
+	for _, p := range []*proc{w1, submit} {
+		if n := strings.Count(p.Output(), "trying again"); n != 1 {
+			t.Errorf("%s said it waits for the state %d times, want once:\n%s", p.Name, n, p.Output())
+		}
 	}
 }
 
@@ -503,4 +511,42 @@ func testStoreCrashesAtStarts(t *testing.T, charging bool) {
 			ran, follow.Err, follow.Output(), w1.Output(), w2.Output())
 	}
 	t.Logf("ran %v", ran)
+}
+
+// Claims that fail while heartbeats pass (a server with no connection left
+// for a worker's next one, as six workers of two slots found on a server
+// of 12 connections; here the server refuses every claim for 2 seconds):
+// the worker says so once, and once when a claim goes through again, where
+// it said it at every turn of its loop, five times a second here; the run
+// then succeeds.
+func TestClaimsRefusedForAWhile(t *testing.T) {
+	e := newEnvOn(t, onPostgres, chainSpec(2), nil)
+	w := e.worker("w1")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.state = 'claimed' THEN RAISE EXCEPTION 'claims refused by the test'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_claims BEFORE UPDATE ON work FOR EACH ROW EXECUTE FUNCTION refuse_claims()`); err != nil {
+		t.Fatal(err)
+	}
+	run := e.submit("2024-01-01")
+	w.WaitOutput(t, "claims refused by the test", 30*time.Second)
+	time.Sleep(2 * time.Second)
+	if _, err := conn.Exec(ctx, `DROP TRIGGER refuse_claims ON work`); err != nil {
+		t.Fatal(err)
+	}
+	if rs := e.until(run, "the run", finished); rs.Run.State != store.RunSucceeded {
+		t.Fatalf("run %s, want succeeded", rs.Run.State)
+	}
+	out := w.Output()
+	if n := strings.Count(out, "claims refused by the test"); n != 1 || strings.Count(out, "claims go through again") != 1 {
+		t.Errorf("the worker said the refused claims %d times, want once, and once that claims go through again:\n%s", n, out)
+	}
 }

@@ -83,6 +83,11 @@ type Config struct {
 	logMu *sync.Mutex
 	// outage: the last heartbeat failed (said once, and once when it ends).
 	outage bool
+	// claimFailing: the last claim failed (said once, and once when a
+	// claim goes through again): a server with no connection left fails
+	// every claim of every turn of the loop while heartbeats, on pooled
+	// connections, still pass.
+	claimFailing bool
 	// unrun: the claims the last heartbeat held that no visit ran
 	// (endUnrun).
 	unrun map[queue.Ref]bool
@@ -463,8 +468,15 @@ func (c *Config) claim(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref
 		at := time.Now()
 		cl, err := c.claimOne(ctx)
 		if err != nil {
-			c.logf("claim: %v", err)
+			if !c.claimFailing {
+				c.claimFailing = true
+				c.logf("claim: %v; trying again at each heartbeat and wakeup", err)
+			}
 			return
+		}
+		if c.claimFailing {
+			c.claimFailing = false
+			c.logf("claims go through again")
 		}
 		if cl == nil {
 			return
@@ -658,7 +670,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 		// Without its plan the task cannot run here; another worker may
 		// read it (a broken connection), so this is no failure of the task.
 		c.logf("%s %s: %v; handing it back", cl.Run, cl.Task, err)
-		finish(queue.Result{Ending: queue.HandedBack})
+		finish(queue.Result{Ending: queue.HandedBack, Reason: "its plan could not be read"})
 		return
 	}
 	if time.Since(v.claimedAt) > c.Lease/2 {
@@ -672,7 +684,7 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 		// claimed again if the store was only out of reach.
 		if err := c.heldNow(ctx, cl); err != nil {
 			c.logf("%s %s: not begun: %v", cl.Run, cl.Task, err)
-			finish(queue.Result{Ending: queue.HandedBack})
+			finish(queue.Result{Ending: queue.HandedBack, Reason: "its claim could not be confirmed"})
 			return
 		}
 	}

@@ -94,7 +94,7 @@ func (s *Store) Claim(ctx context.Context, worker string, lease time.Duration) (
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -114,7 +114,7 @@ func (s *Store) ClaimStarting(ctx context.Context, worker string, lease time.Dur
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, err
 	}
 	return out, nil
 }

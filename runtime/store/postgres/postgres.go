@@ -90,7 +90,8 @@ type Options struct {
 	// Clock replaces the server's clock, for tests only; nil means the
 	// server's clock_timestamp().
 	Clock store.Clock
-	// MaxConns bounds the connection pool; 0 means 8.
+	// MaxConns bounds the connection pool, over the URL's pool_max_conns;
+	// 0 means the URL's, else DefaultMaxConns.
 	MaxConns int32
 	// IdleInTransaction is how long the server lets a session of this
 	// store sit idle inside a transaction before it ends the session (and
@@ -155,7 +156,9 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		// pgx's parse errors redact the password; say no more than that.
 		return nil, fmt.Errorf("connection string: %w", err)
 	}
-	cfg.MaxConns = 8
+	if err := poolSize(url, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// A server that accepts and never answers (hung, or behind a
 		// network that drops packets) would hold a connection attempt,
@@ -194,6 +197,36 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("state database %s: %w", redacted(cfg), diskFull(err))
 	}
 	return s, nil
+}
+
+// DefaultMaxConns is a store's pool size when its URL sets no
+// pool_max_conns: a worker's slots, its heartbeat, its claims and the
+// connection it listens for work on share it.
+const DefaultMaxConns = 8
+
+// MinConns is the least pool_max_conns a URL may set: a worker or pipec
+// submit --wait holds one connection for as long as it listens for
+// wakeups, and needs another for everything else.
+const MinConns = 2
+
+// poolSize sets cfg's pool size: the URL's pool_max_conns (pgx's own
+// parameter; an operator fitting many workers into a server's
+// max_connections sets it), else DefaultMaxConns. A size below MinConns is
+// refused: the worker would wait for ever for a connection its own
+// listener holds.
+func poolSize(url string, cfg *pgxpool.Config) error {
+	cc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("connection string: %w", err)
+	}
+	if _, set := cc.RuntimeParams["pool_max_conns"]; !set {
+		cfg.MaxConns = DefaultMaxConns
+		return nil
+	}
+	if cfg.MaxConns < MinConns {
+		return fmt.Errorf("connection string: pool_max_conns=%d is below %d: pipec holds one connection to listen for wakeups and needs another for its writes", cfg.MaxConns, MinConns)
+	}
+	return nil
 }
 
 // redacted names the database without credentials: db@host.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -1168,6 +1169,73 @@ func TestRefusedConnectionIsNotWaitedFor(t *testing.T) {
 		}
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("%s: said after %s: waited for as a restart", tc.says, d.Round(time.Second))
+		}
+	}
+}
+
+// TestPoolSizeFromTheURL: a URL's pool_max_conns bounds the connections a
+// store holds on the server, its listener's among them, and a store
+// listening for wakeups with a pool of MinConns still answers many callers
+// at once; a pool too small to listen and write is refused when opened.
+func TestPoolSizeFromTheURL(t *testing.T) {
+	srv := pg.Server(t)
+	url := srv.NewSchema(t)
+	if _, err := postgres.Open(context.Background(), url+"&pool_max_conns=1", postgres.Options{}); err == nil ||
+		!strings.Contains(err.Error(), "pool_max_conns=1 is below 2") {
+		t.Fatalf("pool_max_conns=1: %v, want it refused", err)
+	}
+	for _, tc := range []struct {
+		param string
+		most  int
+	}{
+		{"&pool_max_conns=2", 2},
+		{"", postgres.DefaultMaxConns},
+	} {
+		s, err := postgres.Open(context.Background(), url+tc.param, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := s.Wakeups(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for range 16 {
+			wg.Go(func() {
+				for range 200 {
+					if _, err := s.GetRun(ctx, "none"); !errors.Is(err, store.ErrNotFound) {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		held := 0
+		for busy := true; busy; {
+			out, err := srv.Psql(ctx, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pipec'")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := strconv.Atoi(strings.TrimSpace(out))
+			held = max(held, n)
+			select {
+			case <-done:
+				busy = false
+			default:
+			}
+		}
+		close(errs)
+		for err := range errs {
+			t.Errorf("pool %q: %v", tc.param, err)
+		}
+		t.Logf("pool %q: %d connections", tc.param, held)
+		cancel()
+		s.Close()
+		if held > tc.most || held < 2 {
+			t.Errorf("pool %q: the server saw %d connections of the store, want 2 to %d", tc.param, held, tc.most)
 		}
 	}
 }

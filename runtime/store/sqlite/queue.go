@@ -320,7 +320,7 @@ func (s *Store) claim(ctx context.Context, worker string, lease time.Duration, s
 	}
 	if ok, err := s.exists(ctx, `SELECT 1 FROM work WHERE `+isReady); err != nil || !ok {
 		if err != nil {
-			return nil, fmt.Errorf("claim: %w", err)
+			return nil, err
 		}
 		return nil, nil
 	}
@@ -335,7 +335,7 @@ func (s *Store) claim(ctx context.Context, worker string, lease time.Duration, s
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
