@@ -373,7 +373,7 @@ func maxActiveRuns(plan *compiler.Plan) int {
 func submission(plan *compiler.Plan, base string, iv runtime.Interval, value string) queue.Submission {
 	return queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
-			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest, MaxActive: maxActiveRuns(plan)},
+			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest, TaskDigests: plan.TaskDigests(), MaxActive: maxActiveRuns(plan)},
 		Plan: plan.Marshal(), BaseDir: base, Interval: value, Tasks: queue.PlanTasks(plan),
 	}
 }

@@ -7,12 +7,14 @@ package compiler
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -642,4 +644,56 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// TaskDigest identifies what a task does, as its spec says: its command,
+// environment, secrets' names, inputs, outputs, effects and idempotence,
+// in 16 hex digits. A run records it for every task (store.Run.TaskDigests)
+// and a later run of the interval reuses a task's results only if its
+// digest is the same: an edited command runs again although code_version
+// did not move. What decides only when or where it runs (retries, pool,
+// timeout, labels) is left out, and so are the contents of the scripts it
+// calls, which code_version stands for.
+func TaskDigest(t *PlanTask) string {
+	h := sha256.New()
+	var n [8]byte
+	put := func(s string) { // length-prefixed: no two definitions write the same bytes
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	list := func(tag string, ss []string) {
+		put(tag)
+		put(strconv.Itoa(len(ss)))
+		for _, s := range ss {
+			put(s)
+		}
+	}
+	list("command", t.Command)
+	put("env")
+	put(strconv.Itoa(len(t.Env)))
+	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
+		put(k)
+		put(t.Env[k])
+	}
+	list("secret_env", t.SecretEnv)
+	put("inputs")
+	put(strconv.Itoa(len(t.Inputs)))
+	for _, in := range t.Inputs {
+		put(in.Artifact)
+		put(strconv.Itoa(in.Offset))
+	}
+	list("outputs", t.Outputs)
+	list("effects", t.Effects)
+	put(strconv.FormatBool(t.Idempotent))
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// TaskDigests is TaskDigest of every task of the plan, by name.
+func (p *Plan) TaskDigests() map[string]string {
+	out := make(map[string]string, len(p.Tasks))
+	for i := range p.Tasks {
+		out[p.Tasks[i].Name] = TaskDigest(&p.Tasks[i])
+	}
+	return out
 }

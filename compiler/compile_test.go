@@ -197,3 +197,52 @@ func TestLabelsSortedAndDeduplicated(t *testing.T) {
 		t.Errorf("the plan's JSON should name labels once (a's only):\n%s", res.Plan.Marshal())
 	}
 }
+
+// TestTaskDigest: what a task does changes its digest (command,
+// environment, secrets' names, inputs and their intervals, outputs,
+// effects, idempotence); when or where it runs does not (timeout, retry,
+// pool, labels, heartbeat, dependencies without data).
+func TestTaskDigest(t *testing.T) {
+	base := func() PlanTask {
+		return PlanTask{Name: "t", Command: []string{"sh", "-c", "x"}, Env: map[string]string{"A": "1"},
+			SecretEnv: []string{"S"}, Inputs: []PlanInput{{Artifact: "raw", Offset: 0, Producer: "p"}},
+			Outputs: []string{"out"}, Effects: []string{"mail"}, Idempotent: true}
+	}
+	b := base()
+	want := TaskDigest(&b)
+	if len(want) != 16 {
+		t.Fatalf("digest %q, want 16 hex digits", want)
+	}
+	for what, edit := range map[string]func(*PlanTask){
+		"command":       func(t *PlanTask) { t.Command = []string{"sh", "-c", "y"} },
+		"command split": func(t *PlanTask) { t.Command = []string{"sh", "-c x"} },
+		"env value":     func(t *PlanTask) { t.Env["A"] = "2" },
+		"env key":       func(t *PlanTask) { t.Env = map[string]string{"B": "1"} },
+		"secret":        func(t *PlanTask) { t.SecretEnv = []string{"T"} },
+		"input offset":  func(t *PlanTask) { t.Inputs[0].Offset = -1 },
+		"input":         func(t *PlanTask) { t.Inputs[0].Artifact = "other" },
+		"output":        func(t *PlanTask) { t.Outputs = []string{"out", "more"} },
+		"effects":       func(t *PlanTask) { t.Effects = nil },
+		"idempotent":    func(t *PlanTask) { t.Idempotent = false },
+	} {
+		e := base()
+		edit(&e)
+		if TaskDigest(&e) == want {
+			t.Errorf("%s changed, the digest did not", what)
+		}
+	}
+	for what, edit := range map[string]func(*PlanTask){
+		"timeout":    func(t *PlanTask) { t.Timeout = "2m" },
+		"retry":      func(t *PlanTask) { t.Retry = &PlanRetry{MaxAttempts: 3} },
+		"pool":       func(t *PlanTask) { t.Pool = "p" },
+		"labels":     func(t *PlanTask) { t.Labels = []string{"gpu"} },
+		"depends_on": func(t *PlanTask) { t.DependsOn, t.Needs = []string{"a"}, []string{"a", "p"} },
+		"producer":   func(t *PlanTask) { t.Inputs[0].Producer = "q" },
+	} {
+		e := base()
+		edit(&e)
+		if TaskDigest(&e) != want {
+			t.Errorf("%s changed the digest", what)
+		}
+	}
+}

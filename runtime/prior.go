@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
@@ -108,7 +110,7 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 	for _, a := range as {
 		switch {
 		case a.State == store.AttemptQueued:
-			err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: "abandoned",
+			err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: classAbandoned,
 				ErrorTail: "never started: it was stopped before launching it"})
 			if err != nil && !errors.Is(err, store.ErrConflict) {
 				return err
@@ -121,6 +123,14 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 			}
 		}
 	}
+	// The newest attempt that may have run decides: one that never ran (a
+	// claim's attempt its visit did not use, as when it adopted this very
+	// success, or one stopped before its launch) took no effect, and a
+	// worker's third run of an interval charged again behind one.
+	as = slices.DeleteFunc(as, neverRan)
+	if len(as) == 0 {
+		return nil
+	}
 	latest := as[len(as)-1]
 	if _, ok := r.blocked[ts.t.Name]; !ok && latest.State == store.AttemptSucceeded && !r.o.Force {
 		r.adopt[ts.t.Name] = latest
@@ -128,10 +138,23 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 	return nil
 }
 
+// classAbandoned is the class of an attempt an earlier run queued and
+// never launched (settlePrior ends it so).
+const classAbandoned = "abandoned"
+
+// neverRan reports an attempt whose task never began: still queued, or
+// ended as never launched (classAbandoned) or as a claim's attempt its
+// visit did not use (queue.ClassNotStarted).
+func neverRan(a store.Attempt) bool {
+	return a.State == store.AttemptQueued ||
+		a.State == store.AttemptFailed && (a.Class == classAbandoned || a.Class == queue.ClassNotStarted)
+}
+
 // reusable says why a task need not run again (and "" when it must): its
 // outputs have accepted versions of this interval made by this
-// code_version (a task without outputs: an attempt succeeded), newer than
-// the newest success of each task it needs, so nothing upstream changed
+// code_version (a task without outputs: an attempt succeeded) in a run
+// that defined the task as this one does (definedAlike), newer than the
+// newest success of each task it needs, so nothing upstream changed
 // since. Tokens of an interval only grow, so they order all of this.
 func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 	if r.o.Force || !ts.t.Idempotent {
@@ -146,12 +169,16 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 		}
 		for _, a := range as {
 			if a.State == store.AttemptSucceeded && a.Run != r.runID {
-				made, from = a.Token, "succeeded in "+a.Run
+				made, from = a.Token, a.Run
 			}
 		}
 		if made == 0 {
 			return "", nil
 		}
+		if alike, err := r.definedAlike(ctx, from, ts); err != nil || !alike {
+			return "", err
+		}
+		from = "succeeded in " + from
 	}
 	for _, out := range ts.t.Outputs {
 		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
@@ -163,6 +190,9 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 		}
 		if r.missingFromStore(ctx, v) {
 			return "", nil // made again, rather than its readers failing
+		}
+		if alike, err := r.definedAlike(ctx, v.Run, ts); err != nil || !alike {
+			return "", err
 		}
 		if made == 0 || v.Token < made {
 			made = v.Token
@@ -181,6 +211,19 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 		}
 	}
 	return from, nil
+}
+
+// definedAlike reports whether run defined the task as this run does
+// (compiler.TaskDigest): results of an edited command, environment or
+// inputs are not reused, although code_version did not move. A run
+// recorded before runs kept their tasks' digests counts as alike, as it
+// did then.
+func (r *runner) definedAlike(ctx context.Context, run string, ts *taskState) (bool, error) {
+	earlier, err := r.st.GetRun(ctx, run)
+	if err != nil || earlier.TaskDigests == nil {
+		return true, err
+	}
+	return earlier.TaskDigests[ts.t.Name] == compiler.TaskDigest(ts.t), nil
 }
 
 // missingFromStore reports whether the artifact store surely no longer

@@ -566,7 +566,7 @@ func (r *runner) createRun(ctx context.Context) (store.Run, error) {
 	told, takeOver := "", ""
 	for {
 		run, err := r.st.CreateRun(ctx, store.NewRun{Pipeline: r.plan.Pipeline, Interval: r.iv.Key,
-			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest,
+			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest, TaskDigests: r.plan.TaskDigests(),
 			Owner: store.RunOwner{Host: host, PID: os.Getpid()}, Lease: r.o.RunLease, TakeOver: takeOver, MaxActive: r.o.MaxActiveRuns})
 		var busy *store.RunBusyError
 		var full *store.RunSlotsError

@@ -30,6 +30,11 @@ type Facts struct {
 	visible map[string]store.Version
 	// accepted caches AcceptedVersion lookups ("artifact\x00interval").
 	accepted map[string]bool
+	// edited names, per interval's latest succeeded run, the tasks the
+	// spec now defines otherwise than that run did (compiler.TaskDigest).
+	// Every task of a run either ran there or was reused as defined alike,
+	// so that run speaks for all its interval shows.
+	edited map[string][]string
 }
 
 // Running is a run in progress, as a skipped or blocked interval names it:
@@ -42,7 +47,7 @@ type Running = store.RunInProgress
 // tells a run handed to workers from a leftover.
 func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Plan) (*Facts, error) {
 	f := &Facts{plan: plan, st: st, succeeded: map[string]string{}, current: map[string]bool{}, running: map[string]Running{},
-		visible: map[string]store.Version{}, accepted: map[string]bool{}}
+		visible: map[string]store.Version{}, accepted: map[string]bool{}, edited: map[string][]string{}}
 	if st == nil {
 		return f, nil
 	}
@@ -110,7 +115,45 @@ func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Pla
 			f.visible[sk+"\x00"+p.Artifact+"\x00"+p.Interval] = v
 		}
 	}
+	if err := f.readEdits(ctx); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// readEdits fills edited: one read of each interval's latest succeeded
+// run.
+func (f *Facts) readEdits(ctx context.Context) error {
+	now := f.plan.TaskDigests()
+	for _, key := range slices.Sorted(mapKeys(f.succeeded)) {
+		id := f.succeeded[key]
+		r, err := f.st.GetRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.TaskDigests == nil {
+			continue // recorded before runs kept them: alike, as reuse counts it
+		}
+		for _, name := range slices.Sorted(mapKeys(now)) {
+			if r.TaskDigests[name] != now[name] {
+				f.edited[id] = append(f.edited[id], name)
+			}
+		}
+	}
+	return nil
+}
+
+// editedSince says which tasks the spec defines otherwise than run did, as
+// a stale interval's reason ("" when none).
+func (f *Facts) editedSince(run string) string {
+	names := f.edited[run]
+	if len(names) == 0 {
+		return ""
+	}
+	if len(names) > 3 {
+		names = append(names[:3:3], fmt.Sprintf("%d more", len(names)-3))
+	}
+	return fmt.Sprintf("the spec defines task %s otherwise than %s, which succeeded last", strings.Join(names, ", "), run)
 }
 
 // submitted reports whether run was handed to workers (queue.Submit): a
@@ -162,7 +205,10 @@ func (f *Facts) Status(iv runtime.Interval) Status {
 	}
 	cv := f.plan.CodeVersion
 	if len(f.plan.Publishes) == 0 {
+		edited := f.editedSince(s.Succeeded)
 		switch {
+		case f.current[iv.Key] && edited != "":
+			s.State, s.Why = Stale, "stale: "+edited
 		case f.current[iv.Key]:
 			s.State, s.Why = Complete, fmt.Sprintf("complete: a run at code_version %s succeeded", orNone(cv))
 		case s.Succeeded != "":
@@ -186,7 +232,10 @@ func (f *Facts) Status(iv runtime.Interval) Status {
 			shown++
 		}
 	}
+	edited := f.editedSince(s.Succeeded)
 	switch {
+	case len(stale) == 0 && len(missing) == 0 && edited != "":
+		s.State, s.Why = Stale, "stale: "+edited
 	case len(stale) == 0 && len(missing) == 0:
 		s.State, s.Why = Complete, "complete at code_version "+orNone(cv)
 	case shown == 0:

@@ -198,8 +198,14 @@ type Run struct {
 	IntervalEnd   time.Time
 	CodeVersion   string
 	PlanDigest    string
-	State         RunState
-	Created       time.Time
+	// TaskDigests is each task's definition as the run's plan had it
+	// (compiler.TaskDigest), by name: a later run of the interval reuses a
+	// task's results only from a run that defined it alike. Nil for runs
+	// recorded before pipec kept it. GetRun reads them; ListRuns and the
+	// queue's status leave them nil (a large plan's are large).
+	TaskDigests map[string]string
+	State       RunState
+	Created     time.Time
 	// Finished is zero while the run is running.
 	Finished time.Time
 	// Cancelled, for a cancelled run, is who cancelled it and why.
@@ -214,6 +220,7 @@ type NewRun struct {
 	IntervalEnd   time.Time
 	CodeVersion   string
 	PlanDigest    string
+	TaskDigests   map[string]string
 	// Owner is who runs it (host and pid), named to a second run that is
 	// refused.
 	Owner RunOwner
@@ -719,4 +726,26 @@ func VersionsByID(vs []Version) map[int64]Version {
 		m[v.ID] = v
 	}
 	return m
+}
+
+// TaskDigestsText is Run.TaskDigests as a store keeps it: a JSON object
+// (keys sorted), "" for none.
+func TaskDigestsText(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// ParseTaskDigests reads TaskDigestsText's text back; "" is nil.
+func ParseTaskDigests(text string) (map[string]string, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		return nil, fmt.Errorf("task digests: %w", err)
+	}
+	return m, nil
 }

@@ -129,7 +129,9 @@ func TestMatrixNonIdempotentInterrupted(t *testing.T) {
 }
 
 // A second run of an interval reuses what the first completed: the
-// non-idempotent charge is not repeated, the consumer is not rerun.
+// non-idempotent charge is not repeated, the consumer is not rerun. Once
+// the consumer's command is edited (code_version unchanged), a third run
+// runs it again, and still not the charge.
 func TestMatrixRerunReuses(t *testing.T) {
 	eachDispatcher(t, func(t *testing.T, d dispatcher) {
 		e := matrixEnv(t, d, "1")
@@ -144,7 +146,30 @@ func TestMatrixRerunReuses(t *testing.T) {
 		if n := e.lines("mails", "mail"); n != 1 {
 			t.Fatalf("mail ran %d times, want once", n)
 		}
+		editSpec(t, e, `command = ["./mail.sh"]`, `command = ["sh", "./mail.sh"]`)
+		if code, out := d.run(e, "2024-01-01"); code != 0 {
+			t.Fatalf("run 3: exit %d\n%s", code, out)
+		}
+		if n := e.lines("mails", "mail"); n != 2 {
+			t.Fatalf("mail ran %d times, want twice: its command was edited", n)
+		}
+		if n := e.lines("ledger", "charge"); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
 	})
+}
+
+// editSpec replaces old, which must be there, with new in the test's spec.
+func editSpec(t *testing.T, e *env, old, new string) {
+	t.Helper()
+	path := filepath.Join(e.dir, "pipeline.hcl")
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), old) {
+		t.Fatalf("the spec lacks %q: %v", old, err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A check that fails fails the run, and nothing is published.

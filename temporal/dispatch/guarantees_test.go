@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +95,10 @@ func killPID(pid string) {
 func TestResubmitReuses(t *testing.T) {
 	e := newEnv(t, scenario.Pay, scenario.PayFiles())
 	e.worker("w2")
-	for i, want := range []string{"run pay/2024-01-01/r1 succeeded", "run pay/2024-01-01/r2 succeeded"} {
+	// A third submission too: behind the second's claims, which ran
+	// nothing, the charge ran again there.
+	for i := range 3 {
+		want := fmt.Sprintf("run pay/2024-01-01/r%d succeeded", i+1)
 		if code, _, out := e.submit("2024-01-01", true); code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("submit %d: exit %d\n%s", i+1, code, out)
 		}
@@ -103,12 +107,14 @@ func TestResubmitReuses(t *testing.T) {
 		t.Fatalf("%d charges in the ledger, want 1", n)
 	}
 	if n := e.lines("mails", "mail"); n != 1 {
-		t.Fatalf("mail ran %d times, want once (reused the second time)", n)
+		t.Fatalf("mail ran %d times, want once (reused the second and third time)", n)
 	}
-	for _, task := range []string{"charge", "mail"} {
-		for _, a := range e.attempts("pay/2024-01-01/r2", task) {
-			if a.State == store.AttemptSucceeded || a.State == store.AttemptRunning {
-				t.Fatalf("%s ran again in r2: %+v", task, a)
+	for _, run := range []string{"pay/2024-01-01/r2", "pay/2024-01-01/r3"} {
+		for _, task := range []string{"charge", "mail"} {
+			for _, a := range e.attempts(run, task) {
+				if a.State == store.AttemptSucceeded || a.State == store.AttemptRunning {
+					t.Fatalf("%s ran again in %s: %+v", task, run, a)
+				}
 			}
 		}
 	}

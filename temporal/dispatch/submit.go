@@ -88,7 +88,7 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	}
 	run, err := st.CreateRun(ctx, store.NewRun{Pipeline: s.Plan.Pipeline, Interval: s.Interval.Key,
 		IntervalStart: s.Interval.Start, IntervalEnd: s.Interval.End, CodeVersion: s.Plan.CodeVersion,
-		PlanDigest: s.Plan.Digest, Owner: store.RunOwner{Host: "temporal:" + host, PID: os.Getpid()},
+		PlanDigest: s.Plan.Digest, TaskDigests: s.Plan.TaskDigests(), Owner: store.RunOwner{Host: "temporal:" + host, PID: os.Getpid()},
 		Lease: RunLease, MaxActive: max})
 	if err != nil {
 		return Submitted{}, err

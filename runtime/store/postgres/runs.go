@@ -100,11 +100,16 @@ WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipel
 		IntervalEnd:   nr.IntervalEnd.UTC(),
 		CodeVersion:   nr.CodeVersion,
 		PlanDigest:    nr.PlanDigest,
+		TaskDigests:   nr.TaskDigests,
 		State:         store.RunRunning,
 	}
-	writes.Queue(`INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, state, created)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', pipec_now()) RETURNING created`,
-		r.ID, r.Pipeline, r.Interval, seq, nullTime(nr.IntervalStart), nullTime(nr.IntervalEnd), r.CodeVersion, r.PlanDigest)
+	digests, err := store.TaskDigestsText(nr.TaskDigests)
+	if err != nil {
+		return r, 0, err
+	}
+	writes.Queue(`INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, task_digests, state, created)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', pipec_now()) RETURNING created`,
+		r.ID, r.Pipeline, r.Interval, seq, nullTime(nr.IntervalStart), nullTime(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, digests)
 	payload := map[string]any{
 		"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
 	}
@@ -216,12 +221,12 @@ func nullTime(t time.Time) *time.Time {
 
 const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled`
 
-func scanRun(sc pgx.Row) (store.Run, error) {
+func scanRun(sc pgx.Row, more ...any) (store.Run, error) {
 	var r store.Run
 	var start, end, finished *time.Time
 	var created time.Time
 	var state string
-	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled); err != nil {
+	if err := sc.Scan(append([]any{&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled}, more...)...); err != nil {
 		return store.Run{}, err
 	}
 	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)
@@ -235,9 +240,13 @@ func scanRun(sc pgx.Row) (store.Run, error) {
 
 // GetRun implements store.Store.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
-	r, err := scanRun(s.read().QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	var digests string // GetRun alone reads them: a large plan's are large
+	r, err := scanRun(s.read().QueryRow(ctx, `SELECT `+runColumns+`, task_digests FROM runs WHERE id = $1`, id), &digests)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
+	}
+	if err == nil {
+		r.TaskDigests, err = store.ParseTaskDigests(digests)
 	}
 	return r, err
 }
@@ -263,7 +272,7 @@ func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, e
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanRun)
+	return collect(rows, func(r pgx.Row) (store.Run, error) { return scanRun(r) })
 }
 
 // collect scans every row with scan.

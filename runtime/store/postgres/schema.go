@@ -448,6 +448,12 @@ CREATE TABLE collections (
 	expiry timestamptz NOT NULL
 );
 `},
+	{22, "task digests of a run", `
+-- Each task's definition as the run's plan had it (store.Run.TaskDigests,
+-- a JSON object): a later run reuses a task's results only from a run that
+-- defined it alike. '' for runs made before.
+ALTER TABLE runs ADD COLUMN task_digests text NOT NULL DEFAULT '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

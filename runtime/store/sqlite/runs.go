@@ -77,12 +77,17 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 			IntervalEnd:   nr.IntervalEnd.UTC(),
 			CodeVersion:   nr.CodeVersion,
 			PlanDigest:    nr.PlanDigest,
+			TaskDigests:   nr.TaskDigests,
 			State:         store.RunRunning,
 			Created:       timeOf(now),
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, state, created)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Pipeline, r.Interval, seq, nanos(nr.IntervalStart), nanos(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, string(r.State), now); err != nil {
+		digests, err := store.TaskDigestsText(nr.TaskDigests)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, task_digests, state, created)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Pipeline, r.Interval, seq, nanos(nr.IntervalStart), nanos(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, digests, string(r.State), now); err != nil {
 			return err
 		}
 		payload := map[string]any{
@@ -135,11 +140,11 @@ WHERE r.pipeline = ? AND r.state = 'running'`, pipeline)
 
 const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled`
 
-func scanRun(sc interface{ Scan(...any) error }) (store.Run, error) {
+func scanRun(sc interface{ Scan(...any) error }, more ...any) (store.Run, error) {
 	var r store.Run
 	var start, end, created, finished int64
 	var state string
-	if err := sc.Scan(&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled); err != nil {
+	if err := sc.Scan(append([]any{&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled}, more...)...); err != nil {
 		return store.Run{}, err
 	}
 	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)
@@ -153,9 +158,13 @@ func scanRun(sc interface{ Scan(...any) error }) (store.Run, error) {
 
 // GetRun implements Store.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
-	r, err := scanRun(s.queryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	var digests string // GetRun alone reads them: a large plan's are large
+	r, err := scanRun(s.queryRow(ctx, `SELECT `+runColumns+`, task_digests FROM runs WHERE id = ?`, id), &digests)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
+	}
+	if err == nil {
+		r.TaskDigests, err = store.ParseTaskDigests(digests)
 	}
 	return r, err
 }

@@ -377,6 +377,12 @@ CREATE TABLE collections (
 	expiry_until INTEGER NOT NULL
 );
 `},
+	{18, "task digests of a run", `
+-- Each task's definition as the run's plan had it (store.Run.TaskDigests,
+-- a JSON object): a later run reuses a task's results only from a run that
+-- defined it alike. '' for runs made before.
+ALTER TABLE runs ADD COLUMN task_digests TEXT NOT NULL DEFAULT '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -168,6 +169,19 @@ func testRunIDsCountPerInterval(t *testing.T, open single) {
 	}
 	if _, err := s.GetRun(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetRun(nope) = %v, want store.ErrNotFound", err)
+	}
+	// A run's task digests come back from GetRun as they went in, and a
+	// run made without them has none.
+	digests := map[string]string{"extract": "0123456789abcdef", "load": "fedcba9876543210"}
+	d, err := s.CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: "2024-01-03", CodeVersion: "1", PlanDigest: "sha256:p", TaskDigests: digests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetRun(ctx, d.ID); err != nil || !maps.Equal(got.TaskDigests, digests) {
+		t.Errorf("GetRun(%s).TaskDigests = %v, %v; want %v", d.ID, got.TaskDigests, err, digests)
+	}
+	if got, err := s.GetRun(ctx, a.ID); err != nil || got.TaskDigests != nil {
+		t.Errorf("GetRun(%s).TaskDigests = %v, %v; want none", a.ID, got.TaskDigests, err)
 	}
 }
 
