@@ -15,6 +15,9 @@ import (
 // An interval being run is left alone (Active), one whose earlier-interval
 // input cannot exist is Blocked.
 func (f *Facts) Backfill(ctx context.Context, ivs []runtime.Interval, stale bool) ([]Decision, error) {
+	if err := f.readEdits(ctx, ivs); err != nil {
+		return nil, err
+	}
 	return f.decide(ctx, ivs, func(s Status) (bool, string) {
 		switch {
 		case s.State == Complete:

@@ -31,7 +31,8 @@ type Facts struct {
 	// accepted caches AcceptedVersion lookups ("artifact\x00interval").
 	accepted map[string]bool
 	// edited names, per interval's latest succeeded run, the tasks the
-	// spec now defines otherwise than that run did (compiler.TaskDigest).
+	// spec now defines otherwise than that run did (compiler.TaskDigest),
+	// for the intervals a backfill decides (readEdits).
 	// Every task of a run either ran there or was reused as defined alike,
 	// so that run speaks for all its interval shows.
 	edited map[string][]string
@@ -115,18 +116,23 @@ func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Pla
 			f.visible[sk+"\x00"+p.Artifact+"\x00"+p.Interval] = v
 		}
 	}
-	if err := f.readEdits(ctx); err != nil {
-		return nil, err
-	}
 	return f, nil
 }
 
-// readEdits fills edited: one read of each interval's latest succeeded
-// run.
-func (f *Facts) readEdits(ctx context.Context) error {
+// readEdits fills edited for the intervals ivs: one read of each one's
+// latest succeeded run. Only a backfill asks (what is due never looks at
+// the tasks of what succeeded), and only of its range.
+func (f *Facts) readEdits(ctx context.Context, ivs []runtime.Interval) error {
 	now := f.plan.TaskDigests()
-	for _, key := range slices.Sorted(mapKeys(f.succeeded)) {
-		id := f.succeeded[key]
+	for _, iv := range ivs {
+		id, ok := f.succeeded[iv.Key]
+		if !ok {
+			continue
+		}
+		if _, read := f.edited[id]; read {
+			continue
+		}
+		f.edited[id] = nil
 		r, err := f.st.GetRun(ctx, id)
 		if err != nil {
 			return err
