@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/artifacts"
@@ -219,11 +220,38 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 // recorded before runs kept their tasks' digests counts as alike, as it
 // did then.
 func (r *runner) definedAlike(ctx context.Context, run string, ts *taskState) (bool, error) {
-	earlier, err := r.st.GetRun(ctx, run)
-	if err != nil || earlier.TaskDigests == nil {
+	digests, err := r.defined.of(ctx, r.st, run)
+	if err != nil || digests == nil {
 		return true, err
 	}
-	return earlier.TaskDigests[ts.t.Name] == compiler.TaskDigest(ts.t), nil
+	return digests[ts.t.Name] == compiler.TaskDigest(ts.t), nil
+}
+
+// runDefinitions holds the task digests of earlier runs, each read once
+// for a plan's runs and visits (PlanSetup): a rerun that reuses a thousand
+// tasks asks of one or two runs a thousand times (reading them each time
+// made such a local rerun five times slower).
+type runDefinitions struct {
+	mu   sync.Mutex
+	runs map[string]map[string]string
+}
+
+// of is run's store.Run.TaskDigests.
+func (d *runDefinitions) of(ctx context.Context, st store.Store, run string) (map[string]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if digests, ok := d.runs[run]; ok {
+		return digests, nil
+	}
+	r, err := st.GetRun(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	if d.runs == nil {
+		d.runs = map[string]map[string]string{}
+	}
+	d.runs[run] = r.TaskDigests
+	return r.TaskDigests, nil
 }
 
 // missingFromStore reports whether the artifact store surely no longer

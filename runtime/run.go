@@ -320,8 +320,11 @@ type runner struct {
 	blocked map[string]string
 	adopt   map[string]store.Attempt
 	// hasPrior: an earlier run touched the interval, so a task may be
-	// reused (reusable); a first run asks nothing.
+	// reused (reusable); a first run asks nothing. defined: the task
+	// digests of the earlier runs reusable asked of (definedAlike), the
+	// setup's.
 	hasPrior bool
+	defined  *runDefinitions
 
 	// A visit (visit.go): the attempts made before it, for the retry
 	// policy, and whether an attempt's lease expired (which stops the task
@@ -449,6 +452,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		baseEnv:       setup.baseEnv,
 		parentEnv:     setup.parentEnv,
 		paths:         setup.paths,
+		defined:       setup.defined,
 		blocked:       map[string]string{},
 		adopt:         map[string]store.Attempt{},
 		gos:           gos,

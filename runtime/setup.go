@@ -36,6 +36,9 @@ type PlanSetup struct {
 	// part that changes once made: each visit of a worker makes a runner of
 	// its own, and a cache per runner would search PATH at every task.
 	paths *exec.Paths
+	// defined holds the task digests of the interval's earlier runs, read
+	// once for all the visits of the plan (they never change).
+	defined *runDefinitions
 	// iv is the interval, when resolved: a visit resolves one that is not
 	// and says why it cannot.
 	iv       Interval
@@ -54,7 +57,7 @@ type PlanSetup struct {
 // against the current directory now, as a runner would at its start.
 func PreparePlan(o Options) (*PlanSetup, error) {
 	s := &PlanSetup{plan: o.Plan, rawStatePath: o.StatePath, rawBaseDir: o.BaseDir, interval: o.Interval,
-		environ: slices.Clone(o.Environ), paths: new(exec.Paths)}
+		environ: slices.Clone(o.Environ), paths: new(exec.Paths), defined: new(runDefinitions)}
 	if iv, err := ResolveInterval(o.Plan.Schedule, o.Interval); err == nil {
 		s.iv, s.resolved = iv, true
 	}
