@@ -95,8 +95,8 @@ func killPID(pid string) {
 func TestResubmitReuses(t *testing.T) {
 	e := newEnv(t, scenario.Pay, scenario.PayFiles())
 	e.worker("w2")
-	// A third submission too: behind the second's claims, which ran
-	// nothing, the charge ran again there.
+	// A third submission too (behind the second's claims, which ran
+	// nothing, workers on the state's own queue charged again there).
 	for i := range 3 {
 		want := fmt.Sprintf("run pay/2024-01-01/r%d succeeded", i+1)
 		if code, _, out := e.submit("2024-01-01", true); code != 0 || !strings.Contains(out, want) {
@@ -108,6 +108,22 @@ func TestResubmitReuses(t *testing.T) {
 	}
 	if n := e.lines("mails", "mail"); n != 1 {
 		t.Fatalf("mail ran %d times, want once (reused the second and third time)", n)
+	}
+	// mail's command edited (code_version unchanged): a fourth submission
+	// runs it again, and still not the charge.
+	path := filepath.Join(e.dir, "pipeline.hcl")
+	spec, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(spec), `command = ["./mail.sh"]`) {
+		t.Fatalf("the spec lacks mail's command: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(spec), `command = ["./mail.sh"]`, `command = ["sh", "./mail.sh"]`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, out := e.submit("2024-01-01", true); code != 0 || !strings.Contains(out, "run pay/2024-01-01/r4 succeeded") {
+		t.Fatalf("submit 4: exit %d\n%s", code, out)
+	}
+	if c, m := e.lines("ledger", "charge"), e.lines("mails", "mail"); c != 1 || m != 2 {
+		t.Fatalf("%d charges and %d mails, want 1 and 2: mail's command was edited", c, m)
 	}
 	for _, run := range []string{"pay/2024-01-01/r2", "pay/2024-01-01/r3"} {
 		for _, task := range []string{"charge", "mail"} {
