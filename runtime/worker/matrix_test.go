@@ -159,6 +159,29 @@ func TestMatrixRerunReuses(t *testing.T) {
 	})
 }
 
+// Dispatchers taking turns on one state: a local run, workers, a local run
+// again, workers again. The charge is made once; the workers' claims of it,
+// which run nothing, do not make a later run take it for not done.
+func TestMatrixDispatchersTakeTurns(t *testing.T) {
+	for _, b := range []backend{onSQLite, onPostgres} {
+		t.Run(string(b), func(t *testing.T) {
+			local, workers := dispatcher{"local", b, true}, dispatcher{"workers", b, false}
+			e := matrixEnv(t, workers, "1")
+			for i, d := range []dispatcher{local, workers, local, workers} {
+				if code, out := d.run(e, "2024-01-01"); code != 0 {
+					t.Fatalf("run %d (%s): exit %d\n%s", i+1, d.name, code, out)
+				}
+			}
+			if n := e.lines("ledger", "charge"); n != 1 {
+				t.Fatalf("%d charges, want 1", n)
+			}
+			if n := e.lines("mails", "mail"); n != 1 {
+				t.Fatalf("mail ran %d times, want once", n)
+			}
+		})
+	}
+}
+
 // editSpec replaces old, which must be there, with new in the test's spec.
 func editSpec(t *testing.T, e *env, old, new string) {
 	t.Helper()
