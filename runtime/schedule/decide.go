@@ -11,7 +11,10 @@ import (
 
 // Backfill decides each of ivs (in order) for a backfill. An interval that
 // is complete is skipped; with stale, so is every interval that is not
-// stale (only published versions of another code_version are rebuilt).
+// stale (only published versions of another code_version are rebuilt),
+// and a complete interval whose latest succeeded run defined a task
+// otherwise (Status.Edited) is rebuilt: only with stale, so that a plain
+// backfill after an edit fills gaps and says how to rebuild the rest.
 // An interval being run is left alone (Active), one whose earlier-interval
 // input cannot exist is Blocked.
 func (f *Facts) Backfill(ctx context.Context, ivs []runtime.Interval, stale bool) ([]Decision, error) {
@@ -20,6 +23,10 @@ func (f *Facts) Backfill(ctx context.Context, ivs []runtime.Interval, stale bool
 	}
 	return f.decide(ctx, ivs, func(s Status) (bool, string) {
 		switch {
+		case s.State == Complete && s.Edited != "" && stale:
+			return true, "stale: " + s.Edited
+		case s.State == Complete && s.Edited != "":
+			return false, s.Why + ", but " + s.Edited + " (--stale rebuilds it)"
 		case s.State == Complete:
 			return false, s.Why
 		case stale && s.State != Stale:

@@ -149,8 +149,9 @@ func (f *Facts) readEdits(ctx context.Context, ivs []runtime.Interval) error {
 	return nil
 }
 
-// editedSince says which tasks the spec defines otherwise than run did, as
-// a stale interval's reason ("" when none).
+// editedSince says which tasks the spec defines otherwise than run did
+// (Status.Edited; "" when none). It does not name the run, so that the
+// intervals a backfill skips alike are said in one line.
 func (f *Facts) editedSince(run string) string {
 	names := f.edited[run]
 	if len(names) == 0 {
@@ -159,7 +160,7 @@ func (f *Facts) editedSince(run string) string {
 	if len(names) > 3 {
 		names = append(names[:3:3], fmt.Sprintf("%d more", len(names)-3))
 	}
-	return fmt.Sprintf("the spec defines task %s otherwise than %s, which succeeded last", strings.Join(names, ", "), run)
+	return fmt.Sprintf("the spec defines task %s otherwise than the run that succeeded last", strings.Join(names, ", "))
 }
 
 // submitted reports whether run was handed to workers (queue.Submit): a
@@ -201,6 +202,10 @@ type Status struct {
 	Succeeded string
 	// Running is the run in progress, if any.
 	Running *Running
+	// Edited, for a complete interval, names the tasks the spec defines
+	// otherwise than its latest succeeded run did (read for a backfill's
+	// intervals only, readEdits); "" when none.
+	Edited string
 }
 
 // Status returns what the store shows of the interval.
@@ -211,12 +216,10 @@ func (f *Facts) Status(iv runtime.Interval) Status {
 	}
 	cv := f.plan.CodeVersion
 	if len(f.plan.Publishes) == 0 {
-		edited := f.editedSince(s.Succeeded)
 		switch {
-		case f.current[iv.Key] && edited != "":
-			s.State, s.Why = Stale, "stale: "+edited
 		case f.current[iv.Key]:
 			s.State, s.Why = Complete, fmt.Sprintf("complete: a run at code_version %s succeeded", orNone(cv))
+			s.Edited = f.editedSince(s.Succeeded)
 		case s.Succeeded != "":
 			s.State, s.Why = Stale, fmt.Sprintf("stale: %s succeeded at another code_version than the spec's %s", s.Succeeded, orNone(cv))
 		default:
@@ -238,12 +241,10 @@ func (f *Facts) Status(iv runtime.Interval) Status {
 			shown++
 		}
 	}
-	edited := f.editedSince(s.Succeeded)
 	switch {
-	case len(stale) == 0 && len(missing) == 0 && edited != "":
-		s.State, s.Why = Stale, "stale: "+edited
 	case len(stale) == 0 && len(missing) == 0:
 		s.State, s.Why = Complete, "complete at code_version "+orNone(cv)
+		s.Edited = f.editedSince(s.Succeeded)
 	case shown == 0:
 		s.State, s.Why = Missing, "not published"
 	case len(stale) > 0:
