@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/queue"
@@ -224,7 +223,7 @@ func (r *runner) definedAlike(ctx context.Context, run string, ts *taskState) (b
 	if err != nil || digests == nil {
 		return true, err
 	}
-	return digests[ts.t.Name] == compiler.TaskDigest(ts.t), nil
+	return digests[ts.t.Name] == r.digests[ts.t.Name], nil
 }
 
 // runDefinitions holds the task digests of earlier runs, each read once

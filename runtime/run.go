@@ -320,10 +320,11 @@ type runner struct {
 	blocked map[string]string
 	adopt   map[string]store.Attempt
 	// hasPrior: an earlier run touched the interval, so a task may be
-	// reused (reusable); a first run asks nothing. defined: the task
-	// digests of the earlier runs reusable asked of (definedAlike), the
-	// setup's.
+	// reused (reusable); a first run asks nothing. digests and defined:
+	// the setup's task digests of this plan and of the earlier runs
+	// reusable asked of (definedAlike).
 	hasPrior bool
+	digests  map[string]string
 	defined  *runDefinitions
 
 	// A visit (visit.go): the attempts made before it, for the retry
@@ -452,6 +453,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		baseEnv:       setup.baseEnv,
 		parentEnv:     setup.parentEnv,
 		paths:         setup.paths,
+		digests:       setup.digests,
 		defined:       setup.defined,
 		blocked:       map[string]string{},
 		adopt:         map[string]store.Attempt{},
@@ -570,7 +572,7 @@ func (r *runner) createRun(ctx context.Context) (store.Run, error) {
 	told, takeOver := "", ""
 	for {
 		run, err := r.st.CreateRun(ctx, store.NewRun{Pipeline: r.plan.Pipeline, Interval: r.iv.Key,
-			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest, TaskDigests: r.plan.TaskDigests(),
+			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest, TaskDigests: r.digests,
 			Owner: store.RunOwner{Host: host, PID: os.Getpid()}, Lease: r.o.RunLease, TakeOver: takeOver, MaxActive: r.o.MaxActiveRuns})
 		var busy *store.RunBusyError
 		var full *store.RunSlotsError

@@ -36,8 +36,11 @@ type PlanSetup struct {
 	// part that changes once made: each visit of a worker makes a runner of
 	// its own, and a cache per runner would search PATH at every task.
 	paths *exec.Paths
-	// defined holds the task digests of the interval's earlier runs, read
-	// once for all the visits of the plan (they never change).
+	// digests are the plan's task digests (compiler.TaskDigest), which its
+	// runs record and compare with earlier runs'; defined holds those of
+	// the interval's earlier runs, read once for all the visits of the plan
+	// (they never change).
+	digests map[string]string
 	defined *runDefinitions
 	// iv is the interval, when resolved: a visit resolves one that is not
 	// and says why it cannot.
@@ -57,7 +60,7 @@ type PlanSetup struct {
 // against the current directory now, as a runner would at its start.
 func PreparePlan(o Options) (*PlanSetup, error) {
 	s := &PlanSetup{plan: o.Plan, rawStatePath: o.StatePath, rawBaseDir: o.BaseDir, interval: o.Interval,
-		environ: slices.Clone(o.Environ), paths: new(exec.Paths), defined: new(runDefinitions)}
+		environ: slices.Clone(o.Environ), paths: new(exec.Paths), digests: o.Plan.TaskDigests(), defined: new(runDefinitions)}
 	if iv, err := ResolveInterval(o.Plan.Schedule, o.Interval); err == nil {
 		s.iv, s.resolved = iv, true
 	}
