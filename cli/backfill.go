@@ -24,6 +24,7 @@ type backfillOptions struct {
 	from, to string
 	dryRun   bool
 	stale    bool
+	force    bool
 	submit   bool
 	wait     bool
 	poll     time.Duration
@@ -33,7 +34,7 @@ type backfillOptions struct {
 func newBackfillCmd(io IO) *cobra.Command {
 	opts := backfillOptions{poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
-		Use:   "backfill SPEC|PLAN --from DATE --to DATE [--dry-run] [--stale] [--submit [--wait]]",
+		Use:   "backfill SPEC|PLAN --from DATE --to DATE [--dry-run] [--stale|--force] [--submit [--wait]]",
 		Short: "Run every interval from --from to --to (inclusive), bounded; --dry-run prints the estimate",
 		Long: "Backfill runs the intervals whose start lies between --from and --to, both included, at most\n" +
 			"schedule.max_active_runs at a time (one at a time without it, or when a task reads an earlier\n" +
@@ -41,9 +42,11 @@ func newBackfillCmd(io IO) *cobra.Command {
 			"spec's code_version) is skipped; one a run is in progress for is left to it; one whose input\n" +
 			"from an earlier interval has no accepted version is blocked; each is said so. With --stale\n" +
 			"only intervals whose visible version has another code_version are rebuilt (after a logic\n" +
-			"fix). Each interval is an ordinary run: completed work is reused. The runs share their\n" +
-			"slots: a pool's slots and --parallel bound the whole backfill. A line per interval says\n" +
-			"how far it got, with an ETA from the mean of the finished intervals.\n" +
+			"fix). With --force every interval runs, complete or not, and every task of each again (after\n" +
+			"a source's data was corrected). Otherwise each interval is an ordinary run: completed work\n" +
+			"is reused. The runs share their slots: a pool's slots and --parallel bound the whole\n" +
+			"backfill. A line per interval says how far it got, with an ETA from the mean of the\n" +
+			"finished intervals.\n" +
 			"--dry-run launches nothing and prints what would run and the estimate: runs ÷ slots × time\n" +
 			"per run, with the slots and the time per run it prints. The slots are the smaller bound of\n" +
 			"the run slots and the busiest pool (its slots over the share of a run its tasks' timeouts\n" +
@@ -74,6 +77,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.to, "to", "", "start of the last interval, included (required)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "print what would run and the estimate, and launch nothing")
 	f.BoolVar(&opts.stale, "stale", false, "rebuild only intervals whose visible version has a code_version other than the spec's")
+	f.BoolVar(&opts.force, "force", false, "run every interval, complete or not, and every task of each again (after a source's data was corrected)")
 	f.BoolVar(&opts.submit, "submit", false, "hand the intervals to the workers of the shared state instead of running them here")
 	f.BoolVar(&opts.wait, "wait", false, "with --submit: follow the runs until the last ends and exit with their status")
 	f.DurationVar(&opts.poll, "poll", opts.poll, "with --submit: how often a submitted run is looked at")
@@ -92,11 +96,13 @@ type backfillPlan struct {
 	slotsWhy  string
 	perRun    time.Duration
 	perRunWhy string
+	// forced: every task of each interval runs again (--force).
+	forced bool
 }
 
 // planBackfill decides every interval from..to with what st says (nil: a
 // state where nothing ran yet).
-func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st store.Store, q queue.Queue, stale bool) (*backfillPlan, error) {
+func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st store.Store, q queue.Queue, mode schedule.Rebuild) (*backfillPlan, error) {
 	first, err := runtime.ResolveInterval(plan.Schedule, from)
 	if err != nil {
 		return nil, usageErr("--from: %v", err)
@@ -108,7 +114,7 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st 
 	if last.Start.Before(first.Start) {
 		return nil, usageErr("--to %s is before --from %s", to, from)
 	}
-	bp := &backfillPlan{plan: plan}
+	bp := &backfillPlan{plan: plan, forced: mode == schedule.RebuildAll}
 	if bp.intervals, err = schedule.Intervals(first, last); err != nil {
 		return nil, usageErr("%v", err)
 	}
@@ -121,7 +127,7 @@ func planBackfill(ctx context.Context, plan *compiler.Plan, from, to string, st 
 	if err != nil {
 		return nil, &exitError{Code: ExitFindings, Err: fmt.Errorf("reading the state: %w", err)}
 	}
-	if bp.decisions, err = facts.Backfill(ctx, bp.intervals, stale); err != nil {
+	if bp.decisions, err = facts.Backfill(ctx, bp.intervals, mode); err != nil {
 		return nil, &exitError{Code: ExitFindings, Err: fmt.Errorf("reading the state: %w", err)}
 	}
 	bp.toRun = count(bp.decisions, schedule.Run)
@@ -179,6 +185,9 @@ func (bp *backfillPlan) print(io IO, pipeline string) {
 	fmt.Fprintf(io.Stdout, "backfill %s: %d interval(s), %s to %s (every %s)\n", pipeline, n,
 		bp.intervals[0].Key, bp.intervals[n-1].Key, roundDuration(bp.intervals[0].Every))
 	printDecisions(io, bp.decisions)
+	if bp.forced && bp.toRun > 0 {
+		fmt.Fprintf(io.Stdout, "  forced:       every task of each interval runs again, complete or not; nothing is reused\n")
+	}
 	if bp.toRun != n {
 		fmt.Fprintf(io.Stdout, "  to run:       %d interval(s)", bp.toRun)
 		var parts []string
@@ -319,7 +328,16 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			q = workQueue(st)
 		}
 	}
-	bp, err := planBackfill(ctx, plan, opts.from, opts.to, st, q, opts.stale)
+	mode := schedule.RebuildGaps
+	switch {
+	case opts.stale && opts.force:
+		return usageErr("backfill: --stale rebuilds what is stale, --force everything: give one")
+	case opts.stale:
+		mode = schedule.RebuildStale
+	case opts.force:
+		mode = schedule.RebuildAll
+	}
+	bp, err := planBackfill(ctx, plan, opts.from, opts.to, st, q, mode)
 	if err != nil {
 		return err
 	}
@@ -342,7 +360,7 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll)
+		launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll, opts.force)
 		defer stop()
 		b.launch, b.detach = launch, !opts.wait
 		if io.engine != nil {
@@ -350,12 +368,12 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 			if e == "" {
 				return usageErr("backfill --submit: give the engine with --engine temporal://HOST:PORT or set %s", engineEnv)
 			}
-			b.launch = engineLaunch(io, io.engine, e, st, plan, base, opts.poll)
+			b.launch = engineLaunch(io, io.engine, e, st, plan, base, opts.poll, opts.force)
 		}
 	} else {
 		// One set of slots for every run: a pool (such as "backfill")
 		// bounds the whole backfill, not each run.
-		launch, stop := localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts)
+		launch, stop := localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts, opts.force)
 		defer stop()
 		b.launch = launch
 	}

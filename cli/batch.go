@@ -308,13 +308,13 @@ func describeOutcome(o outcome) string {
 // are shared by every run of the batch (a pool bounds all of them). stop
 // ends the goroutines the batch's runs kept, once no run is left.
 func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc store.Location, seed uint64, slots *runtime.Slots,
-	arts string) (launch func(context.Context, runtime.Interval, func(string)) outcome, stop func()) {
+	arts string, force bool) (launch func(context.Context, runtime.Interval, func(string)) outcome, stop func()) {
 	objects := new(objstore.Clients) // one for every run of the batch
 	shown := new(sink.Shown)
 	gos := new(goreuse.Pool)
 	batch := runtime.Options{Plan: plan, BaseDir: filepath.Dir(path), Store: st,
 		StatePath: loc.Path, Seed: seed, Slots: slots, Environ: io.Environ(), Artifacts: arts, MaxActiveRuns: maxActiveRuns(plan),
-		ObjectStores: objects, SinksShown: shown, Goroutines: gos, OnStateSilent: (&stateSilence{w: io.Stderr}).told}
+		ObjectStores: objects, SinksShown: shown, Goroutines: gos, OnStateSilent: (&stateSilence{w: io.Stderr}).told, Force: force}
 	// Derived once for every run; when it cannot be, each run derives its
 	// own and says why.
 	batch.Setup, _ = runtime.PreparePlan(batch)
@@ -370,10 +370,11 @@ func maxActiveRuns(plan *compiler.Plan) int {
 
 // submission is what pipec submit records for one interval: the run, its
 // plan, the spec's folder and its tasks (queue.PlanTasks).
-func submission(plan *compiler.Plan, base string, iv runtime.Interval, value string) queue.Submission {
+func submission(plan *compiler.Plan, base string, iv runtime.Interval, value string, force bool) queue.Submission {
 	return queue.Submission{
 		Run: store.NewRun{Pipeline: plan.Pipeline, Interval: iv.Key, IntervalStart: iv.Start, IntervalEnd: iv.End,
-			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest, TaskDigests: plan.TaskDigests(), MaxActive: maxActiveRuns(plan)},
+			CodeVersion: plan.CodeVersion, PlanDigest: plan.Digest, TaskDigests: plan.TaskDigests(), Forced: force,
+			MaxActive: maxActiveRuns(plan)},
 		Plan: plan.Marshal(), BaseDir: base, Interval: value, Tasks: queue.PlanTasks(plan),
 	}
 }
@@ -383,13 +384,13 @@ func submission(plan *compiler.Plan, base string, iv runtime.Interval, value str
 // detach, the last interval of the batch is not followed. The followers
 // share one listener for run ends, held until stop (before the store is
 // closed: closing it waits for the listener's connection).
-func submitLaunch(ctx context.Context, io IO, plan *compiler.Plan, base string, q queue.Queue, poll time.Duration) (
+func submitLaunch(ctx context.Context, io IO, plan *compiler.Plan, base string, q queue.Queue, poll time.Duration, force bool) (
 	launch func(context.Context, runtime.Interval, func(string)) outcome, stop func()) {
 	listenCtx, stop := context.WithCancel(ctx)
 	ends := newRunEnds(q)
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
 		ends.start(listenCtx)
-		run, err := q.Submit(ctx, submission(plan, base, iv, iv.Key))
+		run, err := q.Submit(ctx, submission(plan, base, iv, iv.Key, force))
 		if o, ok := refused(plan, iv, err); ok {
 			return o
 		}

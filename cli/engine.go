@@ -186,7 +186,7 @@ func engineCancel(io IO, run, engine string) error {
 // engineFlags are the flags each command passes on to pipec-temporal.
 var engineFlags = map[string]map[string]bool{
 	"worker": {"state": true, "name": true, "slots": true, "workdir": true, "lease": true, "label": true, "artifacts": true},
-	"submit": {"state": true, "interval": true, "wait": true, "artifacts": true, "poll": true},
+	"submit": {"state": true, "interval": true, "wait": true, "artifacts": true, "poll": true, "force": true},
 }
 
 func isFile(p string) bool {

@@ -29,12 +29,13 @@ type Engine interface {
 
 // EngineRun is one interval to hand to an Engine: the compiled plan, the
 // spec's folder (where tasks run), the interval and the value it was
-// given as.
+// given as, and Force for a run that reuses nothing (store.Run.Forced).
 type EngineRun struct {
 	Plan     *compiler.Plan
 	BaseDir  string
 	Interval runtime.Interval
 	Value    string
+	Force    bool
 }
 
 // EngineMain is Main with submit --due and backfill --submit handing
@@ -51,9 +52,9 @@ func EngineMain(args []string, io IO, e Engine) int {
 // worker" when that changes), reading the waiting from the run's log
 // (runWaiting): the engine's workflow records it there, not in a queue.
 func engineLaunch(io IO, e Engine, engine string, st store.Store, plan *compiler.Plan, base string,
-	poll time.Duration) func(context.Context, runtime.Interval, func(string)) outcome {
+	poll time.Duration, force bool) func(context.Context, runtime.Interval, func(string)) outcome {
 	return func(ctx context.Context, iv runtime.Interval, started func(string)) outcome {
-		run, err := e.Submit(ctx, engine, st, EngineRun{Plan: plan, BaseDir: base, Interval: iv, Value: iv.Key})
+		run, err := e.Submit(ctx, engine, st, EngineRun{Plan: plan, BaseDir: base, Interval: iv, Value: iv.Key, Force: force})
 		if o, ok := refused(plan, iv, err); ok {
 			return o
 		}

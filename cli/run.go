@@ -290,7 +290,7 @@ func runRunDue(ctx context.Context, io IO, path string, opts runOptions) error {
 	if err != nil {
 		return err
 	}
-	launch, stop := localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts)
+	launch, stop := localLaunch(io, plan, path, st, loc, opts.seed, runtime.NewSlots(plan, opts.parallel), arts, false)
 	defer stop()
 	return dueRun(ctx, io, plan, st, workQueue(st), now, launch, false, false, false)
 }

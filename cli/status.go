@@ -67,6 +67,8 @@ type runStatusJSON struct {
 	State    string     `json:"state"`
 	Created  time.Time  `json:"created"`
 	Finished *time.Time `json:"finished,omitempty"`
+	// Forced: the run was asked to run every task again (--force).
+	Forced bool `json:"forced,omitempty"`
 	// Waiting is what a run handed to workers waits for ("task extract:
 	// waiting for a worker with labels spark (none is live)"), if anything.
 	Waiting string       `json:"waiting,omitempty"`
@@ -184,7 +186,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 		order, how := taskOrder(plan, r.Pipeline, evs)
 		orders = append(orders, how)
 		rs := runStatusJSON{ID: r.ID, Pipeline: r.Pipeline, Interval: r.Interval, State: string(r.State), Created: r.Created,
-			Tasks: taskStates(as, evs, order), TaskOrder: how}
+			Forced: r.Forced, Tasks: taskStates(as, evs, order), TaskOrder: how}
 		if !r.Finished.IsZero() {
 			f := r.Finished
 			rs.Finished = &f
@@ -210,7 +212,11 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	}
 	var b strings.Builder
 	for _, r := range out {
-		fmt.Fprintf(&b, "%s  %s\n", r.ID, r.State)
+		if r.Forced {
+			fmt.Fprintf(&b, "%s  %s  (forced: nothing reused)\n", r.ID, r.State)
+		} else {
+			fmt.Fprintf(&b, "%s  %s\n", r.ID, r.State)
+		}
 		if r.Waiting != "" {
 			fmt.Fprintf(&b, "  %s\n", r.Waiting)
 		}

@@ -27,6 +27,7 @@ type submitOptions struct {
 	due       bool
 	now       string
 	dryRun    bool
+	force     bool
 	artifacts artifactsFlag
 	engine    engineFlag
 }
@@ -67,6 +68,7 @@ func newSubmitCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.now, "now", "", "with --due: judge what is due at this RFC 3339 time instead of the wall clock (also "+nowEnv+")")
 	_ = f.MarkHidden("now")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "with --due: print what would be submitted, and submit nothing")
+	f.BoolVar(&opts.force, "force", false, "with --interval: run every task again, even those a previous run of the interval completed")
 	opts.artifacts.register(cmd, "the shared artifact store's folder, recorded with the run in place of the spec's artifacts "+
 		"(a worker's own --artifacts wins over it)")
 	opts.engine.register(cmd)
@@ -111,7 +113,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 		return err
 	}
 	withArtifacts(plan, arts)
-	sub := submission(plan, base, iv, opts.interval)
+	sub := submission(plan, base, iv, opts.interval, opts.force)
 	run, err := submitWhenFree(ctx, io, q, sub, opts.wait, opts.poll)
 	if err != nil {
 		return &exitError{Code: ExitFindings, Err: err}
@@ -155,8 +157,8 @@ func submitWhenFree(ctx context.Context, io IO, q queue.Queue, sub queue.Submiss
 // runSubmitDue is pipec submit --due: the due intervals, handed to the
 // workers.
 func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) error {
-	if opts.interval != "" {
-		return usageErr("submit: --due decides the intervals itself: it takes no --interval")
+	if opts.interval != "" || opts.force {
+		return usageErr("submit: --due decides the intervals itself: it takes neither --interval nor --force")
 	}
 	now, err := dueNow(io, opts.now)
 	if err != nil {
@@ -200,14 +202,14 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 		return err
 	}
 	withArtifacts(plan, arts)
-	launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll)
+	launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll, false)
 	defer stop()
 	if io.engine != nil {
 		e := opts.engine.get(io)
 		if e == "" {
 			return usageErr("submit --due: give the engine with --engine temporal://HOST:PORT or set %s", engineEnv)
 		}
-		launch = engineLaunch(io, io.engine, e, st, plan, base, opts.poll)
+		launch = engineLaunch(io, io.engine, e, st, plan, base, opts.poll, false)
 	}
 	return dueRun(ctx, io, plan, st, q, now, launch, true, !opts.wait, false)
 }

@@ -314,3 +314,48 @@ func TestLocalAttemptLostBeforeItsVersion(t *testing.T) {
 		t.Fatalf("lost %v, t0 %+v:\n%s", st.told, tr, sum.text())
 	}
 }
+
+// A forced run reuses nothing from earlier runs, but a visit of it adopts
+// what an earlier visit of the same run did: Temporal visits a task again
+// when its worker died after recording the attempt's end and before
+// reporting it. Forcing each visit alike charged twice.
+func TestForcedRunVisitedAgain(t *testing.T) {
+	f := newFixture(t, `pipeline "p" {
+  task "charge" {
+    command    = ["sh", "-c", "echo charged >> ledger"]
+    effects    = ["charge"]
+    idempotent = false
+  }
+}
+`, nil)
+	ctx := context.Background()
+	charges := func() int {
+		b, _ := os.ReadFile(filepath.Join(f.dir, "ledger"))
+		return strings.Count(string(b), "charged")
+	}
+	if sum := f.run(f.options("2024-01-01")); sum.Failed || charges() != 1 {
+		t.Fatalf("first run: %d charges\n%s", charges(), sum.text())
+	}
+	run, err := f.st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: f.plan.CodeVersion, Forced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.options("2024-01-01")
+	o.Force = true
+	for visit := 1; visit <= 2; visit++ {
+		res, err := RunVisit(ctx, Visit{Options: o, Run: run.ID, Task: "charge", AttemptBase: visit - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.End != nil { // recorded as Temporal's activity records it
+			if err := f.st.FinishAttempt(ctx, res.End.Ref, res.End.Outcome); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := map[int]string{1: TaskSucceeded, 2: TaskReused}[visit]
+		if res.Task.State != want || charges() != 2 {
+			t.Fatalf("visit %d of the forced run: %s (%s), %d charges; want %s and 2 charges", visit, res.Task.State,
+				res.Task.Reason, charges(), want)
+		}
+	}
+}

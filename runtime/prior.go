@@ -132,7 +132,8 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 		return nil
 	}
 	latest := as[len(as)-1]
-	if _, ok := r.blocked[ts.t.Name]; !ok && latest.State == store.AttemptSucceeded && !r.o.Force {
+	// A forced run adopts only its own (an earlier visit of it).
+	if _, ok := r.blocked[ts.t.Name]; !ok && latest.State == store.AttemptSucceeded && (!r.o.Force || latest.Run == r.runID) {
 		r.adopt[ts.t.Name] = latest
 	}
 	return nil

@@ -128,7 +128,11 @@ type Options struct {
 	// Seed seeds the retry jitter.
 	Seed uint64
 	// Force reruns every task, even those a previous run of the interval
-	// completed.
+	// completed: nothing is reused or adopted from an earlier run (an
+	// unknown attempt still blocks its task until it is resolved). A run
+	// records it (store.Run.Forced), and its dispatcher gives it to every
+	// visit of the run's tasks; a visit still adopts what an earlier visit
+	// of the same run did.
 	Force bool
 	// Parallel bounds the tasks running at once (GOMAXPROCS when 0).
 	Parallel int
@@ -572,7 +576,7 @@ func (r *runner) createRun(ctx context.Context) (store.Run, error) {
 	told, takeOver := "", ""
 	for {
 		run, err := r.st.CreateRun(ctx, store.NewRun{Pipeline: r.plan.Pipeline, Interval: r.iv.Key,
-			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest, TaskDigests: r.digests,
+			IntervalStart: r.iv.Start, IntervalEnd: r.iv.End, CodeVersion: r.plan.CodeVersion, PlanDigest: r.plan.Digest, TaskDigests: r.digests, Forced: r.o.Force,
 			Owner: store.RunOwner{Host: host, PID: os.Getpid()}, Lease: r.o.RunLease, TakeOver: takeOver, MaxActive: r.o.MaxActiveRuns})
 		var busy *store.RunBusyError
 		var full *store.RunSlotsError

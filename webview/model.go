@@ -92,10 +92,10 @@ func SecretsOf(plans []*compiler.Plan, getenv func(string) string) *exec.Redacto
 // the same pipeline (exact when its digest is the run's).
 func (s *Source) planOf(ctx context.Context, r store.Run) (p *compiler.Plan, dir, note string) {
 	if s.Queue != nil {
-		if b, base, _, err := s.Queue.Submitted(ctx, r.ID); err == nil {
+		if sr, err := s.Queue.Submitted(ctx, r.ID); err == nil {
 			var plan compiler.Plan
-			if json.Unmarshal(b, &plan) == nil {
-				return &plan, base, ""
+			if json.Unmarshal(sr.Plan, &plan) == nil {
+				return &plan, sr.BaseDir, ""
 			}
 		}
 	}

@@ -135,6 +135,16 @@ type Submission struct {
 	Tasks    []Task
 }
 
+// SubmittedRun is what Submit recorded of a run for its visits: the plan
+// (JSON), the spec's folder, the interval as given, and whether the run
+// reuses nothing from earlier runs (store.Run.Forced).
+type SubmittedRun struct {
+	Plan     []byte
+	BaseDir  string
+	Interval string
+	Forced   bool
+}
+
 // Ref names a task of a run.
 type Ref struct{ Run, Task string }
 
@@ -295,9 +305,8 @@ type Queue interface {
 	Finish(ctx context.Context, worker string, ref Ref, r Result) error
 	// Workers lists the workers, by name.
 	Workers(ctx context.Context) ([]WorkerRow, error)
-	// Submitted returns what Submit recorded of a run: the plan (JSON),
-	// the spec's folder and the interval as given.
-	Submitted(ctx context.Context, run string) (plan []byte, baseDir, interval string, err error)
+	// Submitted returns what Submit recorded of a run for its visits.
+	Submitted(ctx context.Context, run string) (SubmittedRun, error)
 	// Status returns a submitted run's state.
 	Status(ctx context.Context, run string) (RunStatus, error)
 	// Wakeups returns a channel that receives (without blocking the

@@ -48,7 +48,7 @@ func benchBackfill730(b *testing.B, s store.Store) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ds, err := f.Backfill(ctx, ivs, true)
+		ds, err := f.Backfill(ctx, ivs, RebuildStale)
 		if err != nil || len(ds) != 730 || ds[729].Action != Run {
 			b.Fatalf("%d decisions, %v", len(ds), err)
 		}

@@ -9,15 +9,35 @@ import (
 	"github.com/pipec/pipec/runtime"
 )
 
+// Rebuild is which intervals a backfill runs.
+type Rebuild int
+
+const (
+	// RebuildGaps: the intervals not complete.
+	RebuildGaps Rebuild = iota
+	// RebuildStale: the intervals whose published versions are of another
+	// code_version, or whose latest succeeded run defined a task
+	// otherwise (pipec backfill --stale).
+	RebuildStale
+	// RebuildAll: every interval, complete or not (pipec backfill --force, whose
+	// runs reuse nothing).
+	RebuildAll
+)
+
 // Backfill decides each of ivs (in order) for a backfill. An interval that
-// is complete is skipped; with stale, so is every interval that is not
+// is complete is skipped; with RebuildStale, so is every interval that is not
 // stale (only published versions of another code_version are rebuilt),
 // and a complete interval whose latest succeeded run defined a task
-// otherwise (Status.Edited) is rebuilt: only with stale, so that a plain
+// otherwise (Status.Edited) is rebuilt: only with RebuildStale, so that a plain
 // backfill after an edit fills gaps and says how to rebuild the rest.
-// An interval being run is left alone (Active), one whose earlier-interval
-// input cannot exist is Blocked.
-func (f *Facts) Backfill(ctx context.Context, ivs []runtime.Interval, stale bool) ([]Decision, error) {
+// With RebuildAll every interval runs. Whatever the mode, an interval being run
+// is left alone (Active), one whose earlier-interval input cannot exist is
+// Blocked.
+func (f *Facts) Backfill(ctx context.Context, ivs []runtime.Interval, mode Rebuild) ([]Decision, error) {
+	stale := mode == RebuildStale
+	if mode == RebuildAll {
+		return f.decide(ctx, ivs, func(s Status) (bool, string) { return true, "forced: " + s.Why })
+	}
 	if err := f.readEdits(ctx, ivs); err != nil {
 		return nil, err
 	}

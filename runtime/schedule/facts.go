@@ -169,7 +169,7 @@ func submitted(ctx context.Context, q queue.Queue, run string) (bool, error) {
 	if q == nil {
 		return false, nil
 	}
-	_, _, _, err := q.Submitted(ctx, run)
+	_, err := q.Submitted(ctx, run)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}

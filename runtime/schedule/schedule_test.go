@@ -297,7 +297,7 @@ func TestBackfillSkipsCompleteAndSelectsStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := read(t, s, old).Backfill(ctx, ivs, false)
+	ds, err := read(t, s, old).Backfill(ctx, ivs, RebuildGaps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestBackfillSkipsCompleteAndSelectsStale(t *testing.T) {
 	fixed := dailyPlan("2024.07.1", false, 1)
 	runOf(t, s, fixed, "2024-01-02", "2024.07.1", store.RunSucceeded, true) // rebuilt already
 	f := read(t, s, fixed)
-	ds, err = f.Backfill(ctx, ivs, true)
+	ds, err = f.Backfill(ctx, ivs, RebuildStale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestBackfillSkipsCompleteAndSelectsStale(t *testing.T) {
 		t.Errorf("status of a stale interval: %+v", st)
 	}
 	// Without --stale, stale and missing intervals all run.
-	ds, _ = f.Backfill(ctx, ivs, false)
+	ds, _ = f.Backfill(ctx, ivs, RebuildGaps)
 	if got, want := show(ds), "2024-01-01 run\n2024-01-02 skip: complete at code_version 2024.07.1\n2024-01-03 run\n2024-01-04 run needs [2]\n2024-01-05 run needs [3]\n"; got != want {
 		t.Errorf("backfill after the fix:\n%s\nwant\n%s", got, want)
 	}
@@ -343,7 +343,7 @@ func TestBlockedByAnEarlierInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := read(t, s, p).Backfill(ctx, ivs, false)
+	ds, err := read(t, s, p).Backfill(ctx, ivs, RebuildGaps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,13 +357,13 @@ func TestBlockedByAnEarlierInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, _ = read(t, s, p).Backfill(ctx, ivs[:1], false)
+	ds, _ = read(t, s, p).Backfill(ctx, ivs[:1], RebuildGaps)
 	if got := show(ds); !strings.Contains(got, "interval 2024-01-02 has no accepted version yet: a run of it is active: "+r.ID+" (host h9, pid 9") {
 		t.Errorf("blocked by an active run of the day before: %s", got)
 	}
 	// The first interval reads nothing before the schedule's start.
 	ivs, _ = Intervals(interval(t, p, "2024-01-01"), interval(t, p, "2024-01-01"))
-	ds, _ = read(t, s, p).Backfill(ctx, ivs, false)
+	ds, _ = read(t, s, p).Backfill(ctx, ivs, RebuildGaps)
 	if got := show(ds); got != "2024-01-01 run\n" {
 		t.Errorf("the schedule's first interval: %s", got)
 	}

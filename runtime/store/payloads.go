@@ -79,3 +79,16 @@ func PayloadText(payload any) (string, error) {
 	}
 	return string(b), nil
 }
+
+// RunCreatedPayload is run.created's, as both stores log it: the run's
+// pipeline, interval, code_version and plan digest, and "forced" for a
+// run that reuses nothing (Run.Forced). The stores add who owns it.
+func RunCreatedPayload(r Run) map[string]any {
+	p := map[string]any{
+		"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
+	}
+	if r.Forced {
+		p["forced"] = true
+	}
+	return p
+}

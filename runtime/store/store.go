@@ -204,8 +204,12 @@ type Run struct {
 	// recorded before pipec kept it. GetRun reads them; ListRuns and the
 	// queue's status leave them nil (a large plan's are large).
 	TaskDigests map[string]string
-	State       RunState
-	Created     time.Time
+	// Forced: the run was asked to run every task again (pipec run,
+	// submit or backfill --force): it reuses nothing from earlier runs of
+	// the interval, whichever dispatcher visits its tasks.
+	Forced  bool
+	State   RunState
+	Created time.Time
 	// Finished is zero while the run is running.
 	Finished time.Time
 	// Cancelled, for a cancelled run, is who cancelled it and why.
@@ -221,6 +225,7 @@ type NewRun struct {
 	CodeVersion   string
 	PlanDigest    string
 	TaskDigests   map[string]string
+	Forced        bool
 	// Owner is who runs it (host and pid), named to a second run that is
 	// refused.
 	Owner RunOwner

@@ -46,12 +46,12 @@ func eachDispatcher(t *testing.T, promise func(*testing.T, dispatcher)) {
 // run runs the interval to its end (for workers: submits it, a worker
 // being started when none is, and follows it) and returns pipec's exit
 // code and output.
-func (d dispatcher) run(e *env, interval string) (int, string) {
+func (d dispatcher) run(e *env, interval string, flags ...string) (int, string) {
 	e.t.Helper()
 	if d.local {
-		return e.pipec("run", "pipeline.hcl", "--interval", interval, "--state", e.url)
+		return e.pipec(append([]string{"run", "pipeline.hcl", "--interval", interval, "--state", e.url}, flags...)...)
 	}
-	return e.pipec("submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", "20ms")
+	return e.pipec(append([]string{"submit", "pipeline.hcl", "--interval", interval, "--state", e.url, "--wait", "--poll", "20ms"}, flags...)...)
 }
 
 // start starts running the interval in the background: the process that
@@ -177,6 +177,50 @@ func TestMatrixDispatchersTakeTurns(t *testing.T) {
 			}
 			if n := e.lines("mails", "mail"); n != 1 {
 				t.Fatalf("mail ran %d times, want once", n)
+			}
+		})
+	}
+}
+
+// A forced run runs every task again, the charge too, whoever dispatches
+// it, and publishes its own receipt; the run after it reuses the forced
+// run's work. A forced run and a plain one take turns across dispatchers.
+func TestMatrixForcedRun(t *testing.T) {
+	eachDispatcher(t, func(t *testing.T, d dispatcher) {
+		e := matrixEnv(t, d, "1")
+		for i, flags := range [][]string{nil, {"--force"}, nil} {
+			if code, out := d.run(e, "2024-01-01", flags...); code != 0 {
+				t.Fatalf("run %d %v: exit %d\n%s", i+1, flags, code, out)
+			}
+		}
+		if n := e.lines("ledger", "charge"); n != 2 {
+			t.Fatalf("%d charges, want 2: the forced run charges again, the run after it does not", n)
+		}
+		if n := e.lines("mails", "mail"); n != 2 {
+			t.Fatalf("mail ran %d times, want twice", n)
+		}
+		forced := "pay/2024-01-01/r2"
+		if _, out := e.pipec("show", "receipt@2024-01-01", "--spec", "pipeline.hcl", "--state", e.url); !strings.Contains(out, forced) {
+			t.Fatalf("the visible receipt is not the forced run's (%s):\n%s", forced, out)
+		}
+		if _, out := e.pipec("status", "--state", e.url); !strings.Contains(out, forced+"  succeeded  (forced: nothing reused)") {
+			t.Fatalf("status does not say the run was forced:\n%s", out)
+		}
+	})
+	for _, b := range []backend{onSQLite, onPostgres} {
+		t.Run("turns-"+string(b), func(t *testing.T) {
+			local, workers := dispatcher{"local", b, true}, dispatcher{"workers", b, false}
+			e := matrixEnv(t, workers, "1")
+			for i, d := range []dispatcher{local, workers, local} {
+				if code, out := d.run(e, "2024-01-01", "--force"); code != 0 {
+					t.Fatalf("forced run %d (%s): exit %d\n%s", i+1, d.name, code, out)
+				}
+				if code, out := d.run(e, "2024-01-01"); code != 0 {
+					t.Fatalf("run after forced run %d (%s): exit %d\n%s", i+1, d.name, code, out)
+				}
+			}
+			if n := e.lines("ledger", "charge"); n != 3 {
+				t.Fatalf("%d charges, want 3 (one per forced run)", n)
 			}
 		})
 	}

@@ -16,6 +16,8 @@ type submitted struct {
 	decodedPlan
 	baseDir  string
 	interval string
+	// forced: the run reuses nothing from earlier runs (store.Run.Forced).
+	forced bool
 }
 
 // planCache keeps the plans of the last runs a worker ran tasks of, and the
@@ -62,18 +64,18 @@ func (c *Config) plan(ctx context.Context, run string) (*submitted, error) {
 	if ok {
 		return s, nil
 	}
-	b, base, iv, err := c.Queue.Submitted(ctx, run)
+	sr, err := c.Queue.Submitted(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	key := planKey{sha256.Sum256(b), base}
+	key := planKey{sha256.Sum256(sr.Plan), sr.BaseDir}
 	pc.mu.Lock()
 	d, ok := pc.plans.get(key)
 	pc.mu.Unlock()
-	s = &submitted{decodedPlan: d, baseDir: base, interval: iv}
+	s = &submitted{decodedPlan: d, baseDir: sr.BaseDir, interval: sr.Interval, forced: sr.Forced}
 	if !ok {
 		var p compiler.Plan
-		if err := json.Unmarshal(b, &p); err != nil {
+		if err := json.Unmarshal(sr.Plan, &p); err != nil {
 			return nil, fmt.Errorf("the submitted plan does not decode: %w", err)
 		}
 		s.plan = &p

@@ -17,10 +17,10 @@ type submittedOnly struct {
 	calls int
 }
 
-func (q *submittedOnly) Submitted(_ context.Context, run string) ([]byte, string, string, error) {
+func (q *submittedOnly) Submitted(_ context.Context, run string) (queue.SubmittedRun, error) {
 	q.calls++
 	r := q.runs[run]
-	return []byte(r[0]), r[1], r[2], nil
+	return queue.SubmittedRun{Plan: []byte(r[0]), BaseDir: r[1], Interval: r[2]}, nil
 }
 
 // TestPlansDecodedOncePerContent: the runs of one plan, submitted from one

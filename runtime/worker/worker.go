@@ -721,7 +721,7 @@ func (c *Config) visitOptions(sub *submitted) runtime.Options {
 		Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
 		DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
 		DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects,
-		Goroutines: c.visitGos, Setup: sub.setup, RecordWithin: c.Lease}
+		Goroutines: c.visitGos, Setup: sub.setup, RecordWithin: c.Lease, Force: sub.forced}
 }
 
 // claimOne claims a task, starting its first attempt in the claim's

@@ -103,7 +103,8 @@ func (a *Activities) visitOptions(r *run) runtime.Options {
 	return runtime.Options{Plan: r.plan, BaseDir: r.in.BaseDir, Interval: r.in.Interval, Store: a.Store,
 		Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
 		DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
-		DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects, Setup: r.setup}
+		DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects, Setup: r.setup,
+		Force: r.in.Force}
 }
 
 // plan returns the run's input and plan, read from the workflow's first

@@ -136,6 +136,40 @@ func TestResubmitReuses(t *testing.T) {
 	}
 }
 
+// A forced submission runs every task again, the charge too, and the one
+// after it reuses the forced run's work, as on the state's own queue:
+// through pipec submit --force (handed to pipec-temporal's submit) and
+// pipec backfill --force --submit, which pipec-temporal runs as pipec's own.
+func TestForcedRunOnTemporal(t *testing.T) {
+	e := newEnv(t, scenario.Pay, scenario.PayFiles())
+	e.worker("w2")
+	submit := func(n int, flags ...string) {
+		t.Helper()
+		want := fmt.Sprintf("run pay/2024-01-01/r%d succeeded", n)
+		args := append([]string{"submit", "pipeline.hcl", "--interval", "2024-01-01", "--wait", "--state", e.url, "--engine", e.engine}, flags...)
+		if code, out := e.run(pipecBin, args...); code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("submit %d %v: exit %d\n%s", n, flags, code, out)
+		}
+	}
+	submit(1)
+	submit(2, "--force")
+	submit(3)
+	if c, m := e.lines("ledger", "charge"), e.lines("mails", "mail"); c != 2 || m != 2 {
+		t.Fatalf("%d charges and %d mails, want 2 and 2: the forced run runs both again, the run after it neither", c, m)
+	}
+	if r, err := e.st.GetRun(context.Background(), "pay/2024-01-01/r2"); err != nil || !r.Forced {
+		t.Fatalf("run r2 forced %v (%v), want forced", r.Forced, err)
+	}
+	code, out := e.run(pipecBin, "backfill", "pipeline.hcl", "--from", "2024-01-01", "--to", "2024-01-01", "--force", "--submit", "--wait",
+		"--state", e.url, "--engine", e.engine, "--poll", "20ms")
+	if code != 0 || !strings.Contains(out, "backfill: 1 of 1 run(s) succeeded\n") {
+		t.Fatalf("backfill --force --submit --wait: exit %d\n%s", code, out)
+	}
+	if c := e.lines("ledger", "charge"); c != 3 {
+		t.Fatalf("%d charges after the forced backfill, want 3", c)
+	}
+}
+
 // A publish the sink refuses (its folder cannot be made: a file is in the
 // way) fails the task and the run, with no failover (it would fail the
 // same anywhere); so does a failed check, and nothing is published.

@@ -32,6 +32,9 @@ type Submission struct {
 	Interval runtime.Interval
 	// Value is the interval as given.
 	Value string
+	// Force: the run reuses nothing from earlier runs of the interval
+	// (store.Run.Forced).
+	Force bool
 	// Heartbeat, RouteWait, Recheck: see RunInput (0: the defaults).
 	Heartbeat, RouteWait, Recheck time.Duration
 }
@@ -88,7 +91,7 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	}
 	run, err := st.CreateRun(ctx, store.NewRun{Pipeline: s.Plan.Pipeline, Interval: s.Interval.Key,
 		IntervalStart: s.Interval.Start, IntervalEnd: s.Interval.End, CodeVersion: s.Plan.CodeVersion,
-		PlanDigest: s.Plan.Digest, TaskDigests: s.Plan.TaskDigests(), Owner: store.RunOwner{Host: "temporal:" + host, PID: os.Getpid()},
+		PlanDigest: s.Plan.Digest, TaskDigests: s.Plan.TaskDigests(), Forced: s.Force, Owner: store.RunOwner{Host: "temporal:" + host, PID: os.Getpid()},
 		Lease: RunLease, MaxActive: max})
 	if err != nil {
 		return Submitted{}, err
@@ -101,7 +104,7 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write(s.Plan.Marshal())
 	_ = zw.Close()
-	in := RunInput{Run: run.ID, Pipeline: s.Plan.Pipeline, Interval: s.Value, BaseDir: s.BaseDir, Plan: gz.Bytes(),
+	in := RunInput{Run: run.ID, Pipeline: s.Plan.Pipeline, Interval: s.Value, BaseDir: s.BaseDir, Plan: gz.Bytes(), Force: s.Force,
 		Tasks: queue.PlanTasks(s.Plan), Heartbeat: s.Heartbeat, RouteWait: s.RouteWait, Recheck: s.Recheck,
 		ContinueAfter: testContinueAfter()}
 	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wid, TaskQueue: WorkflowQueue,

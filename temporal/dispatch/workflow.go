@@ -34,6 +34,10 @@ type RunInput struct {
 	// tasks is 700 kB of JSON, above Temporal's payload warning of 512 kB;
 	// gzipped, a tenth of it).
 	Plan []byte
+	// Force: the run reuses nothing from earlier runs of the interval
+	// (store.Run.Forced): every visit runs its task again. Absent from
+	// the inputs of workflows started before pipec had it: false.
+	Force bool `json:",omitempty"`
 	// Tasks are the plan's tasks as a queue's Submit takes them: needs,
 	// failover limits, labels.
 	Tasks []queue.Task

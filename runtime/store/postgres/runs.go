@@ -101,18 +101,17 @@ WHERE l.pipeline = $1 AND l.interval_key = $2 AND r.state = 'running'`, nr.Pipel
 		CodeVersion:   nr.CodeVersion,
 		PlanDigest:    nr.PlanDigest,
 		TaskDigests:   nr.TaskDigests,
+		Forced:        nr.Forced,
 		State:         store.RunRunning,
 	}
 	digests, err := store.TaskDigestsText(nr.TaskDigests)
 	if err != nil {
 		return r, 0, err
 	}
-	writes.Queue(`INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, task_digests, state, created)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', pipec_now()) RETURNING created`,
-		r.ID, r.Pipeline, r.Interval, seq, nullTime(nr.IntervalStart), nullTime(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, digests)
-	payload := map[string]any{
-		"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
-	}
+	writes.Queue(`INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, task_digests, forced, state, created)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', pipec_now()) RETURNING created`,
+		r.ID, r.Pipeline, r.Interval, seq, nullTime(nr.IntervalStart), nullTime(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, digests, nr.Forced)
+	payload := store.RunCreatedPayload(r)
 	if nr.Lease > 0 {
 		// From the run's creation time, as the insert before it set it.
 		writes.Queue(`INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry)
@@ -219,14 +218,14 @@ func nullTime(t time.Time) *time.Time {
 	return &u
 }
 
-const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled`
+const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled, forced`
 
 func scanRun(sc pgx.Row, more ...any) (store.Run, error) {
 	var r store.Run
 	var start, end, finished *time.Time
 	var created time.Time
 	var state string
-	if err := sc.Scan(append([]any{&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled}, more...)...); err != nil {
+	if err := sc.Scan(append([]any{&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled, &r.Forced}, more...)...); err != nil {
 		return store.Run{}, err
 	}
 	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)

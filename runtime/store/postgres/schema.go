@@ -454,6 +454,11 @@ CREATE TABLE collections (
 -- defined it alike. '' for runs made before.
 ALTER TABLE runs ADD COLUMN task_digests text NOT NULL DEFAULT '';
 `},
+	{23, "forced runs", `
+-- A run asked to run every task again (store.Run.Forced): it reuses nothing
+-- from earlier runs of its interval, whoever visits its tasks.
+ALTER TABLE runs ADD COLUMN forced boolean NOT NULL DEFAULT false;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

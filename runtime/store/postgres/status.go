@@ -13,13 +13,16 @@ import (
 )
 
 // Submitted implements queue.Queue.
-func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
-	var plan, base, iv string
-	err := s.read().QueryRow(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = $1`, run).Scan(&plan, &base, &iv)
+func (s *Store) Submitted(ctx context.Context, run string) (queue.SubmittedRun, error) {
+	var plan string
+	var sr queue.SubmittedRun
+	err := s.read().QueryRow(ctx, `SELECT s.plan, s.base_dir, s.interval_value, r.forced FROM submissions s JOIN runs r ON r.id = s.run
+WHERE s.run = $1`, run).Scan(&plan, &sr.BaseDir, &sr.Interval, &sr.Forced)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, "", "", fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
+		return sr, fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
 	}
-	return []byte(plan), base, iv, err
+	sr.Plan = []byte(plan)
+	return sr, err
 }
 
 // Status implements queue.Queue.

@@ -775,13 +775,16 @@ WHERE r.state = 'running' ORDER BY w.run, w.task`))
 }
 
 // Submitted implements queue.Queue.
-func (s *Store) Submitted(ctx context.Context, run string) ([]byte, string, string, error) {
-	var plan, base, iv string
-	err := s.queryRow(ctx, `SELECT plan, base_dir, interval_value FROM submissions WHERE run = ?`, run).Scan(&plan, &base, &iv)
+func (s *Store) Submitted(ctx context.Context, run string) (queue.SubmittedRun, error) {
+	var plan string
+	var sr queue.SubmittedRun
+	err := s.queryRow(ctx, `SELECT s.plan, s.base_dir, s.interval_value, r.forced FROM submissions s JOIN runs r ON r.id = s.run
+WHERE s.run = ?`, run).Scan(&plan, &sr.BaseDir, &sr.Interval, &sr.Forced)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, "", "", fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
+		return sr, fmt.Errorf("run %s was not submitted to workers: %w", run, store.ErrNotFound)
 	}
-	return []byte(plan), base, iv, err
+	sr.Plan = []byte(plan)
+	return sr, err
 }
 
 // Status implements queue.Queue.

@@ -78,6 +78,7 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 			CodeVersion:   nr.CodeVersion,
 			PlanDigest:    nr.PlanDigest,
 			TaskDigests:   nr.TaskDigests,
+			Forced:        nr.Forced,
 			State:         store.RunRunning,
 			Created:       timeOf(now),
 		}
@@ -85,14 +86,13 @@ WHERE l.pipeline = ? AND l.interval_key = ? AND r.state = 'running'`, nr.Pipelin
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, task_digests, state, created)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.Pipeline, r.Interval, seq, nanos(nr.IntervalStart), nanos(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, digests, string(r.State), now); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, pipeline, interval_key, seq, interval_start, interval_end, code_version, plan_digest, task_digests, forced, state, created)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.Pipeline, r.Interval, seq, nanos(nr.IntervalStart), nanos(nr.IntervalEnd), r.CodeVersion, r.PlanDigest, digests, nr.Forced,
+			string(r.State), now); err != nil {
 			return err
 		}
-		payload := map[string]any{
-			"pipeline": r.Pipeline, "interval": r.Interval, "code_version": r.CodeVersion, "plan_digest": r.PlanDigest,
-		}
+		payload := store.RunCreatedPayload(r)
 		if nr.Lease > 0 {
 			leaseBoot, leaseUntil := s.leaseUntil(nr.Lease)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO run_leases (pipeline, interval_key, run, host, pid, since, expiry, expiry_boot, expiry_until)
@@ -138,13 +138,13 @@ WHERE r.pipeline = ? AND r.state = 'running'`, pipeline)
 	return out, rows.Err()
 }
 
-const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled`
+const runColumns = `id, pipeline, interval_key, interval_start, interval_end, code_version, plan_digest, state, created, finished, cancelled, forced`
 
 func scanRun(sc interface{ Scan(...any) error }, more ...any) (store.Run, error) {
 	var r store.Run
 	var start, end, created, finished int64
 	var state string
-	if err := sc.Scan(append([]any{&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled}, more...)...); err != nil {
+	if err := sc.Scan(append([]any{&r.ID, &r.Pipeline, &r.Interval, &start, &end, &r.CodeVersion, &r.PlanDigest, &state, &created, &finished, &r.Cancelled, &r.Forced}, more...)...); err != nil {
 		return store.Run{}, err
 	}
 	r.IntervalStart, r.IntervalEnd = timeOf(start), timeOf(end)

@@ -383,6 +383,11 @@ CREATE TABLE collections (
 -- defined it alike. '' for runs made before.
 ALTER TABLE runs ADD COLUMN task_digests TEXT NOT NULL DEFAULT '';
 `},
+	{19, "forced runs", `
+-- A run asked to run every task again (store.Run.Forced): it reuses nothing
+-- from earlier runs of its interval, whoever visits its tasks.
+ALTER TABLE runs ADD COLUMN forced INTEGER NOT NULL DEFAULT 0;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

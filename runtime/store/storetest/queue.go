@@ -25,6 +25,7 @@ func runQueue(t *testing.T, open Opener) {
 		fn   func(*testing.T, Opener)
 	}{
 		{"SubmitClaimFinishAdvance", testSubmitClaimFinishAdvance},
+		{"SubmittedForced", testSubmittedForced},
 		{"SubmitRefusesBrokenDAG", testSubmitRefusesBrokenDAG},
 		{"FailureSpreadsNotRun", testFailureSpreadsNotRun},
 		{"NotRunSpreads", testNotRunSpreads},
@@ -192,6 +193,29 @@ func finishedPayload(t *testing.T, h Handle, run string) string {
 // A DAG extract -> clean -> load, with report beside it needing nothing:
 // ready tasks are claimed by run and task, a success makes its dependents
 // ready, and the run ends, succeeded, with the last task.
+// A forced run (store.Run.Forced) is forced for its visits (Submitted),
+// in the run's record and in its run.created event.
+func testSubmittedForced(t *testing.T, open Opener) {
+	h := open(t, nil)(t)
+	ctx := context.Background()
+	sub := submission("2024-01-01", task("extract", once))
+	sub.Run.Forced = true
+	run := submit(t, h, sub)
+	if sr, err := h.Submitted(ctx, run); err != nil || !sr.Forced {
+		t.Fatalf("Submitted of a forced run: forced %v, %v", sr.Forced, err)
+	}
+	if r, err := h.GetRun(ctx, run); err != nil || !r.Forced {
+		t.Fatalf("GetRun of a forced run: forced %v, %v", r.Forced, err)
+	}
+	if rs, err := h.ListRuns(ctx, store.RunFilter{Pipeline: "orders"}); err != nil || len(rs) != 1 || !rs[0].Forced {
+		t.Fatalf("ListRuns: %+v, %v; want the forced run", rs, err)
+	}
+	evs, err := h.Events(ctx, run)
+	if err != nil || len(evs) == 0 || evs[0].Kind != store.EventRunCreated || !strings.Contains(string(evs[0].Payload), `"forced":true`) {
+		t.Fatalf("the run's first event: %+v, %v; want run.created saying forced", evs, err)
+	}
+}
+
 func testSubmitClaimFinishAdvance(t *testing.T, open Opener) {
 	h := open(t, nil)(t)
 	ctx := context.Background()
@@ -200,11 +224,11 @@ func testSubmitClaimFinishAdvance(t *testing.T, open Opener) {
 	if run != "orders/2024-01-01/r1" {
 		t.Fatalf("run id %s", run)
 	}
-	plan, base, iv, err := h.Submitted(ctx, run)
-	if err != nil || string(plan) != string(sub.Plan) || base != sub.BaseDir || iv != sub.Interval {
-		t.Fatalf("Submitted = %q %q %q %v", plan, base, iv, err)
+	sr, err := h.Submitted(ctx, run)
+	if err != nil || string(sr.Plan) != string(sub.Plan) || sr.BaseDir != sub.BaseDir || sr.Interval != sub.Interval || sr.Forced {
+		t.Fatalf("Submitted = %q %q %q forced %v, %v", sr.Plan, sr.BaseDir, sr.Interval, sr.Forced, err)
 	}
-	if _, _, _, err := h.Submitted(ctx, "orders/2024-01-01/r9"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Submitted(ctx, "orders/2024-01-01/r9"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Submitted of an unknown run: %v, want store.ErrNotFound", err)
 	}
 	rs, _ := status(t, h, run)

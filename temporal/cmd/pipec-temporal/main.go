@@ -113,7 +113,8 @@ func (e *engine) Submit(ctx context.Context, value string, st store.Store, r cli
 	if err != nil {
 		return store.Run{}, err
 	}
-	sub, err := dispatch.Submit(ctx, c, st, dispatch.Submission{Plan: r.Plan, BaseDir: r.BaseDir, Interval: r.Interval, Value: r.Value})
+	sub, err := dispatch.Submit(ctx, c, st, dispatch.Submission{Plan: r.Plan, BaseDir: r.BaseDir, Interval: r.Interval, Value: r.Value,
+		Force: r.Force})
 	var busy *dispatch.BusyError
 	if errors.As(err, &busy) {
 		return store.Run{}, busy.RunBusy(ctx, st)
@@ -257,6 +258,7 @@ func submit(args []string) error {
 	wait := fs.Bool("wait", false, "follow the run until it ends and exit with its status")
 	arts := fs.String("artifacts", "", "the shared artifact store's folder, recorded with the run")
 	hb := fs.Duration("heartbeat", 0, "the visits' heartbeat timeout on Temporal (default 10s)")
+	force := fs.Bool("force", false, "run every task again, even those a previous run of the interval completed")
 	_ = fs.Duration("poll", 0, "accepted for pipec submit's sake: --wait follows the workflow, it does not poll")
 	// Flags may follow the spec, as in pipec submit SPEC --interval I.
 	var spec string
@@ -295,7 +297,8 @@ func submit(args []string) error {
 	}
 	defer sh.Store.Close()
 	defer c.Close()
-	sub, err := dispatch.Submit(ctx, c, sh.Store, dispatch.Submission{Plan: plan, BaseDir: base, Interval: iv, Value: *interval, Heartbeat: *hb})
+	sub, err := dispatch.Submit(ctx, c, sh.Store, dispatch.Submission{Plan: plan, BaseDir: base, Interval: iv, Value: *interval, Heartbeat: *hb,
+		Force: *force})
 	if err != nil {
 		return err
 	}
