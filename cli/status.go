@@ -91,8 +91,17 @@ func taskStates(as []store.Attempt, evs []store.Event, order func(a, b string) i
 		}
 		return by[name]
 	}
+	// A worker's claim starts an attempt its visit may leave unused (the
+	// visit reused or adopted the task, or handed it back unbegun): it ran
+	// nothing, so it is shown only when the task has nothing else.
+	unused := map[string]bool{}
 	for _, a := range as {
 		ts := get(a.Task)
+		claimOnly := a.State == store.AttemptFailed && a.Class == queue.ClassNotStarted
+		if claimOnly && ts.State != "" && !unused[a.Task] {
+			continue
+		}
+		unused[a.Task] = claimOnly
 		ts.Attempts = max(ts.Attempts, a.Number)
 		ts.State, ts.Token, ts.Class = string(a.State), a.Token, a.Class
 	}
@@ -122,6 +131,11 @@ func taskStates(as []store.Attempt, evs []store.Event, order func(a, b string) i
 			if c, ok := p["class"].(string); ok {
 				ts.Class = c
 			}
+		}
+	}
+	for name, ts := range by {
+		if unused[name] && ts.State == runtime.TaskReused {
+			ts.Attempts, ts.Token, ts.Class = 0, 0, ""
 		}
 	}
 	var out []taskStatus

@@ -304,6 +304,8 @@ func followRun(ctx context.Context, io IO, q queue.Queue, run string, poll time.
 				continue // told as its start
 			case queue.WorkFailed, queue.WorkNotRun:
 				line = ts.State + ": " + ts.Reason
+			case queue.WorkSucceeded:
+				line = cmp.Or(ts.Reason, ts.State) // "reused (…)" when its visit ran nothing
 			case queue.WorkReady:
 				if ts.Reason != "" {
 					line = "ready again: " + ts.Reason

@@ -107,8 +107,10 @@ func (res VisitResult) Ended(err error, worker string) (queue.Result, string) {
 	switch {
 	case err != nil:
 		return queue.Result{Ending: queue.Failed, Deterministic: true, Reason: err.Error()}, ""
-	case t.State == TaskSucceeded || t.State == TaskReused:
+	case t.State == TaskSucceeded:
 		return queue.Result{Ending: queue.Succeeded}, fmt.Sprintf("%s on %s", t.State, worker)
+	case t.State == TaskReused:
+		return queue.Result{Ending: queue.Succeeded, Reason: "reused (" + t.Reason + ")"}, fmt.Sprintf("%s on %s", t.State, worker)
 	case t.State == TaskUnknown:
 		return queue.Result{Ending: queue.Failed, Deterministic: true, Reason: "unknown: " + t.Reason}, "not run: " + t.Reason
 	case t.State == TaskNotRun:

@@ -284,7 +284,9 @@ const UnknownClaimExpired = "its worker's claim expired"
 func Finished(w *Work, worker string, r Result) (Change, error) {
 	switch r.Ending {
 	case Succeeded:
-		return Success(worker), nil
+		c := Success(worker)
+		c.Reason = r.Reason
+		return c, nil
 	case NotRun:
 		return Change{State: WorkNotRun, Reason: r.Reason, Spread: SpreadNotRun}, nil
 	case HandedBack:

@@ -212,7 +212,10 @@ const (
 type Result struct {
 	Ending        Ending
 	Deterministic bool
-	Reason        string
+	// Reason says why the visit ended so: for Succeeded, set only when it
+	// ran nothing ("reused (succeeded in orders/2024-01-01/r1)"), as a
+	// local run says it; kept as the task's reason for pipec submit --wait.
+	Reason string
 	// End, when set, is the end of the visit's last attempt, not yet
 	// recorded: Finish records it exactly as store.Store.FinishAttempt
 	// would, in the transaction that ends the visit and advances the DAG.

@@ -136,8 +136,15 @@ func TestMatrixRerunReuses(t *testing.T) {
 	eachDispatcher(t, func(t *testing.T, d dispatcher) {
 		e := matrixEnv(t, d, "1")
 		for i := range 2 {
-			if code, out := d.run(e, "2024-01-01"); code != 0 {
+			code, out := d.run(e, "2024-01-01")
+			if code != 0 {
 				t.Fatalf("run %d: exit %d\n%s", i+1, code, out)
+			}
+			// The rerun says so as it goes, whoever dispatches it (pipec
+			// submit --wait said "mail: succeeded").
+			if i == 1 && !strings.Contains(out, "mail: reused (succeeded in pay/2024-01-01/r1)\n") &&
+				!strings.Contains(out, "mail reused (succeeded in pay/2024-01-01/r1)\n") {
+				t.Fatalf("run 2 does not say mail was reused:\n%s", out)
 			}
 		}
 		if n := e.lines("ledger", "charge"); n != 1 {
@@ -145,6 +152,13 @@ func TestMatrixRerunReuses(t *testing.T) {
 		}
 		if n := e.lines("mails", "mail"); n != 1 {
 			t.Fatalf("mail ran %d times, want once", n)
+		}
+		// Status shows the rerun as a local one's: its tasks reused, no
+		// attempt (a worker's claim starts one its visit leaves unused).
+		_, out := e.pipec("status", "--state", e.url)
+		if _, r2, _ := strings.Cut(out, "pay/2024-01-01/r2  succeeded\n"); !strings.HasPrefix(r2, "  charge  reused     (attempt 1 of pay/2024-01-01/r1 succeeded") ||
+			!strings.Contains(r2, "\n  mail    reused     (succeeded in pay/2024-01-01/r1)\n") {
+			t.Fatalf("status of the rerun:\n%s", out)
 		}
 		editSpec(t, e, `command = ["./mail.sh"]`, `command = ["sh", "./mail.sh"]`)
 		if code, out := d.run(e, "2024-01-01"); code != 0 {

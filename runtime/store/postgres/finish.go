@@ -400,13 +400,13 @@ func endingRun(ctx context.Context, tx pgx.Tx, run string, next *nextClaim) erro
 // wakeup, how many dependents are still to run, how many became ready, and
 // the dependents.
 func queueStep(b *pgx.Batch, ref queue.Ref, worker string, c queue.Change, deferReady bool) {
-	b.Queue(stepSQL, ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), deferReady)
+	b.Queue(stepSQL, ref.Run, ref.Task, worker, c.State, c.Notes[0].Kind, queue.JSON(c.Notes[0].Payload), deferReady, c.Reason)
 }
 
 // stepSQL is queueStep's statement, built once: $1 run, $2 task, $3
 // worker, $4 the task's state, $5 and $6 its event's kind and payload, $7
-// deferReady.
-var stepSQL = `WITH ` + stepEndSQL(4, 3) + `, ev AS (
+// deferReady, $8 the task's reason.
+var stepSQL = `WITH ` + stepEndSQL(4, 3, 8) + `, ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload) SELECT $1, ` + eventNowSQL + `, $5, $2, 0, $6 FROM me
 ), deps AS (` + stepDepsSQL + `)
 ` + stepRowSQL("me", 7)
@@ -414,12 +414,17 @@ var stepSQL = `WITH ` + stepEndSQL(4, 3) + `, ev AS (
 // stepEndSQL, stepDepsSQL and stepRowSQL are the DAG's step as queueStep
 // and queueFinishStep write it, $1 the run and $2 the task. stepEndSQL is
 // CTE me, the claimed task ended (state: parameter $state) while worker's
-// (parameter $worker), returning its dependents and pool.
-func stepEndSQL(state, worker int) string {
+// (parameter $worker), its reason parameter $reason (empty when 0), returning
+// its dependents and pool.
+func stepEndSQL(state, worker, reason int) string {
+	why := "''"
+	if reason > 0 {
+		why = fmt.Sprintf("$%d", reason)
+	}
 	return fmt.Sprintf(`me AS (
-	UPDATE work SET state = $%d, reason = '', claim_expiry = NULL
+	UPDATE work SET state = $%d, reason = %s, claim_expiry = NULL
 	WHERE run = $1 AND task = $2 AND state = 'claimed' AND worker = $%d RETURNING dependents, pool
-)`, state, worker)
+)`, state, why, worker)
 }
 
 // stepDepsSQL steps me's dependents (a CTE's body, to which a condition
@@ -489,7 +494,7 @@ func queueFinishStep(b *pgx.Batch, end *attemptEnd, was store.Attempt, worker st
 	args := append(end.args[:n:n], string(was.State), was.Token, worker, c.State, deferReady)
 	args[7] = append(end.kinds[:len(end.kinds):len(end.kinds)], c.Notes[0].Kind)
 	args[8] = append(end.payloads[:len(end.payloads):len(end.payloads)], queue.JSON(c.Notes[0].Payload))
-	b.Queue(`WITH `+stepEndSQL(n+4, n+3)+`, n AS (SELECT pipec_now() AS now), u AS (
+	b.Queue(`WITH `+stepEndSQL(n+4, n+3, 0)+`, n AS (SELECT pipec_now() AS now), u AS (
 	`+end.update+fmt.Sprintf(` AND state = $%d AND token = $%d`, n+1, n+2)+` AND EXISTS (SELECT 1 FROM me) RETURNING 1
 ), ev AS (
 	INSERT INTO events (run, time, kind, task, attempt, payload)

@@ -671,7 +671,7 @@ func TestAFinishProbesItsOwnClaim(t *testing.T) {
 		}
 	}
 	onBothStatistics(t, s, func(stats string, tx pgx.Tx) {
-		read := workRowsRead(t, tx, postgres.StepSQL(), "'"+r.ID+"', '"+last+"', '"+worker+"', 'succeeded', 'work.succeeded', '{}', false")
+		read := workRowsRead(t, tx, postgres.StepSQL(), "'"+r.ID+"', '"+last+"', '"+worker+"', 'succeeded', 'work.succeeded', '{}', false, ''")
 		// Its row and its update; at most its worker's other claims.
 		if read > 8 {
 			t.Fatalf("with statistics from before the claims (then %q), a finish read %.0f rows of work", stats, read)
