@@ -53,6 +53,10 @@ func (r *runner) runOne(ctx context.Context, ts *taskState) {
 	}
 	if r.hasPrior {
 		why, err := r.reusable(ctx, ts)
+		if err != nil && ctx.Err() != nil {
+			r.notRun(ctx, ts, cancelReason(ctx))
+			return
+		}
 		if err != nil {
 			r.noteStore(err)
 			r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")

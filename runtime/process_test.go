@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,5 +180,65 @@ wc -l < "$PIPEC_INPUT_rows/rows.csv" > use.count`,
 	}
 	if got := read(filepath.Join("out", "2024-01-01", "rows.csv")); got != "id\n1\n2\n3" {
 		t.Errorf("published %q, want the audited rows", got)
+	}
+}
+
+// A run stopped (Ctrl-C) while a non-idempotent task's output is audited
+// leaves the output staged, its check not run: the next run adopts the
+// task and audits and publishes the output. Before, the check "failed"
+// (context canceled), the version was rejected and its staging removed, and
+// every later run failed ("not staged any more") until a --force charged
+// again.
+func TestStoppedAuditLeavesTheOutput(t *testing.T) {
+	f := newFixture(t, `pipeline "pay" {
+  task "charge" {
+    command    = ["sh", "-c", "echo charged >> ledger; printf 'id\\n1\\n' > \"$PIPEC_OUTPUT_receipt/r.csv\""]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+  }
+  check "receipt_ok" {
+    input   = "receipt"
+    command = ["./check.sh"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}`, map[string]string{"check.sh": `touch checking
+while [ ! -e pass ]; do sleep 0.01; done`})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(ctx, f.options("2024-01-01"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	waitFor(t, filepath.Join(f.dir, "checking"))
+	stop()
+	sum := <-done
+	if sum == nil {
+		return
+	}
+	if c := sum.Checks[0]; sum.task("charge").State != TaskSucceeded || c.State == CheckFailed || !strings.Contains(c.Reason, "not audited") ||
+		sum.StoreError != "" {
+		t.Fatalf("the stopped run:\n%s", sum.text())
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "pass"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum = f.run(f.options("2024-01-01"))
+	if sum.Failed || sum.task("charge").State != TaskReused || len(sum.Publish) != 1 || sum.Publish[0].Outcome != "won" {
+		t.Fatalf("the run after it:\n%s", sum.text())
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "ledger")); string(b) != "charged\n" {
+		t.Fatalf("ledger %q: want one charge", b)
 	}
 }

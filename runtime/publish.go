@@ -36,10 +36,16 @@ const (
 func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) (lost string) {
 	if len(l.staging) > 0 {
 		if err := r.awaitCollection(ctx, t, l); err != nil {
-			why := fmt.Sprintf("not put into the artifact store: waiting for pipec gc to finish: %v", err)
-			if ctx.Err() == nil {
-				r.storeFailed(fmt.Sprintf("reading pipec gc's holds for the outputs of %s#%d: %v", t.Name, l.a.Number, err), err)
+			if ctx.Err() != nil {
+				for _, out := range t.Outputs {
+					if _, ok := l.staging[out]; ok {
+						r.leaveOutput(ctx, t, l, out, zombie)
+					}
+				}
+				return ""
 			}
+			why := fmt.Sprintf("not put into the artifact store: waiting for pipec gc to finish: %v", err)
+			r.storeFailed(fmt.Sprintf("reading pipec gc's holds for the outputs of %s#%d: %v", t.Name, l.a.Number, err), err)
 			for _, out := range t.Outputs {
 				if _, ok := l.staging[out]; ok {
 					r.rejectOutput(ctx, t, l, out, nil, why, zombie)
@@ -53,151 +59,202 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		if !ok {
 			continue // an adopted attempt's output that is already accepted
 		}
-		// Frozen before anything reads it: the audit reads this immutable
-		// copy on this machine, never the staging directory something may
-		// still write into, and the artifact store gets these bytes.
-		frozen, inStore := r.frozenRoot(staging, out)
-		dir, digest, err := sink.Freeze(staging, frozen)
-		if err != nil && inStore && !r.artsLocal {
-			// The shared store's folder refused (its permissions, say):
-			// frozen beside the staging, the put says what the store
-			// refuses, as the store's failure rather than the output's.
-			frozen, inStore = r.frozenBeside(staging, out), false
-			dir, digest, err = sink.Freeze(staging, frozen)
+		lost, keep := r.produceOutput(ctx, t, l, out, staging, zombie)
+		if !keep {
+			// The version's fate is recorded (accepted, or rejected for
+			// its own reasons): the attempt's staging folder goes once its
+			// last output is settled (Remove fails while not empty).
+			_ = os.RemoveAll(staging)
+			_ = os.Remove(filepath.Dir(staging))
 		}
-		if err != nil {
-			why := fmt.Sprintf("output %s cannot be read: %v", out, err)
-			if ee := (*sink.EntryError)(nil); errors.As(err, &ee) {
-				why = fmt.Sprintf("output %s: %v", out, ee) // the staging path is no help
-				if !zombie {
-					// The task's own doing, unlike a disk that filled up:
-					// it fails the task's visit, and the run, as a failed
-					// check does.
-					r.mu.Lock()
-					r.unreadable[out] = fmt.Sprintf("%s of %s#%d was not accepted: %s", out, t.Name, l.a.Number, why)
-					r.mu.Unlock()
-				}
-			}
-			r.rejectOutput(ctx, t, l, out, nil, why, zombie)
-			continue
+		if lost != "" {
+			return lost
 		}
-		// The frozen copy is the version now; the attempt's staging folder
-		// goes once its last output is frozen (Remove fails while not empty).
-		_ = os.RemoveAll(staging)
-		_ = os.Remove(filepath.Dir(staging))
-		key, err := artifacts.NewKey(r.plan.Pipeline, out, digest)
-		if err != nil {
-			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s: %v", out, err), zombie)
-			continue
-		}
-		rec := store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
-			Task: t.Name, Attempt: l.a.Number, Location: key.String()}
-		v, err := r.st.RecordVersion(ctx, rec)
-		if !zombie {
-			if lost := r.lostAttempt(t, l, err); lost != "" {
-				return lost
-			}
-		}
-		if err != nil {
-			r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
-			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
-			continue
-		}
-		r.versionRecorded(t, l, v)
-		failed, damaged := "", false
-		var passed []sink.ManifestCheck
-		for _, c := range r.checksOf[out] {
-			var before folderState
-			if len(c.Command) > 0 {
-				before, _ = listFolder(dir)
-			}
-			ok, why := r.runCheck(ctx, c, dir)
-			if len(c.Command) > 0 && !damaged {
-				// A command check gets the version's own folder: one that
-				// wrote into it changed what would be accepted.
-				if what, _ := folderChanged(dir, digest, before); what != "" {
-					ok, why, damaged = false, "the check changed the version it audits ("+what+"): a check reads its input, never writes into it", true
-				}
-			}
-			kind := EventCheckPassed
-			data := map[string]any{"check": c.Name, "artifact": out, "version": v.ID, "label": v.Label()}
-			if !ok {
-				kind = EventCheckFailed
-				data["reason"] = why
-				if failed == "" {
-					failed = fmt.Sprintf("check %s failed: %s", c.Name, why)
-				}
-			}
-			r.record(ctx, kind, t.Name, l.a.Number, data)
-			if ok {
-				passed = append(passed, sink.ManifestCheck{Name: c.Name, Run: r.runID})
-			}
-			if !zombie {
-				state := CheckPassed
-				if !ok {
-					state = CheckFailed
-				}
-				r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: state, Version: v.Label(), Reason: why})
-			}
-		}
-		if damaged {
-			// Not left where the key's next put would take it for these
-			// bytes.
-			if inStore {
-				_ = r.arts.Drop(ctx, key)
-			} else {
-				_ = os.RemoveAll(frozen)
-			}
-		}
-		if failed != "" {
-			r.rejectOutput(ctx, t, l, out, &v, failed, zombie)
-			continue
-		}
-		// Into the shared artifact store, durably, before the version is
-		// accepted: nothing downstream (a task on any worker, a sink) reads
-		// a version before it is accepted, and then reads it from there.
-		if err := r.arts.Put(ctx, key, dir); err != nil {
-			// Not accepted, so nothing reads it: the version is rejected,
-			// with the reason, and the task's dependents are not run.
-			why := fmt.Sprintf("could not be put into the artifact store: %v", err)
-			if !zombie {
-				r.mu.Lock()
-				if r.artsErr == "" {
-					r.artsErr = fmt.Sprintf("output %s of %s#%d %s", out, t.Name, l.a.Number, why)
-				}
-				r.mu.Unlock()
-			}
-			r.rejectOutput(ctx, t, l, out, &v, why, zombie)
-			continue
-		}
-		if !inStore {
-			// This worker's frozen copy was only for the audit and the put.
-			_ = os.RemoveAll(frozen)
-			_ = os.Remove(filepath.Dir(frozen))
-		}
-		err = r.st.AcceptVersion(ctx, v.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			// A crash of the state's server took the version's record back
-			// (an asynchronous commit) before its acceptance: recorded
-			// again, it is accepted now. Its checks passed on these bytes.
-			if v, err = r.st.RecordVersion(ctx, rec); err == nil {
-				r.versionRecorded(t, l, v)
-				err = r.st.AcceptVersion(ctx, v.ID)
-			}
-		}
-		if err != nil {
-			r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
-			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
-			continue
-		}
-		v.State = store.VersionAccepted
-		r.mu.Lock()
-		r.acceptedBy[v.ID] = passed
-		r.mu.Unlock()
-		r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
-		r.publishAll(ctx, v, !zombie)
 	}
 	return ""
+}
+
+// produceOutput is produce for one output staged in staging; keep is true
+// when its staging folder must stay: the output could not be frozen, or
+// the run was stopped (ctx ended: Ctrl-C, a lost lease on the interval)
+// before the version's fate was recorded, and the staging is then what a
+// later run audits again (adoptTask), where a non-idempotent task is not
+// run again.
+func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out, staging string, zombie bool) (lost string, keep bool) {
+	stopped := func() bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		r.leaveOutput(ctx, t, l, out, zombie)
+		return true
+	}
+	// Frozen before anything reads it: the audit reads this immutable
+	// copy on this machine, never the staging directory something may
+	// still write into, and the artifact store gets these bytes.
+	frozen, inStore := r.frozenRoot(staging, out)
+	dir, digest, err := sink.Freeze(staging, frozen)
+	if err != nil && inStore && !r.artsLocal {
+		// The shared store's folder refused (its permissions, say):
+		// frozen beside the staging, the put says what the store
+		// refuses, as the store's failure rather than the output's.
+		frozen, inStore = r.frozenBeside(staging, out), false
+		dir, digest, err = sink.Freeze(staging, frozen)
+	}
+	if err != nil {
+		why := fmt.Sprintf("output %s cannot be read: %v", out, err)
+		if ee := (*sink.EntryError)(nil); errors.As(err, &ee) {
+			why = fmt.Sprintf("output %s: %v", out, ee) // the staging path is no help
+			if !zombie {
+				// The task's own doing, unlike a disk that filled up:
+				// it fails the task's visit, and the run, as a failed
+				// check does.
+				r.mu.Lock()
+				r.unreadable[out] = fmt.Sprintf("%s of %s#%d was not accepted: %s", out, t.Name, l.a.Number, why)
+				r.mu.Unlock()
+			}
+		}
+		r.rejectOutput(ctx, t, l, out, nil, why, zombie)
+		return "", true
+	}
+	key, err := artifacts.NewKey(r.plan.Pipeline, out, digest)
+	if err != nil {
+		r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s: %v", out, err), zombie)
+		return "", false
+	}
+	rec := store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
+		Task: t.Name, Attempt: l.a.Number, Location: key.String()}
+	v, err := r.st.RecordVersion(ctx, rec)
+	if !zombie {
+		if lost := r.lostAttempt(t, l, err); lost != "" {
+			return lost, false
+		}
+	}
+	if err != nil && stopped() {
+		return "", true
+	}
+	if err != nil {
+		r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
+		r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
+		return "", true
+	}
+	r.versionRecorded(t, l, v)
+	if stopped() {
+		return "", true // recorded, not audited: a later run audits it
+	}
+	failed, damaged := "", false
+	var passed []sink.ManifestCheck
+	for _, c := range r.checksOf[out] {
+		var before folderState
+		if len(c.Command) > 0 {
+			before, _ = listFolder(dir)
+		}
+		ok, why := r.runCheck(ctx, c, dir)
+		if len(c.Command) > 0 && !damaged {
+			// A command check gets the version's own folder: one that
+			// wrote into it changed what would be accepted.
+			if what, _ := folderChanged(dir, digest, before); what != "" {
+				ok, why, damaged = false, "the check changed the version it audits ("+what+"): a check reads its input, never writes into it", true
+			}
+		}
+		if !ok && !damaged && stopped() {
+			return "", true // a check cut short by the run's stop is no verdict
+		}
+		kind := EventCheckPassed
+		data := map[string]any{"check": c.Name, "artifact": out, "version": v.ID, "label": v.Label()}
+		if !ok {
+			kind = EventCheckFailed
+			data["reason"] = why
+			if failed == "" {
+				failed = fmt.Sprintf("check %s failed: %s", c.Name, why)
+			}
+		}
+		r.record(ctx, kind, t.Name, l.a.Number, data)
+		if ok {
+			passed = append(passed, sink.ManifestCheck{Name: c.Name, Run: r.runID})
+		}
+		if !zombie {
+			state := CheckPassed
+			if !ok {
+				state = CheckFailed
+			}
+			r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: state, Version: v.Label(), Reason: why})
+		}
+	}
+	if damaged {
+		// Not left where the key's next put would take it for these
+		// bytes.
+		if inStore {
+			_ = r.arts.Drop(ctx, key)
+		} else {
+			_ = os.RemoveAll(frozen)
+		}
+	}
+	if failed != "" {
+		r.rejectOutput(ctx, t, l, out, &v, failed, zombie)
+		return "", false
+	}
+	// Into the shared artifact store, durably, before the version is
+	// accepted: nothing downstream (a task on any worker, a sink) reads
+	// a version before it is accepted, and then reads it from there.
+	if err := r.arts.Put(ctx, key, dir); err != nil && stopped() {
+		return "", true
+	} else if err != nil {
+		// Not accepted, so nothing reads it: the version is rejected,
+		// with the reason, and the task's dependents are not run.
+		why := fmt.Sprintf("could not be put into the artifact store: %v", err)
+		if !zombie {
+			r.mu.Lock()
+			if r.artsErr == "" {
+				r.artsErr = fmt.Sprintf("output %s of %s#%d %s", out, t.Name, l.a.Number, why)
+			}
+			r.mu.Unlock()
+		}
+		r.rejectOutput(ctx, t, l, out, &v, why, zombie)
+		return "", false
+	}
+	if !inStore {
+		// This worker's frozen copy was only for the audit and the put.
+		_ = os.RemoveAll(frozen)
+		_ = os.Remove(filepath.Dir(frozen))
+	}
+	err = r.st.AcceptVersion(ctx, v.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		// A crash of the state's server took the version's record back
+		// (an asynchronous commit) before its acceptance: recorded
+		// again, it is accepted now. Its checks passed on these bytes.
+		if v, err = r.st.RecordVersion(ctx, rec); err == nil {
+			r.versionRecorded(t, l, v)
+			err = r.st.AcceptVersion(ctx, v.ID)
+		}
+	}
+	if err != nil && stopped() {
+		return "", true
+	}
+	if err != nil {
+		r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
+		r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
+		return "", true
+	}
+	v.State = store.VersionAccepted
+	r.mu.Lock()
+	r.acceptedBy[v.ID] = passed
+	r.mu.Unlock()
+	r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
+	r.publishAll(ctx, v, !zombie)
+	return "", false
+}
+
+// leaveOutput leaves output out of attempt l staged, unaudited, because the
+// run was stopped (ctx ended): its checks and publishes do not run here,
+// saying why, and a later run of the interval audits it (adoptTask) or,
+// for an idempotent task, runs the task again. Nothing about the output
+// itself failed, so nothing is rejected and the state is not blamed.
+func (r *runner) leaveOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out string, zombie bool) {
+	why := cancelReason(ctx)
+	r.record(ctx, EventOutputLeft, t.Name, l.a.Number, map[string]any{"artifact": out, "reason": why})
+	if !zombie {
+		r.skipChecksAndPublishes(out, "not audited: "+why)
+	}
 }
 
 // versionRecorded tells the progress feed that attempt l of t recorded

@@ -235,6 +235,9 @@ const (
 	EventSinkReconciled = "sink.reconciled"
 	EventZombieKilled   = "attempt.abandoned"
 	EventOutputRejected = "output.rejected"
+	// EventOutputLeft: an output left staged and unaudited because the run
+	// was stopped; a later run of the interval audits it.
+	EventOutputLeft = "output.left"
 )
 
 // Task states in a summary.

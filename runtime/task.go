@@ -160,6 +160,10 @@ func (r *runner) runTask(ctx context.Context, ts *taskState) {
 		r.taskFailed(ctx, ts, ClassArtifacts, 0, ie.Error(), "an input could not be read from the artifact store "+r.arts.String())
 		return
 	}
+	if err != nil && ctx.Err() != nil {
+		r.notRun(ctx, ts, cancelReason(ctx)) // the run stopped: not the state's failure
+		return
+	}
 	if err != nil {
 		r.noteStore(err)
 		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "the state database could not be read")
@@ -177,7 +181,7 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 	t := ts.t
 	if ctx.Err() != nil {
 		r.dropHanded(ctx, ts)
-		r.notRun(ctx, ts, interrupted)
+		r.notRun(ctx, ts, cancelReason(ctx))
 		return
 	}
 	pol := policyOf(t.Retry)

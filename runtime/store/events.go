@@ -43,6 +43,7 @@ func EventKinds() []EventKindDoc {
 		{"version.accepted", "a version passed its checks and is in the artifact store"},
 		{"version.rejected", "a version failed a check or could not be stored"},
 		{"output.rejected", "an attempt's output never became a version (a link or a device in its folder, a file it cannot read): why"},
+		{"output.left", "an attempt's output left staged and unaudited because the run was stopped (Ctrl-C, its lease on the interval lost): why; the next run audits it"},
 		{"check.passed", "a check accepted a version"},
 		{"check.failed", "a check rejected a version: why"},
 		{"publish.won", "a publish made its version visible"},
