@@ -65,7 +65,7 @@ func TestPipecEngineFlag(t *testing.T) {
 	// --due is pipec's own command on Temporal too (due_test.go): its
 	// usage errors are pipec's.
 	code, out = e.run(pipecBin, "submit", "pipeline.hcl", "--interval", "2024-01-02", "--engine", e.engine, "--due")
-	if code != 2 || !strings.Contains(out, "--due decides the intervals itself: it takes no --interval") {
+	if code != 2 || !strings.Contains(out, "--due decides the intervals itself: it takes neither --interval nor --force") {
 		t.Fatalf("pipec submit --engine --due --interval: exit %d\n%s", code, out)
 	}
 }
