@@ -88,6 +88,15 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 		r.leaveOutput(ctx, t, l, out, zombie)
 		return true
 	}
+	// refused: the state did not record what doing asked of the version;
+	// the staging stays either way (a later run audits it again).
+	refused := func(doing string, err error) (string, bool) {
+		if !stopped() {
+			r.storeFailed(fmt.Sprintf("%s output %s of %s#%d: %v", doing, out, t.Name, l.a.Number, err), err)
+			r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("%s output %s: %v", doing, out, err), zombie)
+		}
+		return "", true
+	}
 	// Frozen before anything reads it: the audit reads this immutable
 	// copy on this machine, never the staging directory something may
 	// still write into, and the artifact store gets these bytes.
@@ -129,13 +138,8 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 			return lost, false
 		}
 	}
-	if err != nil && stopped() {
-		return "", true
-	}
 	if err != nil {
-		r.storeFailed(fmt.Sprintf("recording output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
-		r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("recording output %s: %v", out, err), zombie)
-		return "", true
+		return refused("recording", err)
 	}
 	r.versionRecorded(t, l, v)
 	if stopped() {
@@ -227,13 +231,8 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 			err = r.st.AcceptVersion(ctx, v.ID)
 		}
 	}
-	if err != nil && stopped() {
-		return "", true
-	}
 	if err != nil {
-		r.storeFailed(fmt.Sprintf("accepting output %s of %s#%d: %v", out, t.Name, l.a.Number, err), err)
-		r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("accepting output %s: %v", out, err), zombie)
-		return "", true
+		return refused("accepting", err)
 	}
 	v.State = store.VersionAccepted
 	r.mu.Lock()

@@ -51,7 +51,8 @@ type fixture struct {
 // newFixture makes a state with one run by hand: a task that failed once
 // and succeeded on its retry, a task whose attempt 1 went unknown, was
 // relaunched and published late (fenced), and a task with a hostile name
-// whose error tail holds a secret the runtime would have masked.
+// whose error tail holds a secret the runtime would have masked; the run
+// was forced (--force).
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
@@ -62,7 +63,7 @@ func newFixture(t testing.TB) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	run, err := st.CreateRun(ctx, store.NewRun{Pipeline: "demo", Interval: "2024-01-01", CodeVersion: hostileCode,
-		Owner: store.RunOwner{Host: "box", PID: 42}, Lease: time.Hour})
+		Owner: store.RunOwner{Host: "box", PID: 42}, Lease: time.Hour, Forced: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestRunPage(t *testing.T) {
 		}
 	}
 	for _, want := range []string{`class="mark m-rejected"`, "output raw rejected: output raw: leak is a symbolic link", `class="mark m-fenced"`, `class="mark m-unknown"`, `class="mark m-relaunch"`, `class="mark m-retry"`,
-		`data-outcome="fenced"`, `class="bar o-failed"`, `href="/artifact?pipeline=demo&amp;name=part"`, "exit code 75", "&lt;script&gt;alert", `\x1b[31mred\u202e`, "***"} {
+		`data-outcome="fenced"`, `class="bar o-failed"`, "every task ran again (--force)", `href="/artifact?pipeline=demo&amp;name=part"`, "exit code 75", "&lt;script&gt;alert", `\x1b[31mred\u202e`, "***"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("run page lacks %q", want)
 		}

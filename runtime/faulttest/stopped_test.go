@@ -9,47 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime"
 )
 
-const stoppedHCL = `
-pipeline "pay" {
-  task "charge" {
-    command    = ["./charge.sh"]
-    effects    = ["charge"]
-    idempotent = false
-    outputs    = ["receipt"]
-  }
-  check "receipt_ok" {
-    input         = "receipt"
-    row_count_min = 1
-  }
-  task "mail" {
-    command = ["sh", "-c", "echo mail >> mails"]
-    inputs  = ["receipt"]
-  }
-  sink "wh" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "receipts" {
-    artifact = "receipt"
-    sink     = "wh"
-  }
-}
-`
-
-// charge.sh charges once (a line in the ledger), then waits for "go" before
-// it writes its receipt and exits.
-const stoppedCharge = `#!/bin/sh
-echo charged >> ledger
-while [ ! -f go ]; do sleep 0.05; done
-printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
-`
-
 // TestStoppedRunResumedAfterTakeover: pipec run is stopped (SIGSTOP: Ctrl-Z,
-// a frozen VM) while a non-idempotent task runs; the task ends meanwhile.
+// a frozen VM) while a non-idempotent task runs (the guarantee matrix's
+// charge, holding); the task ends meanwhile.
 // The next run, once the stopped run's lease on the interval expired, takes
 // the interval over and cannot know whether the charge happened (unknown).
 // The stopped run, continued, finds its lease lost and stops, recording what
@@ -63,11 +29,14 @@ printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 // charged again.
 func TestStoppedRunResumedAfterTakeover(t *testing.T) {
 	dir := t.TempDir()
-	for name, text := range map[string]string{"p.hcl": stoppedHCL, "charge.sh": stoppedCharge} {
+	files := scenario.MatrixFiles()
+	files["p.hcl"], files["hold"] = scenario.Matrix("1"), ""
+	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Setenv("PIPEC_TEST_SECRET", scenario.MatrixSecret)
 	first := exec.Command(pipecBin, "run", "p.hcl", "--interval", "2024-01-01")
 	first.Dir = dir
 	var firstOut strings.Builder
@@ -76,12 +45,13 @@ func TestStoppedRunResumedAfterTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Process.Kill()
-	waitForFile(t, filepath.Join(dir, "ledger"))
+	waitForFile(t, filepath.Join(dir, "held")) // charged, and holding
+
 	if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	defer first.Process.Signal(syscall.SIGCONT)
-	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(runtime.DefaultRunLease + time.Second)
@@ -108,13 +78,13 @@ func TestStoppedRunResumedAfterTakeover(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "charge not run again: attempt 1 of pay/2024-01-01/r1 succeeded") {
 		t.Fatalf("the run after both: exit %d, want 0 adopting the charge\n%s", code, out)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "ledger")); strings.Count(string(b), "charged") != 1 {
+	if b, _ := os.ReadFile(filepath.Join(dir, "ledger")); strings.Count(string(b), "charge ") != 1 {
 		t.Fatalf("ledger %q: want one charge", b)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "warehouse", "2024-01-01", "r.csv")); err != nil || string(b) != "id\n1\n" {
 		t.Fatalf("published receipt %q (%v), want the charge's", b, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "mails")); string(b) != "mail\n" {
+	if b, _ := os.ReadFile(filepath.Join(dir, "mails")); string(b) != "mail pay/2024-01-01/r3\n" {
 		t.Fatalf("mails %q: want one", b)
 	}
 }
