@@ -235,9 +235,7 @@ const (
 	EventSinkReconciled = "sink.reconciled"
 	EventZombieKilled   = "attempt.abandoned"
 	EventOutputRejected = "output.rejected"
-	// EventOutputLeft: an output left staged and unaudited because the run
-	// was stopped; a later run of the interval audits it.
-	EventOutputLeft = "output.left"
+	EventOutputLeft     = store.EventOutputLeft
 )
 
 // Task states in a summary.

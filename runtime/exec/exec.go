@@ -144,6 +144,9 @@ type Process struct {
 	timedOut           bool
 	stopped            bool
 	killTimer          *time.Timer
+	// ended says whether the child has exited, not yet reaped (its exit
+	// readable, without waiting); asked only while !reaped.
+	ended func() bool
 }
 
 // Start launches the process. An error means it could not start at all (no
@@ -172,7 +175,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		return nil, err
 	}
 	p := &Process{pid: c.pid, grace: s.KillGrace, done: make(chan struct{}),
-		id: Identity{PID: c.pid, PGID: c.pid}}
+		id: Identity{PID: c.pid, PGID: c.pid}, ended: c.exited}
 	if !s.IdentifyLater {
 		// Read now, while the child cannot have been reaped: its start
 		// time makes the recorded pid a name no other process will ever have.
@@ -301,6 +304,12 @@ func (p *Process) kill(timeout bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.timedOut || p.stopped {
+		return
+	}
+	if p.reaped || p.ended() {
+		// It exited on its own, and its follower has not seen it yet (this
+		// pipec was itself stopped, or busy): its exit status is its own,
+		// not a stop's.
 		return
 	}
 	if timeout {

@@ -125,6 +125,17 @@ func (c *child) copyUntilExit(w io.Writer, buf []byte) {
 	}
 }
 
+// exited reports whether the child has exited (its exit descriptor is
+// readable), without waiting and without reaping it.
+func (c *child) exited() bool {
+	if c.exitFD < 0 {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(c.exitFD), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents != 0
+}
+
 // drain copies what is left of the output after the child's exit until the
 // pipe is closed, but for no longer than limit: a grandchild outside the
 // group may hold it open.

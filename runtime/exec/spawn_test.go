@@ -125,3 +125,31 @@ func TestNullFileKeepsNoFailure(t *testing.T) {
 		t.Fatalf("fd asked again: %d, %v; want the kept %d", again, err, fd)
 	}
 }
+
+// A stop that comes after the child exited on its own, before its follower
+// saw the exit (the pipec following it was itself stopped, SIGSTOP, and
+// is continued with the exit waiting), is no stop: the result is the
+// child's own exit status. Before, it said "was stopped by the runtime",
+// and a charge that had succeeded became unknown.
+func TestStopAfterTheExitIsNoStop(t *testing.T) {
+	c, err := spawn("/bin/sh", Spec{Argv: []string{"sh", "-c", "exit 0"}, Dir: t.TempDir(), Env: env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	for deadline := time.Now().Add(10 * time.Second); !c.exited(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child's exit never became readable")
+		}
+	}
+	// The process as Start makes it, its follower not yet at the exit.
+	p := &Process{pid: c.pid, grace: time.Second, done: make(chan struct{}), ended: c.exited}
+	p.Stop()
+	p.kill(true)
+	if p.stopped || p.timedOut {
+		t.Errorf("stopped %v, timed out %v: the child had exited on its own", p.stopped, p.timedOut)
+	}
+	if ws, err := c.reap(); err != nil || !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Errorf("status %v, %v: want its own exit 0", ws, err)
+	}
+}

@@ -20,8 +20,8 @@ import (
 // the interval over and cannot know whether the charge happened (unknown).
 // The stopped run, continued, finds its lease lost and stops, recording what
 // it saw of the charge: it succeeded, its receipt staged. The run after both
-// adopts the charge and accepts and publishes its receipt: nothing charged
-// twice, nothing lost.
+// adopts the charge and accepts and publishes its receipt, pipec gc run
+// in between: nothing charged twice, nothing lost.
 //
 // Before, the continued run said the state database had failed ("context
 // canceled") and lost the receipt (frozen, never recorded, its staging
@@ -74,6 +74,10 @@ func TestStoppedRunResumedAfterTakeover(t *testing.T) {
 		}
 	}
 
+	// pipec gc in between keeps the staging the next run audits.
+	if out, code := pipec(t, dir, "gc", "--state", filepath.Join(".pipec", "state.db")); code != 0 {
+		t.Fatalf("pipec gc: exit %d\n%s", code, out)
+	}
 	out, code = pipec(t, dir, "run", "p.hcl", "--interval", "2024-01-01")
 	if code != 0 || !strings.Contains(out, "charge not run again: attempt 1 of pay/2024-01-01/r1 succeeded") {
 		t.Fatalf("the run after both: exit %d, want 0 adopting the charge\n%s", code, out)

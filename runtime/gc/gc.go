@@ -14,7 +14,9 @@
 //
 // What it never removes: anything of a run still running; the staging of an
 // attempt that is queued, running or unknown (an unknown attempt may still be
-// alive); the staging of each artifact's current accepted version for its
+// alive); the staging of a succeeded attempt whose run was stopped before it
+// audited its outputs, until a later attempt of the task succeeds (the next
+// run audits them there); the staging of each artifact's current accepted version for its
 // interval (downstream tasks of later runs and reruns read it), in staging and
 // in the artifact store; while any run
 // is running, the staging of any accepted version (an attempt started
@@ -365,12 +367,17 @@ type known struct {
 	pipelines map[string]bool
 	// frozenCurrent: frozen folders a current accepted version is in.
 	frozenCurrent map[string]bool
+	// left: attempts whose run was stopped before it audited their outputs
+	// (store.EventOutputLeft); newestSuccess: the highest token of a
+	// succeeded attempt of each task in each resource (its interval).
+	left          map[store.AttemptRef]bool
+	newestSuccess map[[2]string]int64
 }
 
 func readStore(ctx context.Context, st store.Store) (*known, error) {
 	k := &known{runs: map[string]store.Run{}, attempts: map[store.AttemptRef]store.Attempt{},
 		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}, frozenCurrent: map[string]bool{},
-		pipelines: map[string]bool{}}
+		pipelines: map[string]bool{}, left: map[store.AttemptRef]bool{}, newestSuccess: map[[2]string]int64{}}
 	runs, err := st.ListRuns(ctx, store.RunFilter{})
 	if err != nil {
 		return nil, err
@@ -387,12 +394,18 @@ func readStore(ctx context.Context, st store.Store) (*known, error) {
 		}
 		for _, a := range as {
 			k.attempts[a.AttemptRef] = a
+			if key := [2]string{a.Resource, a.Task}; a.State == store.AttemptSucceeded && a.Token > k.newestSuccess[key] {
+				k.newestSuccess[key] = a.Token
+			}
 		}
 		evs, err := st.Events(ctx, r.ID)
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range evs {
+			if e.Kind == store.EventOutputLeft {
+				k.left[store.AttemptRef{Run: e.Run, Task: e.Task, Number: e.Attempt}] = true
+			}
 			if e.Kind != store.EventVersionRecorded {
 				continue
 			}
@@ -437,12 +450,20 @@ func (k *known) removableStaging(d attemptDir) (string, bool) {
 	case store.AttemptQueued, store.AttemptRunning, store.AttemptUnknown:
 		return "", false
 	}
-	accepted := false
+	accepted, rejected := false, false
 	for _, v := range k.versions[d.ref] {
 		if k.current[v.ID] {
 			return "", false
 		}
 		accepted = accepted || v.State == store.VersionAccepted
+		rejected = rejected || v.State == store.VersionRejected
+	}
+	if k.left[d.ref] && !accepted && !rejected && a.State == store.AttemptSucceeded &&
+		k.newestSuccess[[2]string{a.Resource, a.Task}] == a.Token {
+		// Its run stopped before it audited the outputs, and no later
+		// attempt of the task succeeded: the next run audits them from here
+		// (a task that is not idempotent is not run again).
+		return "", false
 	}
 	if accepted {
 		if k.anyActive {

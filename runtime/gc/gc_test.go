@@ -131,3 +131,67 @@ func TestNothingLiveIsCollected(t *testing.T) {
 		t.Errorf("the current accepted version's staging is gone: %v", err)
 	}
 }
+
+// TestLeftStagingKept: the staging of a succeeded attempt whose run was
+// stopped before it audited the outputs (output.left) is what the next run
+// audits (it does not run a non-idempotent task again), so gc keeps it
+// once the run is over, until a later attempt of the task succeeds.
+func TestLeftStagingKept(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// stopped runs charge and leaves its staged output as a stopped run
+	// does; with later, the task succeeds again in a run after it.
+	stopped := func(left bool) string {
+		r, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := st.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "charge", Resource: store.FenceResource("p", "2024-01-01")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := sink.NewStaging(filepath.Join(dir, "staging"), r.ID, "charge", a.Number, "receipt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		if left {
+			if _, err := st.AppendEvent(ctx, store.Event{Run: r.ID, Kind: store.EventOutputLeft, Task: "charge", Attempt: a.Number,
+				Payload: []byte(`{"artifact":"receipt","reason":"the run was interrupted"}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.FinishRun(ctx, r.ID, store.RunFailed); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Dir(out)
+	}
+	plain := stopped(false) // its run ended it without leaving anything
+	kept := stopped(true)
+	rep, err := Collect(ctx, Options{Store: st, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Removed) != 1 || rep.Removed[0].Path != plain {
+		t.Fatalf("removed %+v, want only %s", rep.Removed, plain)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Fatalf("the staging left for the next run is gone: %v", err)
+	}
+	// A later attempt of charge succeeded (a forced run, say): the left
+	// staging is no longer what a run adopts.
+	stopped(false)
+	if rep, err = Collect(ctx, Options{Store: st, StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(kept); !os.IsNotExist(err) {
+		t.Fatalf("after a later success, the left staging is still there (%v); removed %+v", err, rep.Removed)
+	}
+}

@@ -503,16 +503,20 @@ type CASResult struct {
 
 // Event kinds the store itself records. Callers may append any other kind.
 const (
-	EventRunCreated        = "run.created"
-	EventRunFinished       = "run.finished"
-	EventRunAbandoned      = "run.abandoned"
-	EventAttemptStarted    = "attempt.started"
-	EventAttemptRunning    = "attempt.running"
-	EventAttemptUnknown    = "attempt.unknown"
-	EventAttemptFinished   = "attempt.finished"
-	EventVersionRecorded   = "version.recorded"
-	EventVersionAccepted   = "version.accepted"
-	EventVersionRejected   = "version.rejected"
+	EventRunCreated      = "run.created"
+	EventRunFinished     = "run.finished"
+	EventRunAbandoned    = "run.abandoned"
+	EventAttemptStarted  = "attempt.started"
+	EventAttemptRunning  = "attempt.running"
+	EventAttemptUnknown  = "attempt.unknown"
+	EventAttemptFinished = "attempt.finished"
+	EventVersionRecorded = "version.recorded"
+	EventVersionAccepted = "version.accepted"
+	EventVersionRejected = "version.rejected"
+	// EventOutputLeft: an attempt's output left staged and unaudited
+	// because its run was stopped; the next run of the interval audits it
+	// from the attempt's staging, which pipec gc therefore keeps.
+	EventOutputLeft        = "output.left"
 	EventPublishWon        = "publish.won"
 	EventPublishIdempotent = "publish.idempotent"
 	EventPublishFenced     = "publish.fenced"
