@@ -283,6 +283,21 @@ func parseEvents(t *testing.T, out string) []store.Event {
 }
 
 // pipec runs the binary in dir and returns its combined output and exit code.
+// started starts pipec in dir in the background, its output gathered (read
+// it once it has ended); it is killed when the test ends.
+func started(t *testing.T, dir string, args ...string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(pipecBin, args...)
+	cmd.Dir = dir
+	out := new(strings.Builder)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, out
+}
+
 func pipec(t *testing.T, dir string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(pipecBin, args...)

@@ -71,14 +71,7 @@ func gcBesideARun(t *testing.T, pastHold bool) {
 		}
 	}
 	db := filepath.Join(dir, ".pipec", "state.db")
-	gc := exec.Command(pipecBin, "gc", "--state", db)
-	gc.Dir = dir
-	var gcOut strings.Builder
-	gc.Stdout, gc.Stderr = &gcOut, &gcOut
-	if err := gc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer gc.Process.Kill()
+	gc, gcOut := started(t, dir, "gc", "--state", db)
 	for {
 		left, err := os.ReadDir(filler)
 		if err != nil {
@@ -219,14 +212,7 @@ func TestGCKeepsEmptyFolders(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "p.hcl"), []byte(emptyHCL), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run := exec.Command(pipecBin, "run", "p.hcl", "--interval", "2024-01-01")
-	run.Dir = dir
-	var runOut strings.Builder
-	run.Stdout, run.Stderr = &runOut, &runOut
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer run.Process.Kill()
+	run, runOut := started(t, dir, "run", "p.hcl", "--interval", "2024-01-01")
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, ".pipec", "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -37,14 +37,7 @@ func TestStoppedRunResumedAfterTakeover(t *testing.T) {
 		}
 	}
 	t.Setenv("PIPEC_TEST_SECRET", scenario.MatrixSecret)
-	first := exec.Command(pipecBin, "run", "p.hcl", "--interval", "2024-01-01")
-	first.Dir = dir
-	var firstOut strings.Builder
-	first.Stdout, first.Stderr = &firstOut, &firstOut
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer first.Process.Kill()
+	first, firstOut := started(t, dir, "run", "p.hcl", "--interval", "2024-01-01")
 	waitForFile(t, filepath.Join(dir, "held")) // charged, and holding
 
 	if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
