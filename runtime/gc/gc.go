@@ -16,12 +16,12 @@
 // attempt that is queued, running or unknown (an unknown attempt may still be
 // alive); the staging of a succeeded attempt whose run was stopped before it
 // audited its outputs, until a later attempt of the task succeeds (the next
-// run audits them there); the staging of each artifact's current accepted version for its
-// interval (downstream tasks of later runs and reruns read it), in staging and
-// in the artifact store; while any run
-// is running, the staging of any accepted version (an attempt started
-// earlier may still read one since superseded); and in a sink, the visible
-// version of an interval and the newest Keep versions.
+// run audits them there); the staging of each artifact's current accepted
+// version for its interval (downstream tasks of later runs and reruns read
+// it), in staging and in the artifact store; while any run is running, the
+// staging of any accepted version (an attempt started earlier may still
+// read one since superseded); and in a sink, the visible version of an
+// interval and the newest Keep versions.
 //
 // The disk is listed before the store is read: a staging folder is made
 // after its attempt is recorded, so every folder found belongs to an attempt
