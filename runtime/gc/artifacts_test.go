@@ -11,7 +11,6 @@ import (
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestArtifactStoreCollected: in a shared artifact store, gc removes the
@@ -23,12 +22,7 @@ import (
 // copies of such versions not read for a day, and old unfinished downloads.
 func TestArtifactStoreCollected(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	dir, st := newState(t)
 	shared, err := artifacts.NewFolder(filepath.Join(t.TempDir(), "shared"))
 	if err != nil {
 		t.Fatal(err)

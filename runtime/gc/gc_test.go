@@ -13,6 +13,19 @@ import (
 	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
+// newState is a new SQLite state in a folder of its own, which it returns
+// (its StateDir), closed when the test ends.
+func newState(t *testing.T) (string, *sqlite.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "state.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return dir, st
+}
+
 // TestNothingLiveIsCollected: with a run running, gc touches none of its
 // staging (its running attempt writes there) and no accepted version's
 // staging of a finished run either, even a superseded one (a running attempt
@@ -20,12 +33,7 @@ import (
 // and the current accepted version's stays.
 func TestNothingLiveIsCollected(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	dir, st := newState(t)
 	root := filepath.Join(dir, "staging")
 	day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	newRun := func() store.Run {
@@ -138,14 +146,9 @@ func TestNothingLiveIsCollected(t *testing.T) {
 // once the run is over, until a later attempt of the task succeeds.
 func TestLeftStagingKept(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	// stopped runs charge and leaves its staged output as a stopped run
-	// does; with later, the task succeeds again in a run after it.
+	dir, st := newState(t)
+	// stopped runs charge, which succeeds and stages its output, and ends
+	// the run; with left, the output is left as a stopped run leaves it.
 	stopped := func(left bool) string {
 		r, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "c"})
 		if err != nil {

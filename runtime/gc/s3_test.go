@@ -14,7 +14,6 @@ import (
 	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/runtime/store/sqlite"
 )
 
 // TestS3ArtifactStoreCollected: on an artifact store in S3 (versitygw), gc
@@ -24,12 +23,7 @@ import (
 func TestS3ArtifactStoreCollected(t *testing.T) {
 	s3test.Start(t, "arts")
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	dir, st := newState(t)
 	shared, err := artifacts.NewS3(ctx, "s3://arts/p", filepath.Join(t.TempDir(), "cache"), nil)
 	if err != nil {
 		t.Fatal(err)
