@@ -76,7 +76,7 @@ func newBackfillCmd(io IO) *cobra.Command {
 	f.StringVar(&opts.from, "from", "", "start of the first interval (required)")
 	f.StringVar(&opts.to, "to", "", "start of the last interval, included (required)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "print what would run and the estimate, and launch nothing")
-	f.BoolVar(&opts.stale, "stale", false, "rebuild only intervals whose visible version has a code_version other than the spec's")
+	f.BoolVar(&opts.stale, "stale", false, "rebuild only stale intervals: a visible version of another code_version, a task edited since, or one that read an interval rebuilt since")
 	f.BoolVar(&opts.force, "force", false, "run every interval, complete or not, and every task of each again (after a source's data was corrected)")
 	f.BoolVar(&opts.submit, "submit", false, "hand the intervals to the workers of the shared state instead of running them here")
 	f.BoolVar(&opts.wait, "wait", false, "with --submit: follow the runs until the last ends and exit with their status")

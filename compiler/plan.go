@@ -132,6 +132,19 @@ type PlanTask struct {
 	Failover  *PlanFailover  `json:"failover,omitempty"`
 }
 
+// ReadsOtherIntervals says whether the task has an input of another
+// interval than its run's (raw@-1): what it read there is recorded with
+// each attempt, and a rerun reuses its result only while that is still
+// the other interval's accepted content.
+func (t *PlanTask) ReadsOtherIntervals() bool {
+	for _, in := range t.Inputs {
+		if in.Offset != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // PlanCheck is an audit of one artifact.
 type PlanCheck struct {
 	Name        string   `json:"name"`

@@ -202,7 +202,7 @@ func (r *runner) adoptZombie(ts *taskState, l *launched) {
 		res := l.proc.Wait()
 		<-l.marked
 		if res.Success() {
-			_ = r.st.FinishAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded})
+			_ = r.st.FinishAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Reads: readsOf(l.inputs)})
 			r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "was": "unknown"})
 			r.produce(ctx, ts.t, l, true)
 			return

@@ -167,14 +167,16 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 	}
 	var made int64 // the oldest of the results reused
 	from := ""
+	var makers []store.AttemptRef // the attempts whose results are reused
 	if len(ts.t.Outputs) == 0 {
 		as, err := r.st.TaskAttempts(ctx, r.resource, ts.t.Name)
 		if err != nil {
 			return "", err
 		}
+		var maker store.AttemptRef
 		for _, a := range as {
 			if a.State == store.AttemptSucceeded && a.Run != r.runID {
-				made, from = a.Token, a.Run
+				made, from, maker = a.Token, a.Run, a.AttemptRef
 			}
 		}
 		if made == 0 {
@@ -184,6 +186,7 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 			return "", err
 		}
 		from = "succeeded in " + from
+		makers = append(makers, maker)
 	}
 	for _, out := range ts.t.Outputs {
 		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
@@ -203,6 +206,7 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 			made = v.Token
 		}
 		from = "accepted outputs from " + v.Run
+		makers = append(makers, store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt})
 	}
 	for _, need := range ts.t.Needs {
 		as, err := r.st.TaskAttempts(ctx, r.resource, need)
@@ -215,7 +219,42 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 			}
 		}
 	}
+	// Tokens order one interval's results only: what a task read of
+	// another interval is checked apart.
+	if ts.t.ReadsOtherIntervals() {
+		for _, ref := range makers {
+			if current, err := r.readsCurrent(ctx, ref); err != nil || !current {
+				return "", err
+			}
+		}
+	}
 	return from, nil
+}
+
+// readsCurrent reports whether every version of another interval that the
+// attempt ref read (store.Attempt.Reads) still has the content of that
+// interval's accepted version: a rebuild there that changed it (a forced
+// run of the interval, its source corrected) leaves the result ref made
+// out of date, although nothing of this interval moved. An attempt ended
+// before reads were recorded counts as current, as reuse counted it then.
+func (r *runner) readsCurrent(ctx context.Context, ref store.AttemptRef) (bool, error) {
+	a, err := r.st.GetAttempt(ctx, ref)
+	if err != nil {
+		return false, err
+	}
+	for _, rd := range a.Reads {
+		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, rd.Artifact, rd.Interval)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if v.Digest != rd.Digest {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // definedAlike reports whether run defined the task as this run does

@@ -35,6 +35,21 @@ type boundInput struct {
 	// name, label, location and digest say which version dir is, for
 	// changedInputs.
 	name, label, location, digest string
+	// read is the version of another interval dir is (nil for an input of
+	// the run's own interval, whose versions tokens order): recorded with
+	// the attempt's end (store.Attempt.Reads) for reusable's judgement.
+	read *store.Read
+}
+
+// readsOf is the reads of inputs to record with an attempt's end.
+func readsOf(inputs []boundInput) []store.Read {
+	var reads []store.Read
+	for _, in := range inputs {
+		if in.read != nil {
+			reads = append(reads, *in.read)
+		}
+	}
+	return reads
 }
 
 // reuseTask completes a task from a previous run of the interval: its
@@ -97,6 +112,9 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 			return nil, "", &inputError{fmt.Errorf("input %s (%s): %w", inputName(in), v.Label(), err)}
 		}
 		b.name, b.label, b.location, b.digest = inputName(in), v.Label(), v.Location, v.Digest
+		if in.Offset != 0 {
+			b.read = &store.Read{Artifact: in.Artifact, Interval: iv.Key, Version: v.ID, Digest: v.Digest}
+		}
 		out = append(out, b)
 	}
 	return out, "", nil
@@ -680,13 +698,15 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if res.Success() && changed != "" && !ts.t.Idempotent {
 		// Its effect happened: the attempt succeeded (a rerun must not do
 		// it again), the task did not, and its outputs are not read.
-		_ = r.endAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded})
+		_ = r.endAttempt(fctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded,
+			Reads: readsOf(l.inputs)})
 		r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": "succeeded", "exit_code": 0})
 		out.verdict, out.tail = inputVerdict(short), changed
 		return out
 	}
 	if res.Success() && changed == "" {
-		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded}); err != nil {
+		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded,
+			Reads: readsOf(l.inputs)}); err != nil {
 			if why := r.lostAttempt(ts.t, l, err); why != "" {
 				return relaunchOf(l, why)
 			}

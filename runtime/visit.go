@@ -241,7 +241,7 @@ func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched)
 	r.produce(ctx, ts.t, l, false)
 	close(stop)
 	<-renewed
-	_ = r.endAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran})
+	_ = r.endAttempt(ctx, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Reads: readsOf(l.inputs)})
 	if l.markErr == nil {
 		r.ends.pending.Outcome.Was = &l.recorded
 	}

@@ -36,24 +36,28 @@ const (
 func (f *Facts) Backfill(ctx context.Context, ivs []runtime.Interval, mode Rebuild) ([]Decision, error) {
 	stale := mode == RebuildStale
 	if mode == RebuildAll {
-		return f.decide(ctx, ivs, func(s Status) (bool, string) { return true, "forced: " + s.Why })
+		return f.decide(ctx, ivs, func(s Status) (bool, string) { return true, "forced: " + s.Why }, false)
 	}
 	if err := f.readEdits(ctx, ivs); err != nil {
 		return nil, err
 	}
-	return f.decide(ctx, ivs, func(s Status) (bool, string) {
+	if err := f.readMoved(ctx, ivs); err != nil {
+		return nil, err
+	}
+	ds, err := f.decide(ctx, ivs, func(s Status) (bool, string) {
 		switch {
-		case s.State == Complete && s.Edited != "" && stale:
-			return true, "stale: " + s.Edited
-		case s.State == Complete && s.Edited != "":
-			return false, s.Why + ", but " + s.Edited + " (--stale rebuilds it)"
+		case s.State == Complete && s.outdated() != "" && stale:
+			return true, "stale: " + s.outdated()
+		case s.State == Complete && s.outdated() != "":
+			return false, s.Why + ", but " + s.outdated() + " (--stale rebuilds it)"
 		case s.State == Complete:
 			return false, s.Why
 		case stale && s.State != Stale:
 			return false, "not stale: " + s.Why
 		}
 		return true, s.Why
-	})
+	}, stale)
+	return ds, err
 }
 
 // Due is what is due at a moment.
@@ -114,7 +118,7 @@ func (f *Facts) Due(ctx context.Context, now time.Time) (Due, error) {
 			return false, "succeeded in " + s.Succeeded
 		}
 		return true, "due, no run of it succeeded"
-	})
+	}, false)
 	return d, err
 }
 
@@ -122,8 +126,10 @@ func (f *Facts) Due(ctx context.Context, now time.Time) (Due, error) {
 // interval needs a run (and why not); one that does is Active when a run
 // of it is in progress, Blocked when an input it reads from an earlier
 // interval has no accepted version and no earlier decision runs that
-// interval, else Run.
-func (f *Facts) decide(ctx context.Context, ivs []runtime.Interval, want func(Status) (bool, string)) ([]Decision, error) {
+// interval, else Run. With follow, a complete interval want skips runs
+// too when it reads an earlier interval that a decision before it runs
+// (readsRebuilt): what it read may change.
+func (f *Facts) decide(ctx context.Context, ivs []runtime.Interval, want func(Status) (bool, string), follow bool) ([]Decision, error) {
 	if f.plan.Schedule == nil {
 		return nil, fmt.Errorf("pipeline %s has no schedule", f.plan.Pipeline)
 	}
@@ -133,6 +139,11 @@ func (f *Facts) decide(ctx context.Context, ivs []runtime.Interval, want func(St
 		s := f.Status(iv)
 		d := Decision{Interval: iv, Action: Run}
 		run, why := want(s)
+		if !run && follow && s.State == Complete {
+			if rebuilt := f.readsRebuilt(iv, out, at); rebuilt != "" {
+				run, why = true, "stale: "+rebuilt
+			}
+		}
 		d.Why, d.Kind = why, why
 		switch {
 		case !run:
@@ -156,6 +167,23 @@ func (f *Facts) decide(ctx context.Context, ivs []runtime.Interval, want func(St
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// readsRebuilt says which input of an earlier interval iv reads that a
+// decision before it (prior, at) runs; "" when none.
+func (f *Facts) readsRebuilt(iv runtime.Interval, prior []Decision, at map[string]int) string {
+	for _, t := range f.plan.Tasks {
+		for _, in := range t.Inputs {
+			if in.Offset >= 0 {
+				continue
+			}
+			j, exists := iv.Offset(in.Offset)
+			if k, inBatch := at[j.Key]; exists && inBatch && prior[k].Action == Run {
+				return fmt.Sprintf("task %s reads %s of %s, which this backfill rebuilds first", t.Name, in.Artifact, j.Key)
+			}
+		}
+	}
+	return ""
 }
 
 // inputsBlocked checks the inputs the plan's tasks read from earlier

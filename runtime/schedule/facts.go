@@ -28,14 +28,20 @@ type Facts struct {
 	// visible holds, per "sink\x00artifact\x00interval", the version a
 	// publish shows.
 	visible map[string]store.Version
-	// accepted caches AcceptedVersion lookups ("artifact\x00interval").
-	accepted map[string]bool
+	// accepted caches AcceptedVersion lookups ("artifact\x00interval"):
+	// the accepted version's digest, "" for none.
+	accepted map[string]string
 	// edited names, per interval's latest succeeded run, the tasks the
 	// spec now defines otherwise than that run did (compiler.TaskDigest),
 	// for the intervals a backfill decides (readEdits).
 	// Every task of a run either ran there or was reused as defined alike,
 	// so that run speaks for all its interval shows.
 	edited map[string][]string
+	// moved says, per interval key, what a task of the interval read of
+	// another interval that the interval's accepted version has since
+	// replaced by other content (readMoved), for the intervals a backfill
+	// decides.
+	moved map[string]string
 }
 
 // Running is a run in progress, as a skipped or blocked interval names it:
@@ -48,7 +54,8 @@ type Running = store.RunInProgress
 // tells a run handed to workers from a leftover.
 func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Plan) (*Facts, error) {
 	f := &Facts{plan: plan, st: st, succeeded: map[string]string{}, current: map[string]bool{}, running: map[string]Running{},
-		visible: map[string]store.Version{}, accepted: map[string]bool{}, edited: map[string][]string{}}
+		visible: map[string]store.Version{}, accepted: map[string]string{}, edited: map[string][]string{},
+		moved: map[string]string{}}
 	if st == nil {
 		return f, nil
 	}
@@ -149,6 +156,82 @@ func (f *Facts) readEdits(ctx context.Context, ivs []runtime.Interval) error {
 	return nil
 }
 
+// readMoved fills moved for the intervals ivs that have a succeeded run:
+// for each task that reads another interval (raw@-1), the attempt whose
+// result the interval shows (the maker of its output's accepted version;
+// for a task without outputs, its latest succeeded attempt) and what it
+// read there (store.Attempt.Reads), against that interval's accepted
+// version now. A run of the interval would run such a task again
+// (runtime's reuse compares the same); a backfill rebuilds it only with
+// --stale, as an edit.
+func (f *Facts) readMoved(ctx context.Context, ivs []runtime.Interval) error {
+	var readers []*compiler.PlanTask
+	for i := range f.plan.Tasks {
+		if t := &f.plan.Tasks[i]; t.ReadsOtherIntervals() {
+			readers = append(readers, t)
+		}
+	}
+	if len(readers) == 0 {
+		return nil
+	}
+	for _, iv := range ivs {
+		if _, ok := f.succeeded[iv.Key]; !ok {
+			continue
+		}
+		for _, t := range readers {
+			maker, ok, err := f.maker(ctx, t, iv.Key)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			a, err := f.st.GetAttempt(ctx, maker)
+			if err != nil {
+				return err
+			}
+			for _, rd := range a.Reads {
+				digest, err := f.acceptedDigest(ctx, rd.Artifact, rd.Interval)
+				if err != nil {
+					return err
+				}
+				if digest != rd.Digest {
+					f.moved[iv.Key] = fmt.Sprintf("task %s read %s of %s, which was rebuilt since", t.Name, rd.Artifact, rd.Interval)
+					break
+				}
+			}
+			if f.moved[iv.Key] != "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// maker is the attempt whose result for t the interval shows: the maker of
+// its first output's accepted version, or for a task without outputs its
+// latest succeeded attempt; ok is false when there is none.
+func (f *Facts) maker(ctx context.Context, t *compiler.PlanTask, interval string) (store.AttemptRef, bool, error) {
+	if len(t.Outputs) > 0 {
+		v, err := f.st.AcceptedVersion(ctx, f.plan.Pipeline, t.Outputs[0], interval)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.AttemptRef{}, false, nil
+		}
+		return store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt}, err == nil, err
+	}
+	as, err := f.st.TaskAttempts(ctx, store.FenceResource(f.plan.Pipeline, interval), t.Name)
+	var last *store.Attempt
+	for i := range as {
+		if as[i].State == store.AttemptSucceeded {
+			last = &as[i]
+		}
+	}
+	if err != nil || last == nil {
+		return store.AttemptRef{}, false, err
+	}
+	return last.AttemptRef, true, nil
+}
+
 // editedSince says which tasks the spec defines otherwise than run did
 // (Status.Edited; "" when none). It does not name the run, so that the
 // intervals a backfill skips alike are said in one line.
@@ -206,6 +289,10 @@ type Status struct {
 	// otherwise than its latest succeeded run did (read for a backfill's
 	// intervals only, readEdits); "" when none.
 	Edited string
+	// Moved, for a complete interval, says what one of its tasks read of
+	// another interval that was rebuilt since with other content (read for
+	// a backfill's intervals only, readMoved); "" when nothing.
+	Moved string
 }
 
 // Status returns what the store shows of the interval.
@@ -219,7 +306,7 @@ func (f *Facts) Status(iv runtime.Interval) Status {
 		switch {
 		case f.current[iv.Key]:
 			s.State, s.Why = Complete, fmt.Sprintf("complete: a run at code_version %s succeeded", orNone(cv))
-			s.Edited = f.editedSince(s.Succeeded)
+			s.Edited, s.Moved = f.editedSince(s.Succeeded), f.moved[iv.Key]
 		case s.Succeeded != "":
 			s.State, s.Why = Stale, fmt.Sprintf("stale: %s succeeded at another code_version than the spec's %s", s.Succeeded, orNone(cv))
 		default:
@@ -244,7 +331,7 @@ func (f *Facts) Status(iv runtime.Interval) Status {
 	switch {
 	case len(stale) == 0 && len(missing) == 0:
 		s.State, s.Why = Complete, "complete at code_version "+orNone(cv)
-		s.Edited = f.editedSince(s.Succeeded)
+		s.Edited, s.Moved = f.editedSince(s.Succeeded), f.moved[iv.Key]
 	case shown == 0:
 		s.State, s.Why = Missing, "not published"
 	case len(stale) > 0:
@@ -253,6 +340,19 @@ func (f *Facts) Status(iv runtime.Interval) Status {
 		s.State, s.Why = Stale, fmt.Sprintf("stale: %s not published", strings.Join(missing, ", "))
 	}
 	return s
+}
+
+// outdated says why a complete interval is out of date although its
+// published versions are of the spec's code_version (Edited, Moved); ""
+// when it is not.
+func (s Status) outdated() string {
+	switch {
+	case s.Edited != "" && s.Moved != "":
+		return s.Edited + "; " + s.Moved
+	case s.Edited != "":
+		return s.Edited
+	}
+	return s.Moved
 }
 
 // ActiveRuns lists the pipeline's runs in progress, by interval.
@@ -267,16 +367,23 @@ func (f *Facts) ActiveRuns() []Running {
 // hasAccepted reports whether artifact has an accepted version for the
 // interval (what a task reading it there needs).
 func (f *Facts) hasAccepted(ctx context.Context, artifact, interval string) (bool, error) {
+	digest, err := f.acceptedDigest(ctx, artifact, interval)
+	return digest != "", err
+}
+
+// acceptedDigest is the content digest of artifact's accepted version for
+// the interval, "" when it has none.
+func (f *Facts) acceptedDigest(ctx context.Context, artifact, interval string) (string, error) {
 	k := artifact + "\x00" + interval
-	if ok, seen := f.accepted[k]; seen || f.st == nil {
-		return ok, nil
+	if digest, seen := f.accepted[k]; seen || f.st == nil {
+		return digest, nil
 	}
-	_, err := f.st.AcceptedVersion(ctx, f.plan.Pipeline, artifact, interval)
+	v, err := f.st.AcceptedVersion(ctx, f.plan.Pipeline, artifact, interval)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return false, err
+		return "", err
 	}
-	f.accepted[k] = err == nil
-	return err == nil, nil
+	f.accepted[k] = v.Digest
+	return v.Digest, nil
 }
 
 func orNone(s string) string {

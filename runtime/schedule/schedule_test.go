@@ -317,13 +317,19 @@ func TestBackfillSkipsCompleteAndSelectsStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 2024-01-02 is complete at the new code_version, but it read
+	// 2024-01-01 (an input at -1), which this backfill rebuilds: it runs
+	// again after it, and 2024-01-03 after both.
 	want = "2024-01-01 run\n" +
-		"2024-01-02 skip: complete at code_version 2024.07.1\n" +
-		"2024-01-03 run\n" +
+		"2024-01-02 run needs [0]\n" +
+		"2024-01-03 run needs [1]\n" +
 		"2024-01-04 skip: not stale: not published\n" +
 		"2024-01-05 skip: not stale: not published\n"
 	if got := show(ds); got != want {
 		t.Errorf("--stale:\n%s\nwant\n%s", got, want)
+	}
+	if why := ds[1].Why; !strings.HasPrefix(why, "stale: task ") || !strings.HasSuffix(why, " of 2024-01-01, which this backfill rebuilds first") {
+		t.Errorf("2024-01-02 runs because %q", why)
 	}
 	if st := f.Status(ivs[0]); st.State != Stale || !strings.Contains(st.Why, "mart shows code_version 2024.06.1 (daily/2024-01-01/r1); the spec's is 2024.07.1") {
 		t.Errorf("status of a stale interval: %+v", st)

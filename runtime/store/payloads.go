@@ -51,13 +51,16 @@ type AttemptFinishedPayload struct {
 	State     string `json:"state"`
 	Token     int64  `json:"token"`
 	Was       string `json:"was"`
+	// Reads are the versions of other intervals the attempt was given
+	// (Outcome.Reads); omitted when none.
+	Reads []Read `json:"reads,omitempty"`
 }
 
 // FinishedPayload is attempt.finished of the attempt holding token, ended
 // as o from was.
 func FinishedPayload(o Outcome, token int64, was AttemptState) AttemptFinishedPayload {
 	return AttemptFinishedPayload{Class: o.Class, ErrorTail: o.ErrorTail, ExitCode: o.ExitCode, State: string(o.State),
-		Token: token, Was: string(was)}
+		Token: token, Was: string(was), Reads: o.Reads}
 }
 
 // UnknownPayload is attempt.unknown's when a's lease expired: the token

@@ -331,6 +331,46 @@ type Attempt struct {
 	Boot      string
 	PGID      int
 	ProcStart uint64
+	// Reads are the versions of other intervals the attempt was given as
+	// inputs, recorded with its end (Outcome.Reads); nil when it read
+	// none, or ended before they were recorded.
+	Reads []Read
+}
+
+// Read is one input of an attempt from another interval than its run's
+// (raw@-1, PIPEC_INPUT_raw_PREV): the version of that interval it was
+// given, and that version's content digest. A task's result stays current
+// only while each interval it read still accepts the same content; a
+// rebuild there that changed it makes the task run again rather than be
+// reused (docs/runtime.md).
+type Read struct {
+	Artifact string `json:"artifact"`
+	Interval string `json:"interval"`
+	Version  int64  `json:"version"`
+	Digest   string `json:"digest"`
+}
+
+// ReadsText is reads as a store keeps them: "" for none, else a JSON
+// array in the order given.
+func ReadsText(reads []Read) string {
+	if len(reads) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(reads) // strings and integers: it cannot fail
+	return string(b)
+}
+
+// ParseReads is ReadsText's inverse; text a store did not write so is an
+// error.
+func ParseReads(text string) ([]Read, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var reads []Read
+	if err := json.Unmarshal([]byte(text), &reads); err != nil {
+		return nil, fmt.Errorf("an attempt's reads %q: %w", text, err)
+	}
+	return reads, nil
 }
 
 // Process returns the attempt's recorded process.
@@ -393,6 +433,9 @@ type Outcome struct {
 	// crash, it would leave the attempt looking started, and the task an
 	// unknown for a person to settle, although its end was seen.
 	Durable bool
+	// Reads are the versions of other intervals the attempt was given
+	// (Attempt.Reads), recorded with the end.
+	Reads []Read
 }
 
 // Synchronous says whether the end, or the start it records with it

@@ -147,15 +147,20 @@ func (s *Store) NextToken(ctx context.Context, resource string) (int64, error) {
 }
 
 const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid,
-host, boot_id, pgid, proc_start`
+host, boot_id, pgid, proc_start, reads`
 
 func scanAttempt(sc pgx.Row) (store.Attempt, error) {
 	var a store.Attempt
 	var state string
 	var started, ended, expiry *time.Time
 	var procStart int64
+	var reads string
 	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
-		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &procStart); err != nil {
+		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &procStart, &reads); err != nil {
+		return store.Attempt{}, err
+	}
+	var err error
+	if a.Reads, err = store.ParseReads(reads); err != nil {
 		return store.Attempt{}, err
 	}
 	a.ProcStart = uint64(procStart)
@@ -452,8 +457,9 @@ func finishAttempt(ctx context.Context, tx pgx.Tx, ref store.AttemptRef, o store
 			return err
 		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL
-WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = $6, error_tail = $7, ended = pipec_now(), lease_expiry = NULL,
+reads = $8 WHERE run = $1 AND task = $2 AND number = $3`, ref.Run, ref.Task, ref.Number, string(o.State), o.Class, o.ExitCode, o.ErrorTail,
+		store.ReadsText(o.Reads)); err != nil {
 		return err
 	}
 	return appendEvent(ctx, tx, store.Event{Run: ref.Run, Kind: store.EventAttemptFinished, Task: ref.Task, Attempt: ref.Number},
@@ -481,7 +487,7 @@ SELECT $1, `+eventTime("n.now")+`, e.kind, $2, $3, e.payload FROM n, unnest($8::
 // update (of a CTE whose n holds the time), and args, its parameters: $1-$3
 // the attempt, $4-$7 its end, $8 and $9 the kinds and payloads of its
 // events, in order; with a process to record (Outcome.Ran), $10-$15 the
-// process as markRunningSQL records it.
+// process as markRunningSQL records it; last, the reads (Outcome.Reads).
 type attemptEnd struct {
 	update          string
 	args            []any
@@ -513,9 +519,10 @@ func endOf(cur store.Attempt, o store.Outcome) (*attemptEnd, error) {
 	kinds = append(kinds, store.EventAttemptFinished)
 	payloads = append(payloads, eventText(store.FinishedPayload(o, cur.Token, was)))
 	args[7], args[8] = kinds, payloads
+	args = append(args, store.ReadsText(o.Reads))
 	return &attemptEnd{
-		update: `UPDATE attempts SET ` + process + `state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL
-	FROM n WHERE run = $1 AND task = $2 AND number = $3`,
+		update: `UPDATE attempts SET ` + process + `state = $4, class = $5, exit_code = $6, error_tail = $7, ended = n.now, lease_expiry = NULL,
+	reads = $` + fmt.Sprint(len(args)) + ` FROM n WHERE run = $1 AND task = $2 AND number = $3`,
 		args:     args,
 		kinds:    kinds,
 		payloads: payloads,

@@ -459,6 +459,13 @@ ALTER TABLE runs ADD COLUMN task_digests text NOT NULL DEFAULT '';
 -- from earlier runs of its interval, whoever visits its tasks.
 ALTER TABLE runs ADD COLUMN forced boolean NOT NULL DEFAULT false;
 `},
+	{24, "an attempt's reads of other intervals", `
+-- The versions of other intervals an attempt was given as inputs
+-- (store.Attempt.Reads, a JSON array), written with its end: a later run
+-- reuses its result only while each is still its interval's accepted
+-- version. '' for none, and for attempts ended before.
+ALTER TABLE attempts ADD COLUMN reads text NOT NULL DEFAULT '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -59,14 +59,19 @@ func (s *Store) NextToken(ctx context.Context, resource string) (int64, error) {
 }
 
 const attemptColumns = `run, task, number, resource, token, state, class, exit_code, error_tail, started, ended, lease_expiry, worker, pid,
-host, boot_id, pgid, proc_start`
+host, boot_id, pgid, proc_start, reads`
 
 func scanAttempt(sc interface{ Scan(...any) error }) (store.Attempt, error) {
 	var a store.Attempt
 	var state string
 	var started, ended, expiry int64
+	var reads string
 	if err := sc.Scan(&a.Run, &a.Task, &a.Number, &a.Resource, &a.Token, &state, &a.Class, &a.ExitCode, &a.ErrorTail,
-		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &a.ProcStart); err != nil {
+		&started, &ended, &expiry, &a.Worker, &a.PID, &a.Host, &a.Boot, &a.PGID, &a.ProcStart, &reads); err != nil {
+		return store.Attempt{}, err
+	}
+	var err error
+	if a.Reads, err = store.ParseReads(reads); err != nil {
 		return store.Attempt{}, err
 	}
 	a.State = store.AttemptState(state)
@@ -372,9 +377,9 @@ func (s *Store) writeFinish(ctx context.Context, tx *wtx, cur store.Attempt, o s
 	now := s.now()
 	var res sql.Result
 	if o.Ran == nil {
-		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0
-WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
-			ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
+		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?, class = ?, exit_code = ?, error_tail = ?, ended = ?, lease_expiry = 0,
+reads = ? WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o.State), o.Class, o.ExitCode, o.ErrorTail, now,
+			store.ReadsText(o.Reads), ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
 	} else {
 		p, lease := o.Ran.Process, o.Ran.Lease
 		leaseBoot, leaseUntil := s.leaseUntil(lease)
@@ -384,10 +389,11 @@ WHERE run = ? AND task = ? AND number = ? AND state = ? AND token = ?`, string(o
 		res, err = tx.ExecContext(ctx, `UPDATE attempts SET state = ?1, class = ?2, exit_code = ?3, error_tail = ?4, ended = ?5,
 lease_expiry = 0, started = CASE WHEN state = 'queued' THEN ?5 ELSE started END, pid = ?6, pgid = ?7, proc_start = ?8,
 host = CASE WHEN ?9 <> '' THEN ?9 ELSE host END, boot_id = CASE WHEN ?9 <> '' THEN ?10 ELSE boot_id END,
-lease_ms = ?11, lease_boot = ?12, lease_until = ?13
+lease_ms = ?11, lease_boot = ?12, lease_until = ?13, reads = ?19
 WHERE run = ?14 AND task = ?15 AND number = ?16 AND state = ?17 AND token = ?18`,
 			string(o.State), o.Class, o.ExitCode, o.ErrorTail, now, p.PID, p.PGID, int64(p.Start), p.Host, p.Boot,
-			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token)
+			lease.Milliseconds(), leaseBoot, leaseUntil, ref.Run, ref.Task, ref.Number, string(cur.State), cur.Token,
+			store.ReadsText(o.Reads))
 	}
 	if err != nil {
 		return false, fmt.Errorf("finish attempt %s: %w", ref, err)

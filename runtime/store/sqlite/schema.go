@@ -388,6 +388,13 @@ ALTER TABLE runs ADD COLUMN task_digests TEXT NOT NULL DEFAULT '';
 -- from earlier runs of its interval, whoever visits its tasks.
 ALTER TABLE runs ADD COLUMN forced INTEGER NOT NULL DEFAULT 0;
 `},
+	{20, "an attempt's reads of other intervals", `
+-- The versions of other intervals an attempt was given as inputs
+-- (store.Attempt.Reads, a JSON array), written with its end: a later run
+-- reuses its result only while each is still its interval's accepted
+-- version. '' for none, and for attempts ended before.
+ALTER TABLE attempts ADD COLUMN reads TEXT NOT NULL DEFAULT '';
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -34,7 +34,7 @@ CREATE TABLE attempts (
 	lease_ms     INTEGER NOT NULL DEFAULT 0,
 	lease_expiry INTEGER NOT NULL DEFAULT 0,
 	worker       TEXT NOT NULL DEFAULT '',
-	pid          INTEGER NOT NULL DEFAULT 0, host       TEXT    NOT NULL DEFAULT '', boot_id    TEXT    NOT NULL DEFAULT '', pgid       INTEGER NOT NULL DEFAULT 0, proc_start INTEGER NOT NULL DEFAULT 0, lease_boot  TEXT    NOT NULL DEFAULT '', lease_until INTEGER NOT NULL DEFAULT 0,
+	pid          INTEGER NOT NULL DEFAULT 0, host       TEXT    NOT NULL DEFAULT '', boot_id    TEXT    NOT NULL DEFAULT '', pgid       INTEGER NOT NULL DEFAULT 0, proc_start INTEGER NOT NULL DEFAULT 0, lease_boot  TEXT    NOT NULL DEFAULT '', lease_until INTEGER NOT NULL DEFAULT 0, reads TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (run, task, number),
 	UNIQUE (resource, token)
 );
@@ -193,6 +193,7 @@ INSERT INTO schema_version (version, name) VALUES (16, 'pointer generations');
 INSERT INTO schema_version (version, name) VALUES (17, 'gc holds on the artifact versions');
 INSERT INTO schema_version (version, name) VALUES (18, 'task digests of a run');
 INSERT INTO schema_version (version, name) VALUES (19, 'forced runs');
+INSERT INTO schema_version (version, name) VALUES (20, 'an attempt''s reads of other intervals');
 INSERT INTO epochs (id, epoch) VALUES (1, 0);
 INSERT INTO work_signal (id, n) VALUES (1, 0);
 INSERT INTO run_end_signal (id, n) VALUES (1, 0);

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // attempt since: its row, its events and FinishAttempt's answer.
 func testFinishAssumingWas(t *testing.T, open single) {
 	ran := &store.Running{Process: store.Process{Host: "h1", Boot: "b1", PID: 4711, PGID: 4711, Start: 42}, Lease: time.Minute}
-	succeeded := store.Outcome{State: store.AttemptSucceeded, Ran: ran}
+	reads := []store.Read{{Artifact: "raw", Interval: "2023-12-31", Version: 7, Digest: "sha256:ab"}}
+	succeeded := store.Outcome{State: store.AttemptSucceeded, Ran: ran, Reads: reads}
 	// Each case starts a queued attempt a, writes what came before the end
 	// (the caller's own writes, or another's), and returns the end and
 	// the attempt the caller believes in.
@@ -76,9 +78,9 @@ func testFinishAssumingWas(t *testing.T, open single) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				out := fmt.Sprintf("FinishAttempt: conflict %v, error %v\nattempt: %s %s %d %q %+v started %v ended %v\n",
+				out := fmt.Sprintf("FinishAttempt: conflict %v, error %v\nattempt: %s %s %d %q %+v started %v ended %v reads %+v\n",
 					errors.Is(ferr, store.ErrConflict), ferr != nil, got.State, got.Class, got.ExitCode, got.ErrorTail,
-					got.Process(), !got.Started.IsZero(), !got.Ended.IsZero())
+					got.Process(), !got.Started.IsZero(), !got.Ended.IsZero(), got.Reads)
 				for _, e := range evs {
 					if e.Task == "t" {
 						out += e.Kind + " " + string(e.Payload) + "\n"
@@ -86,8 +88,12 @@ func testFinishAssumingWas(t *testing.T, open single) {
 				}
 				return out
 			}
-			if diff := cmp.Diff(end(false), end(true)); diff != "" {
+			read := end(false)
+			if diff := cmp.Diff(read, end(true)); diff != "" {
 				t.Errorf("the end assuming the attempt differs from the end read (-read +assumed):\n%s", diff)
+			}
+			if c.name == "queued, as started" && !strings.Contains(read, fmt.Sprintf("reads %+v", reads)) {
+				t.Errorf("the end did not record what the attempt read (store.Outcome.Reads):\n%s", read)
 			}
 		})
 	}

@@ -838,11 +838,15 @@ func testFinishRecordsTheAttemptsEnd(t *testing.T, open Opener) {
 	ctx := context.Background()
 	cl, a := claimedAttempt(t, h, once)
 	ran := &store.Running{Process: store.Process{PID: 4242, PGID: 4242, Host: "host"}, Lease: time.Minute}
+	reads := []store.Read{{Artifact: "raw", Interval: "2023-12-31", Version: 7, Digest: "sha256:ab"}}
 	finish(t, h, "w1", cl, queue.Result{Ending: queue.Succeeded,
-		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran}}})
+		End: &queue.AttemptEnd{Ref: a.AttemptRef, Outcome: store.Outcome{State: store.AttemptSucceeded, Ran: ran, Reads: reads}}})
 	got, err := h.GetAttempt(ctx, a.AttemptRef)
 	if err != nil || got.State != store.AttemptSucceeded || got.PID != 4242 || got.Ended.IsZero() {
 		t.Fatalf("attempt after Finish: %+v, %v", got, err)
+	}
+	if !reflect.DeepEqual(got.Reads, reads) {
+		t.Errorf("the attempt's reads after Finish: %+v, want %+v", got.Reads, reads)
 	}
 	if _, by := status(t, h, cl.Run); by["a"].State != queue.WorkSucceeded || by["b"].State != queue.WorkReady {
 		t.Fatalf("after Finish: %+v", by)
