@@ -242,19 +242,14 @@ func (r *runner) readsCurrent(ctx context.Context, ref store.AttemptRef) (bool, 
 	if err != nil {
 		return false, err
 	}
-	for _, rd := range a.Reads {
-		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, rd.Artifact, rd.Interval)
+	moved, err := store.FirstMoved(a.Reads, func(artifact, interval string) (string, error) {
+		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, artifact, interval)
 		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
+			return "", nil
 		}
-		if err != nil {
-			return false, err
-		}
-		if v.Digest != rd.Digest {
-			return false, nil
-		}
-	}
-	return true, nil
+		return v.Digest, err
+	})
+	return moved == nil && err == nil, err
 }
 
 // definedAlike reports whether run defined the task as this run does

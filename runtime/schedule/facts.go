@@ -190,17 +190,14 @@ func (f *Facts) readMoved(ctx context.Context, ivs []runtime.Interval) error {
 			if err != nil {
 				return err
 			}
-			for _, rd := range a.Reads {
-				digest, err := f.acceptedDigest(ctx, rd.Artifact, rd.Interval)
-				if err != nil {
-					return err
-				}
-				if digest != rd.Digest {
-					f.moved[iv.Key] = fmt.Sprintf("task %s read %s of %s, which was rebuilt since", t.Name, rd.Artifact, rd.Interval)
-					break
-				}
+			moved, err := store.FirstMoved(a.Reads, func(artifact, interval string) (string, error) {
+				return f.acceptedDigest(ctx, artifact, interval)
+			})
+			if err != nil {
+				return err
 			}
-			if f.moved[iv.Key] != "" {
+			if moved != nil {
+				f.moved[iv.Key] = fmt.Sprintf("task %s read %s of %s, which was rebuilt since", t.Name, moved.Artifact, moved.Interval)
 				break
 			}
 		}

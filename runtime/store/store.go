@@ -350,6 +350,23 @@ type Read struct {
 	Digest   string `json:"digest"`
 }
 
+// FirstMoved is the first of reads whose interval no longer accepts the
+// content read (its accepted version, as accepted gives its digest, has
+// other content, or there is none: ""); nil when every read is current.
+// The rule that reuse (runtime) and backfill --stale (schedule) apply.
+func FirstMoved(reads []Read, accepted func(artifact, interval string) (digest string, err error)) (*Read, error) {
+	for i, rd := range reads {
+		digest, err := accepted(rd.Artifact, rd.Interval)
+		if err != nil {
+			return nil, err
+		}
+		if digest != rd.Digest {
+			return &reads[i], nil
+		}
+	}
+	return nil, nil
+}
+
 // ReadsText is reads as a store keeps them: "" for none, else a JSON
 // array in the order given.
 func ReadsText(reads []Read) string {
