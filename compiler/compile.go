@@ -653,7 +653,8 @@ func nonNil[T any](s []T) []T {
 // digest is the same: an edited command runs again although code_version
 // did not move. What decides only when or where it runs (retries, pool,
 // timeout, labels) is left out, and so are the contents of the scripts it
-// calls, which code_version stands for.
+// calls, which code_version stands for. The checks of its outputs are
+// recorded beside it (Plan.TaskDigests).
 func TaskDigest(t *PlanTask) string {
 	h := sha256.New()
 	var n [8]byte
@@ -689,11 +690,67 @@ func TaskDigest(t *PlanTask) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// TaskDigests is TaskDigest of every task of the plan, by name.
+// CheckDigest identifies what a check asserts (its name, input and every
+// assertion, its command included), in 16 hex digits.
+func CheckDigest(c *PlanCheck) string {
+	b, _ := json.Marshal(c) // strings, integers and lists of strings: it cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// TaskDigests is, for every task of the plan by name, its definition as a
+// run records it (store.Run.TaskDigests): TaskDigest, then "/" and the
+// CheckDigest of each check of its outputs, sorted and comma-separated
+// (nothing after the "/" when none). DefinitionEdit compares two.
 func (p *Plan) TaskDigests() map[string]string {
+	checks := map[string][]string{} // artifact -> its checks' digests
+	for i := range p.Checks {
+		c := &p.Checks[i]
+		checks[c.Input] = append(checks[c.Input], CheckDigest(c))
+	}
 	out := make(map[string]string, len(p.Tasks))
 	for i := range p.Tasks {
-		out[p.Tasks[i].Name] = TaskDigest(&p.Tasks[i])
+		t := &p.Tasks[i]
+		var audits []string
+		for _, o := range t.Outputs {
+			audits = append(audits, checks[o]...)
+		}
+		slices.Sort(audits)
+		out[t.Name] = TaskDigest(t) + "/" + strings.Join(audits, ",")
 	}
 	return out
+}
+
+// Edits of a task's definition between a run's record and the spec now
+// (DefinitionEdit).
+const (
+	// EditedTask: the task itself (TaskDigest) is defined otherwise.
+	EditedTask = "task"
+	// EditedChecks: a check of its outputs is new or defined otherwise,
+	// so what was accepted was never audited by it. A check removed since
+	// leaves what it accepted valid, and is no edit.
+	EditedChecks = "checks"
+)
+
+// DefinitionEdit says how a task defined as now (a Plan.TaskDigests value)
+// differs from recorded, the value a run recorded for it: "" when alike,
+// EditedTask, or EditedChecks. A value recorded before checks were part
+// of it (no "/") compares the task alone; nothing recorded ("", a task
+// the run did not have) is an edited task.
+func DefinitionEdit(recorded, now string) string {
+	task, audits, withChecks := strings.Cut(recorded, "/")
+	nowTask, nowAudits, _ := strings.Cut(now, "/")
+	switch {
+	case task != nowTask:
+		return EditedTask
+	case !withChecks || nowAudits == "":
+		return ""
+	}
+	had := strings.Split(audits, ",")
+	for _, d := range strings.Split(nowAudits, ",") {
+		if !slices.Contains(had, d) {
+			return EditedChecks
+		}
+	}
+	return ""
 }

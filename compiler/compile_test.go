@@ -246,3 +246,59 @@ func TestTaskDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestDefinitionEdit: a task's recorded definition against the spec's now
+// (Plan.TaskDigests): the task edited, a check of its outputs new or
+// edited, or alike (a check removed, a record from before checks were
+// digested).
+func TestDefinitionEdit(t *testing.T) {
+	for _, c := range []struct{ recorded, now, want string }{
+		{"aaaa/c1,c2", "aaaa/c1,c2", ""},
+		{"aaaa/c1,c2", "bbbb/c1,c2", EditedTask},
+		{"", "aaaa/", EditedTask},
+		{"aaaa/c1", "aaaa/c1,c2", EditedChecks},
+		{"aaaa/", "aaaa/c1", EditedChecks},
+		{"aaaa/c1,c2", "aaaa/c3", EditedChecks},
+		{"aaaa/c1,c2", "aaaa/c2", ""},
+		{"aaaa/c1", "aaaa/", ""},
+		{"aaaa", "aaaa/c1", ""},
+		{"aaaa", "bbbb/c1", EditedTask},
+	} {
+		if got := DefinitionEdit(c.recorded, c.now); got != c.want {
+			t.Errorf("DefinitionEdit(%q, %q) = %q, want %q", c.recorded, c.now, got, c.want)
+		}
+	}
+}
+
+// TestTaskDigestsCoverChecks: a check of a task's outputs is part of its
+// recorded definition, and of no other task's; its every assertion counts.
+func TestTaskDigestsCoverChecks(t *testing.T) {
+	min := 1
+	plan := func(edit func(*PlanCheck)) map[string]string {
+		c := PlanCheck{Name: "raw_ok", Input: "raw", RowCountMin: &min}
+		if edit != nil {
+			edit(&c)
+		}
+		p := &Plan{Tasks: []PlanTask{{Name: "extract", Outputs: []string{"raw"}}, {Name: "other", Outputs: []string{"x"}}},
+			Checks: []PlanCheck{c}}
+		return p.TaskDigests()
+	}
+	base := plan(nil)
+	for what, edit := range map[string]func(*PlanCheck){
+		"unique":   func(c *PlanCheck) { c.Unique = []string{"id"} },
+		"not_null": func(c *PlanCheck) { c.NotNull = []string{"id"} },
+		"minimum":  func(c *PlanCheck) { two := 2; c.RowCountMin = &two },
+		"command":  func(c *PlanCheck) { c.Command = []string{"./check.sh"} },
+	} {
+		now := plan(edit)
+		if DefinitionEdit(base["extract"], now["extract"]) != EditedChecks {
+			t.Errorf("%s: extract %q against %q is not a checks edit", what, base["extract"], now["extract"])
+		}
+		if now["other"] != base["other"] {
+			t.Errorf("%s changed the definition of a task that does not make raw", what)
+		}
+	}
+	if d := base["other"]; !strings.HasSuffix(d, "/") || len(d) != 17 {
+		t.Errorf("a task without checks is recorded as %q, want its digest and a bare /", d)
+	}
+}

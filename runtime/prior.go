@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/queue"
@@ -253,16 +254,16 @@ func (r *runner) readsCurrent(ctx context.Context, ref store.AttemptRef) (bool, 
 }
 
 // definedAlike reports whether run defined the task as this run does
-// (compiler.TaskDigest): results of an edited command, environment or
-// inputs are not reused, although code_version did not move. A run
-// recorded before runs kept their tasks' digests counts as alike, as it
-// did then.
+// (compiler.DefinitionEdit): results of an edited command, environment or
+// inputs are not reused, although code_version did not move, nor outputs
+// that a check new or edited since never audited. A run recorded before
+// runs kept their tasks' digests counts as alike, as it did then.
 func (r *runner) definedAlike(ctx context.Context, run string, ts *taskState) (bool, error) {
 	digests, err := r.defined.of(ctx, r.st, run)
 	if err != nil || digests == nil {
 		return true, err
 	}
-	return digests[ts.t.Name] == r.digests[ts.t.Name], nil
+	return compiler.DefinitionEdit(digests[ts.t.Name], r.digests[ts.t.Name]) == "", nil
 }
 
 // runDefinitions holds the task digests of earlier runs, each read once

@@ -237,6 +237,9 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 	v.State = store.VersionAccepted
 	r.mu.Lock()
 	r.acceptedBy[v.ID] = passed
+	if !zombie {
+		delete(r.rejected, v.Artifact) // the current attempt's verdict speaks for the task
+	}
 	r.mu.Unlock()
 	r.emitStore(store.EventVersionAccepted, t.Name, l.a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token})
 	r.publishAll(ctx, v, !zombie)

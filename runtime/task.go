@@ -93,14 +93,19 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 			out = append(out, b)
 			continue
 		}
+		// An output of this run's interval that this run made and did not
+		// accept is the end of its readers here, even where an earlier run
+		// left an accepted version: that one is not what their producer
+		// made now (its definition or its data moved), and reading it
+		// would mix the two runs' results.
+		r.mu.Lock()
+		why, rejected := r.rejected[in.Artifact]
+		r.mu.Unlock()
+		if rejected && in.Offset == 0 {
+			return nil, fmt.Sprintf("input %s was not accepted in this run: %s", inputName(in), why), nil
+		}
 		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, in.Artifact, iv.Key)
 		if errors.Is(err, store.ErrNotFound) {
-			r.mu.Lock()
-			why, ok := r.rejected[in.Artifact]
-			r.mu.Unlock()
-			if ok && in.Offset == 0 {
-				return nil, fmt.Sprintf("input %s was not accepted in this run: %s", inputName(in), why), nil
-			}
 			return nil, fmt.Sprintf("input %s has no accepted version for interval %s", inputName(in), iv.Key), nil
 		}
 		if err != nil {

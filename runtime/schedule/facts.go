@@ -37,6 +37,9 @@ type Facts struct {
 	// Every task of a run either ran there or was reused as defined alike,
 	// so that run speaks for all its interval shows.
 	edited map[string][]string
+	// rechecked names, likewise, the tasks whose outputs a check new or
+	// edited since audits (compiler.EditedChecks).
+	rechecked map[string][]string
 	// moved says, per interval key, what a task of the interval read of
 	// another interval that the interval's accepted version has since
 	// replaced by other content (readMoved), for the intervals a backfill
@@ -55,7 +58,7 @@ type Running = store.RunInProgress
 func Read(ctx context.Context, st store.Store, q queue.Queue, plan *compiler.Plan) (*Facts, error) {
 	f := &Facts{plan: plan, st: st, succeeded: map[string]string{}, current: map[string]bool{}, running: map[string]Running{},
 		visible: map[string]store.Version{}, accepted: map[string]string{}, edited: map[string][]string{},
-		moved: map[string]string{}}
+		rechecked: map[string][]string{}, moved: map[string]string{}}
 	if st == nil {
 		return f, nil
 	}
@@ -148,8 +151,11 @@ func (f *Facts) readEdits(ctx context.Context, ivs []runtime.Interval) error {
 			continue // recorded before runs kept them: alike, as reuse counts it
 		}
 		for _, name := range slices.Sorted(mapKeys(now)) {
-			if r.TaskDigests[name] != now[name] {
+			switch compiler.DefinitionEdit(r.TaskDigests[name], now[name]) {
+			case compiler.EditedTask:
 				f.edited[id] = append(f.edited[id], name)
+			case compiler.EditedChecks:
+				f.rechecked[id] = append(f.rechecked[id], name)
 			}
 		}
 	}
@@ -229,18 +235,27 @@ func (f *Facts) maker(ctx context.Context, t *compiler.PlanTask, interval string
 	return last.AttemptRef, true, nil
 }
 
-// editedSince says which tasks the spec defines otherwise than run did
-// (Status.Edited; "" when none). It does not name the run, so that the
-// intervals a backfill skips alike are said in one line.
+// editedSince says which tasks the spec defines otherwise than run did,
+// and whose outputs it checks otherwise (Status.Edited; "" when none). It
+// does not name the run, so that the intervals a backfill skips alike are
+// said in one line.
 func (f *Facts) editedSince(run string) string {
-	names := f.edited[run]
-	if len(names) == 0 {
-		return ""
+	var says []string
+	if names := f.edited[run]; len(names) > 0 {
+		says = append(says, fmt.Sprintf("the spec defines task %s otherwise than the run that succeeded last", fewNames(names)))
 	}
+	if names := f.rechecked[run]; len(names) > 0 {
+		says = append(says, fmt.Sprintf("a check of the outputs of task %s is new or edited since the run that succeeded last", fewNames(names)))
+	}
+	return strings.Join(says, "; ")
+}
+
+// fewNames joins names, the first three and how many more.
+func fewNames(names []string) string {
 	if len(names) > 3 {
 		names = append(names[:3:3], fmt.Sprintf("%d more", len(names)-3))
 	}
-	return fmt.Sprintf("the spec defines task %s otherwise than the run that succeeded last", strings.Join(names, ", "))
+	return strings.Join(names, ", ")
 }
 
 // submitted reports whether run was handed to workers (queue.Submit): a
@@ -283,8 +298,9 @@ type Status struct {
 	// Running is the run in progress, if any.
 	Running *Running
 	// Edited, for a complete interval, names the tasks the spec defines
-	// otherwise than its latest succeeded run did (read for a backfill's
-	// intervals only, readEdits); "" when none.
+	// otherwise than its latest succeeded run did, and those whose outputs
+	// it checks otherwise (read for a backfill's intervals only,
+	// readEdits); "" when none.
 	Edited string
 	// Moved, for a complete interval, says what one of its tasks read of
 	// another interval that was rebuilt since with other content (read for

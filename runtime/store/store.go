@@ -199,7 +199,8 @@ type Run struct {
 	CodeVersion   string
 	PlanDigest    string
 	// TaskDigests is each task's definition as the run's plan had it
-	// (compiler.TaskDigest), by name: a later run of the interval reuses a
+	// (compiler.Plan.TaskDigests: the task's digest and its outputs'
+	// checks'), by name: a later run of the interval reuses a
 	// task's results only from a run that defined it alike. Nil for runs
 	// recorded before pipec kept it. GetRun reads them; ListRuns and the
 	// queue's status leave them nil (a large plan's are large).
