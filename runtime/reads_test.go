@@ -7,48 +7,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// readsHCL's delta reads raw of its own interval and of the one before;
-// extract copies the day's source file, which a test corrects afterwards.
-const readsHCL = `
-pipeline "days" {
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "extract" {
-    command = ["./extract.sh"]
-    outputs = ["raw"]
-  }
-  check "raw_ok" {
-    input         = "raw"
-    row_count_min = 1
-  }
-  task "delta" {
-    command = ["./delta.sh"]
-    inputs  = ["raw", "raw@-1"]
-    outputs = ["delta"]
-  }
-  check "delta_ok" {
-    input         = "delta"
-    row_count_min = 1
-  }
-}
-`
-
-func newReadsFixture(t *testing.T) *fixture {
-	f := newFixture(t, readsHCL, map[string]string{
-		"extract.sh": `day=$(echo "$PIPEC_INTERVAL_START" | cut -c1-10)
-printf 'n\n%s\n' "$(cat "source-$day")" > "$PIPEC_OUTPUT_raw/raw.csv"`,
-		"delta.sh": `prev=0
-[ -n "${PIPEC_INPUT_raw_PREV:-}" ] && prev=$(tail -n1 "$PIPEC_INPUT_raw_PREV/raw.csv")
-printf 'prev,cur\n%s,%s\n' "$prev" "$(tail -n1 "$PIPEC_INPUT_raw/raw.csv")" > "$PIPEC_OUTPUT_delta/delta.csv"`,
-	})
-	f.source("2024-01-01", "10")
-	f.source("2024-01-02", "20")
+// newDeltaFixture is scenario.Delta in a fixture.
+func newDeltaFixture(t *testing.T) *fixture {
+	f := newFixture(t, scenario.Delta, nil)
+	for name, body := range scenario.DeltaFiles() {
+		if err := os.WriteFile(filepath.Join(f.dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return f
 }
 
@@ -97,7 +68,7 @@ func (f *fixture) mustSucceed(o Options) *Summary {
 // it again. On the build before, the rerun reused it and the day's delta
 // kept the old figure for good.
 func TestRebuiltIntervalRunsItsReaders(t *testing.T) {
-	f := newReadsFixture(t)
+	f := newDeltaFixture(t)
 	f.mustSucceed(f.options("2024-01-01"))
 	f.mustSucceed(f.options("2024-01-02"))
 	if got := f.delta("2024-01-02"); got != "10,20" {
@@ -131,9 +102,9 @@ func TestRebuiltIntervalRunsItsReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.Read{{Artifact: "raw", Interval: "2024-01-01", Version: raw1.ID, Digest: raw1.Digest}}
-	if len(a.Reads) != 1 || a.Reads[0] != want[0] {
-		t.Errorf("delta's attempt read %+v, want %+v", a.Reads, want)
+	want := store.Read{Artifact: "raw", Interval: "2024-01-01", Version: raw1.ID, Digest: raw1.Digest}
+	if len(a.Reads) != 1 || a.Reads[0] != want {
+		t.Errorf("delta's attempt read %+v, want [%+v]", a.Reads, want)
 	}
 
 	third := f.mustSucceed(f.options("2024-01-02"))
@@ -145,7 +116,7 @@ func TestRebuiltIntervalRunsItsReaders(t *testing.T) {
 // A rebuild that gave the day the same content (a new version, an equal
 // digest) changes nothing the next day read: its delta is reused.
 func TestRebuiltAlikeKeepsItsReaders(t *testing.T) {
-	f := newReadsFixture(t)
+	f := newDeltaFixture(t)
 	f.mustSucceed(f.options("2024-01-01"))
 	f.mustSucceed(f.options("2024-01-02"))
 	forced := f.options("2024-01-01")

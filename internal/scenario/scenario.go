@@ -237,6 +237,63 @@ printf 'id\n1\n' > "$PIPEC_OUTPUT_receipt/r.csv"
 	}
 }
 
+// Delta is a daily pipeline whose delta reads raw of its own day and of
+// the day before (raw@-1), checked and published; extract copies the
+// day's source file, source-<day>, which a test corrects afterwards.
+const Delta = `
+pipeline "days" {
+  code_version = "1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "extract" {
+    command = ["./extract.sh"]
+    outputs = ["raw"]
+  }
+  check "raw_ok" {
+    input         = "raw"
+    row_count_min = 1
+  }
+  task "delta" {
+    command = ["./delta.sh"]
+    inputs  = ["raw", "raw@-1"]
+    outputs = ["delta"]
+  }
+  check "delta_ok" {
+    input         = "delta"
+    row_count_min = 1
+  }
+  sink "warehouse" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "deltas" {
+    artifact = "delta"
+    sink     = "warehouse"
+  }
+}
+`
+
+// DeltaFiles are Delta's scripts and the sources of its first two days
+// (10 and 20); delta.csv holds "prev,cur" and one row.
+func DeltaFiles() map[string]string {
+	return map[string]string{
+		"extract.sh": `#!/bin/sh
+day=$(echo "$PIPEC_INTERVAL_START" | cut -c1-10)
+printf 'n\n%s\n' "$(cat "source-$day")" > "$PIPEC_OUTPUT_raw/raw.csv"
+`,
+		"delta.sh": `#!/bin/sh
+prev=0
+[ -n "${PIPEC_INPUT_raw_PREV:-}" ] && prev=$(tail -n1 "$PIPEC_INPUT_raw_PREV/raw.csv")
+printf 'prev,cur\n%s,%s\n' "$prev" "$(tail -n1 "$PIPEC_INPUT_raw/raw.csv")" > "$PIPEC_OUTPUT_delta/delta.csv"
+`,
+		"source-2024-01-01": "10\n",
+		"source-2024-01-02": "20\n",
+	}
+}
+
 // Matrix is the guarantee matrix's pipeline (runtime/worker/matrix_test.go,
 // and Temporal's column in temporal/dispatch): a non-idempotent charge (one
 // ledger line per effect; the first one holds until "release" exists when

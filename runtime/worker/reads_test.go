@@ -6,60 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// readsSpec's delta reads raw of its own day and of the day before, and is
-// published; extract copies the day's source file.
-const readsSpec = `
-pipeline "days" {
-  code_version = "1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "extract" {
-    command = ["./extract.sh"]
-    outputs = ["raw"]
-  }
-  check "raw_ok" {
-    input         = "raw"
-    row_count_min = 1
-  }
-  task "delta" {
-    command = ["./delta.sh"]
-    inputs  = ["raw", "raw@-1"]
-    outputs = ["delta"]
-  }
-  check "delta_ok" {
-    input         = "delta"
-    row_count_min = 1
-  }
-  sink "warehouse" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "deltas" {
-    artifact = "delta"
-    sink     = "warehouse"
-  }
-}
-`
-
-var readsFiles = map[string]string{
-	"extract.sh": `#!/bin/sh
-day=$(echo "$PIPEC_INTERVAL_START" | cut -c1-10)
-printf 'n\n%s\n' "$(cat "source-$day")" > "$PIPEC_OUTPUT_raw/raw.csv"
-`,
-	"delta.sh": `#!/bin/sh
-prev=0
-[ -n "${PIPEC_INPUT_raw_PREV:-}" ] && prev=$(tail -n1 "$PIPEC_INPUT_raw_PREV/raw.csv")
-printf 'prev,cur\n%s,%s\n' "$prev" "$(tail -n1 "$PIPEC_INPUT_raw/raw.csv")" > "$PIPEC_OUTPUT_delta/delta.csv"
-`,
-	"source-2024-01-01": "10\n",
-	"source-2024-01-02": "20\n",
-}
 
 // A day rebuilt on workers with corrected data (submit --force) leaves the
 // next day's delta, which read it (raw@-1), out of date: the next day's
@@ -70,7 +19,7 @@ func TestRebuiltIntervalRunsItsReadersOnWorkers(t *testing.T) {
 }
 
 func testRebuiltIntervalRunsItsReaders(t *testing.T, b backend) {
-	e := newEnvOn(t, b, readsSpec, readsFiles)
+	e := newEnvOn(t, b, scenario.Delta, scenario.DeltaFiles())
 	e.worker("w1")
 	submit := func(day string, extra ...string) {
 		t.Helper()
