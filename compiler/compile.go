@@ -738,19 +738,32 @@ const (
 // of it (no "/") compares the task alone; nothing recorded ("", a task
 // the run did not have) is an edited task.
 func DefinitionEdit(recorded, now string) string {
-	task, audits, withChecks := strings.Cut(recorded, "/")
-	nowTask, nowAudits, _ := strings.Cut(now, "/")
+	task, _, _ := strings.Cut(recorded, "/")
+	nowTask, _, _ := strings.Cut(now, "/")
 	switch {
 	case task != nowTask:
 		return EditedTask
-	case !withChecks || nowAudits == "":
-		return ""
+	case ChecksEdited(recorded, now):
+		return EditedChecks
+	}
+	return ""
+}
+
+// ChecksEdited says whether a check of the task's outputs is new or
+// defined otherwise in now than in recorded (Plan.TaskDigests values),
+// whatever became of the task itself: false for a value recorded before
+// checks were part of it.
+func ChecksEdited(recorded, now string) bool {
+	_, audits, withChecks := strings.Cut(recorded, "/")
+	_, nowAudits, _ := strings.Cut(now, "/")
+	if !withChecks || nowAudits == "" {
+		return false
 	}
 	had := strings.Split(audits, ",")
 	for _, d := range strings.Split(nowAudits, ",") {
 		if !slices.Contains(had, d) {
-			return EditedChecks
+			return true
 		}
 	}
-	return ""
+	return false
 }

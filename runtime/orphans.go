@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -106,6 +108,10 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 	l := &launched{a: a, staging: map[string]string{}}
 	for _, out := range ts.t.Outputs {
 		if v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key); err == nil && v.Run == a.Run && v.Task == a.Task && v.Attempt == a.Number {
+			if edited, err := r.checksEditedSince(ctx, v.Run, ts); edited || err != nil {
+				r.reaudit(ctx, ts, a, v, err)
+				continue
+			}
 			for _, c := range r.checksOf[out] {
 				r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: CheckPassed, Version: v.Label(),
 					Reason: "accepted in " + v.Run})
@@ -129,6 +135,69 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 	}
 	if len(l.staging) > 0 {
 		r.produce(ctx, ts.t, l, false)
+	}
+}
+
+// checksEditedSince reports whether a check of ts's outputs is new or
+// edited since run defined the task (compiler.ChecksEdited).
+func (r *runner) checksEditedSince(ctx context.Context, run string, ts *taskState) (bool, error) {
+	digests, err := r.defined.of(ctx, r.st, run)
+	if err != nil || digests == nil {
+		return false, err
+	}
+	return compiler.ChecksEdited(digests[ts.t.Name], r.digests[ts.t.Name]), nil
+}
+
+// reaudit audits v, the accepted version an adopted attempt a made, with
+// the checks of its artifact as the spec has them now: one of them is new
+// or edited since v was accepted, and a task that is not idempotent is not
+// run again to make another. It audits a private copy when a check runs a
+// command, so that no check can change the accepted version. Passed, v is
+// published as any reused version; failed (or err, reading what the run
+// that made it defined), its publishes and its readers in this run are
+// not run, and the run fails. The version stays accepted, and visible
+// where it was published: a sink is never rolled back.
+func (r *runner) reaudit(ctx context.Context, ts *taskState, a store.Attempt, v store.Version, err error) {
+	out := v.Artifact
+	refuse := func(why string) {
+		r.mu.Lock()
+		r.rejected[out] = why
+		r.mu.Unlock()
+		r.skipChecksAndPublishes(out, why)
+	}
+	if err != nil {
+		r.noteStore(err)
+		refuse("the checks it was accepted by could not be read: " + err.Error())
+		return
+	}
+	dir, err := artifacts.Files(ctx, r.arts, v.Location)
+	if err != nil {
+		refuse(fmt.Sprintf("%s could not be read from the artifact store to audit it again: %v", v.Label(), err))
+		return
+	}
+	if slices.ContainsFunc(r.checksOf[out], func(c compiler.PlanCheck) bool { return len(c.Command) > 0 }) {
+		tmp, err := os.MkdirTemp("", "pipec-reaudit-")
+		if err != nil {
+			refuse(fmt.Sprintf("no folder to audit %s again: %v", v.Label(), err))
+			return
+		}
+		defer os.RemoveAll(tmp)
+		if dir, _, err = sink.Freeze(dir, tmp); err != nil {
+			refuse(fmt.Sprintf("%s could not be copied to audit it again: %v", v.Label(), err))
+			return
+		}
+	}
+	failed, _, _, cut := r.auditVersion(ctx, ts.t.Name, a.Number, v, dir, v.Digest, true, func() bool { return ctx.Err() != nil })
+	switch {
+	case cut:
+		r.skipChecksAndPublishes(out, cancelReason(ctx))
+	case failed != "":
+		r.mu.Lock()
+		r.rejected[out] = failed
+		r.mu.Unlock()
+		r.skipPublishes(out, fmt.Sprintf("artifact %s, accepted in %s, fails a check new or edited since: %s", out, v.Run, failed))
+	default:
+		r.publishAll(ctx, v, true)
 	}
 }
 

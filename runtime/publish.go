@@ -145,44 +145,9 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 	if stopped() {
 		return "", true // recorded, not audited: a later run audits it
 	}
-	failed, damaged := "", false
-	var passed []sink.ManifestCheck
-	for _, c := range r.checksOf[out] {
-		var before folderState
-		if len(c.Command) > 0 {
-			before, _ = listFolder(dir)
-		}
-		ok, why := r.runCheck(ctx, c, dir)
-		if len(c.Command) > 0 && !damaged {
-			// A command check gets the version's own folder: one that
-			// wrote into it changed what would be accepted.
-			if what, _ := folderChanged(dir, digest, before); what != "" {
-				ok, why, damaged = false, "the check changed the version it audits ("+what+"): a check reads its input, never writes into it", true
-			}
-		}
-		if !ok && !damaged && stopped() {
-			return "", true // a check cut short by the run's stop is no verdict
-		}
-		kind := EventCheckPassed
-		data := map[string]any{"check": c.Name, "artifact": out, "version": v.ID, "label": v.Label()}
-		if !ok {
-			kind = EventCheckFailed
-			data["reason"] = why
-			if failed == "" {
-				failed = fmt.Sprintf("check %s failed: %s", c.Name, why)
-			}
-		}
-		r.record(ctx, kind, t.Name, l.a.Number, data)
-		if ok {
-			passed = append(passed, sink.ManifestCheck{Name: c.Name, Run: r.runID})
-		}
-		if !zombie {
-			state := CheckPassed
-			if !ok {
-				state = CheckFailed
-			}
-			r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: state, Version: v.Label(), Reason: why})
-		}
+	failed, passed, damaged, cut := r.auditVersion(ctx, t.Name, l.a.Number, v, dir, digest, !zombie, stopped)
+	if cut {
+		return "", true // a check cut short by the run's stop is no verdict
 	}
 	if damaged {
 		// Not left where the key's next put would take it for these
@@ -338,6 +303,55 @@ func needsSharedArtifacts(p *compiler.Plan, t *compiler.PlanTask) string {
 		}
 	}
 	return ""
+}
+
+// auditVersion runs the checks of v's artifact on dir, its frozen copy
+// with digest, as attempt number of task records them (each check's
+// event; with current, its result in the summary too). failed says the
+// first check that failed, passed those that passed; damaged, that a
+// command check wrote into dir; cut, that the run stopped during a check
+// (stopped, asked then, said so), which is no verdict.
+func (r *runner) auditVersion(ctx context.Context, task string, attempt int, v store.Version, dir, digest string, current bool,
+	stopped func() bool) (failed string, passed []sink.ManifestCheck, damaged, cut bool) {
+	out := v.Artifact
+	for _, c := range r.checksOf[out] {
+		var before folderState
+		if len(c.Command) > 0 {
+			before, _ = listFolder(dir)
+		}
+		ok, why := r.runCheck(ctx, c, dir)
+		if len(c.Command) > 0 && !damaged {
+			// A command check gets the version's own folder: one that
+			// wrote into it changed what would be accepted.
+			if what, _ := folderChanged(dir, digest, before); what != "" {
+				ok, why, damaged = false, "the check changed the version it audits ("+what+"): a check reads its input, never writes into it", true
+			}
+		}
+		if !ok && !damaged && stopped() {
+			return "", nil, false, true
+		}
+		kind := EventCheckPassed
+		data := map[string]any{"check": c.Name, "artifact": out, "version": v.ID, "label": v.Label()}
+		if !ok {
+			kind = EventCheckFailed
+			data["reason"] = why
+			if failed == "" {
+				failed = fmt.Sprintf("check %s failed: %s", c.Name, why)
+			}
+		}
+		r.record(ctx, kind, task, attempt, data)
+		if ok {
+			passed = append(passed, sink.ManifestCheck{Name: c.Name, Run: r.runID})
+		}
+		if current {
+			state := CheckPassed
+			if !ok {
+				state = CheckFailed
+			}
+			r.setCheck(c.Name, CheckResult{Name: c.Name, Artifact: out, State: state, Version: v.Label(), Reason: why})
+		}
+	}
+	return failed, passed, damaged, false
 }
 
 // rejectOutput records why an output is not accepted; its publishes are not

@@ -1,0 +1,88 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pipec/pipec/internal/scenario"
+	"github.com/pipec/pipec/runtime/artifacts"
+)
+
+// A task that is not idempotent is adopted, never run again; a check of its
+// output added since its version was accepted audits that version in the
+// rerun (where the rerun said the check had passed, which it never ran):
+// passed, the version is published as before; failed, the run fails, and
+// the charge is still not made again.
+func TestAdoptedOutputAuditedByANewCheck(t *testing.T) {
+	f := newFixture(t, scenario.Pay, nil)
+	for name, body := range scenario.PayFiles() {
+		if err := os.WriteFile(filepath.Join(f.dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mustSucceed(f.options("2024-01-01"))
+
+	withCheck := func(assert string) {
+		path := filepath.Join(f.dir, "pipeline.hcl")
+		spec := strings.Replace(scenario.Pay, "row_count_min = 1", assert, 1)
+		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f.plan = compilePlan(t, path)
+	}
+	withCheck(`row_count_min = 1
+    unique        = ["id"]`)
+	passed := f.mustSucceed(f.options("2024-01-01"))
+	if c := passed.Checks[0]; c.State != CheckPassed || c.Reason != "" {
+		t.Errorf("the new unique check on the adopted receipt: %+v, want passed here (not accepted in r1)", c)
+	}
+	if p := passed.Publish[0]; p.Outcome != "idempotent" {
+		t.Errorf("publish after the audit: %+v, want the version published before, idempotent", p)
+	}
+
+	withCheck(`row_count_min = 2`)
+	failed := f.run(f.options("2024-01-01"))
+	if !failed.Failed {
+		t.Fatalf("a receipt of one row passed row_count_min = 2:\n%s", failed.text())
+	}
+	if c := failed.Checks[0]; c.State != CheckFailed || !strings.Contains(c.Reason, "row_count_min: 1 row(s), want at least 2") {
+		t.Errorf("the new check on the adopted receipt: %+v", c)
+	}
+	if p := failed.Publish[0]; p.Outcome != PublishNotRun || !strings.Contains(p.Error, "fails a check new or edited since") {
+		t.Errorf("publish of a receipt the new check fails: %+v", p)
+	}
+	if s := failed.task("charge").State; s != TaskReused {
+		t.Errorf("charge = %s, want adopted (reused)", s)
+	}
+	// A check's command audits a copy: one that writes into what it
+	// audits fails, and the accepted version is left as it was.
+	withCheck(`row_count_min = 1
+    command       = ["sh", "-c", "touch \"$PIPEC_CHECK_INPUT/extra\""]`)
+	damaging := f.run(f.options("2024-01-01"))
+	if c := damaging.Checks[0]; c.State != CheckFailed || !strings.Contains(c.Reason, "the check changed the version it audits") {
+		t.Errorf("a check writing into the adopted receipt: %+v", c)
+	}
+	v, err := f.st.AcceptedVersion(context.Background(), f.plan.Pipeline, "receipt", "2024-01-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts, err := artifacts.NewFolder(filepath.Join(filepath.Dir(f.state), "versions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := artifacts.Files(context.Background(), arts, v.Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "extra")); !os.IsNotExist(err) {
+		t.Errorf("the check wrote into the accepted version (%v)", err)
+	}
+
+	b, err := os.ReadFile(filepath.Join(f.dir, "ledger"))
+	if err != nil || strings.Count(string(b), "charge") != 1 {
+		t.Errorf("ledger %q (%v), want one charge", b, err)
+	}
+}
