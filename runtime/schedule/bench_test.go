@@ -29,6 +29,45 @@ func BenchmarkBackfill730Postgres(b *testing.B) {
 	benchBackfill730(b, s)
 }
 
+// BenchmarkBackfill730Complete decides the same 730 intervals, each
+// complete at the spec's code_version, so that each one's reader of the
+// day before (totals@-1) is asked what it read (readMoved).
+func BenchmarkBackfill730Complete(b *testing.B) { benchBackfill730Complete(b, openStore(b)) }
+
+// BenchmarkBackfill730CompletePostgres is the same on PostgreSQL.
+func BenchmarkBackfill730CompletePostgres(b *testing.B) {
+	srv := pgtest.Start(b)
+	s, err := postgres.Open(context.Background(), srv.NewSchema(b), postgres.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	benchBackfill730Complete(b, s)
+}
+
+func benchBackfill730Complete(b *testing.B, s store.Store) {
+	p := dailyPlan("2024.06.1", false, 1)
+	ivs, err := Intervals(interval(b, p, "2024-01-01"), interval(b, p, "2025-12-30"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, iv := range ivs {
+		runOf(b, s, p, iv.Key, "2024.06.1", store.RunSucceeded, true)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		f, err := Read(ctx, s, queueOf(s), p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds, err := f.Backfill(ctx, ivs, RebuildGaps)
+		if err != nil || len(ds) != 730 || ds[729].Action != Skip {
+			b.Fatalf("%d decisions, %v", len(ds), err)
+		}
+	}
+}
+
 func benchBackfill730(b *testing.B, s store.Store) {
 	old := dailyPlan("2024.06.1", false, 1)
 	first := interval(b, old, "2024-01-01")

@@ -162,7 +162,7 @@ func (f *Facts) readEdits(ctx context.Context, ivs []runtime.Interval) error {
 	return nil
 }
 
-// readMoved fills moved for the intervals ivs that have a succeeded run:
+// readMoved fills moved for the intervals ivs that are complete (Status):
 // for each task that reads another interval (raw@-1), the attempt whose
 // result the interval shows (the maker of its output's accepted version;
 // for a task without outputs, its latest succeeded attempt) and what it
@@ -181,8 +181,8 @@ func (f *Facts) readMoved(ctx context.Context, ivs []runtime.Interval) error {
 		return nil
 	}
 	for _, iv := range ivs {
-		if _, ok := f.succeeded[iv.Key]; !ok {
-			continue
+		if f.Status(iv).State != Complete {
+			continue // rebuilt, or skipped, whatever it read
 		}
 		for _, t := range readers {
 			maker, ok, err := f.maker(ctx, t, iv.Key)
