@@ -127,3 +127,29 @@ func TestRebuiltAlikeKeepsItsReaders(t *testing.T) {
 		t.Errorf("delta of day 2 = %s, want reused (day 1's content is the same)\n%s", s, again.text())
 	}
 }
+
+// A day read as nothing (before the schedule's start) and built later,
+// once the start moved back, makes the result that read nothing out of
+// date: the next run of the day after runs its delta again.
+func TestStartMovedBackRunsWhatReadNothing(t *testing.T) {
+	f := newDeltaFixture(t)
+	f.mustSucceed(f.options("2024-01-01"))
+	if got := f.delta("2024-01-01"); got != "0,10" {
+		t.Fatalf("delta of the first day = %q, want 0,10", got)
+	}
+	path := filepath.Join(f.dir, "pipeline.hcl")
+	spec := strings.Replace(scenario.Delta, `start = "2024-01-01T00:00:00Z"`, `start = "2023-12-31T00:00:00Z"`, 1)
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.plan = compilePlan(t, path)
+	f.source("2023-12-31", "5")
+	f.mustSucceed(f.options("2023-12-31"))
+	again := f.mustSucceed(f.options("2024-01-01"))
+	if s := again.task("delta").State; s != TaskSucceeded {
+		t.Errorf("delta of 2024-01-01 = %s, want run again (the day before exists now)\n%s", s, again.text())
+	}
+	if got := f.delta("2024-01-01"); got != "5,10" {
+		t.Errorf("delta of 2024-01-01 = %q, want 5,10", got)
+	}
+}

@@ -89,7 +89,10 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 		iv, exists := r.iv.Offset(in.Offset)
 		if !exists {
 			// The interval is before the schedule's start: there is nothing
-			// to read, and the task is told so by an unset variable.
+			// to read, and the task is told so by an unset variable. Read as
+			// nothing, so that a start moved back later, and that interval
+			// built, makes this result out of date.
+			b.read = &store.Read{Artifact: in.Artifact, Interval: iv.Key}
 			out = append(out, b)
 			continue
 		}

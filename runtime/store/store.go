@@ -340,10 +340,11 @@ type Attempt struct {
 
 // Read is one input of an attempt from another interval than its run's
 // (raw@-1, PIPEC_INPUT_raw_PREV): the version of that interval it was
-// given, and that version's content digest. A task's result stays current
-// only while each interval it read still accepts the same content; a
-// rebuild there that changed it makes the task run again rather than be
-// reused (docs/runtime.md).
+// given, and that version's content digest (0 and "" for an interval
+// before the schedule's start, where it was given nothing). A task's
+// result stays current only while each interval it read still accepts the
+// same content (or still nothing); a rebuild there that changed it makes
+// the task run again rather than be reused (docs/runtime.md).
 type Read struct {
 	Artifact string `json:"artifact"`
 	Interval string `json:"interval"`
