@@ -76,6 +76,42 @@ type runStatusJSON struct {
 	// TaskOrder is the order of Tasks: "plan" (the SPEC's plan) or
 	// "started" (the order they first appear in the run's events).
 	TaskOrder string `json:"task_order"`
+	// Checks are the verdicts of the checks the run ran, by name: a run
+	// whose tasks all succeeded fails when one rejected an output.
+	Checks []checkStatus `json:"checks"`
+}
+
+// checkStatus is a check's last verdict in a run.
+type checkStatus struct {
+	Check    string `json:"check"`
+	Artifact string `json:"artifact"`
+	State    string `json:"state"` // passed or failed
+	Reason   string `json:"reason,omitempty"`
+}
+
+// checkStates folds a run's check events into each check's last verdict,
+// by name.
+func checkStates(evs []store.Event) []checkStatus {
+	by := map[string]checkStatus{}
+	for _, ev := range evs {
+		if ev.Kind != runtime.EventCheckPassed && ev.Kind != runtime.EventCheckFailed {
+			continue
+		}
+		var p struct{ Check, Artifact, Reason string }
+		if json.Unmarshal(ev.Payload, &p) != nil || p.Check == "" {
+			continue
+		}
+		state := runtime.CheckPassed
+		if ev.Kind == runtime.EventCheckFailed {
+			state = runtime.CheckFailed
+		}
+		by[p.Check] = checkStatus{Check: p.Check, Artifact: p.Artifact, State: state, Reason: p.Reason}
+	}
+	out := []checkStatus{}
+	for _, name := range slices.Sorted(mapKeysOf(by)) {
+		out = append(out, by[name])
+	}
+	return out
 }
 
 // taskStates folds a run's attempts and events into one state per task: the
@@ -200,7 +236,7 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 		order, how := taskOrder(plan, r.Pipeline, evs)
 		orders = append(orders, how)
 		rs := runStatusJSON{ID: r.ID, Pipeline: r.Pipeline, Interval: r.Interval, State: string(r.State), Created: r.Created,
-			Forced: r.Forced, Tasks: taskStates(as, evs, order), TaskOrder: how}
+			Forced: r.Forced, Tasks: taskStates(as, evs, order), TaskOrder: how, Checks: checkStates(evs)}
 		if !r.Finished.IsZero() {
 			f := r.Finished
 			rs.Finished = &f
@@ -250,6 +286,11 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 				line += "  (" + t.Reason + ")"
 			}
 			b.WriteString(strings.TrimRight(line, " ") + "\n")
+		}
+		for _, c := range r.Checks {
+			if c.State == runtime.CheckFailed {
+				fmt.Fprintf(&b, "  check %s on %s: failed (%s)\n", c.Check, c.Artifact, c.Reason)
+			}
 		}
 	}
 	b.WriteString(orderNote(orders))
