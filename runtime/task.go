@@ -35,9 +35,10 @@ type boundInput struct {
 	// name, label, location and digest say which version dir is, for
 	// changedInputs.
 	name, label, location, digest string
-	// read is the version of another interval dir is (nil for an input of
-	// the run's own interval, whose versions tokens order): recorded with
-	// the attempt's end (store.Attempt.Reads) for reusable's judgement.
+	// read is the version of another interval dir is, or nothing for an
+	// interval before the schedule's start (nil for an input of the run's
+	// own interval, whose versions tokens order): recorded with the
+	// attempt's end (store.Attempt.Reads) for reusable's judgement.
 	read *store.Read
 }
 
