@@ -12,15 +12,31 @@ import (
 	"github.com/pipec/pipec/runtime/store"
 )
 
-// newDeltaFixture is scenario.Delta in a fixture.
-func newDeltaFixture(t *testing.T) *fixture {
-	f := newFixture(t, scenario.Delta, nil)
-	for name, body := range scenario.DeltaFiles() {
+// newScenarioFixture is a fixture of one of internal/scenario's
+// pipelines and its files, written as they are.
+func newScenarioFixture(t *testing.T, spec string, files map[string]string) *fixture {
+	f := newFixture(t, spec, nil)
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(f.dir, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return f
+}
+
+// newDeltaFixture is scenario.Delta in a fixture.
+func newDeltaFixture(t *testing.T) *fixture {
+	return newScenarioFixture(t, scenario.Delta, scenario.DeltaFiles())
+}
+
+// respec makes spec the fixture's pipeline, as an author's edit does.
+func (f *fixture) respec(spec string) {
+	f.t.Helper()
+	path := filepath.Join(f.dir, "pipeline.hcl")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	f.plan = compilePlan(f.t, path)
 }
 
 func (f *fixture) source(day, n string) {
@@ -137,12 +153,7 @@ func TestStartMovedBackRunsWhatReadNothing(t *testing.T) {
 	if got := f.delta("2024-01-01"); got != "0,10" {
 		t.Fatalf("delta of the first day = %q, want 0,10", got)
 	}
-	path := filepath.Join(f.dir, "pipeline.hcl")
-	spec := strings.Replace(scenario.Delta, `start = "2024-01-01T00:00:00Z"`, `start = "2023-12-31T00:00:00Z"`, 1)
-	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f.plan = compilePlan(t, path)
+	f.respec(strings.Replace(scenario.Delta, `start = "2024-01-01T00:00:00Z"`, `start = "2023-12-31T00:00:00Z"`, 1))
 	f.source("2023-12-31", "5")
 	f.mustSucceed(f.options("2023-12-31"))
 	again := f.mustSucceed(f.options("2024-01-01"))

@@ -17,22 +17,10 @@ import (
 // passed, the version is published as before; failed, the run fails, and
 // the charge is still not made again.
 func TestAdoptedOutputAuditedByANewCheck(t *testing.T) {
-	f := newFixture(t, scenario.Pay, nil)
-	for name, body := range scenario.PayFiles() {
-		if err := os.WriteFile(filepath.Join(f.dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newScenarioFixture(t, scenario.Pay, scenario.PayFiles())
 	f.mustSucceed(f.options("2024-01-01"))
 
-	withCheck := func(assert string) {
-		path := filepath.Join(f.dir, "pipeline.hcl")
-		spec := strings.Replace(scenario.Pay, "row_count_min = 1", assert, 1)
-		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f.plan = compilePlan(t, path)
-	}
+	withCheck := func(assert string) { f.respec(strings.Replace(scenario.Pay, "row_count_min = 1", assert, 1)) }
 	withCheck(`row_count_min = 1
     unique        = ["id"]`)
 	passed := f.mustSucceed(f.options("2024-01-01"))
