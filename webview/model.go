@@ -417,6 +417,10 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 			}
 		case "output.rejected":
 			mark("rejected", "output "+str(p, "artifact")+" rejected"+withReason(str(p, "reason")))
+		case "check.failed":
+			// Also where no version of this run is rejected: an adopted
+			// version audited by a check added since.
+			mark("rejected", "check "+str(p, "check")+" on "+str(p, "artifact")+" failed"+withReason(str(p, "reason")))
 		case store.EventAttemptUnknown:
 			if av != nil {
 				av.Unknown = e.Time

@@ -121,6 +121,7 @@ func newFixture(t testing.TB) *fixture {
 	}
 	ev("task.succeeded", "write", 0, `{}`)
 	ev("output.rejected", "extract", 2, `{"artifact":"raw","reason":"output raw: leak is a symbolic link (to /etc/hostname): an output holds files and folders only"}`)
+	ev("check.failed", "write", 1, `{"check":"part_ok","artifact":"part","version":1,"label":"part@2024-01-01","reason":"unique (\"id\"): 1 duplicate row(s)"}`)
 
 	// The hostile task; its tail holds a secret (a state written before
 	// masking, or by hand): the viewer's redactor masks it.
@@ -182,7 +183,8 @@ func TestRunPage(t *testing.T) {
 			t.Errorf("no bar for %s with token %d", a.AttemptRef, a.Token)
 		}
 	}
-	for _, want := range []string{`class="mark m-rejected"`, "output raw rejected: output raw: leak is a symbolic link", `class="mark m-fenced"`, `class="mark m-unknown"`, `class="mark m-relaunch"`, `class="mark m-retry"`,
+	for _, want := range []string{`class="mark m-rejected"`, "output raw rejected: output raw: leak is a symbolic link",
+		"check part_ok on part failed: unique (&#34;id&#34;): 1 duplicate row(s)", `class="mark m-fenced"`, `class="mark m-unknown"`, `class="mark m-relaunch"`, `class="mark m-retry"`,
 		`data-outcome="fenced"`, `class="bar o-failed"`, "every task ran again (--force)", `href="/artifact?pipeline=demo&amp;name=part"`, "exit code 75", "&lt;script&gt;alert", `\x1b[31mred\u202e`, "***"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("run page lacks %q", want)
