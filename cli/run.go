@@ -521,6 +521,8 @@ func describeEventText(ev runtime.Event) string {
 		return fmt.Sprintf("%s done", ev.Task)
 	case runtime.EventTaskReused:
 		return fmt.Sprintf("%s reused%s", ev.Task, paren(str("reason")))
+	case runtime.EventTaskOutdated:
+		return fmt.Sprintf("%s runs again: %s", ev.Task, str("reason"))
 	case runtime.EventTaskFailed:
 		return fmt.Sprintf("%s FAILED: class %s%s", ev.Task, orDash(str("class")), paren(str("reason")))
 	case runtime.EventTaskNotRun:

@@ -53,7 +53,7 @@ func (r *runner) runOne(ctx context.Context, ts *taskState) {
 		return
 	}
 	if r.hasPrior {
-		why, err := r.reusable(ctx, ts)
+		why, outdated, err := r.reusable(ctx, ts)
 		if err != nil && ctx.Err() != nil {
 			r.notRun(ctx, ts, cancelReason(ctx))
 			return
@@ -66,6 +66,9 @@ func (r *runner) runOne(ctx context.Context, ts *taskState) {
 		if why != "" {
 			r.reuseTask(ctx, ts, why)
 			return
+		}
+		if outdated != "" {
+			r.record(ctx, EventTaskOutdated, name, 0, map[string]any{"reason": outdated})
 		}
 	}
 	r.runTask(ctx, ts)
@@ -156,23 +159,25 @@ func neverRan(a store.Attempt) bool {
 		a.State == store.AttemptFailed && (a.Class == classAbandoned || a.Class == queue.ClassNotStarted)
 }
 
-// reusable says why a task need not run again (and "" when it must): its
-// outputs have accepted versions of this interval made by this
+// reusable says why a task need not run again (from; "" when it must):
+// its outputs have accepted versions of this interval made by this
 // code_version (a task without outputs: an attempt succeeded) in a run
-// that defined the task as this one does (definedAlike), newer than the
-// newest success of each task it needs, so nothing upstream changed
-// since. Tokens of an interval only grow, so they order all of this.
-func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
+// that defined the task as this one does (edited), newer than the newest
+// success of each task it needs, so nothing upstream changed since, and
+// each version of another interval it read is still its interval's
+// (readsMoved). Tokens of an interval only grow, so they order all of
+// this but the reads. When an earlier run's results exist but are out of
+// date, outdated says why (the run says it: task.outdated).
+func (r *runner) reusable(ctx context.Context, ts *taskState) (from, outdated string, err error) {
 	if r.o.Force || !ts.t.Idempotent {
-		return "", nil
+		return "", "", nil
 	}
-	var made int64 // the oldest of the results reused
-	from := ""
+	var made int64                // the oldest of the results reused
 	var makers []store.AttemptRef // the attempts whose results are reused
 	if len(ts.t.Outputs) == 0 {
 		as, err := r.st.TaskAttempts(ctx, r.resource, ts.t.Name)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		var maker store.AttemptRef
 		for _, a := range as {
@@ -181,27 +186,32 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 			}
 		}
 		if made == 0 {
-			return "", nil
+			return "", "", nil
 		}
-		if alike, err := r.definedAlike(ctx, from, ts); err != nil || !alike {
-			return "", err
+		if why, err := r.edited(ctx, from, ts); why != "" || err != nil {
+			return "", why, err
 		}
 		from = "succeeded in " + from
 		makers = append(makers, maker)
 	}
 	for _, out := range ts.t.Outputs {
 		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && (v.CodeVersion != r.plan.CodeVersion || v.Run == r.runID)) {
-			return "", nil
+		if errors.Is(err, store.ErrNotFound) || (err == nil && v.Run == r.runID) {
+			return "", "", nil
 		}
 		if err != nil {
-			return "", err
+			return "", "", err
+		}
+		if v.CodeVersion != r.plan.CodeVersion {
+			return "", fmt.Sprintf("its output %s was made at code_version %s, the spec's is %s", out, orNone(v.CodeVersion),
+				orNone(r.plan.CodeVersion)), nil
 		}
 		if r.missingFromStore(ctx, v) {
-			return "", nil // made again, rather than its readers failing
+			// Made again, rather than its readers failing.
+			return "", fmt.Sprintf("its output %s (%s) is not in the artifact store any more", out, v.Label()), nil
 		}
-		if alike, err := r.definedAlike(ctx, v.Run, ts); err != nil || !alike {
-			return "", err
+		if why, err := r.edited(ctx, v.Run, ts); why != "" || err != nil {
+			return "", why, err
 		}
 		if made == 0 || v.Token < made {
 			made = v.Token
@@ -212,58 +222,80 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (string, error) {
 	for _, need := range ts.t.Needs {
 		as, err := r.st.TaskAttempts(ctx, r.resource, need)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		for _, a := range as {
+		since := ""
+		for _, a := range as { // in token order: the newest last
 			if a.State == store.AttemptSucceeded && a.Token > made {
-				return "", nil // upstream ran again since: new data
+				since = a.Run
 			}
+		}
+		if since != "" {
+			// Upstream ran again since: new data.
+			return "", fmt.Sprintf("task %s, which it needs, ran again since (in %s)", need, since), nil
 		}
 	}
 	// Tokens order one interval's results only: what a task read of
 	// another interval is checked apart.
 	if ts.t.ReadsOtherIntervals() {
 		for _, ref := range makers {
-			if current, err := r.readsCurrent(ctx, ref); err != nil || !current {
-				return "", err
+			if moved, err := r.readsMoved(ctx, ref); moved != nil || err != nil {
+				if err != nil {
+					return "", "", err
+				}
+				return "", fmt.Sprintf("it read %s of %s, which was rebuilt since", moved.Artifact, moved.Interval), nil
 			}
 		}
 	}
-	return from, nil
+	return from, "", nil
 }
 
-// readsCurrent reports whether every version of another interval that the
-// attempt ref read (store.Attempt.Reads) still has the content of that
-// interval's accepted version: a rebuild there that changed it (a forced
-// run of the interval, its source corrected) leaves the result ref made
-// out of date, although nothing of this interval moved. An attempt ended
-// before reads were recorded counts as current, as reuse counted it then.
-func (r *runner) readsCurrent(ctx context.Context, ref store.AttemptRef) (bool, error) {
+// orNone is s, or "" quoted when empty (a code_version left unset).
+func orNone(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+// readsMoved returns the first version of another interval that the
+// attempt ref read (store.Attempt.Reads) whose interval no longer accepts
+// that content (store.FirstMoved); nil when none: a rebuild there that
+// changed it (a forced run of the interval, its source corrected) leaves
+// the result ref made out of date, although nothing of this interval
+// moved. An attempt ended before reads were recorded read nothing so.
+func (r *runner) readsMoved(ctx context.Context, ref store.AttemptRef) (*store.Read, error) {
 	a, err := r.st.GetAttempt(ctx, ref)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	moved, err := store.FirstMoved(a.Reads, func(artifact, interval string) (string, error) {
+	return store.FirstMoved(a.Reads, func(artifact, interval string) (string, error) {
 		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, artifact, interval)
 		if errors.Is(err, store.ErrNotFound) {
 			return "", nil
 		}
 		return v.Digest, err
 	})
-	return moved == nil && err == nil, err
 }
 
-// definedAlike reports whether run defined the task as this run does
-// (compiler.DefinitionEdit): results of an edited command, environment or
-// inputs are not reused, although code_version did not move, nor outputs
-// that a check new or edited since never audited. A run recorded before
-// runs kept their tasks' digests counts as alike, as it did then.
-func (r *runner) definedAlike(ctx context.Context, run string, ts *taskState) (bool, error) {
+// edited says how run defined the task otherwise than this run does
+// (compiler.DefinitionEdit), as a task.outdated reason; "" when alike:
+// results of an edited command, environment or inputs are not reused,
+// although code_version did not move, nor outputs that a check new or
+// edited since never audited. A run recorded before runs kept their
+// tasks' digests counts as alike, as it did then.
+func (r *runner) edited(ctx context.Context, run string, ts *taskState) (string, error) {
 	digests, err := r.defined.of(ctx, r.st, run)
 	if err != nil || digests == nil {
-		return true, err
+		return "", err
 	}
-	return compiler.DefinitionEdit(digests[ts.t.Name], r.digests[ts.t.Name]) == "", nil
+	switch compiler.DefinitionEdit(digests[ts.t.Name], r.digests[ts.t.Name]) {
+	case compiler.EditedTask:
+		return "the spec defines it otherwise than " + run + " did", nil
+	case compiler.EditedChecks:
+		return "a check of its outputs is new or edited since " + run, nil
+	}
+	return "", nil
 }
 
 // runDefinitions holds the task digests of earlier runs, each read once

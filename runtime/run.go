@@ -223,6 +223,7 @@ type Event struct {
 // Runtime event kinds, recorded in the store's event log beside the store's own.
 const (
 	EventTaskReused     = "task.reused"
+	EventTaskOutdated   = "task.outdated"
 	EventTaskNotRun     = "task.not_run"
 	EventTaskSucceeded  = "task.succeeded"
 	EventTaskFailed     = "task.failed"
@@ -327,7 +328,7 @@ type runner struct {
 	// hasPrior: an earlier run touched the interval, so a task may be
 	// reused (reusable); a first run asks nothing. digests and defined:
 	// the setup's task digests of this plan and of the earlier runs
-	// reusable asked of (definedAlike).
+	// reusable asked of (edited).
 	hasPrior bool
 	digests  map[string]string
 	defined  *runDefinitions

@@ -34,6 +34,7 @@ func EventKinds() []EventKindDoc {
 		{"attempt.orphans_ended", "processes an earlier attempt left running were ended before the task started again"},
 		{"attempt.resolved", "pipec resolve settled an unknown attempt: as, reason, by"},
 		{"task.reused", "a task was not run: an earlier run's results are current"},
+		{"task.outdated", "a task runs again although an earlier run made its results: why they are out of date (the task or a check of its outputs edited, what it needs or read rebuilt, its output gone)"},
 		{"task.adopted", "a non-idempotent task was completed from its succeeded attempt of an earlier run"},
 		{"task.unknown", "a non-idempotent task was not run: an earlier attempt of it may have taken effect"},
 		{"task.not_run", "a task was not run: what it needs failed or was not run, an input is missing, or the run was interrupted"},
