@@ -187,7 +187,7 @@ func (r *runner) reaudit(ctx context.Context, ts *taskState, a store.Attempt, v 
 			return
 		}
 	}
-	failed, _, _, cut := r.auditVersion(ctx, ts.t.Name, a.Number, v, dir, v.Digest, true, func() bool { return ctx.Err() != nil })
+	failed, _, _, cut := r.auditVersion(ctx, ts.t.Name, a.Number, v, dir, true, func() bool { return ctx.Err() != nil })
 	switch {
 	case cut:
 		r.skipChecksAndPublishes(out, cancelReason(ctx))

@@ -217,7 +217,9 @@ func (r *runner) reusable(ctx context.Context, ts *taskState) (from, outdated st
 			made = v.Token
 		}
 		from = "accepted outputs from " + v.Run
-		makers = append(makers, store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt})
+		if ref := (store.AttemptRef{Run: v.Run, Task: v.Task, Number: v.Attempt}); !slices.Contains(makers, ref) {
+			makers = append(makers, ref) // one attempt makes all its outputs: its reads are read once
+		}
 	}
 	for _, need := range ts.t.Needs {
 		as, err := r.st.TaskAttempts(ctx, r.resource, need)

@@ -145,7 +145,7 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 	if stopped() {
 		return "", true // recorded, not audited: a later run audits it
 	}
-	failed, passed, damaged, cut := r.auditVersion(ctx, t.Name, l.a.Number, v, dir, digest, !zombie, stopped)
+	failed, passed, damaged, cut := r.auditVersion(ctx, t.Name, l.a.Number, v, dir, !zombie, stopped)
 	if cut {
 		return "", true // a check cut short by the run's stop is no verdict
 	}
@@ -306,12 +306,12 @@ func needsSharedArtifacts(p *compiler.Plan, t *compiler.PlanTask) string {
 }
 
 // auditVersion runs the checks of v's artifact on dir, its frozen copy
-// with digest, as attempt number of task records them (each check's
+// (of v.Digest), as attempt number of task records them (each check's
 // event; with current, its result in the summary too). failed says the
 // first check that failed, passed those that passed; damaged, that a
 // command check wrote into dir; cut, that the run stopped during a check
 // (stopped, asked then, said so), which is no verdict.
-func (r *runner) auditVersion(ctx context.Context, task string, attempt int, v store.Version, dir, digest string, current bool,
+func (r *runner) auditVersion(ctx context.Context, task string, attempt int, v store.Version, dir string, current bool,
 	stopped func() bool) (failed string, passed []sink.ManifestCheck, damaged, cut bool) {
 	out := v.Artifact
 	for _, c := range r.checksOf[out] {
@@ -323,7 +323,7 @@ func (r *runner) auditVersion(ctx context.Context, task string, attempt int, v s
 		if len(c.Command) > 0 && !damaged {
 			// A command check gets the version's own folder: one that
 			// wrote into it changed what would be accepted.
-			if what, _ := folderChanged(dir, digest, before); what != "" {
+			if what, _ := folderChanged(dir, v.Digest, before); what != "" {
 				ok, why, damaged = false, "the check changed the version it audits ("+what+"): a check reads its input, never writes into it", true
 			}
 		}
