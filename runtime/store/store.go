@@ -457,6 +457,20 @@ type Outcome struct {
 	Reads []Read
 }
 
+// Against is o as it ends cur, the attempt as the store reads it. When a
+// crash of the state took back the record of the attempt's start after
+// its caller's own writes left it running (o.Was running, cur queued
+// under the same token: an asynchronous commit on PostgreSQL, or a power
+// cut), the end records that process again, as Ran records a process
+// whose start was never recorded: the attempt ran, and its end was seen.
+func (o Outcome) Against(cur Attempt) Outcome {
+	if w := o.Was; o.Ran == nil && w != nil && w.AttemptRef == cur.AttemptRef && w.Token == cur.Token &&
+		w.State == AttemptRunning && cur.State == AttemptQueued {
+		o.Ran = &Running{Process: w.Process()}
+	}
+	return o
+}
+
 // Synchronous says whether the end, or the start it records with it
 // (Ran), must be on stable storage when the write returns.
 func (o Outcome) Synchronous() bool { return o.Durable || o.Ran != nil && o.Ran.Durable }

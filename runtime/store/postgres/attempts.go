@@ -446,6 +446,7 @@ func finishAttempt(ctx context.Context, tx pgx.Tx, ref store.AttemptRef, o store
 	if err != nil {
 		return err
 	}
+	o = o.Against(cur)
 	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
 	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
 		return err
@@ -499,6 +500,7 @@ type attemptEnd struct {
 func endOf(cur store.Attempt, o store.Outcome) (*attemptEnd, error) {
 	ref := cur.AttemptRef
 	was := cur.State
+	o = o.Against(cur)
 	ran := o.Ran != nil && cur.State.CanBecome(store.AttemptRunning)
 	if noop, err := store.CheckFinish(cur, o, ran); noop || err != nil {
 		return nil, err

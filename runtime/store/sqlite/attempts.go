@@ -352,10 +352,11 @@ func (s *Store) finishAttempt(ctx context.Context, tx *wtx, ref store.AttemptRef
 	return err
 }
 
-// judged is o as it applies to cur (its process recorded only while cur
-// may still become running) and FinishAttempt's judgement of it
+// judged is o as it applies to cur (Outcome.Against; its process recorded
+// only while cur may still become running) and FinishAttempt's judgement of it
 // (store.CheckFinish).
 func judged(cur store.Attempt, o store.Outcome) (store.Outcome, bool, error) {
+	o = o.Against(cur)
 	if o.Ran != nil && !cur.State.CanBecome(store.AttemptRunning) {
 		o.Ran = nil
 	}

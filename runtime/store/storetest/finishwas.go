@@ -98,3 +98,53 @@ func testFinishAssumingWas(t *testing.T, open single) {
 		})
 	}
 }
+
+// testFinishAfterLostStart: a crash of the state took back the record of
+// an attempt's start (MarkRunningAs, an asynchronous commit) but not the
+// attempt: the end written as its caller left it (Was: running under the
+// attempt's token) records the process again with the end, as an end with
+// Ran does, where it was refused as the end of a queued attempt. Under
+// another token it is another attempt's, refused as before.
+func testFinishAfterLostStart(t *testing.T, open single) {
+	s := open(t, nil)
+	ctx := context.Background()
+	run := newRun(t, s, "2024-01-01")
+	lostStart := func(task string) (store.Attempt, store.Attempt) {
+		a, err := s.StartAttempt(ctx, queuedSpec(run.ID, task))
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := a
+		was.State, was.Host, was.Boot, was.PID, was.PGID, was.ProcStart = store.AttemptRunning, "h1", "b1", 4711, 4711, 42
+		return a, was
+	}
+	a, was := lostStart("t")
+	if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Was: &was}); err != nil {
+		t.Fatalf("the end of an attempt whose start the state lost: %v", err)
+	}
+	got, err := s.GetAttempt(ctx, a.AttemptRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.AttemptSucceeded || got.Process() != was.Process() || got.Started.IsZero() || got.Ended.IsZero() {
+		t.Errorf("attempt after its end = %+v, want succeeded, its process %+v, started and ended", got, was.Process())
+	}
+	evs, err := s.Events(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		if e.Task == "t" {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if want := []string{store.EventAttemptRunning, store.EventAttemptFinished}; len(kinds) < 2 || !cmp.Equal(kinds[len(kinds)-2:], want) {
+		t.Errorf("events of t = %v, want them to end with %v", kinds, want)
+	}
+	b, wasB := lostStart("u")
+	wasB.Token++
+	if err := s.FinishAttempt(ctx, b.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Was: &wasB}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("an end assuming another token: %v, want store.ErrConflict", err)
+	}
+}

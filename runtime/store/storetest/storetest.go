@@ -91,6 +91,7 @@ func runStore(t *testing.T, open single) {
 		{"FinishRecordsProcess", testFinishRecordsProcess},
 		{"FinishUnknown", testFinishUnknown},
 		{"FinishAssumingWas", testFinishAssumingWas},
+		{"FinishAfterLostStart", testFinishAfterLostStart},
 		{"FinishAndStart", testFinishAndStart},
 		{"TaskAttempts", testTaskAttempts},
 		{"CancelRun", testCancelRun},
