@@ -134,7 +134,7 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 		Task: t.Name, Attempt: l.a.Number, Location: key.String()}
 	v, err := r.st.RecordVersion(ctx, rec)
 	if !zombie {
-		if lost := r.lostAttempt(t, l, err); lost != "" {
+		if lost := r.lostAttempt(ctx, t, l, err); lost != "" {
 			return lost, false
 		}
 	}

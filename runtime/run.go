@@ -390,6 +390,9 @@ type taskState struct {
 	// handed is the attempt started for it by the end of the task it
 	// waited for (handoff.go), until its first attempt takes it.
 	handed *handed
+	// budgetSpent: its last failure was not retried because the run's
+	// retry budget was spent; a visit's task does not fail over then.
+	budgetSpent bool
 }
 
 // endGoroutines ends the runner's kept goroutines when they are its own;
@@ -475,7 +478,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 		r.self, _ = exec.Self()
 	}
 	if b := p.RetryBudget; b != nil {
-		r.budget = retry.NewBudget(b.Ratio, b.Min)
+		r.budget = &retry.Budget{Ratio: b.Ratio, Min: b.Min}
 	}
 	var classes []retry.Class
 	for _, e := range p.Errors {

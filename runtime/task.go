@@ -212,7 +212,6 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 		return
 	}
 	pol := policyOf(t.Retry)
-	r.budget.FirstAttempt()
 	var first time.Time
 	for {
 		if first.IsZero() {
@@ -268,16 +267,21 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 			r.taskFailed(ctx, ts, retry.LeaseExpired, out.exitCode, out.tail, "its lease expired: another worker takes the task over")
 			return
 		}
-		d := retry.Decide(retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number - r.visitBase,
-			Elapsed: time.Since(first), Budget: r.budget, Rand: r.rand, Task: t.Name})
+		d := r.decide(ctx, retry.Input{Policy: pol, Idempotent: t.Idempotent, Verdict: out.verdict, Attempt: out.number - r.visitBase,
+			Elapsed: time.Since(first), Rand: r.rand, Task: t.Name})
 		if !d.Retry {
 			r.mu.Lock()
 			ts.res.Ending = out.ending
 			r.mu.Unlock()
-			if out.verdict.Class == ClassInput {
+			ts.budgetSpent = d.Spent
+			class := out.verdict.Class
+			switch {
+			case d.Err != nil:
+				class = retry.Store // the state failed, not the task
+			case class == ClassInput:
 				d.Reason = out.verdict.Reason // what it changed, where a worker's status shows the reason alone
 			}
-			r.taskFailed(ctx, ts, out.verdict.Class, out.exitCode, out.tail, d.Reason)
+			r.taskFailed(ctx, ts, class, out.exitCode, out.tail, d.Reason)
 			return
 		}
 		r.flushEnd(ctx) // the next attempt starts: this one's end is history
@@ -447,9 +451,9 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 				lost = nil
 				continue
 			}
-			d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
+			d := r.decide(ctx, retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 				Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: a.Number, LeaseExpired: true,
-				Budget: r.budget, Rand: r.rand, Task: t.Name})
+				Rand: r.rand, Task: t.Name})
 			r.emitStore(store.EventAttemptUnknown, t.Name, a.Number, map[string]any{"token": a.Token,
 				"relaunch": d.Retry, "reason": d.Reason})
 			if d.Retry {
@@ -687,7 +691,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		out.exitCode = res.ExitCode
 	}
 	fctx := r.records
-	if why := r.lostAttempt(ts.t, l, l.markErr); why != "" {
+	if why := r.lostAttempt(ctx, ts.t, l, l.markErr); why != "" {
 		return relaunchOf(l, why)
 	}
 	if l.markErr != nil {
@@ -716,7 +720,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if res.Success() && changed == "" {
 		if err := r.finishHandingOff(ctx, ts, l.a.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Ran: l.ran, Was: &l.recorded,
 			Reads: readsOf(l.inputs)}); err != nil {
-			if why := r.lostAttempt(ts.t, l, err); why != "" {
+			if why := r.lostAttempt(ctx, ts.t, l, err); why != "" {
 				return relaunchOf(l, why)
 			}
 			r.noteStore(err)
@@ -767,17 +771,48 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 // is never lost this way; a worker's visit hands its task back instead
 // (VisitResult.StoreTransient); an attempt of an earlier run, adopted, is
 // not this run's to relaunch.
-func (r *runner) lostAttempt(t *compiler.PlanTask, l *launched, err error) string {
+func (r *runner) lostAttempt(ctx context.Context, t *compiler.PlanTask, l *launched, err error) string {
 	if err == nil || r.visiting() || l.a.Run != r.runID || !errors.Is(err, store.ErrNotFound) {
 		return ""
 	}
-	d := retry.Decide(retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
+	d := r.decide(ctx, retry.Input{Policy: policyOf(t.Retry), Idempotent: t.Idempotent,
 		Verdict: retry.Verdict{Class: retry.LeaseExpired}, Attempt: l.a.Number, LeaseExpired: true,
-		Budget: r.budget, Rand: r.rand, Task: t.Name})
+		Rand: r.rand, Task: t.Name})
 	if !d.Retry {
 		return ""
 	}
 	return "the state lost its record (" + err.Error() + "): " + d.Reason
+}
+
+// decide is retry.Decide with the run's retry budget, counted in the state
+// (store.TakeRetry) so that every process running the run's tasks spends
+// one budget. A budget the state could not count retries nothing: the
+// failure is the state's (storeFailed).
+func (r *runner) decide(ctx context.Context, in retry.Input) retry.Decision {
+	if r.budget != nil {
+		in.Budget = budgetAccount{ctx: ctx, st: r.st, run: r.runID, budget: *r.budget}
+	}
+	d := retry.Decide(in)
+	if d.Err != nil && ctx.Err() == nil {
+		r.storeFailed(fmt.Sprintf("counting a retry of %s: %v", in.Task, d.Err), d.Err)
+	}
+	return d
+}
+
+// budgetAccount is a run's retry budget as the state counts it.
+type budgetAccount struct {
+	ctx    context.Context
+	st     store.Store
+	run    string
+	budget retry.Budget
+}
+
+func (a budgetAccount) Take() (retry.Usage, error) {
+	c, err := a.st.TakeRetry(a.ctx, a.run, a.budget.Allowed)
+	if err != nil {
+		return retry.Usage{}, err
+	}
+	return retry.Usage{Taken: c.Taken, Used: c.Used, Allowed: a.budget.Allowed(c.First)}, nil
 }
 
 // relaunchOf is the outcome of attempt l relaunched for why.

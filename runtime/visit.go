@@ -68,7 +68,8 @@ type VisitResult struct {
 	// belongs to whichever worker took the task over.
 	LeaseLost bool
 	// Deterministic: the last failure is of a deterministic class (it would
-	// fail the same anywhere: no failover).
+	// fail the same anywhere: no failover), or the run's retry budget
+	// refused to retry it (a failover would be one more retry).
 	Deterministic bool
 	// End is the end of the visit's last attempt, not recorded yet: the
 	// worker hands it to queue.Queue.Finish (queue.Result.End), which
@@ -432,7 +433,8 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	defer r.mu.Unlock()
 	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused(),
 		StoreTransient: ts.res.Class == retry.Store && r.storeSeen && !r.storeHard}
-	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.res.Class == ClassInput || ts.state == TaskUnknown
+	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.res.Class == ClassInput || ts.state == TaskUnknown ||
+		ts.budgetSpent
 	// The worker writes these to the store: masked as everything else.
 	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)
 	return res, nil

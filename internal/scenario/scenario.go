@@ -2,8 +2,9 @@
 // (pipec's own workers on either store, with a folder or an object store,
 // and Temporal), so they all attack the same work: the chaos scenario, a
 // non-idempotent charge, the guarantee matrix's pipeline, a scheduled
-// pipeline for due runs and backfills, and a task taken over from a visit
-// that was given up (Stale).
+// pipeline for due runs and backfills, a task taken over from a visit
+// that was given up (Stale), and a run-wide outage under a retry budget
+// (Storm).
 package scenario
 
 import (
@@ -503,6 +504,73 @@ func CheckTakeover(dir, stale, takeover string, as []store.Attempt) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// StormTasks is how many tasks Storm has; its budget allows the run
+// StormRetries retries at most (0.25 × 12 first attempts, at least 1).
+const (
+	StormTasks   = 12
+	StormRetries = 3
+)
+
+// StormRun is Storm's run of 2024-01-01, submitted once.
+const StormRun = "storm/2024-01-01/r1"
+
+// Storm is an outage every task of a run meets: twelve tasks that fail
+// with a retried class (exit 75), up to 3 attempts a visit and one
+// failover (a visit on each of two workers), under a retry budget of 0.25
+// retries per first attempt, at least 1.
+func Storm() string {
+	var b strings.Builder
+	b.WriteString(`pipeline "storm" {
+  code_version = "1"
+  retry_budget {
+    ratio = 0.25
+    min   = 1
+  }
+  error "transient" {
+    exit_codes = [75]
+  }
+  retry "r" {
+    max_attempts = 3
+    initial      = "1ms"
+    jitter       = "none"
+    on           = ["transient"]
+  }
+`)
+	for i := range StormTasks {
+		fmt.Fprintf(&b, `  task "t%02d" {
+    command = ["sh", "-c", "echo upstream down >&2; exit 75"]
+    retry   = "r"
+    failover {
+      per_worker = 1
+      global     = 1
+    }
+  }
+`, i)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// CheckStorm says what is wrong with StormRun's attempts (as): every task
+// ran and failed with its class, and the whole run retried at least once
+// and no more than its budget allows, whichever processes ran its tasks.
+func CheckStorm(as []store.Attempt) error {
+	per := map[string]int{}
+	for _, a := range as {
+		if a.State != store.AttemptFailed || a.Class != "transient" {
+			return fmt.Errorf("%s#%d: %s, class %q; want failed, transient", a.Task, a.Number, a.State, a.Class)
+		}
+		per[a.Task]++
+	}
+	if len(per) != StormTasks {
+		return fmt.Errorf("%d tasks ran, want %d", len(per), StormTasks)
+	}
+	if retries := len(as) - StormTasks; retries < 1 || retries > StormRetries {
+		return fmt.Errorf("%d attempts (%v): %d retries, want 1 to %d (the run's budget)", len(as), per, retries, StormRetries)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -111,54 +110,33 @@ func (r *Rand) draw(task string, attempt int, n int64) time.Duration {
 }
 
 // Budget caps retries across one run: at most Ratio × the run's first
-// attempts so far, but always at least Min. A nil *Budget is unlimited.
+// attempts so far, but always at least Min.
 type Budget struct {
-	mu    sync.Mutex
-	ratio float64
-	min   int
-	first int
-	used  int
+	Ratio float64
+	Min   int
 }
 
-// NewBudget makes a run's budget.
-func NewBudget(ratio float64, min int) *Budget { return &Budget{ratio: ratio, min: min} }
-
-// FirstAttempt counts one task's first attempt.
-func (b *Budget) FirstAttempt() {
-	if b == nil {
-		return
-	}
-	b.mu.Lock()
-	b.first++
-	b.mu.Unlock()
+// Allowed is how many retries the budget allows once first of the run's
+// tasks have started.
+func (b Budget) Allowed(first int) int {
+	return max(b.Min, int(math.Floor(b.Ratio*float64(first))))
 }
 
-// take uses one retry if the budget allows it.
-func (b *Budget) take() bool {
-	if b == nil {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.used >= b.allowed() {
-		return false
-	}
-	b.used++
-	return true
+// Account is where a run's retries are counted against its Budget. The
+// count is the run's, not one process's: a run whose tasks several
+// workers visit spends one budget (the runtime keeps it in the state).
+type Account interface {
+	// Take uses one retry if the budget allows it, and says how many were
+	// used (this one included when taken) and allowed. An error (the
+	// count could not be read) takes nothing.
+	Take() (Usage, error)
 }
 
-func (b *Budget) allowed() int {
-	return max(b.min, int(math.Floor(b.ratio*float64(b.first))))
-}
-
-// Usage reports retries used and allowed so far.
-func (b *Budget) Usage() (used, allowed int) {
-	if b == nil {
-		return 0, -1
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used, b.allowed()
+// Usage is an Account's answer: whether the retry was taken, the retries
+// used and the retries allowed.
+type Usage struct {
+	Taken         bool
+	Used, Allowed int
 }
 
 // Input is what Decide needs to know about a failed attempt.
@@ -177,7 +155,8 @@ type Input struct {
 	// The relaunch does not depend on the class filter and has no backoff,
 	// but is bounded like any retry. Without a policy one relaunch is allowed.
 	LeaseExpired bool
-	Budget       *Budget
+	// Budget is the run's retry budget; nil is unlimited.
+	Budget Account
 	// Rand draws the jitter; Task names the task whose attempt failed, one
 	// of the draw's keys with Attempt and the seed.
 	Rand *Rand
@@ -193,6 +172,11 @@ type Decision struct {
 	Delay time.Duration
 	// Reason explains the decision for the event log and the summary.
 	Reason string
+	// Spent: the policy would retry, but the run's retry budget is spent.
+	Spent bool
+	// Err: the run's retry budget could not be read (Account.Take), so
+	// nothing was retried.
+	Err error
 }
 
 // Decide applies the rules in order: deterministic classes fail at once; a
@@ -229,9 +213,14 @@ func Decide(in Input) Decision {
 	if p.MaxElapsed > 0 && in.Elapsed+delay > p.MaxElapsed {
 		return Decision{Reason: fmt.Sprintf("max_elapsed %s would be exceeded", p.MaxElapsed)}
 	}
-	if !in.Budget.take() {
-		used, allowed := in.Budget.Usage()
-		return Decision{Reason: fmt.Sprintf("the run's retry budget is spent (%d of %d retries used)", used, allowed)}
+	if in.Budget != nil {
+		u, err := in.Budget.Take()
+		if err != nil {
+			return Decision{Reason: "the run's retry budget could not be read: " + err.Error(), Err: err}
+		}
+		if !u.Taken {
+			return Decision{Reason: fmt.Sprintf("the run's retry budget is spent (%d of %d retries used)", u.Used, u.Allowed), Spent: true}
+		}
 	}
 	if in.LeaseExpired {
 		return Decision{Retry: true, Reason: "lease expired: relaunched with a new token"}

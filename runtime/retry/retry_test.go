@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -90,88 +91,37 @@ func TestJitter(t *testing.T) {
 	}
 }
 
-func TestBudget(t *testing.T) {
-	b := NewBudget(0.2, 3)
-	for i := 0; i < 20; i++ {
-		b.FirstAttempt()
-	}
-	// 0.2 × 20 = 4 retries.
-	for i := 0; i < 4; i++ {
-		if !b.take() {
-			t.Fatalf("retry %d refused", i+1)
-		}
-	}
-	if b.take() {
-		t.Fatal("fifth retry allowed")
-	}
-	if used, allowed := b.Usage(); used != 4 || allowed != 4 {
-		t.Errorf("usage = %d/%d", used, allowed)
-	}
-	small := NewBudget(0.2, 3)
-	small.FirstAttempt()
-	for i := 0; i < 3; i++ {
-		if !small.take() {
-			t.Fatalf("min retry %d refused", i+1)
-		}
-	}
-	if small.take() {
-		t.Fatal("min exceeded")
-	}
-	var unlimited *Budget
-	unlimited.FirstAttempt()
-	if !unlimited.take() {
-		t.Fatal("nil budget refused")
-	}
+// counter is an Account in memory, as a store keeps it: first tasks
+// started, used retries.
+type counter struct {
+	budget      Budget
+	first, used int
+	err         error
 }
 
-func TestDecide(t *testing.T) {
-	c := NewClassifier(classes)
-	pol := &Policy{Name: "default", MaxAttempts: 4, Initial: time.Second, Multiplier: 2, MaxDelay: time.Minute,
-		Jitter: JitterNone, MaxElapsed: time.Hour, On: []string{"transient"}}
-	transient := c.Classify(Ending{ExitCode: 75})
-	schema := c.Classify(Ending{ExitCode: 65})
-	other := c.Classify(Ending{ExitCode: 1})
-	base := Input{Policy: pol, Idempotent: true, Verdict: transient, Attempt: 1}
-	for _, tc := range []struct {
-		name      string
-		mod       func(*Input)
-		retry     bool
-		delay     time.Duration
-		reasonHas string
-	}{
-		{"transient first failure", func(*Input) {}, true, time.Second, "retried by policy default"},
-		{"third failure waits 4s", func(in *Input) { in.Attempt = 3 }, true, 4 * time.Second, "retried"},
-		{"attempts exhausted", func(in *Input) { in.Attempt = 4 }, false, 0, "4 of 4 attempts"},
-		{"deterministic", func(in *Input) { in.Verdict = schema }, false, 0, "deterministic"},
-		{"deterministic even with empty on", func(in *Input) { in.Verdict = schema; in.Policy = &Policy{MaxAttempts: 5} }, false, 0, "deterministic"},
-		{"class not named", func(in *Input) { in.Verdict = other }, false, 0, "does not retry class unclassified"},
-		{"empty on retries unclassified", func(in *Input) {
-			in.Verdict = other
-			in.Policy = &Policy{Name: "any", MaxAttempts: 2, Initial: time.Second, Jitter: JitterNone}
-		}, true, time.Second, "retried"},
-		{"not idempotent", func(in *Input) { in.Idempotent = false }, false, 0, "not idempotent"},
-		{"no policy", func(in *Input) { in.Policy = nil }, false, 0, "no retry policy"},
-		{"max elapsed", func(in *Input) { in.Elapsed = time.Hour - 500*time.Millisecond }, false, 0, "max_elapsed"},
-		{"unlimited attempts", func(in *Input) {
-			in.Policy = &Policy{Name: "forever", Initial: time.Second, Multiplier: 2, MaxDelay: time.Minute, Jitter: JitterNone}
-			in.Attempt = 50
-		}, true, time.Minute, "retried"},
-		{"lease expiry ignores the class filter and backoff", func(in *Input) { in.LeaseExpired = true; in.Verdict = Verdict{Class: LeaseExpired} }, true, 0, "lease expired"},
-		{"lease expiry without policy relaunches once", func(in *Input) { in.LeaseExpired = true; in.Policy = nil }, true, 0, "lease expired"},
-		{"lease expiry without policy, second time", func(in *Input) { in.LeaseExpired = true; in.Policy = nil; in.Attempt = 2 }, false, 0, "2 of 2"},
-		{"lease expiry of a non-idempotent task", func(in *Input) { in.LeaseExpired = true; in.Idempotent = false }, false, 0, "not idempotent"},
-	} {
-		in := base
-		tc.mod(&in)
-		d := Decide(in)
-		if d.Retry != tc.retry || d.Delay != tc.delay || !strings.Contains(d.Reason, tc.reasonHas) {
-			t.Errorf("%s: got %+v, want retry=%v delay=%s reason ~ %q", tc.name, d, tc.retry, tc.delay, tc.reasonHas)
+func (c *counter) Take() (Usage, error) {
+	if c.err != nil {
+		return Usage{}, c.err
+	}
+	u := Usage{Used: c.used, Allowed: c.budget.Allowed(c.first)}
+	if u.Used < u.Allowed {
+		c.used++
+		u.Taken, u.Used = true, c.used
+	}
+	return u, nil
+}
+
+func TestBudgetAllowed(t *testing.T) {
+	b := Budget{Ratio: 0.2, Min: 3}
+	for _, tc := range []struct{ first, want int }{{0, 3}, {1, 3}, {15, 3}, {20, 4}, {24, 4}, {25, 5}} {
+		if got := b.Allowed(tc.first); got != tc.want {
+			t.Errorf("Allowed(%d) = %d, want %d", tc.first, got, tc.want)
 		}
 	}
 }
 
 func TestDecideBudget(t *testing.T) {
-	b := NewBudget(0, 1)
+	b := &counter{budget: Budget{Ratio: 0, Min: 1}, first: 5}
 	pol := &Policy{Name: "p", MaxAttempts: 10, Initial: time.Second, Jitter: JitterNone}
 	in := Input{Policy: pol, Idempotent: true, Verdict: Verdict{Class: "transient"}, Attempt: 1, Budget: b}
 	// A refused retry (deterministic) must not spend the budget.
@@ -184,8 +134,14 @@ func TestDecideBudget(t *testing.T) {
 		t.Fatal("first retry refused")
 	}
 	d := Decide(in)
-	if d.Retry || !strings.Contains(d.Reason, "budget") {
+	if d.Retry || !d.Spent || d.Reason != "the run's retry budget is spent (1 of 1 retries used)" {
 		t.Fatalf("second retry: %+v", d)
+	}
+	// A budget that cannot be read retries nothing, and says why.
+	b.err = errors.New("database is locked")
+	d = Decide(in)
+	if d.Retry || d.Err == nil || !strings.Contains(d.Reason, "could not be read: database is locked") {
+		t.Fatalf("unreadable budget: %+v", d)
 	}
 }
 

@@ -615,6 +615,14 @@ type Event struct {
 	Payload json.RawMessage
 }
 
+// RetryCount is TakeRetry's answer: the run's tasks that have an attempt
+// in it, the retries counted (this one included when Taken), and whether
+// this one was.
+type RetryCount struct {
+	First, Used int
+	Taken       bool
+}
+
 // Store is the runtime's state. Implementations: runtime/store/sqlite
 // (embedded, default) and runtime/store/postgres. Every mutating method
 // commits before it returns; see the package doc for durability.
@@ -662,6 +670,13 @@ type Store interface {
 	// token from spec.Resource (as NextToken) in one transaction, and records the
 	// attempt (running with a lease from now, or queued).
 	StartAttempt(ctx context.Context, spec AttemptSpec) (Attempt, error)
+	// TakeRetry counts one retry against run's retry budget if the budget
+	// allows it: allowed says how many retries it allows once first of the
+	// run's tasks have an attempt in the run (retry.Budget.Allowed). The
+	// count is kept with the run, whoever takes it (a local run, the
+	// visits of every worker and dispatcher), so concurrent takers never
+	// exceed it. ErrNotFound when the run does not exist.
+	TakeRetry(ctx context.Context, run string, allowed func(first int) int) (RetryCount, error)
 	// MarkRunning moves a queued attempt to running, records its pid and starts
 	// its lease (0: none). On a running attempt it only updates pid and lease.
 	MarkRunning(ctx context.Context, ref AttemptRef, pid int, lease time.Duration) (Attempt, error)

@@ -209,6 +209,29 @@ func TestRefusedPublishFailsRun(t *testing.T) {
 	})
 }
 
+// A run's retry budget spans its visits on Temporal as on pipec's own
+// workers: an outage every task meets takes at most the retries the
+// budget allows the whole run, whichever worker's activity retries.
+func TestRetryBudgetSpansTheRunsVisits(t *testing.T) {
+	e := newEnv(t, scenario.Storm(), nil)
+	e.worker("w1")
+	e.worker("w2")
+	code, run, out := e.submit("2024-01-01", true)
+	if code == 0 || run != scenario.StormRun {
+		t.Fatalf("submit --wait: exit %d, run %q, want a failed %s\n%s", code, run, scenario.StormRun, out)
+	}
+	if r := e.until(run); r.State != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.State)
+	}
+	as, err := e.st.Attempts(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.CheckStorm(as); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+}
+
 // pipec-temporal cancel RUN cancels the workflow: the running task's process
 // is stopped, nothing more starts, the run ends failed in the state. While
 // it runs, a second submission of the interval is refused.

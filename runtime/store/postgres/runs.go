@@ -303,6 +303,36 @@ func lockRun(ctx context.Context, tx pgx.Tx, id string, share bool) (store.RunSt
 	return store.RunState(cur), err
 }
 
+// TakeRetry implements store.Store: the count of first attempts, then one
+// conditional update, which concurrent takers pass one at a time.
+func (s *Store) TakeRetry(ctx context.Context, run string, allowed func(first int) int) (store.RetryCount, error) {
+	var c store.RetryCount
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		c = store.RetryCount{}
+		if err := tx.QueryRow(ctx, `SELECT count(DISTINCT task) FROM attempts WHERE run = $1`, run).Scan(&c.First); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, `UPDATE runs SET retries = retries + 1 WHERE id = $1 AND retries < $2 RETURNING retries`,
+			run, allowed(c.First)).Scan(&c.Used)
+		if err == nil {
+			c.Taken = true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		err = tx.QueryRow(ctx, `SELECT retries FROM runs WHERE id = $1`, run).Scan(&c.Used)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("run %q: %w", run, store.ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return store.RetryCount{}, fmt.Errorf("take a retry of run %q: %w", run, err)
+	}
+	return c, nil
+}
+
 // FinishRun implements store.Store; a synchronous commit (see the package
 // doc): a dispatcher that ended the run once may not end it again.
 func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) error {

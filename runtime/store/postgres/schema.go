@@ -466,6 +466,11 @@ ALTER TABLE runs ADD COLUMN forced boolean NOT NULL DEFAULT false;
 -- version. '' for none, and for attempts ended before.
 ALTER TABLE attempts ADD COLUMN reads text NOT NULL DEFAULT '';
 `},
+	{25, "a run's retries", `
+-- The retries the run's tasks took from its retry budget (store.TakeRetry),
+-- counted once for every process that runs its tasks.
+ALTER TABLE runs ADD COLUMN retries integer NOT NULL DEFAULT 0;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -267,6 +267,36 @@ WHERE run = ? AND state IN ('blocked', 'ready', 'claimed')`, "the run was cancel
 	return s.GetRun(ctx, id)
 }
 
+// TakeRetry implements Store: the count of first attempts, then one
+// conditional update, in one write transaction.
+func (s *Store) TakeRetry(ctx context.Context, run string, allowed func(first int) int) (store.RetryCount, error) {
+	var c store.RetryCount
+	err := s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		c = store.RetryCount{}
+		if err := tx.QueryRowContext(ctx, `SELECT count(DISTINCT task) FROM attempts WHERE run = ?`, run).Scan(&c.First); err != nil {
+			return err
+		}
+		err := tx.QueryRowContext(ctx, `UPDATE runs SET retries = retries + 1 WHERE id = ? AND retries < ? RETURNING retries`,
+			run, allowed(c.First)).Scan(&c.Used)
+		if err == nil {
+			c.Taken = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		err = tx.QueryRowContext(ctx, `SELECT retries FROM runs WHERE id = ?`, run).Scan(&c.Used)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("run %q: %w", run, store.ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return store.RetryCount{}, fmt.Errorf("take a retry of run %q: %w", run, err)
+	}
+	return c, nil
+}
+
 // runNotRunning says why a run that should be running is not.
 func runNotRunning(ctx context.Context, tx *wtx, id string) error {
 	var cur string

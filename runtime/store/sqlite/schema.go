@@ -395,6 +395,11 @@ ALTER TABLE runs ADD COLUMN forced INTEGER NOT NULL DEFAULT 0;
 -- version. '' for none, and for attempts ended before.
 ALTER TABLE attempts ADD COLUMN reads TEXT NOT NULL DEFAULT '';
 `},
+	{21, "a run's retries", `
+-- The retries the run's tasks took from its retry budget (store.TakeRetry),
+-- counted once for every process that runs its tasks.
+ALTER TABLE runs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
+`},
 }
 
 // SchemaVersion is the schema version this code writes.

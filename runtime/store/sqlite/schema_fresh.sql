@@ -12,7 +12,7 @@ CREATE TABLE runs (
 	plan_digest    TEXT NOT NULL,
 	state          TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed')),
 	created        INTEGER NOT NULL,
-	finished       INTEGER NOT NULL DEFAULT 0, cancelled TEXT NOT NULL DEFAULT '', task_digests TEXT NOT NULL DEFAULT '', forced INTEGER NOT NULL DEFAULT 0,
+	finished       INTEGER NOT NULL DEFAULT 0, cancelled TEXT NOT NULL DEFAULT '', task_digests TEXT NOT NULL DEFAULT '', forced INTEGER NOT NULL DEFAULT 0, retries INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (pipeline, interval_key, seq)
 );
 CREATE TABLE tokens (
@@ -194,6 +194,7 @@ INSERT INTO schema_version (version, name) VALUES (17, 'gc holds on the artifact
 INSERT INTO schema_version (version, name) VALUES (18, 'task digests of a run');
 INSERT INTO schema_version (version, name) VALUES (19, 'forced runs');
 INSERT INTO schema_version (version, name) VALUES (20, 'an attempt''s reads of other intervals');
+INSERT INTO schema_version (version, name) VALUES (21, 'a run''s retries');
 INSERT INTO epochs (id, epoch) VALUES (1, 0);
 INSERT INTO work_signal (id, n) VALUES (1, 0);
 INSERT INTO run_end_signal (id, n) VALUES (1, 0);

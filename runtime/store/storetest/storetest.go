@@ -95,6 +95,7 @@ func runStore(t *testing.T, open single) {
 		{"FinishAndStart", testFinishAndStart},
 		{"TaskAttempts", testTaskAttempts},
 		{"CancelRun", testCancelRun},
+		{"TakeRetry", testTakeRetry},
 		{"Collections", testCollections},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
@@ -763,5 +764,87 @@ func testCancelRun(t *testing.T, open single) {
 		Owner: store.RunOwner{Host: "h", PID: 2}})
 	if err != nil || next.ID != "orders/2024-01-01/r2" {
 		t.Fatalf("the next run of the interval: %+v, %v", next, err)
+	}
+}
+
+// testTakeRetry: a run's retries are counted against the budget of its
+// first attempts so far, whoever takes them; racing takers never exceed
+// it; a run of its own has a count of its own.
+func testTakeRetry(t *testing.T, open single) {
+	s := open(t, nil)
+	ctx := context.Background()
+	newRun := func(interval string) store.Run {
+		r, err := s.CreateRun(ctx, store.NewRun{Pipeline: "orders", Interval: interval, Owner: store.RunOwner{Host: "h", PID: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r, other := newRun("2024-01-01"), newRun("2024-01-02")
+	res := store.FenceResource("orders", "2024-01-01")
+	start := func(task string) {
+		if _, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: task, Resource: res}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One retry per two tasks started, at least one.
+	allowed := func(first int) int { return max(1, first/2) }
+	take := func(run string) store.RetryCount {
+		t.Helper()
+		c, err := s.TakeRetry(ctx, run, allowed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := take(r.ID); c != (store.RetryCount{First: 0, Used: 1, Taken: true}) {
+		t.Fatalf("first take = %+v", c)
+	}
+	if c := take(r.ID); c != (store.RetryCount{First: 0, Used: 1}) {
+		t.Fatalf("take over the minimum = %+v", c)
+	}
+	start("a")
+	start("a") // a second attempt of one task is not a first attempt
+	start("b")
+	start("c")
+	start("d")
+	if c := take(r.ID); c != (store.RetryCount{First: 4, Used: 2, Taken: true}) {
+		t.Fatalf("take with four tasks started = %+v", c)
+	}
+	if c := take(other.ID); c != (store.RetryCount{First: 0, Used: 1, Taken: true}) {
+		t.Fatalf("another run's take = %+v", c)
+	}
+	for _, task := range []string{"e", "f", "g", "h", "i", "j", "k", "l"} {
+		start(task)
+	}
+	// 12 tasks: 6 allowed, 2 used; 8 racing takers take exactly 4.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	taken := 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := s.TakeRetry(ctx, r.ID, allowed)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if c.Taken {
+				mu.Lock()
+				taken++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if taken != 4 {
+		t.Errorf("racing takers took %d retries, want 4", taken)
+	}
+	if c := take(r.ID); c != (store.RetryCount{First: 12, Used: 6}) {
+		t.Errorf("take after the race = %+v", c)
+	}
+	if _, err := s.TakeRetry(ctx, "orders/2024-01-09/r1", allowed); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a run that does not exist: %v, want store.ErrNotFound", err)
 	}
 }
