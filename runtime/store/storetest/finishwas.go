@@ -129,16 +129,7 @@ func testFinishAfterLostStart(t *testing.T, open single) {
 	if got.State != store.AttemptSucceeded || got.Process() != was.Process() || got.Started.IsZero() || got.Ended.IsZero() {
 		t.Errorf("attempt after its end = %+v, want succeeded, its process %+v, started and ended", got, was.Process())
 	}
-	evs, err := s.Events(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, e := range evs {
-		if e.Task == "t" {
-			kinds = append(kinds, e.Kind)
-		}
-	}
+	kinds := taskEventKinds(t, s, run.ID, "t")
 	if want := []string{store.EventAttemptRunning, store.EventAttemptFinished}; len(kinds) < 2 || !cmp.Equal(kinds[len(kinds)-2:], want) {
 		t.Errorf("events of t = %v, want them to end with %v", kinds, want)
 	}
@@ -147,4 +138,20 @@ func testFinishAfterLostStart(t *testing.T, open single) {
 	if err := s.FinishAttempt(ctx, b.AttemptRef, store.Outcome{State: store.AttemptSucceeded, Was: &wasB}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("an end assuming another token: %v, want store.ErrConflict", err)
 	}
+}
+
+// taskEventKinds is the kinds of the events of one task of a run, in order.
+func taskEventKinds(t *testing.T, s store.Store, run, task string) []string {
+	t.Helper()
+	evs, err := s.Events(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		if e.Task == task {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	return kinds
 }

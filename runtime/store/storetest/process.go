@@ -100,16 +100,7 @@ func testFinishRecordsProcess(t *testing.T, open single) {
 	if err := s.FinishAttempt(ctx, a.AttemptRef, o); err != nil {
 		t.Fatalf("the same outcome again: %v", err)
 	}
-	evs, err := s.Events(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, e := range evs {
-		if e.Task == "t" {
-			kinds = append(kinds, e.Kind)
-		}
-	}
+	kinds := taskEventKinds(t, s, run.ID, "t")
 	wantKinds := []string{store.EventAttemptStarted, store.EventAttemptRunning, store.EventAttemptFinished}
 	if len(kinds) != len(wantKinds) {
 		t.Fatalf("events of the attempt = %v, want %v", kinds, wantKinds)
