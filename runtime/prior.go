@@ -125,8 +125,12 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 			}
 		case !a.State.Finished():
 			if _, ok := r.blocked[ts.t.Name]; !ok {
-				r.blocked[ts.t.Name] = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: it was stopped "+
-					"while it ran and nobody saw how it ended; settle it with: pipec resolve %s %s --as succeeded|failed --reason TEXT",
+				// Its end was not recorded: its pipec stopped, or saw the end
+				// and could not write it (a full disk); either way only a
+				// person can say whether the effect happened.
+				r.blocked[ts.t.Name] = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: its end was never "+
+					"recorded (its pipec stopped while it ran, or could not write the state); settle it with: "+
+					"pipec resolve %s %s --as succeeded|failed --reason TEXT",
 					a.Number, a.Run, a.Token, a.Run, a.Task)
 			}
 		}
