@@ -13,6 +13,7 @@ import (
 	"github.com/pipec/pipec/internal/failover"
 	"github.com/pipec/pipec/lint"
 	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/spec"
 )
 
@@ -25,6 +26,10 @@ type simulateOptions struct {
 	// offered is what --label said, per worker (index 0 is w1); nil when
 	// --label was not given: every worker then offers every label.
 	offered [][]string
+	// budget is how many retries the pipeline's retry_budget allows a
+	// story (as if every task of the plan started and its task alone
+	// failed); -1 when it has none.
+	budget int
 }
 
 func newSimulateCmd(io IO) *cobra.Command {
@@ -44,7 +49,10 @@ func newSimulateCmd(io IO) *cobra.Command {
 			"A task with labels starts only on workers offering all of them, as with pipec\n" +
 			"worker: --label w2=spark,gpu (repeatable) gives w2 its labels, and then workers\n" +
 			"not named offer none. Without --label every worker offers every label. Workers\n" +
-			"that --join offer the waiting task's labels.",
+			"that --join offer the waiting task's labels.\n\n" +
+			"A pipeline's retry_budget is the run's: a story spends it as if every task of\n" +
+			"the plan had started and its task alone failed, and ends when it is spent (a\n" +
+			"task the budget stops does not fail over).",
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runSimulate(io, args[0], opts)
@@ -160,6 +168,16 @@ func runSimulate(io IO, path string, opts simulateOptions) error {
 			stories = append(stories, story{&plan.Tasks[i], failMode{-1}})
 		}
 	}
+	opts.budget = -1
+	if b := plan.RetryBudget; b != nil {
+		opts.budget = retry.Budget{Ratio: b.Ratio, Min: b.Min}.Allowed(len(plan.Tasks))
+		retries := "retries"
+		if opts.budget == 1 {
+			retries = "retry"
+		}
+		fmt.Fprintf(io.Stdout, "retry budget: %d %s for the run (ratio %s of its %s, at least %d), the story's task alone failing\n\n",
+			opts.budget, retries, strconv.FormatFloat(b.Ratio, 'g', -1, 64), plural(strconv.Itoa(len(plan.Tasks)), "task"), b.Min)
+	}
 	for i, s := range stories {
 		if i > 0 {
 			fmt.Fprintln(io.Stdout)
@@ -214,6 +232,7 @@ func simulateTask(w stdio.Writer, t *compiler.PlanTask, mode failMode, opts simu
 	joins := opts.join
 	l := failover.PlanLimits(t, max(len(workers), 1))
 	var s failover.State
+	retries := 0
 	for {
 		i := s.Pick(l, workers)
 		if i < 0 && !s.Stopped && joins > 0 {
@@ -246,7 +265,17 @@ func simulateTask(w stdio.Writer, t *compiler.PlanTask, mode failMode, opts simu
 			fmt.Fprintf(w, "succeeded on %s after %d start(s), %d failover(s)\n", worker, s.Starts, s.Failovers)
 			return
 		}
-		if l.Attempts == 0 && mode.n < 0 && s.Starts >= foreverShown {
+		// The run's budget is asked only for a retry on the same worker, as
+		// the runtime asks it; a task it refuses does not fail over.
+		if opts.budget >= 0 && (l.Attempts == 0 || s.InVisit < l.Attempts) {
+			if retries == opts.budget {
+				fmt.Fprintf(w, "stopped (failed): %s failed on %s after %d start(s); the run's retry budget is spent "+
+					"(%d of %d retries used), and a task it stops does not fail over\n", t.Name, worker, s.Starts, retries, opts.budget)
+				return
+			}
+			retries++
+		}
+		if l.Attempts == 0 && mode.n < 0 && s.Starts >= foreverShown && opts.budget < 0 {
 			fmt.Fprintf(w, "retries forever on %s: never fails over\n", worker)
 			return
 		}
