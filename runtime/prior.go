@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/pipec/pipec/compiler"
@@ -74,6 +75,18 @@ func (r *runner) runOne(ctx context.Context, ts *taskState) {
 	r.runTask(ctx, ts)
 }
 
+// markerOf is the environment entries that every process of attempt
+// (run, token) of the state stateID carries (exec.Marker), set in its
+// environment by prepare from this very list. The run and the token alone
+// repeat across states: every state's first run of an interval is r1 and
+// draws the same first token, so two folders of one pipeline on a machine
+// (a checkout and its copy, two CI jobs, staging beside production) would
+// each find the other's processes its own, and a rerun of one would end
+// the other's running tasks.
+func markerOf(stateID, run string, token int64) exec.Marker {
+	return exec.Marker{"PIPEC_STATE_ID=" + stateID, "PIPEC_RUN_ID=" + run, "PIPEC_TOKEN=" + strconv.FormatInt(token, 10)}
+}
+
 // endOrphans ends, on this machine, every live process of the unfinished
 // attempts given (exec.EndOrphans) and waits until they are gone; an error
 // means one could not be ended, and nothing may start.
@@ -86,7 +99,7 @@ func (r *runner) endOrphans(ctx context.Context, open []store.Attempt) error {
 		p := a.Process()
 		targets[i] = exec.Target{
 			ID:     exec.Identity{Host: p.Host, Boot: p.Boot, PID: p.PID, PGID: p.PGID, Start: p.Start},
-			Marker: exec.Marker{"PIPEC_RUN_ID=" + a.Run, "PIPEC_TOKEN=" + fmt.Sprint(a.Token)},
+			Marker: markerOf(r.stateID, a.Run, a.Token),
 		}
 	}
 	found, err := exec.EndOrphans(ctx, targets, r.o.KillGrace)

@@ -21,6 +21,8 @@
 //	PIPEC_TASK              the task's name
 //	PIPEC_ATTEMPT           1, 2, ... within the run
 //	PIPEC_TOKEN             the attempt's fencing token
+//	PIPEC_STATE_ID          the state's identity (with PIPEC_RUN_ID and
+//	                        PIPEC_TOKEN, what marks the attempt's processes)
 //	PIPEC_INTERVAL_START    2024-01-01T00:00:00Z (RFC 3339)
 //	PIPEC_INTERVAL_END      2024-01-02T00:00:00Z
 //	PIPEC_INTERVAL          2024-01-01 (the interval's key in sinks and run ids)
@@ -294,6 +296,10 @@ type runner struct {
 	// the run writes or prints (see redact.go).
 	red *exec.Redactor
 
+	// stateID is the state's identity (store.Store.StateID), read as a
+	// run or a visit starts: part of every attempt's marker (markerOf).
+	stateID string
+
 	tasks      map[string]*taskState
 	checksOf   map[string][]compiler.PlanCheck // the setup's, shared: read only
 	pubsOf     map[string][]compiler.PlanPublish
@@ -558,6 +564,10 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	// The interval is this run's now: what ran of it before is settled.
 	prior, err := r.st.ListRuns(ctx, store.RunFilter{Pipeline: r.plan.Pipeline, Interval: r.iv.Key})
 	if err != nil {
+		_ = r.st.FinishRun(r.records, run.ID, store.RunFailed)
+		return nil, err
+	}
+	if r.stateID, err = r.st.StateID(ctx); err != nil {
 		_ = r.st.FinishRun(r.records, run.ID, store.RunFailed)
 		return nil, err
 	}

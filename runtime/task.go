@@ -505,13 +505,15 @@ func (r *runner) prepare(t *compiler.PlanTask, a store.Attempt, inputs []boundIn
 		}
 		env[name] = v
 	}
-	env["PIPEC_RUN_ID"] = r.runID
+	for _, kv := range markerOf(r.stateID, r.runID, a.Token) { // PIPEC_STATE_ID, PIPEC_RUN_ID, PIPEC_TOKEN
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
 	if r.visiting() {
 		env["PIPEC_WORKER"] = r.o.Worker // a visit: the worker's name
 	}
 	env["PIPEC_TASK"] = t.Name
 	env["PIPEC_ATTEMPT"] = strconv.Itoa(a.Number)
-	env["PIPEC_TOKEN"] = strconv.FormatInt(a.Token, 10)
 	env["PIPEC_INTERVAL_START"] = r.iv.Start.Format(time.RFC3339)
 	env["PIPEC_INTERVAL_END"] = r.iv.End.Format(time.RFC3339)
 	env["PIPEC_INTERVAL"] = r.iv.Key

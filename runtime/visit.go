@@ -255,10 +255,13 @@ func (r *runner) produceThenEnd(ctx context.Context, ts *taskState, l *launched)
 // on this machine are ended, and a non-idempotent task's unseen or
 // succeeded attempt decides it (settlePrior).
 func (r *runner) settleVisit(ctx context.Context, ts *taskState, v Visit) error {
+	var err error
+	if r.stateID, err = r.st.StateID(ctx); err != nil {
+		return err
+	}
 	started := v.Started
 	as := slices.Clone(v.Prior)
 	if !v.HasPrior {
-		var err error
 		if as, err = r.st.TaskAttempts(ctx, r.resource, ts.t.Name); err != nil {
 			return err
 		}

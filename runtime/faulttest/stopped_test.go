@@ -28,14 +28,7 @@ import (
 // gone): every later run failed, "not staged any more", until a --force
 // charged again.
 func TestStoppedRunResumedAfterTakeover(t *testing.T) {
-	dir := t.TempDir()
-	files := scenario.MatrixFiles()
-	files["p.hcl"], files["hold"] = scenario.Matrix("1"), ""
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := matrixDir(t)
 	t.Setenv("PIPEC_TEST_SECRET", scenario.MatrixSecret)
 	first, firstOut := started(t, dir, "run", "p.hcl", "--interval", "2024-01-01")
 	waitForFile(t, filepath.Join(dir, "held")) // charged, and holding
