@@ -6,7 +6,8 @@
 // state unless a shared store is configured) that are not the current
 // accepted one of their interval (none while a run is running, and only of
 // pipelines this state knows: a store shared with another state keeps that
-// state's versions), copies into it that a crash left unfinished, this
+// state's versions, unless both run one pipeline, which docs/workers.md
+// forbids), copies into it that a crash left unfinished, this
 // machine's cached copies of an object store's versions that are not
 // current and were not read for a day (cache.go), and superseded versions
 // in directory sinks. Of the empty folders left, only those that hold
