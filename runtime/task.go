@@ -271,9 +271,8 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 			Elapsed: time.Since(first), Rand: r.rand, Task: t.Name})
 		if !d.Retry {
 			r.mu.Lock()
-			ts.res.Ending = out.ending
+			ts.res.Ending, ts.budgetSpent = out.ending, d.Spent
 			r.mu.Unlock()
-			ts.budgetSpent = d.Spent
 			class := out.verdict.Class
 			switch {
 			case d.Err != nil:
