@@ -563,11 +563,10 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	r.runID = run.ID
 	// The interval is this run's now: what ran of it before is settled.
 	prior, err := r.st.ListRuns(ctx, store.RunFilter{Pipeline: r.plan.Pipeline, Interval: r.iv.Key})
-	if err != nil {
-		_ = r.st.FinishRun(r.records, run.ID, store.RunFailed)
-		return nil, err
+	if err == nil {
+		r.stateID, err = r.st.StateID(ctx)
 	}
-	if r.stateID, err = r.st.StateID(ctx); err != nil {
+	if err != nil {
 		_ = r.st.FinishRun(r.records, run.ID, store.RunFailed)
 		return nil, err
 	}
