@@ -22,6 +22,7 @@ func commands(io IO) []*cobra.Command {
 		newShowCmd(io),
 		newGCCmd(io),
 		newSinkCmd(io),
+		newArtifactsCmd(io),
 		newLSPCmd(io),
 		newSimulateCmd(io),
 		newWorkerCmd(io),

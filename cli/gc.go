@@ -40,7 +40,9 @@ func newGCCmd(io IO) *cobra.Command {
 			"  - in the artifact store (versions/ beside the state, and the shared one of --artifacts or\n" +
 			"    of the spec's artifacts field), the versions of this state's pipelines that are not the\n" +
 			"    current accepted one of their interval, and the unfinished copies a crash left there\n" +
-			"    (older than an hour, so a copy in progress is kept);\n" +
+			"    (older than an hour, so a copy in progress is kept); in a shared store, only the versions\n" +
+			"    of pipelines it keeps for this state (the first state to put or collect a pipeline's\n" +
+			"    versions there owns them);\n" +
 			"  - in this machine's cache of an object store's versions (cache/ beside the state, or in\n" +
 			"    --workdir), the copies of versions that are not the current accepted one, not read for a day;\n" +
 			"  - with --spec, in each of the spec's directory and s3 sinks, the versions of an interval beyond\n" +
@@ -99,16 +101,8 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 		if err != nil {
 			return err
 		}
-		if artsDir == "" && plan.ArtifactStore != "" {
-			artsDir = plan.ArtifactStore
-			if !filepath.IsAbs(artsDir) && !strings.Contains(artsDir, "://") {
-				artsDir = filepath.Join(filepath.Dir(opts.spec), artsDir)
-			}
-			if !strings.Contains(artsDir, "://") {
-				if artsDir, err = filepath.Abs(artsDir); err != nil {
-					return usageErr("%v", err)
-				}
-			}
+		if artsDir, err = opts.artifacts.storeOf(plan, opts.spec); err != nil {
+			return err
 		}
 		for _, s := range plan.Sinks {
 			if !slices.Contains(sink.Types(), s.Type) {
@@ -128,8 +122,12 @@ func runGC(ctx context.Context, io IO, opts gcOptions) error {
 			return usageErr("gc: %v", err)
 		}
 	}
-	rep, err := gc.Collect(ctx, gc.Options{Store: st, StateDir: stateDir, Sinks: sinks, Artifacts: arts, Keep: opts.keep,
-		DryRun: opts.dryRun})
+	statePath, err := statePathOf(loc)
+	if err != nil {
+		return err
+	}
+	rep, err := gc.Collect(ctx, gc.Options{Store: st, StateDir: stateDir, StatePath: statePath, Sinks: sinks, Artifacts: arts,
+		Keep: opts.keep, DryRun: opts.dryRun})
 	if rep != nil {
 		for i := range rep.Removed {
 			rep.Removed[i].Path = relToWD(rep.Removed[i].Path)
@@ -161,6 +159,14 @@ func printGC(io IO, rep *gc.Report, asJSON bool) error {
 	}
 	if len(rep.Running) > 0 {
 		fmt.Fprintf(&b, "kept what running runs may read: %s\n", report.Escape(strings.Join(rep.Running, ", ")))
+	}
+	for _, f := range rep.Foreign {
+		owner := f.State
+		if f.StatePath != "" {
+			owner += " (" + f.StatePath + ")"
+		}
+		fmt.Fprintf(&b, "left alone: the versions of pipeline %s in %s, which belong to state %s\n",
+			report.Escape(f.Pipeline), report.Escape(f.Store), report.Escape(owner))
 	}
 	_, err := fmt.Fprint(io.Stdout, b.String())
 	return err

@@ -51,8 +51,9 @@ func s3Orders(t *testing.T) string {
 // names the visible version's immutable prefix as an s3:// URL with its
 // lineage; sink show reads the fence record; a forced rerun publishes a
 // newer version and gc --keep 1 prunes the older one; a run on a second
-// state is refused before it uploads anything, and publishes once that
-// state adopted the sink; the secret access key is in no output and not in
+// state is refused before it uploads anything, by the artifact store until
+// that state adopted the pipeline's versions there, then by the sink, and
+// publishes once it adopted the sink too; the secret access key is in no output and not in
 // the state.
 func TestS3RunShowGC(t *testing.T) {
 	s3test.Start(t, "arts", "lake")
@@ -113,8 +114,16 @@ func TestS3RunShowGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = pipec(1, "run", spec, "--interval", "2024-01-01", "--state", other)
-	if !strings.Contains(out, "is bound to state") || !strings.Contains(out, "pipec sink adopt") {
+	if !strings.Contains(out, "holds the versions of pipeline orders for state") || !strings.Contains(out, "pipec artifacts adopt") {
 		t.Errorf("a second state's run:\n%s", out)
+	}
+	out = pipec(0, "artifacts", "adopt", spec, "--state", other, "--reason", "moved")
+	if !strings.Contains(out, "the versions of pipeline orders in s3://arts/pipec moved from state") {
+		t.Errorf("artifacts adopt:\n%s", out)
+	}
+	out = pipec(1, "run", spec, "--interval", "2024-01-01", "--state", other)
+	if !strings.Contains(out, "is bound to state") || !strings.Contains(out, "pipec sink adopt") {
+		t.Errorf("a second state's run, owning the artifact store's versions:\n%s", out)
 	}
 	before, _, err := c.List(context.Background(), "lake", "marts/orders/.versions/", "")
 	if err != nil {

@@ -75,7 +75,11 @@ func managedSink(ctx context.Context, io IO, specPath, name string, opts sinkOpt
 		if err != nil {
 			return nil, nil, err
 		}
-		statePath, _ := filepath.Abs(loc.Path)
+		statePath, err := statePathOf(loc)
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
 		d, err := sink.OpenManaged(sink.Config{Name: ps.Name, Type: ps.Type, Path: ps.Path, Fencing: ps.Fencing,
 			BaseDir: filepath.Dir(specPath), Pipeline: plan.Pipeline, Store: st, StatePath: statePath})
 		if err != nil {

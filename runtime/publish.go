@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -165,7 +166,11 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 	// Into the shared artifact store, durably, before the version is
 	// accepted: nothing downstream (a task on any worker, a sink) reads
 	// a version before it is accepted, and then reads it from there.
-	if err := r.arts.Put(ctx, key, dir); err != nil && stopped() {
+	err = r.ownArtifacts(ctx)
+	if err == nil {
+		err = r.arts.Put(ctx, key, dir)
+	}
+	if err != nil && stopped() {
 		return "", true
 	} else if err != nil {
 		// Not accepted, so nothing reads it: the version is rejected,
@@ -282,6 +287,48 @@ func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, e
 	// scratch folder (a worker's --workdir).
 	s, err = artifacts.OpenIn(root, filepath.Join(stateDir, "cache"), o.ObjectStores)
 	return s, local, err
+}
+
+// putsOutputs reports whether a task of the runner has outputs to put
+// into the artifact store.
+func (r *runner) putsOutputs() bool {
+	for _, ts := range r.tasks {
+		if len(ts.t.Outputs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ownOutputs is ownArtifacts, for a task with outputs.
+func (r *runner) ownOutputs(ctx context.Context, t *compiler.PlanTask) error {
+	if len(t.Outputs) == 0 {
+		return nil
+	}
+	return r.ownArtifacts(ctx)
+}
+
+// ownArtifacts makes sure the run's artifact store keeps the pipeline's
+// versions for this state (artifacts.Own): asked before a run or a visit
+// starts a task with outputs, so that a store another state owns is
+// refused before such a task runs, and before every put, which it guards;
+// answered once a runner. versions/ beside the state is the state's own.
+func (r *runner) ownArtifacts(ctx context.Context) error {
+	if r.artsLocal {
+		return nil
+	}
+	r.owned.Lock()
+	defer r.owned.Unlock()
+	if r.ownAsked {
+		return r.ownErr
+	}
+	err := artifacts.Own(ctx, r.arts, r.plan.Pipeline, artifacts.Owner{State: r.stateID,
+		StatePath: cmp.Or(r.o.ServerState, r.o.StatePath)})
+	var foreign *artifacts.ForeignOwnerError
+	if err == nil || errors.As(err, &foreign) {
+		r.ownAsked, r.ownErr = true, err
+	}
+	return err
 }
 
 // needsSharedArtifacts says why a worker's visit of t needs a shared

@@ -282,10 +282,17 @@ type runner struct {
 	// it, it is versions/ beside the state (openArtifacts).
 	arts      artifacts.Store
 	artsLocal bool
-	resource  string
-	rand      *retry.Rand
-	budget    *retry.Budget
-	classes   *retry.Classifier
+	// owned guards the asking of ownArtifacts; ownAsked: its answer,
+	// ownErr, is final (the store keeps the versions for this state, or
+	// for another).
+	owned    sync.Mutex
+	ownAsked bool
+	ownErr   error
+
+	resource string
+	rand     *retry.Rand
+	budget   *retry.Budget
+	classes  *retry.Classifier
 
 	// baseEnv is what every task gets of pipec's environment, rendered
 	// (exec.Env.List); parentEnv is all of it, where secret_env names are
@@ -396,9 +403,10 @@ type taskState struct {
 	// handed is the attempt started for it by the end of the task it
 	// waited for (handoff.go), until its first attempt takes it.
 	handed *handed
-	// budgetSpent: its last failure was not retried because the run's
-	// retry budget was spent; a visit's task does not fail over then.
-	budgetSpent bool
+	// final: its failure would be the same on every worker (the run's
+	// retry budget was spent, or the artifact store keeps the pipeline's
+	// versions for another state); a visit's task does not fail over then.
+	final bool
 }
 
 // endGoroutines ends the runner's kept goroutines when they are its own;
@@ -544,6 +552,16 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	if _, err := r.st.MarkUnknown(ctx); err != nil {
 		return nil, err
 	}
+	var err error
+	if r.stateID, err = r.st.StateID(ctx); err != nil {
+		return nil, err
+	}
+	if r.putsOutputs() {
+		// Refused before anything runs: no output could be accepted.
+		if err := r.ownArtifacts(ctx); err != nil {
+			return nil, err
+		}
+	}
 	run, err := r.createRun(ctx)
 	if err != nil {
 		return nil, err
@@ -563,9 +581,6 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	r.runID = run.ID
 	// The interval is this run's now: what ran of it before is settled.
 	prior, err := r.st.ListRuns(ctx, store.RunFilter{Pipeline: r.plan.Pipeline, Interval: r.iv.Key})
-	if err == nil {
-		r.stateID, err = r.st.StateID(ctx)
-	}
 	if err != nil {
 		_ = r.st.FinishRun(r.records, run.ID, store.RunFailed)
 		return nil, err

@@ -271,7 +271,7 @@ func (r *runner) runAttempts(ctx context.Context, ts *taskState, inputs []boundI
 			Elapsed: time.Since(first), Rand: r.rand, Task: t.Name})
 		if !d.Retry {
 			r.mu.Lock()
-			ts.res.Ending, ts.budgetSpent = out.ending, d.Spent
+			ts.res.Ending, ts.final = out.ending, d.Spent
 			r.mu.Unlock()
 			class := out.verdict.Class
 			switch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/retry"
 	"github.com/pipec/pipec/runtime/store"
@@ -417,6 +418,12 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	} else if err != nil {
 		r.noteStore(err)
 		r.taskFailed(ctx, ts, retry.Store, 0, err.Error(), "its earlier attempts could not be settled")
+	} else if err := r.ownOutputs(ctx, ts.t); err != nil {
+		var foreign *artifacts.ForeignOwnerError
+		r.mu.Lock()
+		ts.final = errors.As(err, &foreign)
+		r.mu.Unlock()
+		r.taskFailed(ctx, ts, ClassArtifacts, 0, "", "not run: "+err.Error())
 	} else {
 		r.runOne(ctx, ts)
 	}
@@ -437,7 +444,7 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 	res := VisitResult{Task: ts.res, LeaseLost: r.leaseLost.Load(), End: r.ends.pending, Unused: r.ends.unused(),
 		StoreTransient: ts.res.Class == retry.Store && r.storeSeen && !r.storeHard}
 	res.Deterministic = deterministic || r.classes.Deterministic(ts.res.Class) || ts.res.Class == ClassInput || ts.state == TaskUnknown ||
-		ts.budgetSpent
+		ts.final
 	// The worker writes these to the store: masked as everything else.
 	res.Task.Error, res.Task.Reason, res.Task.Ending = r.red.String(res.Task.Error), r.red.String(res.Task.Reason), r.red.String(res.Task.Ending)
 	return res, nil

@@ -70,6 +70,13 @@ type Store interface {
 	// List returns every key the store holds, sorted, leaving out what is
 	// not a complete version (crash leftovers, foreign files).
 	List(ctx context.Context) ([]Key, error)
+	// ReadOwner returns the record of the state that owns pipeline's
+	// versions in the store (an Owner, as JSON; see OwnerOf) and where the
+	// store keeps it; ErrNotFound when none is recorded.
+	ReadOwner(ctx context.Context, pipeline string) (data []byte, where string, err error)
+	// WriteOwner writes that record, durably: create-only unless replace,
+	// a record already there then left as it is (created false).
+	WriteOwner(ctx context.Context, pipeline string, data []byte, replace bool) (created bool, err error)
 	// String names the store in messages.
 	String() string
 }

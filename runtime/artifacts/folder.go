@@ -218,4 +218,36 @@ func (f *Folder) Temps() ([]Temp, error) {
 	return out, err
 }
 
+// ownerPath is where the owner of pipeline's versions is recorded.
+func (f *Folder) ownerPath(pipeline string) string {
+	return filepath.Join(f.Root, ownersDir, pipeline+".json")
+}
+
+// ReadOwner implements Store.
+func (f *Folder) ReadOwner(_ context.Context, pipeline string) ([]byte, string, error) {
+	p := f.ownerPath(pipeline)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = ErrNotFound
+	}
+	return data, p, err
+}
+
+// WriteOwner implements Store: written beside, synced and linked into
+// place (create-only: a link never replaces its target) or renamed.
+func (f *Folder) WriteOwner(_ context.Context, pipeline string, data []byte, replace bool) (bool, error) {
+	p := f.ownerPath(pipeline)
+	if err := atomicfile.MkdirAll(filepath.Dir(p)); err != nil {
+		return false, err
+	}
+	if replace {
+		return true, atomicfile.Write(p, data, 0o644)
+	}
+	err := atomicfile.Create(p, data, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func (f *Folder) String() string { return f.Root }

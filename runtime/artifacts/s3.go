@@ -390,4 +390,25 @@ func (s *S3) Uncommitted(ctx context.Context) ([]Uncommitted, error) {
 	return out, nil
 }
 
+func (s *S3) owner(pipeline string) string { return s.URL.Key(ownersDir, pipeline) }
+
+// ReadOwner implements Store.
+func (s *S3) ReadOwner(ctx context.Context, pipeline string) ([]byte, string, error) {
+	data, _, err := s.Client.Get(ctx, s.URL.Bucket, s.owner(pipeline))
+	if errors.Is(err, objstore.ErrNotFound) {
+		err = ErrNotFound
+	}
+	return data, s.URL.Of(s.owner(pipeline)), err
+}
+
+// WriteOwner implements Store: create-only is If-None-Match: *, so of two
+// states racing one wins.
+func (s *S3) WriteOwner(ctx context.Context, pipeline string, data []byte, replace bool) (bool, error) {
+	_, err := s.Client.Put(ctx, s.URL.Bucket, s.owner(pipeline), data, objstore.Cond{IfNoneMatch: !replace})
+	if errors.Is(err, objstore.ErrPrecondition) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func (s *S3) String() string { return s.URL.String() }

@@ -123,8 +123,21 @@ func TestArtifactStoreCollected(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("gc would remove\n%v\nwant\n%v", got, want)
 	}
-	if _, err := Collect(ctx, Options{Store: st, StateDir: dir, Artifacts: shared}); err != nil {
+	if _, err := os.Stat(filepath.Join(shared.Root, ".owners")); !os.IsNotExist(err) {
+		t.Errorf("a dry run recorded an owner: %v", err)
+	}
+	if _, err := Collect(ctx, Options{Store: st, StateDir: dir, StatePath: "/srv/state.db", Artifacts: shared}); err != nil {
 		t.Fatal(err)
+	}
+	id, err := st.StateID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok, err := artifacts.OwnerOf(ctx, shared, "p"); err != nil || !ok || o.State != id || o.StatePath != "/srv/state.db" {
+		t.Errorf("the owner of p's versions after gc: %+v %v %v, want this state", o, ok, err)
+	}
+	if _, ok, err := artifacts.OwnerOf(ctx, shared, "q"); ok || err != nil {
+		t.Errorf("gc recorded an owner of the versions of a pipeline its state does not know: %v %v", ok, err)
 	}
 	for _, p := range want {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
@@ -138,5 +151,26 @@ func TestArtifactStoreCollected(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(cur, "rows.csv")); err != nil || string(b) != "id\n2\n" {
 		t.Errorf("the current accepted version reads %q, %v", b, err)
+	}
+	// Once another state owns p's versions there, gc leaves them alone,
+	// the current one and the others, and says so.
+	if _, _, err := artifacts.Adopt(ctx, shared, "p", artifacts.Owner{State: "other", StatePath: "/srv/other.db"}, "", now); err != nil {
+		t.Fatal(err)
+	}
+	theirs := put("p", "id\n5\n", false)
+	for _, dry := range []bool{true, false} {
+		rep, err = Collect(ctx, Options{Store: st, StateDir: dir, Artifacts: shared, DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantForeign := []Foreign{{Store: shared.Root, Pipeline: "p", State: "other", StatePath: "/srv/other.db"}}
+		if len(rep.Removed) != 0 || !slices.Equal(rep.Foreign, wantForeign) {
+			t.Errorf("gc (dry %v) of another state's versions: removed %v, foreign %+v", dry, rep.Removed, rep.Foreign)
+		}
+	}
+	for _, p := range []string{cur, theirs} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
 	}
 }

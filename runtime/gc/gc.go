@@ -4,10 +4,10 @@
 // and logs of runs the state does not know), versions in the artifact store
 // (runtime/artifacts: <pipeline>/<artifact>/<digest>, versions/ beside the
 // state unless a shared store is configured) that are not the current
-// accepted one of their interval (none while a run is running, and only of
-// pipelines this state knows: a store shared with another state keeps that
-// state's versions, unless both run one pipeline, which docs/workers.md
-// forbids), copies into it that a crash left unfinished, this
+// accepted one of their interval (none while a run is running, and in a
+// shared store only of the pipelines whose versions there this state owns,
+// artifacts.Owner: a store shared with another state keeps that state's
+// versions), copies into it that a crash left unfinished, this
 // machine's cached copies of an object store's versions that are not
 // current and were not read for a day (cache.go), and superseded versions
 // in directory sinks. Of the empty folders left, only those that hold
@@ -60,6 +60,9 @@ type Options struct {
 	Store store.Store
 	// StateDir is the folder of the state database: staging/, heartbeats/.
 	StateDir string
+	// StatePath names the state in the owner record of a shared artifact
+	// store's versions (artifacts.Owner), when gc is the first to take them.
+	StatePath string
 	// Sinks are the sinks to prune (a spec's: directory and s3 sinks);
 	// none: only the state folder is collected.
 	Sinks []sink.Managed
@@ -94,6 +97,18 @@ type Report struct {
 	// keeps every version one of them may read, so a person seeing little
 	// removed knows why.
 	Running []string `json:"running,omitempty"`
+	// Foreign are the pipelines whose versions in a shared artifact store
+	// belong to another state (artifacts.Owner): left alone.
+	Foreign []Foreign `json:"foreign,omitempty"`
+}
+
+// Foreign is a pipeline's versions in an artifact store that another state
+// owns.
+type Foreign struct {
+	Store     string `json:"store"`
+	Pipeline  string `json:"pipeline"`
+	State     string `json:"state"`
+	StatePath string `json:"state_path,omitempty"`
 }
 
 // Collect removes what no one needs any more and says what it removed.
@@ -179,8 +194,13 @@ func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 	// accepted ones are needed.
 	if !k.anyActive {
 		for i, s := range stores {
+			// versions/ beside the state (the first) is the state's own.
+			ours, err := rep.owned(ctx, s, i > 0, held[i], k.pipelines, o)
+			if err != nil {
+				return rep, err
+			}
 			for _, key := range held[i] {
-				if k.frozenCurrent[key.String()] || !k.pipelines[key.Pipeline] {
+				if k.frozenCurrent[key.String()] || !ours[key.Pipeline] {
 					continue
 				}
 				if err := rep.removeKey(ctx, h, s, key, "frozen copy of a version that is not the current accepted one"); err != nil {
@@ -299,6 +319,52 @@ func artifactStores(o Options) ([]artifacts.Store, error) {
 		out = append(out, o.Artifacts)
 	}
 	return out, nil
+}
+
+// owned returns which of the pipelines (those the state knows) with
+// versions in keys s keeps for this state: all of them unless shared;
+// else those no other state owns, recorded as this state's unless dry
+// (artifacts.Own). The others are reported as Foreign.
+func (rep *Report) owned(ctx context.Context, s artifacts.Store, shared bool, keys []artifacts.Key,
+	pipelines map[string]bool, o Options) (map[string]bool, error) {
+	if !shared {
+		return pipelines, nil
+	}
+	ours, asked := map[string]bool{}, map[string]bool{}
+	var me artifacts.Owner
+	for _, k := range keys {
+		p := k.Pipeline
+		if !pipelines[p] || asked[p] {
+			continue
+		}
+		asked[p] = true
+		if me.State == "" {
+			id, err := o.Store.StateID(ctx)
+			if err != nil {
+				return nil, err
+			}
+			me = artifacts.Owner{State: id, StatePath: o.StatePath}
+		}
+		owner, ok, err := me, true, error(nil)
+		if o.DryRun {
+			owner, ok, err = artifacts.OwnerOf(ctx, s, p)
+		} else {
+			err = artifacts.Own(ctx, s, p, me)
+		}
+		if foreign := (*artifacts.ForeignOwnerError)(nil); errors.As(err, &foreign) {
+			owner, err = foreign.Owner, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok && owner.State != me.State {
+			rep.Foreign = append(rep.Foreign, Foreign{Store: s.String(), Pipeline: p, State: owner.State,
+				StatePath: owner.StatePath})
+			continue
+		}
+		ours[p] = true
+	}
+	return ours, nil
 }
 
 // removeKey removes one version from an artifact store while h, gc's hold

@@ -1,0 +1,60 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// Workers are refused a shared artifact store whose versions of the
+// pipeline another state owns (a production state's, here, whose run put
+// them there first), as a local run is: the task is failed before its
+// command runs, and does not fail over, since every worker of the state
+// shares the store and would be refused alike. Each state's gc would
+// otherwise remove the versions the other accepted.
+func TestWorkersRefuseAnotherStatesArtifacts(t *testing.T) {
+	onBoth(t, testWorkersRefuseAnotherStatesArtifacts)
+}
+
+func testWorkersRefuseAnotherStatesArtifacts(t *testing.T, b backend) {
+	spec := strings.Replace(artSpec, `outputs = ["raw"]`, `outputs = ["raw"]
+    failover {
+      per_worker = 1
+      global     = 3
+    }`, 1)
+	e := newEnvOn(t, b, spec, artFiles)
+	prod := filepath.Join(e.dir, "prod", "state.db")
+	if code, out := e.pipec("run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", e.arts); code != 0 {
+		t.Fatalf("the production state's run: exit %d\n%s", code, out)
+	}
+	e.worker("w1")
+	e.worker("w2")
+	// Bounded: a refusal that failed over would leave the run waiting
+	// for a worker it has not tried.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got, err := e.submitWait(ctx, "2024-01-02", "20ms")
+	out := string(got)
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("submit --wait on the second state: %v, want exit 1\n%s", err, out)
+	}
+	if !strings.Contains(out, "holds the versions of pipeline arts for state") || !strings.Contains(out, filepath.Join("prod", "state.db")) {
+		t.Errorf("submit --wait does not say why:\n%s", out)
+	}
+	run := "arts/2024-01-02/r1"
+	if got := e.starts(run, "extract"); len(got) != 1 {
+		t.Errorf("extract was claimed by %v, want one worker (the refusal is the same on every worker)", got)
+	}
+	for _, a := range e.attempts(run, "extract") {
+		if a.State != store.AttemptFailed || a.Class != queue.ClassNotStarted {
+			t.Errorf("extract ran on a store it was refused: %+v", a)
+		}
+	}
+}
