@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -82,12 +84,15 @@ func (s *stateFlag) location(io IO, specPath string) (store.Location, error) {
 	}
 	if l.Server {
 		// Logs and staging stay on this machine, in .pipec beside the spec
-		// (the runtime keeps them beside StatePath).
+		// (the runtime keeps them beside StatePath), in a folder of this
+		// database's: two states run from one folder (staging beside
+		// production) must not share one (store.ClaimScratch).
 		dir := "."
 		if specPath != "" {
 			dir = filepath.Dir(specPath)
 		}
-		l.Path = filepath.Join(dir, filepath.Dir(store.DefaultPath), "server")
+		sum := sha256.Sum256([]byte(l.WithoutPassword()))
+		l.Path = filepath.Join(dir, filepath.Dir(store.DefaultPath), "server-"+hex.EncodeToString(sum[:6]))
 	}
 	return l, nil
 }

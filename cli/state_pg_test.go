@@ -326,3 +326,68 @@ func TestInterruptOnAFrozenState(t *testing.T) {
 		t.Fatalf("last entry %v", last)
 	}
 }
+
+// TestServerStatesShareNoFolder: two states on one PostgreSQL server
+// (staging beside production), run from one spec folder at the same time,
+// keep their attempts' folders apart: production's task is still writing
+// its output when staging's attempt of the same task starts, and each
+// state's accepted version holds its own data only. Both number their
+// first run r1, and one folder beside the spec had staging's attempt empty
+// production's output folder: production accepted staging's data.
+func TestServerStatesShareNoFolder(t *testing.T) {
+	srv := pgtest.Start(t)
+	prod, staging := srv.NewSchema(t), srv.NewSchema(t)
+	dir, spec := writeSpec(t, `pipeline "two" {
+  task "extract" {
+    command = ["sh", "-c", "echo \"$PIPEC_STATE_ID\" > \"$PIPEC_OUTPUT_raw/part-$PIPEC_STATE_ID.csv\"; touch started-$PIPEC_STATE_ID; while [ ! -f go-on ]; do sleep 0.05; done"]
+    outputs = ["raw"]
+  }
+}
+`)
+	started := func() int {
+		m, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+		return len(m)
+	}
+	done := make(chan string, 1)
+	go func() {
+		code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", prod)
+		done <- fmt.Sprintf("exit %d\n%s%s", code, out, errs)
+	}()
+	for deadline := time.Now().Add(time.Minute); started() < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("production's task never started")
+		}
+	}
+	go func() {
+		for deadline := time.Now().Add(time.Minute); started() < 2 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644)
+	}()
+	if code, out, errs := pipecIn(t, nil, "run", spec, "--interval", "2024-01-01", "--state", staging); code != 0 {
+		t.Errorf("staging's run: exit %d\n%s%s", code, out, errs)
+	}
+	if got := <-done; !strings.HasPrefix(got, "exit 0\n") {
+		t.Errorf("production's run: %s", got)
+	}
+	// Each state's folder: its versions (the default artifact store) hold
+	// one part, its own.
+	folders, _ := filepath.Glob(filepath.Join(dir, ".pipec", "server-*.d"))
+	for _, f := range folders {
+		var of struct{ State string }
+		b, err := os.ReadFile(filepath.Join(f, "scratch-of.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &of)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		parts, _ := filepath.Glob(filepath.Join(f, "versions", "two", "raw", "*", "part-*"))
+		if len(parts) != 1 || filepath.Base(parts[0]) != "part-"+of.State+".csv" {
+			t.Errorf("state %s accepted %v, want its own part only", of.State, parts)
+		}
+	}
+	if len(folders) != 2 {
+		t.Errorf("the states' folders beside the spec: %v, want one each", folders)
+	}
+}

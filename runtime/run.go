@@ -556,6 +556,10 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 	if r.stateID, err = r.st.StateID(ctx); err != nil {
 		return nil, err
 	}
+	// Its attempts' folders are this state's alone.
+	if err := store.ClaimScratch(r.stateDir, r.stateID, cmp.Or(r.o.ServerState, r.o.StatePath)); err != nil {
+		return nil, err
+	}
 	if r.putsOutputs() {
 		// Refused before anything runs: no output could be accepted.
 		if err := r.ownArtifacts(ctx); err != nil {

@@ -141,6 +141,20 @@ func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 		o.CacheAge = DefaultCacheAge
 	}
 	rep := &Report{Removed: []Item{}, DryRun: o.DryRun}
+	// Another state's folder (a worker's --workdir given with the wrong
+	// --state) holds attempts of runs this state does not know, or knows
+	// under the same names: nothing in it is this gc's to remove.
+	id, err := o.Store.StateID(ctx)
+	if err == nil {
+		claim := store.ClaimScratch
+		if o.DryRun {
+			claim = store.CheckScratch
+		}
+		err = claim(o.StateDir, id, o.StatePath)
+	}
+	if err != nil {
+		return nil, err
+	}
 	// Disk first, then the store (see the package doc).
 	staging, err := attemptDirs(filepath.Join(o.StateDir, "staging"))
 	if err != nil {

@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,5 +197,31 @@ func TestLeftStagingKept(t *testing.T) {
 	}
 	if _, err := os.Stat(kept); !os.IsNotExist(err) {
 		t.Fatalf("after a later success, the left staging is still there (%v); removed %+v", err, rep.Removed)
+	}
+}
+
+// TestAnotherStatesFolder: gc given a folder another state's runs or
+// workers keep their attempts in (a worker's --workdir with the wrong
+// --state) removes nothing there, dry or not: every attempt in it is of
+// runs this state does not know, or knows under the same names.
+func TestAnotherStatesFolder(t *testing.T) {
+	dir, st := newState(t)
+	work := t.TempDir()
+	leftover := filepath.Join(work, "staging", "p", "2024-01-01", "r1", "t", "1")
+	if err := os.MkdirAll(leftover, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.ClaimScratch(work, "another-state", "postgres://prod/pipec"); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		_, err := Collect(context.Background(), Options{Store: st, StateDir: work, StatePath: filepath.Join(dir, "state.db"), DryRun: dry})
+		var inUse *store.ScratchInUseError
+		if !errors.As(err, &inUse) {
+			t.Errorf("gc (dry %v) of another state's folder: %v, want refused", dry, err)
+		}
+	}
+	if _, err := os.Stat(leftover); err != nil {
+		t.Errorf("another state's staging was removed: %v", err)
 	}
 }

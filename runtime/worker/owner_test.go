@@ -58,3 +58,18 @@ func testWorkersRefuseAnotherStatesArtifacts(t *testing.T, b backend) {
 		}
 	}
 }
+
+// A worker's workdir is its state's: a worker of another state given the
+// same one (the same --name on one machine, whose default workdir is the
+// same) is refused before it claims a task, where both states' first runs
+// (r1) would have their attempts' staging in the same folders.
+func TestWorkdirOfAnotherState(t *testing.T) {
+	e := newEnvOn(t, onSQLite, artSpec, artFiles)
+	e.worker("w1")
+	other := filepath.Join(e.dir, "staging", "state.db")
+	code, out := e.pipec("worker", "--state", other, "--name", "w1", "--workdir", filepath.Join(e.dir, "work-w1"))
+	if code == 0 || !strings.Contains(out, "holds the staging, logs and heartbeat files of state") ||
+		!strings.Contains(out, e.url) || !strings.Contains(out, other) {
+		t.Errorf("a worker of another state on the same workdir: exit %d\n%s", code, out)
+	}
+}

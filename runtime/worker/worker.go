@@ -181,6 +181,16 @@ func Run(ctx context.Context, c Config) error {
 	defer c.visitGos.Close()
 	c.stop = ctx.Done()
 	bg := context.WithoutCancel(ctx)
+	// The attempts' folders in its workdir are its state's alone: a
+	// worker of another state given it (the same --name on one machine,
+	// whose default workdir is the same) is refused before it claims.
+	id, err := c.Store.StateID(ctx)
+	if err == nil {
+		err = store.ClaimScratch(c.Workdir, id, c.ServerState)
+	}
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", c.Info.Name, err)
+	}
 	if err := c.register(bg); err != nil {
 		return err
 	}

@@ -108,6 +108,15 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 		TaskLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, RunLease: 3 * c.Lease, Log: c.Log, Self: self,
 		slots: make(chan struct{}, c.Info.Slots)}
 	bg := context.WithoutCancel(ctx)
+	// The attempts' folders in its workdir are its state's alone, as a
+	// pipec worker's (store.ClaimScratch).
+	id, err := c.Store.StateID(ctx)
+	if err == nil {
+		err = store.ClaimScratch(c.Workdir, id, c.ServerState)
+	}
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", c.Info.Name, err)
+	}
 	if err := c.register(bg, info); err != nil {
 		return err
 	}
