@@ -394,3 +394,36 @@ func TestRestartedUnderOwnName(t *testing.T) {
 		t.Fatalf("published %q, %v", b, err)
 	}
 }
+
+// A shared artifact store whose versions of the pipeline another state
+// owns (a production state's local run put them there first) is refused
+// on Temporal as on pipec's workers: the task fails before its command
+// runs, and does not fail over.
+func TestRefusesAnotherStatesArtifacts(t *testing.T) {
+	e := newEnv(t, strings.Replace(pairSpec("pair", ""), `outputs = ["raw"]`, `outputs = ["raw"]
+    failover {
+      per_worker = 1
+      global     = 3
+    }`, 1), pairFiles)
+	prod := filepath.Join(e.dir, "prod", "state.db")
+	if code, out := e.run(pipecBin, "run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", e.arts); code != 0 {
+		t.Fatalf("the production state's run: exit %d\n%s", code, out)
+	}
+	if err := os.Remove(filepath.Join(e.dir, "ran")); err != nil {
+		t.Fatal(err)
+	}
+	w1, w2 := e.worker("w1"), e.worker("w2")
+	code, run, out := e.submit("2024-01-02", true)
+	if code == 0 || !strings.Contains(out, "holds the versions of pipeline pair for state") {
+		t.Fatalf("submit --wait on the second state: exit %d\n%s", code, out)
+	}
+	if r := e.until(run); r.State != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.State)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.dir, "ran")); err == nil {
+		t.Errorf("tasks ran on a store they were refused:\n%s", b)
+	}
+	if n := strings.Count(w1.Output()+w2.Output(), "extract: start on"); n != 1 {
+		t.Errorf("extract was started %d times, want once (no failover)\n%s\n%s", n, w1.Output(), w2.Output())
+	}
+}
