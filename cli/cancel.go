@@ -74,7 +74,11 @@ func runCancel(ctx context.Context, io IO, runID, spec string, opts cancelOption
 	if e := opts.engine.get(io); e != "" {
 		// Dispatched through an engine: cancel its workflow too, which
 		// stops the activities' processes at once.
-		return engineCancel(io, run.ID, e)
+		id, err := st.StateID(ctx)
+		if err != nil {
+			return &exitError{Code: ExitFindings, Err: err}
+		}
+		return engineCancel(io, run.ID, e, id)
 	}
 	return nil
 }

@@ -166,8 +166,9 @@ func engineEnviron(io IO) []string {
 }
 
 // engineCancel cancels a run's workflow on the engine (pipec-temporal
-// cancel), which stops its running activities' processes.
-func engineCancel(io IO, run, engine string) error {
+// cancel), which stops its running activities' processes; the workflow's
+// ID is its state's (stateID).
+func engineCancel(io IO, run, engine, stateID string) error {
 	if !strings.HasPrefix(engine, "temporal://") {
 		return usageErr("cancel: --engine %q: the only engine is temporal://HOST:PORT[?namespace=NS]", engine)
 	}
@@ -175,7 +176,7 @@ func engineCancel(io IO, run, engine string) error {
 	if err != nil {
 		return err
 	}
-	c := exec.Command(bin, "cancel", run, "--engine="+engine)
+	c := exec.Command(bin, "cancel", run, "--engine="+engine, "--state-id="+stateID)
 	c.Env, c.Stdout, c.Stderr = engineEnviron(io), io.Stdout, io.Stderr
 	if err := c.Run(); err != nil {
 		return &exitError{Code: ExitFindings, Err: fmt.Errorf("cancel: the run is cancelled in the state, but its workflow on %s: %w", engine, err)}

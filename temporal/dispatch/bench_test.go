@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/api/enums/v1"
 
 	"github.com/pipec/pipec/internal/pgtest"
-	"github.com/pipec/pipec/temporal/dispatch"
 )
 
 // BenchmarkWorkers1k runs the shared benchmark's 1,000-task DAG three ways,
@@ -103,7 +102,7 @@ func BenchmarkWorkers1k(b *testing.B) {
 		if code != 0 {
 			b.Fatalf("pipec-temporal submit --wait: exit %d\n%s", code, out)
 		}
-		it := e.c.GetWorkflowHistory(context.Background(), dispatch.WorkflowID("bench", "2024-01-01"), "", false,
+		it := e.c.GetWorkflowHistory(context.Background(), e.wid("bench", "2024-01-01"), "", false,
 			enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()

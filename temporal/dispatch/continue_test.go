@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/temporal/dispatch"
 )
 
 // layersSpec is a pipeline of layers of width tasks, each reading one
@@ -65,7 +64,7 @@ func TestContinueAsNew(t *testing.T) {
 			t.Errorf("task %s's attempts: %+v", task, as)
 		}
 	}
-	wid := dispatch.WorkflowID("long", "2024-01-01")
+	wid := e.wid("long", "2024-01-01")
 	resp := e.executions(wid)
 	continued, completed := 0, 0
 	var first *historypb.History
@@ -141,7 +140,7 @@ func TestContinueAsNewEveryTurn(t *testing.T) {
 			t.Errorf("task %s's attempts: %+v", task, as)
 		}
 	}
-	wid := dispatch.WorkflowID("tiny", "2024-01-01")
+	wid := e.wid("tiny", "2024-01-01")
 	resp := e.executions(wid)
 	if n := len(resp.GetExecutions()); n < 3 {
 		t.Fatalf("%d executions of %s, want one per task at least", n, wid)

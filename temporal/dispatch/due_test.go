@@ -10,13 +10,12 @@ import (
 
 	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/temporal/dispatch"
 )
 
 // pipec submit --due and pipec backfill --submit on Temporal: pipec's own
 // commands (the same decisions, flags and lines as on the state's queue;
 // runtime/worker/due_test.go holds the queue's side) with each interval
-// one workflow pipec/<pipeline>/<interval>. They run through pipec itself,
+// one workflow pipec/<pipeline>/<interval>@<state>. They run through pipec itself,
 // which hands them to pipec-temporal (--engine, or PIPEC_ENGINE).
 
 // pipecEnv runs pipec with more environment (PIPEC_ENGINE), to its end.
@@ -49,7 +48,7 @@ func (e *env) runsOf(pipeline, interval string) []store.Run {
 // it: its status ("" when there is none).
 func (e *env) workflowOf(pipeline, interval string) string {
 	e.t.Helper()
-	d, err := e.c.DescribeWorkflowExecution(context.Background(), dispatch.WorkflowID(pipeline, interval), "")
+	d, err := e.c.DescribeWorkflowExecution(context.Background(), e.wid(pipeline, interval), "")
 	if err != nil {
 		return ""
 	}
@@ -166,7 +165,7 @@ func TestSubmitDueOpenWorkflow(t *testing.T) {
 	}
 	code, out := e.run(pipecBin, "submit", "pipeline.hcl", "--due", "--now", "2024-01-02T00:00:00Z", "--state", e.url, "--engine", e.engine)
 	for _, want := range []string{
-		"2024-01-01  skipped: interval 2024-01-01 of pipeline due is being run by pipec/due/2024-01-01 (submitted to the workers)\n",
+		"2024-01-01  skipped: interval 2024-01-01 of pipeline due is being run by " + e.wid("due", "2024-01-01") + " (submitted to the workers)\n",
 		"due: 0 of 1 run(s) succeeded; 1 left to the run in progress\n",
 	} {
 		if code != 0 || !strings.Contains(out, want) {

@@ -292,7 +292,7 @@ func (e *env) status(pipeline, interval string) dispatch.Status {
 	e.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		s, err := dispatch.Query(context.Background(), e.c, dispatch.WorkflowID(pipeline, interval), "")
+		s, err := dispatch.Query(context.Background(), e.c, e.wid(pipeline, interval), "")
 		if err == nil {
 			return s
 		}
@@ -351,4 +351,15 @@ var pairFiles = map[string]string{
 	"clean.sh": "#!/bin/sh\necho \"clean $PIPEC_RUN_ID $PIPEC_WORKER\" >> ran\n" +
 		"if [ -f stall-on ] && [ \"$(cat stall-on)\" = \"$PIPEC_WORKER\" ]; then echo $$ > stalled.tmp && mv stalled.tmp stalled && exec sleep 120; fi\n" +
 		"cp \"$PIPEC_INPUT_raw/data.csv\" \"$PIPEC_OUTPUT_clean/data.csv\"\n",
+}
+
+// wid is the workflow of the interval's runs in the env's state
+// (dispatch.Names).
+func (e *env) wid(pipeline, interval string) string {
+	e.t.Helper()
+	id, err := e.st.StateID(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return dispatch.Names{State: id}.WorkflowID(pipeline, interval)
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/proctest"
 	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
@@ -244,10 +246,11 @@ func TestCancel(t *testing.T) {
 	_, run, _ := e.submit("2024-01-01", false, "--heartbeat", "2s")
 	pid := e.waitFile("stalled")
 	// One run per interval: the open workflow refuses a second.
-	if code, _, out := e.submit("2024-01-01", false); code == 0 || !strings.Contains(out, "workflow pipec/pair/2024-01-01 is open") {
+	if code, _, out := e.submit("2024-01-01", false); code == 0 || !strings.Contains(out, "workflow "+e.wid("pair", "2024-01-01")+" is open") {
 		t.Fatalf("a second submission of the interval: exit %d\n%s", code, out)
 	}
-	if code, out := e.run(bin, "cancel", run, "--engine", e.engine); code != 0 || !strings.Contains(out, "cancelled pipec/pair/2024-01-01") {
+	if code, out := e.run(bin, "cancel", run, "--engine", e.engine, "--state", e.url); code != 0 ||
+		!strings.Contains(out, "cancelled "+e.wid("pair", "2024-01-01")) {
 		t.Fatalf("cancel: exit %d\n%s", code, out)
 	}
 	if r := e.until(run); r.State != store.RunCancelled || !strings.HasPrefix(r.Cancelled, "by temporal: ") {
@@ -335,7 +338,7 @@ func TestTerminatedWorkflowFreesItsInterval(t *testing.T) {
 	pid := e.waitFile("stalled")
 	defer killPID(pid)
 	ctx := context.Background()
-	if err := e.c.TerminateWorkflow(ctx, dispatch.WorkflowID("pair", "2024-01-01"), "", "an operator's"); err != nil {
+	if err := e.c.TerminateWorkflow(ctx, e.wid("pair", "2024-01-01"), "", "an operator's"); err != nil {
 		t.Fatal(err)
 	}
 	w1.WaitOutput(t, "clean: stopped", 30*time.Second)
@@ -362,7 +365,7 @@ func TestTerminatedWorkflowFreesItsInterval(t *testing.T) {
 	if first, err := e.st.GetRun(ctx, run); err != nil || first.State != store.RunFailed {
 		t.Fatalf("the terminated run %s: %s, %v; want failed", run, first.State, err)
 	}
-	if !strings.Contains(w1.Output(), "its workflow pipec/pair/2024-01-01 is terminated, and did not end the run") {
+	if !strings.Contains(w1.Output(), "its workflow "+e.wid("pair", "2024-01-01")+" is terminated, and did not end the run") {
 		t.Errorf("w1 did not say why it let the run's lease lapse:\n%s", w1.Output())
 	}
 }
@@ -425,5 +428,42 @@ func TestRefusesAnotherStatesArtifacts(t *testing.T) {
 	}
 	if n := strings.Count(w1.Output()+w2.Output(), "extract: start on"); n != 1 {
 		t.Errorf("extract was started %d times, want once (no failover)\n%s\n%s", n, w1.Output(), w2.Output())
+	}
+}
+
+// Two states' workers on one Temporal namespace (staging beside
+// production) never take each other's work: a run of one is visited only
+// by its own state's workers, even while only the other's are polling, and
+// the two states' runs of one interval, and their workflows, stay apart.
+// The task queues and workflow IDs were the namespace's: a staging worker
+// ran production's workflow, whose local activities wrote production's run
+// into the staging state, and production's visits in the staging state.
+func TestTwoStatesOneNamespace(t *testing.T) {
+	e := newEnv(t, pairSpec("pair", ""), pairFiles)
+	staging := filepath.Join(e.dir, "staging", "state.db")
+	cmd := exec.Command(bin, "worker", "--engine", e.engine, "--state", staging, "--name", "s1",
+		"--workdir", filepath.Join(e.dir, "work-s1"), "--lease", "1s", "--artifacts", filepath.Join(e.dir, "staging"))
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "PIPEC_STATE=", "PIPEC_ENGINE=")
+	s1 := registered(t, proctest.Start(t, "s1", cmd, 0))
+	_, run, _ := e.submit("2024-01-01", false)
+	// Only the staging worker polls, for a while.
+	time.Sleep(3 * time.Second)
+	w1 := e.worker("w1")
+	if r := e.until(run); r.State != store.RunSucceeded {
+		t.Fatalf("production's run %s, want succeeded", r.State)
+	}
+	if strings.Contains(s1.Output(), "pair/") {
+		t.Errorf("the staging worker took production's work:\n%s", s1.Output())
+	}
+	// Staging's run of the same interval is its own workflow, visited by
+	// its own worker (whose publish the sink, bound to production,
+	// refuses).
+	code, out := e.run(bin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--engine", e.engine, "--state", staging, "--wait")
+	if strings.Contains(out, "is open") || !strings.Contains(s1.Output(), "pair/2024-01-01/r1 extract: start on s1") {
+		t.Errorf("staging's run: exit %d\n%s\nstaging's worker:\n%s", code, out, s1.Output())
+	}
+	if n := strings.Count(w1.Output(), "start on w1"); n != 2 {
+		t.Errorf("production's worker made %d starts, want its run's 2:\n%s", n, w1.Output())
 	}
 }

@@ -105,7 +105,7 @@ func TestMatrixTemporalSecretsMasked(t *testing.T) {
 // result are in the events as they travel).
 func (e *env) history(pipeline, interval string) string {
 	e.t.Helper()
-	it := e.c.GetWorkflowHistory(context.Background(), dispatch.WorkflowID(pipeline, interval), "", false,
+	it := e.c.GetWorkflowHistory(context.Background(), e.wid(pipeline, interval), "", false,
 		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var b strings.Builder
 	for it.HasNext() {
@@ -131,7 +131,7 @@ func (e *env) history(pipeline, interval string) string {
 		}
 	}
 	if b.Len() == 0 {
-		e.t.Fatalf("workflow %s has no history", dispatch.WorkflowID(pipeline, interval))
+		e.t.Fatalf("workflow %s has no history", e.wid(pipeline, interval))
 	}
 	return b.String()
 }

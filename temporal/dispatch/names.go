@@ -17,38 +17,53 @@ import (
 	"github.com/pipec/pipec/runtime/queue"
 )
 
-// Task queues. Every pipec worker on Temporal polls WorkflowQueue (the
-// workflows), the activity queue of every set of its labels (TasksQueue of
-// that set: a task's first start goes to the queue of its labels, where
-// Temporal hands it to any eligible worker), and its own queue
-// (WorkerQueue): a failover's next start goes there, to the worker pipec's
-// failover model picked.
-const WorkflowQueue = "pipec"
+// Names are the Temporal names of one state's runs: its task queues and
+// its workflows' IDs, each ending in "@" and the state's identity
+// (store.Store.StateID). The workers of two states on one namespace
+// (staging beside production) thus never take each other's work: a
+// workflow's local activities write its run's end into the state of the
+// worker that runs it, and a visit runs in its worker's state; and two
+// states' runs of one interval, or the cancel of one, never meet.
+//
+// Every pipec worker on Temporal polls WorkflowQueue (the workflows), the
+// activity queue of every set of its labels (TasksQueue of that set: a
+// task's first start goes to the queue of its labels, where Temporal hands
+// it to any eligible worker), its own queue (WorkerQueue: a failover's next
+// start goes there, to the worker pipec's failover model picked), and
+// StateQueue.
+type Names struct{ State string }
+
+func (n Names) scoped(name string) string { return name + "@" + n.State }
+
+// WorkflowQueue is the workflows' queue.
+func (n Names) WorkflowQueue() string { return n.scoped("pipec") }
 
 // StateQueue is the queue of the activities that judge a lost visit in
 // the state (Activities.Lost, LostInBatch). Every worker polls it beside
 // its slots: they are short writes, never a task's process, and must not
 // wait for a visit to end. They are activities, not local activities, for
 // the reason markLost gives.
-const StateQueue = "pipec.state"
+func (n Names) StateQueue() string { return n.scoped("pipec.state") }
 
 // TasksQueue is the activity queue of tasks requiring labels (sorted).
 // Tasks without labels share the workflows' queue: the worker that
 // completes the workflow task which starts them may take them at once
 // (Temporal's eager activity dispatch), a round trip fewer per task.
-func TasksQueue(labels []string) string {
+func (n Names) TasksQueue(labels []string) string {
 	if len(labels) == 0 {
-		return WorkflowQueue
+		return n.WorkflowQueue()
 	}
-	return "pipec.tasks+" + strings.Join(queue.NormalLabels(labels), "+")
+	return n.scoped("pipec.tasks+" + strings.Join(queue.NormalLabels(labels), "+"))
 }
 
 // WorkerQueue is the worker's own activity queue.
-func WorkerQueue(worker string) string { return "pipec.worker." + worker }
+func (n Names) WorkerQueue(worker string) string { return n.scoped("pipec.worker." + worker) }
 
 // WorkflowID is the workflow of the runs of one interval of one pipeline:
 // Temporal refuses a second workflow of that ID while one is open.
-func WorkflowID(pipeline, interval string) string { return "pipec/" + pipeline + "/" + interval }
+func (n Names) WorkflowID(pipeline, interval string) string {
+	return n.scoped("pipec/" + pipeline + "/" + interval)
+}
 
 // EngineLabel is the label a pipec worker on Temporal registers with in the
 // state, besides its own: the workflow routes failovers to the live

@@ -205,7 +205,7 @@ func TestPoolReleasedOnCancel(t *testing.T) {
 	e.statusUntil(func(out string) bool {
 		return strings.Contains(out, "waiting for a slot in pool backfill (2 of 2 busy)")
 	})
-	if code, out := e.run(bin, "cancel", run, "--engine", e.engine); code != 0 {
+	if code, out := e.run(bin, "cancel", run, "--engine", e.engine, "--state", e.url); code != 0 {
 		t.Fatalf("cancel: exit %d\n%s", code, out)
 	}
 	if r := e.until(run); r.State != store.RunCancelled {

@@ -54,7 +54,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 // PIPEC_RECORD_HISTORY=1, records it as testdata/name.history.json.
 func (e *env) replay(pipeline, interval, name string) {
 	e.t.Helper()
-	it := e.c.GetWorkflowHistory(context.Background(), dispatch.WorkflowID(pipeline, interval), "", false,
+	it := e.c.GetWorkflowHistory(context.Background(), e.wid(pipeline, interval), "", false,
 		enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
 	for it.HasNext() {

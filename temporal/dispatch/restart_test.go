@@ -14,7 +14,6 @@ import (
 
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
-	"github.com/pipec/pipec/temporal/dispatch"
 )
 
 // restartSpec: a non-idempotent charge that holds until the file release
@@ -149,7 +148,7 @@ func testServerOutageMidRun(t *testing.T, history string, outage time.Duration, 
 	// One workflow execution under the run's workflow ID, completed.
 	// (The state's run ends just before its workflow does, and the
 	// listing follows the workflow's end.)
-	wid := dispatch.WorkflowID("restart", "2024-01-01")
+	wid := e.wid("restart", "2024-01-01")
 	if err := e.c.GetWorkflow(ctx, wid, "").Get(ctx, nil); err != nil {
 		t.Fatalf("workflow %s: %v", wid, err)
 	}
@@ -229,7 +228,7 @@ func testServerOutagePastGrace(t *testing.T, down func(*devServer) (up func())) 
 	ended := time.Now()
 	wait, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	wid := dispatch.WorkflowID("restart", "2024-01-01")
+	wid := e.wid("restart", "2024-01-01")
 	if err := e.c.GetWorkflow(wait, wid, "").Get(wait, nil); wait.Err() != nil {
 		t.Fatalf("workflow %s did not end: %v", wid, err)
 	}

@@ -79,7 +79,12 @@ func (e *BusyError) RunBusy(ctx context.Context, st store.Store) *store.RunBusyE
 // while a workflow of the interval is open, and then the run just
 // recorded is ended as failed, saying so.
 func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) (Submitted, error) {
-	wid := WorkflowID(s.Plan.Pipeline, s.Interval.Key)
+	id, err := st.StateID(ctx)
+	if err != nil {
+		return Submitted{}, err
+	}
+	names := Names{State: id}
+	wid := names.WorkflowID(s.Plan.Pipeline, s.Interval.Key)
 	if d, err := c.DescribeWorkflowExecution(ctx, wid, ""); err == nil &&
 		d.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return Submitted{}, &BusyError{WorkflowID: wid, Pipeline: s.Plan.Pipeline, Interval: s.Interval.Key}
@@ -104,10 +109,10 @@ func Submit(ctx context.Context, c client.Client, st store.Store, s Submission) 
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write(s.Plan.Marshal())
 	_ = zw.Close()
-	in := RunInput{Run: run.ID, Pipeline: s.Plan.Pipeline, Interval: s.Value, BaseDir: s.BaseDir, Plan: gz.Bytes(), Force: s.Force,
+	in := RunInput{Run: run.ID, State: id, Pipeline: s.Plan.Pipeline, Interval: s.Value, BaseDir: s.BaseDir, Plan: gz.Bytes(), Force: s.Force,
 		Tasks: queue.PlanTasks(s.Plan), Heartbeat: s.Heartbeat, RouteWait: s.RouteWait, Recheck: s.Recheck,
 		ContinueAfter: testContinueAfter()}
-	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wid, TaskQueue: WorkflowQueue,
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: wid, TaskQueue: names.WorkflowQueue(),
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL}, WorkflowName, in)
 	if err != nil {
@@ -150,11 +155,11 @@ func supersede(ctx context.Context, st store.Store, run store.Run) error {
 	return nil
 }
 
-// Cancel cancels the interval's open workflow: it starts nothing more, its
-// running visits are stopped (their processes too), and the run ends
-// failed.
-func Cancel(ctx context.Context, c client.Client, pipeline, interval string) error {
-	return c.CancelWorkflow(ctx, WorkflowID(pipeline, interval), "")
+// Cancel cancels the interval's open workflow of the state names are of:
+// it starts nothing more, its running visits are stopped (their processes
+// too), and the run ends failed.
+func Cancel(ctx context.Context, c client.Client, names Names, pipeline, interval string) error {
+	return c.CancelWorkflow(ctx, names.WorkflowID(pipeline, interval), "")
 }
 
 // Wait waits for the workflow to end and returns its last status; the

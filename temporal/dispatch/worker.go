@@ -117,6 +117,8 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", c.Info.Name, err)
 	}
+	// Its state's queues only (Names).
+	names := Names{State: id}
 	if err := c.register(bg, info); err != nil {
 		return err
 	}
@@ -127,22 +129,22 @@ func RunWorker(ctx context.Context, c WorkerConfig) error {
 		Identity: info.Name + "@" + info.Host}
 	var ws []worker.Worker
 	// The workflows' queue is also the queue of tasks without labels.
-	wf := worker.New(c.Client, WorkflowQueue, opts)
+	wf := worker.New(c.Client, names.WorkflowQueue(), opts)
 	Register(wf, a)
 	ws = append(ws, wf)
 	for _, s := range sets {
 		if len(s) == 0 {
 			continue
 		}
-		w := worker.New(c.Client, TasksQueue(s), opts)
+		w := worker.New(c.Client, names.TasksQueue(s), opts)
 		registerActivities(w, a)
 		ws = append(ws, w)
 	}
-	state := worker.New(c.Client, StateQueue, worker.Options{WorkerStopTimeout: opts.WorkerStopTimeout, Identity: opts.Identity})
+	state := worker.New(c.Client, names.StateQueue(), worker.Options{WorkerStopTimeout: opts.WorkerStopTimeout, Identity: opts.Identity})
 	state.RegisterActivityWithOptions(a.Lost, activity.RegisterOptions{Name: ActivityLost})
 	state.RegisterActivityWithOptions(a.LostInBatch, activity.RegisterOptions{Name: ActivityLostInBatch})
 	ws = append(ws, state)
-	mine := worker.New(c.Client, WorkerQueue(info.Name), opts)
+	mine := worker.New(c.Client, names.WorkerQueue(info.Name), opts)
 	registerActivities(mine, a)
 	ws = append(ws, mine)
 	var started []worker.Worker

@@ -24,7 +24,10 @@ import (
 // first history event (once per run), so no activity carries it.
 type RunInput struct {
 	// Run is the run's id in the state (CreateRun).
-	Run      string
+	Run string
+	// State is that state's identity: the run's task queues are its
+	// (Names), so that only the workers of that state take its work.
+	State    string
 	Pipeline string
 	// Interval is the value the interval was given as; BaseDir the
 	// spec's folder, where tasks run.
@@ -186,6 +189,7 @@ func batchSize(n, workers, running int) int {
 // Everything here is deterministic: tasks are visited in plan order, the
 // live workers come from a local activity (recorded in the history).
 func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
+	names := Names{State: in.State}
 	if in.Heartbeat <= 0 {
 		in.Heartbeat = DefaultHeartbeat
 	}
@@ -232,7 +236,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 			// A few writes: a worker that does not answer within seconds
 			// is paused or cut off (it may have taken the activity with a
 			// poll it made before), and another worker takes it over.
-			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: StateQueue,
+			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: names.StateQueue(),
 				StartToCloseTimeout: 5 * time.Second, RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond,
 					MaximumAttempts: 10}})
 			return workflow.ExecuteActivity(actx, name, args...).Get(ctx, result)
@@ -273,11 +277,11 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		return ws
 	}
 	start := func(t *wtask, worker string) {
-		q := TasksQueue(t.work.Labels)
+		q := names.TasksQueue(t.work.Labels)
 		ao := workflow.ActivityOptions{TaskQueue: q, StartToCloseTimeout: 30 * 24 * time.Hour, HeartbeatTimeout: in.Heartbeat,
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}, WaitForCancellation: true}
 		if worker != "" {
-			ao.TaskQueue, ao.ScheduleToStartTimeout = WorkerQueue(worker), in.RouteWait
+			ao.TaskQueue, ao.ScheduleToStartTimeout = names.WorkerQueue(worker), in.RouteWait
 		}
 		t.state, t.routed = queue.WorkClaimed, worker
 		t.visit = &wvisit{tasks: []*wtask{t}, future: workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ao), ActivityVisit,
@@ -290,7 +294,7 @@ func RunWorkflow(ctx workflow.Context, in RunInput) (Status, error) {
 		var queues []string
 		byQueue := map[string][]*wtask{}
 		for _, t := range ts {
-			q := TasksQueue(t.work.Labels)
+			q := names.TasksQueue(t.work.Labels)
 			if byQueue[q] == nil {
 				queues = append(queues, q)
 			}

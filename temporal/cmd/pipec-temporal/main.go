@@ -327,9 +327,10 @@ func submit(args []string) error {
 
 func cancel(args []string) error {
 	fs := flag.NewFlagSet("cancel", flag.ExitOnError)
-	engine, _ := common(fs)
+	engine, state := common(fs)
 	pipeline := fs.String("pipeline", "", "the pipeline")
 	interval := fs.String("interval", "", "the interval's key (as in the run's id)")
+	stateID := fs.String("state-id", "", "the identity of the run's state (pipec cancel gives it; default: read from --state)")
 	// pipec cancel RUN: the run's id (pipeline/interval/rN) or pipeline/interval.
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		parts := strings.Split(args[0], "/")
@@ -343,14 +344,28 @@ func cancel(args []string) error {
 	if *pipeline == "" || *interval == "" {
 		return errors.New("cancel RUN, or cancel --pipeline P --interval I")
 	}
+	ctx := context.Background()
+	if *stateID == "" {
+		// The workflow's ID is its state's (dispatch.Names).
+		sh, err := cli.OpenShared(ctx, *state)
+		if err != nil {
+			return err
+		}
+		*stateID, err = sh.Store.StateID(ctx)
+		sh.Store.Close()
+		if err != nil {
+			return err
+		}
+	}
 	c, err := dial(*engine)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := dispatch.Cancel(context.Background(), c, *pipeline, *interval); err != nil {
+	names := dispatch.Names{State: *stateID}
+	if err := dispatch.Cancel(ctx, c, names, *pipeline, *interval); err != nil {
 		return err
 	}
-	fmt.Printf("cancelled %s\n", dispatch.WorkflowID(*pipeline, *interval))
+	fmt.Printf("cancelled %s\n", names.WorkflowID(*pipeline, *interval))
 	return nil
 }
