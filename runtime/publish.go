@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -323,7 +322,7 @@ func (r *runner) ownArtifacts(ctx context.Context) error {
 		return r.ownErr
 	}
 	err := artifacts.Own(ctx, r.arts, r.plan.Pipeline, artifacts.Owner{State: r.stateID,
-		StatePath: cmp.Or(r.o.ServerState, r.o.StatePath)})
+		StatePath: r.statePlace()})
 	var foreign *artifacts.ForeignOwnerError
 	if err == nil || errors.As(err, &foreign) {
 		r.ownAsked, r.ownErr = true, err

@@ -409,6 +409,11 @@ type taskState struct {
 	final bool
 }
 
+// statePlace names the state where others record it for a person to
+// find (a sink's binding, an artifact store's owner, a scratch folder's
+// record): its server's URL without the password, or its file.
+func (r *runner) statePlace() string { return cmp.Or(r.o.ServerState, r.o.StatePath) }
+
 // endGoroutines ends the runner's kept goroutines when they are its own;
 // Options.Goroutines outlives the run, and its owner closes it.
 func (r *runner) endGoroutines() {
@@ -532,7 +537,7 @@ func newRunner(o Options, iv Interval, only string, setup *PlanSetup) (*runner, 
 	for _, s := range p.Sinks {
 		r.sinkPlan[s.Name] = s
 		d, err := sink.Open(sink.Config{Name: s.Name, Type: s.Type, Path: s.Path, Fencing: s.Fencing, BaseDir: o.BaseDir,
-			Pipeline: p.Pipeline, Store: r.st, StatePath: cmp.Or(o.ServerState, o.StatePath), Lineage: r.lineage,
+			Pipeline: p.Pipeline, Store: r.st, StatePath: r.statePlace(), Lineage: r.lineage,
 			ObjectStores: o.ObjectStores, Shown: o.SinksShown,
 			Files: func(ctx context.Context, v store.Version) (string, error) {
 				return artifacts.Files(ctx, r.arts, v.Location)
@@ -557,7 +562,7 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	// Its attempts' folders are this state's alone.
-	if err := store.ClaimScratch(r.stateDir, r.stateID, cmp.Or(r.o.ServerState, r.o.StatePath)); err != nil {
+	if err := store.ClaimScratch(r.stateDir, r.stateID, r.statePlace()); err != nil {
 		return nil, err
 	}
 	if r.putsOutputs() {
