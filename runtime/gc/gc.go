@@ -209,7 +209,8 @@ func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 	if !k.anyActive {
 		for i, s := range stores {
 			// versions/ beside the state (the first) is the state's own.
-			ours, err := rep.owned(ctx, s, i > 0, held[i], k.pipelines, o)
+			ours, err := rep.owned(ctx, s, i > 0, held[i], k.pipelines, artifacts.Owner{State: id, StatePath: o.StatePath},
+				o.DryRun)
 			if err != nil {
 				return rep, err
 			}
@@ -336,31 +337,23 @@ func artifactStores(o Options) ([]artifacts.Store, error) {
 }
 
 // owned returns which of the pipelines (those the state knows) with
-// versions in keys s keeps for this state: all of them unless shared;
-// else those no other state owns, recorded as this state's unless dry
+// versions in keys s keeps for the state me: all of them unless shared;
+// else those no other state owns, recorded as me's unless dry
 // (artifacts.Own). The others are reported as Foreign.
 func (rep *Report) owned(ctx context.Context, s artifacts.Store, shared bool, keys []artifacts.Key,
-	pipelines map[string]bool, o Options) (map[string]bool, error) {
+	pipelines map[string]bool, me artifacts.Owner, dry bool) (map[string]bool, error) {
 	if !shared {
 		return pipelines, nil
 	}
 	ours, asked := map[string]bool{}, map[string]bool{}
-	var me artifacts.Owner
 	for _, k := range keys {
 		p := k.Pipeline
 		if !pipelines[p] || asked[p] {
 			continue
 		}
 		asked[p] = true
-		if me.State == "" {
-			id, err := o.Store.StateID(ctx)
-			if err != nil {
-				return nil, err
-			}
-			me = artifacts.Owner{State: id, StatePath: o.StatePath}
-		}
 		owner, ok, err := me, true, error(nil)
-		if o.DryRun {
+		if dry {
 			owner, ok, err = artifacts.OwnerOf(ctx, s, p)
 		} else {
 			err = artifacts.Own(ctx, s, p, me)
