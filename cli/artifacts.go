@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipec/pipec/compiler"
+	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -51,21 +52,14 @@ func withArtifacts(plan *compiler.Plan, dir string) {
 }
 
 // storeOf is the shared artifact store that a command managing plan's
-// versions uses: the flag's when given, else the plan's artifacts field
-// (relative: to the folder of specPath); "" when neither names one.
+// versions uses (runtime.SharedArtifacts): the flag's when given, else the
+// plan's artifacts field; "" when neither names one.
 func (a *artifactsFlag) storeOf(plan *compiler.Plan, specPath string) (string, error) {
 	dir, err := a.path()
-	if err != nil || dir != "" || plan == nil || plan.ArtifactStore == "" {
-		return dir, err
+	if err != nil {
+		return "", err
 	}
-	dir = plan.ArtifactStore
-	if strings.Contains(dir, "://") {
-		return dir, nil
-	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(filepath.Dir(specPath), dir)
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
+	if dir, err = runtime.SharedArtifacts(dir, plan, filepath.Dir(specPath)); err != nil {
 		return "", usageErr("%v", err)
 	}
 	return dir, nil

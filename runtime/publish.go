@@ -259,28 +259,40 @@ func (r *runner) frozenBeside(staging, artifact string) string {
 	return filepath.Join(filepath.Dir(staging), ".frozen-"+artifact)
 }
 
-// openArtifacts opens the run's artifact store: the folder Options.Artifacts
-// names (--artifacts: a worker may mount the shared folder at its own path,
-// so its flag wins), else the plan's artifacts field (relative: to the
-// spec's folder), else Options.DefaultArtifacts, else versions/ beside the
-// state, where a local run always kept its versions; local is true then.
-func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, err error) {
-	root := o.Artifacts
-	if root == "" && o.Plan.ArtifactStore != "" {
-		root = o.Plan.ArtifactStore
+// SharedArtifacts is where a plan's shared artifact store is: flag (a
+// command's --artifacts: a worker may mount the shared folder at its own
+// path, so it wins), else the plan's artifacts field (relative: to
+// baseDir, the spec's folder); a folder is made absolute, an object
+// store's URL kept as given. "" when neither names one.
+func SharedArtifacts(flag string, plan *compiler.Plan, baseDir string) (string, error) {
+	root := flag
+	if root == "" && plan != nil && plan.ArtifactStore != "" {
+		root = plan.ArtifactStore
 		if !filepath.IsAbs(root) && !strings.Contains(root, "://") {
-			root = filepath.Join(o.BaseDir, root)
+			root = filepath.Join(baseDir, root)
 		}
 	}
-	if root == "" {
-		root = o.DefaultArtifacts
+	if root == "" || strings.Contains(root, "://") {
+		return root, nil
+	}
+	return filepath.Abs(root)
+}
+
+// openArtifacts opens the run's artifact store: SharedArtifacts, else
+// Options.DefaultArtifacts, else versions/ beside the state, where a local
+// run always kept its versions; local is true then.
+func openArtifacts(o Options, stateDir string) (s artifacts.Store, local bool, err error) {
+	root, err := SharedArtifacts(o.Artifacts, o.Plan, o.BaseDir)
+	if err != nil {
+		return nil, false, err
+	}
+	if root == "" && o.DefaultArtifacts != "" {
+		if root, err = SharedArtifacts(o.DefaultArtifacts, nil, ""); err != nil {
+			return nil, false, err
+		}
 	}
 	if root == "" {
 		root, local = filepath.Join(stateDir, "versions"), true
-	} else if !strings.Contains(root, "://") {
-		if root, err = filepath.Abs(root); err != nil {
-			return nil, false, err
-		}
 	}
 	// An object store's versions are downloaded into this process's
 	// scratch folder (a worker's --workdir).
