@@ -78,20 +78,16 @@ func OwnerOf(ctx context.Context, s Store, pipeline string) (o Owner, ok bool, e
 // wins), else refused, with a *ForeignOwnerError, when another state's.
 func Own(ctx context.Context, s Store, pipeline string, o Owner) error {
 	if o.State == "" {
-		return errors.New("artifact store: no state to own the versions")
+		return errNoState
 	}
 	got, ok, err := OwnerOf(ctx, s, pipeline)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		data, err := json.Marshal(o)
+		created, err := writeOwner(ctx, s, pipeline, o, false)
 		if err != nil {
 			return err
-		}
-		created, err := s.WriteOwner(ctx, pipeline, append(data, '\n'), false)
-		if err != nil {
-			return fmt.Errorf("artifact store %s: record which state owns the versions of pipeline %s: %w", s, pipeline, err)
 		}
 		if created {
 			return nil
@@ -109,6 +105,25 @@ func Own(ctx context.Context, s Store, pipeline string, o Owner) error {
 	return nil
 }
 
+// errNoState refuses an owner record without a state.
+var errNoState = errors.New("artifact store: no state to own the versions")
+
+// writeOwner writes o as the owner record of pipeline's versions in s:
+// create-only unless replace (Store.WriteOwner).
+func writeOwner(ctx context.Context, s Store, pipeline string, o Owner, replace bool) (created bool, err error) {
+	if o.State == "" {
+		return false, errNoState
+	}
+	data, err := json.Marshal(o)
+	if err == nil {
+		created, err = s.WriteOwner(ctx, pipeline, append(data, '\n'), replace)
+	}
+	if err != nil {
+		return false, fmt.Errorf("artifact store %s: record which state owns the versions of pipeline %s: %w", s, pipeline, err)
+	}
+	return created, nil
+}
+
 // Adopt makes the state o the owner of pipeline's versions in s, whichever
 // state owned them, the takeover recorded in the owner record with reason
 // (pipec artifacts adopt: the state moved, or another must take over). It
@@ -117,9 +132,6 @@ func Own(ctx context.Context, s Store, pipeline string, o Owner) error {
 // collections are refused, and o's gc removes the versions it did not
 // accept.
 func Adopt(ctx context.Context, s Store, pipeline string, o Owner, reason string, now time.Time) (prev Owner, had bool, err error) {
-	if o.State == "" {
-		return Owner{}, false, errors.New("artifact store: no state to own the versions")
-	}
 	if prev, had, err = OwnerOf(ctx, s, pipeline); err != nil {
 		return Owner{}, false, err
 	}
@@ -130,13 +142,8 @@ func Adopt(ctx context.Context, s Store, pipeline string, o Owner, reason string
 		o.Adoptions = append(slices.Clip(prev.Adoptions), Adoption{From: prev.State, FromPath: prev.StatePath,
 			To: o.State, ToPath: o.StatePath, Reason: reason, At: now.UTC().Format(time.RFC3339)})
 	}
-	data, err := json.Marshal(o)
-	if err == nil {
-		_, err = s.WriteOwner(ctx, pipeline, append(data, '\n'), true)
-	}
-	if err != nil {
-		return Owner{}, false, fmt.Errorf("artifact store %s: record state %s as the owner of pipeline %s's versions: %w",
-			s, o.State, pipeline, err)
+	if _, err := writeOwner(ctx, s, pipeline, o, true); err != nil {
+		return Owner{}, false, err
 	}
 	return prev, had, nil
 }
