@@ -105,6 +105,7 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 	ts.state, ts.res.State, ts.res.Reason = TaskReused, TaskReused, why
 	r.mu.Unlock()
 	r.record(ctx, EventAttemptAdopted, ts.t.Name, a.Number, map[string]any{"reason": why, "run_of_attempt": a.Run})
+	r.releaseClaim(ctx)
 	l := &launched{a: a, staging: map[string]string{}}
 	for _, out := range ts.t.Outputs {
 		if v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key); err == nil && v.Run == a.Run && v.Task == a.Task && v.Attempt == a.Number {
@@ -125,17 +126,58 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 			continue
 		}
 		if _, err := os.Stat(dir); err != nil {
-			// Audited already and not accepted (its staging became a frozen
-			// version), or gone: not run again either way.
-			r.skipChecksAndPublishes(out, fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not "+
-				"staged any more; a task that is not idempotent is not run again (--force runs it)", out, a.Number, a.Run))
-			continue
+			if why := r.restage(ctx, a, out, dir); why != "" {
+				r.skipChecksAndPublishes(out, why)
+				continue
+			}
 		}
 		l.staging[out] = dir
 	}
 	if len(l.staging) > 0 {
 		r.produce(ctx, ts.t, l, false)
 	}
+}
+
+// restage puts back into dir, this runner's staging folder for attempt
+// a's output out, the version a recorded of it: a visit stopped before the
+// version's fate was recorded left it, and its staging folder is not here
+// (on another worker's machine, or gone with it). The version went into
+// the artifact store before it was recorded (produceOutput), so any
+// machine audits it from there. It returns why it cannot ("" when dir
+// holds the version's files again).
+func (r *runner) restage(ctx context.Context, a store.Attempt, out, dir string) string {
+	gone := fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not staged any more", out, a.Number, a.Run)
+	const notAgain = "; a task that is not idempotent is not run again (--force runs it)"
+	v, err := r.st.AttemptVersion(ctx, a.AttemptRef, out, r.iv.Key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return gone + notAgain // its run stopped before it was frozen
+	case err != nil:
+		r.noteStore(err)
+		return fmt.Sprintf("output %s of attempt %d of %s: its version could not be read: %v", out, a.Number, a.Run, err)
+	case v.State == store.VersionRejected:
+		return fmt.Sprintf("output %s of attempt %d of %s was rejected: %s%s", out, a.Number, a.Run, v.Reason, notAgain)
+	case v.State != store.VersionStaged:
+		return gone + notAgain
+	}
+	files, err := artifacts.Files(ctx, r.arts, v.Location)
+	if err != nil {
+		return fmt.Sprintf("%s, and its version %s cannot be read from the artifact store: %v%s", gone, v.Label(), err, notAgain)
+	}
+	// A copy of its own: the audit and the put read the staging folder, and
+	// produce removes it once the version's fate is recorded.
+	copied, digest, err := sink.Freeze(files, filepath.Dir(dir))
+	if err == nil && digest != v.Digest {
+		err = fmt.Errorf("the artifact store's copy has digest %s", digest)
+		_ = os.RemoveAll(copied)
+	}
+	if err == nil {
+		err = os.Rename(copied, dir)
+	}
+	if err != nil {
+		return fmt.Sprintf("%s, and its version %s could not be staged here again from the artifact store: %v%s", gone, v.Label(), err, notAgain)
+	}
+	return ""
 }
 
 // checksEditedSince reports whether a check of ts's outputs is new or

@@ -130,6 +130,43 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 		r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s: %v", out, err), zombie)
 		return "", false
 	}
+	// putFailed: the version is not accepted, so nothing reads it; it is
+	// rejected (v, when recorded), with the reason, and the task's
+	// dependents are not run.
+	putFailed := func(v *store.Version, err error) (string, bool) {
+		if stopped() {
+			return "", true
+		}
+		why := fmt.Sprintf("could not be put into the artifact store: %v", err)
+		if !zombie {
+			r.mu.Lock()
+			if r.artsErr == "" {
+				r.artsErr = fmt.Sprintf("output %s of %s#%d %s", out, t.Name, l.a.Number, why)
+			}
+			r.mu.Unlock()
+		}
+		r.rejectOutput(ctx, t, l, out, v, why, zombie)
+		return "", false
+	}
+	// A task that is not idempotent is not run again to make its output
+	// anew: the output goes into the artifact store before it is recorded
+	// and audited, so that if this visit stops before its fate is
+	// recorded, a later one on any machine audits it from there
+	// (restage). Others are put once their checks passed.
+	early := !t.Idempotent
+	if early {
+		if err := r.putVersion(ctx, key, dir); err != nil {
+			return putFailed(nil, err)
+		}
+		if _, err := os.Stat(dir); err != nil {
+			// The store took the folder (a move): the audit reads the
+			// version where it now is.
+			if dir, err = r.arts.Get(ctx, key); err != nil {
+				return putFailed(nil, err)
+			}
+			inStore = true
+		}
+	}
 	rec := store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 		Task: t.Name, Attempt: l.a.Number, Location: key.String()}
 	v, err := r.st.RecordVersion(ctx, rec)
@@ -165,25 +202,10 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 	// Into the shared artifact store, durably, before the version is
 	// accepted: nothing downstream (a task on any worker, a sink) reads
 	// a version before it is accepted, and then reads it from there.
-	err = r.ownArtifacts(ctx)
-	if err == nil {
-		err = r.arts.Put(ctx, key, dir)
-	}
-	if err != nil && stopped() {
-		return "", true
-	} else if err != nil {
-		// Not accepted, so nothing reads it: the version is rejected,
-		// with the reason, and the task's dependents are not run.
-		why := fmt.Sprintf("could not be put into the artifact store: %v", err)
-		if !zombie {
-			r.mu.Lock()
-			if r.artsErr == "" {
-				r.artsErr = fmt.Sprintf("output %s of %s#%d %s", out, t.Name, l.a.Number, why)
-			}
-			r.mu.Unlock()
+	if !early {
+		if err := r.putVersion(ctx, key, dir); err != nil {
+			return putFailed(&v, err)
 		}
-		r.rejectOutput(ctx, t, l, out, &v, why, zombie)
-		return "", false
 	}
 	if !inStore {
 		// This worker's frozen copy was only for the audit and the put.
@@ -340,6 +362,15 @@ func (r *runner) ownArtifacts(ctx context.Context) error {
 		r.ownAsked, r.ownErr = true, err
 	}
 	return err
+}
+
+// putVersion puts the frozen version in dir into the artifact store under
+// key, durably, once this state owns the pipeline's versions there.
+func (r *runner) putVersion(ctx context.Context, key artifacts.Key, dir string) error {
+	if err := r.ownArtifacts(ctx); err != nil {
+		return err
+	}
+	return r.arts.Put(ctx, key, dir)
 }
 
 // needsSharedArtifacts says why a worker's visit of t needs a shared

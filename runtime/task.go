@@ -61,6 +61,7 @@ func (r *runner) reuseTask(ctx context.Context, ts *taskState, why string) {
 	ts.state, ts.res.State, ts.res.Reason = TaskReused, TaskReused, why
 	r.mu.Unlock()
 	r.record(ctx, EventTaskReused, ts.t.Name, 0, map[string]any{"reason": why})
+	r.releaseClaim(ctx)
 	for _, out := range ts.t.Outputs {
 		v, err := r.st.AcceptedVersion(ctx, r.plan.Pipeline, out, r.iv.Key)
 		if err != nil {

@@ -149,6 +149,8 @@ type visitEnds struct {
 	// used once it took it.
 	started       *store.Attempt
 	offered, used bool
+	// released: ended by the visit itself (releaseClaim).
+	released bool
 }
 
 // visiting reports whether the engine runs a worker's visit (RunVisit)
@@ -179,13 +181,33 @@ func (r *runner) startAttempt(ctx context.Context, spec store.AttemptSpec) (stor
 	return a, err
 }
 
-// unused is the claim's attempt when the visit did not run it.
+// unused is the claim's attempt when the visit did not run it and has not
+// ended it (releaseClaim).
 func (v *visitEnds) unused() *store.AttemptRef {
-	if v.started == nil || v.used {
+	if v.started == nil || v.used || v.released {
 		return nil
 	}
 	ref := v.started.AttemptRef
 	return &ref
+}
+
+// releaseClaim ends the claim's attempt, unstarted, when the visit
+// completes its task from an earlier attempt (reused, adopted) instead of
+// running it, before anything of that attempt is published: the claim's
+// attempt is the task's newest grant, and a grant fences the publishes of
+// every older attempt (fence at grant) unless it ended without starting.
+// Left to the worker's Finish, as before, it fenced them, and the run
+// succeeded with nothing published. If the state refuses, the worker's
+// Finish hands it back as usual.
+func (r *runner) releaseClaim(ctx context.Context) {
+	v := r.ends
+	if v == nil || v.started == nil || v.used || v.released {
+		return
+	}
+	v.offered = true // never the first attempt now
+	err := r.st.FinishAttempt(ctx, v.started.AttemptRef, store.Outcome{State: store.AttemptFailed,
+		Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: queue.UnusedReason})
+	v.released = err == nil
 }
 
 // endAttempt records an attempt's end, or, in a visit, keeps it for the

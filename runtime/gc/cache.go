@@ -38,7 +38,7 @@ func (rep *Report) collectCache(root string, k *known, o Options) error {
 			return
 		}
 		key, err := artifacts.NewKey(parts[0], parts[1], "sha256:"+parts[2])
-		if err == nil && k.pipelines[key.Pipeline] && !k.frozenCurrent[key.String()] && age >= o.CacheAge {
+		if err == nil && k.pipelines[key.Pipeline] && !k.frozenKept[key.String()] && age >= o.CacheAge {
 			gone = append(gone, Item{Path: p, Why: "cached copy of a version that is not the current accepted one, not read for " +
 				strings.TrimSuffix(o.CacheAge.String(), "0m0s")})
 		}

@@ -4,7 +4,8 @@
 // and logs of runs the state does not know), versions in the artifact store
 // (runtime/artifacts: <pipeline>/<artifact>/<digest>, versions/ beside the
 // state unless a shared store is configured) that are not the current
-// accepted one of their interval (none while a run is running, and in a
+// accepted one of their interval nor await their audit by a later run
+// (awaitsAudit) (none while a run is running, and in a
 // shared store only of the pipelines whose versions there this state owns,
 // artifacts.Owner: a store shared with another state keeps that state's
 // versions), copies into it that a crash left unfinished, this
@@ -17,7 +18,7 @@
 // attempt that is queued, running or unknown (an unknown attempt may still be
 // alive); the staging of a succeeded attempt whose run was stopped before it
 // audited its outputs, until a later attempt of the task succeeds (the next
-// run audits them there); the staging of each artifact's current accepted
+// run audits them there, or from the artifact store); the staging of each artifact's current accepted
 // version for its interval (downstream tasks of later runs and reruns read
 // it), in staging and in the artifact store; while any run is running, the
 // staging of any accepted version (an attempt started earlier may still
@@ -215,7 +216,7 @@ func Collect(ctx context.Context, o Options) (_ *Report, err error) {
 				return rep, err
 			}
 			for _, key := range held[i] {
-				if k.frozenCurrent[key.String()] || !ours[key.Pipeline] {
+				if k.frozenKept[key.String()] || !ours[key.Pipeline] {
 					continue
 				}
 				if err := rep.removeKey(ctx, h, s, key, "frozen copy of a version that is not the current accepted one"); err != nil {
@@ -439,8 +440,10 @@ type known struct {
 	// pipelines this state has runs of: the only ones whose versions gc
 	// may remove from an artifact store.
 	pipelines map[string]bool
-	// frozenCurrent: frozen folders a current accepted version is in.
-	frozenCurrent map[string]bool
+	// frozenKept: the artifact store's versions that stay: the current
+	// accepted ones, and those of attempts awaiting their audit
+	// (awaitsAudit), which a later visit audits from there.
+	frozenKept map[string]bool
 	// left: attempts whose run was stopped before it audited their outputs
 	// (store.EventOutputLeft); newestSuccess: the highest token of a
 	// succeeded attempt of each task in each resource (its interval).
@@ -450,7 +453,7 @@ type known struct {
 
 func readStore(ctx context.Context, st store.Store) (*known, error) {
 	k := &known{runs: map[string]store.Run{}, attempts: map[store.AttemptRef]store.Attempt{},
-		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}, frozenCurrent: map[string]bool{},
+		versions: map[store.AttemptRef][]store.Version{}, current: map[int64]bool{}, frozenKept: map[string]bool{},
 		pipelines: map[string]bool{}, left: map[store.AttemptRef]bool{}, newestSuccess: map[[2]string]int64{}}
 	runs, err := st.ListRuns(ctx, store.RunFilter{})
 	if err != nil {
@@ -499,12 +502,43 @@ func readStore(ctx context.Context, st store.Store) (*known, error) {
 				cur, err := st.AcceptedVersion(ctx, v.Pipeline, v.Artifact, v.Interval)
 				if err == nil && cur.ID == v.ID {
 					k.current[v.ID] = true
-					k.frozenCurrent[artifacts.Key{Pipeline: v.Pipeline, Artifact: v.Artifact, Digest: v.Digest}.String()] = true
+					k.frozenKept[keyOf(v)] = true
 				}
 			}
 		}
 	}
+	for ref, vs := range k.versions {
+		if k.awaitsAudit(ref) {
+			for _, v := range vs {
+				k.frozenKept[keyOf(v)] = true
+			}
+		}
+	}
 	return k, nil
+}
+
+// keyOf is where v is in an artifact store, as a key's string.
+func keyOf(v store.Version) string {
+	return artifacts.Key{Pipeline: v.Pipeline, Artifact: v.Artifact, Digest: v.Digest}.String()
+}
+
+// awaitsAudit reports whether attempt ref's outputs await their audit by a
+// later run or visit: its run was stopped before it audited them, it
+// succeeded, no later attempt of its task did, and none of its versions
+// was accepted or rejected (a task that is not idempotent is not run
+// again; its outputs are audited from its staging folder, or from the
+// artifact store on another machine).
+func (k *known) awaitsAudit(ref store.AttemptRef) bool {
+	a, ok := k.attempts[ref]
+	if !ok || !k.left[ref] || a.State != store.AttemptSucceeded || k.newestSuccess[[2]string{a.Resource, a.Task}] != a.Token {
+		return false
+	}
+	for _, v := range k.versions[ref] {
+		if v.State != store.VersionStaged {
+			return false
+		}
+	}
+	return true
 }
 
 // removableStaging decides one attempt folder.
@@ -524,20 +558,15 @@ func (k *known) removableStaging(d attemptDir) (string, bool) {
 	case store.AttemptQueued, store.AttemptRunning, store.AttemptUnknown:
 		return "", false
 	}
-	accepted, rejected := false, false
+	accepted := false
 	for _, v := range k.versions[d.ref] {
 		if k.current[v.ID] {
 			return "", false
 		}
 		accepted = accepted || v.State == store.VersionAccepted
-		rejected = rejected || v.State == store.VersionRejected
 	}
-	if k.left[d.ref] && !accepted && !rejected && a.State == store.AttemptSucceeded &&
-		k.newestSuccess[[2]string{a.Resource, a.Task}] == a.Token {
-		// Its run stopped before it audited the outputs, and no later
-		// attempt of the task succeeded: the next run audits them from here
-		// (a task that is not idempotent is not run again).
-		return "", false
+	if k.awaitsAudit(d.ref) {
+		return "", false // the next run audits them from here
 	}
 	if accepted {
 		if k.anyActive {

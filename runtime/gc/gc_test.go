@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/artifacts"
 	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/sqlite"
@@ -144,13 +145,29 @@ func TestNothingLiveIsCollected(t *testing.T) {
 // TestLeftStagingKept: the staging of a succeeded attempt whose run was
 // stopped before it audited the outputs (output.left) is what the next run
 // audits (it does not run a non-idempotent task again), so gc keeps it
-// once the run is over, until a later attempt of the task succeeds.
+// once the run is over, until a later attempt of the task succeeds; and so
+// it keeps the version such an attempt recorded and put into the shared
+// artifact store, which a visit on another machine audits instead.
 func TestLeftStagingKept(t *testing.T) {
 	ctx := context.Background()
 	dir, st := newState(t)
-	// stopped runs charge, which succeeds and stages its output, and ends
-	// the run; with left, the output is left as a stopped run leaves it.
-	stopped := func(left bool) string {
+	shared, err := artifacts.NewFolder(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect := func() *Report {
+		t.Helper()
+		rep, err := Collect(ctx, Options{Store: st, StateDir: dir, Artifacts: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	// stopped runs charge, which succeeds and stages its output, records
+	// it and puts it into the shared store, and ends the run; with left,
+	// the output is left as a stopped run leaves it. It returns the
+	// attempt's staging folder and the version's path in the store.
+	stopped := func(left bool) (string, string) {
 		r, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "c"})
 		if err != nil {
 			t.Fatal(err)
@@ -163,7 +180,25 @@ func TestLeftStagingKept(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(out, "r.csv"), []byte(r.ID), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if err := st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		frozen, digest, err := sink.Freeze(out, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := artifacts.NewKey("p", "receipt", digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := shared.Put(ctx, key, frozen); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RecordVersion(ctx, store.Version{Artifact: "receipt", Interval: "2024-01-01", Digest: digest, Run: r.ID,
+			Task: "charge", Attempt: a.Number, Location: key.String()}); err != nil {
 			t.Fatal(err)
 		}
 		if left {
@@ -175,28 +210,31 @@ func TestLeftStagingKept(t *testing.T) {
 		if err := st.FinishRun(ctx, r.ID, store.RunFailed); err != nil {
 			t.Fatal(err)
 		}
-		return filepath.Dir(out)
+		return filepath.Dir(out), shared.Path(key)
 	}
-	plain := stopped(false) // its run ended it without leaving anything
-	kept := stopped(true)
-	rep, err := Collect(ctx, Options{Store: st, StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
+	plain, plainVersion := stopped(false) // its run ended it without leaving anything
+	kept, keptVersion := stopped(true)
+	rep := collect()
+	var removed []string
+	for _, it := range rep.Removed {
+		removed = append(removed, it.Path)
 	}
-	if len(rep.Removed) != 1 || rep.Removed[0].Path != plain {
-		t.Fatalf("removed %+v, want only %s", rep.Removed, plain)
+	if want := []string{plain, plainVersion}; !slices.Equal(removed, want) {
+		t.Fatalf("removed %q, want only %q", removed, want)
 	}
-	if _, err := os.Stat(kept); err != nil {
-		t.Fatalf("the staging left for the next run is gone: %v", err)
+	for _, p := range []string{kept, keptVersion} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("what was left for the next run is gone: %v", err)
+		}
 	}
-	// A later attempt of charge succeeded (a forced run, say): the left
-	// staging is no longer what a run adopts.
+	// A later attempt of charge succeeded (a forced run, say): what was
+	// left is no longer what a run adopts.
 	stopped(false)
-	if rep, err = Collect(ctx, Options{Store: st, StateDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(kept); !os.IsNotExist(err) {
-		t.Fatalf("after a later success, the left staging is still there (%v); removed %+v", err, rep.Removed)
+	rep = collect()
+	for _, p := range []string{kept, keptVersion} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("after a later success, %s is still there (%v); removed %+v", p, err, rep.Removed)
+		}
 	}
 }
 

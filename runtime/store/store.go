@@ -723,6 +723,11 @@ type Store interface {
 	RejectVersion(ctx context.Context, id int64, reason string) error
 	// GetVersion returns one version or ErrNotFound.
 	GetVersion(ctx context.Context, id int64) (Version, error)
+	// AttemptVersion returns the version attempt ref recorded of artifact
+	// in interval, in any state (the newest, if it recorded several), or
+	// ErrNotFound: what a later visit of a non-idempotent task audits when
+	// the attempt's staging folder is on another machine.
+	AttemptVersion(ctx context.Context, ref AttemptRef, artifact, interval string) (Version, error)
 	// AcceptedVersion returns the pipeline's accepted version of artifact for
 	// interval that carries the highest token (the newest attempt's, when all
 	// draw from FenceResource), or ErrNotFound. A version of another interval

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -61,8 +62,8 @@ func (s *Store) CompareAndSwapPointer(ctx context.Context, sw store.Swap) (store
 		// pointer would accept, and costs an index probe or two.
 		reads.Queue(`SELECT COALESCE(MAX(g.token), 0) FROM versions v
 JOIN attempts a ON a.run = v.run AND a.task = v.task AND a.number = v.attempt
-JOIN attempts g ON g.resource = a.resource AND g.task = a.task
-WHERE v.id = $1`, sw.Version)
+JOIN attempts g ON g.resource = a.resource AND g.task = a.task AND NOT (g.state = 'failed' AND g.class = $2)
+WHERE v.id = $1`, sw.Version, queue.ClassNotStarted)
 		br, err := sendSkipping(ctx, tx, ends, reads, 1) // and the lock
 		var v store.Version
 		var cur store.Pointer

@@ -181,6 +181,19 @@ func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error)
 	return getVersion(ctx, s.read(), id, false)
 }
 
+// AttemptVersion implements store.Store. The versions' unique key begins
+// with (artifact, interval_key): the lookup reads that interval's versions
+// of the artifact only.
+func (s *Store) AttemptVersion(ctx context.Context, ref store.AttemptRef, artifact, interval string) (store.Version, error) {
+	v, err := scanVersion(s.read().QueryRow(ctx, `SELECT `+versionColumns+` FROM versions
+WHERE artifact = $1 AND interval_key = $2 AND run = $3 AND task = $4 AND attempt = $5 ORDER BY id DESC LIMIT 1`,
+		artifact, interval, ref.Run, ref.Task, ref.Number))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Version{}, fmt.Errorf("version of %s@%s recorded by attempt %s: %w", artifact, interval, ref, store.ErrNotFound)
+	}
+	return v, err
+}
+
 // AcceptedVersion implements store.Store.
 func (s *Store) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (store.Version, error) {
 	v, err := scanVersion(s.read().QueryRow(ctx, `SELECT `+versionColumns+` FROM versions

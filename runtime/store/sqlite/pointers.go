@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/pipec/pipec/runtime/fence"
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -91,8 +92,8 @@ func (s *Store) cas(ctx context.Context, mode commitMode, sw store.Swap) (store.
 		}
 		d, err := store.DecideSwap(sw, v, cur, func() (granted int64, err error) {
 			err = tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(g.token), 0) FROM attempts a
-JOIN attempts g ON g.resource = a.resource AND g.task = a.task
-WHERE a.run = ? AND a.task = ? AND a.number = ?`, v.Run, v.Task, v.Attempt).Scan(&granted)
+JOIN attempts g ON g.resource = a.resource AND g.task = a.task AND NOT (g.state = 'failed' AND g.class = ?)
+WHERE a.run = ? AND a.task = ? AND a.number = ?`, queue.ClassNotStarted, v.Run, v.Task, v.Attempt).Scan(&granted)
 			return granted, err
 		})
 		if err != nil {

@@ -132,6 +132,19 @@ func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error)
 	return getVersion(ctx, prepared{s}, id)
 }
 
+// AttemptVersion implements Store. The versions' unique key begins with
+// (artifact, interval_key): the lookup reads that interval's versions of
+// the artifact only.
+func (s *Store) AttemptVersion(ctx context.Context, ref store.AttemptRef, artifact, interval string) (store.Version, error) {
+	v, err := scanVersion(s.queryRow(ctx, `SELECT `+versionColumns+` FROM versions
+WHERE artifact = ? AND interval_key = ? AND run = ? AND task = ? AND attempt = ? ORDER BY id DESC LIMIT 1`,
+		artifact, interval, ref.Run, ref.Task, ref.Number))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Version{}, fmt.Errorf("version of %s@%s recorded by attempt %s: %w", artifact, interval, ref, store.ErrNotFound)
+	}
+	return v, err
+}
+
 // AcceptedVersion implements Store.
 func (s *Store) AcceptedVersion(ctx context.Context, pipeline, artifact, interval string) (store.Version, error) {
 	v, err := scanVersion(s.queryRow(ctx, `SELECT `+versionColumns+` FROM versions

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -31,6 +32,28 @@ func testFenceAtGrant(t *testing.T, open single) {
 	}
 	if _, err := s.Pointer(ctx, "orders", "warehouse", "orders_clean", "2024-01-01"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a pointer appeared: %v", err)
+	}
+	// Attempt 2 ends without having started (a worker's claim whose visit
+	// completed the task from attempt 1 instead): it never produced
+	// anything and never will, so attempt 1 is the artifact's producer
+	// again. A later grant fences it anew.
+	if err := s.FinishAttempt(ctx, a2.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: queue.ClassNotStarted,
+		ExitCode: -1, ErrorTail: queue.UnusedReason}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: "warehouse", Artifact: "orders_clean",
+		Interval: "2024-01-01", Version: v1.ID, Token: v1.Token})
+	if err != nil || res.Outcome != store.Won {
+		t.Fatalf("publish after the higher grant ended unstarted = %+v, %v; want won", res, err)
+	}
+	v3 := publishable(t, s, r.ID, "clean", "orders_clean", "2024-01-01", "sha256:ab")
+	if _, err := s.StartAttempt(ctx, store.AttemptSpec{Run: r.ID, Task: "clean", Resource: "orders@2024-01-01"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: "warehouse", Artifact: "orders_clean",
+		Interval: "2024-01-01", Version: v3.ID, Token: v3.Token})
+	if err != nil || res.Outcome != store.Fenced || res.GrantedToken <= v3.Token {
+		t.Fatalf("publish with a queued attempt granted since = %+v, %v; want fenced by grant", res, err)
 	}
 	// Another task's higher grant in the same resource does not fence it:
 	// only attempts producing the artifact count.

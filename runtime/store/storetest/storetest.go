@@ -337,6 +337,23 @@ func testVersionsAcceptedPerInterval(t *testing.T, open single) {
 	if _, err := s.RecordVersion(ctx, store.Version{Artifact: "x", Interval: "i", Digest: "sha256:aa", Run: r.ID, Task: "clean", Attempt: 99}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("version of a missing attempt: %v, want store.ErrNotFound", err)
 	}
+	// What one attempt recorded, in whatever state, and only that.
+	for _, want := range []store.Version{v1, v2, v3} {
+		ref := store.AttemptRef{Run: want.Run, Task: want.Task, Number: want.Attempt}
+		got, err := s.AttemptVersion(ctx, ref, "orders_clean", "2024-01-01")
+		if err != nil || got.ID != want.ID || got.Digest != want.Digest {
+			t.Errorf("AttemptVersion(%s) = %+v, %v; want version %d", ref, got, err, want.ID)
+		}
+		if _, err := s.AttemptVersion(ctx, ref, "orders_clean", "2024-01-02"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("AttemptVersion(%s) of another interval: %v, want store.ErrNotFound", ref, err)
+		}
+		if _, err := s.AttemptVersion(ctx, ref, "other", "2024-01-01"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("AttemptVersion(%s) of another artifact: %v, want store.ErrNotFound", ref, err)
+		}
+	}
+	if got, err := s.AttemptVersion(ctx, store.AttemptRef{Run: r.ID, Task: "clean", Number: a3.Number}, "orders_clean", "2024-01-01"); err != nil || got.State != store.VersionRejected {
+		t.Errorf("AttemptVersion of a rejected version = %+v, %v", got, err)
+	}
 }
 
 func testCompareAndSwapPointer(t *testing.T, open single) {

@@ -1,0 +1,115 @@
+package worker_test
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// leftSpec: a non-idempotent charge whose receipt's check holds (it waits
+// for the file release), so that the worker auditing it can be stopped in
+// the middle; mail reads the receipt, and it is published.
+const leftSpec = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+  }
+  check "receipt_ok" {
+    input   = "receipt"
+    command = ["./audit.sh"]
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+var leftFiles = map[string]string{
+	"charge.sh": "#!/bin/sh\necho \"charge $PIPEC_RUN_ID\" >> ledger\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_receipt/data.csv\"\n",
+	"audit.sh": `#!/bin/sh
+echo "audit" >> audits
+touch auditing
+while [ ! -f release ]; do sleep 0.05; done
+grep -q '^1,' "$PIPEC_CHECK_INPUT/data.csv"
+`,
+	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+}
+
+// A worker stopped while it audits a non-idempotent task's output (a
+// shutdown, a machine going away) leaves the output for the next visit,
+// and the task is not run again: the next visit audits the output and
+// publishes it, and the run succeeds with one charge, whether that visit is
+// the same worker's, back under its own name, or another worker's that
+// never saw the first one's folder.
+//
+// Before, the worker back under its name audited the receipt and then
+// published it with the token of the charge's first attempt, which the
+// token its own claim had just been granted fenced: the run succeeded with
+// nothing published. Another worker could not audit it at all: the output
+// stayed in the first worker's --workdir, "not staged any more", and the
+// run failed until that worker came back or --force charged again. Now the
+// output goes into the shared artifact store before its audit, any visit
+// audits it from there, and a visit that completes its task from an
+// earlier attempt ends its claim's unstarted attempt before it publishes.
+func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
+	onBoth(t, func(t *testing.T, b backend) {
+		for _, next := range []string{"w1", "w2"} {
+			t.Run("on "+next, func(t *testing.T) {
+				e := newEnvOn(t, b, leftSpec, leftFiles)
+				w1 := e.worker("w1")
+				run := e.submit("2024-01-01")
+				e.waitFile("auditing")
+				w1.Signal(t, syscall.SIGTERM)
+				if next != "w1" {
+					// The first worker's folder is gone with its machine.
+					if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				w := e.worker(next)
+				rs := e.until(run, "the end", finished)
+				_, events := e.pipec("events", run, "--state", e.url)
+				if rs.Run.State != store.RunSucceeded {
+					t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w.Output(), events)
+				}
+				if n := e.lines("ledger", "charge"); n != 1 {
+					t.Fatalf("%d charges, want 1", n)
+				}
+				if n := e.lines("audits", "audit"); n != 2 {
+					t.Errorf("%d audits, want 2 (the stopped one, and the next visit's)", n)
+				}
+				got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+				if err != nil || string(got) != "id,worker\n1,w1\n" {
+					t.Fatalf("published %q (%v), want the charge's receipt\n%s", got, err, events)
+				}
+				if n := e.lines("mails", "mail"); n != 1 {
+					t.Fatalf("%d mails, want 1", n)
+				}
+			})
+		}
+	})
+}
