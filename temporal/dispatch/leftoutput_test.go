@@ -1,0 +1,99 @@
+package dispatch_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pipec/pipec/runtime/store"
+)
+
+// leftSpec: a non-idempotent charge whose receipt's check holds (it waits
+// for the file release), so that the worker auditing it can be stopped in
+// the middle; mail reads the receipt, and it is published.
+const leftSpec = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+  }
+  check "receipt_ok" {
+    input   = "receipt"
+    command = ["./audit.sh"]
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+var leftFiles = map[string]string{
+	"charge.sh": "#!/bin/sh\necho \"charge $PIPEC_RUN_ID\" >> ledger\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_receipt/data.csv\"\n",
+	"audit.sh": `#!/bin/sh
+echo "audit" >> audits
+touch auditing
+while [ ! -f release ]; do sleep 0.05; done
+grep -q '^1,' "$PIPEC_CHECK_INPUT/data.csv"
+`,
+	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+}
+
+// A Temporal worker stopped while it audits a non-idempotent task's
+// output leaves it for the next visit, as pipec's workers do: that visit,
+// on the same worker back under its name or on another that never saw the
+// first one's folder, audits the output from the shared artifact store and
+// publishes it, and the task is charged once.
+func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
+	for _, next := range []string{"w1", "w2"} {
+		t.Run("on "+next, func(t *testing.T) {
+			e := newEnv(t, leftSpec, leftFiles)
+			w1 := e.worker("w1")
+			_, run, _ := e.submit("2024-01-01", false)
+			e.waitFile("auditing")
+			interrupt(t, w1)
+			if next != "w1" {
+				// The first worker's folder is gone with its machine.
+				if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w := e.worker(next)
+			if r := e.until(run); r.State != store.RunSucceeded {
+				t.Fatalf("run %s, want succeeded: %+v\n%s", r.State, e.status("pay", "2024-01-01"), w.Output())
+			}
+			if n := e.lines("ledger", "charge"); n != 1 {
+				t.Fatalf("%d charges, want 1", n)
+			}
+			if n := e.lines("audits", "audit"); n != 2 {
+				t.Errorf("%d audits, want 2 (the stopped one, and the next visit's)", n)
+			}
+			got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+			if err != nil || string(got) != "id,worker\n1,w1\n" {
+				t.Fatalf("published %q (%v), want the charge's receipt", got, err)
+			}
+			if n := e.lines("mails", "mail"); n != 1 {
+				t.Fatalf("%d mails, want 1", n)
+			}
+		})
+	}
+}
