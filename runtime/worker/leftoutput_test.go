@@ -1,11 +1,14 @@
 package worker_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/pipec/pipec/internal/s3test"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -72,11 +75,29 @@ grep -q '^1,' "$PIPEC_CHECK_INPUT/data.csv"
 // output goes into the shared artifact store before its audit, any visit
 // audits it from there, and a visit that completes its task from an
 // earlier attempt ends its claim's unstarted attempt before it publishes.
+//
+// With the artifact store on S3 (versitygw) and no folder shared at all,
+// the other worker downloads the version to audit it.
 func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 	onBoth(t, func(t *testing.T, b backend) {
-		for _, next := range []string{"w1", "w2"} {
+		cases := []string{"w1", "w2"}
+		if b == onPostgres { // workers sharing an SQLite file share a folder
+			cases = append(cases, "w2 from S3")
+		}
+		for _, next := range cases {
 			t.Run("on "+next, func(t *testing.T) {
+				next, onS3 := strings.CutSuffix(next, " from S3")
+				var srv *s3test.Server
+				if onS3 {
+					srv = s3test.Start(t, "arts")
+				}
 				e := newEnvOn(t, b, leftSpec, leftFiles)
+				if onS3 {
+					if err := os.Remove(e.arts); err != nil {
+						t.Fatal(err)
+					}
+					e.arts = "s3://arts/pay"
+				}
 				w1 := e.worker("w1")
 				run := e.submit("2024-01-01")
 				e.waitFile("auditing")
@@ -108,6 +129,15 @@ func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 				}
 				if n := e.lines("mails", "mail"); n != 1 {
 					t.Fatalf("%d mails, want 1", n)
+				}
+				if srv != nil {
+					v, err := e.st.AcceptedVersion(context.Background(), "pay", "receipt", "2024-01-01")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok, err := srv.Client().Exists(context.Background(), "arts", "pay/"+v.Location+"/data.csv"); err != nil || !ok {
+						t.Errorf("the receipt is not in the S3 store: %v, %v", ok, err)
+					}
 				}
 			})
 		}
