@@ -39,7 +39,7 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 			if ctx.Err() != nil {
 				for _, out := range t.Outputs {
 					if _, ok := l.staging[out]; ok {
-						r.leaveOutput(ctx, t, l, out, zombie)
+						r.leaveOutput(ctx, t, l, out, cancelReason(ctx), zombie)
 					}
 				}
 				return ""
@@ -85,7 +85,7 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 		if ctx.Err() == nil {
 			return false
 		}
-		r.leaveOutput(ctx, t, l, out, zombie)
+		r.leaveOutput(ctx, t, l, out, cancelReason(ctx), zombie)
 		return true
 	}
 	// refused: the state did not record what doing asked of the version;
@@ -130,9 +130,15 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 		r.rejectOutput(ctx, t, l, out, nil, fmt.Sprintf("output %s: %v", out, err), zombie)
 		return "", false
 	}
+	// A task that is not idempotent is not run again to make its output
+	// anew: the output goes into the artifact store before it is recorded
+	// and audited, so that if this visit stops before its fate is
+	// recorded, a later one on any machine audits it from there
+	// (restage). Others are put once their checks passed.
+	early := !t.Idempotent
 	// putFailed: the version is not accepted, so nothing reads it; it is
 	// rejected (v, when recorded), with the reason, and the task's
-	// dependents are not run.
+	// dependents are not run; an early put's output is left instead.
 	putFailed := func(v *store.Version, err error) (string, bool) {
 		if stopped() {
 			return "", true
@@ -145,15 +151,17 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 			}
 			r.mu.Unlock()
 		}
+		if early {
+			// Not the output's doing, and its task is not run again to
+			// make it anew (an outage of the store would cost it for
+			// good): left staged, as by a stopped run, for the next run
+			// to put and audit.
+			r.leaveOutput(ctx, t, l, out, why, zombie)
+			return "", true
+		}
 		r.rejectOutput(ctx, t, l, out, v, why, zombie)
 		return "", false
 	}
-	// A task that is not idempotent is not run again to make its output
-	// anew: the output goes into the artifact store before it is recorded
-	// and audited, so that if this visit stops before its fate is
-	// recorded, a later one on any machine audits it from there
-	// (restage). Others are put once their checks passed.
-	early := !t.Idempotent
 	if early {
 		if err := r.putVersion(ctx, key, dir); err != nil {
 			return putFailed(nil, err)
@@ -237,13 +245,14 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 	return "", false
 }
 
-// leaveOutput leaves output out of attempt l staged, unaudited, because the
-// run was stopped (ctx ended): its checks and publishes do not run here,
-// saying why, and a later run of the interval audits it (adoptTask) or,
-// for an idempotent task, runs the task again. Nothing about the output
-// itself failed, so nothing is rejected and the state is not blamed.
-func (r *runner) leaveOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out string, zombie bool) {
-	why := cancelReason(ctx)
+// leaveOutput leaves output out of attempt l staged, unaudited, because of
+// why: the run was stopped (ctx ended), or the artifact store could not
+// take a non-idempotent task's output. Its checks and publishes do not run
+// here, saying why, and a later run of the interval audits it (adoptTask)
+// or, for an idempotent task, runs the task again. Nothing about the
+// output itself failed, so nothing is rejected and the state is not
+// blamed.
+func (r *runner) leaveOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out, why string, zombie bool) {
 	r.record(ctx, EventOutputLeft, t.Name, l.a.Number, map[string]any{"artifact": out, "reason": why})
 	if !zombie {
 		r.skipChecksAndPublishes(out, "not audited: "+why)

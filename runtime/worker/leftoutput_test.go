@@ -143,3 +143,51 @@ func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 		}
 	})
 }
+
+// An artifact store away for longer than a put waits for it (an S3
+// outage, here versitygw stopped) when a non-idempotent task's output is
+// put into it does not cost the output: the run fails, saying the output
+// awaits the next run, and the next run, with the store back, audits and
+// publishes it without charging again. Before, the output was rejected
+// and its staging removed: the charge's receipt was gone for good, and
+// every later run failed ("not staged any more") until --force charged
+// again.
+func TestOutputKeptWhileTheStoreIsAway(t *testing.T) {
+	srv := s3test.Start(t, "arts")
+	e := newEnvOn(t, onSQLite, leftSpec, map[string]string{
+		"charge.sh": `#!/bin/sh
+echo "charge $PIPEC_RUN_ID" >> ledger
+printf 'id,worker\n1,local\n' > "$PIPEC_OUTPUT_receipt/data.csv"
+touch charged
+while [ ! -f release ]; do sleep 0.05; done
+`,
+		"audit.sh": "#!/bin/sh\necho audit >> audits\n",
+		"mail.sh":  leftFiles["mail.sh"],
+	})
+	run := []string{"run", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--artifacts", "s3://arts/pay"}
+	first := e.started(run...)
+	e.readFile("charged")
+	srv.Stop()
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Done
+	if !strings.Contains(first.Output(), "left staged") {
+		t.Fatalf("the run with the store away: %v, want a failure leaving the receipt staged\n%s", first.Err, first.Output())
+	}
+	srv.Restart()
+	code, out := e.pipec(run...)
+	if code != 0 || !strings.Contains(out, "charge not run again") {
+		t.Fatalf("the next run: exit %d, want 0 adopting the charge\n%s", code, out)
+	}
+	if n := e.lines("ledger", "charge"); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if err != nil || string(got) != "id,worker\n1,local\n" {
+		t.Fatalf("published %q (%v), want the charge's receipt", got, err)
+	}
+	if n := e.lines("mails", "mail"); n != 1 {
+		t.Fatalf("%d mails, want 1", n)
+	}
+}
