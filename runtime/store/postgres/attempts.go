@@ -202,13 +202,42 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // StartAttempt implements store.Store. The run is share-locked (it cannot
 // finish meanwhile), the task's next number is taken under an advisory lock
 // on (run, task), and the token is granted in the same transaction.
+//
+// A session that ends under the start's COMMIT (a restart of the server)
+// leaves unknown whether the start committed, and starting again blindly
+// could leave an attempt nobody knows of beside the one returned. The row
+// the INSERT returned before the COMMIT says: there with this start's
+// token, the start committed and is returned; not there, nothing of it
+// did, and the start is made again.
 func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
 	if err := spec.Check(); err != nil {
 		return store.Attempt{}, err
 	}
+	for try := 0; ; try++ {
+		a, err := s.startAttempt(ctx, spec)
+		if err == nil {
+			return a, nil
+		}
+		if a.Number > 0 && try < 3 && ctx.Err() == nil && errors.Is(err, store.ErrUnreachable) {
+			got, gerr := s.GetAttempt(ctx, a.AttemptRef)
+			if gerr == nil && got.Token == a.Token {
+				return got, nil
+			}
+			if errors.Is(gerr, store.ErrNotFound) {
+				continue
+			}
+		}
+		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
+	}
+}
+
+// startAttempt is one try of StartAttempt; its attempt is the row the
+// INSERT returned (zero when it did not run), also when the COMMIT failed.
+func (s *Store) startAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
 	var a store.Attempt
 	err := s.granting(ctx, func(epoch int64) error {
 		return s.tx(ctx, func(tx pgx.Tx) error {
+			a = store.Attempt{}
 			// The run is share-locked (it cannot finish meanwhile) and the
 			// task's next number read in one statement; two starts of one task
 			// racing for a number meet on the primary key, and the loser runs
@@ -257,10 +286,7 @@ RETURNING `+attemptColumns+`, (SELECT valid FROM g)`,
 				store.StartedPayload(a, spec.Lease))
 		})
 	})
-	if err != nil {
-		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
-	}
-	return a, nil
+	return a, err
 }
 
 // MarkRunning implements store.Store.
