@@ -191,3 +191,50 @@ while [ ! -f release ]; do sleep 0.05; done
 		t.Fatalf("%d mails, want 1", n)
 	}
 }
+
+// A worker killed (SIGKILL: its machine lost) while it audits a
+// non-idempotent task's output leaves the charge unknown: its end was
+// never recorded. Once a person resolves it as succeeded, the run
+// submitted again audits and publishes the output on another worker, which
+// never saw the first one's folder, from the shared artifact store, and
+// the task is charged once. Before, that worker found the output "not
+// staged any more", and only --force (a second charge) got the interval
+// published.
+func TestResolvedOutputAuditedOnAnotherWorker(t *testing.T) {
+	onBoth(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b, leftSpec, leftFiles)
+		w1 := e.worker("w1")
+		run := e.submit("2024-01-01")
+		e.waitFile("auditing")
+		w1.Signal(t, syscall.SIGKILL)
+		if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
+			t.Fatal(err)
+		}
+		w2 := e.worker("w2")
+		if rs := e.until(run, "the end", finished); rs.Run.State != store.RunFailed {
+			t.Fatalf("run %s, want failed with the charge unknown\n%s", rs.Run.State, w2.Output())
+		}
+		code, out := e.pipec("resolve", run, "charge", "--as", "succeeded", "--reason", "the ledger has it", "--state", e.url)
+		if code != 0 {
+			t.Fatalf("pipec resolve: exit %d\n%s", code, out)
+		}
+		code, out = e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
+		if code != 0 {
+			_, events := e.pipec("events", run, "--state", e.url)
+			t.Fatalf("the run submitted again: exit %d\n%s\n%s\n%s", code, out, w2.Output(), events)
+		}
+		if n := e.lines("ledger", "charge"); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+		got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+		if err != nil || string(got) != "id,worker\n1,w1\n" {
+			t.Fatalf("published %q (%v), want the charge's receipt", got, err)
+		}
+		if n := e.lines("mails", "mail"); n != 1 {
+			t.Fatalf("%d mails, want 1", n)
+		}
+	})
+}
