@@ -196,18 +196,20 @@ func (v *visitEnds) unused() *store.AttemptRef {
 // running it, before anything of that attempt is published: the claim's
 // attempt is the task's newest grant, and a grant fences the publishes of
 // every older attempt (fence at grant) unless it ended without starting.
-// Left to the worker's Finish, as before, it fenced them, and the run
-// succeeded with nothing published. If the state refuses, the worker's
+// Left to the worker's Finish, it would fence them, and the run would
+// succeed with nothing published. If the state refuses, the worker's
 // Finish hands it back as usual.
 func (r *runner) releaseClaim(ctx context.Context) {
-	v := r.ends
-	if v == nil || v.started == nil || v.used || v.released {
+	if r.ends == nil {
 		return
 	}
-	v.offered = true // never the first attempt now
-	err := r.st.FinishAttempt(ctx, v.started.AttemptRef, store.Outcome{State: store.AttemptFailed,
-		Class: queue.ClassNotStarted, ExitCode: -1, ErrorTail: queue.UnusedReason})
-	v.released = err == nil
+	ref := r.ends.unused()
+	if ref == nil {
+		return
+	}
+	r.ends.offered = true // never the first attempt now
+	err := r.st.FinishAttempt(ctx, *ref, queue.UnusedOutcome())
+	r.ends.released = err == nil
 }
 
 // endAttempt records an attempt's end, or, in a visit, keeps it for the

@@ -240,6 +240,12 @@ const (
 	UnusedReason    = "the visit did not run it"
 )
 
+// UnusedOutcome is how a claim's attempt that the visit never ran ends:
+// failed, class ClassNotStarted. Such an attempt fences nothing.
+func UnusedOutcome() store.Outcome {
+	return store.Outcome{State: store.AttemptFailed, Class: ClassNotStarted, ExitCode: -1, ErrorTail: UnusedReason}
+}
+
 // AttemptEnd is an attempt's end as store.Store.FinishAttempt takes it.
 type AttemptEnd struct {
 	Ref store.AttemptRef

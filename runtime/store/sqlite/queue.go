@@ -598,8 +598,7 @@ func finishUnused(ctx context.Context, tx *queueTx, ref store.AttemptRef) error 
 	if err != nil {
 		return err
 	}
-	return tx.FinishAttempt(ctx, ref, store.Outcome{State: store.AttemptFailed, Class: queue.ClassNotStarted, ExitCode: -1,
-		ErrorTail: queue.UnusedReason})
+	return tx.FinishAttempt(ctx, ref, queue.UnusedOutcome())
 }
 
 // applyChange writes what a visit's end (or its claim's expiry) decided:

@@ -88,8 +88,7 @@ func testClaimStarting(t *testing.T, open Opener) {
 	if err != nil || end.State != store.AttemptFailed || end.Class != queue.ClassNotStarted || end.ExitCode != -1 {
 		t.Fatalf("the unused attempt: %+v, %v", end, err)
 	}
-	if err := h.FinishAttempt(ctx, other.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: queue.ClassNotStarted,
-		ExitCode: -1, ErrorTail: queue.UnusedReason}); err != nil {
+	if err := h.FinishAttempt(ctx, other.AttemptRef, queue.UnusedOutcome()); err != nil {
 		t.Fatal(err)
 	}
 	evs, _ = h.Events(ctx, run.ID)

@@ -37,8 +37,7 @@ func testFenceAtGrant(t *testing.T, open single) {
 	// completed the task from attempt 1 instead): it never produced
 	// anything and never will, so attempt 1 is the artifact's producer
 	// again. A later grant fences it anew.
-	if err := s.FinishAttempt(ctx, a2.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: queue.ClassNotStarted,
-		ExitCode: -1, ErrorTail: queue.UnusedReason}); err != nil {
+	if err := s.FinishAttempt(ctx, a2.AttemptRef, queue.UnusedOutcome()); err != nil {
 		t.Fatal(err)
 	}
 	res, err = s.CompareAndSwapPointer(ctx, store.Swap{Pipeline: "orders", Sink: "warehouse", Artifact: "orders_clean",
