@@ -301,7 +301,7 @@ func (s *Store) MarkRunning(ctx context.Context, ref store.AttemptRef, pid int, 
 // would not know of, and would charge again.
 func (s *Store) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
 	var a store.Attempt
-	err := s.run(ctx, run.Durable, func(tx pgx.Tx) error {
+	err := s.runRepeatable(ctx, run.Durable, func(tx pgx.Tx) error {
 		cur, err := getAttempt(ctx, tx, ref, true)
 		if err != nil {
 			return err
@@ -462,7 +462,8 @@ func (s *Store) FinishAttempt(ctx context.Context, ref store.AttemptRef, o store
 	if err := o.CheckEnd(ref); err != nil {
 		return err
 	}
-	return s.run(ctx, o.Synchronous(), func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
+	// Repeatable: the same end of a finished attempt is a no-op.
+	return s.runRepeatable(ctx, o.Synchronous(), func(tx pgx.Tx) error { return finishAttempt(ctx, tx, ref, o) })
 }
 
 // finishAttempt is FinishAttempt inside a transaction (Finish of the queue

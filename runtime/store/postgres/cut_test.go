@@ -5,49 +5,79 @@ import (
 	"testing"
 
 	"github.com/pipec/pipec/runtime/store"
+	"github.com/pipec/pipec/runtime/store/postgres"
 )
 
-// TestStartAttemptSessionEndedAtCommit: the server ends the session under
-// a start's COMMIT (SQLSTATE 57P01, as a restart's shutdown does; here a
-// deferred trigger ends its own session once, so the start did not
-// commit). Whether it committed is unknown to the client, which reads the
-// row the INSERT returned, finds it missing, and starts again: one
-// attempt, started. Before, the start failed ("the state database does not
-// answer"), and a local run failed the task with class store: a run of
-// TestRunRidesOutBlips (cli) did, now and then.
-func TestStartAttemptSessionEndedAtCommit(t *testing.T) {
-	s := open(t, pg.Server(t), nil)
-	ctx := context.Background()
-	run, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"})
-	if err != nil {
-		t.Fatal(err)
+// TestSessionEndedAtCommit: the server ends the session under the COMMIT
+// of an attempt's start, of its process's record or of its end (SQLSTATE
+// 57P01, as a restart's shutdown does; here a deferred trigger ends its
+// own session, once, so nothing of the write committed). Whether it
+// committed is unknown to the client: the start reads back the row its
+// INSERT returned and starts again when it is not there; the other two,
+// which change nothing when made twice, are made again. Each write
+// succeeds, once. Before, each failed ("the state database does not
+// answer"), and a local run on PostgreSQL failed the task with class
+// store: TestRunRidesOutBlips (cli), which restarts the server under a
+// run, did now and then.
+func TestSessionEndedAtCommit(t *testing.T) {
+	srv := pg.Server(t)
+	for _, c := range []struct {
+		name, on, when string
+	}{
+		{"start", "INSERT", "NEW.task = 'cut'"},
+		{"running", "UPDATE", "NEW.state = 'running'"},
+		{"end", "UPDATE", "NEW.state = 'succeeded'"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t, srv, nil)
+			ctx := context.Background()
+			run, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cutOnceAtCommit(t, s, c.on, c.when)
+			a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "cut", Resource: "p@2024-01-01", Queued: true})
+			if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			if _, err := s.MarkRunning(ctx, a.AttemptRef, 42, 0); err != nil {
+				t.Fatalf("running: %v", err)
+			}
+			if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
+				t.Fatalf("end: %v", err)
+			}
+			var cuts int64
+			if err := s.Pool().QueryRow(ctx, `SELECT last_value FROM cuts`).Scan(&cuts); err != nil || cuts < 2 {
+				t.Fatalf("the trigger ran %d time(s) (%v): the session was not ended", cuts, err)
+			}
+			as, err := s.Attempts(ctx, run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(as) != 1 || as[0].Token != a.Token || as[0].State != store.AttemptSucceeded || as[0].PID != 42 {
+				t.Fatalf("attempts %+v, want the one started (%s, token %d), succeeded", as, a.AttemptRef, a.Token)
+			}
+		})
 	}
-	if _, err := s.Pool().Exec(ctx, `
+}
+
+// cutOnceAtCommit has the server end the session of the first transaction
+// that makes a row of attempts match when, after an on (INSERT or UPDATE),
+// at its COMMIT (a deferred trigger): the session ends as a restart ends
+// it, and the transaction does not commit.
+func cutOnceAtCommit(t *testing.T, s *postgres.Store, on, when string) {
+	t.Helper()
+	if _, err := s.Pool().Exec(context.Background(), `
 CREATE SEQUENCE cuts;
 CREATE FUNCTION cut_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	IF NEW.task = 'cut' AND nextval('cuts') = 1 THEN
+	IF `+when+` AND nextval('cuts') = 1 THEN
 		PERFORM pg_terminate_backend(pg_backend_pid());
 	END IF;
 	RETURN NULL;
 END $$;
-CREATE CONSTRAINT TRIGGER cut_at_commit AFTER INSERT ON attempts DEFERRABLE INITIALLY DEFERRED
+CREATE CONSTRAINT TRIGGER cut_at_commit AFTER `+on+` ON attempts DEFERRABLE INITIALLY DEFERRED
 	FOR EACH ROW EXECUTE FUNCTION cut_at_commit();`); err != nil {
 		t.Fatal(err)
-	}
-	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "cut", Resource: "p@2024-01-01"})
-	if err != nil {
-		t.Fatalf("a start whose first COMMIT lost its session: %v", err)
-	}
-	var cuts int64
-	if err := s.Pool().QueryRow(ctx, `SELECT last_value FROM cuts`).Scan(&cuts); err != nil || cuts < 2 {
-		t.Fatalf("the trigger ran %d time(s) (%v): the session was not cut", cuts, err)
-	}
-	as, err := s.Attempts(ctx, run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(as) != 1 || as[0].Number != a.Number || as[0].Token != a.Token {
-		t.Fatalf("attempts %+v, want the one started (%s, token %d)", as, a.AttemptRef, a.Token)
 	}
 }

@@ -278,7 +278,20 @@ func (s *Store) txDurable(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // run is txDurable when durable, else tx.
 func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) error {
-	return s.retrying(ctx, func() error {
+	return s.retrying(ctx, s.runOnce(ctx, durable, fn))
+}
+
+// runRepeatable is run for a transaction that is repeatable (its second
+// run, once the first committed, changes nothing: an attempt's end, its
+// process recorded): run again also when whether its COMMIT ran is not
+// known, as a restart that ends the session under the COMMIT leaves it.
+func (s *Store) runRepeatable(ctx context.Context, durable bool, fn func(pgx.Tx) error) error {
+	return s.retrying(ctx, repeatable(ctx, s.runOnce(ctx, durable, fn)))
+}
+
+// runOnce is one try of run.
+func (s *Store) runOnce(ctx context.Context, durable bool, fn func(pgx.Tx) error) func() error {
+	return func() error {
 		// The commit mode rides on BEGIN (one round trip, simple protocol).
 		opts := pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED"}
 		if durable {
@@ -299,7 +312,7 @@ func (s *Store) run(ctx context.Context, durable bool, fn func(pgx.Tx) error) er
 			return safeAgain{err}
 		}
 		return tx.Commit(ctx)
-	})
+	}
 }
 
 // safeAgain is the failure of a transaction (or a read) that may run
