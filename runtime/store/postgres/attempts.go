@@ -202,33 +202,26 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // StartAttempt implements store.Store. The run is share-locked (it cannot
 // finish meanwhile), the task's next number is taken under an advisory lock
 // on (run, task), and the token is granted in the same transaction.
-//
-// A session that ends under the start's COMMIT (a restart of the server)
-// leaves unknown whether the start committed, and starting again blindly
-// could leave an attempt nobody knows of beside the one returned. The row
-// the INSERT returned before the COMMIT says: there with this start's
-// token, the start committed and is returned; not there, nothing of it
-// did, and the start is made again.
+// A session that ends under the start's COMMIT is settled by the row the
+// INSERT returned (settled).
 func (s *Store) StartAttempt(ctx context.Context, spec store.AttemptSpec) (store.Attempt, error) {
 	if err := spec.Check(); err != nil {
 		return store.Attempt{}, err
 	}
-	for try := 0; ; try++ {
+	a, err := settled(ctx, func() (store.Attempt, bool, error) {
 		a, err := s.startAttempt(ctx, spec)
-		if err == nil {
-			return a, nil
+		return a, a.Number > 0, err
+	}, func(a store.Attempt) (bool, error) {
+		got, err := s.GetAttempt(ctx, a.AttemptRef)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
 		}
-		if a.Number > 0 && try < 3 && ctx.Err() == nil && errors.Is(err, store.ErrUnreachable) {
-			got, gerr := s.GetAttempt(ctx, a.AttemptRef)
-			if gerr == nil && got.Token == a.Token {
-				return got, nil
-			}
-			if errors.Is(gerr, store.ErrNotFound) {
-				continue
-			}
-		}
+		return err == nil && got.Token == a.Token, err
+	})
+	if err != nil {
 		return store.Attempt{}, fmt.Errorf("start attempt of %s in %s: %w", spec.Task, spec.Run, err)
 	}
+	return a, nil
 }
 
 // startAttempt is one try of StartAttempt; its attempt is the row the

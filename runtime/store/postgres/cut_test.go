@@ -9,12 +9,13 @@ import (
 )
 
 // TestSessionEndedAtCommit: the server ends the session under the COMMIT
-// of an attempt's start, of its process's record or of its end (SQLSTATE
-// 57P01, as a restart's shutdown does; here a deferred trigger ends its
-// own session, once, so nothing of the write committed). Whether it
-// committed is unknown to the client: the start reads back the row its
-// INSERT returned and starts again when it is not there; the other two,
-// which change nothing when made twice, are made again. Each write
+// of an attempt's start, of its process's record, of its end or of an
+// event (SQLSTATE 57P01, as a restart's shutdown does; here a deferred
+// trigger ends its own session, once, so nothing of the write committed).
+// Whether it committed is unknown to the client: the start and the event
+// read back the row their INSERT returned and are made again when it is
+// not there; the other two, which change nothing when made twice, are made
+// again. Each write
 // succeeds, once. Before, each failed ("the state database does not
 // answer"), and a local run on PostgreSQL failed the task with class
 // store: TestRunRidesOutBlips (cli), which restarts the server under a
@@ -24,9 +25,10 @@ func TestSessionEndedAtCommit(t *testing.T) {
 	for _, c := range []struct {
 		name, on, when string
 	}{
-		{"start", "INSERT", "NEW.task = 'cut'"},
-		{"running", "UPDATE", "NEW.state = 'running'"},
-		{"end", "UPDATE", "NEW.state = 'succeeded'"},
+		{"start", "INSERT ON attempts", "NEW.task = 'cut'"},
+		{"running", "UPDATE ON attempts", "NEW.state = 'running'"},
+		{"end", "UPDATE ON attempts", "NEW.state = 'succeeded'"},
+		{"event", "INSERT ON events", "NEW.kind = 'test.cut'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, srv, nil)
@@ -46,6 +48,10 @@ func TestSessionEndedAtCommit(t *testing.T) {
 			if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptSucceeded}); err != nil {
 				t.Fatalf("end: %v", err)
 			}
+			seq, err := s.AppendEvent(ctx, store.Event{Run: run.ID, Kind: "test.cut", Task: "cut", Attempt: a.Number})
+			if err != nil {
+				t.Fatalf("event: %v", err)
+			}
 			var cuts int64
 			if err := s.Pool().QueryRow(ctx, `SELECT last_value FROM cuts`).Scan(&cuts); err != nil || cuts < 2 {
 				t.Fatalf("the trigger ran %d time(s) (%v): the session was not ended", cuts, err)
@@ -57,13 +63,26 @@ func TestSessionEndedAtCommit(t *testing.T) {
 			if len(as) != 1 || as[0].Token != a.Token || as[0].State != store.AttemptSucceeded || as[0].PID != 42 {
 				t.Fatalf("attempts %+v, want the one started (%s, token %d), succeeded", as, a.AttemptRef, a.Token)
 			}
+			evs, err := s.Events(ctx, run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cutEvents []int64
+			for _, e := range evs {
+				if e.Kind == "test.cut" {
+					cutEvents = append(cutEvents, e.Seq)
+				}
+			}
+			if len(cutEvents) != 1 || cutEvents[0] != seq {
+				t.Fatalf("events test.cut at %v, want one at %d", cutEvents, seq)
+			}
 		})
 	}
 }
 
 // cutOnceAtCommit has the server end the session of the first transaction
-// that makes a row of attempts match when, after an on (INSERT or UPDATE),
-// at its COMMIT (a deferred trigger): the session ends as a restart ends
+// that makes a row match when, after on ("INSERT ON attempts", say), at
+// its COMMIT (a deferred trigger): the session ends as a restart ends
 // it, and the transaction does not commit.
 func cutOnceAtCommit(t *testing.T, s *postgres.Store, on, when string) {
 	t.Helper()
@@ -76,7 +95,7 @@ BEGIN
 	END IF;
 	RETURN NULL;
 END $$;
-CREATE CONSTRAINT TRIGGER cut_at_commit AFTER `+on+` ON attempts DEFERRABLE INITIALLY DEFERRED
+CREATE CONSTRAINT TRIGGER cut_at_commit AFTER `+on+` DEFERRABLE INITIALLY DEFERRED
 	FOR EACH ROW EXECUTE FUNCTION cut_at_commit();`); err != nil {
 		t.Fatal(err)
 	}

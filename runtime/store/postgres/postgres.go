@@ -341,6 +341,30 @@ func repeatable(ctx context.Context, once func() error) func() error {
 	}
 }
 
+// settled runs write, a transaction that is not repeatable (made twice,
+// it makes two of what it makes), and settles what a session ended under
+// its COMMIT leaves unknown (a restart, SQLSTATE 57P01): whether it
+// committed. made says that write's statements ran and returned what it
+// makes (a row's key, read before the COMMIT); there reads whether that is
+// in the database now. There, write committed and stands; not there,
+// nothing of it committed, and it runs again (at most three times more).
+// Anything else is write's error as it was.
+func settled[T any](ctx context.Context, write func() (got T, made bool, err error), there func(T) (bool, error)) (T, error) {
+	for try := 0; ; try++ {
+		got, made, err := write()
+		if err == nil || !made || try >= 3 || ctx.Err() != nil || !errors.Is(err, store.ErrUnreachable) {
+			return got, err
+		}
+		ok, terr := there(got)
+		switch {
+		case terr != nil:
+			return got, err
+		case ok:
+			return got, nil
+		}
+	}
+}
+
 // retrying runs a transaction (once, one try of it) until it commits or
 // fails for good: tried again at once when again says so (at most 20
 // times), or after a moment while waitForServer waits.

@@ -439,12 +439,23 @@ func (s *Store) AppendEvent(ctx context.Context, e store.Event) (int64, error) {
 	if len(e.Payload) > 0 && !json.Valid(e.Payload) {
 		return 0, fmt.Errorf("append event %s: payload is not valid JSON", e.Kind)
 	}
-	var seq int64
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, insertEventSQL+` RETURNING seq`,
-			e.Run, e.Kind, e.Task, e.Attempt, string(e.Payload)).Scan(&seq)
+	// A session ended under the COMMIT is settled by the sequence number
+	// the INSERT returned (settled): the log has no gap, nor the event
+	// twice.
+	return settled(ctx, func() (int64, bool, error) {
+		var seq int64
+		err := s.tx(ctx, func(tx pgx.Tx) error {
+			seq = 0
+			return tx.QueryRow(ctx, insertEventSQL+` RETURNING seq`,
+				e.Run, e.Kind, e.Task, e.Attempt, string(e.Payload)).Scan(&seq)
+		})
+		return seq, seq > 0, err
+	}, func(seq int64) (bool, error) {
+		var there bool
+		err := s.read().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE seq = $1 AND run = $2 AND kind = $3)`,
+			seq, e.Run, e.Kind).Scan(&there)
+		return there, err
 	})
-	return seq, err
 }
 
 // insertEventSQL appends an event: $1 run, $2 kind, $3 task, $4 attempt,
