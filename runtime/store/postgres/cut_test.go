@@ -9,12 +9,12 @@ import (
 )
 
 // TestSessionEndedAtCommit: the server ends the session under the COMMIT
-// of an attempt's start, of its process's record, of its end or of an
-// event (SQLSTATE 57P01, as a restart's shutdown does; here a deferred
+// of an attempt's start, of its process's record, of its end, of an event
+// or of the run's end (SQLSTATE 57P01, as a restart's shutdown does; here a deferred
 // trigger ends its own session, once, so nothing of the write committed).
 // Whether it committed is unknown to the client: the start and the event
 // read back the row their INSERT returned and are made again when it is
-// not there; the other two, which change nothing when made twice, are made
+// not there; the others, which change nothing when made twice, are made
 // again. Each write
 // succeeds, once. Before, each failed ("the state database does not
 // answer"), and a local run on PostgreSQL failed the task with class
@@ -29,6 +29,7 @@ func TestSessionEndedAtCommit(t *testing.T) {
 		{"running", "UPDATE ON attempts", "NEW.state = 'running'"},
 		{"end", "UPDATE ON attempts", "NEW.state = 'succeeded'"},
 		{"event", "INSERT ON events", "NEW.kind = 'test.cut'"},
+		{"run's end", "UPDATE ON runs", "NEW.state = 'succeeded'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t, srv, nil)
@@ -51,6 +52,12 @@ func TestSessionEndedAtCommit(t *testing.T) {
 			seq, err := s.AppendEvent(ctx, store.Event{Run: run.ID, Kind: "test.cut", Task: "cut", Attempt: a.Number})
 			if err != nil {
 				t.Fatalf("event: %v", err)
+			}
+			if err := s.FinishRun(ctx, run.ID, store.RunSucceeded); err != nil {
+				t.Fatalf("run's end: %v", err)
+			}
+			if r, err := s.GetRun(ctx, run.ID); err != nil || r.State != store.RunSucceeded {
+				t.Fatalf("run %+v, %v: want succeeded", r, err)
 			}
 			var cuts int64
 			if err := s.Pool().QueryRow(ctx, `SELECT last_value FROM cuts`).Scan(&cuts); err != nil || cuts < 2 {

@@ -339,7 +339,8 @@ func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) 
 	if state != store.RunSucceeded && state != store.RunFailed {
 		return fmt.Errorf("finish run %q: state %q is not final", id, state)
 	}
-	return s.txDurable(ctx, func(tx pgx.Tx) error {
+	// Repeatable: the same end of an ended run is a no-op.
+	return s.runRepeatable(ctx, true, func(tx pgx.Tx) error {
 		cur, err := lockRun(ctx, tx, id, false)
 		if err != nil {
 			return err

@@ -127,7 +127,7 @@ func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reas
 	if err != nil || moved {
 		return err
 	}
-	return s.run(ctx, durable, func(tx pgx.Tx) error {
+	return s.runRepeatable(ctx, durable, func(tx pgx.Tx) error { // a verdict given is a no-op
 		v, err := getVersion(ctx, tx, id, true)
 		if err != nil {
 			return err
