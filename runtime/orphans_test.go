@@ -359,3 +359,35 @@ func TestForcedRunVisitedAgain(t *testing.T) {
 		}
 	}
 }
+
+// startLost is a store whose first durable record of a launch (a
+// non-idempotent task's, made before its process starts) finds no
+// attempt, as once a crash of its server took back the attempt's start.
+type startLost struct {
+	store.Store
+	lost bool
+}
+
+func (s *startLost) MarkRunningAs(ctx context.Context, ref store.AttemptRef, run store.Running) (store.Attempt, error) {
+	if run.Durable && !s.lost {
+		s.lost = true
+		return store.Attempt{}, fmt.Errorf("mark running: attempt %s: %w", ref, store.ErrNotFound)
+	}
+	return s.Store.MarkRunningAs(ctx, ref, run)
+}
+
+// A local run whose non-idempotent task's start the state lost before
+// the launch was recorded (nothing ran) starts the task under a new
+// attempt and succeeds, charging once. It failed before (class store,
+// "mark running: … not found"), as TestRunRidesOutCrashes (cli) did now
+// and then on PostgreSQL.
+func TestLocalStartTheStateLost(t *testing.T) {
+	f := newFixture(t, spectest.Chain{Pipeline: "p", N: 2, Charging: true}.HCL(), nil)
+	o := f.options("2024-01-01")
+	st := &startLost{Store: f.st}
+	o.Store = st
+	sum := f.run(o)
+	if tr := sum.task("t1"); !st.lost || sum.Failed || tr.State != TaskSucceeded || tr.Attempts != 2 {
+		t.Fatalf("lost %v, t1 %+v:\n%s", st.lost, tr, sum.text())
+	}
+}

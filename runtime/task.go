@@ -404,6 +404,15 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 		// stable storage first, so a rerun knows it may have run.
 		if _, err := r.st.MarkRunningAs(r.records, a.AttemptRef, store.Running{
 			Process: store.Process{Host: r.self.Host, Boot: r.self.Boot}, Lease: lease, Durable: true}); err != nil {
+			if !r.visiting() && l.a.Run == r.runID && errors.Is(err, store.ErrNotFound) {
+				// A crash of the state's server took back the attempt's
+				// start (an asynchronous commit) before this record of
+				// its launch: nothing ran, so the task starts again under
+				// a new attempt, as an idempotent one does after a lost
+				// record (lostAttempt); no retry is spent. A visit hands
+				// its task back instead.
+				return relaunchOf(l, "the state lost its record of the attempt's start ("+err.Error()+"); nothing ran")
+			}
 			// Nothing started: the state failed, not the task (a restart,
 			// a network cut), which no class of the task's may say.
 			_ = r.endAttempt(r.records, a.AttemptRef, store.Outcome{State: store.AttemptFailed,
