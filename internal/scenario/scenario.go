@@ -295,6 +295,60 @@ printf 'prev,cur\n%s,%s\n' "$prev" "$(tail -n1 "$PIPEC_INPUT_raw/raw.csv")" > "$
 	}
 }
 
+// LeftOutput is a non-idempotent charge whose receipt's command check
+// holds (audit.sh waits for the file release, after touching auditing),
+// so that a test can stop the worker or run auditing it in the middle;
+// mail reads the receipt, and it is published to the fenced directory
+// sink warehouse. A left output's tests on every dispatcher run it.
+const LeftOutput = `
+pipeline "pay" {
+  code_version = "v1"
+  schedule {
+    every = "24h"
+    start = "2024-01-01T00:00:00Z"
+  }
+  task "charge" {
+    command    = ["./charge.sh"]
+    effects    = ["charge"]
+    idempotent = false
+    outputs    = ["receipt"]
+  }
+  check "receipt_ok" {
+    input   = "receipt"
+    command = ["./audit.sh"]
+  }
+  task "mail" {
+    command = ["./mail.sh"]
+    inputs  = ["receipt"]
+  }
+  sink "wh" {
+    type    = "directory"
+    path    = "warehouse"
+    fencing = "token"
+  }
+  publish "receipts" {
+    artifact = "receipt"
+    sink     = "wh"
+  }
+}
+`
+
+// LeftOutputFiles are LeftOutput's scripts: charge appends a line to
+// ledger and writes the receipt (its one row names $PIPEC_WORKER); each
+// audit appends a line to audits, each mail one to mails.
+func LeftOutputFiles() map[string]string {
+	return map[string]string{
+		"charge.sh": "#!/bin/sh\necho \"charge $PIPEC_RUN_ID\" >> ledger\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_receipt/data.csv\"\n",
+		"audit.sh": `#!/bin/sh
+echo "audit" >> audits
+touch auditing
+while [ ! -f release ]; do sleep 0.05; done
+grep -q '^1,' "$PIPEC_CHECK_INPUT/data.csv"
+`,
+		"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
+	}
+}
+
 // Matrix is the guarantee matrix's pipeline (runtime/worker/matrix_test.go,
 // and Temporal's column in temporal/dispatch): a non-idempotent charge (one
 // ledger line per effect; the first one holds until "release" exists when

@@ -9,55 +9,9 @@ import (
 	"testing"
 
 	"github.com/pipec/pipec/internal/s3test"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// leftSpec: a non-idempotent charge whose receipt's check holds (it waits
-// for the file release), so that the worker auditing it can be stopped in
-// the middle; mail reads the receipt, and it is published.
-const leftSpec = `
-pipeline "pay" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "charge" {
-    command    = ["./charge.sh"]
-    effects    = ["charge"]
-    idempotent = false
-    outputs    = ["receipt"]
-  }
-  check "receipt_ok" {
-    input   = "receipt"
-    command = ["./audit.sh"]
-  }
-  task "mail" {
-    command = ["./mail.sh"]
-    inputs  = ["receipt"]
-  }
-  sink "wh" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "receipts" {
-    artifact = "receipt"
-    sink     = "wh"
-  }
-}
-`
-
-var leftFiles = map[string]string{
-	"charge.sh": "#!/bin/sh\necho \"charge $PIPEC_RUN_ID\" >> ledger\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_receipt/data.csv\"\n",
-	"audit.sh": `#!/bin/sh
-echo "audit" >> audits
-touch auditing
-while [ ! -f release ]; do sleep 0.05; done
-grep -q '^1,' "$PIPEC_CHECK_INPUT/data.csv"
-`,
-	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
-}
 
 // A worker stopped while it audits a non-idempotent task's output (a
 // shutdown, a machine going away) leaves the output for the next visit,
@@ -91,7 +45,7 @@ func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 				if onS3 {
 					srv = s3test.Start(t, "arts")
 				}
-				e := newEnvOn(t, b, leftSpec, leftFiles)
+				e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
 				if onS3 {
 					if err := os.Remove(e.arts); err != nil {
 						t.Fatal(err)
@@ -154,7 +108,7 @@ func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 // again.
 func TestOutputKeptWhileTheStoreIsAway(t *testing.T) {
 	srv := s3test.Start(t, "arts")
-	e := newEnvOn(t, onSQLite, leftSpec, map[string]string{
+	e := newEnvOn(t, onSQLite, scenario.LeftOutput, map[string]string{
 		"charge.sh": `#!/bin/sh
 echo "charge $PIPEC_RUN_ID" >> ledger
 printf 'id,worker\n1,local\n' > "$PIPEC_OUTPUT_receipt/data.csv"
@@ -162,7 +116,7 @@ touch charged
 while [ ! -f release ]; do sleep 0.05; done
 `,
 		"audit.sh": "#!/bin/sh\necho audit >> audits\n",
-		"mail.sh":  leftFiles["mail.sh"],
+		"mail.sh":  scenario.LeftOutputFiles()["mail.sh"],
 	})
 	run := []string{"run", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--artifacts", "s3://arts/pay"}
 	first := e.started(run...)
@@ -202,7 +156,7 @@ while [ ! -f release ]; do sleep 0.05; done
 // published.
 func TestResolvedOutputAuditedOnAnotherWorker(t *testing.T) {
 	onBoth(t, func(t *testing.T, b backend) {
-		e := newEnvOn(t, b, leftSpec, leftFiles)
+		e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
 		w1 := e.worker("w1")
 		run := e.submit("2024-01-01")
 		e.waitFile("auditing")

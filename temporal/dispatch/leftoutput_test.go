@@ -5,55 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// leftSpec: a non-idempotent charge whose receipt's check holds (it waits
-// for the file release), so that the worker auditing it can be stopped in
-// the middle; mail reads the receipt, and it is published.
-const leftSpec = `
-pipeline "pay" {
-  code_version = "v1"
-  schedule {
-    every = "24h"
-    start = "2024-01-01T00:00:00Z"
-  }
-  task "charge" {
-    command    = ["./charge.sh"]
-    effects    = ["charge"]
-    idempotent = false
-    outputs    = ["receipt"]
-  }
-  check "receipt_ok" {
-    input   = "receipt"
-    command = ["./audit.sh"]
-  }
-  task "mail" {
-    command = ["./mail.sh"]
-    inputs  = ["receipt"]
-  }
-  sink "wh" {
-    type    = "directory"
-    path    = "warehouse"
-    fencing = "token"
-  }
-  publish "receipts" {
-    artifact = "receipt"
-    sink     = "wh"
-  }
-}
-`
-
-var leftFiles = map[string]string{
-	"charge.sh": "#!/bin/sh\necho \"charge $PIPEC_RUN_ID\" >> ledger\nprintf 'id,worker\\n1,%s\\n' \"$PIPEC_WORKER\" > \"$PIPEC_OUTPUT_receipt/data.csv\"\n",
-	"audit.sh": `#!/bin/sh
-echo "audit" >> audits
-touch auditing
-while [ ! -f release ]; do sleep 0.05; done
-grep -q '^1,' "$PIPEC_CHECK_INPUT/data.csv"
-`,
-	"mail.sh": "#!/bin/sh\necho \"mail $PIPEC_RUN_ID\" >> mails\n",
-}
 
 // A Temporal worker stopped while it audits a non-idempotent task's
 // output leaves it for the next visit, as pipec's workers do: that visit,
@@ -63,7 +17,7 @@ grep -q '^1,' "$PIPEC_CHECK_INPUT/data.csv"
 func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 	for _, next := range []string{"w1", "w2"} {
 		t.Run("on "+next, func(t *testing.T) {
-			e := newEnv(t, leftSpec, leftFiles)
+			e := newEnv(t, scenario.LeftOutput, scenario.LeftOutputFiles())
 			w1 := e.worker("w1")
 			_, run, _ := e.submit("2024-01-01", false)
 			e.waitFile("auditing")
