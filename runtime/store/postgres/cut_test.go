@@ -9,8 +9,8 @@ import (
 )
 
 // TestSessionEndedAtCommit: the server ends the session under the COMMIT
-// of an attempt's start, of its process's record, of its end, of an event
-// or of the run's end (SQLSTATE 57P01, as a restart's shutdown does; here a deferred
+// of an attempt's start, of its process's record, of its end, of an
+// event, of a retry's count or of the run's end (SQLSTATE 57P01, as a restart's shutdown does; here a deferred
 // trigger ends its own session, once, so nothing of the write committed).
 // Whether it committed is unknown to the client: the start and the event
 // read back the row their INSERT returned and are made again when it is
@@ -29,6 +29,7 @@ func TestSessionEndedAtCommit(t *testing.T) {
 		{"running", "UPDATE ON attempts", "NEW.state = 'running'"},
 		{"end", "UPDATE ON attempts", "NEW.state = 'succeeded'"},
 		{"event", "INSERT ON events", "NEW.kind = 'test.cut'"},
+		{"a retry's count", "UPDATE ON runs", "NEW.retries > OLD.retries"},
 		{"run's end", "UPDATE ON runs", "NEW.state = 'succeeded'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -52,6 +53,10 @@ func TestSessionEndedAtCommit(t *testing.T) {
 			seq, err := s.AppendEvent(ctx, store.Event{Run: run.ID, Kind: "test.cut", Task: "cut", Attempt: a.Number})
 			if err != nil {
 				t.Fatalf("event: %v", err)
+			}
+			c, err := s.TakeRetry(ctx, run.ID, func(int) int { return 3 })
+			if err != nil || !c.Taken || c.Used != 1 {
+				t.Fatalf("a retry's count: %+v, %v; want the first of 3 taken", c, err)
 			}
 			if err := s.FinishRun(ctx, run.ID, store.RunSucceeded); err != nil {
 				t.Fatalf("run's end: %v", err)

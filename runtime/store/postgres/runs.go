@@ -305,9 +305,14 @@ func lockRun(ctx context.Context, tx pgx.Tx, id string, share bool) (store.RunSt
 
 // TakeRetry implements store.Store: the count of first attempts, then one
 // conditional update, which concurrent takers pass one at a time.
+//
+// A session ended under its COMMIT (a restart) runs it again, whether or
+// not the first committed: a retry counted twice leaves the run's budget
+// one retry shorter, where failing the count would fail the run; a budget
+// bounds a storm from above, and is never spent later than it should be.
 func (s *Store) TakeRetry(ctx context.Context, run string, allowed func(first int) int) (store.RetryCount, error) {
 	var c store.RetryCount
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.runRepeatable(ctx, false, func(tx pgx.Tx) error {
 		c = store.RetryCount{}
 		if err := tx.QueryRow(ctx, `SELECT count(DISTINCT task) FROM attempts WHERE run = $1`, run).Scan(&c.First); err != nil {
 			return err
