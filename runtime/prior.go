@@ -118,10 +118,8 @@ func (r *runner) endOrphans(ctx context.Context, open []store.Attempt) error {
 
 // settlePrior decides what a non-idempotent task's earlier attempts (as,
 // any order) allow: blocked (r.blocked) when one may have taken effect
-// unseen, adopted (r.adopt) when the newest succeeded. An attempt still
-// queued never started (a non-idempotent attempt records its launch
-// durably before its process starts): it is ended failed, and blocks
-// nothing.
+// unseen, adopted (r.adopt) when the newest succeeded. An attempt never
+// launched (neverLaunched) is ended failed, unstarted, and blocks nothing.
 func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Attempt) error {
 	if ts.t.Idempotent || len(as) == 0 {
 		return nil
@@ -130,9 +128,9 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 	slices.SortFunc(as, func(a, b store.Attempt) int { return cmp.Compare(a.Token, b.Token) })
 	for _, a := range as {
 		switch {
-		case a.State == store.AttemptQueued:
-			err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: classAbandoned,
-				ErrorTail: "never started: it was stopped before launching it"})
+		case neverLaunched(a):
+			err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: queue.ClassNotStarted,
+				ExitCode: -1, ErrorTail: "never started: it was stopped before launching it"})
 			if err != nil && !errors.Is(err, store.ErrConflict) {
 				return err
 			}
@@ -164,15 +162,25 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 	return nil
 }
 
-// classAbandoned is the class of an attempt an earlier run queued and
-// never launched (settlePrior ends it so).
+// classAbandoned is the class settlePrior gave an attempt an earlier run
+// queued and never launched, before it gave queue.ClassNotStarted (which
+// also fences nothing): a state may hold such attempts.
 const classAbandoned = "abandoned"
 
-// neverRan reports an attempt whose task never began: still queued, or
+// neverLaunched reports a non-idempotent task's attempt that never
+// launched its process: still queued, or made unknown while queued (its
+// worker's claim expired before the visit launched it). Such a task
+// records its launch (running, with its start time) durably before its
+// process starts, so an attempt without a start time never ran.
+func neverLaunched(a store.Attempt) bool {
+	return a.State == store.AttemptQueued || a.State == store.AttemptUnknown && a.Started.IsZero()
+}
+
+// neverRan reports an attempt whose task never began: never launched, or
 // ended as never launched (classAbandoned) or as a claim's attempt its
 // visit did not use (queue.ClassNotStarted).
 func neverRan(a store.Attempt) bool {
-	return a.State == store.AttemptQueued ||
+	return neverLaunched(a) ||
 		a.State == store.AttemptFailed && (a.Class == classAbandoned || a.Class == queue.ClassNotStarted)
 }
 

@@ -192,3 +192,62 @@ func TestResolvedOutputAuditedOnAnotherWorker(t *testing.T) {
 		}
 	})
 }
+
+// A worker killed (its machine lost) after it claimed a non-idempotent
+// task and before its visit launched it leaves the claim's attempt
+// queued, and the sweep of its expired claim made that attempt unknown.
+// It never ran: the task records its launch before its process starts.
+// The next visit ends it, unstarted, and runs the task, or, when an
+// earlier attempt succeeded and left its output, adopts that attempt and
+// publishes the output. Before, the next visit took the claim's attempt
+// for one that may have charged, and the run failed until a person ran
+// pipec resolve for a charge that never happened (and, resolved, the
+// adopted output's publish was fenced by that attempt's token).
+func TestClaimOfAKilledWorkerNeverRan(t *testing.T) {
+	onBoth(t, func(t *testing.T, b backend) {
+		for _, left := range []bool{false, true} {
+			name := "the task runs"
+			if left {
+				name = "a left output is published"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
+				maker := "w2"
+				if !left {
+					if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var run string
+				if left {
+					maker = "w0"
+					w0 := e.worker("w0")
+					run = e.submit("2024-01-01")
+					e.waitFile("auditing")
+					w0.Signal(t, syscall.SIGTERM)
+					if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w1 := e.hookedWorker(t, "w1", "before-visit:charge")
+				if !left {
+					run = e.submit("2024-01-01")
+				}
+				w1.WaitKilled(t)
+				w2 := e.worker("w2")
+				rs := e.until(run, "the end", finished)
+				if rs.Run.State != store.RunSucceeded {
+					_, events := e.pipec("events", run, "--state", e.url)
+					t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
+				}
+				if n := e.lines("ledger", "charge"); n != 1 {
+					t.Fatalf("%d charges, want 1", n)
+				}
+				got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+				if want := "id,worker\n1," + maker + "\n"; err != nil || string(got) != want {
+					t.Fatalf("published %q (%v), want %q", got, err, want)
+				}
+			})
+		}
+	})
+}
