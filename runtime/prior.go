@@ -126,7 +126,7 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 	}
 	as = slices.Clone(as)
 	slices.SortFunc(as, func(a, b store.Attempt) int { return cmp.Compare(a.Token, b.Token) })
-	for _, a := range as {
+	for i, a := range as {
 		switch {
 		case neverLaunched(a):
 			err := r.st.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptFailed, Class: queue.ClassNotStarted,
@@ -135,6 +135,23 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 				return err
 			}
 		case !a.State.Finished():
+			if v, ok, err := r.recordedVersion(ctx, ts, a); err != nil {
+				return err
+			} else if ok {
+				// Its end was not recorded (its worker died before the
+				// visit's end, which records it), but a version is
+				// recorded only for an attempt whose process succeeded:
+				// the effect happened, once, and the attempt is that
+				// success.
+				o := store.Outcome{State: store.AttemptSucceeded, ErrorTail: fmt.Sprintf("its end was not recorded; "+
+					"the version it recorded (%s) says its process succeeded", v.Label())}
+				if err := r.st.FinishAttempt(ctx, a.AttemptRef, o); err == nil {
+					as[i].State = store.AttemptSucceeded
+					continue
+				} else if !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+			}
 			if _, ok := r.blocked[ts.t.Name]; !ok {
 				// Its end was not recorded: its pipec stopped, or saw the end
 				// and could not write it (a full disk); either way only a
@@ -160,6 +177,22 @@ func (r *runner) settlePrior(ctx context.Context, ts *taskState, as []store.Atte
 		r.adopt[ts.t.Name] = latest
 	}
 	return nil
+}
+
+// recordedVersion is a version attempt a of ts recorded of one of its
+// outputs in this interval, if any: produce records one only after the
+// attempt's process succeeded.
+func (r *runner) recordedVersion(ctx context.Context, ts *taskState, a store.Attempt) (store.Version, bool, error) {
+	for _, out := range ts.t.Outputs {
+		v, err := r.st.AttemptVersion(ctx, a.AttemptRef, out, r.iv.Key)
+		if err == nil {
+			return v, true, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.Version{}, false, err
+		}
+	}
+	return store.Version{}, false, nil
 }
 
 // classAbandoned is the class settlePrior gave an attempt an earlier run

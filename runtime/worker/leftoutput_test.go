@@ -251,3 +251,39 @@ func TestClaimOfAKilledWorkerNeverRan(t *testing.T) {
 		}
 	})
 }
+
+// A worker killed after its non-idempotent task succeeded and its output
+// was accepted and published, before its visit's end recorded the
+// attempt's end (which it records with the visit's), leaves the attempt
+// unknown. But the state holds a version the attempt recorded, and a
+// version is recorded only for an attempt whose process succeeded: the
+// next visit ends the attempt succeeded, adopts it, and the run goes on
+// (mail runs), one charge. Before, the run failed asking a person to
+// pipec resolve a charge whose receipt the warehouse already showed.
+func TestKilledBeforeItsEndWithARecordedVersion(t *testing.T) {
+	onBoth(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
+		if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w1 := e.hookedWorker(t, "w1", "before-finish:charge")
+		run := e.submit("2024-01-01")
+		w1.WaitKilled(t)
+		w2 := e.worker("w2")
+		rs := e.until(run, "the end", finished)
+		if rs.Run.State != store.RunSucceeded {
+			_, events := e.pipec("events", run, "--state", e.url)
+			t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
+		}
+		if n, m := e.lines("ledger", "charge"), e.lines("mails", "mail"); n != 1 || m != 1 {
+			t.Fatalf("%d charges and %d mails, want 1 each", n, m)
+		}
+		got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+		if err != nil || string(got) != "id,worker\n1,w1\n" {
+			t.Fatalf("published %q (%v), want w1's receipt", got, err)
+		}
+		if as := e.attempts(run, "charge"); len(as) == 0 || as[0].State != store.AttemptSucceeded {
+			t.Fatalf("charge's attempts %+v: want the first succeeded", as)
+		}
+	})
+}
