@@ -147,14 +147,16 @@ while [ ! -f release ]; do sleep 0.05; done
 }
 
 // A worker killed (SIGKILL: its machine lost) while it audits a
-// non-idempotent task's output leaves the charge unknown: its end was
-// never recorded. Once a person resolves it as succeeded, the run
-// submitted again audits and publishes the output on another worker, which
-// never saw the first one's folder, from the shared artifact store, and
-// the task is charged once. Before, that worker found the output "not
-// staged any more", and only --force (a second charge) got the interval
-// published.
-func TestResolvedOutputAuditedOnAnotherWorker(t *testing.T) {
+// non-idempotent task's output leaves the charge's attempt without an end
+// (a visit records it with the visit's end), but with the version it
+// recorded, and a version is recorded only once the process succeeded.
+// The next visit, on another worker that never saw the first one's
+// folder, ends the attempt succeeded, audits the output from the shared
+// artifact store and publishes it, and the task is charged once. Before,
+// the run failed asking for pipec resolve, and once resolved as
+// succeeded, the run submitted again failed too ("not staged any more"):
+// only --force (a second charge) got the interval published.
+func TestKilledMidAuditAuditedOnAnotherWorker(t *testing.T) {
 	onBoth(t, func(t *testing.T, b backend) {
 		e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
 		w1 := e.worker("w1")
@@ -168,20 +170,15 @@ func TestResolvedOutputAuditedOnAnotherWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 		w2 := e.worker("w2")
-		if rs := e.until(run, "the end", finished); rs.Run.State != store.RunFailed {
-			t.Fatalf("run %s, want failed with the charge unknown\n%s", rs.Run.State, w2.Output())
-		}
-		code, out := e.pipec("resolve", run, "charge", "--as", "succeeded", "--reason", "the ledger has it", "--state", e.url)
-		if code != 0 {
-			t.Fatalf("pipec resolve: exit %d\n%s", code, out)
-		}
-		code, out = e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-01", "--state", e.url, "--wait", "--poll", "20ms")
-		if code != 0 {
+		if rs := e.until(run, "the end", finished); rs.Run.State != store.RunSucceeded {
 			_, events := e.pipec("events", run, "--state", e.url)
-			t.Fatalf("the run submitted again: exit %d\n%s\n%s\n%s", code, out, w2.Output(), events)
+			t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
 		}
 		if n := e.lines("ledger", "charge"); n != 1 {
 			t.Fatalf("%d charges, want 1", n)
+		}
+		if n := e.lines("audits", "audit"); n != 2 {
+			t.Errorf("%d audits, want 2 (the killed one, and w2's)", n)
 		}
 		got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
 		if err != nil || string(got) != "id,worker\n1,w1\n" {
