@@ -71,18 +71,9 @@ func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 				if rs.Run.State != store.RunSucceeded {
 					t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w.Output(), events)
 				}
-				if n := e.lines("ledger", "charge"); n != 1 {
-					t.Fatalf("%d charges, want 1", n)
-				}
+				e.chargedOnce(t, "w1")
 				if n := e.lines("audits", "audit"); n != 2 {
 					t.Errorf("%d audits, want 2 (the stopped one, and the next visit's)", n)
-				}
-				got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
-				if err != nil || string(got) != "id,worker\n1,w1\n" {
-					t.Fatalf("published %q (%v), want the charge's receipt\n%s", got, err, events)
-				}
-				if n := e.lines("mails", "mail"); n != 1 {
-					t.Fatalf("%d mails, want 1", n)
 				}
 				if srv != nil {
 					v, err := e.st.AcceptedVersion(context.Background(), "pay", "receipt", "2024-01-01")
@@ -134,16 +125,7 @@ while [ ! -f release ]; do sleep 0.05; done
 	if code != 0 || !strings.Contains(out, "charge not run again") {
 		t.Fatalf("the next run: exit %d, want 0 adopting the charge\n%s", code, out)
 	}
-	if n := e.lines("ledger", "charge"); n != 1 {
-		t.Fatalf("%d charges, want 1", n)
-	}
-	got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
-	if err != nil || string(got) != "id,worker\n1,local\n" {
-		t.Fatalf("published %q (%v), want the charge's receipt", got, err)
-	}
-	if n := e.lines("mails", "mail"); n != 1 {
-		t.Fatalf("%d mails, want 1", n)
-	}
+	e.chargedOnce(t, "local")
 }
 
 // A worker killed (SIGKILL: its machine lost) while it audits a
@@ -174,18 +156,9 @@ func TestKilledMidAuditAuditedOnAnotherWorker(t *testing.T) {
 			_, events := e.pipec("events", run, "--state", e.url)
 			t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
 		}
-		if n := e.lines("ledger", "charge"); n != 1 {
-			t.Fatalf("%d charges, want 1", n)
-		}
+		e.chargedOnce(t, "w1")
 		if n := e.lines("audits", "audit"); n != 2 {
 			t.Errorf("%d audits, want 2 (the killed one, and w2's)", n)
-		}
-		got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
-		if err != nil || string(got) != "id,worker\n1,w1\n" {
-			t.Fatalf("published %q (%v), want the charge's receipt", got, err)
-		}
-		if n := e.lines("mails", "mail"); n != 1 {
-			t.Fatalf("%d mails, want 1", n)
 		}
 	})
 }
@@ -237,13 +210,7 @@ func TestClaimOfAKilledWorkerNeverRan(t *testing.T) {
 					_, events := e.pipec("events", run, "--state", e.url)
 					t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
 				}
-				if n := e.lines("ledger", "charge"); n != 1 {
-					t.Fatalf("%d charges, want 1", n)
-				}
-				got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
-				if want := "id,worker\n1," + maker + "\n"; err != nil || string(got) != want {
-					t.Fatalf("published %q (%v), want %q", got, err, want)
-				}
+				e.chargedOnce(t, maker)
 			})
 		}
 	})
@@ -272,15 +239,26 @@ func TestKilledBeforeItsEndWithARecordedVersion(t *testing.T) {
 			_, events := e.pipec("events", run, "--state", e.url)
 			t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
 		}
-		if n, m := e.lines("ledger", "charge"), e.lines("mails", "mail"); n != 1 || m != 1 {
-			t.Fatalf("%d charges and %d mails, want 1 each", n, m)
-		}
-		got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
-		if err != nil || string(got) != "id,worker\n1,w1\n" {
-			t.Fatalf("published %q (%v), want w1's receipt", got, err)
-		}
+		e.chargedOnce(t, "w1")
 		if as := e.attempts(run, "charge"); len(as) == 0 || as[0].State != store.AttemptSucceeded {
 			t.Fatalf("charge's attempts %+v: want the first succeeded", as)
 		}
 	})
+}
+
+// chargedOnce fails t unless scenario.LeftOutput charged once, its
+// receipt (made on the worker maker, or "local") is what the warehouse
+// shows, and mail ran once.
+func (e *env) chargedOnce(t *testing.T, maker string) {
+	t.Helper()
+	if n := e.lines("ledger", "charge"); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	got, err := os.ReadFile(filepath.Join(e.dir, "warehouse", "2024-01-01", "data.csv"))
+	if want := "id,worker\n1," + maker + "\n"; err != nil || string(got) != want {
+		t.Fatalf("published %q (%v), want %q", got, err, want)
+	}
+	if n := e.lines("mails", "mail"); n != 1 {
+		t.Fatalf("%d mails, want 1", n)
+	}
 }
