@@ -5,7 +5,7 @@
 // (runtime/artifacts: <pipeline>/<artifact>/<digest>, versions/ beside the
 // state unless a shared store is configured) that are not the current
 // accepted one of their interval nor await their audit by a later run
-// (awaitsAudit) (none while a run is running, and in a
+// (awaitsAudit; none while a run is running, and in a
 // shared store only of the pipelines whose versions there this state owns,
 // artifacts.Owner: a store shared with another state keeps that state's
 // versions), copies into it that a crash left unfinished, this
@@ -18,9 +18,9 @@
 // attempt that is queued, running or unknown (an unknown attempt may still be
 // alive); the staging of a succeeded attempt whose run was stopped before it
 // audited its outputs, until a later attempt of the task succeeds (the next
-// run audits them there, or from the artifact store); the staging of each artifact's current accepted
-// version for its interval (downstream tasks of later runs and reruns read
-// it), in staging and in the artifact store; while any run is running, the
+// run audits them there, or from the artifact store); the staging of each
+// artifact's current accepted version for its interval (downstream tasks
+// of later runs and reruns read it), in staging and in the artifact store; while any run is running, the
 // staging of any accepted version (an attempt started earlier may still
 // read one since superseded); and in a sink, the visible version of an
 // interval and the newest Keep versions.
