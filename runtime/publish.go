@@ -34,9 +34,10 @@ const (
 // Nothing of it is visible then: an acceptance is a synchronous commit,
 // which would have made the attempt's own records durable before it.
 func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched, zombie bool) (lost string) {
+	keep := r.keeping(ctx, t)
 	if len(l.staging) > 0 {
-		if err := r.awaitCollection(ctx, t, l); err != nil {
-			if ctx.Err() != nil {
+		if err := r.awaitCollection(keep, t, l); err != nil {
+			if keep.Err() != nil {
 				for _, out := range t.Outputs {
 					if _, ok := l.staging[out]; ok {
 						r.leaveOutput(ctx, t, l, out, cancelReason(ctx), zombie)
@@ -59,8 +60,8 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 		if !ok {
 			continue // an adopted attempt's output that is already accepted
 		}
-		lost, keep := r.produceOutput(ctx, t, l, out, staging, zombie)
-		if !keep {
+		lost, kept := r.produceOutput(ctx, keep, t, l, out, staging, zombie)
+		if !kept {
 			// The version's fate is recorded (accepted, or rejected for
 			// its own reasons): the attempt's staging folder goes once its
 			// last output is settled (Remove fails while not empty).
@@ -74,13 +75,29 @@ func (r *runner) produce(ctx context.Context, t *compiler.PlanTask, l *launched,
 	return ""
 }
 
-// produceOutput is produce for one output staged in staging; keep is true
+// keeping is the context of what keeps t's output once its process
+// succeeded (gc's hold waited for, the put into the artifact store, the
+// version's record): ctx for a task that may run again, and for one that
+// is not idempotent, whose effect happened, the run's records (which
+// ctx's end, a stop, does not end at once): a worker stopped then (a
+// scale-down's SIGTERM) still puts and records the output, and a later
+// visit on any machine audits it (restage), where it would otherwise stay
+// on this machine alone.
+func (r *runner) keeping(ctx context.Context, t *compiler.PlanTask) context.Context {
+	if t.Idempotent || r.records == nil {
+		return ctx
+	}
+	return r.records
+}
+
+// produceOutput is produce for one output staged in staging; kept is true
 // when its staging folder must stay: the output could not be frozen, or
 // the run was stopped (ctx ended: Ctrl-C, a lost lease on the interval)
 // before the version's fate was recorded, and the staging is then what a
 // later run audits again (adoptTask), where a non-idempotent task is not
-// run again.
-func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out, staging string, zombie bool) (lost string, keep bool) {
+// run again. keep is the context of the early put and the record
+// (keeping).
+func (r *runner) produceOutput(ctx, keep context.Context, t *compiler.PlanTask, l *launched, out, staging string, zombie bool) (lost string, kept bool) {
 	stopped := func() bool {
 		if ctx.Err() == nil {
 			return false
@@ -163,13 +180,13 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 		return "", false
 	}
 	if early {
-		if err := r.putVersion(ctx, key, dir); err != nil {
+		if err := r.putVersion(keep, key, dir); err != nil {
 			return putFailed(nil, err)
 		}
 		if _, err := os.Stat(dir); err != nil {
 			// The store took the folder (a move): the audit reads the
 			// version where it now is.
-			if dir, err = r.arts.Get(ctx, key); err != nil {
+			if dir, err = r.arts.Get(keep, key); err != nil {
 				return putFailed(nil, err)
 			}
 			inStore = true
@@ -177,7 +194,7 @@ func (r *runner) produceOutput(ctx context.Context, t *compiler.PlanTask, l *lau
 	}
 	rec := store.Version{Artifact: out, Interval: r.iv.Key, Digest: digest, Run: l.a.Run,
 		Task: t.Name, Attempt: l.a.Number, Location: key.String()}
-	v, err := r.st.RecordVersion(ctx, rec)
+	v, err := r.st.RecordVersion(keep, rec)
 	if !zombie {
 		if lost := r.lostAttempt(ctx, t, l, err); lost != "" {
 			return lost, false

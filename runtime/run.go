@@ -205,6 +205,12 @@ type Options struct {
 	// stopped, its own end) is given up after it, and the run returns
 	// saying so (DefaultRecordWithin when 0).
 	RecordWithin time.Duration
+
+	// AfterExit, if set, is called with the run's context and a task's
+	// name as each attempt's process has exited, before its end and its
+	// outputs are recorded: a test's hook (a worker's, in its tests' own
+	// build) that stops a real process exactly there. Nil otherwise.
+	AfterExit func(ctx context.Context, task string)
 }
 
 // Event is one state change, as OnEvent receives it: the runtime's progress

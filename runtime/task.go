@@ -697,6 +697,9 @@ const markAgain = 100 * time.Millisecond
 func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) attemptOutcome {
 	res := l.proc.Wait()
 	<-l.marked
+	if r.o.AfterExit != nil {
+		r.o.AfterExit(ctx, ts.t.Name)
+	}
 	out := attemptOutcome{number: l.a.Number, ending: res.Describe(), signaled: res.Signal != 0 && !res.TimedOut && !res.Stopped}
 	if res.Signal == 0 && !res.TimedOut && !res.Stopped {
 		out.exitCode = res.ExitCode

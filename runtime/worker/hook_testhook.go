@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"context"
 	"os"
 	"syscall"
 	"time"
@@ -13,14 +14,24 @@ import (
 
 // hook kills this worker with SIGKILL at a point of a visit, for tests
 // that must kill a real worker exactly there: PIPEC_TEST_HOOK=POINT:TASK
-// (hookBeforeVisit, hookBeforeFinish or hookAfterFinish, and the task's name);
+// (hookBeforeVisit, hookBeforeFinish, hookAfterFinish or hookAfterExit, and
+// the task's name);
 // PIPEC_TEST_HOOK=POINT:TASK:term stops it gracefully there instead
-// (SIGTERM; the visit goes on once the worker has taken the stop, as if the
-// signal had come at that point and not a moment later);
+// (SIGTERM; the visit goes on once the worker has taken the stop, or at
+// hookAfterExit once the stop reached the visit, as if the signal had come
+// at that point and not a moment later);
 // PIPEC_TEST_HOOK=POINT:TASK:pause holds it there until the test resumes
 // it. Only a binary
 // built with -tags pipec_testhook has it; see hook.go.
-func (c *Config) hook(point, task string) {
+func (c *Config) hook(point, task string) { c.hookUntil(point, task, c.stop) }
+
+// afterExit is hookAfterExit, the runtime's (runtime.Options.AfterExit).
+func (c *Config) afterExit() func(ctx context.Context, task string) {
+	return func(ctx context.Context, task string) { c.hookUntil(hookAfterExit, task, ctx.Done()) }
+}
+
+// hookUntil is hook, whose stop (term) goes on once stopped is closed.
+func (c *Config) hookUntil(point, task string, stopped <-chan struct{}) {
 	switch os.Getenv("PIPEC_TEST_HOOK") {
 	case point + ":" + task:
 		c.logf("test hook %s:%s: killing this worker", point, task)
@@ -35,7 +46,7 @@ func (c *Config) hook(point, task string) {
 		c.logf("test hook %s:%s: stopping this worker", point, task)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 		select {
-		case <-c.stop:
+		case <-stopped:
 		case <-time.After(time.Minute):
 			c.logf("test hook %s:%s: the stop did not arrive", point, task)
 		}

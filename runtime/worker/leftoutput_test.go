@@ -89,6 +89,55 @@ func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 	})
 }
 
+// A worker stopped (SIGTERM: a scale-down, a deploy) once a non-idempotent
+// task's process has exited, before its output went into the shared
+// artifact store, still puts the output there and records it before it
+// hands the task back: the charge happened, and the next visit, on a
+// worker that never saw the first one's folder, audits and publishes its
+// receipt. Before, the stop cut the put short and the output stayed in the
+// stopped worker's --workdir: the next visit failed the run ("not staged
+// any more"), and only --force (a second charge) got the interval
+// published. With the artifact store on S3 (versitygw) too.
+func TestStoppedOnceTheChargeExited(t *testing.T) {
+	onBoth(t, func(t *testing.T, b backend) {
+		cases := []string{"a shared folder"}
+		if b == onPostgres {
+			cases = append(cases, "S3")
+		}
+		for _, arts := range cases {
+			t.Run(arts, func(t *testing.T) {
+				e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
+				if arts == "S3" {
+					s3test.Start(t, "arts")
+					if err := os.Remove(e.arts); err != nil {
+						t.Fatal(err)
+					}
+					e.arts = "s3://arts/pay"
+				}
+				if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				w1 := e.hookedWorker(t, "w1", "after-exit:charge:term")
+				run := e.submit("2024-01-01")
+				<-w1.Done
+				if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
+					t.Fatal(err)
+				}
+				w2 := e.worker("w2")
+				rs := e.until(run, "the end", finished)
+				if rs.Run.State != store.RunSucceeded {
+					_, events := e.pipec("events", run, "--state", e.url)
+					t.Fatalf("run %s, want succeeded\n%s\n%s\n%s", rs.Run.State, w1.Output(), w2.Output(), events)
+				}
+				e.chargedOnce(t, "w1")
+				if n := e.lines("audits", "audit"); n != 1 {
+					t.Errorf("%d audits, want 1 (w2's)", n)
+				}
+			})
+		}
+	})
+}
+
 // An artifact store away for longer than a put waits for it (an S3
 // outage, here versitygw stopped) when a non-idempotent task's output is
 // put into it does not cost the output: the run fails, saying the output

@@ -731,7 +731,7 @@ func (c *Config) visitOptions(sub *submitted) runtime.Options {
 		Scratch: c.Workdir, ServerState: c.ServerState, Artifacts: c.Artifacts,
 		DefaultArtifacts: c.DefaultArtifacts, Environ: env, Worker: c.Info.Name, Self: c.self,
 		DefaultLease: c.TaskLease, LeasePoll: c.LeasePoll, KillGrace: c.KillGrace, ObjectStores: c.objects,
-		Goroutines: c.visitGos, Setup: sub.setup, RecordWithin: c.Lease, Force: sub.forced}
+		Goroutines: c.visitGos, Setup: sub.setup, RecordWithin: c.Lease, Force: sub.forced, AfterExit: c.afterExit()}
 }
 
 // claimOne claims a task, starting its first attempt in the claim's
@@ -797,4 +797,5 @@ const (
 	hookBeforeVisit  = "before-visit"
 	hookBeforeFinish = "before-finish"
 	hookAfterFinish  = "after-finish"
+	hookAfterExit    = "after-exit" // the runtime's: its task's process has exited (runtime.Options.AfterExit)
 )

@@ -104,7 +104,7 @@ func (a *Activities) visitOptions(r *run) runtime.Options {
 		Scratch: a.Workdir, ServerState: a.ServerState, Artifacts: a.Artifacts,
 		DefaultArtifacts: a.DefaultArtifacts, Environ: env, Worker: a.Name, Self: a.Self,
 		DefaultLease: a.TaskLease, LeasePoll: a.LeasePoll, KillGrace: a.KillGrace, ObjectStores: &a.objects, Setup: r.setup,
-		Force: r.in.Force}
+		Force: r.in.Force, AfterExit: testAfterExit()}
 }
 
 // plan returns the run's input and plan, read from the workflow's first

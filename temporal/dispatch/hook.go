@@ -2,7 +2,11 @@
 
 package dispatch
 
-import "github.com/pipec/pipec/runtime/exec"
+import (
+	"context"
+
+	"github.com/pipec/pipec/runtime/exec"
+)
 
 // testIdentity is this machine as the worker records it: the real one, in
 // every build but the tests' own (hook_testhook.go).
@@ -15,3 +19,7 @@ func testContinueAfter() int { return 0 }
 // testPauseBeforeVisit waits, in the tests' build, before a visit of the
 // task the test names; in every other build it returns at once.
 func testPauseBeforeVisit(string) {}
+
+// testAfterExit is the runtime's hook as a task's process exited
+// (runtime.Options.AfterExit): none but in the tests' build.
+func testAfterExit() func(ctx context.Context, task string) { return nil }

@@ -3,8 +3,11 @@
 package dispatch
 
 import (
+	"context"
 	"os"
 	"strconv"
+	"syscall"
+	"time"
 
 	"github.com/pipec/pipec/internal/testpause"
 	"github.com/pipec/pipec/runtime/exec"
@@ -37,5 +40,26 @@ func testContinueAfter() int {
 func testPauseBeforeVisit(task string) {
 	if task != "" && task == os.Getenv("PIPEC_TEST_PAUSE_TASK") {
 		testpause.Wait()
+	}
+}
+
+// testAfterExit stops this worker (SIGTERM) as the process of the task
+// PIPEC_TEST_TERM_AFTER_EXIT has exited, and lets the visit go on once the
+// stop reached it (its context ended), as if the signal had come at that
+// point and not a moment later.
+func testAfterExit() func(ctx context.Context, task string) {
+	name := os.Getenv("PIPEC_TEST_TERM_AFTER_EXIT")
+	if name == "" {
+		return nil
+	}
+	return func(ctx context.Context, task string) {
+		if task != name {
+			return
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+		}
 	}
 }
