@@ -254,6 +254,6 @@ func (r *runner) killedByOther(ctx context.Context) {
 		return
 	}
 	if err := r.st.RenewRunLease(r.records, r.runID, r.o.RunLease); errors.Is(err, store.ErrLeaseLost) {
-		r.loseRun(fmt.Errorf("run %s lost its lease on interval %s: another run took it over", r.runID, r.iv.Key))
+		r.loseRun(leaseLost{run: r.runID, interval: r.iv.Key})
 	}
 }

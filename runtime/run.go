@@ -51,6 +51,7 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -682,7 +683,7 @@ func (r *runner) renewRunLease(ctx context.Context, id string, stop <-chan struc
 					lost(fmt.Errorf("run %s was cancelled %s", id, got.Cancelled))
 					return
 				}
-				lost(fmt.Errorf("run %s lost its lease on interval %s: another run took it over", id, r.iv.Key))
+				lost(leaseLost{run: id, interval: r.iv.Key})
 				return
 			}
 		}
@@ -766,7 +767,15 @@ func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 		// by a run that took the interval over. Not a store failure.
 		sum.Failed = true
 		sum.Run, sum.RunID, sum.State = got, got.ID, string(got.State)
+		if got.State != store.RunCancelled {
+			sum.Superseded = r.supersededWhy(fctx, run.ID)
+		}
 		return sum, nil
+	}
+	if lost := (leaseLost{}); errors.As(context.Cause(ctx), &lost) {
+		// Stopped as the run that took the interval over began, before
+		// that run recorded this one's end.
+		sum.Superseded = fmt.Sprintf("another run took interval %s over", lost.interval)
 	}
 	if err := r.st.FinishRun(fctx, run.ID, state); err != nil {
 		sum.Failed = true
@@ -784,6 +793,34 @@ func (r *runner) execute(ctx context.Context, run store.Run) (*Summary, error) {
 	}
 	sum.RunID, sum.State = sum.Run.ID, string(state)
 	return sum, nil
+}
+
+// leaseLost is why a run stops once another run took its interval over
+// (its lease expired: its pipec was stopped, or cut off from the state).
+type leaseLost struct{ run, interval string }
+
+func (e leaseLost) Error() string {
+	return fmt.Sprintf("run %s lost its lease on interval %s: another run took it over", e.run, e.interval)
+}
+
+// supersededWhy is why run id ended under this process, which did not
+// end it nor was it cancelled: the reason the run that took its interval
+// over recorded (its pipec was stopped, Ctrl-Z say, or cut off from the
+// state past the run's lease). Without it a run whose every task
+// succeeded before it saw its lease lost ends FAILED, saying nothing.
+func (r *runner) supersededWhy(ctx context.Context, id string) string {
+	why := "another run of the interval took it over"
+	evs, err := r.st.Events(ctx, id)
+	if err != nil {
+		return why
+	}
+	for _, e := range evs {
+		var p struct{ Reason string }
+		if e.Kind == store.EventRunAbandoned && json.Unmarshal(e.Payload, &p) == nil && p.Reason != "" {
+			why = p.Reason
+		}
+	}
+	return why
 }
 
 // schedule runs the plan's DAG (dag.go), each task through the task

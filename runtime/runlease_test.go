@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pipec/pipec/runtime/clock"
+	"github.com/pipec/pipec/runtime/exec"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/sqlite"
 )
@@ -89,6 +90,9 @@ while [ ! -e release ]; do sleep 0.02; done`})
 	if !a.Failed || a.task("wait").State == TaskSucceeded || !strings.Contains(a.task("wait").Reason, "lost its lease") {
 		t.Errorf("the old run went on:\n%s", a.text())
 	}
+	if want := "run lease/2024-01-01/r1 FAILED: "; !strings.HasPrefix(a.text(), want) {
+		t.Errorf("the old run's verdict does not say why, want %q:\n%s", want, a.text())
+	}
 	if b.Failed || b.Run.ID != "lease/2024-01-01/r2" {
 		t.Errorf("the new run:\n%s", b.text())
 	}
@@ -102,6 +106,74 @@ while [ ! -e release ]; do sleep 0.02; done`})
 	}
 	if !abandoned {
 		t.Error("the taken-over run was not recorded as abandoned")
+	}
+}
+
+// TestSupersededRunSaysWhy: a run taken over while its pipec was stopped
+// (Ctrl-Z, say: here a store whose clock is two hours ahead sees its
+// lease expired) whose tasks all end before it next renews its lease
+// learns at its end that the interval is another run's now. Its verdict
+// says why it failed, where it said FAILED above a list of succeeded
+// tasks and nothing else.
+func TestSupersededRunSaysWhy(t *testing.T) {
+	f := newFixture(t, leaseHCL, map[string]string{"wait.sh": `touch started
+while [ ! -e release ]; do sleep 0.02; done`})
+	oa := f.options("2024-01-01")
+	oa.RunLease = time.Hour // no renewal before its task ends
+	// Its task's process is another machine's to the run that takes over,
+	// which leaves it alone (a stopped pipec's task may be stopped too).
+	oa.Self = exec.Identity{Host: "elsewhere"}
+	doneA := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), oa)
+		if err != nil {
+			t.Error(err)
+		}
+		doneA <- sum
+	}()
+	waitFor(t, filepath.Join(f.dir, "started"))
+	ahead := func() time.Time { return time.Now().Add(2 * time.Hour) }
+	later, err := sqlite.Open(context.Background(), f.state, sqlite.Options{Clock: ahead, LeaseClock: clock.Wall(ahead)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	ob := f.options("2024-01-01")
+	ob.Store = later
+	doneB := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), ob)
+		if err != nil {
+			t.Error(err)
+		}
+		doneB <- sum
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if r, err := f.st.GetRun(context.Background(), "lease/2024-01-01/r1"); err == nil && r.State.Ended() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second run did not take the interval over")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, b := <-doneA, <-doneB
+	if a == nil || b == nil {
+		return
+	}
+	if a.task("wait").State != TaskSucceeded {
+		t.Fatalf("the old run's task did not end on its own:\n%s", a.text())
+	}
+	want := "run lease/2024-01-01/r1 FAILED: superseded by lease/2024-01-01/r2: its pipec stopped before the run finished\n"
+	if !a.Failed || !strings.HasPrefix(a.text(), want) {
+		t.Errorf("the old run's verdict, want %q:\n%s", want, a.text())
+	}
+	if b.Failed {
+		t.Errorf("the new run:\n%s", b.text())
 	}
 }
 

@@ -49,6 +49,11 @@ type Summary struct {
 	// of what the task put in them (a link or a device in the output's
 	// folder), and why: like a failed check, each fails the run.
 	Unreadable []string `json:"unreadable_outputs,omitempty"`
+	// Superseded says why the run ended under its pipec, for a run that
+	// another run of its interval took over (its lease expired while its
+	// pipec was stopped, or could not reach the state): what it did after
+	// is fenced, and the other run carries the interval on.
+	Superseded string `json:"superseded,omitempty"`
 	// Failed is true when a task or check failed, or a publish errored.
 	Failed bool `json:"failed"`
 }
@@ -192,6 +197,8 @@ func (s *Summary) WriteText(w io.Writer) error {
 	switch {
 	case s.Run.State == store.RunCancelled:
 		state = "CANCELLED " + s.Run.Cancelled
+	case s.Superseded != "":
+		state = "FAILED: " + s.Superseded
 	case s.Failed:
 		state = "FAILED"
 	}
