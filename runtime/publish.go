@@ -390,6 +390,40 @@ func (r *runner) ownArtifacts(ctx context.Context) error {
 	return err
 }
 
+// sinksTake refuses, with a *sink.ForeignStateError, a sink bound to
+// another state that t's outputs (every task's, t nil) are published to:
+// asked before a run, or a visit of t, runs anything, as every publish into
+// it would be refused once the task ran (a non-idempotent task's effect
+// done, its outputs never visible). Any other error reading a sink's
+// binding is left to the publish, which says it.
+func (r *runner) sinksTake(ctx context.Context, t *compiler.PlanTask) error {
+	var names []string
+	for _, ts := range r.tasks {
+		if t != nil && ts.t != t {
+			continue
+		}
+		for _, out := range ts.t.Outputs {
+			for _, pub := range r.pubsOf[out] {
+				names = append(names, pub.Sink)
+			}
+		}
+	}
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
+		s, ok := r.sinks[name].(interface {
+			TakesState(ctx context.Context, stateID string) error
+		})
+		if !ok {
+			continue
+		}
+		var foreign *sink.ForeignStateError
+		if err := s.TakesState(ctx, r.stateID); errors.As(err, &foreign) {
+			return err
+		}
+	}
+	return nil
+}
+
 // putVersion puts the frozen version in dir into the artifact store under
 // key, durably, once this state owns the pipeline's versions there.
 func (r *runner) putVersion(ctx context.Context, key artifacts.Key, dir string) error {

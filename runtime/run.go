@@ -578,6 +578,9 @@ func (r *runner) run(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 	}
+	if err := r.sinksTake(ctx, nil); err != nil {
+		return nil, err
+	}
 	run, err := r.createRun(ctx)
 	if err != nil {
 		return nil, err

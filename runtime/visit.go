@@ -448,6 +448,11 @@ func RunVisit(ctx context.Context, v Visit) (VisitResult, error) {
 		ts.final = errors.As(err, &foreign)
 		r.mu.Unlock()
 		r.taskFailed(ctx, ts, ClassArtifacts, 0, "", "not run: "+err.Error())
+	} else if err := r.sinksTake(ctx, ts.t); err != nil {
+		r.mu.Lock()
+		ts.final = true // the same on every worker
+		r.mu.Unlock()
+		r.taskFailed(ctx, ts, ClassPublish, 0, "", "not run: "+err.Error())
 	} else {
 		r.runOne(ctx, ts)
 	}

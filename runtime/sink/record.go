@@ -71,8 +71,8 @@ type Binding struct {
 // binding to record (an unbound sink bound, or what it holds recorded).
 func judgeBinding(sinkName, path, stateID, statePath string, b *Binding, records func() ([]Record, error),
 	v store.Version) (write *Binding, err error) {
-	if b != nil && b.State != stateID {
-		return nil, &ForeignStateError{Sink: sinkName, Path: path, Bound: *b, State: stateID, StatePath: statePath}
+	if err := foreignState(sinkName, path, stateID, statePath, b); err != nil {
+		return nil, err
 	}
 	if b != nil && b.Pipeline == v.Pipeline && b.Artifact == v.Artifact {
 		return nil, nil
@@ -92,6 +92,17 @@ func judgeBinding(sinkName, path, stateID, statePath string, b *Binding, records
 	}
 	nb.Pipeline, nb.Artifact = v.Pipeline, v.Artifact
 	return &nb, nil
+}
+
+// foreignState refuses a sink bound to another state than stateID (b nil:
+// bound to none yet, which takes any): judgeBinding's first refusal, which
+// a run also makes before it runs a task that publishes into the sink
+// (TakesState).
+func foreignState(sinkName, path, stateID, statePath string, b *Binding) error {
+	if b != nil && b.State != stateID {
+		return &ForeignStateError{Sink: sinkName, Path: path, Bound: *b, State: stateID, StatePath: statePath}
+	}
+	return nil
 }
 
 // holder is the pipeline and artifact a sink holds, from its binding or,
@@ -176,6 +187,17 @@ func (e *OtherArtifactError) Error() string {
 func (d *Directory) fenceDir() string { return filepath.Join(d.Path, FenceDir) }
 
 // readBinding returns the sink's binding, nil when it has none yet.
+// TakesState says whether the sink takes publishes from stateID: a
+// *ForeignStateError when it is bound to another state, as each publish
+// would be told, asked before a task that publishes here runs.
+func (d *Directory) TakesState(_ context.Context, stateID string) error {
+	b, err := d.readBinding()
+	if err != nil {
+		return err
+	}
+	return foreignState(d.Name, d.Path, stateID, d.StatePath, b)
+}
+
 func (d *Directory) readBinding() (*Binding, error) {
 	var b Binding
 	ok, err := readJSON(filepath.Join(d.fenceDir(), bindingFile), &b)

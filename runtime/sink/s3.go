@@ -178,6 +178,15 @@ func jsonObject(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// TakesState is Directory.TakesState for an S3 sink.
+func (s *S3) TakesState(ctx context.Context, stateID string) error {
+	b, _, err := s.readBinding(ctx)
+	if err != nil {
+		return err
+	}
+	return foreignState(s.Name, s.URL.String(), stateID, s.StatePath, b)
+}
+
 func (s *S3) readBinding(ctx context.Context) (*Binding, string, error) {
 	var b Binding
 	etag, ok, err := s.readJSONObject(ctx, s.bindingKey(), &b)

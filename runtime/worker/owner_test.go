@@ -3,12 +3,14 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
@@ -72,4 +74,43 @@ func TestWorkdirOfAnotherState(t *testing.T) {
 		!strings.Contains(out, e.url) || !strings.Contains(out, other) {
 		t.Errorf("a worker of another state on the same workdir: exit %d\n%s", code, out)
 	}
+}
+
+// Workers are refused a sink bound to another state (a production state's,
+// whose run published there first) before they run a task that publishes
+// into it, as a local run is: the non-idempotent charge is not run (its
+// effect could never be made visible: every publish into that sink is
+// refused), and the refusal does not fail over. Before, the charge ran,
+// charged, and only its receipt's publish was refused.
+func TestWorkersRefuseASinkOfAnotherState(t *testing.T) {
+	onBoth(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
+		if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prod := filepath.Join(e.dir, "prod", "state.db")
+		prodArts := filepath.Join(e.dir, "prod", "artifacts")
+		if code, out := e.pipec("run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", prodArts); code != 0 {
+			t.Fatalf("the production state's run: exit %d\n%s", code, out)
+		}
+		e.worker("w1")
+		e.worker("w2")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		got, err := e.submitWait(ctx, "2024-01-02", "20ms")
+		out := string(got)
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("submit --wait on the second state: %v, want exit 1\n%s", err, out)
+		}
+		if !strings.Contains(out, "sink wh") || !strings.Contains(out, "is bound to state") || !strings.Contains(out, prod) {
+			t.Errorf("submit --wait does not say why:\n%s", out)
+		}
+		if n := e.lines("ledger", "charge"); n != 1 {
+			t.Errorf("%d charges, want 1 (production's): the refused state's charge ran", n)
+		}
+		run := "pay/2024-01-02/r1"
+		if got := e.starts(run, "charge"); len(got) != 1 {
+			t.Errorf("charge was claimed by %v, want one worker (the refusal is the same on every worker)", got)
+		}
+	})
 }
