@@ -467,3 +467,33 @@ func TestTwoStatesOneNamespace(t *testing.T) {
 		t.Errorf("production's worker made %d starts, want its run's 2:\n%s", n, w1.Output())
 	}
 }
+
+// A sink bound to another state (a production state's local run published
+// there first) is refused on Temporal as on pipec's workers: the
+// non-idempotent charge publishing into it is not run, and does not fail
+// over. Before, it charged, and only its receipt's publish was refused.
+func TestRefusesASinkOfAnotherState(t *testing.T) {
+	e := newEnv(t, scenario.LeftOutput, scenario.LeftOutputFiles())
+	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prod := filepath.Join(e.dir, "prod", "state.db")
+	if code, out := e.run(pipecBin, "run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod,
+		"--artifacts", filepath.Join(e.dir, "prod", "artifacts")); code != 0 {
+		t.Fatalf("the production state's run: exit %d\n%s", code, out)
+	}
+	w1, w2 := e.worker("w1"), e.worker("w2")
+	code, run, out := e.submit("2024-01-02", true)
+	if code == 0 || !strings.Contains(out, "sink wh") || !strings.Contains(out, "is bound to state") {
+		t.Fatalf("submit --wait on the second state: exit %d\n%s", code, out)
+	}
+	if r := e.until(run); r.State != store.RunFailed {
+		t.Fatalf("run %s, want failed", r.State)
+	}
+	if n := e.lines("ledger", "charge"); n != 1 {
+		t.Errorf("%d charges, want 1 (production's): the refused state's charge ran", n)
+	}
+	if n := strings.Count(w1.Output()+w2.Output(), "charge: start on"); n != 1 {
+		t.Errorf("charge was started %d times, want once (no failover)\n%s\n%s", n, w1.Output(), w2.Output())
+	}
+}
