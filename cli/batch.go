@@ -45,6 +45,9 @@ type outcome struct {
 	run   string
 	state string // "succeeded", "failed", "active" (another run holds it), noSlot, "error"
 	why   string
+	// everyInterval: an error that refuses every interval alike
+	// (runtime.RefusedEveryInterval); the batch runs no more.
+	everyInterval bool
 }
 
 // noSlot is the state of a launch the store refused for want of a run
@@ -54,6 +57,8 @@ const noSlot = "noslot"
 // batchResult counts what a batch did.
 type batchResult struct {
 	total, succeeded, failed, blocked, active, detached int
+	// refused: intervals not run after one was refused as every one would be.
+	refused int
 	// noSlot counts the intervals left for want of a run slot.
 	noSlot      int
 	interrupted bool
@@ -80,6 +85,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 	var durations time.Duration
 	finished := 0
 	closed := false // detached: the batch returned, nothing more is printed
+	halt := ""      // why every interval is refused alike, once one was
 	sem := make(chan struct{}, max(b.slots, 1))
 	var wg sync.WaitGroup
 	// inflight counts the batch's launches that have not ended; ends
@@ -120,6 +126,21 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 			}
+		}
+		mu.Lock()
+		h := halt
+		mu.Unlock()
+		if h != "" && ctx.Err() == nil {
+			if blocked == "" {
+				<-sem
+			}
+			mu.Lock()
+			res.refused = b.leaveRefused(ds[i:])
+			mu.Unlock()
+			for k := i; k < len(ds); k++ {
+				closeDone(k)
+			}
+			break
 		}
 		if ctx.Err() != nil {
 			res.interrupted = true
@@ -194,6 +215,9 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 				default:
 					res.failed++
 					fmt.Fprintf(b.io.Stdout, "%s  error: %s\n", d.Interval.Key, o.why)
+					if o.everyInterval && halt == "" {
+						halt = o.why
+					}
 				}
 			}()
 			<-started
@@ -292,6 +316,27 @@ func (b *batch) leaveForSlot(ds []schedule.Decision, refused outcome) int {
 	return len(keys)
 }
 
+// leaveRefused prints the line of the intervals to run in ds, which the
+// batch does not run since an earlier one was refused as each of them
+// would be, and returns how many.
+func (b *batch) leaveRefused(ds []schedule.Decision) int {
+	var keys []string
+	for _, d := range ds {
+		if d.Action == schedule.Run {
+			keys = append(keys, d.Interval.Key)
+		}
+	}
+	const why = "not run: each interval would be refused as the one above"
+	switch len(keys) {
+	case 0:
+	case 1:
+		fmt.Fprintf(b.io.Stdout, "%s  %s\n", keys[0], why)
+	default:
+		fmt.Fprintf(b.io.Stdout, "%s to %s (%d)  %s\n", keys[0], keys[len(keys)-1], len(keys), why)
+	}
+	return len(keys)
+}
+
 func describeOutcome(o outcome) string {
 	switch {
 	case o.state == "blocked":
@@ -332,7 +377,7 @@ func localLaunch(io IO, plan *compiler.Plan, path string, st store.Store, loc st
 		}
 		switch {
 		case err != nil && sum == nil:
-			return outcome{state: "error", why: err.Error()}
+			return outcome{state: "error", why: err.Error(), everyInterval: runtime.RefusedEveryInterval(err)}
 		case err != nil:
 			return outcome{run: sum.Run.ID, state: "error", why: err.Error()}
 		case sum.Failed:
@@ -514,6 +559,9 @@ func (r batchResult) summaryLine(what string, skipped, blocked, active int) stri
 	}
 	if r.noSlot > 0 {
 		more = append(more, fmt.Sprintf("%d left for want of a run slot", r.noSlot))
+	}
+	if r.refused > 0 {
+		more = append(more, fmt.Sprintf("%d not run (refused alike)", r.refused))
 	}
 	if len(more) > 0 {
 		s += "; " + strings.Join(more, ", ")

@@ -424,6 +424,17 @@ func (r *runner) sinksTake(ctx context.Context, t *compiler.PlanTask) error {
 	return nil
 }
 
+// RefusedEveryInterval reports whether err, a run's refusal before it
+// started, holds for every interval of the pipeline on this state: a sink
+// bound to another state (sinksTake), or an artifact store whose versions
+// of the pipeline another state owns (ownArtifacts). A backfill stops at
+// it rather than be refused once per interval.
+func RefusedEveryInterval(err error) bool {
+	var foreignSink *sink.ForeignStateError
+	var foreignArts *artifacts.ForeignOwnerError
+	return errors.As(err, &foreignSink) || errors.As(err, &foreignArts)
+}
+
 // putVersion puts the frozen version in dir into the artifact store under
 // key, durably, once this state owns the pipeline's versions there.
 func (r *runner) putVersion(ctx context.Context, key artifacts.Key, dir string) error {
