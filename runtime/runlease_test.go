@@ -36,14 +36,7 @@ func TestRunLeaseTakenOverWhenExpired(t *testing.T) {
 while [ ! -e release ]; do sleep 0.02; done`})
 	oa := f.options("2024-01-01")
 	oa.RunLease = 2 * time.Second
-	doneA := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), oa)
-		if err != nil {
-			t.Error(err)
-		}
-		doneA <- sum
-	}()
+	doneA := runAsync(t, oa)
 	waitFor(t, filepath.Join(f.dir, "started"))
 
 	// While A renews, a second run on the real clock is refused.
@@ -51,23 +44,9 @@ while [ ! -e release ]; do sleep 0.02; done`})
 		t.Fatal("a second run started beside a live one")
 	}
 
-	// An hour ahead on the lease clock too (leases are judged on it).
-	hourAhead := func() time.Time { return time.Now().Add(time.Hour) }
-	later, err := sqlite.Open(context.Background(), f.state, sqlite.Options{Clock: hourAhead, LeaseClock: clock.Wall(hourAhead)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer later.Close()
 	ob := f.options("2024-01-01")
-	ob.Store, ob.RunLease = later, time.Hour
-	doneB := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), ob)
-		if err != nil {
-			t.Error(err)
-		}
-		doneB <- sum
-	}()
+	ob.Store, ob.RunLease = f.ahead(t, time.Hour), time.Hour
+	doneB := runAsync(t, ob)
 
 	var a *Summary
 	select {
@@ -123,31 +102,11 @@ while [ ! -e release ]; do sleep 0.02; done`})
 	// Its task's process is another machine's to the run that takes over,
 	// which leaves it alone (a stopped pipec's task may be stopped too).
 	oa.Self = exec.Identity{Host: "elsewhere"}
-	doneA := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), oa)
-		if err != nil {
-			t.Error(err)
-		}
-		doneA <- sum
-	}()
+	doneA := runAsync(t, oa)
 	waitFor(t, filepath.Join(f.dir, "started"))
-	ahead := func() time.Time { return time.Now().Add(2 * time.Hour) }
-	later, err := sqlite.Open(context.Background(), f.state, sqlite.Options{Clock: ahead, LeaseClock: clock.Wall(ahead)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer later.Close()
 	ob := f.options("2024-01-01")
-	ob.Store = later
-	doneB := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), ob)
-		if err != nil {
-			t.Error(err)
-		}
-		doneB <- sum
-	}()
+	ob.Store = f.ahead(t, 2*time.Hour)
+	doneB := runAsync(t, ob)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if r, err := f.st.GetRun(context.Background(), "lease/2024-01-01/r1"); err == nil && r.State.Ended() {
@@ -175,6 +134,33 @@ while [ ! -e release ]; do sleep 0.02; done`})
 	if b.Failed {
 		t.Errorf("the new run:\n%s", b.text())
 	}
+}
+
+// runAsync runs o and sends its summary (nil after an error, which fails
+// t) once it ends.
+func runAsync(t *testing.T, o Options) <-chan *Summary {
+	done := make(chan *Summary, 1)
+	go func() {
+		sum, err := Run(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	return done
+}
+
+// ahead opens the fixture's state as a process whose clocks, the lease
+// clock too (leases are judged on it), are d ahead: it sees leases
+// expired as if their holders had been stopped that long.
+func (f *fixture) ahead(t *testing.T, d time.Duration) store.Store {
+	now := func() time.Time { return time.Now().Add(d) }
+	st, err := sqlite.Open(context.Background(), f.state, sqlite.Options{Clock: now, LeaseClock: clock.Wall(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // waitFor waits for a file to exist.

@@ -36,17 +36,7 @@ func testWorkersRefuseAnotherStatesArtifacts(t *testing.T, b backend) {
 	if code, out := e.pipec("run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", e.arts); code != 0 {
 		t.Fatalf("the production state's run: exit %d\n%s", code, out)
 	}
-	e.worker("w1")
-	e.worker("w2")
-	// Bounded: a refusal that failed over would leave the run waiting
-	// for a worker it has not tried.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	got, err := e.submitWait(ctx, "2024-01-02", "20ms")
-	out := string(got)
-	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("submit --wait on the second state: %v, want exit 1\n%s", err, out)
-	}
+	out := e.submitRefused(t, "2024-01-02")
 	if !strings.Contains(out, "holds the versions of pipeline arts for state") || !strings.Contains(out, filepath.Join("prod", "state.db")) {
 		t.Errorf("submit --wait does not say why:\n%s", out)
 	}
@@ -59,6 +49,23 @@ func testWorkersRefuseAnotherStatesArtifacts(t *testing.T, b backend) {
 			t.Errorf("extract ran on a store it was refused: %+v", a)
 		}
 	}
+}
+
+// submitRefused starts two workers, submits the interval and waits for its
+// run, which must fail (exit 1: the refusal of another state's store or
+// sink), and returns what submit --wait said. Bounded: a refusal that
+// failed over would leave the run waiting for a worker it has not tried.
+func (e *env) submitRefused(t *testing.T, interval string) string {
+	t.Helper()
+	e.worker("w1")
+	e.worker("w2")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got, err := e.submitWait(ctx, interval, "20ms")
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("submit --wait on the second state: %v, want exit 1\n%s", err, got)
+	}
+	return string(got)
 }
 
 // A worker's workdir is its state's: a worker of another state given the
@@ -93,15 +100,7 @@ func TestWorkersRefuseASinkOfAnotherState(t *testing.T) {
 		if code, out := e.pipec("run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", prodArts); code != 0 {
 			t.Fatalf("the production state's run: exit %d\n%s", code, out)
 		}
-		e.worker("w1")
-		e.worker("w2")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		got, err := e.submitWait(ctx, "2024-01-02", "20ms")
-		out := string(got)
-		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			t.Fatalf("submit --wait on the second state: %v, want exit 1\n%s", err, out)
-		}
+		out := e.submitRefused(t, "2024-01-02")
 		if !strings.Contains(out, "sink wh") || !strings.Contains(out, "is bound to state") || !strings.Contains(out, prod) {
 			t.Errorf("submit --wait does not say why:\n%s", out)
 		}
