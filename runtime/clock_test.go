@@ -44,14 +44,7 @@ func TestWallClockStepsDoNotExpireLeases(t *testing.T) {
 	o.LeasePoll = 20 * time.Millisecond
 	ev := &events{}
 	o.OnEvent = ev.add
-	done := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- sum
-	}()
+	done := runAsync(t, o)
 	waitPID(t, filepath.Join(f.dir, "started.1"))
 	ref := store.AttemptRef{Run: "steps/2024-01-01/r1", Task: "healthy", Number: 1}
 	deadline := time.Now().Add(10 * time.Second)

@@ -45,14 +45,7 @@ func TestUnknownAttemptFencedAtGrant(t *testing.T) {
 	o.ZombieGrace = 20 * time.Second
 	var ev events
 	o.OnEvent = ev.add
-	done := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- sum
-	}()
+	done := runAsync(t, o)
 	touch := func(name string) {
 		if err := os.WriteFile(filepath.Join(f.dir, name), nil, 0o644); err != nil {
 			t.Fatal(err)

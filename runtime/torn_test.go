@@ -102,14 +102,7 @@ func tornRound(t *testing.T, round int) {
 	o.ZombieGrace = 20 * time.Second
 	var ev events
 	o.OnEvent = ev.add
-	done := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- sum
-	}()
+	done := runAsync(t, o)
 
 	// Readers: resolve the visible link once per read and check what it shows.
 	d, err := sink.NewDirectory("out", filepath.Join(f.dir, "out"), "token", f.st)
@@ -304,14 +297,7 @@ func TestZombieNeverReturns(t *testing.T) {
 	o.ZombieGrace = 300 * time.Millisecond
 	var ev events
 	o.OnEvent = ev.add
-	done := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- sum
-	}()
+	done := runAsync(t, o)
 	pid := waitPID(t, filepath.Join(f.dir, "half"))
 	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -371,14 +357,7 @@ func TestLeaseJudgedOnStoreClock(t *testing.T) {
 	o := f.options("2024-01-01")
 	o.Store, o.StatePath = st, filepath.Join(f.dir, "clock.db")
 	o.LeasePoll = 20 * time.Millisecond
-	done := make(chan *Summary, 1)
-	go func() {
-		sum, err := Run(context.Background(), o)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- sum
-	}()
+	done := runAsync(t, o)
 	waitPID(t, filepath.Join(f.dir, "started.1"))
 	// Let the pid (and the lease's start) reach the store, then jump.
 	deadline := time.Now().Add(10 * time.Second)
