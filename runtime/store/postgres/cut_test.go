@@ -2,8 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
+	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 	"github.com/pipec/pipec/runtime/store/postgres"
 )
@@ -89,6 +91,90 @@ func TestSessionEndedAtCommit(t *testing.T) {
 				t.Fatalf("events test.cut at %v, want one at %d", cutEvents, seq)
 			}
 		})
+	}
+}
+
+// TestRunMadeOrCancelledAtCommitCut: the server ends the session under
+// the COMMIT of a run's creation (pipec run), of a submission (pipec
+// submit) or of a cancellation (pipec cancel), as a restart does. The
+// creation and the submission are settled by the run's row, which the
+// INSERT returned before the COMMIT (made again, a second run of the
+// interval would be refused as busy by the first, had it committed); the
+// cancellation, which changes nothing made twice, is made again. Each
+// succeeds, once. Before, each failed ("the state database does not
+// answer"): a restart of PostgreSQL at that moment failed pipec run, pipec
+// submit or pipec cancel.
+func TestRunMadeOrCancelledAtCommitCut(t *testing.T) {
+	srv := pg.Server(t)
+	ctx := context.Background()
+	nr := store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"}
+	runs := func(t *testing.T, s *postgres.Store) []store.Run {
+		rs, err := s.ListRuns(ctx, store.RunFilter{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	t.Run("creation", func(t *testing.T) {
+		s := open(t, srv, nil)
+		cutOnceAtCommit(t, s, "INSERT ON runs", "true")
+		r, err := s.CreateRun(ctx, nr)
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		if rs := runs(t, s); len(rs) != 1 || rs[0].ID != r.ID || r.ID != "p/2024-01-01/r1" {
+			t.Fatalf("runs %+v, want the one created, %s", rs, r.ID)
+		}
+		// What tells a creation that committed from one that did not: its
+		// id with its creation time, as the INSERT returned them.
+		var there bool
+		if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1 AND created = $2)`, r.ID, r.Created).Scan(&there); err != nil || !there {
+			t.Fatalf("run %s created at %s is not found by both: %v", r.ID, r.Created, err)
+		}
+		cutsAtLeast(t, s, 2)
+	})
+	t.Run("submission", func(t *testing.T) {
+		s := open(t, srv, nil)
+		cutOnceAtCommit(t, s, "INSERT ON work", "true")
+		r, err := s.Submit(ctx, queue.Submission{Run: nr, Plan: []byte(`{}`), BaseDir: "/spec", Interval: "2024-01-01",
+			Tasks: []queue.Task{{Name: "a"}}})
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+		if rs := runs(t, s); len(rs) != 1 || rs[0].ID != r.ID {
+			t.Fatalf("runs %+v, want the one submitted, %s", rs, r.ID)
+		}
+		st, err := s.Status(ctx, r.ID)
+		if err != nil || len(st.Tasks) != 1 || st.Tasks[0].State != queue.WorkReady {
+			t.Fatalf("status %+v, %v: want its one task ready", st, err)
+		}
+		cutsAtLeast(t, s, 2)
+	})
+	t.Run("cancellation", func(t *testing.T) {
+		s := open(t, srv, nil)
+		r, err := s.CreateRun(ctx, nr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cutOnceAtCommit(t, s, "UPDATE ON runs", "NEW.cancelled <> ''")
+		got, err := s.CancelRun(ctx, r.ID, "wrong input", "ann")
+		if err != nil || got.State != store.RunCancelled || got.Cancelled != store.CancelledBy("ann", "wrong input") {
+			t.Fatalf("cancel: %+v, %v; want cancelled by ann", got, err)
+		}
+		if _, err := s.CancelRun(ctx, r.ID, "again", "bob"); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("another cancellation of the cancelled run: %v, want a conflict", err)
+		}
+		cutsAtLeast(t, s, 2)
+	})
+}
+
+// cutsAtLeast fails t unless cutOnceAtCommit's trigger ran n times or
+// more: the session was ended once, and the write made again.
+func cutsAtLeast(t *testing.T, s *postgres.Store, n int64) {
+	t.Helper()
+	var cuts int64
+	if err := s.Pool().QueryRow(context.Background(), `SELECT last_value FROM cuts`).Scan(&cuts); err != nil || cuts < n {
+		t.Fatalf("the trigger ran %d time(s) (%v): the session was not ended", cuts, err)
 	}
 }
 

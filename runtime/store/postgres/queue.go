@@ -30,13 +30,11 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 	if err != nil {
 		return store.Run{}, err
 	}
-	var r store.Run
-	err = s.pipelined(ctx, true, func(tx pgx.Tx, ends *txEnds) error {
+	r, err := s.creating(ctx, func(tx pgx.Tx, ends *txEnds) (store.Run, error) {
 		writes := &pgx.Batch{}
-		var err error
-		var n int
-		if r, n, err = createRun(ctx, tx, ends, sub.Run, writes); err != nil {
-			return err
+		r, n, err := createRun(ctx, tx, ends, sub.Run, writes)
+		if err != nil {
+			return r, err
 		}
 		writes.Queue(`INSERT INTO submissions (run, plan, base_dir, interval_value) VALUES ($1, $2, $3, $4)`,
 			r.ID, string(sub.Plan), sub.BaseDir, sub.Interval)
@@ -46,10 +44,11 @@ func (s *Store) Submit(ctx context.Context, sub queue.Submission) (store.Run, er
 		writes.Queue(notifyWorkSQL)
 		payload, err := store.PayloadText(map[string]any{"tasks": len(sub.Tasks)})
 		if err != nil {
-			return err
+			return r, err
 		}
 		writes.Queue(insertEventSQL, r.ID, queue.EventRunSubmitted, "", 0, payload)
-		return sendCreating(ctx, tx, ends, writes, &r, n)
+		err = sendCreating(ctx, tx, ends, writes, &r, n) // fills r.Created
+		return r, err
 	})
 	if err != nil {
 		return store.Run{}, fmt.Errorf("submit: %w", err)

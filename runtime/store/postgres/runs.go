@@ -17,25 +17,47 @@ import (
 // row per (pipeline, interval), taken first: its row lock serializes every
 // creation of a run of the interval, so the lease on the interval is judged
 // and taken by one creator at a time, and of two runs starting at once
-// exactly one gets it. It commits synchronously (see the package doc).
+// exactly one gets it. It commits synchronously (see the package doc); a
+// session ended under that COMMIT is settled by the run's row (creating).
 func (s *Store) CreateRun(ctx context.Context, nr store.NewRun) (store.Run, error) {
 	if err := nr.Check(); err != nil {
 		return store.Run{}, err
 	}
-	var r store.Run
-	err := s.pipelined(ctx, true, func(tx pgx.Tx, ends *txEnds) error {
+	r, err := s.creating(ctx, func(tx pgx.Tx, ends *txEnds) (store.Run, error) {
 		writes := &pgx.Batch{}
-		var err error
-		var n int
-		if r, n, err = createRun(ctx, tx, ends, nr, writes); err != nil {
-			return err
+		r, n, err := createRun(ctx, tx, ends, nr, writes)
+		if err != nil {
+			return r, err
 		}
-		return sendCreating(ctx, tx, ends, writes, &r, n)
+		err = sendCreating(ctx, tx, ends, writes, &r, n) // fills r.Created
+		return r, err
 	})
 	if err != nil {
 		return store.Run{}, fmt.Errorf("create run: %w", err)
 	}
 	return r, nil
+}
+
+// creating runs create, a pipelined transaction that creates a run (and,
+// for a submission, its work) and commits synchronously, and settles a
+// session ended under its COMMIT (settled): the run's row, as the INSERT
+// returned it (its id and its creation time, both read before the
+// COMMIT), is there or not. Made again, the run would be a second one of
+// its interval, or refused as busy by the first.
+func (s *Store) creating(ctx context.Context, create func(pgx.Tx, *txEnds) (store.Run, error)) (store.Run, error) {
+	return settled(ctx, func() (store.Run, bool, error) {
+		var r store.Run
+		err := s.pipelined(ctx, true, func(tx pgx.Tx, ends *txEnds) error {
+			var err error
+			r, err = create(tx, ends)
+			return err
+		})
+		return r, r.ID != "" && !r.Created.IsZero(), err
+	}, func(r store.Run) (bool, error) {
+		var there bool
+		err := s.read().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1 AND created = $2)`, r.ID, r.Created).Scan(&there)
+		return there, err
+	})
 }
 
 // createRun is CreateRun inside a pipelined transaction (txPipelined; pipec
@@ -367,12 +389,23 @@ func (s *Store) FinishRun(ctx context.Context, id string, state store.RunState) 
 }
 
 // CancelRun implements store.Store; a synchronous commit, as FinishRun.
+// Repeatable: a run cancelled already with the same words is this
+// cancellation, made by a try whose COMMIT's answer a restart cut off.
 func (s *Store) CancelRun(ctx context.Context, id, reason, by string) (store.Run, error) {
 	why := store.CancelledBy(by, reason)
-	err := s.txDurable(ctx, func(tx pgx.Tx) error {
+	err := s.runRepeatable(ctx, true, func(tx pgx.Tx) error {
 		cur, err := lockRun(ctx, tx, id, false)
 		if err != nil {
 			return err
+		}
+		if cur == store.RunFailed { // a cancelled run is stored failed
+			var was string
+			if err := tx.QueryRow(ctx, `SELECT cancelled FROM runs WHERE id = $1`, id).Scan(&was); err != nil {
+				return err
+			}
+			if was == why {
+				return nil
+			}
 		}
 		if cur != store.RunRunning {
 			return fmt.Errorf("run %q is %s already: %w", id, cur, store.ErrConflict)
