@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
@@ -166,6 +167,27 @@ func TestRunMadeOrCancelledAtCommitCut(t *testing.T) {
 		}
 		cutsAtLeast(t, s, 2)
 	})
+}
+
+// TestPoolSlotHeldAtCommitCut: the server ends the session under the
+// COMMIT of a pool slot's hold (a Temporal visit of a pooled task takes
+// one): made again, the hold is the same holder's one hold, and the slot
+// is held once. Before, the hold failed ("the state database does not
+// answer").
+func TestPoolSlotHeldAtCommitCut(t *testing.T) {
+	s := open(t, pg.Server(t), nil)
+	ctx := context.Background()
+	cutOnceAtCommit(t, s, "INSERT ON pool_holds", "true")
+	h := queue.PoolHolder{Run: "p/2024-01-01/r1", Task: "a", Worker: "w1"}
+	key := queue.PoolKey("p", "backfill")
+	if busy, held, err := s.HoldPoolSlot(ctx, key, 1, h, time.Minute); err != nil || !held || busy != 0 {
+		t.Fatalf("hold: busy %d, held %v, %v; want the free slot held", busy, held, err)
+	}
+	other := queue.PoolHolder{Run: "p/2024-01-02/r1", Task: "a", Worker: "w2"}
+	if busy, held, err := s.HoldPoolSlot(ctx, key, 1, other, time.Minute); err != nil || held || busy != 1 {
+		t.Fatalf("another's hold: busy %d, held %v, %v; want refused, the one slot busy once", busy, held, err)
+	}
+	cutsAtLeast(t, s, 2)
 }
 
 // cutsAtLeast fails t unless cutOnceAtCommit's trigger ran n times or

@@ -30,14 +30,16 @@ const poolsBusySQL = `SELECT pool, count(*) FROM (
 	SELECT pool FROM pool_holds WHERE pool = ANY($1::text[]) AND expiry > pipec_now() AND (run, task) <> ($2::text, $3::text)
 ) taken GROUP BY pool`
 
-// HoldPoolSlot implements queue.PoolSlots.
+// HoldPoolSlot implements queue.PoolSlots. It, RenewPoolSlot and
+// ReleasePoolSlot are repeatable (runRepeatable): made twice, a hold is
+// the same holder's one hold, and a renewal or a release the same.
 func (s *Store) HoldPoolSlot(ctx context.Context, key string, slots int, h queue.PoolHolder, lease time.Duration) (int, bool, error) {
 	if lease <= 0 {
 		return 0, false, fmt.Errorf("hold a slot of pool %s: the lease must be positive", key)
 	}
 	var busy int
 	var held bool
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.runRepeatable(ctx, false, func(tx pgx.Tx) error {
 		busy, held = 0, false
 		if err := lockKey(ctx, tx, "pool", key); err != nil {
 			return err
@@ -72,7 +74,7 @@ func (s *Store) RenewPoolSlot(ctx context.Context, key string, h queue.PoolHolde
 	if lease <= 0 {
 		return fmt.Errorf("renew a slot of pool %s: the lease must be positive", key)
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.runRepeatable(ctx, false, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE pool_holds SET expiry = pipec_now() + $5::bigint * interval '1 microsecond'
 WHERE pool = $1 AND run = $2 AND task = $3 AND worker = $4 AND expiry > pipec_now()`, key, h.Run, h.Task, h.Worker, micros(lease))
 		if err != nil {
@@ -91,7 +93,7 @@ WHERE pool = $1 AND run = $2 AND task = $3 AND worker = $4 AND expiry > pipec_no
 
 // ReleasePoolSlot implements queue.PoolSlots.
 func (s *Store) ReleasePoolSlot(ctx context.Context, key string, h queue.PoolHolder) error {
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err := s.runRepeatable(ctx, false, func(tx pgx.Tx) error {
 		// A task of the pool may be claimed now: idle workers look.
 		_, err := tx.Exec(ctx, `WITH gone AS (
 	DELETE FROM pool_holds WHERE pool = $1 AND run = $2 AND task = $3 AND worker = $4 RETURNING 1
