@@ -410,9 +410,7 @@ func (r *runner) sinksTake(ctx context.Context, t *compiler.PlanTask) error {
 	}
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		s, ok := r.sinks[name].(interface {
-			TakesState(ctx context.Context, stateID string) error
-		})
+		s, ok := r.sinks[name].(stateBound)
 		if !ok {
 			continue
 		}
@@ -422,6 +420,12 @@ func (r *runner) sinksTake(ctx context.Context, t *compiler.PlanTask) error {
 		}
 	}
 	return nil
+}
+
+// stateBound is a sink bound to one state (the directory and S3 sinks),
+// which says whether it takes publishes from another.
+type stateBound interface {
+	TakesState(ctx context.Context, stateID string) error
 }
 
 // RefusedEveryInterval reports whether err, a run's refusal before it

@@ -178,9 +178,11 @@ func jsonObject(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// TakesState is Directory.TakesState for an S3 sink.
+// TakesState is Directory.TakesState for an S3 sink. Asked before a task
+// runs, it does not wait for a store that is away (objstore.AwayWait):
+// the task runs, and its publish waits, as before the question was asked.
 func (s *S3) TakesState(ctx context.Context, stateID string) error {
-	b, _, err := s.readBinding(ctx)
+	b, _, err := s.readBinding(objstore.WaitingForServer(ctx, 0))
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,14 @@ func TestS3SinkFencesAndAdopts(t *testing.T) {
 	if n := versionPrefixes(t, sa); n != 1 {
 		t.Errorf("%d versions uploaded: the refused state uploaded its data", n)
 	}
+	// Asked before a task runs, the same answers.
+	idA, idB := stateID(t, a.st), stateID(t, b.st)
+	if err := sb.TakesState(ctx, idB); !errors.As(err, &foreign) {
+		t.Errorf("does the sink take b's publishes: %v, want a *ForeignStateError", err)
+	}
+	if err := sa.TakesState(ctx, idA); err != nil {
+		t.Errorf("does the sink take a's publishes: %v, want yes", err)
+	}
 	ad, err := sb.Adopt(ctx, "moved", time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil || ad.Previous == nil || ad.Floor != v2.Token {
 		t.Fatalf("adopt = %+v, %v", ad, err)
@@ -129,7 +137,6 @@ func TestS3SinkFencesAndAdopts(t *testing.T) {
 		t.Errorf("the old state's publish after the adoption = %v, want refused", err)
 	}
 	bd, recs, err := sa.FenceRecords(ctx)
-	idB, _ := b.st.StateID(ctx)
 	if err != nil || bd.State != idB || len(bd.Adoptions) != 1 || len(recs) != 1 || recs[0].Token != vb2.Token {
 		t.Fatalf("records = %+v %+v, %v", bd, recs, err)
 	}
@@ -701,4 +708,13 @@ type versionReads struct {
 func (r *versionReads) GetVersion(ctx context.Context, id int64) (store.Version, error) {
 	r.gets.Add(1)
 	return r.Store.GetVersion(ctx, id)
+}
+
+func stateID(t *testing.T, st store.Store) string {
+	t.Helper()
+	id, err := st.StateID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
