@@ -186,7 +186,6 @@ func (e *OtherArtifactError) Error() string {
 
 func (d *Directory) fenceDir() string { return filepath.Join(d.Path, FenceDir) }
 
-// readBinding returns the sink's binding, nil when it has none yet.
 // TakesState says whether the sink takes publishes from stateID: a
 // *ForeignStateError when it is bound to another state, as each publish
 // would be told, asked before a task that publishes here runs.
@@ -198,6 +197,7 @@ func (d *Directory) TakesState(_ context.Context, stateID string) error {
 	return foreignState(d.Name, d.Path, stateID, d.StatePath, b)
 }
 
+// readBinding returns the sink's binding, nil when it has none yet.
 func (d *Directory) readBinding() (*Binding, error) {
 	var b Binding
 	ok, err := readJSON(filepath.Join(d.fenceDir(), bindingFile), &b)
