@@ -111,5 +111,10 @@ func TestWorkersRefuseASinkOfAnotherState(t *testing.T) {
 		if got := e.starts(run, "charge"); len(got) != 1 {
 			t.Errorf("charge was claimed by %v, want one worker (the refusal is the same on every worker)", got)
 		}
+		for _, a := range e.attempts(run, "charge") {
+			if a.State != store.AttemptFailed || a.Class != queue.ClassNotStarted {
+				t.Errorf("charge's attempt %+v, want failed, never started", a)
+			}
+		}
 	})
 }
