@@ -40,15 +40,7 @@ func testWorkersRefuseAnotherStatesArtifacts(t *testing.T, b backend) {
 	if !strings.Contains(out, "holds the versions of pipeline arts for state") || !strings.Contains(out, filepath.Join("prod", "state.db")) {
 		t.Errorf("submit --wait does not say why:\n%s", out)
 	}
-	run := "arts/2024-01-02/r1"
-	if got := e.starts(run, "extract"); len(got) != 1 {
-		t.Errorf("extract was claimed by %v, want one worker (the refusal is the same on every worker)", got)
-	}
-	for _, a := range e.attempts(run, "extract") {
-		if a.State != store.AttemptFailed || a.Class != queue.ClassNotStarted {
-			t.Errorf("extract ran on a store it was refused: %+v", a)
-		}
-	}
+	e.refusedOnce(t, "arts/2024-01-02/r1", "extract")
 }
 
 // submitRefused starts two workers, submits the interval and waits for its
@@ -66,6 +58,21 @@ func (e *env) submitRefused(t *testing.T, interval string) string {
 		t.Fatalf("submit --wait on the second state: %v, want exit 1\n%s", err, got)
 	}
 	return string(got)
+}
+
+// refusedOnce fails t unless task of run was claimed by one worker (the
+// refusal is the same on every worker: it does not fail over) and never
+// started there (its claim's attempt ended unstarted).
+func (e *env) refusedOnce(t *testing.T, run, task string) {
+	t.Helper()
+	if got := e.starts(run, task); len(got) != 1 {
+		t.Errorf("%s was claimed by %v, want one worker (the refusal is the same on every worker)", task, got)
+	}
+	for _, a := range e.attempts(run, task) {
+		if a.State != store.AttemptFailed || a.Class != queue.ClassNotStarted {
+			t.Errorf("%s ran though refused: %+v", task, a)
+		}
+	}
 }
 
 // A worker's workdir is its state's: a worker of another state given the
@@ -107,14 +114,6 @@ func TestWorkersRefuseASinkOfAnotherState(t *testing.T) {
 		if n := e.lines("ledger", "charge"); n != 1 {
 			t.Errorf("%d charges, want 1 (production's): the refused state's charge ran", n)
 		}
-		run := "pay/2024-01-02/r1"
-		if got := e.starts(run, "charge"); len(got) != 1 {
-			t.Errorf("charge was claimed by %v, want one worker (the refusal is the same on every worker)", got)
-		}
-		for _, a := range e.attempts(run, "charge") {
-			if a.State != store.AttemptFailed || a.Class != queue.ClassNotStarted {
-				t.Errorf("charge's attempt %+v, want failed, never started", a)
-			}
-		}
+		e.refusedOnce(t, "pay/2024-01-02/r1", "charge")
 	})
 }
