@@ -65,12 +65,7 @@ func TestLeftOutputAuditedByTheNextVisit(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				w := e.worker(next)
-				rs := e.until(run, "the end", finished)
-				_, events := e.pipec("events", run, "--state", e.url)
-				if rs.Run.State != store.RunSucceeded {
-					t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w.Output(), events)
-				}
+				e.succeeds(t, run, e.worker(next))
 				e.chargedOnce(t, "w1")
 				if n := e.lines("audits", "audit"); n != 2 {
 					t.Errorf("%d audits, want 2 (the stopped one, and the next visit's)", n)
@@ -123,12 +118,7 @@ func TestStoppedOnceTheChargeExited(t *testing.T) {
 				if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
 					t.Fatal(err)
 				}
-				w2 := e.worker("w2")
-				rs := e.until(run, "the end", finished)
-				if rs.Run.State != store.RunSucceeded {
-					_, events := e.pipec("events", run, "--state", e.url)
-					t.Fatalf("run %s, want succeeded\n%s\n%s\n%s", rs.Run.State, w1.Output(), w2.Output(), events)
-				}
+				e.succeeds(t, run, w1, e.worker("w2"))
 				e.chargedOnce(t, "w1")
 				if n := e.lines("audits", "audit"); n != 1 {
 					t.Errorf("%d audits, want 1 (w2's)", n)
@@ -200,11 +190,7 @@ func TestKilledMidAuditAuditedOnAnotherWorker(t *testing.T) {
 		if err := os.RemoveAll(filepath.Join(e.dir, "work-w1")); err != nil {
 			t.Fatal(err)
 		}
-		w2 := e.worker("w2")
-		if rs := e.until(run, "the end", finished); rs.Run.State != store.RunSucceeded {
-			_, events := e.pipec("events", run, "--state", e.url)
-			t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
-		}
+		e.succeeds(t, run, e.worker("w2"))
 		e.chargedOnce(t, "w1")
 		if n := e.lines("audits", "audit"); n != 2 {
 			t.Errorf("%d audits, want 2 (the killed one, and w2's)", n)
@@ -253,12 +239,7 @@ func TestClaimOfAKilledWorkerNeverRan(t *testing.T) {
 					run = e.submit("2024-01-01")
 				}
 				w1.WaitKilled(t)
-				w2 := e.worker("w2")
-				rs := e.until(run, "the end", finished)
-				if rs.Run.State != store.RunSucceeded {
-					_, events := e.pipec("events", run, "--state", e.url)
-					t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
-				}
+				e.succeeds(t, run, e.worker("w2"))
 				e.chargedOnce(t, maker)
 			})
 		}
@@ -282,17 +263,28 @@ func TestKilledBeforeItsEndWithARecordedVersion(t *testing.T) {
 		w1 := e.hookedWorker(t, "w1", "before-finish:charge")
 		run := e.submit("2024-01-01")
 		w1.WaitKilled(t)
-		w2 := e.worker("w2")
-		rs := e.until(run, "the end", finished)
-		if rs.Run.State != store.RunSucceeded {
-			_, events := e.pipec("events", run, "--state", e.url)
-			t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, w2.Output(), events)
-		}
+		e.succeeds(t, run, e.worker("w2"))
 		e.chargedOnce(t, "w1")
 		if as := e.attempts(run, "charge"); len(as) == 0 || as[0].State != store.AttemptSucceeded {
 			t.Fatalf("charge's attempts %+v: want the first succeeded", as)
 		}
 	})
+}
+
+// succeeds waits for run's end and fails t, with the workers' output and
+// the run's events, unless it succeeded.
+func (e *env) succeeds(t *testing.T, run string, workers ...*proc) {
+	t.Helper()
+	rs := e.until(run, "the end", finished)
+	if rs.Run.State == store.RunSucceeded {
+		return
+	}
+	var out []string
+	for _, w := range workers {
+		out = append(out, w.Output())
+	}
+	_, events := e.pipec("events", run, "--state", e.url)
+	t.Fatalf("run %s, want succeeded\n%s\n%s", rs.Run.State, strings.Join(out, "\n"), events)
 }
 
 // chargedOnce fails t unless scenario.LeftOutput charged once, its
