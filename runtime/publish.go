@@ -397,12 +397,16 @@ func (r *runner) ownArtifacts(ctx context.Context) error {
 // done, its outputs never visible). Any other error reading a sink's
 // binding is left to the publish, which says it.
 func (r *runner) sinksTake(ctx context.Context, t *compiler.PlanTask) error {
-	var names []string
-	for _, ts := range r.tasks {
-		if t != nil && ts.t != t {
-			continue
+	tasks := []*compiler.PlanTask{t}
+	if t == nil {
+		tasks = tasks[:0]
+		for _, ts := range r.tasks {
+			tasks = append(tasks, ts.t)
 		}
-		for _, out := range ts.t.Outputs {
+	}
+	var names []string
+	for _, t := range tasks {
+		for _, out := range t.Outputs {
 			for _, pub := range r.pubsOf[out] {
 				names = append(names, pub.Sink)
 			}
