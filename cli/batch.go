@@ -85,7 +85,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 	var durations time.Duration
 	finished := 0
 	closed := false // detached: the batch returned, nothing more is printed
-	halt := ""      // why every interval is refused alike, once one was
+	halted := false // an interval was refused as every one would be
 	sem := make(chan struct{}, max(b.slots, 1))
 	var wg sync.WaitGroup
 	// inflight counts the batch's launches that have not ended; ends
@@ -128,9 +128,9 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 			}
 		}
 		mu.Lock()
-		h := halt
+		h := halted
 		mu.Unlock()
-		if h != "" && ctx.Err() == nil {
+		if h && ctx.Err() == nil {
 			if blocked == "" {
 				<-sem
 			}
@@ -215,9 +215,7 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 				default:
 					res.failed++
 					fmt.Fprintf(b.io.Stdout, "%s  error: %s\n", d.Interval.Key, o.why)
-					if o.everyInterval && halt == "" {
-						halt = o.why
-					}
+					halted = halted || o.everyInterval
 				}
 			}()
 			<-started
@@ -299,20 +297,9 @@ func (b *batch) run(ctx context.Context, ds []schedule.Decision) batchResult {
 // one refused for want of a run slot: refused says why) that the batch
 // leaves for later, and returns how many.
 func (b *batch) leaveForSlot(ds []schedule.Decision, refused outcome) int {
-	var keys []string
-	for _, d := range ds {
-		if d.Action == schedule.Run {
-			keys = append(keys, d.Interval.Key)
-		}
-	}
+	keys := toRun(ds)
 	fmt.Fprintf(b.io.Stdout, "%s  skipped: no free run slot: %s; %s\n", keys[0], refused.why, b.later)
-	switch rest := keys[1:]; len(rest) {
-	case 0:
-	case 1:
-		fmt.Fprintf(b.io.Stdout, "%s  skipped: no free run slot\n", rest[0])
-	default:
-		fmt.Fprintf(b.io.Stdout, "%s to %s (%d)  skipped: no free run slot\n", rest[0], rest[len(rest)-1], len(rest))
-	}
+	b.printLeft(keys[1:], "skipped: no free run slot")
 	return len(keys)
 }
 
@@ -320,21 +307,32 @@ func (b *batch) leaveForSlot(ds []schedule.Decision, refused outcome) int {
 // batch does not run since an earlier one was refused as each of them
 // would be, and returns how many.
 func (b *batch) leaveRefused(ds []schedule.Decision) int {
+	keys := toRun(ds)
+	b.printLeft(keys, "not run: each interval would be refused as the one above")
+	return len(keys)
+}
+
+// toRun is the keys of the intervals to run in ds.
+func toRun(ds []schedule.Decision) []string {
 	var keys []string
 	for _, d := range ds {
 		if d.Action == schedule.Run {
 			keys = append(keys, d.Interval.Key)
 		}
 	}
-	const why = "not run: each interval would be refused as the one above"
+	return keys
+}
+
+// printLeft prints, on one line, the intervals keys and what became of
+// them: the one, or the first to the last with their count.
+func (b *batch) printLeft(keys []string, what string) {
 	switch len(keys) {
 	case 0:
 	case 1:
-		fmt.Fprintf(b.io.Stdout, "%s  %s\n", keys[0], why)
+		fmt.Fprintf(b.io.Stdout, "%s  %s\n", keys[0], what)
 	default:
-		fmt.Fprintf(b.io.Stdout, "%s to %s (%d)  %s\n", keys[0], keys[len(keys)-1], len(keys), why)
+		fmt.Fprintf(b.io.Stdout, "%s to %s (%d)  %s\n", keys[0], keys[len(keys)-1], len(keys), what)
 	}
-	return len(keys)
 }
 
 func describeOutcome(o outcome) string {
