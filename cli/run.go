@@ -555,6 +555,8 @@ func describeEventText(ev runtime.Event) string {
 		return fmt.Sprintf("publish %s FAILED%s", str("publish"), after(": ", str("error")))
 	case runtime.EventOutputRejected:
 		return fmt.Sprintf("%s#%d output %s REJECTED%s", ev.Task, ev.Attempt, str("artifact"), after(": ", str("reason")))
+	case store.EventVersionReopened:
+		return fmt.Sprintf("%s#%d output %s audited again%s", ev.Task, ev.Attempt, str("label"), after(": ", str("reason")))
 	case runtime.EventOutputLeft:
 		return fmt.Sprintf("%s#%d output %s left staged for the next run to audit%s", ev.Task, ev.Attempt, str("artifact"),
 			after(": ", str("reason")))

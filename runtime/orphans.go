@@ -126,7 +126,7 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 			continue
 		}
 		if _, err := os.Stat(dir); err != nil {
-			if why := r.restage(ctx, a, out, dir); why != "" {
+			if why := r.restage(ctx, ts, a, out, dir); why != "" {
 				r.skipChecksAndPublishes(out, why)
 				continue
 			}
@@ -143,9 +143,11 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 // version's fate was recorded left it, and its staging folder is not here
 // (on another worker's machine, or gone with it). The version went into
 // the artifact store before it was recorded (produceOutput), so any
-// machine audits it from there. It returns why it cannot ("" when dir
-// holds the version's files again).
-func (r *runner) restage(ctx context.Context, a store.Attempt, out, dir string) string {
+// machine audits it from there. A version a check rejected is audited
+// again, reopened, once a check of out is new or edited since (a check
+// that was wrong, fixed): the task is not run again to make another. It
+// returns why it cannot ("" when dir holds the version's files again).
+func (r *runner) restage(ctx context.Context, ts *taskState, a store.Attempt, out, dir string) string {
 	gone := fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not staged any more", out, a.Number, a.Run)
 	const notAgain = "; a task that is not idempotent is not run again (--force runs it)"
 	v, err := r.st.AttemptVersion(ctx, a.AttemptRef, out, r.iv.Key)
@@ -156,13 +158,33 @@ func (r *runner) restage(ctx context.Context, a store.Attempt, out, dir string) 
 		r.noteStore(err)
 		return fmt.Sprintf("output %s of attempt %d of %s: its version could not be read: %v", out, a.Number, a.Run, err)
 	case v.State == store.VersionRejected:
-		return fmt.Sprintf("output %s of attempt %d of %s was rejected: %s%s", out, a.Number, a.Run, v.Reason, notAgain)
+		rejected := fmt.Sprintf("output %s of attempt %d of %s was rejected: %s", out, a.Number, a.Run, v.Reason)
+		edited, err := r.checksEditedSince(ctx, a.Run, ts)
+		if err != nil {
+			r.noteStore(err)
+			return fmt.Sprintf("%s, and the checks that rejected it could not be read: %v", rejected, err)
+		}
+		if !edited {
+			return rejected + "; a task that is not idempotent is not run again: a check of " + out +
+				" new or edited since audits this version again, and --force runs the task again"
+		}
 	case v.State != store.VersionStaged:
 		return gone + notAgain
 	}
 	files, err := artifacts.Files(ctx, r.arts, v.Location)
 	if err != nil {
+		if v.State == store.VersionRejected {
+			gone = fmt.Sprintf("output %s of attempt %d of %s was rejected (%s)", out, a.Number, a.Run, v.Reason)
+		}
 		return fmt.Sprintf("%s, and its version %s cannot be read from the artifact store: %v%s", gone, v.Label(), err, notAgain)
+	}
+	if v.State == store.VersionRejected {
+		why := fmt.Sprintf("a check of %s is new or edited since it was rejected (%s)", out, v.Reason)
+		if err := r.st.ReopenVersion(ctx, v.ID, why); err != nil {
+			r.noteStore(err)
+			return fmt.Sprintf("output %s of attempt %d of %s, rejected, could not be audited again: %v", out, a.Number, a.Run, err)
+		}
+		r.emitStore(store.EventVersionReopened, ts.t.Name, a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
 	}
 	// A copy of its own: the audit and the put read the staging folder, and
 	// produce removes it once the version's fate is recorded.

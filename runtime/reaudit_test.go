@@ -74,3 +74,51 @@ func TestAdoptedOutputAuditedByANewCheck(t *testing.T) {
 		t.Errorf("ledger %q (%v), want one charge", b, err)
 	}
 }
+
+// A task that is not idempotent is not run again when a check rejected its
+// output: the same check rejects it again without a second charge, and
+// says how to go on; a check edited since (one that was wrong, fixed)
+// audits the same version again from the artifact store, which is
+// accepted and published, and its readers run, still on one charge.
+func TestRejectedOutputAuditedAgainByAnEditedCheck(t *testing.T) {
+	f := newScenarioFixture(t, scenario.Pay, scenario.PayFiles())
+	f.respec(strings.Replace(scenario.Pay, "row_count_min = 1", "row_count_min = 2", 1))
+	for i := range 2 {
+		res := f.run(f.options("2024-01-01"))
+		if !res.Failed || res.Publish[0].Outcome != PublishNotRun || res.task("mail").State != TaskNotRun {
+			t.Fatalf("a receipt of one row passed row_count_min = 2:\n%s", res.text())
+		}
+		if i == 0 {
+			continue
+		}
+		if s := res.task("charge").State; s != TaskReused {
+			t.Errorf("charge = %s in the rerun, want adopted (reused)", s)
+		}
+		reason := res.Checks[0].Reason
+		for _, want := range []string{"was rejected: check receipt_ok failed", "a check of receipt new or edited since audits this version again"} {
+			if !strings.Contains(reason, want) {
+				t.Errorf("the rerun says %q, want %q", reason, want)
+			}
+		}
+	}
+	f.respec(scenario.Pay)
+	res := f.mustSucceed(f.options("2024-01-01"))
+	if s := res.task("charge").State; s != TaskReused {
+		t.Errorf("charge = %s, want adopted (reused)", s)
+	}
+	if c := res.Checks[0]; c.State != CheckPassed {
+		t.Errorf("the edited check on the rejected receipt: %+v, want passed", c)
+	}
+	if p := res.Publish[0]; p.Outcome != "won" {
+		t.Errorf("publish of the receipt audited again: %+v, want won", p)
+	}
+	if _, err := f.st.AcceptedVersion(context.Background(), f.plan.Pipeline, "receipt", "2024-01-01"); err != nil {
+		t.Errorf("no accepted receipt: %v", err)
+	}
+	for file, want := range map[string]string{"ledger": "charge", "mails": "mail"} {
+		b, err := os.ReadFile(filepath.Join(f.dir, file))
+		if err != nil || strings.Count(string(b), want) != 1 {
+			t.Errorf("%s %q (%v), want one %s", file, b, err, want)
+		}
+	}
+}

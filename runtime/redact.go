@@ -50,6 +50,10 @@ func (s redactingStore) RejectVersion(ctx context.Context, id int64, reason stri
 	return s.Store.RejectVersion(ctx, id, s.red.String(reason))
 }
 
+func (s redactingStore) ReopenVersion(ctx context.Context, id int64, reason string) error {
+	return s.Store.ReopenVersion(ctx, id, s.red.String(reason))
+}
+
 func (s redactingStore) RaiseTokens(ctx context.Context, resources []string, floor int64, reason string) error {
 	return s.Store.RaiseTokens(ctx, resources, floor, s.red.String(reason))
 }

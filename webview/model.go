@@ -408,10 +408,14 @@ func (s *Source) LoadRun(ctx context.Context, id string) (*RunView, error) {
 			art, _, _ := strings.Cut(label, "@")
 			v.Versions = append(v.Versions, RunVersion{ID: num(p, "version"), Artifact: s.text(art), Label: s.text(label),
 				Task: s.text(e.Task), Attempt: e.Attempt, Token: num(p, "token"), State: string(store.VersionStaged), Pipeline: v.Pipeline})
-		case store.EventVersionAccepted, store.EventVersionRejected:
+		case store.EventVersionAccepted, store.EventVersionRejected, store.EventVersionReopened:
+			state := strings.TrimPrefix(e.Kind, "version.")
+			if e.Kind == store.EventVersionReopened {
+				state = string(store.VersionStaged) // audited again, by a later run
+			}
 			for i := range v.Versions {
 				if v.Versions[i].ID == num(p, "version") {
-					v.Versions[i].State = strings.TrimPrefix(e.Kind, "version.")
+					v.Versions[i].State = state
 					v.Versions[i].Reason = s.text(str(p, "reason"))
 				}
 			}

@@ -442,7 +442,8 @@ type known struct {
 	pipelines map[string]bool
 	// frozenKept: the artifact store's versions that stay: the current
 	// accepted ones, and those of attempts awaiting their audit
-	// (awaitsAudit), which a later visit audits from there.
+	// (awaitsAudit) or that may be audited again (mayBeAuditedAgain),
+	// which a later visit audits from there.
 	frozenKept map[string]bool
 	// left: attempts whose run was stopped before it audited their outputs
 	// (store.EventOutputLeft); newestSuccess: the highest token of a
@@ -508,7 +509,7 @@ func readStore(ctx context.Context, st store.Store) (*known, error) {
 		}
 	}
 	for ref, vs := range k.versions {
-		if k.awaitsAudit(ref) {
+		if k.awaitsAudit(ref) || k.mayBeAuditedAgain(ref) {
 			for _, v := range vs {
 				k.frozenKept[keyOf(v)] = true
 			}
@@ -539,6 +540,22 @@ func (k *known) awaitsAudit(ref store.AttemptRef) bool {
 		}
 	}
 	return true
+}
+
+// mayBeAuditedAgain reports whether attempt ref is the newest success of
+// its task and a check rejected a version of it: a task that is not
+// idempotent is not run again to make another, and a later run audits
+// that version again from the artifact store once a check of it is new or
+// edited since (a check that was wrong, fixed). Until then, or until a
+// later attempt of the task succeeds (--force), it is the only copy of
+// what the task's effect produced. (An idempotent task's rejected version
+// never went into the artifact store: its put follows the audit.)
+func (k *known) mayBeAuditedAgain(ref store.AttemptRef) bool {
+	a, ok := k.attempts[ref]
+	if !ok || a.State != store.AttemptSucceeded || k.newestSuccess[[2]string{a.Resource, a.Task}] != a.Token {
+		return false
+	}
+	return slices.ContainsFunc(k.versions[ref], func(v store.Version) bool { return v.State == store.VersionRejected })
 }
 
 // removableStaging decides one attempt folder.

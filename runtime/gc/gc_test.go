@@ -164,10 +164,11 @@ func TestLeftStagingKept(t *testing.T) {
 		return rep
 	}
 	// stopped runs charge, which succeeds and stages its output, records
-	// it and puts it into the shared store, and ends the run; with left,
-	// the output is left as a stopped run leaves it. It returns the
-	// attempt's staging folder and the version's path in the store.
-	stopped := func(left bool) (string, string) {
+	// it and puts it into the shared store, and ends the run; with end
+	// "left", the output is left as a stopped run leaves it; "rejected", a
+	// check rejected it. It returns the attempt's staging folder and the
+	// version's path in the store.
+	stopped := func(end string) (string, string) {
 		r, err := st.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "c"})
 		if err != nil {
 			t.Fatal(err)
@@ -197,11 +198,17 @@ func TestLeftStagingKept(t *testing.T) {
 		if err := shared.Put(ctx, key, frozen); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.RecordVersion(ctx, store.Version{Artifact: "receipt", Interval: "2024-01-01", Digest: digest, Run: r.ID,
-			Task: "charge", Attempt: a.Number, Location: key.String()}); err != nil {
+		v, err := st.RecordVersion(ctx, store.Version{Artifact: "receipt", Interval: "2024-01-01", Digest: digest, Run: r.ID,
+			Task: "charge", Attempt: a.Number, Location: key.String()})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if left {
+		if end == "rejected" {
+			if err := st.RejectVersion(ctx, v.ID, "check receipt_ok failed"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if end == "left" {
 			if _, err := st.AppendEvent(ctx, store.Event{Run: r.ID, Kind: store.EventOutputLeft, Task: "charge", Attempt: a.Number,
 				Payload: []byte(`{"artifact":"receipt","reason":"the run was interrupted"}`)}); err != nil {
 				t.Fatal(err)
@@ -212,15 +219,18 @@ func TestLeftStagingKept(t *testing.T) {
 		}
 		return filepath.Dir(out), shared.Path(key)
 	}
-	plain, plainVersion := stopped(false) // its run ended it without leaving anything
-	kept, keptVersion := stopped(true)
-	rep := collect()
-	var removed []string
-	for _, it := range rep.Removed {
-		removed = append(removed, it.Path)
+	removed := func(rep *Report) []string {
+		var paths []string
+		for _, it := range rep.Removed {
+			paths = append(paths, it.Path)
+		}
+		slices.Sort(paths)
+		return paths
 	}
-	if want := []string{plain, plainVersion}; !slices.Equal(removed, want) {
-		t.Fatalf("removed %q, want only %q", removed, want)
+	plain, plainVersion := stopped("") // its run ended it without leaving anything
+	kept, keptVersion := stopped("left")
+	if got, want := removed(collect()), []string{plain, plainVersion}; !slices.Equal(got, want) {
+		t.Fatalf("removed %q, want only %q", got, want)
 	}
 	for _, p := range []string{kept, keptVersion} {
 		if _, err := os.Stat(p); err != nil {
@@ -228,10 +238,23 @@ func TestLeftStagingKept(t *testing.T) {
 		}
 	}
 	// A later attempt of charge succeeded (a forced run, say): what was
-	// left is no longer what a run adopts.
-	stopped(false)
-	rep = collect()
-	for _, p := range []string{kept, keptVersion} {
+	// left is no longer what a run adopts. A check rejected that
+	// attempt's version: a later run audits it again from the store once
+	// the check is edited (the task is not run again), so the store's
+	// copy stays; its staging folder is no use.
+	rejectedStaging, rejectedVersion := stopped("rejected")
+	want := []string{kept, rejectedStaging, keptVersion}
+	if got := removed(collect()); !slices.Equal(got, want) {
+		t.Fatalf("removed %q, want only %q", got, want)
+	}
+	if _, err := os.Stat(rejectedVersion); err != nil {
+		t.Fatalf("the rejected version a later run may audit again is gone: %v", err)
+	}
+	// Another success of charge: the rejected version is no longer what a
+	// run adopts.
+	stopped("")
+	rep := collect()
+	for _, p := range []string{rejectedVersion} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Fatalf("after a later success, %s is still there (%v); removed %+v", p, err, rep.Removed)
 		}

@@ -43,6 +43,7 @@ func EventKinds() []EventKindDoc {
 		{"version.recorded", "an output was frozen and recorded as a version, with the attempt's token"},
 		{"version.accepted", "a version passed its checks and is in the artifact store"},
 		{"version.rejected", "a version failed a check or could not be stored"},
+		{"version.reopened", "a rejected version of a non-idempotent task's output is audited again: a check of it is new or edited since"},
 		{"output.rejected", "an attempt's output never became a version (a link or a device in its folder, a file it cannot read): why"},
 		{"output.left", "an attempt's output left staged and unaudited because the run was stopped (Ctrl-C, its lease on the interval lost): why; the next run audits it"},
 		{"check.passed", "a check accepted a version"},

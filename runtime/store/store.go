@@ -589,6 +589,7 @@ const (
 	EventVersionRecorded = "version.recorded"
 	EventVersionAccepted = "version.accepted"
 	EventVersionRejected = "version.rejected"
+	EventVersionReopened = "version.reopened"
 	// EventOutputLeft: an attempt's output left staged and unaudited
 	// because its run was stopped; the next run of the interval audits it
 	// from the attempt's staging, which pipec gc therefore keeps.
@@ -721,6 +722,12 @@ type Store interface {
 	AcceptVersion(ctx context.Context, id int64) error
 	// RejectVersion marks a staged version rejected with a reason.
 	RejectVersion(ctx context.Context, id int64, reason string) error
+	// ReopenVersion moves a rejected version back to staged, for reason,
+	// to be audited again: a check of its artifact is new or edited since
+	// it rejected the output of a task that is not idempotent, which is not
+	// run again to make another. Reopening a staged version is a no-op; an
+	// accepted one is ErrConflict.
+	ReopenVersion(ctx context.Context, id int64, reason string) error
 	// GetVersion returns one version or ErrNotFound.
 	GetVersion(ctx context.Context, id int64) (Version, error)
 	// AttemptVersion returns the version attempt ref recorded of artifact

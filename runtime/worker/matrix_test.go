@@ -253,16 +253,32 @@ func editSpec(t *testing.T, e *env, old, new string) {
 	}
 }
 
-// A check that fails fails the run, and nothing is published.
+// A check that fails fails the run, and nothing is published. The charge
+// whose receipt it rejected is not made again: a rerun fails the same way,
+// saying how to go on, and once the check is edited (it was wrong) the
+// rerun audits the same receipt again, from the artifact store, and
+// publishes it.
 func TestMatrixFailedCheckFailsRun(t *testing.T) {
 	eachDispatcher(t, func(t *testing.T, d dispatcher) {
 		e := matrixEnv(t, d, "5")
-		code, out := d.run(e, "2024-01-01")
-		if code == 0 || !strings.Contains(out, "receipt_ok") {
-			t.Fatalf("exit %d, want a failed run naming the check\n%s", code, out)
+		for _, want := range []string{"receipt_ok", "a check of receipt new or edited since audits this version again"} {
+			code, out := d.run(e, "2024-01-01")
+			if code == 0 || !strings.Contains(out, want) {
+				t.Fatalf("exit %d, want a failed run saying %q\n%s", code, out, want)
+			}
+			if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01")); err == nil {
+				t.Fatalf("something was published")
+			}
 		}
-		if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01")); err == nil {
-			t.Fatalf("something was published")
+		editSpec(t, e, "row_count_min = 5", "row_count_min = 1")
+		if code, out := d.run(e, "2024-01-01"); code != 0 {
+			t.Fatalf("with the check edited: exit %d, want the receipt audited again and the run to succeed\n%s", code, out)
+		}
+		if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01", "r.csv")); err != nil {
+			t.Fatalf("the receipt audited again is not published: %v", err)
+		}
+		if n, m := e.lines("ledger", "charge"), e.lines("mails", "mail"); n != 1 || m != 1 {
+			t.Fatalf("%d charges and %d mails, want 1 each", n, m)
 		}
 	})
 }

@@ -271,3 +271,32 @@ func TestMatrixTemporalTaskChangesItsInput(t *testing.T) {
 		return nil
 	})
 }
+
+// A check that rejected a non-idempotent task's receipt fails the run,
+// and so does a resubmission, without a second charge; once the check is
+// edited (it was wrong), the next submission audits the same receipt
+// again from the shared artifact store, on whichever worker, and
+// publishes it: one charge, one mail.
+func TestMatrixTemporalRejectedReceiptAuditedAgain(t *testing.T) {
+	t.Setenv("PIPEC_TEST_SECRET", scenario.MatrixSecret)
+	e := newEnv(t, scenario.Matrix("5"), matrixFiles())
+	e.worker("w0")
+	e.worker("w1")
+	for _, want := range []string{"receipt_ok", "a check of receipt new or edited since audits this version again"} {
+		if code, _, out := e.submit("2024-01-01", true); code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, want a failed run saying %q\n%s", code, want, out)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "pipeline.hcl"), []byte(scenario.Matrix("1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, out := e.submit("2024-01-01", true); code != 0 {
+		t.Fatalf("with the check edited: exit %d, want the receipt audited again and published\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "warehouse", "2024-01-01", "r.csv")); err != nil {
+		t.Fatalf("the receipt audited again is not published: %v", err)
+	}
+	if n, m := e.lines("ledger", "charge"), e.lines("mails", "mail"); n != 1 || m != 1 {
+		t.Fatalf("%d charges and %d mails, want 1 each", n, m)
+	}
+}

@@ -149,6 +149,27 @@ func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reas
 	})
 }
 
+// ReopenVersion implements store.Store.
+func (s *Store) ReopenVersion(ctx context.Context, id int64, reason string) error {
+	return s.runRepeatable(ctx, false, func(tx pgx.Tx) error { // a staged version is a no-op
+		v, err := getVersion(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		switch v.State {
+		case store.VersionStaged:
+			return nil
+		case store.VersionAccepted:
+			return fmt.Errorf("version %s is accepted, cannot be audited again: %w", v.Label(), store.ErrConflict)
+		}
+		if err := changed(tx.Exec(ctx, `UPDATE versions SET state = 'staged', reason = '' WHERE id = $1 AND state = 'rejected'`, id)); err != nil {
+			return fmt.Errorf("version %s: %w", v.Label(), err)
+		}
+		return appendEvent(ctx, tx, store.Event{Run: v.Run, Kind: store.EventVersionReopened, Task: v.Task, Attempt: v.Attempt},
+			map[string]any{"version": id, "label": v.Label(), "token": v.Token, "reason": reason})
+	})
+}
+
 // auditSQL is audit's one statement for a staged version ($1): its state
 // ($2) and reason ($3), and its event (kind $4) with the payload
 // appendEvent would write, {"label":…[,"reason":…],"token":…,"version":…}

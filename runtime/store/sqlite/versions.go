@@ -127,6 +127,27 @@ func (s *Store) audit(ctx context.Context, id int64, to store.VersionState, reas
 	})
 }
 
+// ReopenVersion implements Store.
+func (s *Store) ReopenVersion(ctx context.Context, id int64, reason string) error {
+	return s.write(ctx, normal, func(ctx context.Context, tx *wtx) error {
+		v, err := getVersion(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		switch v.State {
+		case store.VersionStaged:
+			return nil
+		case store.VersionAccepted:
+			return fmt.Errorf("version %s is accepted, cannot be audited again: %w", v.Label(), store.ErrConflict)
+		}
+		if err := changed(tx.ExecContext(ctx, `UPDATE versions SET state = 'staged', reason = '' WHERE id = ? AND state = 'rejected'`, id)); err != nil {
+			return fmt.Errorf("version %s: %w", v.Label(), err)
+		}
+		return appendEvent(ctx, tx, s.now(), store.Event{Run: v.Run, Kind: store.EventVersionReopened, Task: v.Task, Attempt: v.Attempt},
+			map[string]any{"version": id, "label": v.Label(), "token": v.Token, "reason": reason})
+	})
+}
+
 // GetVersion implements Store.
 func (s *Store) GetVersion(ctx context.Context, id int64) (store.Version, error) {
 	return getVersion(ctx, prepared{s}, id)

@@ -354,6 +354,38 @@ func testVersionsAcceptedPerInterval(t *testing.T, open single) {
 	if got, err := s.AttemptVersion(ctx, store.AttemptRef{Run: r.ID, Task: "clean", Number: a3.Number}, "orders_clean", "2024-01-01"); err != nil || got.State != store.VersionRejected {
 		t.Errorf("AttemptVersion of a rejected version = %+v, %v", got, err)
 	}
+	// A rejected version audited again (a check edited since): staged
+	// again, twice a no-op, then accepted; an accepted one is not reopened.
+	for range 2 {
+		if err := s.ReopenVersion(ctx, v3.ID, "check rows edited since"); err != nil {
+			t.Fatalf("reopening a rejected version: %v", err)
+		}
+	}
+	if got, err := s.GetVersion(ctx, v3.ID); err != nil || got.State != store.VersionStaged || got.Reason != "" {
+		t.Errorf("a reopened version = %+v, %v; want staged, no reason", got, err)
+	}
+	if err := s.AcceptVersion(ctx, v3.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.AcceptedVersion(ctx, "orders", "orders_clean", "2024-01-01"); got.ID != v3.ID {
+		t.Errorf("the reopened version, accepted, is not the accepted one: %+v", got)
+	}
+	if err := s.ReopenVersion(ctx, v2.ID, "x"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("reopening an accepted version: %v, want store.ErrConflict", err)
+	}
+	evs, err := s.Events(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reopened := 0
+	for _, e := range evs {
+		if e.Kind == store.EventVersionReopened && strings.Contains(string(e.Payload), "check rows edited since") {
+			reopened++
+		}
+	}
+	if reopened != 1 {
+		t.Errorf("%d version.reopened events with the reason, want 1 (a second reopening is a no-op)", reopened)
+	}
 }
 
 func testCompareAndSwapPointer(t *testing.T, open single) {
