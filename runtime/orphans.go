@@ -144,9 +144,10 @@ func (r *runner) adoptTask(ctx context.Context, ts *taskState, a store.Attempt) 
 // (on another worker's machine, or gone with it). The version went into
 // the artifact store before it was recorded (produceOutput), so any
 // machine audits it from there. A version a check rejected is audited
-// again, reopened, once a check of out is new or edited since (a check
-// that was wrong, fixed): the task is not run again to make another. It
-// returns why it cannot ("" when dir holds the version's files again).
+// again, reopened, when its checks may now judge otherwise (auditsAgain:
+// a check that was wrong, fixed): the task is not run again to make
+// another. It returns why it cannot ("" when dir holds the version's
+// files again).
 func (r *runner) restage(ctx context.Context, ts *taskState, a store.Attempt, out, dir string) string {
 	gone := fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not staged any more", out, a.Number, a.Run)
 	const notAgain = "; a task that is not idempotent is not run again (--force runs it)"
@@ -159,33 +160,40 @@ func (r *runner) restage(ctx context.Context, ts *taskState, a store.Attempt, ou
 		return fmt.Sprintf("output %s of attempt %d of %s: its version could not be read: %v", out, a.Number, a.Run, err)
 	case v.State == store.VersionRejected:
 		rejected := fmt.Sprintf("output %s of attempt %d of %s was rejected: %s", out, a.Number, a.Run, v.Reason)
-		edited, err := r.checksEditedSince(ctx, a.Run, ts)
+		again, err := r.auditsAgain(ctx, ts, a.Run, out)
 		if err != nil {
 			r.noteStore(err)
 			return fmt.Sprintf("%s, and the checks that rejected it could not be read: %v", rejected, err)
 		}
-		if !edited {
+		if again == "" {
 			return rejected + "; a task that is not idempotent is not run again: a check of " + out +
 				" new or edited since audits this version again, and --force runs the task again"
 		}
+		files, err := artifacts.Files(ctx, r.arts, v.Location)
+		if err != nil {
+			return fmt.Sprintf("%s, and it cannot be read from the artifact store to audit it again: %v%s", rejected, err, notAgain)
+		}
+		why := fmt.Sprintf("%s (it was rejected: %s)", again, v.Reason)
+		if err := r.st.ReopenVersion(ctx, v.ID, why); err != nil {
+			r.noteStore(err)
+			return fmt.Sprintf("%s, and could not be audited again: %v", rejected, err)
+		}
+		r.emitStore(store.EventVersionReopened, ts.t.Name, a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
+		return stageFrom(files, v, dir, gone, notAgain)
 	case v.State != store.VersionStaged:
 		return gone + notAgain
 	}
 	files, err := artifacts.Files(ctx, r.arts, v.Location)
 	if err != nil {
-		if v.State == store.VersionRejected {
-			gone = fmt.Sprintf("output %s of attempt %d of %s was rejected (%s)", out, a.Number, a.Run, v.Reason)
-		}
 		return fmt.Sprintf("%s, and its version %s cannot be read from the artifact store: %v%s", gone, v.Label(), err, notAgain)
 	}
-	if v.State == store.VersionRejected {
-		why := fmt.Sprintf("a check of %s is new or edited since it was rejected (%s)", out, v.Reason)
-		if err := r.st.ReopenVersion(ctx, v.ID, why); err != nil {
-			r.noteStore(err)
-			return fmt.Sprintf("output %s of attempt %d of %s, rejected, could not be audited again: %v", out, a.Number, a.Run, err)
-		}
-		r.emitStore(store.EventVersionReopened, ts.t.Name, a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
-	}
+	return stageFrom(files, v, dir, gone, notAgain)
+}
+
+// stageFrom copies files, version v's folder in the artifact store, into
+// dir, a staging folder, and returns why it could not, between gone and
+// notAgain ("" when it did).
+func stageFrom(files string, v store.Version, dir, gone, notAgain string) string {
 	// A copy of its own: the audit and the put read the staging folder, and
 	// produce removes it once the version's fate is recorded.
 	copied, digest, err := sink.Freeze(files, filepath.Dir(dir))
@@ -200,6 +208,27 @@ func (r *runner) restage(ctx context.Context, ts *taskState, a store.Attempt, ou
 		return fmt.Sprintf("%s, and its version %s could not be staged here again from the artifact store: %v%s", gone, v.Label(), err, notAgain)
 	}
 	return ""
+}
+
+// auditsAgain says why a version of ts's output out that a check rejected
+// in run is audited again ("" when it is not): a check of out is new or
+// edited since, or one runs a command, whose verdict may depend on more
+// than the version's bytes (a database it compares with, away then). The
+// built-in checks judge the bytes alone: the same ones reject them again.
+func (r *runner) auditsAgain(ctx context.Context, ts *taskState, run, out string) (string, error) {
+	edited, err := r.checksEditedSince(ctx, run, ts)
+	if err != nil {
+		return "", err
+	}
+	if edited {
+		return fmt.Sprintf("a check of %s is new or edited since %s", out, run), nil
+	}
+	for _, c := range r.checksOf[out] {
+		if len(c.Command) > 0 {
+			return fmt.Sprintf("check %s runs a command, whose verdict may change", c.Name), nil
+		}
+	}
+	return "", nil
 }
 
 // checksEditedSince reports whether a check of ts's outputs is new or

@@ -69,10 +69,7 @@ func TestAdoptedOutputAuditedByANewCheck(t *testing.T) {
 		t.Errorf("the check wrote into the accepted version (%v)", err)
 	}
 
-	b, err := os.ReadFile(filepath.Join(f.dir, "ledger"))
-	if err != nil || strings.Count(string(b), "charge") != 1 {
-		t.Errorf("ledger %q (%v), want one charge", b, err)
-	}
+	countIs(t, f, "ledger", "charge", 1)
 }
 
 // A task that is not idempotent is not run again when a check rejected its
@@ -115,10 +112,45 @@ func TestRejectedOutputAuditedAgainByAnEditedCheck(t *testing.T) {
 	if _, err := f.st.AcceptedVersion(context.Background(), f.plan.Pipeline, "receipt", "2024-01-01"); err != nil {
 		t.Errorf("no accepted receipt: %v", err)
 	}
-	for file, want := range map[string]string{"ledger": "charge", "mails": "mail"} {
-		b, err := os.ReadFile(filepath.Join(f.dir, file))
-		if err != nil || strings.Count(string(b), want) != 1 {
-			t.Errorf("%s %q (%v), want one %s", file, b, err, want)
-		}
+	chargedAndMailedOnce(t, f)
+}
+
+// A check that runs a command may reject a receipt for a reason outside
+// its bytes (the database it compares with was away): the same check
+// audits the rejected receipt again in the rerun, without a second charge.
+func TestRejectedOutputAuditedAgainByACommandCheck(t *testing.T) {
+	f := newScenarioFixture(t, scenario.Pay, scenario.PayFiles())
+	f.respec(strings.Replace(scenario.Pay, "row_count_min = 1", `row_count_min = 1
+    command       = ["sh", "-c", "test ! -e away"]`, 1))
+	if err := os.WriteFile(filepath.Join(f.dir, "away"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.run(f.options("2024-01-01")); !res.Failed || res.Checks[0].State != CheckFailed {
+		t.Fatalf("the check passed with its database away:\n%s", res.text())
+	}
+	if err := os.Remove(filepath.Join(f.dir, "away")); err != nil {
+		t.Fatal(err)
+	}
+	res := f.mustSucceed(f.options("2024-01-01"))
+	if s, c := res.task("charge").State, res.Checks[0].State; s != TaskReused || c != CheckPassed {
+		t.Errorf("charge %s, check %s; want adopted (reused), and passed", s, c)
+	}
+	chargedAndMailedOnce(t, f)
+}
+
+// chargedAndMailedOnce fails t unless scenario.Pay charged once and mailed
+// once, in f's folder.
+func chargedAndMailedOnce(t *testing.T, f *fixture) {
+	t.Helper()
+	countIs(t, f, "ledger", "charge", 1)
+	countIs(t, f, "mails", "mail", 1)
+}
+
+// countIs fails t unless file, in f's folder, holds word n times.
+func countIs(t *testing.T, f *fixture, file, word string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, file))
+	if err != nil || strings.Count(string(b), word) != n {
+		t.Errorf("%s %q (%v), want %s %d time(s)", file, b, err, word, n)
 	}
 }
