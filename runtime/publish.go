@@ -126,20 +126,36 @@ func (r *runner) produceOutput(ctx, keep context.Context, t *compiler.PlanTask, 
 		frozen, inStore = r.frozenBeside(staging, out), false
 		dir, digest, err = sink.Freeze(staging, frozen)
 	}
-	if err != nil {
-		why := fmt.Sprintf("output %s cannot be read: %v", out, err)
-		if ee := (*sink.EntryError)(nil); errors.As(err, &ee) {
-			why = fmt.Sprintf("output %s: %v", out, ee) // the staging path is no help
-			if !zombie {
-				// The task's own doing, unlike a disk that filled up:
-				// it fails the task's visit, and the run, as a failed
-				// check does.
-				r.mu.Lock()
-				r.unreadable[out] = fmt.Sprintf("%s of %s#%d was not accepted: %s", out, t.Name, l.a.Number, why)
-				r.mu.Unlock()
-			}
+	if ee := (*sink.EntryError)(nil); errors.As(err, &ee) {
+		why := fmt.Sprintf("output %s: %v", out, ee) // the staging path is no help
+		if !zombie {
+			// The task's own doing, unlike a disk that filled up: it
+			// fails the task's visit, and the run, as a failed check does.
+			r.mu.Lock()
+			r.unreadable[out] = fmt.Sprintf("%s of %s#%d was not accepted: %s", out, t.Name, l.a.Number, why)
+			r.mu.Unlock()
 		}
 		r.rejectOutput(ctx, t, l, out, nil, why, zombie)
+		return "", true
+	}
+	if err != nil {
+		// This machine's doing (its disk full or read-only, an I/O
+		// error), not the output's: on workers the task fails over
+		// (ClassDisk), and the output of a task that is not run again
+		// is left staged for a later run here, once the disk has room.
+		why := fmt.Sprintf("output %s could not be frozen on this machine: %v", out, err)
+		if !zombie {
+			r.mu.Lock()
+			if r.diskErr == "" {
+				r.diskErr = fmt.Sprintf("output %s of %s#%d could not be frozen on this machine: %v", out, t.Name, l.a.Number, err)
+			}
+			r.mu.Unlock()
+		}
+		if !t.Idempotent {
+			r.leaveOutput(ctx, t, l, out, why, zombie)
+		} else {
+			r.rejectOutput(ctx, t, l, out, nil, why, zombie)
+		}
 		return "", true
 	}
 	key, err := artifacts.NewKey(r.plan.Pipeline, out, digest)
@@ -272,6 +288,11 @@ func (r *runner) produceOutput(ctx, keep context.Context, t *compiler.PlanTask, 
 func (r *runner) leaveOutput(ctx context.Context, t *compiler.PlanTask, l *launched, out, why string, zombie bool) {
 	r.record(ctx, EventOutputLeft, t.Name, l.a.Number, map[string]any{"artifact": out, "reason": why})
 	if !zombie {
+		// Its readers in this run are not run: an accepted version an
+		// earlier run left is not what the task made now.
+		r.mu.Lock()
+		r.rejected[out] = "not audited: " + why
+		r.mu.Unlock()
 		r.skipChecksAndPublishes(out, "not audited: "+why)
 	}
 }

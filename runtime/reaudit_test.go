@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pipec/pipec/internal/fulldisk"
 	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime/artifacts"
 )
@@ -153,4 +154,27 @@ func countIs(t *testing.T, f *fixture, file, word string, n int) {
 	if err != nil || strings.Count(string(b), word) != n {
 		t.Errorf("%s %q (%v), want %s %d time(s)", file, b, err, word, n)
 	}
+}
+
+// An output left unaudited (here: a full disk kept it from being frozen)
+// stops its readers in this run, as a rejected one does: a forced run
+// charged again, and mail ran on the receipt an earlier run accepted,
+// not on the one this charge made.
+func TestLeftOutputStopsItsReaders(t *testing.T) {
+	f := newScenarioFixture(t, scenario.Pay, scenario.PayFiles())
+	f.mustSucceed(f.options("2024-01-01"))
+	versions := filepath.Join(filepath.Dir(f.state), "versions")
+	fulldisk.Mount(t, versions, "1m")
+	fulldisk.Fill(t, versions, 0)
+	o := f.options("2024-01-01")
+	o.Force = true
+	res := f.run(o)
+	if !res.Failed {
+		t.Fatalf("a run whose receipt could not be frozen succeeded:\n%s", res.text())
+	}
+	if m := res.task("mail"); m.State != TaskNotRun || !strings.Contains(m.Reason, "could not be frozen on this machine") {
+		t.Errorf("mail: %+v, want not run: the receipt of this run's charge was not accepted", m)
+	}
+	countIs(t, f, "ledger", "charge", 2)
+	countIs(t, f, "mails", "mail", 1)
 }

@@ -384,8 +384,9 @@ type runner struct {
 	// that is one it lost.
 	attemptRecorded bool
 	// artsErr is the first output that could not be put into the
-	// artifact store, or input that could not be read from it.
-	artsErr string
+	// artifact store, or input that could not be read from it; diskErr,
+	// the first output that could not be frozen on this machine.
+	artsErr, diskErr string
 	// rejected says, by artifact, why this run's version of it was not
 	// accepted (a check failed, it could not be frozen or stored): the
 	// reason its readers in this run are not run. unreadable holds, by

@@ -339,6 +339,10 @@ const (
 	// ClassOutput: an output never became a version (a link or a device
 	// in its folder).
 	ClassOutput = "output"
+	// ClassDisk: an output could not be frozen on the worker's machine
+	// (its disk full or read-only, an I/O error): the machine's failure,
+	// not the task's, so the task fails over.
+	ClassDisk = "disk"
 )
 
 // outputsFailed says why the task's outputs are not visible although it
@@ -368,6 +372,9 @@ func (r *runner) outputsFailed(t *compiler.PlanTask) (class, why string) {
 	// the state's failure, tried again, not a check's, which is not.
 	if r.artsErr != "" {
 		return ClassArtifacts, r.artsErr
+	}
+	if r.diskErr != "" {
+		return ClassDisk, r.diskErr
 	}
 	if r.storeErr != "" {
 		return retry.Store, r.storeErr
