@@ -628,3 +628,38 @@ func CheckStorm(as []store.Attempt) error {
 	}
 	return nil
 }
+
+// FullDisk's task make writes a 350 kB output, checked, which use reads:
+// a worker whose --workdir has room to stage it but not to freeze a copy
+// meets a full disk there. how is what make declares besides
+// (FullDiskFailover, FullDiskNotIdempotent).
+func FullDisk(how string) string { return strings.Replace(fullDiskSpec, "HOW", how, 1) }
+
+// What FullDisk's task make declares: a failover block, or that it is not
+// idempotent.
+const (
+	FullDiskFailover = `failover {
+      per_worker = 1
+      global     = 2
+    }`
+	FullDiskNotIdempotent = `idempotent = false
+    effects    = ["ledger"]`
+)
+
+const fullDiskSpec = `
+pipeline "full" {
+  task "make" {
+    command = ["sh", "-c", "echo made >> ledger; head -c 350000 /dev/zero | tr '\\0' a > \"$PIPEC_OUTPUT_rows/rows.txt\""]
+    outputs = ["rows"]
+    HOW
+  }
+  check "rows_ok" {
+    input   = "rows"
+    command = ["sh", "-c", "test -s \"$PIPEC_CHECK_INPUT/rows.txt\""]
+  }
+  task "use" {
+    command = ["sh", "-c", "test -s \"$PIPEC_INPUT_rows/rows.txt\""]
+    inputs  = ["rows"]
+  }
+}
+`

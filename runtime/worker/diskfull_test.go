@@ -8,30 +8,11 @@ import (
 	"testing"
 
 	"github.com/pipec/pipec/internal/fulldisk"
+	"github.com/pipec/pipec/internal/scenario"
 	"github.com/pipec/pipec/runtime"
 	"github.com/pipec/pipec/runtime/queue"
 	"github.com/pipec/pipec/runtime/store"
 )
-
-// fullSpec's task make writes a 350 kB output, which a worker whose
-// --workdir has less room than twice that can stage but not freeze.
-const fullSpec = `
-pipeline "full" {
-  task "make" {
-    command    = ["sh", "-c", "echo made >> ledger; head -c 350000 /dev/zero | tr '\\0' a > \"$PIPEC_OUTPUT_rows/rows.txt\""]
-    outputs    = ["rows"]
-    IDEMPOTENT
-  }
-  check "rows_ok" {
-    input   = "rows"
-    command = ["sh", "-c", "test -s \"$PIPEC_CHECK_INPUT/rows.txt\""]
-  }
-  task "use" {
-    command = ["sh", "-c", "test -s \"$PIPEC_INPUT_rows/rows.txt\""]
-    inputs  = ["rows"]
-  }
-}
-`
 
 // smallDisk mounts a small file system as worker name's --workdir, with
 // room for what its task stages and not for the copy a freeze makes,
@@ -47,10 +28,7 @@ func smallDisk(t *testing.T, e *env, name string) (filler string) {
 // class disk, the machine's failure and not the task's: it fails over to
 // another worker, where before it failed the run as a failed check.
 func TestFullDiskFailsOver(t *testing.T) {
-	e := newEnvOn(t, onSQLite, strings.Replace(fullSpec, "IDEMPOTENT", `failover {
-      per_worker = 1
-      global     = 2
-    }`, 1), nil)
+	e := newEnvOn(t, onSQLite, scenario.FullDisk(scenario.FullDiskFailover), nil)
 	smallDisk(t, e, "w1")
 	w1 := e.worker("w1")
 	run := e.submit("2024-01-01")
@@ -73,8 +51,7 @@ func TestFullDiskFailsOver(t *testing.T) {
 // readers are not run; once the disk has room, the next visit on that
 // worker audits and publishes it, without running the task again.
 func TestFullDiskLeavesANonIdempotentOutput(t *testing.T) {
-	e := newEnvOn(t, onSQLite, strings.Replace(fullSpec, "IDEMPOTENT", `idempotent = false
-    effects    = ["ledger"]`, 1), nil)
+	e := newEnvOn(t, onSQLite, scenario.FullDisk(scenario.FullDiskNotIdempotent), nil)
 	filler := smallDisk(t, e, "w1")
 	e.worker("w1")
 	run := e.submit("2024-01-01")
