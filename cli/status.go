@@ -131,6 +131,10 @@ func taskStates(as []store.Attempt, evs []store.Event, order func(a, b string) i
 	// visit reused or adopted the task, or handed it back unbegun): it ran
 	// nothing, so it is shown only when the task has nothing else.
 	unused := map[string]bool{}
+	// succeeded: the number of each task's newest attempt, when it
+	// succeeded: a visit that failed before it (on a worker that failed
+	// over: its disk full, a failed command) does not speak for the task.
+	succeeded := map[string]int{}
 	for _, a := range as {
 		ts := get(a.Task)
 		claimOnly := a.State == store.AttemptFailed && a.Class == queue.ClassNotStarted
@@ -140,6 +144,10 @@ func taskStates(as []store.Attempt, evs []store.Event, order func(a, b string) i
 		unused[a.Task] = claimOnly
 		ts.Attempts = max(ts.Attempts, a.Number)
 		ts.State, ts.Token, ts.Class = string(a.State), a.Token, a.Class
+		delete(succeeded, a.Task)
+		if a.State == store.AttemptSucceeded {
+			succeeded[a.Task] = a.Number
+		}
 	}
 	for _, ev := range evs {
 		var st string
@@ -147,6 +155,9 @@ func taskStates(as []store.Attempt, evs []store.Event, order func(a, b string) i
 		case runtime.EventTaskSucceeded:
 			st = runtime.TaskSucceeded
 		case runtime.EventTaskFailed:
+			if n := succeeded[ev.Task]; ev.Attempt > 0 && ev.Attempt < n {
+				continue
+			}
 			st = runtime.TaskFailed
 		case runtime.EventTaskNotRun:
 			st = runtime.TaskNotRun

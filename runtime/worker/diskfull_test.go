@@ -3,6 +3,7 @@ package worker_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -39,6 +40,10 @@ func TestFullDiskFailsOver(t *testing.T) {
 	}
 	if got := e.starts(run, "make"); !slices.Equal(got, []string{"w1", "w2"}) {
 		t.Fatalf("make started on %v, want w1 then w2", got)
+	}
+	// The visit that failed over does not speak for the task.
+	if _, out := e.pipec("status", "pipeline.hcl", "--state", e.url); !regexp.MustCompile(`(?m)^  make +succeeded +attempts 2 `).MatchString(out) {
+		t.Errorf("pipec status does not show make succeeded on its second attempt:\n%s", out)
 	}
 	if !strings.Contains(w1.Output(), "failed on w1 (disk: its outputs were not published: output rows of make#1 could not be frozen on this machine") ||
 		!strings.Contains(w1.Output(), "no space left on device") {
