@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,9 +32,10 @@ type statusOptions struct {
 func newStatusCmd(io IO) *cobra.Command {
 	var opts statusOptions
 	cmd := &cobra.Command{
-		Use:   "status [SPEC|PLAN]",
+		Use:   "status [SPEC|PLAN|RUN]",
 		Short: "List runs and their tasks' states",
-		Long: "Status lists the runs in the state (with SPEC, that spec's pipeline's only).\n" + stateOrder + "\n" +
+		Long: "Status lists the runs in the state (with SPEC, that spec's pipeline's only; with RUN, an id\n" +
+			"such as orders/2024-01-01/r1 as pipec run and pipec submit print it, that run alone).\n" + stateOrder + "\n" +
 			"A run's tasks are listed in the plan's order (upstream first) when SPEC is given and is the\n" +
 			"run's pipeline, else in the order they started (and the output says so).",
 		Args: withUsage(cobra.MaximumNArgs(1)),
@@ -206,6 +209,12 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	// With SPEC, the runs of its pipeline: a state may hold several
 	// pipelines (the specs of one folder share the state beside them).
 	pipeline := opts.pipeline
+	run := ""
+	if spec != "" && isRunID(spec) {
+		if _, err := os.Stat(spec); errors.Is(err, fs.ErrNotExist) {
+			run, spec = spec, "" // a run id, not a file
+		}
+	}
 	if spec != "" {
 		name, err := specPipeline(io, spec)
 		if err != nil {
@@ -229,6 +238,13 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 		ctx = context.Background()
 	}
 	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: pipeline})
+	if run != "" {
+		var r store.Run
+		if r, err = st.GetRun(ctx, run); errors.Is(err, store.ErrNotFound) {
+			return usageErr("status: no run %q in the state %s, and no such file (pipec status lists the runs)", run, loc)
+		}
+		runs = []store.Run{r}
+	}
 	if err != nil {
 		return &exitError{Code: ExitFindings, Err: err}
 	}
@@ -331,6 +347,17 @@ func waitingOf(ctx context.Context, st store.Store, run string, evs []store.Even
 // only needs to know which pipeline it is: a spec with error findings in its
 // tasks still names its pipeline (status while it is being edited); one
 // that names none (it does not parse) is refused with its findings, exit 1.
+// isRunID reports whether arg has the shape of a run's id,
+// PIPELINE/INTERVAL/rN (the interval may hold more slashes).
+func isRunID(arg string) bool {
+	i := strings.LastIndexByte(arg, '/')
+	if i < 0 || !strings.Contains(arg[:i], "/") || len(arg) < i+3 || arg[i+1] != 'r' {
+		return false
+	}
+	_, err := strconv.ParseUint(arg[i+2:], 10, 32)
+	return err == nil
+}
+
 func specPipeline(io IO, path string) (string, error) {
 	if filepath.Ext(path) == ".json" {
 		p, err := compiler.LoadPlan(path)
