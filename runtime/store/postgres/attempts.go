@@ -357,12 +357,19 @@ func (s *Store) ResolveAttempt(ctx context.Context, ref store.AttemptRef, as sto
 		return store.Attempt{}, fmt.Errorf("resolve %s: %q is not succeeded or failed", ref, as)
 	}
 	var a store.Attempt
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	// Durable: a person was told it is settled. Repeatable: made again
+	// after a COMMIT whose fate a restart hid, it finds its own
+	// resolution (resolvedBy) and returns it.
+	err := s.runRepeatable(ctx, true, func(tx pgx.Tx) error {
 		cur, err := getAttempt(ctx, tx, ref, true)
 		if err != nil {
 			return err
 		}
 		if cur.State != store.AttemptUnknown {
+			if ours, err := resolvedBy(ctx, tx, cur, as, reason, by); err != nil || ours {
+				a = cur
+				return err
+			}
 			return fmt.Errorf("resolve %s: the attempt is %s, only an unknown attempt can be resolved: %w", ref, cur.State, store.ErrConflict)
 		}
 		a, err = scanAttempt(tx.QueryRow(ctx, `UPDATE attempts SET state = $4, class = $5, exit_code = 0, error_tail = $6,
@@ -379,6 +386,19 @@ RETURNING `+attemptColumns, ref.Run, ref.Task, ref.Number, string(as), store.Cla
 		return store.Attempt{}, err
 	}
 	return a, nil
+}
+
+// resolvedBy reports whether a, no longer unknown, was resolved as as,
+// for reason, by by: the resolution a ResolveAttempt made before its
+// COMMIT's answer was lost.
+func resolvedBy(ctx context.Context, tx pgx.Tx, a store.Attempt, as store.AttemptState, reason, by string) (bool, error) {
+	if a.State != as || a.Class != store.ClassResolved || a.ErrorTail != reason {
+		return false, nil
+	}
+	var found bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE run = $1 AND task = $2 AND attempt = $3 AND kind = $4
+	AND payload::jsonb->>'by' = $5)`, a.Run, a.Task, a.Number, store.EventAttemptResolved, by).Scan(&found)
+	return found, err
 }
 
 // RenewLease implements store.Store. The renewal is one conditional UPDATE

@@ -220,3 +220,82 @@ CREATE CONSTRAINT TRIGGER cut_at_commit AFTER `+on+` DEFERRABLE INITIALLY DEFERR
 		t.Fatal(err)
 	}
 }
+
+// TestWorkerRegisteredAtCommitCut: the server ends the session under the
+// COMMIT of a worker's registration, of its stopping or of its end (a
+// restart as workers start or stop, in a rolling deploy): each is made
+// again, the same worker's, and the worker ends registered as stopped.
+// Before, each failed ("the state database does not answer"), and a
+// worker starting then exited.
+func TestWorkerRegisteredAtCommitCut(t *testing.T) {
+	srv := pg.Server(t)
+	for _, c := range []struct{ name, on, when string }{
+		{"register", "INSERT ON workers", "NEW.state = 'live'"},
+		{"stopping", "UPDATE ON workers", "NEW.state = 'stopping'"},
+		{"deregister", "UPDATE ON workers", "NEW.state = 'stopped'"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t, srv, nil)
+			ctx := context.Background()
+			cutOnceAtCommit(t, s, c.on, c.when)
+			w := queue.WorkerInfo{Name: "w1", Host: "h", PID: 7, Slots: 1}
+			if err := s.Register(ctx, w, time.Minute); err != nil {
+				t.Fatalf("register: %v", err)
+			}
+			if err := s.Stopping(ctx, "w1"); err != nil {
+				t.Fatalf("stopping: %v", err)
+			}
+			if err := s.Deregister(ctx, "w1"); err != nil {
+				t.Fatalf("deregister: %v", err)
+			}
+			ws, err := s.Workers(ctx)
+			if err != nil || len(ws) != 1 || ws[0].State != queue.WorkerStopped {
+				t.Fatalf("workers %+v, %v: want w1, stopped", ws, err)
+			}
+			cutsAtLeast(t, s, 2)
+		})
+	}
+}
+
+// TestResolvedAtCommitCut: the server ends the session under the COMMIT
+// of pipec resolve: made again, it finds its own resolution and says the
+// attempt is settled, once; another's resolution of it is still refused.
+// Before, it failed ("the state database does not answer"), and tried
+// again it said the attempt could not be resolved, being resolved.
+func TestResolvedAtCommitCut(t *testing.T) {
+	s := open(t, pg.Server(t), nil)
+	ctx := context.Background()
+	run, err := s.CreateRun(ctx, store.NewRun{Pipeline: "p", Interval: "2024-01-01", CodeVersion: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.StartAttempt(ctx, store.AttemptSpec{Run: run.ID, Task: "charge", Resource: "p@2024-01-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishAttempt(ctx, a.AttemptRef, store.Outcome{State: store.AttemptUnknown, Class: "killed"}); err != nil {
+		t.Fatal(err)
+	}
+	cutOnceAtCommit(t, s, "UPDATE ON attempts", "NEW.class = 'resolved'")
+	got, err := s.ResolveAttempt(ctx, a.AttemptRef, store.AttemptSucceeded, "the ledger has it", "ann@h")
+	if err != nil || got.State != store.AttemptSucceeded || got.Class != store.ClassResolved {
+		t.Fatalf("resolve: %+v, %v; want succeeded, resolved", got, err)
+	}
+	if _, err := s.ResolveAttempt(ctx, a.AttemptRef, store.AttemptSucceeded, "the ledger has it", "bob@h"); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("another's resolution of a resolved attempt: %v, want store.ErrConflict", err)
+	}
+	cutsAtLeast(t, s, 2)
+	evs, err := s.Events(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Kind == store.EventAttemptResolved {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d attempt.resolved events, want 1", n)
+	}
+}

@@ -18,7 +18,10 @@ func (s *Store) Register(ctx context.Context, w queue.WorkerInfo, lease time.Dur
 	if w.Name == "" {
 		return fmt.Errorf("register: a worker needs a name")
 	}
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	// Repeatable: made again after a COMMIT whose fate a restart hid, it
+	// finds the row its first try wrote, this process's, and writes it
+	// again.
+	return s.runRepeatable(ctx, false, func(tx pgx.Tx) error {
 		var host string
 		var pid int
 		var live bool
@@ -123,7 +126,7 @@ func (s *Store) peek(ctx context.Context, query string, args ...any) (bool, erro
 
 // Stopping implements queue.Queue.
 func (s *Store) Stopping(ctx context.Context, name string) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.runRepeatable(ctx, false, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE workers SET state = 'stopping' WHERE name = $1 AND state = 'live'`, name)
 		return err
 	})
@@ -131,7 +134,7 @@ func (s *Store) Stopping(ctx context.Context, name string) error {
 
 // Deregister implements queue.Queue.
 func (s *Store) Deregister(ctx context.Context, name string) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+	return s.runRepeatable(ctx, false, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE workers SET state = 'stopped', last_seen = pipec_now() WHERE name = $1`, name)
 		return err
 	})
