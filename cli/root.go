@@ -45,9 +45,11 @@ type IO struct {
 	// cleanly on it (run, backfill) read it as cmd.Context().
 	Context context.Context
 	// Graceful is called when a command that stops cleanly on Context
-	// starts; an interrupt before that, or in any other command, ends pipec
-	// at once with exit code 130. Nil for in-process callers.
-	Graceful func()
+	// starts, with what a first interrupt then does (Stopping*), said on
+	// stderr when it comes; an interrupt before that, or in any other
+	// command, ends pipec at once with exit code 130. Nil for in-process
+	// callers.
+	Graceful func(stopping string)
 	// Procs, when set, is told by a command how many threads of its own Go
 	// code can run at once to any use: a worker of N slots runs N visits at
 	// a time, and more threads only hand its goroutines back and forth
@@ -71,14 +73,38 @@ var ErrInterrupted = fmt.Errorf("interrupted: %w", context.Canceled)
 // a process killed by it.
 const ExitInterrupted = 130
 
-// gracefulCommands stop cleanly when IO.Context is cancelled: they record
-// what they stopped, so an interrupt waits for that instead of killing pipec.
-func gracefulCommand(name string) bool {
-	switch name {
-	case "run", "backfill", "worker", "submit", "heartbeat":
-		return true
+// What a first interrupt does in a command that stops cleanly, as it
+// says so (IO.Graceful).
+const (
+	StoppingRun = "the running tasks are stopped and recorded; " +
+		"Ctrl-C again exits at once, and leaves what is not recorded yet to the next run"
+	StoppingWorker = "the running tasks are stopped and handed back; " +
+		"Ctrl-C again exits at once, and leaves them to be taken over once their claims expire"
+	StoppingFollow = "what is submitted goes on with the workers, and nothing more is submitted; " +
+		"Ctrl-C again exits at once"
+	stoppingBeat = "Ctrl-C again exits at once"
+)
+
+// stoppingOf is what a first interrupt does in cmd, which stops cleanly
+// when IO.Context is cancelled (recording what it stopped, so an interrupt
+// waits for that instead of killing pipec); "" when cmd does not.
+func stoppingOf(cmd *cobra.Command) string {
+	switch cmd.Name() {
+	case "run":
+		return StoppingRun
+	case "backfill":
+		if f := cmd.Flags().Lookup("submit"); f != nil && f.Value.String() == "true" {
+			return StoppingFollow
+		}
+		return StoppingRun
+	case "worker":
+		return StoppingWorker
+	case "submit":
+		return StoppingFollow
+	case "heartbeat":
+		return stoppingBeat
 	}
-	return false
+	return ""
 }
 
 // colorOn decides colour for one stream: --color=always or never wins; auto
@@ -208,8 +234,8 @@ func newRoot(io IO) *cobra.Command {
 			default:
 				return usageErr("--color must be auto, always or never, not %q", *io.color)
 			}
-			if io.Graceful != nil && gracefulCommand(cmd.Name()) {
-				io.Graceful()
+			if stopping := stoppingOf(cmd); io.Graceful != nil && stopping != "" {
+				io.Graceful(stopping)
 			}
 			return nil
 		},

@@ -26,7 +26,7 @@ func Process(args []string) int {
 //     ignored one, is reset for the tasks pipec starts.
 //   - The first Ctrl-C (or SIGTERM, or SIGHUP: the terminal went away, an
 //     SSH session dropped) cancels io.Context with ErrInterrupted. A
-//     command that stops cleanly (gracefulCommand) then records what it
+//     command that stops cleanly (stoppingOf) then records what it
 //     stopped and Main returns 130, saying at once on stderr what a second
 //     Ctrl-C does; in any other command, and on a second Ctrl-C or
 //     SIGTERM, the process exits 130 at once through exit. A hangup never
@@ -42,7 +42,7 @@ func Process(args []string) int {
 // stop undoes the signal handling.
 func Interruptible(io IO, exit func(int)) (_ IO, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	var graceful atomic.Bool
+	var graceful atomic.Pointer[string] // what a first interrupt does
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 	if !signal.Ignored(syscall.SIGHUP) {
@@ -58,25 +58,25 @@ func Interruptible(io IO, exit func(int)) (_ IO, stop func()) {
 			case <-done:
 				return
 			case s := <-sigs:
-				if s == syscall.SIGPIPE || s == syscall.SIGHUP && ctx.Err() != nil && graceful.Load() {
+				stopping := graceful.Load()
+				if s == syscall.SIGPIPE || s == syscall.SIGHUP && ctx.Err() != nil && stopping != nil {
 					continue
 				}
-				if ctx.Err() != nil || !graceful.Load() {
+				if ctx.Err() != nil || stopping == nil {
 					exit(ExitInterrupted)
 					return
 				}
 				// Stopping may take the kill grace, and longer on a state
 				// that does not answer: say what a second one does.
 				if io.Stderr != nil {
-					fmt.Fprintln(io.Stderr, "pipec: stopping: the running tasks are stopped and recorded; "+
-						"Ctrl-C again exits at once, and leaves what is not recorded yet to the next run")
+					fmt.Fprintln(io.Stderr, "pipec: stopping: "+*stopping)
 				}
 				cancel(ErrInterrupted)
 			}
 		}
 	}()
 	io.Context = ctx
-	io.Graceful = func() { graceful.Store(true) }
+	io.Graceful = func(stopping string) { graceful.Store(&stopping) }
 	return io, func() {
 		signal.Stop(sigs)
 		close(done)

@@ -44,7 +44,7 @@ func TestInterruptGraceful(t *testing.T) {
 	var errb bytes.Buffer
 	io, stop := Interruptible(IO{Stderr: &errb}, func(code int) { codes <- code })
 	defer stop()
-	io.Graceful()
+	io.Graceful(StoppingRun)
 	interrupt(t)
 	<-io.Context.Done()
 	if !strings.Contains(errb.String(), "Ctrl-C again exits at once") {
@@ -75,7 +75,7 @@ func TestHangupGraceful(t *testing.T) {
 	codes := make(chan int, 1)
 	var errb bytes.Buffer
 	io, stop := Interruptible(IO{Stderr: &errb}, func(code int) { codes <- code })
-	io.Graceful()
+	io.Graceful(StoppingRun)
 	hangup := func() {
 		t.Helper()
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {

@@ -220,7 +220,7 @@ func worker(args []string) error {
 	// and it exits 130 as pipec worker does; a second one exits at once.
 	io, stop := cli.Interruptible(cli.Std(), os.Exit)
 	defer stop()
-	io.Graceful()
+	io.Graceful(cli.StoppingWorker)
 	ctx := io.Context
 	sh, c, err := connect(ctx, *state, *engine)
 	if err != nil {
