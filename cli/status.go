@@ -27,22 +27,30 @@ type statusOptions struct {
 	state    stateFlag
 	pipeline string
 	json     bool
+	// run: that run alone (status RUN [SPEC]).
+	run string
 }
 
 func newStatusCmd(io IO) *cobra.Command {
 	var opts statusOptions
 	cmd := &cobra.Command{
-		Use:   "status [SPEC|PLAN|RUN]",
+		Use:   "status [SPEC|PLAN] | status RUN [SPEC|PLAN]",
 		Short: "List runs and their tasks' states",
 		Long: "Status lists the runs in the state (with SPEC, that spec's pipeline's only; with RUN, an id\n" +
 			"such as orders/2024-01-01/r1 as pipec run and pipec submit print it, that run alone).\n" + stateOrder + "\n" +
 			"A run's tasks are listed in the plan's order (upstream first) when SPEC is given and is the\n" +
 			"run's pipeline, else in the order they started (and the output says so).",
-		Args: withUsage(cobra.MaximumNArgs(1)),
+		Args: withUsage(cobra.MaximumNArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := ""
-			if len(args) == 1 {
+			switch len(args) {
+			case 1:
 				spec = args[0]
+			case 2:
+				if !isRunID(args[0]) {
+					return usageErr("status: %q is not a run (such as orders/2024-01-01/r1); give a SPEC alone, or RUN and its SPEC", args[0])
+				}
+				opts.run, spec = args[0], args[1]
 			}
 			return runStatus(cmd.Context(), io, spec, opts)
 		},
@@ -209,8 +217,8 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	// With SPEC, the runs of its pipeline: a state may hold several
 	// pipelines (the specs of one folder share the state beside them).
 	pipeline := opts.pipeline
-	run := ""
-	if spec != "" && isRunID(spec) {
+	run := opts.run
+	if run == "" && spec != "" && isRunID(spec) {
 		if _, err := os.Stat(spec); errors.Is(err, fs.ErrNotExist) {
 			run, spec = spec, "" // a run id, not a file
 		}
