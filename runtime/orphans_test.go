@@ -209,6 +209,17 @@ func TestVisitEndedByTheState(t *testing.T) {
 	}
 }
 
+// A failed visit says how its process ended beside the retry's verdict,
+// which alone ("the task has no retry policy") says nothing of the
+// failure, in the worker's log and in pipec submit --wait.
+func TestFailedVisitSaysHowItEnded(t *testing.T) {
+	failed := TaskResult{State: TaskFailed, Class: retry.Unclassified, Ending: "exit code 3", Reason: "the task has no retry policy"}
+	got, said := VisitResult{Task: failed}.Ended(nil, "w1")
+	if want := "unclassified (exit code 3): the task has no retry policy"; got.Reason != want || said != "failed on w1 ("+want+")" {
+		t.Errorf("ended %+v, said %q; want %q", got, said, want)
+	}
+}
+
 // lostRecords is a store that has lost what a run recorded, as one whose
 // server a crash took back its last commits: the first RecordVersion finds
 // no attempt when lostAttempt, and every StartAttempt finds no run when

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pipec/pipec/compiler"
@@ -121,9 +122,14 @@ func (res VisitResult) Ended(err error, worker string) (queue.Result, string) {
 		why := fmt.Sprintf("the state could not record the visit of %s (%s)", worker, t.Error)
 		return queue.Result{Ending: queue.LeaseLost, Reason: why}, "stopped here: " + why + "; the task goes back to the queue"
 	}
-	why := t.Reason
-	if t.Class != "" {
-		why = t.Class + ": " + why
+	// How its process ended says more than the retry's verdict alone
+	// ("unclassified (exit code 1): the task has no retry policy").
+	why, prefix := t.Reason, t.Class
+	if t.Ending != "" {
+		prefix = strings.TrimSpace(prefix + " (" + t.Ending + ")")
+	}
+	if prefix != "" {
+		why = prefix + ": " + why
 	}
 	return queue.Result{Ending: queue.Failed, Deterministic: res.Deterministic, Reason: why}, fmt.Sprintf("failed on %s (%s)", worker, why)
 }
