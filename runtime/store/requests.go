@@ -68,3 +68,17 @@ func (sw Swap) Check() error {
 	}
 	return nil
 }
+
+// Reopening decides ReopenVersion for v, as every store does: a rejected
+// version is reopened (reopen), with the event that says so (ev, for
+// reason); a staged one is left as it is; an accepted one is refused.
+func (v Version) Reopening(reason string) (reopen bool, ev Event, payload map[string]any, err error) {
+	switch v.State {
+	case VersionStaged:
+		return false, Event{}, nil, nil
+	case VersionAccepted:
+		return false, Event{}, nil, fmt.Errorf("version %s is accepted, cannot be audited again: %w", v.Label(), ErrConflict)
+	}
+	return true, Event{Run: v.Run, Kind: EventVersionReopened, Task: v.Task, Attempt: v.Attempt},
+		map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": reason}, nil
+}

@@ -156,17 +156,14 @@ func (s *Store) ReopenVersion(ctx context.Context, id int64, reason string) erro
 		if err != nil {
 			return err
 		}
-		switch v.State {
-		case store.VersionStaged:
-			return nil
-		case store.VersionAccepted:
-			return fmt.Errorf("version %s is accepted, cannot be audited again: %w", v.Label(), store.ErrConflict)
+		reopen, ev, payload, err := v.Reopening(reason)
+		if !reopen {
+			return err
 		}
 		if err := changed(tx.Exec(ctx, `UPDATE versions SET state = 'staged', reason = '' WHERE id = $1 AND state = 'rejected'`, id)); err != nil {
 			return fmt.Errorf("version %s: %w", v.Label(), err)
 		}
-		return appendEvent(ctx, tx, store.Event{Run: v.Run, Kind: store.EventVersionReopened, Task: v.Task, Attempt: v.Attempt},
-			map[string]any{"version": id, "label": v.Label(), "token": v.Token, "reason": reason})
+		return appendEvent(ctx, tx, ev, payload)
 	})
 }
 

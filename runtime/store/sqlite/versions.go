@@ -134,17 +134,14 @@ func (s *Store) ReopenVersion(ctx context.Context, id int64, reason string) erro
 		if err != nil {
 			return err
 		}
-		switch v.State {
-		case store.VersionStaged:
-			return nil
-		case store.VersionAccepted:
-			return fmt.Errorf("version %s is accepted, cannot be audited again: %w", v.Label(), store.ErrConflict)
+		reopen, ev, payload, err := v.Reopening(reason)
+		if !reopen {
+			return err
 		}
 		if err := changed(tx.ExecContext(ctx, `UPDATE versions SET state = 'staged', reason = '' WHERE id = ? AND state = 'rejected'`, id)); err != nil {
 			return fmt.Errorf("version %s: %w", v.Label(), err)
 		}
-		return appendEvent(ctx, tx, s.now(), store.Event{Run: v.Run, Kind: store.EventVersionReopened, Task: v.Task, Attempt: v.Attempt},
-			map[string]any{"version": id, "label": v.Label(), "token": v.Token, "reason": reason})
+		return appendEvent(ctx, tx, s.now(), ev, payload)
 	})
 }
 
