@@ -543,19 +543,21 @@ func (k *known) awaitsAudit(ref store.AttemptRef) bool {
 }
 
 // mayBeAuditedAgain reports whether attempt ref is the newest success of
-// its task and a check rejected a version of it: a task that is not
-// idempotent is not run again to make another, and a later run audits
-// that version again from the artifact store once a check of it is new or
-// edited since (a check that was wrong, fixed). Until then, or until a
-// later attempt of the task succeeds (--force), it is the only copy of
-// what the task's effect produced. (An idempotent task's rejected version
-// never went into the artifact store: its put follows the audit.)
+// its task and a version of it was not accepted: rejected by a check, or
+// still staged (a kill cut its audit short, or the audit again of a
+// rejected one). A task that is not idempotent is not run again to make
+// another: a later run audits that version from the artifact store, at
+// once when staged, once a check of it is edited when rejected (a check
+// that was wrong, fixed). Until then, or until a later attempt of the
+// task succeeds (--force), it is the only copy of what the task's effect
+// produced. (An idempotent task's is kept too, in a store its outputs are
+// frozen straight into, until its next success makes another.)
 func (k *known) mayBeAuditedAgain(ref store.AttemptRef) bool {
 	a, ok := k.attempts[ref]
 	if !ok || a.State != store.AttemptSucceeded || k.newestSuccess[[2]string{a.Resource, a.Task}] != a.Token {
 		return false
 	}
-	return slices.ContainsFunc(k.versions[ref], func(v store.Version) bool { return v.State == store.VersionRejected })
+	return slices.ContainsFunc(k.versions[ref], func(v store.Version) bool { return v.State != store.VersionAccepted })
 }
 
 // removableStaging decides one attempt folder.

@@ -252,12 +252,15 @@ func TestLeftStagingKept(t *testing.T) {
 	}
 	// Another success of charge: the rejected version is no longer what a
 	// run adopts.
-	stopped("")
+	// Its version, recorded and never audited (a kill cut the audit
+	// short), is what the next run audits: the store's copy stays.
+	_, unaudited := stopped("")
 	rep := collect()
-	for _, p := range []string{rejectedVersion} {
-		if _, err := os.Stat(p); !os.IsNotExist(err) {
-			t.Fatalf("after a later success, %s is still there (%v); removed %+v", p, err, rep.Removed)
-		}
+	if _, err := os.Stat(rejectedVersion); !os.IsNotExist(err) {
+		t.Fatalf("after a later success, %s is still there (%v); removed %+v", rejectedVersion, err, rep.Removed)
+	}
+	if _, err := os.Stat(unaudited); err != nil {
+		t.Fatalf("the newest success's version, never audited, is gone: %v", err)
 	}
 }
 
