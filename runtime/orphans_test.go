@@ -218,6 +218,12 @@ func TestFailedVisitSaysHowItEnded(t *testing.T) {
 	if want := "unclassified (exit code 3): the task has no retry policy"; got.Reason != want || said != "failed on w1 ("+want+")" {
 		t.Errorf("ended %+v, said %q; want %q", got, said, want)
 	}
+	notStarted := TaskResult{State: TaskFailed, Class: classStart, Ending: "could not start: ./x.sh: no such file or directory",
+		Reason: "not retried: it would fail to start again"}
+	got, _ = VisitResult{Task: notStarted}.Ended(nil, "w1")
+	if want := "could not start: ./x.sh: no such file or directory: not retried: it would fail to start again"; got.Reason != want {
+		t.Errorf("ended %+v; want %q", got, want)
+	}
 }
 
 // lostRecords is a store that has lost what a run recorded, as one whose

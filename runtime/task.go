@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -129,6 +130,10 @@ func (r *runner) resolveInputs(ctx context.Context, t *compiler.PlanTask) ([]bou
 	}
 	return out, "", nil
 }
+
+// classStart is the class of an attempt whose process could not be
+// started (its command not found, not executable).
+const classStart = "start"
 
 // ClassArtifacts is the class of a task failed because an accepted input is
 // not in the artifact store as this machine sees it.
@@ -369,11 +374,17 @@ func (r *runner) attempt(ctx context.Context, ts *taskState, inputs []boundInput
 	}
 	r.emitStore(store.EventAttemptStarted, t.Name, a.Number, map[string]any{"token": a.Token})
 	failStart := func(err error) attemptOutcome {
-		o := store.Outcome{State: store.AttemptFailed, Class: "start", ExitCode: -1, ErrorTail: err.Error()}
+		if _, serr := os.Stat(r.o.BaseDir); errors.Is(serr, fs.ErrNotExist) {
+			// A worker's machine without the folder pipec submit recorded
+			// (a share not mounted there): say so, not "./x.sh: no such
+			// file".
+			err = fmt.Errorf("the spec's folder %s is not on this machine (is its share mounted here?): %w", r.o.BaseDir, err)
+		}
+		o := store.Outcome{State: store.AttemptFailed, Class: classStart, ExitCode: -1, ErrorTail: err.Error()}
 		_ = r.endAttempt(r.records, a.AttemptRef, o)
-		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": "start", "error": err.Error(),
+		r.emitStore(store.EventAttemptFinished, t.Name, a.Number, map[string]any{"state": "failed", "class": classStart, "error": err.Error(),
 			"why": "could not start: " + err.Error()})
-		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: "start", Deterministic: true}}
+		return attemptOutcome{number: a.Number, startErr: err, verdict: retry.Verdict{Class: classStart, Deterministic: true}}
 	}
 	l, spec, err := r.prepare(t, a, inputs, every)
 	if err != nil {

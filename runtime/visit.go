@@ -125,7 +125,10 @@ func (res VisitResult) Ended(err error, worker string) (queue.Result, string) {
 	// How its process ended says more than the retry's verdict alone
 	// ("unclassified (exit code 1): the task has no retry policy").
 	why, prefix := t.Reason, t.Class
-	if t.Ending != "" {
+	switch {
+	case t.Class == classStart:
+		prefix = cmp.Or(t.Ending, prefix) // "could not start: …"
+	case t.Ending != "":
 		prefix = strings.TrimSpace(prefix + " (" + t.Ending + ")")
 	}
 	if prefix != "" {
