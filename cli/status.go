@@ -245,8 +245,10 @@ func runStatus(ctx context.Context, io IO, spec string, opts statusOptions) erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	runs, err := st.ListRuns(ctx, store.RunFilter{Pipeline: pipeline})
-	if run != "" {
+	var runs []store.Run
+	if run == "" {
+		runs, err = st.ListRuns(ctx, store.RunFilter{Pipeline: pipeline})
+	} else {
 		var r store.Run
 		if r, err = st.GetRun(ctx, run); errors.Is(err, store.ErrNotFound) {
 			return usageErr("status: no run %q in the state %s, and no such file (pipec status lists the runs)", run, loc)
