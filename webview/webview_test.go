@@ -462,3 +462,53 @@ func BenchmarkRunsPage(b *testing.B) {
 	}
 	b.ReportMetric(float64(first.Microseconds())/1000, "first-ms")
 }
+
+// A version rejected, then audited again by a later run (a check edited
+// since) and accepted, shows each state in turn on its run's page: staged
+// again once reopened, accepted at the end.
+func TestReopenedVersion(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	run, err := f.st.CreateRun(ctx, store.NewRun{Pipeline: "demo", Interval: "2024-01-02", CodeVersion: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.run = run.ID
+	a, err := f.st.StartAttempt(ctx, store.AttemptSpec{Run: f.run, Task: "charge", Resource: store.FenceResource("demo", "2024-01-02")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := f.st.RecordVersion(ctx, store.Version{Artifact: "receipt", Interval: "2024-01-02", Digest: "sha256:cccc", Run: f.run, Task: "charge", Attempt: a.Number})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		t.Helper()
+		rv, err := f.src.LoadRun(ctx, f.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range rv.Versions {
+			if x.ID == v.ID {
+				return x.State
+			}
+		}
+		t.Fatalf("version %d is not on the run's page", v.ID)
+		return ""
+	}
+	for _, step := range []struct {
+		do   func() error
+		want string
+	}{
+		{func() error { return f.st.RejectVersion(ctx, v.ID, "check receipt_ok failed") }, "rejected"},
+		{func() error { return f.st.ReopenVersion(ctx, v.ID, "a check of receipt is new or edited since") }, "staged"},
+		{func() error { return f.st.AcceptVersion(ctx, v.ID) }, "accepted"},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		if got := state(); got != step.want {
+			t.Fatalf("version %s, want %s", got, step.want)
+		}
+	}
+}
