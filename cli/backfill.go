@@ -292,7 +292,11 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 	if io.engine != nil && !opts.submit {
 		return usageErr("backfill --engine: an engine's workers run submitted intervals: give --submit too")
 	}
-	plan, err := loadPlan(io, path)
+	load := loadPlan
+	if opts.submit {
+		load = loadPlanForWorkers
+	}
+	plan, err := load(io, path)
 	if err != nil {
 		return err
 	}

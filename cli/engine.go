@@ -23,7 +23,7 @@ import (
 // LoadPlan compiles and lints the spec at path (or reads a plan .json) as
 // pipec run and pipec submit do, printing findings to io.Stderr; an error
 // when there are errors among them.
-func LoadPlan(io IO, path string) (*compiler.Plan, error) { return loadPlan(io, path) }
+func LoadPlan(io IO, path string) (*compiler.Plan, error) { return loadPlanForWorkers(io, path) }
 
 // WithArtifacts names dir as the plan's artifact store (pipec submit
 // --artifacts), updating its digest; nothing when dir is empty.

@@ -11,6 +11,7 @@ import (
 	stdio "io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -122,6 +123,23 @@ func randomSeed() uint64 {
 // loadPlan reads a spec (compiling it) or a compiled plan (.json). Findings
 // are printed; a spec with errors is exit code 1, unreadable input 2.
 func loadPlan(io IO, path string) (*compiler.Plan, error) {
+	return loadPlanShowing(io, path, nil)
+}
+
+// workerWarnings are the lint rules whose warnings a plan handed to
+// workers shows (pipec submit, backfill --submit, an engine's submit),
+// which a local run has no use for: a path on one machine's disk.
+var workerWarnings = []string{"local-artifact"}
+
+// loadPlanForWorkers is loadPlan for a plan handed to workers: it also
+// shows the warnings of workerWarnings.
+func loadPlanForWorkers(io IO, path string) (*compiler.Plan, error) {
+	return loadPlanShowing(io, path, workerWarnings)
+}
+
+// loadPlanShowing is loadPlan, printing the warnings of the rules shown
+// beside the errors.
+func loadPlanShowing(io IO, path string, shown []string) (*compiler.Plan, error) {
 	if filepath.Ext(path) == ".json" {
 		// A plan is input like a spec: names and references are checked again.
 		p, err := compiler.LoadPlan(path)
@@ -134,7 +152,13 @@ func loadPlan(io IO, path string) (*compiler.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	printDiagsText(io, c.Diags, c.sources())
+	ds := c.Diags
+	for _, w := range c.Warnings {
+		if slices.Contains(shown, w.Rule) {
+			ds = append(ds, w)
+		}
+	}
+	printDiagsText(io, ds.Sort(), c.sources())
 	if c.Diags.HasErrors() || c.Result == nil || c.Result.Plan == nil {
 		return nil, silentExit(ExitFindings)
 	}

@@ -88,7 +88,7 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	if opts.interval == "" {
 		return usageErr("submit: --interval is required (the interval's start, such as --interval 2024-01-01), or --due")
 	}
-	plan, err := loadPlan(io, path)
+	plan, err := loadPlanForWorkers(io, path)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 	if err != nil {
 		return err
 	}
-	plan, err := loadPlan(io, path)
+	plan, err := loadPlanForWorkers(io, path)
 	if err != nil {
 		return err
 	}
