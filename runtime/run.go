@@ -949,8 +949,8 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // cancelReason says why the run's context ended: the cause it was cancelled
 // with (a lost interval lease) or a plain cancellation (Ctrl-C).
 func cancelReason(ctx context.Context) string {
-	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
-		return "the run was stopped: " + c.Error()
+	if c := stopCause(ctx); c != "" {
+		return "the run was stopped: " + c
 	}
 	return interrupted
 }

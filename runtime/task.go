@@ -711,7 +711,11 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if r.o.AfterExit != nil {
 		r.o.AfterExit(ctx, ts.t.Name)
 	}
-	out := attemptOutcome{number: l.a.Number, ending: res.Describe(), signaled: res.Signal != 0 && !res.TimedOut && !res.Stopped}
+	ending, cause := res.Describe(), stopCause(ctx)
+	if res.Stopped && cause != "" {
+		ending = "was stopped: " + cause
+	}
+	out := attemptOutcome{number: l.a.Number, ending: ending, signaled: res.Signal != 0 && !res.TimedOut && !res.Stopped}
 	if res.Signal == 0 && !res.TimedOut && !res.Stopped {
 		out.exitCode = res.ExitCode
 	}
@@ -767,9 +771,12 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	}
 	out.tail = exec.LastLines(res.Tail, errorTailLines, errorTailBytes)
 	if out.tail == "" {
-		out.tail = res.Describe()
+		out.tail = ending
 	}
-	why := res.Describe()
+	why, stopped := ending, ending
+	if res.Stopped && cause != "" {
+		stopped = cause
+	}
 	if changed != "" {
 		out.verdict, out.tail, why = inputVerdict(short), changed, changed
 	}
@@ -779,12 +786,22 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 		o.State = store.AttemptUnknown
 		out.unknown = fmt.Sprintf("attempt %d of %s (token %d) may have taken effect: it was stopped while it ran (%s); "+
 			"settle it with: pipec resolve %s %s --as succeeded|failed --reason TEXT",
-			l.a.Number, l.a.Run, l.a.Token, res.Describe(), l.a.Run, ts.t.Name)
+			l.a.Number, l.a.Run, l.a.Token, stopped, l.a.Run, ts.t.Name)
 	}
 	_ = r.endAttempt(fctx, l.a.AttemptRef, o)
 	r.emitStore(store.EventAttemptFinished, ts.t.Name, l.a.Number, map[string]any{"state": string(o.State), "class": out.verdict.Class,
 		"exit_code": res.ExitCode, "error": out.tail, "why": why})
 	return out
+}
+
+// stopCause says why the runtime stopped a process, from what ended ctx
+// (a worker's shutdown, its run cancelled, its claim lost): "" when
+// nothing says why (Ctrl-C).
+func stopCause(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+		return c.Error()
+	}
+	return ""
 }
 
 // lostAttempt is why a local run relaunches attempt l of t, whose record

@@ -209,6 +209,18 @@ func testCancelSubmittedRun(t *testing.T, b backend) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Said as what it is, in the worker's log and the attempt's record,
+	// not as a takeover: the task's process was stopped for the cancel.
+	if want := ": its run was cancelled " + rs.Run.Cancelled + "; stopping it"; !strings.Contains(w1.Output(), want) {
+		t.Errorf("w1 does not say %q:\n%s", want, w1.Output())
+	}
+	e.until(run, "the attempt's end", func(queue.RunStatus) bool {
+		as := e.attempts(run, "load")
+		return len(as) == 1 && as[0].State.Finished()
+	})
+	if as := e.attempts(run, "load"); !strings.Contains(as[0].ErrorTail, "was stopped: its run was cancelled "+rs.Run.Cancelled) {
+		t.Errorf("load's attempt %+v does not say it was stopped for the cancel", as[0])
+	}
 	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -140,6 +140,14 @@ var (
 	errTakenOver = errors.New("the claim's lease expired and another worker took the task over")
 )
 
+// runCancelled cancels a visit whose run was cancelled (pipec cancel),
+// which took its claim: a claim lost as a takeover's is (errors.Is), said
+// as what it is.
+type runCancelled struct{ by string }
+
+func (e runCancelled) Error() string        { return "its run was cancelled " + e.by }
+func (e runCancelled) Is(target error) bool { return target == errTakenOver }
+
 // bounded bounds one call of the worker to the store (queue.Bound).
 func (c *Config) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return queue.Bound(ctx, c.Lease)
@@ -374,11 +382,11 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 	}
 	mu.Lock()
 	finishing := false
+	var lost []*visit
 	for ref, v := range visits {
 		if !holds[ref] && !v.stopped && !v.finishing.Load() {
 			v.stopped = true
-			c.logf("%s %s: lost its claim here (taken over, or its run was cancelled); stopping it", ref.Run, ref.Task)
-			v.cancel(errTakenOver)
+			lost = append(lost, v)
 		}
 		finishing = finishing || v.finishing.Load()
 	}
@@ -389,6 +397,9 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 		}
 	}
 	mu.Unlock()
+	for _, v := range lost {
+		c.stopLost(ctx, v)
+	}
 	c.endUnrun(ctx, unrun)
 	if _, err := c.Queue.Sweep(ctx); err != nil {
 		c.logf("sweep: %v", err)
@@ -397,6 +408,21 @@ func (c *Config) beat(ctx context.Context, mu *sync.Mutex, visits map[queue.Ref]
 		c.logf("mark unknown: %v", err)
 	}
 	return true
+}
+
+// stopLost stops visit v, whose claim the store no longer gives this
+// worker: its run was cancelled (pipec cancel), or the claim expired and
+// another worker took the task over. Its process is stopped for that
+// reason, which its attempt records.
+func (c *Config) stopLost(ctx context.Context, v *visit) {
+	ref := v.cl.Ref
+	if r, err := c.Store.GetRun(ctx, ref.Run); err == nil && r.State == store.RunCancelled {
+		c.logf("%s %s: its run was cancelled %s; stopping it", ref.Run, ref.Task, r.Cancelled)
+		v.cancel(runCancelled{by: r.Cancelled})
+		return
+	}
+	c.logf("%s %s: lost its claim here (taken over); stopping it", ref.Run, ref.Task)
+	v.cancel(errTakenOver)
 }
 
 // endUnrun ends the claims that the store says this worker holds and no
@@ -665,6 +691,8 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 			c.hook(hookAfterFinish, cl.Task)
 		}
 		switch {
+		case errors.Is(err, store.ErrLeaseLost) && errors.As(context.Cause(ctx), new(runCancelled)):
+			// Said already: its run was cancelled.
 		case errors.Is(err, store.ErrLeaseLost):
 			c.logf("%s %s: its outcome is not this worker's to report any more (taken over)", cl.Run, cl.Task)
 		case err != nil:
@@ -711,6 +739,11 @@ func (c *Config) runVisit(ctx context.Context, v *visit) (e visitEnd) {
 	case errors.Is(cause, errShutdown):
 		c.logf("%s %s: handed back", cl.Run, cl.Task)
 		finish(queue.Result{Ending: queue.HandedBack})
+	case errors.As(cause, new(runCancelled)):
+		// The cancellation ended the claim; the Finish still records how
+		// the attempt ended (End), which the store takes.
+		c.logf("%s %s: stopped here: %v", cl.Run, cl.Task, cause)
+		finish(queue.Result{Ending: queue.LeaseLost})
 	case errors.Is(cause, errTakenOver) || res.LeaseLost:
 		c.logf("%s %s: stopped here: this worker's lease on it expired", cl.Run, cl.Task)
 		finish(queue.Result{Ending: queue.LeaseLost}) // refused when another worker has it already
