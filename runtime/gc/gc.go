@@ -4,8 +4,8 @@
 // and logs of runs the state does not know), versions in the artifact store
 // (runtime/artifacts: <pipeline>/<artifact>/<digest>, versions/ beside the
 // state unless a shared store is configured) that are not the current
-// accepted one of their interval nor await their audit by a later run
-// (awaitsAudit; none while a run is running, and in a
+// accepted one of their interval nor may be audited by a later run
+// (mayBeAudited; none while a run is running, and in a
 // shared store only of the pipelines whose versions there this state owns,
 // artifacts.Owner: a store shared with another state keeps that state's
 // versions), copies into it that a crash left unfinished, this
@@ -441,9 +441,8 @@ type known struct {
 	// may remove from an artifact store.
 	pipelines map[string]bool
 	// frozenKept: the artifact store's versions that stay: the current
-	// accepted ones, and those of attempts awaiting their audit
-	// (awaitsAudit) or that may be audited again (mayBeAuditedAgain),
-	// which a later visit audits from there.
+	// accepted ones, and those a later run or visit audits from there, or
+	// audits again (mayBeAudited).
 	frozenKept map[string]bool
 	// left: attempts whose run was stopped before it audited their outputs
 	// (store.EventOutputLeft); newestSuccess: the highest token of a
@@ -509,7 +508,7 @@ func readStore(ctx context.Context, st store.Store) (*known, error) {
 		}
 	}
 	for ref, vs := range k.versions {
-		if k.awaitsAudit(ref) || k.mayBeAuditedAgain(ref) {
+		if k.mayBeAudited(ref) {
 			for _, v := range vs {
 				k.frozenKept[keyOf(v)] = true
 			}
@@ -542,17 +541,17 @@ func (k *known) awaitsAudit(ref store.AttemptRef) bool {
 	return true
 }
 
-// mayBeAuditedAgain reports whether attempt ref is the newest success of
-// its task and a version of it was not accepted: rejected by a check, or
-// still staged (a kill cut its audit short, or the audit again of a
-// rejected one). A task that is not idempotent is not run again to make
+// mayBeAudited reports whether attempt ref is the newest success of its
+// task and a version of it was not accepted: still staged (its run was
+// stopped before the audit, or a kill cut the audit short) or rejected by
+// a check. A task that is not idempotent is not run again to make
 // another: a later run audits that version from the artifact store, at
 // once when staged, once a check of it is edited when rejected (a check
 // that was wrong, fixed). Until then, or until a later attempt of the
 // task succeeds (--force), it is the only copy of what the task's effect
 // produced. (An idempotent task's is kept too, in a store its outputs are
 // frozen straight into, until its next success makes another.)
-func (k *known) mayBeAuditedAgain(ref store.AttemptRef) bool {
+func (k *known) mayBeAudited(ref store.AttemptRef) bool {
 	a, ok := k.attempts[ref]
 	if !ok || a.State != store.AttemptSucceeded || k.newestSuccess[[2]string{a.Resource, a.Task}] != a.Token {
 		return false
