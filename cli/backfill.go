@@ -364,6 +364,9 @@ func runBackfill(ctx context.Context, io IO, path string, opts backfillOptions) 
 		if err != nil {
 			return usageErr("%v", err)
 		}
+		if err := refuseForeignSinks(ctx, st, loc, plan, base); err != nil {
+			return &exitError{Code: ExitFindings, Err: err}
+		}
 		launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll, opts.force)
 		defer stop()
 		b.launch, b.detach = launch, !opts.wait

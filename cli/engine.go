@@ -38,6 +38,13 @@ type Shared struct {
 	Queue            queue.Queue
 	TaskState        string
 	DefaultArtifacts string
+	loc              store.Location
+}
+
+// RefuseForeignSinks refuses plan, its spec in baseDir, when a sink it
+// publishes to is bound to another state, as pipec submit does.
+func (sh *Shared) RefuseForeignSinks(ctx context.Context, plan *compiler.Plan, baseDir string) error {
+	return refuseForeignSinks(ctx, sh.Store, sh.loc, plan, baseDir)
 }
 
 // OpenShared opens the state value (a postgres:// URL or an SQLite file,
@@ -57,7 +64,7 @@ func OpenShared(ctx context.Context, value string) (*Shared, error) {
 	if err != nil {
 		return nil, err
 	}
-	sh := &Shared{Store: st, Queue: q, TaskState: serverState(loc)}
+	sh := &Shared{Store: st, Queue: q, TaskState: serverState(loc), loc: loc}
 	if !loc.Server {
 		abs, err := filepath.Abs(loc.Path)
 		if err != nil {

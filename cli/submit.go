@@ -14,7 +14,9 @@ import (
 
 	"github.com/pipec/pipec/compiler"
 	"github.com/pipec/pipec/runtime"
+	"github.com/pipec/pipec/runtime/objstore"
 	"github.com/pipec/pipec/runtime/queue"
+	"github.com/pipec/pipec/runtime/sink"
 	"github.com/pipec/pipec/runtime/store"
 )
 
@@ -99,20 +101,11 @@ func runSubmit(ctx context.Context, io IO, path string, opts submitOptions) erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st, q, _, err := openQueue(ctx, io, &opts.state, path, "", stateRestartWait)
+	st, q, base, err := openSubmission(ctx, io, path, plan, opts)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	base, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	arts, err := opts.artifacts.path()
-	if err != nil {
-		return err
-	}
-	withArtifacts(plan, arts)
 	sub := submission(plan, base, iv, opts.interval, opts.force)
 	run, err := submitWhenFree(ctx, io, q, sub, opts.wait, opts.poll)
 	if err != nil {
@@ -188,20 +181,11 @@ func runSubmitDue(ctx context.Context, io IO, path string, opts submitOptions) e
 		}
 		return dueRun(ctx, io, plan, st, workQueue(st), now, nil, true, true, true)
 	}
-	st, q, _, err := openQueue(ctx, io, &opts.state, path, "", stateRestartWait)
+	st, q, base, err := openSubmission(ctx, io, path, plan, opts)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	base, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	arts, err := opts.artifacts.path()
-	if err != nil {
-		return err
-	}
-	withArtifacts(plan, arts)
 	launch, stop := submitLaunch(ctx, io, plan, base, q, opts.poll, false)
 	defer stop()
 	if io.engine != nil {
@@ -381,4 +365,67 @@ func noteNoWorker(ctx context.Context, io IO, q queue.Queue) {
 		}
 	}
 	fmt.Fprintln(io.Stderr, "pipec: no worker is live: the run waits until one starts (pipec worker --state …)")
+}
+
+// openSubmission opens the shared state that pipec submit hands plan to
+// (spec at path), names the plan's artifact store (--artifacts), and
+// returns the spec's folder as the tasks run in it; a plan whose sinks
+// are bound to another state is refused (refuseForeignSinks).
+func openSubmission(ctx context.Context, io IO, path string, plan *compiler.Plan, opts submitOptions) (store.Store, queue.Queue, string, error) {
+	st, q, loc, err := openQueue(ctx, io, &opts.state, path, "", stateRestartWait)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	fail := func(err error) (store.Store, queue.Queue, string, error) {
+		st.Close()
+		return nil, nil, "", err
+	}
+	base, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return fail(usageErr("%v", err))
+	}
+	arts, err := opts.artifacts.path()
+	if err != nil {
+		return fail(err)
+	}
+	withArtifacts(plan, arts)
+	if err := refuseForeignSinks(ctx, st, loc, plan, base); err != nil {
+		return fail(&exitError{Code: ExitFindings, Err: err})
+	}
+	return st, q, base, nil
+}
+
+// refuseForeignSinks refuses a plan handed to the workers of st whose
+// publishes go to a sink bound to another state, as pipec run refuses the
+// run: every publish into it would be refused once the workers ran its
+// task (sink.RefusesState). A sink this machine cannot read is left to
+// the workers, which ask it before a task that publishes there runs.
+func refuseForeignSinks(ctx context.Context, st store.Store, loc store.Location, plan *compiler.Plan, baseDir string) error {
+	id, err := st.StateID(ctx)
+	if err != nil {
+		return err
+	}
+	statePath, err := statePathOf(loc)
+	if err != nil {
+		return err
+	}
+	published := map[string]bool{}
+	for _, p := range plan.Publishes {
+		published[p.Sink] = true
+	}
+	objects := new(objstore.Clients)
+	for _, ps := range plan.Sinks {
+		if !published[ps.Name] {
+			continue
+		}
+		s, err := sink.Open(sink.Config{Name: ps.Name, Type: ps.Type, Path: ps.Path, Fencing: ps.Fencing, BaseDir: baseDir,
+			Pipeline: plan.Pipeline, Store: st, StatePath: statePath, ObjectStores: objects})
+		if err != nil {
+			continue // the workers' visits say it
+		}
+		if err := sink.RefusesState(ctx, s, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -435,22 +435,11 @@ func (r *runner) sinksTake(ctx context.Context, t *compiler.PlanTask) error {
 	}
 	slices.Sort(names)
 	for _, name := range slices.Compact(names) {
-		s, ok := r.sinks[name].(stateBound)
-		if !ok {
-			continue
-		}
-		var foreign *sink.ForeignStateError
-		if err := s.TakesState(ctx, r.stateID); errors.As(err, &foreign) {
+		if err := sink.RefusesState(ctx, r.sinks[name], r.stateID); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// stateBound is a sink bound to one state (the directory and S3 sinks),
-// which says whether it takes publishes from another.
-type stateBound interface {
-	TakesState(ctx context.Context, stateID string) error
 }
 
 // RefusedEveryInterval reports whether err, a run's refusal before it

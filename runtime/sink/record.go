@@ -186,6 +186,28 @@ func (e *OtherArtifactError) Error() string {
 
 func (d *Directory) fenceDir() string { return filepath.Join(d.Path, FenceDir) }
 
+// StateBound is a sink bound to one state (the directory and S3 sinks),
+// which says whether it takes publishes from another.
+type StateBound interface {
+	TakesState(ctx context.Context, stateID string) error
+}
+
+// RefusesState is the *ForeignStateError s answers for stateID when it is
+// bound to another state (every publish into it would be refused), asked
+// before anything runs; nil otherwise: a sink bound to none, not bound at
+// all, or whose binding cannot be read here (its publish says why).
+func RefusesState(ctx context.Context, s Sink, stateID string) error {
+	b, ok := s.(StateBound)
+	if !ok {
+		return nil
+	}
+	var foreign *ForeignStateError
+	if err := b.TakesState(ctx, stateID); errors.As(err, &foreign) {
+		return err
+	}
+	return nil
+}
+
 // TakesState says whether the sink takes publishes from stateID: a
 // *ForeignStateError when it is bound to another state, as each publish
 // would be told, asked before a task that publishes here runs.

@@ -95,25 +95,46 @@ func TestWorkdirOfAnotherState(t *testing.T) {
 // into it, as a local run is: the non-idempotent charge is not run (its
 // effect could never be made visible: every publish into that sink is
 // refused), and the refusal does not fail over. Before, the charge ran,
-// charged, and only its receipt's publish was refused.
+// charged, and only its receipt's publish was refused. A submission made
+// once the sink is bound is refused by pipec submit itself, as pipec run
+// refuses the run, and nothing is handed to the workers.
 func TestWorkersRefuseASinkOfAnotherState(t *testing.T) {
 	onBoth(t, func(t *testing.T, b backend) {
 		e := newEnvOn(t, b, scenario.LeftOutput, scenario.LeftOutputFiles())
 		if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// Submitted while the sink was bound to no state: the workers ask
+		// it before they run the charge.
+		run := e.submit("2024-01-02")
 		prod := filepath.Join(e.dir, "prod", "state.db")
 		prodArts := filepath.Join(e.dir, "prod", "artifacts")
 		if code, out := e.pipec("run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", prodArts); code != 0 {
 			t.Fatalf("the production state's run: exit %d\n%s", code, out)
 		}
-		out := e.submitRefused(t, "2024-01-02")
-		if !strings.Contains(out, "sink wh") || !strings.Contains(out, "is bound to state") || !strings.Contains(out, prod) {
-			t.Errorf("submit --wait does not say why:\n%s", out)
+		e.worker("w1")
+		e.worker("w2")
+		rs := e.until(run, "the run", finished)
+		if rs.Run.State != store.RunFailed {
+			t.Fatalf("run %s, want failed", rs.Run.State)
+		}
+		for _, ts := range rs.Tasks {
+			if ts.Task == "charge" && (!strings.Contains(ts.Reason, "sink wh") || !strings.Contains(ts.Reason, "is bound to state") ||
+				!strings.Contains(ts.Reason, prod)) {
+				t.Errorf("charge's end does not say why: %q", ts.Reason)
+			}
 		}
 		if n := e.lines("ledger", "charge"); n != 1 {
 			t.Errorf("%d charges, want 1 (production's): the refused state's charge ran", n)
 		}
-		e.refusedOnce(t, "pay/2024-01-02/r1", "charge")
+		e.refusedOnce(t, run, "charge")
+
+		code, out := e.pipec("submit", "pipeline.hcl", "--interval", "2024-01-03", "--state", e.url)
+		if code != 1 || !strings.Contains(out, "sink wh") || !strings.Contains(out, "is bound to state") {
+			t.Errorf("a submission to the sink bound to production: exit %d, want 1 saying why\n%s", code, out)
+		}
+		if runs, err := e.st.ListRuns(context.Background(), store.RunFilter{Interval: "2024-01-03"}); err != nil || len(runs) != 0 {
+			t.Errorf("the refused submission recorded runs %+v (%v)", runs, err)
+		}
 	})
 }

@@ -471,11 +471,19 @@ func TestTwoStatesOneNamespace(t *testing.T) {
 // A sink bound to another state (a production state's local run published
 // there first) is refused on Temporal as on pipec's workers: the
 // non-idempotent charge publishing into it is not run, and does not fail
-// over. Before, it charged, and only its receipt's publish was refused.
+// over. Before, it charged, and only its receipt's publish was refused. A
+// submission made once the sink is bound is refused before anything is
+// handed over.
 func TestRefusesASinkOfAnotherState(t *testing.T) {
 	e := newEnv(t, scenario.LeftOutput, scenario.LeftOutputFiles())
 	if err := os.WriteFile(filepath.Join(e.dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// Submitted while the sink was bound to no state: the workers ask it
+	// before they run the charge.
+	code, run, out := e.submit("2024-01-02", false)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, out)
 	}
 	prod := filepath.Join(e.dir, "prod", "state.db")
 	if code, out := e.run(pipecBin, "run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod,
@@ -483,12 +491,15 @@ func TestRefusesASinkOfAnotherState(t *testing.T) {
 		t.Fatalf("the production state's run: exit %d\n%s", code, out)
 	}
 	w1, w2 := e.worker("w1"), e.worker("w2")
-	code, run, out := e.submit("2024-01-02", true)
-	if code == 0 || !strings.Contains(out, "sink wh") || !strings.Contains(out, "is bound to state") {
-		t.Fatalf("submit --wait on the second state: exit %d\n%s", code, out)
-	}
 	if r := e.until(run); r.State != store.RunFailed {
 		t.Fatalf("run %s, want failed", r.State)
+	}
+	// Submitted once the sink is bound: refused by the submission itself.
+	if code, _, out := e.submit("2024-01-03", false); code == 0 || !strings.Contains(out, "sink wh") || !strings.Contains(out, "is bound to state") {
+		t.Fatalf("a submission to the sink bound to production: exit %d, want a refusal saying why\n%s", code, out)
+	}
+	if runs := e.runsOf("pay", "2024-01-03"); len(runs) != 0 {
+		t.Errorf("the refused submission recorded runs %+v", runs)
 	}
 	if n := e.lines("ledger", "charge"); n != 1 {
 		t.Errorf("%d charges, want 1 (production's): the refused state's charge ran", n)

@@ -297,6 +297,9 @@ func submit(args []string) error {
 	}
 	defer sh.Store.Close()
 	defer c.Close()
+	if err := sh.RefuseForeignSinks(ctx, plan, base); err != nil {
+		return err
+	}
 	sub, err := dispatch.Submit(ctx, c, sh.Store, dispatch.Submission{Plan: plan, BaseDir: base, Interval: iv, Value: *interval, Heartbeat: *hb,
 		Force: *force})
 	if err != nil {
