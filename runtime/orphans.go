@@ -152,6 +152,7 @@ func (r *runner) restage(ctx context.Context, ts *taskState, a store.Attempt, ou
 	gone := fmt.Sprintf("output %s of attempt %d of %s has no accepted version and is not staged any more", out, a.Number, a.Run)
 	const notAgain = "; a task that is not idempotent is not run again (--force runs it)"
 	v, err := r.st.AttemptVersion(ctx, a.AttemptRef, out, r.iv.Key)
+	reopen := "" // why a rejected version is audited again
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return gone + notAgain // its run stopped before it was frozen
@@ -159,27 +160,17 @@ func (r *runner) restage(ctx context.Context, ts *taskState, a store.Attempt, ou
 		r.noteStore(err)
 		return fmt.Sprintf("output %s of attempt %d of %s: its version could not be read: %v", out, a.Number, a.Run, err)
 	case v.State == store.VersionRejected:
-		rejected := fmt.Sprintf("output %s of attempt %d of %s was rejected: %s", out, a.Number, a.Run, v.Reason)
+		gone = fmt.Sprintf("output %s of attempt %d of %s was rejected: %s", out, a.Number, a.Run, v.Reason)
 		again, err := r.auditsAgain(ctx, ts, a.Run, out)
 		if err != nil {
 			r.noteStore(err)
-			return fmt.Sprintf("%s, and the checks that rejected it could not be read: %v", rejected, err)
+			return fmt.Sprintf("%s, and the checks that rejected it could not be read: %v", gone, err)
 		}
 		if again == "" {
-			return rejected + "; a task that is not idempotent is not run again: a check of " + out +
+			return gone + "; a task that is not idempotent is not run again: a check of " + out +
 				" new or edited since audits this version again, and --force runs the task again"
 		}
-		files, err := artifacts.Files(ctx, r.arts, v.Location)
-		if err != nil {
-			return fmt.Sprintf("%s, and it cannot be read from the artifact store to audit it again: %v%s", rejected, err, notAgain)
-		}
-		why := fmt.Sprintf("%s (it was rejected: %s)", again, v.Reason)
-		if err := r.st.ReopenVersion(ctx, v.ID, why); err != nil {
-			r.noteStore(err)
-			return fmt.Sprintf("%s, and could not be audited again: %v", rejected, err)
-		}
-		r.emitStore(store.EventVersionReopened, ts.t.Name, a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": why})
-		return stageFrom(files, v, dir, gone, notAgain)
+		reopen = fmt.Sprintf("%s (it was rejected: %s)", again, v.Reason)
 	case v.State != store.VersionStaged:
 		return gone + notAgain
 	}
@@ -187,13 +178,13 @@ func (r *runner) restage(ctx context.Context, ts *taskState, a store.Attempt, ou
 	if err != nil {
 		return fmt.Sprintf("%s, and its version %s cannot be read from the artifact store: %v%s", gone, v.Label(), err, notAgain)
 	}
-	return stageFrom(files, v, dir, gone, notAgain)
-}
-
-// stageFrom copies files, version v's folder in the artifact store, into
-// dir, a staging folder, and returns why it could not, between gone and
-// notAgain ("" when it did).
-func stageFrom(files string, v store.Version, dir, gone, notAgain string) string {
+	if reopen != "" {
+		if err := r.st.ReopenVersion(ctx, v.ID, reopen); err != nil {
+			r.noteStore(err)
+			return fmt.Sprintf("%s, and could not be audited again: %v", gone, err)
+		}
+		r.emitStore(store.EventVersionReopened, ts.t.Name, a.Number, map[string]any{"version": v.ID, "label": v.Label(), "token": v.Token, "reason": reopen})
+	}
 	// A copy of its own: the audit and the put read the staging folder, and
 	// produce removes it once the version's fate is recorded.
 	copied, digest, err := sink.Freeze(files, filepath.Dir(dir))
