@@ -152,7 +152,7 @@ func loadPlanShowing(io IO, path string, shown []string) (*compiler.Plan, error)
 	if err != nil {
 		return nil, err
 	}
-	ds := c.Diags
+	ds := slices.Clip(c.Diags) // appended to: never into c.Diags' array
 	for _, w := range c.Warnings {
 		if slices.Contains(shown, w.Rule) {
 			ds = append(ds, w)
