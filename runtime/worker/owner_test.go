@@ -32,8 +32,19 @@ func testWorkersRefuseAnotherStatesArtifacts(t *testing.T, b backend) {
       global     = 3
     }`, 1)
 	e := newEnvOn(t, b, spec, artFiles)
-	prod := filepath.Join(e.dir, "prod", "state.db")
-	if code, out := e.pipec("run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", e.arts); code != 0 {
+	// Production runs the same spec from its own checkout: its sink is its
+	// own, its artifact store the one the workers are given.
+	prodDir := filepath.Join(e.dir, "prod")
+	if err := os.Mkdir(prodDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"pipeline.hcl": spec, "extract.sh": artFiles["extract.sh"], "clean.sh": artFiles["clean.sh"]} {
+		if err := os.WriteFile(filepath.Join(prodDir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prod := filepath.Join(prodDir, "state.db")
+	if code, out := e.pipec("run", filepath.Join("prod", "pipeline.hcl"), "--interval", "2024-01-01", "--state", prod, "--artifacts", e.arts); code != 0 {
 		t.Fatalf("the production state's run: exit %d\n%s", code, out)
 	}
 	out := e.submitRefused(t, "2024-01-02")

@@ -408,12 +408,24 @@ func TestRefusesAnotherStatesArtifacts(t *testing.T) {
       per_worker = 1
       global     = 3
     }`, 1), pairFiles)
-	prod := filepath.Join(e.dir, "prod", "state.db")
-	if code, out := e.run(pipecBin, "run", "pipeline.hcl", "--interval", "2024-01-01", "--state", prod, "--artifacts", e.arts); code != 0 {
-		t.Fatalf("the production state's run: exit %d\n%s", code, out)
-	}
-	if err := os.Remove(filepath.Join(e.dir, "ran")); err != nil {
+	// Production runs the same spec from its own checkout: its sink is its
+	// own, its artifact store the one the workers are given.
+	spec, err := os.ReadFile(filepath.Join(e.dir, "pipeline.hcl"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	prodDir := filepath.Join(e.dir, "prod")
+	if err := os.Mkdir(prodDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"pipeline.hcl": string(spec), "extract.sh": pairFiles["extract.sh"], "clean.sh": pairFiles["clean.sh"]} {
+		if err := os.WriteFile(filepath.Join(prodDir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prod := filepath.Join(prodDir, "state.db")
+	if code, out := e.run(pipecBin, "run", filepath.Join("prod", "pipeline.hcl"), "--interval", "2024-01-01", "--state", prod, "--artifacts", e.arts); code != 0 {
+		t.Fatalf("the production state's run: exit %d\n%s", code, out)
 	}
 	w1, w2 := e.worker("w1"), e.worker("w2")
 	code, run, out := e.submit("2024-01-02", true)
@@ -456,10 +468,14 @@ func TestTwoStatesOneNamespace(t *testing.T) {
 	if strings.Contains(s1.Output(), "pair/") {
 		t.Errorf("the staging worker took production's work:\n%s", s1.Output())
 	}
-	// Staging's run of the same interval is its own workflow, visited by
-	// its own worker (whose publish the sink, bound to production,
-	// refuses).
-	code, out := e.run(bin, "submit", "pipeline.hcl", "--interval", "2024-01-01", "--engine", e.engine, "--state", staging, "--wait")
+	// Staging's run of the same interval, from its own checkout (its sink
+	// its own), is its own workflow, visited by its own worker.
+	for name, body := range map[string]string{"pipeline.hcl": pairSpec("pair", ""), "extract.sh": pairFiles["extract.sh"], "clean.sh": pairFiles["clean.sh"]} {
+		if err := os.WriteFile(filepath.Join(e.dir, "staging", name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out := e.run(bin, "submit", filepath.Join("staging", "pipeline.hcl"), "--interval", "2024-01-01", "--engine", e.engine, "--state", staging, "--wait")
 	if strings.Contains(out, "is open") || !strings.Contains(s1.Output(), "pair/2024-01-01/r1 extract: start on s1") {
 		t.Errorf("staging's run: exit %d\n%s\nstaging's worker:\n%s", code, out, s1.Output())
 	}
