@@ -126,15 +126,12 @@ func loadPlan(io IO, path string) (*compiler.Plan, error) {
 	return loadPlanShowing(io, path, nil)
 }
 
-// workerWarnings are the lint rules whose warnings a plan handed to
-// workers shows (pipec submit, backfill --submit, an engine's submit),
-// which a local run has no use for: a path on one machine's disk.
-var workerWarnings = []string{"local-artifact"}
-
-// loadPlanForWorkers is loadPlan for a plan handed to workers: it also
-// shows the warnings of workerWarnings.
+// loadPlanForWorkers is loadPlan for a plan handed to workers (pipec
+// submit, backfill --submit, an engine's submit): it also shows the
+// warnings that concern them, which a local run has no use for: a path on
+// one machine's disk (local-artifact).
 func loadPlanForWorkers(io IO, path string) (*compiler.Plan, error) {
-	return loadPlanShowing(io, path, workerWarnings)
+	return loadPlanShowing(io, path, []string{"local-artifact"})
 }
 
 // loadPlanShowing is loadPlan, printing the warnings of the rules shown

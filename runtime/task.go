@@ -711,9 +711,11 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if r.o.AfterExit != nil {
 		r.o.AfterExit(ctx, ts.t.Name)
 	}
-	ending, cause := res.Describe(), stopCause(ctx)
-	if res.Stopped && cause != "" {
-		ending = "was stopped: " + cause
+	// stopped is what stopped it, in the words of an unknown's reason.
+	ending := res.Describe()
+	stopped := ending
+	if cause := stopCause(ctx); res.Stopped && cause != "" {
+		ending, stopped = "was stopped: "+cause, cause
 	}
 	out := attemptOutcome{number: l.a.Number, ending: ending, signaled: res.Signal != 0 && !res.TimedOut && !res.Stopped}
 	if res.Signal == 0 && !res.TimedOut && !res.Stopped {
@@ -773,10 +775,7 @@ func (r *runner) finishAttempt(ctx context.Context, ts *taskState, l *launched) 
 	if out.tail == "" {
 		out.tail = ending
 	}
-	why, stopped := ending, ending
-	if res.Stopped && cause != "" {
-		stopped = cause
-	}
+	why := ending
 	if changed != "" {
 		out.verdict, out.tail, why = inputVerdict(short), changed, changed
 	}
